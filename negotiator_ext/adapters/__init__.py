@@ -1,0 +1,1 @@
+"""Adapters: the only code that touches HTCondor's bindings, files, or the clock."""

@@ -1,0 +1,162 @@
+"""Reading and writing files of ClassAds, as HTCondor's tools print them.
+
+Reads `condor_status -long` / `condor_q -long` / `condor_userprio -l` output (old ClassAd
+syntax, ads separated by blank lines) and `-json` output (a JSON array of ads). Every ad
+is parsed by classad2. classad2's old-syntax parser silently drops a line it cannot
+parse, so each ad's attribute count is checked against its lines and a dropped line is
+reported, naming the file, the line, the ad and the attribute.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Iterable
+
+import classad2
+
+from ..errors import InputError
+
+_ATTR_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=")
+
+
+def is_json_text(text: str) -> bool:
+    """`-json` output is a JSON array of objects (`[` then `{`); new-syntax ClassAds
+    start with `[` followed by an attribute name."""
+    s = text.lstrip()
+    if s.startswith("{"):
+        return True
+    return s.startswith("[") and s[1:].lstrip()[:1] in ("{", "]")
+
+
+def read_ads(path: str | Path) -> list[classad2.ClassAd]:
+    """All ads in `path`, in file order. Raises InputError naming the file on bad input."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except UnicodeDecodeError:
+        raise InputError(str(p), "not a text file of ClassAds") from None
+    except OSError as exc:
+        raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
+    return parse_ads_text(text, str(p))
+
+
+def parse_ads_text(text: str, source: str) -> list[classad2.ClassAd]:
+    if not text.strip():
+        return []
+    if is_json_text(text):
+        return _parse_json(text, source)
+    if text.lstrip().startswith("["):
+        return _parse_new(text, source)
+    return _parse_old(text, source)
+
+
+def _parse_new(text: str, source: str) -> list[classad2.ClassAd]:
+    """New ClassAd syntax (`[ A = 1; B = 2 ]` ...), as `-long:new` prints it."""
+    try:
+        return list(classad2.parseAds(text, classad2.ParserType.New))
+    except Exception:
+        raise InputError(source, "not valid new-syntax ClassAds") from None
+
+
+def _parse_json(text: str, source: str) -> list[classad2.ClassAd]:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(source, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    if isinstance(doc, dict):
+        doc = [doc]
+    if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
+        raise InputError(source, "expected a JSON array of ClassAds, as condor_status -json prints")
+    # classad2 reads one JSON object at a time reliably (its multi-ad JSON reader stops
+    # at nested values), so json splits the array and classad2 parses each ad.
+    ads = []
+    for i, d in enumerate(doc, start=1):
+        try:
+            ad = classad2.parseOne(json.dumps(d), classad2.ParserType.JSON)
+        except Exception:
+            ad = classad2.ClassAd()
+        bad_expr = [k for k, v in d.items() if isinstance(v, str) and v.startswith("/Expr(")
+                    and isinstance(ad.get(k), str)]
+        if len(ad) != len(d) or bad_expr:
+            missing = bad_expr or [k for k in d if k not in ad]
+            raise InputError(source, "cannot parse value", ad=_ad_label(i, ad) if len(ad) else str(i),
+                             attribute=missing[0] if missing else None)
+        ads.append(ad)
+    return ads
+
+
+def _blocks(text: str) -> Iterable[tuple[int, list[str]]]:
+    """(first line number, lines) of each blank-line-separated block with content."""
+    start, cur = 0, []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip() == "":
+            if cur:
+                yield start, cur
+            cur = []
+        else:
+            if not cur:
+                start = n
+            cur.append(line)
+    if cur:
+        yield start, cur
+
+
+def _parse_old(text: str, source: str) -> list[classad2.ClassAd]:
+    ads = []
+    for first, lines in _blocks(text):
+        body = [ln for ln in lines if not ln.lstrip().startswith(("#", "//"))]
+        if not body:
+            continue  # a block of comments only
+        try:
+            ad = classad2.parseOne("\n".join(body), classad2.ParserType.Old)
+        except Exception:
+            ad = classad2.ClassAd()
+        if len(ad) < len(body):
+            _report_dropped_line(source, first, lines, ad, len(ads) + 1)
+        ads.append(ad)
+    return ads
+
+
+def _report_dropped_line(source, first, lines, ad, index) -> None:
+    """Find the line classad2 dropped; duplicates of an attribute are not an error."""
+    keys = {k.lower() for k in ad.keys()}
+    for offset, line in enumerate(lines):
+        if line.lstrip().startswith(("#", "//")):
+            continue
+        m = _ATTR_LINE.match(line)
+        if not m:
+            raise InputError(source, f"not an attribute assignment: {line.strip()[:60]!r}",
+                             line=first + offset, ad=_ad_label(index, ad))
+        if m.group(1).lower() not in keys:
+            raise InputError(source, f"cannot parse value {line.split('=', 1)[1].strip()[:60]!r}",
+                             line=first + offset, ad=_ad_label(index, ad), attribute=m.group(1))
+
+
+def _ad_label(index: int, ad: classad2.ClassAd) -> str:
+    for attr in ("Name", "GlobalJobId"):
+        try:
+            v = ad.get(attr)
+        except Exception:
+            v = None
+        if isinstance(v, str):
+            return f"{index} ({v})"
+    return str(index)
+
+
+def format_ads_long(ads: Iterable[classad2.ClassAd]) -> str:
+    """Ads in `-long` form (old syntax, blank line after each ad), attributes sorted."""
+    out = []
+    for ad in ads:
+        lines = ad.printOld().strip().splitlines()
+        out.append("\n".join(sorted(lines, key=lambda s: s.split("=", 1)[0].strip().lower())))
+    return "".join(block + "\n\n" for block in out)
+
+
+def write_ads(path: str | Path, ads: Iterable[classad2.ClassAd]) -> None:
+    """Write ads in `-long` form, atomically (a temporary file renamed into place)."""
+    p = Path(path)
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(format_ads_long(ads))
+    tmp.replace(p)

@@ -1,0 +1,70 @@
+"""HTCondor configuration through HTCondor's own config system.
+
+`load_config(path)` points CONDOR_CONFIG at `path`, calls `htcondor2.reload_config()` and
+reads `htcondor2.param` (subsystem NEGOTIATOR, so `NEGOTIATOR.<knob>` overrides apply),
+then types the result into a `NegotiatorConfig`. The bindings run in a child process: a
+malformed config file makes reload_config() end the process it runs in, and the loaded
+config is process-global state that must not leak between snapshots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from ..core.config import NegotiatorConfig
+from ..errors import InputError
+
+
+def read_params(path: str | Path | None) -> tuple[dict, dict]:
+    """Every knob HTCondor knows for config file `path` (None: HTCondor's defaults only).
+
+    Returns (params, raw): typed values as htcondor2.param returns them, and the text of
+    the typed ones.
+    """
+    env = dict(os.environ)
+    source = str(path) if path is not None else "<HTCondor defaults>"
+    if path is None:
+        env["CONDOR_CONFIG"] = os.devnull
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(source, "config file not found")
+        env["CONDOR_CONFIG"] = str(p.resolve())
+    # _CONDOR_* variables would silently change the knobs; a snapshot's config is its own.
+    for k in list(env):
+        if k.upper().startswith("_CONDOR_"):
+            del env[k]
+    proc = subprocess.run([sys.executable, "-m", "negotiator_ext.adapters._param_dump"],
+                          env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise InputError(source, _config_error(proc.stderr + proc.stdout, path))
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise InputError(source, "HTCondor could not read this configuration") from None
+    return doc["params"], doc["raw"]
+
+
+def _config_error(output: str, path) -> str:
+    m = re.search(r"Configuration Error Line (\d+)", output)
+    if m and path is not None:
+        n = int(m.group(1))
+        try:
+            line = Path(path).read_text(errors="replace").splitlines()[n - 1].strip()
+        except (OSError, IndexError):
+            line = ""
+        return f"line {n}: not valid HTCondor configuration" + (f": {line!r}" if line else "")
+    first = next((ln.strip() for ln in output.splitlines() if ln.strip()), "")
+    return "HTCondor could not read this configuration" + (f" ({first})" if first else "")
+
+
+def load_config(path: str | Path | None) -> NegotiatorConfig:
+    """The typed negotiator configuration of config file `path` (None: defaults)."""
+    params, raw = read_params(path)
+    source = str(path) if path is not None else "<HTCondor defaults>"
+    return NegotiatorConfig.from_params(params, source=source, raw=raw)

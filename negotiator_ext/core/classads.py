@@ -1,0 +1,80 @@
+"""The core's one door to ClassAd evaluation (classad2).
+
+Everything in the core that evaluates an attribute or an expression goes through these
+small functions, so the rest of the core deals in plain Python values. No ClassAd is
+parsed or evaluated anywhere else by hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import classad2
+
+ClassAd = classad2.ClassAd
+UNDEFINED = classad2.Value.Undefined
+ERROR = classad2.Value.Error
+
+
+def is_value(v: Any) -> bool:
+    """True unless v is UNDEFINED or ERROR."""
+    return not isinstance(v, classad2.Value)
+
+
+def eval_attr(ad: ClassAd, attr: str) -> Any:
+    """Evaluate attribute `attr` of `ad` (MY = ad); UNDEFINED when absent."""
+    if attr not in ad:
+        return UNDEFINED
+    try:
+        return ad.eval(attr)
+    except Exception:  # classad2 raises on some evaluation failures
+        return ERROR
+
+
+def eval_number(ad: ClassAd, attr: str) -> float | None:
+    """The attribute as a number (bools count as 0/1, like LookupFloat), or None."""
+    v = eval_attr(ad, attr)
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+def eval_int(ad: ClassAd, attr: str) -> int | None:
+    """The attribute as an integer (reals truncate, like LookupInteger), or None."""
+    v = eval_number(ad, attr)
+    return None if v is None else int(v)
+
+
+def eval_string(ad: ClassAd, attr: str) -> str | None:
+    """The attribute as a string (LookupString: only string values), or None."""
+    v = eval_attr(ad, attr)
+    return v if isinstance(v, str) else None
+
+
+def eval_bool(ad: ClassAd, attr: str) -> bool | None:
+    """The attribute as a boolean (numbers: non-zero is true, like LookupBool), or None."""
+    v = eval_attr(ad, attr)
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)):
+        return v != 0
+    return None
+
+
+def parse_expr(text: str) -> classad2.ExprTree:
+    """Parse an expression; raises ValueError with the text on failure."""
+    try:
+        return classad2.ExprTree(text)
+    except Exception as exc:  # classad2_impl.ClassAdException
+        raise ValueError(f"not a valid ClassAd expression: {text!r}") from exc
+
+
+def eval_expr(expr: str | classad2.ExprTree, my: ClassAd | None = None) -> Any:
+    """Evaluate an expression with MY = `my` (no TARGET)."""
+    tree = expr if isinstance(expr, classad2.ExprTree) else parse_expr(expr)
+    try:
+        return tree.eval(my) if my is not None else tree.eval()
+    except Exception:
+        return ERROR

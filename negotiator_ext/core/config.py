@@ -1,0 +1,397 @@
+"""The negotiator's configuration as one typed, immutable object (reference section 0.1).
+
+The core never reads HTCondor configuration itself: the adapter
+(`negotiator_ext.adapters.condor_config`) reads it through `htcondor2.param`, which gives
+HTCondor's own macro expansion and defaults, and hands the resulting mapping to
+`NegotiatorConfig.from_params`. That function only types and validates.
+
+Our own knobs are prefixed NEGOTIATOR_EXT_ and kept in `ext`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ..errors import InputError
+from . import classads
+
+EXT_PREFIX = "NEGOTIATOR_EXT_"
+
+# (field, knob, kind, fallback). The fallback is used only when the knob has neither a
+# value nor a default in HTCondor's param table (the bindings return the table default
+# whenever one exists, so for almost every knob the fallback is never reached).
+# kinds: float, int, bool, str (free text), expr (a ClassAd expression, kept as text).
+_SCALAR_KNOBS: tuple[tuple[str, str, str, Any], ...] = (
+    # accountant (section 1)
+    ("priority_halflife", "PRIORITY_HALFLIFE", "float", 86400.0),
+    ("default_prio_factor", "DEFAULT_PRIO_FACTOR", "float", 1000.0),
+    ("nice_user_prio_factor", "NICE_USER_PRIO_FACTOR", "float", 1e10),
+    ("remote_prio_factor", "REMOTE_PRIO_FACTOR", "float", 1e7),
+    ("accountant_local_domain", "ACCOUNTANT_LOCAL_DOMAIN", "str", ""),
+    ("discount_suspended_resources", "NEGOTIATOR_DISCOUNT_SUSPENDED_RESOURCES", "bool", False),
+    ("use_slot_weights", "NEGOTIATOR_USE_SLOT_WEIGHTS", "bool", True),
+    ("slot_weight", "SLOT_WEIGHT", "expr", "Cpus"),
+    ("force_negotiator_slot_weight", "FORCE_NEGOTIATOR_SLOT_WEIGHT", "bool", False),
+    # cycle timing (section 2.1)
+    ("negotiator_interval", "NEGOTIATOR_INTERVAL", "int", 60),
+    ("negotiator_min_interval", "NEGOTIATOR_MIN_INTERVAL", "int", 5),
+    ("negotiator_cycle_delay", "NEGOTIATOR_CYCLE_DELAY", "int", 20),
+    ("max_time_per_cycle", "NEGOTIATOR_MAX_TIME_PER_CYCLE", "int", 1200),
+    ("max_time_per_submitter", "NEGOTIATOR_MAX_TIME_PER_SUBMITTER", "int", 60),
+    ("max_time_per_schedd", "NEGOTIATOR_MAX_TIME_PER_SCHEDD", "int", 120),
+    ("max_time_per_piespin", "NEGOTIATOR_MAX_TIME_PER_PIESPIN", "int", 120),
+    # ad selection (section 2.2)
+    ("slot_constraint", "NEGOTIATOR_SLOT_CONSTRAINT", "expr", None),
+    ("slot_poolsize_constraint", "NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT", "expr", None),
+    ("submitter_constraint", "NEGOTIATOR_SUBMITTER_CONSTRAINT", "expr", None),
+    ("job_constraint", "NEGOTIATOR_JOB_CONSTRAINT", "expr", None),
+    # preemption and ranks (section 4)
+    ("consider_preemption", "NEGOTIATOR_CONSIDER_PREEMPTION", "bool", True),
+    ("consider_early_preemption", "NEGOTIATOR_CONSIDER_EARLY_PREEMPTION", "bool", False),
+    ("preemption_requirements", "PREEMPTION_REQUIREMENTS", "expr", "False"),
+    ("preemption_rank", "PREEMPTION_RANK", "expr", None),
+    ("pre_job_rank", "NEGOTIATOR_PRE_JOB_RANK", "expr", None),
+    ("post_job_rank", "NEGOTIATOR_POST_JOB_RANK", "expr", None),
+    ("preemption_requirements_stable", "PREEMPTION_REQUIREMENTS_STABLE", "bool", True),
+    ("preemption_rank_stable", "PREEMPTION_RANK_STABLE", "bool", True),
+    ("matchlist_caching", "NEGOTIATOR_MATCHLIST_CACHING", "bool", True),
+    ("ignore_job_ranks", "NEGOTIATOR_IGNORE_JOB_RANKS", "bool", False),
+    ("ignore_user_priorities", "NEGOTIATOR_IGNORE_USER_PRIORITIES", "bool", False),
+    ("cross_slot_prios", "NEGOTIATOR_CROSS_SLOT_PRIOS", "bool", False),
+    ("inform_startd", "NEGOTIATOR_INFORM_STARTD", "bool", False),
+    ("depth_first", "NEGOTIATOR_DEPTH_FIRST", "bool", False),
+    ("prefetch_requests", "NEGOTIATOR_PREFETCH_REQUESTS", "bool", True),
+    ("use_resource_request_counts", "USE_RESOURCE_REQUEST_COUNTS", "bool", True),
+    ("resource_request_list_size", "NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE", "int", 200),
+    ("use_global_job_prios", "USE_GLOBAL_JOB_PRIOS", "bool", False),
+    ("allow_pslot_preemption", "ALLOW_PSLOT_PREEMPTION", "bool", False),
+    ("match_working_cm_slots", "MATCH_WORKING_CM_SLOTS", "bool", False),
+    ("trim_shutdown_threshold", "NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD", "int", 0),
+    ("negotiate_all_jobs_in_cluster", "NEGOTIATE_ALL_JOBS_IN_CLUSTER", "bool", False),
+    # concurrency limits (section 4.11)
+    ("concurrency_limit_default", "CONCURRENCY_LIMIT_DEFAULT", "float", 2308032.0),
+    # hierarchical group quotas (section 3)
+    ("group_accept_surplus", "GROUP_ACCEPT_SURPLUS", "bool", False),
+    ("group_autoregroup", "GROUP_AUTOREGROUP", "bool", False),
+    ("group_sort_expr", "GROUP_SORT_EXPR", "expr",
+     'ifThenElse(AccountingGroup=?="<none>",3.4e+38,'
+     'ifThenElse(GroupQuota>0,GroupResourcesInUse/GroupQuota,3.3e+38))'),
+    ("allow_quota_oversubscription", "NEGOTIATOR_ALLOW_QUOTA_OVERSUBSCRIPTION", "bool", True),
+    ("use_weighted_demand", "NEGOTIATOR_USE_WEIGHTED_DEMAND", "bool", True),
+    ("strict_enforce_quota", "NEGOTIATOR_STRICT_ENFORCE_QUOTA", "bool", True),
+)
+
+# Knobs with a legacy fallback name: the new name wins when it is defined.
+_LEGACY_ALIASES = {
+    "NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT": "GROUP_DYNAMIC_MACH_CONSTRAINT",
+    "GROUP_QUOTA_MAX_ALLOCATION_ROUNDS": "HFS_MAX_ALLOCATION_ROUNDS",
+    "GROUP_QUOTA_ROUND_ROBIN_RATE": "HFS_ROUND_ROBIN_RATE",
+}
+
+INT_MAX = 2147483647
+
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+
+
+def _freeze(d: Mapping) -> Mapping:
+    return MappingProxyType(dict(d))
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """One entry of GROUP_NAMES with its per-group knobs (rule G2). Quotas are as
+    configured (clamped like HTCondor clamps them); assignment happens in core.groups."""
+    name: str                      # as written in GROUP_NAMES (the accountant record key)
+    static_quota: float | None     # GROUP_QUOTA_<g>, clamped to [0, INT_MAX]
+    dynamic_quota: float | None    # GROUP_QUOTA_DYNAMIC_<g>, clamped to [0, 1]
+    accept_surplus: bool
+    autoregroup: bool
+    prio_factor: float             # GROUP_PRIO_FACTOR_<g>; 0 when unset
+
+
+@dataclass(frozen=True)
+class NegotiatorConfig:
+    source: str = "<defaults>"
+    # accountant
+    priority_halflife: float = 86400.0
+    default_prio_factor: float = 1000.0
+    nice_user_prio_factor: float = 1e10
+    remote_prio_factor: float = 1e7
+    accountant_local_domain: str = ""
+    discount_suspended_resources: bool = False
+    use_slot_weights: bool = True
+    slot_weight: str = "Cpus"
+    force_negotiator_slot_weight: bool = False
+    # timing
+    negotiator_interval: int = 60
+    negotiator_min_interval: int = 5
+    negotiator_cycle_delay: int = 20
+    max_time_per_cycle: int = 1200
+    max_time_per_submitter: int = 60
+    max_time_per_schedd: int = 120
+    max_time_per_piespin: int = 120
+    # ad selection
+    slot_constraint: str | None = None
+    slot_poolsize_constraint: str | None = None
+    submitter_constraint: str | None = None
+    job_constraint: str | None = None
+    # preemption and ranks
+    consider_preemption: bool = True
+    consider_early_preemption: bool = False
+    preemption_requirements: str | None = "False"
+    preemption_rank: str | None = None
+    pre_job_rank: str | None = None
+    post_job_rank: str | None = None
+    preemption_requirements_stable: bool = True
+    preemption_rank_stable: bool = True
+    matchlist_caching: bool = True
+    ignore_job_ranks: bool = False
+    ignore_user_priorities: bool = False
+    cross_slot_prios: bool = False
+    inform_startd: bool = False
+    depth_first: bool = False
+    prefetch_requests: bool = True
+    use_resource_request_counts: bool = True
+    resource_request_list_size: int = 200
+    use_global_job_prios: bool = False
+    allow_pslot_preemption: bool = False
+    match_working_cm_slots: bool = False
+    trim_shutdown_threshold: int = 0
+    negotiate_all_jobs_in_cluster: bool = False
+    match_exprs: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
+    # concurrency limits: names lower-cased
+    concurrency_limit_default: float = 2308032.0
+    concurrency_limit_defaults: Mapping[str, float] = field(default_factory=lambda: _freeze({}))
+    concurrency_limits: Mapping[str, float] = field(default_factory=lambda: _freeze({}))
+    # groups
+    groups: tuple[GroupConfig, ...] = ()
+    group_accept_surplus: bool = False
+    group_autoregroup: bool = False
+    group_sort_expr: str = _SCALAR_KNOBS[-4][3]
+    group_quota_max_allocation_rounds: int = 3
+    group_quota_round_robin_rate: float = 1e100
+    allow_quota_oversubscription: bool = True
+    use_weighted_demand: bool = True
+    strict_enforce_quota: bool = True
+    # GROUP_PRIO_FACTOR_<name> for every name that has one (upper-cased name -> factor);
+    # applies to configured groups and to the root "<none>".
+    group_prio_factors: Mapping[str, float] = field(default_factory=lambda: _freeze({}))
+    # our own NEGOTIATOR_EXT_* knobs, upper-cased names without the prefix
+    ext: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
+
+    @property
+    def hgq_enabled(self) -> bool:
+        return len(self.groups) > 0
+
+    def group_prio_factor(self, group_name: str) -> float:
+        """GROUP_PRIO_FACTOR_<group> or 0.0 when unset (rule A9 step 2)."""
+        return self.group_prio_factors.get(group_name.upper(), 0.0)
+
+    def concurrency_limit_max(self, name: str) -> float:
+        """Rule M8: the maximum for limit `name` (case-insensitive)."""
+        n = name.lower()
+        if n in self.concurrency_limits:
+            return self.concurrency_limits[n]
+        if "." in n:
+            prefix = n.rsplit(".", 1)[0]
+            if prefix in self.concurrency_limit_defaults:
+                return self.concurrency_limit_defaults[prefix]
+        return self.concurrency_limit_default
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any], source: str = "<config>",
+                    raw: Mapping[str, str] | None = None) -> "NegotiatorConfig":
+        """Type and validate the values `htcondor2.param` returned.
+
+        `params` maps knob names (any case) to what the bindings returned: typed values for
+        knobs in HTCondor's param table (with HTCondor's defaults filled in), strings for the
+        rest. `raw` maps knob names to their unexpanded-type text, used to reject a value the
+        bindings silently replaced by its default (e.g. PRIORITY_HALFLIFE = abc), as the real
+        negotiator refuses to start with it.
+        """
+        up = {str(k).upper(): v for k, v in params.items()}
+        raw_up = {str(k).upper(): v for k, v in (raw or {}).items()}
+        kw: dict[str, Any] = {"source": source}
+
+        def lookup(knob: str) -> Any:
+            if knob in up:
+                return up[knob]
+            alias = _LEGACY_ALIASES.get(knob)
+            if alias and alias in up:
+                return up[alias]
+            return None
+
+        for fname, knob, kind, fallback in _SCALAR_KNOBS:
+            value = lookup(knob)
+            if value is None or (isinstance(value, str) and value.strip() == "" and kind != "str"):
+                kw[fname] = fallback
+                continue
+            kw[fname] = _typed(source, knob, value, kind, raw_up.get(knob))
+
+        rounds = lookup("GROUP_QUOTA_MAX_ALLOCATION_ROUNDS")
+        kw["group_quota_max_allocation_rounds"] = max(
+            1, int(_typed(source, "GROUP_QUOTA_MAX_ALLOCATION_ROUNDS", rounds, "int", None))
+        ) if rounds is not None else 3
+        rate = lookup("GROUP_QUOTA_ROUND_ROBIN_RATE")
+        kw["group_quota_round_robin_rate"] = max(
+            1.0, _typed(source, "GROUP_QUOTA_ROUND_ROBIN_RATE", rate, "float", None)
+        ) if rate is not None else 1e100
+        if kw["priority_halflife"] < 1e-5:
+            kw["priority_halflife"] = 1e-5  # param_double's range: out of range is clamped
+
+        # NEGOTIATOR_MATCH_EXPRS: a list of macro names whose values become slot attributes.
+        names = _split_list(lookup("NEGOTIATOR_MATCH_EXPRS") or "")
+        match_exprs = {}
+        for n in names:
+            v = up.get(n.upper())
+            if v is None:
+                continue  # the real negotiator skips undefined macros with a warning
+            attr = n if n.upper().startswith("NEGOTIATORMATCHEXPR") else f"NegotiatorMatchExpr{n}"
+            match_exprs[attr] = str(v)
+        kw["match_exprs"] = _freeze(match_exprs)
+
+        # concurrency limits (rule M8): <name>_LIMIT and CONCURRENCY_LIMIT_DEFAULT_<prefix>
+        limits, defaults = {}, {}
+        for key, v in up.items():
+            if key.startswith("CONCURRENCY_LIMIT_DEFAULT_"):
+                defaults[key[len("CONCURRENCY_LIMIT_DEFAULT_"):].lower()] = _typed(source, key, v, "float", raw_up.get(key))
+            elif key.endswith("_LIMIT") and len(key) > len("_LIMIT") and _is_limit_name(key[:-6]):
+                try:
+                    limits[key[:-6].lower()] = float(_typed(source, key, v, "float", raw_up.get(key)))
+                except InputError:
+                    continue  # an unrelated *_LIMIT knob that is not a number
+        kw["concurrency_limits"] = _freeze(limits)
+        kw["concurrency_limit_defaults"] = _freeze(defaults)
+
+        # group prio factors (rule A9 step 2), for any group name, "<none>" included
+        gpf = {}
+        for key, v in up.items():
+            if key.startswith("GROUP_PRIO_FACTOR_"):
+                gpf[key[len("GROUP_PRIO_FACTOR_"):]] = _typed(source, key, v, "float", raw_up.get(key))
+        kw["group_prio_factors"] = _freeze(gpf)
+
+        kw["groups"] = tuple(_groups(source, lookup, up, raw_up, kw))
+        kw["ext"] = _freeze({k[len(EXT_PREFIX):]: str(v) for k, v in up.items()
+                             if k.startswith(EXT_PREFIX)})
+        return cls(**kw)
+
+    def knobs(self) -> dict[str, Any]:
+        """The configuration as {KNOB: value}, for display and JSON."""
+        out: dict[str, Any] = {}
+        by_field = {f: k for f, k, _, _ in _SCALAR_KNOBS}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            key = by_field.get(f.name, f.name)
+            if isinstance(v, MappingProxyType):
+                v = dict(v)
+            elif isinstance(v, tuple):
+                v = [g.__dict__ for g in v]
+            out[key] = v
+        return out
+
+
+def _is_limit_name(name: str) -> bool:
+    return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", name) is not None
+
+
+def _split_list(text: str) -> list[str]:
+    return [t for t in re.split(r"[\s,]+", str(text)) if t]
+
+
+def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> Any:
+    """Convert one knob's value, refusing text HTCondor would refuse."""
+    def bad(what: str) -> InputError:
+        shown = raw if raw is not None else value
+        return InputError(source, f"{knob} = {shown!s}: {what}")
+
+    if kind == "str":
+        return str(value).strip()
+    if kind == "expr":
+        text = str(value).strip()
+        try:
+            classads.parse_expr(text)
+        except ValueError:
+            raise bad("not a valid ClassAd expression") from None
+        return text
+    if kind == "bool":
+        if raw is not None and raw.strip():
+            r = raw.strip()
+            if r.lower() not in _TRUE | _FALSE:
+                v = classads.eval_expr(r) if _parses(r) else None
+                if not isinstance(v, bool):
+                    raise bad("not a boolean")
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+        v = classads.eval_expr(text) if _parses(text) else None
+        if isinstance(v, bool):
+            return v
+        raise bad("not a boolean")
+    # numbers
+    if raw is not None and raw.strip():
+        v = classads.eval_expr(raw) if _parses(raw) else None
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise bad("not a number")
+    if isinstance(value, bool):
+        raise bad("not a number")
+    if isinstance(value, (int, float)):
+        num = float(value)
+    else:
+        text = str(value).strip()
+        try:
+            num = float(text)
+        except ValueError:
+            v = classads.eval_expr(text) if _parses(text) else None
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise bad("not a number") from None
+            num = float(v)
+    if math.isnan(num):
+        raise bad("not a number")
+    return int(num) if kind == "int" else num
+
+
+def _parses(text: str) -> bool:
+    try:
+        classads.parse_expr(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _groups(source, lookup, up, raw_up, kw) -> list[GroupConfig]:
+    """GROUP_NAMES and the per-group knobs (rules G1, G2). Tree checks live in core.groups."""
+    out = []
+    for name in _split_list(lookup("GROUP_NAMES") or ""):
+        if name == "<none>":
+            continue  # reserved; HTCondor skips it with an error
+        u = name.upper()
+        static = dynamic = None
+        if f"GROUP_QUOTA_{u}" in up:
+            q = _typed(source, f"GROUP_QUOTA_{name}", up[f"GROUP_QUOTA_{u}"], "float", raw_up.get(f"GROUP_QUOTA_{u}"))
+            if q < 0:
+                raise InputError(source, f"GROUP_QUOTA_{name} = {q:g}: a group quota cannot be negative")
+            static = min(q, float(INT_MAX))
+        elif f"GROUP_QUOTA_DYNAMIC_{u}" in up:
+            q = _typed(source, f"GROUP_QUOTA_DYNAMIC_{name}", up[f"GROUP_QUOTA_DYNAMIC_{u}"], "float", raw_up.get(f"GROUP_QUOTA_DYNAMIC_{u}"))
+            if q < 0:
+                raise InputError(source, f"GROUP_QUOTA_DYNAMIC_{name} = {q:g}: a group quota cannot be negative")
+            dynamic = min(q, 1.0)
+        accept = kw["group_accept_surplus"]
+        if f"GROUP_ACCEPT_SURPLUS_{u}" in up:
+            accept = _typed(source, f"GROUP_ACCEPT_SURPLUS_{name}", up[f"GROUP_ACCEPT_SURPLUS_{u}"], "bool", raw_up.get(f"GROUP_ACCEPT_SURPLUS_{u}"))
+        regroup = kw["group_autoregroup"]
+        if f"GROUP_AUTOREGROUP_{u}" in up:
+            regroup = _typed(source, f"GROUP_AUTOREGROUP_{name}", up[f"GROUP_AUTOREGROUP_{u}"], "bool", raw_up.get(f"GROUP_AUTOREGROUP_{u}"))
+        out.append(GroupConfig(name=name, static_quota=static, dynamic_quota=dynamic,
+                               accept_surplus=bool(accept), autoregroup=bool(regroup),
+                               prio_factor=kw["group_prio_factors"].get(u, 0.0)))
+    return out

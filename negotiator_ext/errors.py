@@ -1,0 +1,32 @@
+"""The one error type for bad input.
+
+Every problem with what a user gave us (a malformed ad, a non-numeric attribute, a bad
+config line, an unknown group, an empty snapshot directory) is raised as an InputError
+that names the input. The CLI prints it as one line and exits with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+
+class InputError(Exception):
+    """Bad input, reported as `<source>: [line N: ][ad <ad>: ][attribute <attr>: ]<message>`."""
+
+    def __init__(self, source: str, message: str, *, ad: str | None = None,
+                 attribute: str | None = None, line: int | None = None):
+        self.source = str(source)
+        self.line = line
+        self.message = message
+        self.ad = ad
+        self.attribute = attribute
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        parts = [self.source]
+        if self.line is not None:
+            parts.append(f"line {self.line}")
+        if self.ad:
+            parts.append(f"ad {self.ad}")
+        if self.attribute:
+            parts.append(f"attribute {self.attribute}")
+        parts.append(self.message)
+        return ": ".join(parts).replace("\n", " ")
