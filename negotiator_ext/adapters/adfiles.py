@@ -70,21 +70,40 @@ def _parse_json(text: str, source: str) -> list[classad2.ClassAd]:
     if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
         raise InputError(source, "expected a JSON array of ClassAds, as condor_status -json prints")
     # classad2 reads one JSON object at a time reliably (its multi-ad JSON reader stops
-    # at nested values), so json splits the array and classad2 parses each ad.
+    # at nested values), so the array is cut into its objects' own text (keeping the
+    # "\/Expr(...)\/" escapes) and classad2 parses each.
     ads = []
-    for i, d in enumerate(doc, start=1):
+    for i, (d, piece) in enumerate(zip(doc, _json_object_texts(text)), start=1):
         try:
-            ad = classad2.parseOne(json.dumps(d), classad2.ParserType.JSON)
+            ad = classad2.parseOne(piece, classad2.ParserType.JSON)
         except Exception:
             ad = classad2.ClassAd()
         bad_expr = [k for k, v in d.items() if isinstance(v, str) and v.startswith("/Expr(")
-                    and isinstance(ad.get(k), str)]
+                    and not isinstance(ad.get(k), classad2.ExprTree)]
         if len(ad) != len(d) or bad_expr:
             missing = bad_expr or [k for k in d if k not in ad]
             raise InputError(source, "cannot parse value", ad=_ad_label(i, ad) if len(ad) else str(i),
                              attribute=missing[0] if missing else None)
         ads.append(ad)
     return ads
+
+
+def _json_object_texts(text: str) -> Iterable[str]:
+    """The source text of each top-level object of a JSON array (or of a lone object)."""
+    decoder = json.JSONDecoder()
+    i = len(text) - len(text.lstrip())
+    if text[i] == "{":
+        yield text[i:]
+        return
+    i += 1
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        if i >= len(text) or text[i] == "]":
+            return
+        _, end = decoder.raw_decode(text, i)
+        yield text[i:end]
+        i = end
 
 
 def _blocks(text: str) -> Iterable[tuple[int, list[str]]]:

@@ -1,0 +1,121 @@
+"""Pool snapshot directories: what a negotiator sees at the start of one cycle.
+
+Layout (every file is what an admin's own tools print):
+
+  slots.ads | slots.json          condor_status -long | -json            (required)
+  jobs*.ads | jobs*.json          condor_q -allusers -long | -json, one file per schedd
+  submitters.ads | .json          condor_status -submitters -long | -json (optional)
+  accounting.ads | .json          condor_userprio -l -allusers, or the collector's
+                                  Accounting ads                        (optional)
+  negotiator.ads | .json          condor_status -negotiator -long        (optional)
+  config                          the negotiator's HTCondor config, or condor_config_val
+                                  -dump output                           (optional)
+  meta.json                       when and from which pool; "partial" and
+                                  "missing_schedds" when a schedd did not answer
+
+`negotiator-ext snapshot` writes the same layout from a live pool.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import classad2
+
+from ..errors import InputError
+from .adfiles import read_ads
+
+SNAPSHOT_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    directory: Path
+    slots_source: str                                  # the slots file, for messages
+    slots: tuple[classad2.ClassAd, ...]
+    jobs: Mapping[str, tuple[classad2.ClassAd, ...]]  # file name -> that schedd's jobs
+    submitters: tuple[classad2.ClassAd, ...] | None
+    accounting: tuple[classad2.ClassAd, ...] | None
+    negotiator: tuple[classad2.ClassAd, ...] | None
+    accounting_source: str | None
+    config_path: Path | None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        return bool(self.meta.get("partial")) or bool(self.meta.get("missing_schedds"))
+
+    @property
+    def missing_schedds(self) -> tuple[str, ...]:
+        return tuple(self.meta.get("missing_schedds") or ())
+
+    @property
+    def captured_at(self) -> int | None:
+        v = self.meta.get("captured_at")
+        return int(v) if isinstance(v, (int, float)) else None
+
+    def all_jobs(self) -> list[classad2.ClassAd]:
+        return [ad for ads in self.jobs.values() for ad in ads]
+
+
+def _one_of(directory: Path, stem: str) -> Path | None:
+    found = [p for p in (directory / f"{stem}.ads", directory / f"{stem}.json") if p.is_file()]
+    if len(found) > 1:
+        raise InputError(str(directory), f"both {found[0].name} and {found[1].name}: keep one")
+    return found[0] if found else None
+
+
+def read_meta(directory: Path) -> dict:
+    p = directory / "meta.json"
+    if not p.is_file():
+        return {}
+    try:
+        meta = json.loads(p.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(str(p), f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+    if not isinstance(meta, dict):
+        raise InputError(str(p), "expected a JSON object")
+    return meta
+
+
+def load_snapshot(path: str | Path) -> Snapshot:
+    """Read a snapshot directory. Raises InputError naming the file on bad input."""
+    directory = Path(path)
+    if not directory.exists():
+        raise InputError(str(directory), "no such snapshot directory")
+    if not directory.is_dir():
+        raise InputError(str(directory), "not a directory (a snapshot is a directory of ad files)")
+    slots_file = _one_of(directory, "slots")
+    if slots_file is None:
+        raise InputError(str(directory), "not a pool snapshot: no slots.ads or slots.json "
+                         "(condor_status -long or -json output)")
+    slots = tuple(read_ads(slots_file))
+    for i, ad in enumerate(slots, start=1):
+        if not isinstance(ad.get("Name"), str):
+            raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
+
+    jobs = {}
+    for p in sorted(directory.glob("jobs*")):
+        if p.suffix in (".ads", ".json") and p.is_file():
+            jobs[p.name] = tuple(read_ads(p))
+
+    def optional(stem: str):
+        f = _one_of(directory, stem)
+        return tuple(read_ads(f)) if f else None
+
+    config = directory / "config"
+    return Snapshot(
+        directory=directory,
+        slots_source=str(slots_file),
+        slots=slots,
+        jobs=jobs,
+        submitters=optional("submitters"),
+        accounting=optional("accounting"),
+        accounting_source=str(_one_of(directory, "accounting")) if _one_of(directory, "accounting") else None,
+        negotiator=optional("negotiator"),
+        config_path=config if config.is_file() else None,
+        meta=read_meta(directory),
+    )

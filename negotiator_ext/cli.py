@@ -1,0 +1,164 @@
+"""The `negotiator-ext` command.
+
+Exit status: 0 success; 2 bad input or usage (one line on stderr, no traceback);
+1 an unexpected internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from . import __version__
+from .errors import InputError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors and exit status 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise InputError(f"usage ({self.prog} --help)", message)
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", metavar="FILE",
+                   help="HTCondor config file to use instead of the snapshot's own `config`")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="negotiator-ext", allow_abbrev=False,
+                     description="A shadow and what-if HTCondor negotiator beside a real pool.")
+    parser.add_argument("--version", action="version", version=f"negotiator-ext {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    up = sub.add_parser("userprio", allow_abbrev=False,
+                        help="what condor_userprio prints for a snapshot's accountant state",
+                        description="Print what condor_userprio would print for the accountant "
+                                    "state of a pool snapshot, optionally advanced to --at.")
+    up.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
+    up.add_argument("--at", type=int, metavar="EPOCH",
+                    help="advance the accountant to this time (one UpdatePriorities + "
+                         "CheckMatches step, as at the start of a negotiation cycle)")
+    up.add_argument("-all", "--all", dest="all_fields", action="store_true",
+                    help="all columns (condor_userprio -all)")
+    up.add_argument("-allusers", "--allusers", dest="allusers", action="store_true",
+                    help="also users without usage in the last day (condor_userprio -allusers)")
+    up.add_argument("-l", "--long", dest="long", action="store_true",
+                    help="the records as ClassAds (condor_userprio -l)")
+    up.add_argument("-quotas", "--quotas", dest="quotas", action="store_true",
+                    help="group quotas (condor_userprio -quotas)")
+    up.add_argument("-grouprollup", "--grouprollup", dest="grouprollup", action="store_true",
+                    help="group usage rolled up from subgroups (condor_userprio -grouprollup)")
+    up.add_argument("--json", action="store_true", help="one JSON document for machines")
+    _add_config(up)
+
+    sn = sub.add_parser("snapshot", allow_abbrev=False,
+                        help="capture a pool snapshot from a live pool (READ access only)",
+                        description="Capture a pool snapshot through the HTCondor Python bindings: "
+                                    "slot, submitter, negotiator and Accounting ads from the "
+                                    "collector, idle and running jobs from every schedd, and the "
+                                    "negotiator's policy knobs.")
+    sn.add_argument("--pool", metavar="HOST[:PORT]", help="the collector (default: the local pool)")
+    sn.add_argument("-o", "--output", required=True, metavar="DIR", help="snapshot directory to write")
+    sn.add_argument("--timeout", type=int, default=30, metavar="SECONDS",
+                    help="per-schedd query timeout (default 30)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        return _COMMANDS[args.command](args)
+    except InputError as exc:
+        print(f"negotiator-ext: error: {exc.one_line()}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+def _warn(lines) -> None:
+    for w in lines:
+        print(f"negotiator-ext: warning: {w}", file=sys.stderr)
+
+
+def cmd_userprio(args) -> int:
+    from .core.accountant import Accountant
+    from .pool import load_pool
+    pool = load_pool(args.snapshot, args.config)
+    _warn(pool.warnings)
+    acc = Accountant(pool.accountant, pool.config, pool.groups)
+    quotas = None
+    if args.at is not None:
+        if args.at < acc.last_update_time:
+            raise InputError("--at", f"{args.at} is before the accountant's last update "
+                             f"{acc.last_update_time}")
+        acc.check_leases(args.at)
+        acc.update_priorities(args.at)
+        acc.check_matches(pool.slots, args.at)
+    if args.at is not None or not _has_quota_fields(pool.accountant):
+        quotas = pool.quotas() if pool.groups.enabled else None
+    now = args.at if args.at is not None else (pool.snapshot.captured_at or acc.last_update_time)
+    ads = acc.report(quotas, rollup=args.grouprollup)
+    if args.json:
+        doc = {
+            "time": now,
+            "last_update": acc.last_update_time,
+            "snapshot": str(pool.snapshot.directory),
+            "partial": pool.snapshot.partial,
+            "config": pool.config.source,
+            "records": ads,
+            "concurrency_limits": dict(acc.limits),
+        }
+        print(json.dumps(doc, indent=2, sort_keys=True, default=_json_default))
+    elif args.long:
+        from .views.ads import format_dicts_long
+        sys.stdout.write(format_dicts_long(ads))
+    else:
+        from .views.userprio import UserprioOptions, render_table
+        opts = UserprioOptions(all_fields=args.all_fields, allusers=args.allusers,
+                               quotas=args.quotas, grouprollup=args.grouprollup)
+        sys.stdout.write(render_table(ads, now=now, options=opts))
+    return 0
+
+
+def _has_quota_fields(state) -> bool:
+    return any("EffectiveQuota" in rec for rec in state.customers.values())
+
+
+def _json_default(o: Any):
+    if isinstance(o, float):
+        return o
+    return str(o)
+
+
+def cmd_snapshot(args) -> int:
+    from .adapters.live import capture_snapshot
+
+    report = capture_snapshot(args.pool, Path(args.output), timeout=args.timeout)
+    for name in report.missing_schedds:
+        msg = report.errors.get(name, "did not answer")
+        print(f"negotiator-ext: warning: schedd {name}: {msg}", file=sys.stderr)
+    for key, msg in report.errors.items():
+        if key not in report.missing_schedds:
+            print(f"negotiator-ext: warning: {key}: {msg}", file=sys.stderr)
+    state = "PARTIAL snapshot" if report.partial else "snapshot"
+    print(f"{state} written to {report.directory}: {report.slots} slots, {report.jobs} jobs "
+          f"from {len(report.schedds)} schedd(s)"
+          + (f"; missing: {', '.join(report.missing_schedds)}" if report.missing_schedds else ""))
+    return 0
+
+
+_COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

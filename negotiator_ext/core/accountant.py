@@ -1,0 +1,478 @@
+"""The accountant: user priorities and usage (reference section 1).
+
+Records are kept as the real accountant keeps them, as attribute maps under HTCondor's
+attribute names, so "missing" and "zero" stay distinct where HTCondor distinguishes them:
+
+  customers: one per submitter AND one per accounting group (`Customer.<name>`)
+  resources: one per charged match (`Resource.<slot Name>@<StartdIpAddr>`)
+
+Every real written to a record is rounded to 6 decimals, as the ClassAd log's `%f` does
+(rule A5). Time is always passed in; nothing here reads the clock.
+
+Usage accounting follows the classic incremental semantics of the 25.0 LTS series (rules
+A17-A19 "classic"): a match is charged once, removed when its slot is no longer claimed
+by the same customer, and charged exactly for the time it existed. The 25.x feature
+series (25.11 and later) rebuilds WeightedResourcesUsed every cycle and lets
+ResourcesUsed and HierWeightedResourcesUsed grow without bound (reference 1.5, A19);
+weighted figures agree in steady state.
+
+Use it as: `acc = Accountant(state, config, groups)`; call the rules; `acc.state()`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from .config import NegotiatorConfig
+from .groups import ROOT, GroupQuota, GroupTree
+from .slots import SlotUsage
+
+MIN_PRIORITY = 0.5          # hard-coded MinPriority (rule A11); not a knob
+MIN_PRIORITY_FACTOR = 1.0   # MIN_PRIORITY_FACTOR (rule A10)
+NICE_USER_PREFIX = "nice-user"
+
+# In-memory only attributes (never logged, never rounded): rule A3.
+_IN_MEMORY = ("SubmitterShare", "SubmitterLimit")
+
+# Attributes HTCondor keeps as integers in the log.
+_INT_ATTRS = frozenset({
+    "ResourcesUsed", "UnchargedTime", "BeginUsageTime", "LastUsageTime", "Ceiling", "Floor",
+    "StartTime", "NumCpMatches", "CeilingLeaseExpiration", "FloorLeaseExpiration",
+    "PriorityFactorLeaseExpiration", "CeilingPreLeaseValue", "FloorPreLeaseValue",
+})
+
+
+def round6(x: float) -> float:
+    """A persisted real as the accountant reads it back: printf("%f") then parsed (A5)."""
+    return float("%f" % x)
+
+
+@dataclass(frozen=True)
+class AccountantState:
+    """The accountant's whole state: what its log holds, plus in-memory attributes."""
+    last_update_time: int = 0
+    customers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    limits: Mapping[str, float] = field(default_factory=dict)  # concurrency limit counts
+
+    def rup(self, name: str) -> float:
+        p = self.customers.get(name, {}).get("Priority", MIN_PRIORITY)
+        return max(p if isinstance(p, (int, float)) else MIN_PRIORITY, MIN_PRIORITY)
+
+
+class Accountant:
+    """A working copy of an AccountantState with the accountant's rules as methods."""
+
+    def __init__(self, state: AccountantState, config: NegotiatorConfig,
+                 groups: GroupTree | None = None):
+        self.config = config
+        self.groups = groups if groups is not None else GroupTree(config)
+        self.last_update_time = int(state.last_update_time)
+        self.customers: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.customers.items()}
+        self.resources: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.resources.items()}
+        self.limits: dict[str, float] = dict(state.limits)
+
+    def state(self) -> AccountantState:
+        return AccountantState(
+            last_update_time=self.last_update_time,
+            customers=MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.customers.items()}),
+            resources=MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.resources.items()}),
+            limits=MappingProxyType(dict(self.limits)),
+        )
+
+    # ---- attribute access, as the ClassAd log does it -------------------------------
+
+    def _get(self, name: str, attr: str, default: Any = None) -> Any:
+        rec = self.customers.get(name)
+        if rec is None:
+            return default
+        v = rec.get(attr, default)
+        return default if v is None else v
+
+    def _set(self, name: str, attr: str, value: Any) -> None:
+        rec = self.customers.setdefault(name, {})  # a set on a missing record creates it (A4)
+        rec[attr] = _persisted(attr, value)
+
+    def _set_resource(self, resname: str, attr: str, value: Any) -> None:
+        self.resources.setdefault(resname, {})[attr] = _persisted(attr, value)
+
+    # ---- priority factor and priority (rules A9-A11) --------------------------------
+
+    def default_priority_factor(self, name: str) -> float:
+        """Rule A9: the factor a record without one gets."""
+        if name.startswith(NICE_USER_PREFIX):
+            return self.config.nice_user_prio_factor
+        group = self.groups.assigned_group(name).name
+        gpf = self.config.group_prio_factor(group)
+        if gpf != 0.0:
+            return gpf
+        domain = self.config.accountant_local_domain
+        if domain and domain != _domain(name):
+            return self.config.remote_prio_factor
+        return self.config.default_prio_factor
+
+    def priority_factor(self, name: str) -> float:
+        """GetPriorityFactor: the stored factor; a missing or < 1 factor is defaulted and
+        written back (a read with a side effect, rule A9)."""
+        f = self._get(name, "PriorityFactor", 0.0)
+        if f < MIN_PRIORITY_FACTOR:
+            f = self.default_priority_factor(name)
+            self.set_priority_factor(name, f)
+            f = self._get(name, "PriorityFactor")
+        return f
+
+    def set_priority_factor(self, name: str, factor: float) -> None:
+        """SetPriorityFactor: factors below 1 are raised to 1 (rule A10)."""
+        self._set(name, "PriorityFactor", max(float(factor), MIN_PRIORITY_FACTOR))
+
+    def rup(self, name: str) -> float:
+        """The real user priority (stored Priority, 0.5 when missing or lower)."""
+        return max(self._get(name, "Priority", MIN_PRIORITY), MIN_PRIORITY)
+
+    def priority(self, name: str) -> float:
+        """GetPriority: the effective user priority EUP = RUP x factor (rule A11)."""
+        factor = self.priority_factor(name)
+        p = self._get(name, "Priority", MIN_PRIORITY)
+        if p < MIN_PRIORITY:
+            p = MIN_PRIORITY
+            self.set_priority(name, p)
+        return p * factor
+
+    def set_priority(self, name: str, rup: float) -> None:
+        self._set(name, "Priority", float(rup))
+
+    def weighted_resources_used(self, name: str) -> float:
+        return float(self._get(name, "WeightedResourcesUsed", 0.0))
+
+    def ceiling(self, name: str) -> int:
+        """GetCeiling: -1 (unlimited) when missing or negative (rule A24)."""
+        c = int(self._get(name, "Ceiling", -1))
+        return -1 if c < 0 else c
+
+    def floor(self, name: str) -> int:
+        """GetFloor: 0 (no floor) when missing or negative (rule A24)."""
+        f = int(self._get(name, "Floor", 0))
+        return 0 if f < 0 else f
+
+    # ---- the time step (rules A12, A13) ---------------------------------------------
+
+    def update_priorities(self, now: int) -> None:
+        """UpdatePriorities at time `now`: decay every record's RUP toward its recent
+        weighted usage over the step since the last update, accumulate usage."""
+        now = int(now)
+        passed = now - self.last_update_time
+        if passed == 0:
+            return
+        if passed < 0:  # the clock went back
+            self.last_update_time = now
+            return
+        aging = 0.5 ** (passed / self.config.priority_halflife)
+        self.last_update_time = now
+        for name in list(self.customers):
+            self._update_one(name, now, passed, aging)
+
+    def _update_one(self, name: str, now: int, passed: int, aging: float) -> None:
+        rec = self.customers[name]
+        priority = rec.get("Priority")
+        priority = 0.0 if priority is None else priority
+        priority = max(priority, MIN_PRIORITY)
+        old_priority = priority
+        uncharged = int(rec.get("UnchargedTime") or 0)
+        w_uncharged = float(rec.get("WeightedUnchargedTime") or 0.0)
+        accumulated = float(rec.get("AccumulatedUsage") or 0.0)
+        w_accumulated = rec.get("WeightedAccumulatedUsage")
+        w_accumulated = accumulated if w_accumulated is None else float(w_accumulated)
+        begin = int(rec.get("BeginUsageTime") or 0)
+        used = int(rec.get("ResourcesUsed") or 0)
+        w_used = float(rec.get("WeightedResourcesUsed") or 0.0)
+
+        recent = used + uncharged / passed
+        w_recent = w_used + w_uncharged / passed
+        hier = float(rec.get("HierWeightedResourcesUsed") or 0.0)
+        if hier > 0.0:  # a group: its whole subtree's usage (rule A22)
+            w_recent = hier
+
+        priority = priority * aging + w_recent * (1 - aging)
+        if priority < MIN_PRIORITY:
+            priority = MIN_PRIORITY
+
+        new_accumulated = accumulated + used * passed + uncharged
+        new_w_accumulated = w_accumulated + w_used * passed + w_uncharged
+        # Only changed values are written (each rounded on the way, rule A5).
+        if old_priority != priority:
+            self._set(name, "Priority", priority)
+        if new_accumulated != accumulated:
+            self._set(name, "AccumulatedUsage", new_accumulated)
+        if new_w_accumulated != w_accumulated:
+            self._set(name, "WeightedAccumulatedUsage", new_w_accumulated)
+        if new_accumulated > 0 and begin == 0:
+            self._set(name, "BeginUsageTime", now)
+        if recent > 0:  # the unweighted recent usage decides (rule A13)
+            self._set(name, "LastUsageTime", now)
+        if rec.get("UnchargedTime", -1) != 0:
+            self._set(name, "UnchargedTime", 0)
+        if rec.get("WeightedUnchargedTime", -1.0) != 0.0:
+            self._set(name, "WeightedUnchargedTime", 0.0)
+        # Record deletion here is dead code in HTCondor (rule A14): records never age out.
+        rec["SubmitterLimit"] = 0.0
+        rec["SubmitterShare"] = 0.0
+
+    # ---- usage: AddMatch, RemoveMatch, CheckMatches (rules A15-A19) ------------------
+
+    def _charge(self, name: str, weight: float, now: int, sign: int, start: int | None = None) -> None:
+        """Add (sign=+1) or remove (sign=-1) one match of `weight` on a customer record
+        and on its assigned group record, with the uncharged-time correction."""
+        group = self.groups.assigned_group(name).name
+        # Both records are read before either is written (one transaction, rule A6), so a
+        # customer that is its own group record is charged once.
+        targets = dict.fromkeys((name, group))
+        if sign > 0:
+            shift = now - self.last_update_time
+            for rec_name in targets:
+                self._set(rec_name, "ResourcesUsed", int(self._get(rec_name, "ResourcesUsed", 0)) + 1)
+                self._set(rec_name, "WeightedResourcesUsed",
+                          float(self._get(rec_name, "WeightedResourcesUsed", 0.0)) + weight)
+                self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) - shift)
+                self._set(rec_name, "WeightedUnchargedTime",
+                          float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) - shift * weight)
+        else:
+            begin = max(int(start or 0), self.last_update_time)
+            for rec_name in targets:
+                self._set(rec_name, "ResourcesUsed", max(int(self._get(rec_name, "ResourcesUsed", 0)) - 1, 0))
+                self._set(rec_name, "WeightedResourcesUsed",
+                          max(float(self._get(rec_name, "WeightedResourcesUsed", 0.0)) - weight, 0.0))
+                self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) + (now - begin))
+                self._set(rec_name, "WeightedUnchargedTime",
+                          float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) + (now - begin) * weight)
+        # HierWeightedResourcesUsed up the dotted prefixes of the group's name. "<none>"
+        # has no dots, so the root's figure counts root-group submitters only (A17).
+        part = group
+        while part:
+            hier = float(self._get(part, "HierWeightedResourcesUsed", 0.0)) + sign * weight
+            self._set(part, "HierWeightedResourcesUsed", max(hier, 0.0))
+            part = part.rsplit(".", 1)[0] if "." in part else ""
+
+    def add_match(self, customer: str, slot: SlotUsage, now: int, match_cost: float | None = None) -> None:
+        """AddMatch (rule A17, classic). `match_cost` marks a consumption-policy match."""
+        resname = slot.resource_name
+        if match_cost is not None:
+            n = int(self.resources.get(resname, {}).get("NumCpMatches") or 0)
+            self._set_resource(resname, "NumCpMatches", n + 1)
+            resname = f"{resname}_cp_match_{n:03d}"
+            weight = float(match_cost)
+        else:
+            existing = self.resources.get(resname, {}).get("RemoteUser")
+            if existing is not None:
+                if existing == customer:
+                    return  # "Match already existed"
+                self.remove_match(resname, now)
+            weight = slot.weight
+        self._charge(customer, weight, int(now), +1)
+        self._set_resource(resname, "RemoteUser", customer)
+        self._set_resource(resname, "SlotWeight", weight)
+        self._set_resource(resname, "StartTime", int(now))
+        if slot.matched_concurrency_limits:
+            self._set_resource(resname, "MatchedConcurrencyLimits", slot.matched_concurrency_limits)
+            self.increment_limits(slot.matched_concurrency_limits)
+
+    def remove_match(self, resname: str, now: int) -> None:
+        """RemoveMatch (rule A18): credit back the match's weight, charging it exactly for
+        the part of the interval it existed."""
+        rec = self.resources.get(resname)
+        if rec is None:
+            return
+        if rec.get("NumCpMatches") is not None or rec.get("RemoteUser") is None:
+            del self.resources[resname]  # a consumption-policy placeholder, or no user
+            return
+        weight = rec.get("SlotWeight")
+        weight = 1.0 if weight is None else float(weight)
+        self._charge(rec["RemoteUser"], weight, int(now), -1, start=rec.get("StartTime"))
+        del self.resources[resname]
+
+    def check_matches(self, slots: Iterable[SlotUsage], now: int) -> None:
+        """CheckMatches (rule A19, classic): drop matches whose slot is gone or no longer
+        claimed/matched by the charged customer, charge every claimed slot not yet
+        charged, and recount the concurrency limits."""
+        slots = list(slots)
+        by_name: dict[str, SlotUsage] = {}
+        for s in slots:
+            by_name.setdefault(s.resource_name, s)  # HTCondor keeps the first of duplicates
+        for resname in list(self.resources):
+            rec = self.resources.get(resname)
+            if rec is None:
+                continue
+            slot = by_name.get(resname)
+            if slot is None or not slot.claimed_or_matched_by(rec.get("RemoteUser") or "",
+                                                              self.config.discount_suspended_resources):
+                self.remove_match(resname, now)
+        for s in slots:
+            customer = s.charged_customer(self.config.discount_suspended_resources)
+            if customer is not None:
+                self.add_match(customer, s, now)
+        self.load_limits(slots)
+
+    # ---- concurrency limit counts (rule M9) ------------------------------------------
+
+    def load_limits(self, slots: Iterable[SlotUsage]) -> None:
+        """LoadLimits: zero every known limit, recount from the slot ads and the
+        Resource records of slots in the Matched state."""
+        for k in self.limits:
+            self.limits[k] = 0.0
+        for s in slots:
+            for text in (s.concurrency_limits, s.preempting_concurrency_limits):
+                if text:
+                    self.increment_limits(text)
+            if s.state == "Matched":
+                text = self.resources.get(s.resource_name, {}).get("MatchedConcurrencyLimits")
+                if text:
+                    self.increment_limits(text)
+
+    def increment_limits(self, text: str, sign: int = 1) -> None:
+        for name, amount in parse_concurrency_limits(text):
+            self.limits[name] = self.limits.get(name, 0.0) + sign * amount
+
+    # ---- admin edits (rule A21) and leases (rule A25) ---------------------------------
+
+    def reset_usage(self, name: str, now: int) -> None:
+        self._set(name, "AccumulatedUsage", 0.0)
+        self._set(name, "WeightedAccumulatedUsage", 0.0)
+        self._set(name, "BeginUsageTime", int(now))
+
+    def reset_all_usage(self, now: int) -> None:
+        for name in list(self.customers):
+            self.reset_usage(name, now)
+
+    def set_accumulated_usage(self, name: str, value: float) -> None:
+        """SET_ACCUMUSAGE sets only WeightedAccumulatedUsage (rule A21)."""
+        self._set(name, "WeightedAccumulatedUsage", float(value))
+
+    def set_begin_time(self, name: str, t: int) -> None:
+        self._set(name, "BeginUsageTime", int(t))
+
+    def set_last_time(self, name: str, t: int) -> None:
+        self._set(name, "LastUsageTime", int(t))
+
+    def set_ceiling(self, name: str, ceiling: int) -> None:
+        self._set(name, "Ceiling", int(ceiling))
+
+    def set_floor(self, name: str, floor: int) -> None:
+        self._set(name, "Floor", int(floor))
+
+    def delete_record(self, name: str) -> None:
+        """DELETE_USER: the customer record goes; its resource records stay (rule A21)."""
+        self.customers.pop(name, None)
+
+    def check_leases(self, now: int) -> None:
+        """CheckCeilingLeases/CheckFloorLeases/CheckPriorityFactorLeases: restore the
+        value from before every lease with 0 < expiration <= now (rule A25)."""
+        for name, rec in self.customers.items():
+            for what, attr in (("Ceiling", "Ceiling"), ("Floor", "Floor"),
+                               ("PriorityFactor", "PriorityFactor")):
+                exp = rec.get(f"{what}LeaseExpiration")
+                if exp is not None and 0 < exp <= now:
+                    pre = rec.get(f"{what}PreLeaseValue")
+                    if pre is not None:
+                        self._set(name, attr, pre)
+                    self._set(name, f"{what}LeaseExpiration", 0)
+
+    # ---- reporting (rules A26, A28) ---------------------------------------------------
+
+    def report(self, quotas: Mapping[str, GroupQuota] | None = None,
+               rollup: bool = False) -> list[dict[str, Any]]:
+        """One ad per record, as the negotiator's modular query answers `condor_userprio
+        -l` (rule A28), or, with `rollup`, as the GET_PRIORITY_ROLLUP path reports
+        (rule A26: group Priority 0; children's usage summed into their parents).
+
+        Group quota fields come from `quotas` when given, else from what the record
+        already carries (e.g. imported from a real pool's accounting ads)."""
+        tree = self.groups
+        ads: list[dict[str, Any]] = []
+        by_group: dict[str, dict[str, Any]] = {}
+        for name in list(self.customers):
+            rec = self.customers[name]
+            node, is_group = tree.assigned(name)
+            ad = {k: v for k, v in rec.items()
+                  if k not in ("UnchargedTime", "WeightedUnchargedTime") and v is not None}
+            ad["Name"] = name
+            ad["LastUpdate"] = self.last_update_time
+            ad["Priority"] = self.priority(name)
+            ad["PriorityFactor"] = self._get(name, "PriorityFactor")
+            ad["Ceiling"] = self.ceiling(name)
+            ad["Floor"] = self.floor(name)
+            ad["IsAccountingGroup"] = is_group
+            ad["AccountingGroup"] = node.name
+            if is_group:
+                q = (quotas or {}).get(node.name)
+                if q is not None:
+                    ad.update(EffectiveQuota=q.effective_quota, ConfigQuota=q.config_quota,
+                              SubtreeQuota=q.subtree_quota, Requested=q.requested,
+                              SurplusPolicy=q.surplus_policy)
+                else:
+                    ad.setdefault("ConfigQuota", node.config_quota)
+                    ad.setdefault("SurplusPolicy", tree.surplus_policy(node))
+                if node.name == name:
+                    by_group[name] = ad
+            ads.append(ad)
+        if rollup:
+            _roll_up(tree, by_group)
+        return ads
+
+
+def _roll_up(tree: GroupTree, by_group: dict[str, dict[str, Any]]) -> None:
+    """Rule A26 rollup: each child's usage added into its parent, depth first."""
+    def visit(node) -> None:
+        ad = by_group.get(node.name)
+        for child in node.children:
+            visit(child)
+            cad = by_group.get(child.name)
+            if ad is None or cad is None:
+                continue
+            for attr in ("ResourcesUsed", "WeightedResourcesUsed", "AccumulatedUsage",
+                         "WeightedAccumulatedUsage"):
+                ad[attr] = (ad.get(attr) or 0) + (cad.get(attr) or 0)
+            ad["BeginUsageTime"] = min(ad.get("BeginUsageTime") or 0, cad.get("BeginUsageTime") or 0)
+            ad["LastUsageTime"] = max(ad.get("LastUsageTime") or 0, cad.get("LastUsageTime") or 0)
+        if ad is not None:
+            ad["Priority"] = 0.0
+    visit(tree.root)
+
+
+def _persisted(attr: str, value: Any) -> Any:
+    if attr in _IN_MEMORY:
+        return value
+    if attr in _INT_ATTRS or isinstance(value, bool):
+        return int(value) if not isinstance(value, bool) else value
+    if isinstance(value, float):
+        return round6(value) if math.isfinite(value) else value
+    return value
+
+
+def _domain(name: str) -> str:
+    """GetDomain: the text after the last '@' (empty when there is none)."""
+    i = name.rfind("@")
+    return name[i + 1:] if i >= 0 else ""
+
+
+def parse_concurrency_limits(text: str) -> list[tuple[str, float]]:
+    """Rule M7: `name[:amount]` tokens split on commas and whitespace; names lower-cased;
+    an amount <= 0 or unparsable counts 1; invalid names are ignored."""
+    import re
+    out = []
+    for token in re.split(r"[\s,]+", text or ""):
+        if not token:
+            continue
+        name, _, amount_text = token.partition(":")
+        try:
+            amount = float(amount_text) if amount_text else 1.0
+        except ValueError:
+            amount = 1.0
+        if not (amount > 0) or math.isinf(amount):
+            amount = 1.0
+        parts = name.split(".")
+        if len(parts) > 2 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+            continue
+        out.append((name.lower(), amount))
+    return out

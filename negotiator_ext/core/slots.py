@@ -1,0 +1,114 @@
+"""What the accountant needs to know of a slot ad (reference 1.5, rules A15, A16, A19).
+
+`SlotUsage` is plain data taken from one slot ad: its resource name, claim state, the
+customer it charges, and its slot weight. `slot_usage(ad, config)` makes one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import classads
+from .config import NegotiatorConfig
+
+CLAIMED_STATES = ("Claimed", "Preempting")
+
+
+@dataclass(frozen=True)
+class SlotUsage:
+    name: str
+    resource_name: str              # "<Name>@<StartdIpAddr>" (rule A2)
+    state: str | None
+    activity: str | None
+    accounting_group: str | None
+    remote_user: str | None
+    weight: float                   # GetSlotWeight (rule A15)
+    concurrency_limits: str | None = None
+    preempting_concurrency_limits: str | None = None
+    matched_concurrency_limits: str | None = None
+
+    def _suspended(self, discount: bool) -> bool:
+        return discount and (self.activity or "").lower() == "suspended"
+
+    def charged_customer(self, discount_suspended: bool) -> str | None:
+        """IsClaimed (rule A16): the customer a claimed slot charges, or None."""
+        if self.state not in CLAIMED_STATES:
+            return None
+        customer = self.accounting_group if self.accounting_group is not None else self.remote_user
+        if customer is None:
+            return None
+        if discount_suspended and self.activity is None:
+            return None
+        if self._suspended(discount_suspended):
+            return None
+        return customer
+
+    def claimed_or_matched_by(self, customer: str, discount_suspended: bool) -> bool:
+        """CheckClaimedOrMatched (rule A19): Matched slots are kept; claimed ones must
+        still be claimed by the same customer."""
+        if self.state == "Matched":
+            return True
+        return self.charged_customer(discount_suspended) == customer
+
+
+def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
+    """Rule A15: 1.0 without slot weights; else the ad's SlotWeight (the negotiator's
+    SLOT_WEIGHT when the ad has none, or always with FORCE_NEGOTIATOR_SLOT_WEIGHT),
+    1.0 when it does not evaluate to a number >= 0. Zero is a legal weight."""
+    if not config.use_slot_weights:
+        return 1.0
+    if "SlotWeight" in ad and not config.force_negotiator_slot_weight:
+        w = classads.eval_number(ad, "SlotWeight")
+    else:
+        v = classads.eval_expr(config.slot_weight, ad)
+        w = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    if w is None or w < 0:
+        return 1.0
+    return w
+
+
+def resource_name(ad: classads.ClassAd) -> str:
+    """GetResourceName (rule A2): `<Name>@<StartdIpAddr>`, or `<Name>@` without address."""
+    return f"{classads.eval_string(ad, 'Name') or ''}@{classads.eval_string(ad, 'StartdIpAddr') or ''}"
+
+
+def slot_usage(ad: classads.ClassAd, config: NegotiatorConfig) -> SlotUsage:
+    return SlotUsage(
+        name=classads.eval_string(ad, "Name") or "",
+        resource_name=resource_name(ad),
+        state=classads.eval_string(ad, "State"),
+        activity=classads.eval_string(ad, "Activity"),
+        accounting_group=classads.eval_string(ad, "AccountingGroup"),
+        remote_user=classads.eval_string(ad, "RemoteUser"),
+        weight=slot_weight(ad, config),
+        concurrency_limits=classads.eval_string(ad, "ConcurrencyLimits"),
+        preempting_concurrency_limits=classads.eval_string(ad, "PreemptingConcurrencyLimits"),
+        matched_concurrency_limits=classads.eval_string(ad, "MatchedConcurrencyLimits"),
+    )
+
+
+def in_slot_constraint(ad: classads.ClassAd, constraint: str | None) -> bool:
+    """NEGOTIATOR_SLOT_CONSTRAINT (and the pool-size constraint): the collector keeps an
+    ad only when the constraint evaluates to true with MY = the slot ad."""
+    if not constraint:
+        return True
+    return classads.eval_expr(constraint, ad) is True
+
+
+def pool_sizes(ads, weights: list[float], config: NegotiatorConfig) -> tuple[int, float, float]:
+    """Step 8 of the cycle: (cPoolsize, weightedPoolsize, effectivePoolsize) over the ads
+    matching NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT (all ads when it is unset).
+    `weights` are the ads' GetSlotWeight values, in the same order."""
+    count, weighted, effective = 0, 0.0, 0.0
+    for ad, w in zip(ads, weights):
+        if not in_slot_constraint(ad, config.slot_poolsize_constraint):
+            continue
+        count += 1
+        weighted += w
+        if classads.eval_bool(ad, "PartitionableSlot"):
+            effective += classads.eval_number(ad, "Cpus") or 0.0
+        else:
+            effective += 1
+    if not config.use_slot_weights:
+        weighted = float(count)
+    return count, weighted, effective

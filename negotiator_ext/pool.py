@@ -1,0 +1,94 @@
+"""A pool as the negotiator sees it at the start of a cycle: snapshot + config + the
+accountant's state, assembled from the adapters for the commands to use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
+from .adapters.condor_config import load_config
+from .adapters.snapshot import Snapshot, load_snapshot
+from .core import classads
+from .core.accountant import AccountantState
+from .core.config import NegotiatorConfig
+from .core.groups import GroupQuota, GroupTree, group_demand
+from .core.slots import SlotUsage, in_slot_constraint, pool_sizes, slot_usage
+from .errors import InputError
+
+# Slot attributes that must be numbers when present (HTCondor would otherwise quietly
+# treat the slot as weight 1 or as unable to run anything).
+_NUMERIC_SLOT_ATTRS = ("Cpus", "Memory", "Disk", "SlotWeight")
+
+
+@dataclass(frozen=True)
+class Pool:
+    snapshot: Snapshot
+    config: NegotiatorConfig
+    groups: GroupTree
+    slot_ads: tuple                 # the ads the negotiator fetches (slot constraint applied)
+    slots: tuple[SlotUsage, ...]
+    accountant: AccountantState
+    warnings: tuple[str, ...]
+
+    def pool_sizes(self) -> tuple[int, float, float]:
+        return pool_sizes(self.slot_ads, [s.weight for s in self.slots], self.config)
+
+    def hgq_pool_size(self) -> float:
+        """The size quotas are assigned from (rule G4)."""
+        _, weighted, effective = self.pool_sizes()
+        return weighted if self.config.use_slot_weights else effective
+
+    def submitter_ads(self) -> list[dict]:
+        """Submitter ads as the negotiator keeps them: named, with jobs (phase 1)."""
+        out = []
+        for ad in self.snapshot.submitters or ():
+            if self.config.submitter_constraint and not in_slot_constraint(ad, self.config.submitter_constraint):
+                continue
+            d = plain_ad(ad)
+            if not isinstance(d.get("Name"), str):
+                continue
+            if (d.get("RunningJobs") or 0) + (d.get("IdleJobs") or 0) <= 0:
+                continue
+            out.append(d)
+        return out
+
+    def quotas(self) -> dict[str, GroupQuota]:
+        demand = group_demand(self.groups, self.submitter_ads(), self.config.use_weighted_demand)
+        return self.groups.assign_quotas(self.hgq_pool_size(), demand)
+
+
+def load_pool(directory: str | Path, config_path: str | Path | None = None) -> Pool:
+    snap = load_snapshot(directory)
+    warnings: list[str] = []
+    if snap.partial:
+        missing = ", ".join(snap.missing_schedds) or "unknown"
+        warnings.append(f"{snap.directory}: partial snapshot (did not answer: {missing})")
+    path = config_path if config_path is not None else snap.config_path
+    if path is None:
+        warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "
+                        "using HTCondor's defaults")
+    config = load_config(path)
+    groups = GroupTree(config)
+    warnings.extend(f"{config.source}: {w}" for w in groups.warnings)
+
+    ads, slots = [], []
+    for i, ad in enumerate(snap.slots, start=1):
+        name = classads.eval_string(ad, "Name")
+        for attr in _NUMERIC_SLOT_ATTRS:
+            if attr in ad and classads.eval_number(ad, attr) is None:
+                raise InputError(snap.slots_source, f"not a number: {ad.get(attr)!s}",
+                                 ad=f"{i} ({name})", attribute=attr)
+        if not in_slot_constraint(ad, config.slot_constraint):
+            continue
+        ads.append(ad)
+        slots.append(slot_usage(ad, config))
+
+    if snap.accounting is not None:
+        state, w = state_from_accounting_ads(snap.accounting, slots, groups, snap.accounting_source)
+        warnings.extend(w)
+    else:
+        state = AccountantState()
+        warnings.append(f"{snap.directory}: no accounting.ads: starting from an empty accountant")
+    return Pool(snapshot=snap, config=config, groups=groups, slot_ads=tuple(ads),
+                slots=tuple(slots), accountant=state, warnings=tuple(warnings))

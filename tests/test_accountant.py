@@ -1,0 +1,320 @@
+"""The accountant's rules (reference section 1), with exact numbers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from negotiator_ext.core.accountant import (Accountant, AccountantState, parse_concurrency_limits,
+                                            round6)
+from negotiator_ext.core.config import GroupConfig, NegotiatorConfig
+from negotiator_ext.core.groups import GroupTree
+from negotiator_ext.core.slots import SlotUsage
+
+DAY = 86400
+T0 = 1_700_000_000
+
+
+def make(customers=None, config=None, last=T0, resources=None):
+    config = config or NegotiatorConfig()
+    state = AccountantState(last_update_time=last, customers=customers or {}, resources=resources or {})
+    return Accountant(state, config, GroupTree(config))
+
+
+def slot(name, user=None, weight=1.0, state=None, group=None, activity="Busy", limits=None):
+    return SlotUsage(name=name, resource_name=f"{name}@<10.0.0.1:9618>",
+                     state=state or ("Claimed" if user or group else "Unclaimed"),
+                     activity=activity, accounting_group=group, remote_user=user,
+                     weight=weight, concurrency_limits=limits)
+
+
+# ---- RUP update (rule A13) ----------------------------------------------------------
+
+def test_new_user_on_100_cores_for_one_day_reaches_50_25():
+    acc = make({"u@d": {"WeightedResourcesUsed": 100.0, "ResourcesUsed": 100}})
+    acc.update_priorities(T0 + DAY)
+    # P' = 0.5 * 0.5 + 100 * (1 - 0.5)
+    assert acc.rup("u@d") == 50.25
+    assert acc.priority("u@d") == 50250.0  # EUP with the default factor 1000
+
+
+@pytest.mark.parametrize("halflives,expected", [(1, 50.0), (2, 25.0), (3, 12.5), (0.5, 100 / math.sqrt(2))])
+def test_unused_priority_halves_every_half_life(halflives, expected):
+    acc = make({"u@d": {"Priority": 100.0}})
+    acc.update_priorities(T0 + int(halflives * DAY))
+    assert acc.rup("u@d") == round6(expected)
+
+
+def test_priority_never_decays_below_half():
+    acc = make({"u@d": {"Priority": 0.6}})
+    acc.update_priorities(T0 + 10 * DAY)
+    assert acc.rup("u@d") == 0.5
+    assert acc.customers["u@d"]["Priority"] == 0.5
+
+
+def test_halflife_knob_is_used():
+    acc = make({"u@d": {"Priority": 8.0}}, config=NegotiatorConfig(priority_halflife=3600.0))
+    acc.update_priorities(T0 + 3 * 3600)
+    assert acc.rup("u@d") == 1.0
+
+
+def test_priorities_are_rounded_to_six_decimals_like_the_log():
+    acc = make({"u@d": {"Priority": 100.0, "WeightedResourcesUsed": 3.0, "ResourcesUsed": 3}})
+    acc.update_priorities(T0 + 1000)
+    a = 0.5 ** (1000 / DAY)
+    exact = 100.0 * a + 3.0 * (1 - a)
+    assert acc.customers["u@d"]["Priority"] == float("%f" % exact)
+    assert acc.customers["u@d"]["Priority"] != exact
+
+
+def test_zero_and_negative_steps_change_nothing_but_the_clock():
+    acc = make({"u@d": {"Priority": 10.0}})
+    acc.update_priorities(T0)
+    assert acc.rup("u@d") == 10.0
+    acc.update_priorities(T0 - 50)  # the clock went back
+    assert acc.rup("u@d") == 10.0
+    assert acc.last_update_time == T0 - 50
+
+
+def test_accumulated_usage_begin_and_last_usage_times():
+    acc = make({"u@d": {"WeightedResourcesUsed": 2.5, "ResourcesUsed": 2}})
+    acc.update_priorities(T0 + 100)
+    rec = acc.customers["u@d"]
+    assert rec["AccumulatedUsage"] == 200.0          # unweighted count x seconds
+    assert rec["WeightedAccumulatedUsage"] == 250.0  # weighted
+    assert rec["BeginUsageTime"] == T0 + 100
+    assert rec["LastUsageTime"] == T0 + 100
+    acc.update_priorities(T0 + 200)
+    assert acc.customers["u@d"]["BeginUsageTime"] == T0 + 100  # set once
+
+
+def test_weighted_accumulated_usage_starts_from_unweighted_when_missing():
+    acc = make({"u@d": {"AccumulatedUsage": 1000.0, "WeightedResourcesUsed": 1.0, "ResourcesUsed": 1}})
+    acc.update_priorities(T0 + 10)
+    assert acc.customers["u@d"]["WeightedAccumulatedUsage"] == 1010.0
+
+
+def test_last_usage_time_follows_unweighted_usage():
+    # weight-0 slots: weighted usage 0 but a match exists, so the user counts as active
+    acc = make({"u@d": {"WeightedResourcesUsed": 0.0, "ResourcesUsed": 1}})
+    acc.update_priorities(T0 + 10)
+    assert acc.customers["u@d"]["LastUsageTime"] == T0 + 10
+    assert acc.rup("u@d") == 0.5
+
+
+def test_records_are_never_aged_out():
+    acc = make({"u@d": {"Priority": 0.5}})
+    acc.update_priorities(T0 + 1000 * DAY)
+    assert "u@d" in acc.customers
+
+
+@settings(max_examples=60, deadline=None)
+@given(p0=st.floats(0.5, 5000), usage=st.floats(0, 2000),
+       steps=st.lists(st.integers(60, 20000), min_size=1, max_size=12))
+def test_step_size_independence(p0, usage, steps):
+    """Constant usage: many small steps compose to one big step, up to the 6-decimal
+    rounding of each stored value and the 0.5 clamp (rule A13)."""
+    one = make({"u@d": {"Priority": round6(p0), "WeightedResourcesUsed": usage, "ResourcesUsed": 1}})
+    many = make({"u@d": {"Priority": round6(p0), "WeightedResourcesUsed": usage, "ResourcesUsed": 1}})
+    t = T0
+    for s in steps:
+        t += s
+        many.update_priorities(t)
+    one.update_priorities(t)
+    assert many.rup("u@d") == pytest.approx(one.rup("u@d"), abs=1e-6 * (len(steps) + 1))
+
+
+# ---- priority factor (rules A9-A11) ---------------------------------------------------
+
+def test_factor_defaults_for_nice_group_remote_and_local_names():
+    cfg = NegotiatorConfig(
+        accountant_local_domain="site.org",
+        groups=(GroupConfig("group_a", 10.0, None, False, False, 5.0),),
+        group_prio_factors={"GROUP_A": 5.0},
+    )
+    acc = make(config=cfg)
+    assert acc.priority_factor("nice-user.bob@site.org") == 1e10
+    assert acc.priority_factor("group_a.bob@site.org") == 5.0
+    assert acc.priority_factor("group_a.bob@elsewhere.org") == 5.0   # group beats remote
+    assert acc.priority_factor("bob@elsewhere.org") == 1e7
+    assert acc.priority_factor("bob@site.org") == 1000.0
+    # a group record has no '@', so its "domain" is empty: remote when a domain is set
+    assert acc.priority_factor("group_b") == 1e7
+    assert acc.priority_factor("group_a") == 5.0
+
+
+def test_nice_user_prefix_is_literal_and_remote_needs_local_domain():
+    acc = make()
+    assert acc.priority_factor("nice-user@x") == 1e10
+    assert acc.priority_factor("group_x.nice-user.bob@x") == 1000.0
+    assert acc.priority_factor("bob@anywhere") == 1000.0  # no ACCOUNTANT_LOCAL_DOMAIN: all local
+
+
+def test_factor_read_writes_it_and_is_sticky():
+    acc = make()
+    assert "PriorityFactor" not in acc.customers.get("bob@x", {})
+    assert acc.priority("bob@x") == 500.0   # 0.5 x 1000
+    assert acc.customers["bob@x"]["PriorityFactor"] == 1000.0
+    acc.config = NegotiatorConfig(default_prio_factor=10.0)
+    assert acc.priority_factor("bob@x") == 1000.0   # the written factor stays
+
+
+def test_factors_below_one_clamp_to_one_and_stored_below_one_is_redefaulted():
+    acc = make({"a@x": {"PriorityFactor": 0.5}})
+    assert acc.priority_factor("a@x") == 1000.0     # < 1 counts as missing (A9)
+    acc.set_priority_factor("b@x", 0.3)
+    assert acc.priority_factor("b@x") == 1.0         # clamped (A10)
+
+
+def test_eup_is_rup_times_factor_and_rup_below_half_is_raised():
+    acc = make({"a@x": {"Priority": 2.0, "PriorityFactor": 100.0}, "b@x": {"Priority": 0.1}})
+    assert acc.priority("a@x") == 200.0
+    assert acc.priority("b@x") == 500.0
+    assert acc.customers["b@x"]["Priority"] == 0.5
+
+
+# ---- usage: AddMatch, RemoveMatch, CheckMatches (rules A15-A19) ------------------------
+
+def test_match_made_mid_interval_is_charged_from_the_match_time():
+    acc = make()
+    acc.add_match("u@d", slot("s1", "u@d", weight=4.0), T0 + 3600)
+    rec = acc.customers["u@d"]
+    assert (rec["ResourcesUsed"], rec["WeightedResourcesUsed"]) == (1, 4.0)
+    assert rec["UnchargedTime"] == -3600 and rec["WeightedUnchargedTime"] == -14400.0
+    acc.update_priorities(T0 + 7200)
+    a = 0.5 ** (7200 / DAY)
+    # recent weighted usage = 4 + (-14400 / 7200) = 2: charged for half the interval
+    assert acc.rup("u@d") == round6(0.5 * a + 2.0 * (1 - a))
+    assert acc.customers["u@d"]["WeightedAccumulatedUsage"] == 4.0 * 3600
+    assert acc.customers["u@d"]["AccumulatedUsage"] == 3600.0
+    assert acc.customers["u@d"]["UnchargedTime"] == 0
+
+
+def test_removed_match_is_charged_for_the_time_it_existed():
+    acc = make()
+    acc.add_match("u@d", slot("s1", "u@d", weight=2.0), T0)
+    acc.update_priorities(T0 + 100)
+    acc.remove_match("s1@<10.0.0.1:9618>", T0 + 160)
+    rec = acc.customers["u@d"]
+    assert (rec["ResourcesUsed"], rec["WeightedResourcesUsed"]) == (0, 0.0)
+    assert rec["WeightedUnchargedTime"] == 120.0   # (160 - 100) x 2
+    acc.update_priorities(T0 + 200)
+    assert acc.customers["u@d"]["WeightedAccumulatedUsage"] == 200.0 + 120.0
+    assert acc.resources == {}
+
+
+def test_match_already_existing_is_not_charged_twice_and_a_new_user_replaces_the_old():
+    acc = make()
+    s = slot("s1", "a@d")
+    acc.add_match("a@d", s, T0)
+    acc.add_match("a@d", s, T0 + 10)
+    assert acc.customers["a@d"]["WeightedResourcesUsed"] == 1.0
+    acc.add_match("b@d", slot("s1", "b@d"), T0 + 20)
+    assert acc.customers["a@d"]["WeightedResourcesUsed"] == 0.0
+    assert acc.customers["b@d"]["WeightedResourcesUsed"] == 1.0
+
+
+def test_group_records_and_hierarchical_usage():
+    cfg = NegotiatorConfig(groups=(GroupConfig("group_physics", 20.0, None, False, False, 0.0),
+                                   GroupConfig("group_physics.hep", 15.0, None, True, False, 0.0)))
+    acc = make(config=cfg)
+    acc.add_match("group_physics.hep.higgs@d", slot("s1", group="group_physics.hep.higgs@d", weight=2.0), T0)
+    acc.add_match("bob@d", slot("s2", "bob@d", weight=3.0), T0)
+    c = acc.customers
+    assert c["group_physics.hep"]["WeightedResourcesUsed"] == 2.0
+    assert c["group_physics.hep"]["HierWeightedResourcesUsed"] == 2.0
+    assert c["group_physics"]["HierWeightedResourcesUsed"] == 2.0
+    assert c["group_physics"].get("WeightedResourcesUsed", 0.0) == 0.0  # direct members only
+    assert c["<none>"]["WeightedResourcesUsed"] == 3.0
+    assert c["<none>"]["HierWeightedResourcesUsed"] == 3.0   # root users only (quirk)
+    acc.update_priorities(T0 + DAY)
+    assert acc.rup("group_physics") == 1.25   # group RUP from the subtree usage
+    assert acc.rup("group_physics.hep") == 1.25
+
+
+def test_check_matches_removes_broken_claims_keeps_matched_and_adds_new():
+    acc = make()
+    acc.add_match("a@d", slot("s1", "a@d"), T0)
+    acc.add_match("a@d", slot("s2", "a@d"), T0)
+    acc.add_match("a@d", slot("s3", "a@d"), T0)
+    acc.update_priorities(T0 + 60)
+    acc.check_matches([
+        slot("s1", state="Unclaimed"),                   # claim ended: removed
+        slot("s2", state="Matched"),                     # matched, not yet claimed: kept
+        slot("s4", "b@d", weight=8.0),                   # new claim: charged
+        # s3 vanished from the pool: removed
+    ], T0 + 60)
+    assert acc.customers["a@d"]["WeightedResourcesUsed"] == 1.0
+    assert acc.customers["b@d"]["WeightedResourcesUsed"] == 8.0
+    assert sorted(acc.resources) == ["s2@<10.0.0.1:9618>", "s4@<10.0.0.1:9618>"]
+
+
+def test_accounting_group_attribute_wins_and_suspended_can_be_discounted():
+    s = slot("s1", user="x@d", group="grp.x@d", activity="Suspended")
+    assert s.charged_customer(False) == "grp.x@d"
+    assert s.charged_customer(True) is None
+
+
+def test_consumption_policy_matches_are_pseudo_resources():
+    acc = make()
+    p = slot("pslot", state="Unclaimed", weight=8.0)
+    acc.add_match("a@d", p, T0, match_cost=2.0)
+    acc.add_match("a@d", p, T0, match_cost=3.0)
+    assert acc.customers["a@d"]["WeightedResourcesUsed"] == 5.0
+    base = "pslot@<10.0.0.1:9618>"
+    assert acc.resources[base]["NumCpMatches"] == 2
+    assert set(acc.resources) == {base, base + "_cp_match_000", base + "_cp_match_001"}
+
+
+# ---- admin edits, leases, limits, reporting --------------------------------------------
+
+def test_set_accumusage_sets_only_the_weighted_figure_and_reset_usage():
+    acc = make({"a@x": {"AccumulatedUsage": 5.0, "WeightedAccumulatedUsage": 5.0}})
+    acc.set_accumulated_usage("a@x", 99.0)
+    assert acc.customers["a@x"]["AccumulatedUsage"] == 5.0
+    assert acc.customers["a@x"]["WeightedAccumulatedUsage"] == 99.0
+    acc.reset_usage("a@x", T0 + 5)
+    assert acc.customers["a@x"]["AccumulatedUsage"] == 0.0
+    assert acc.customers["a@x"]["BeginUsageTime"] == T0 + 5
+
+
+def test_ceiling_and_floor_defaults_and_lease_expiry():
+    acc = make({"a@x": {"Ceiling": 10, "CeilingPreLeaseValue": -1, "CeilingLeaseExpiration": T0 + 50,
+                        "Floor": -4}})
+    assert acc.ceiling("b@x") == -1 and acc.floor("b@x") == 0
+    assert acc.floor("a@x") == 0
+    acc.check_leases(T0 + 49)
+    assert acc.ceiling("a@x") == 10
+    acc.check_leases(T0 + 50)
+    assert acc.ceiling("a@x") == -1
+    assert acc.customers["a@x"]["CeilingLeaseExpiration"] == 0
+
+
+def test_concurrency_limit_syntax_and_counts():
+    assert parse_concurrency_limits("Foo, bar:2 x.y:0.5 bad.a.b 9bad z:-3") == [
+        ("foo", 1.0), ("bar", 2.0), ("x.y", 0.5), ("z", 1.0)]
+    acc = make()
+    acc.load_limits([slot("s1", "a@d", limits="foo,bar:2"), slot("s2", "a@d", limits="FOO")])
+    assert acc.limits == {"foo": 2.0, "bar": 2.0}
+    acc.load_limits([])
+    assert acc.limits == {"foo": 0.0, "bar": 0.0}   # known limits stay reported, at 0
+
+
+def test_report_is_the_modular_query_shape():
+    cfg = NegotiatorConfig(groups=(GroupConfig("group_a", 10.0, None, True, False, 0.0),))
+    acc = make({"group_a.bob@x": {"Priority": 2.0, "PriorityFactor": 10.0, "WeightedResourcesUsed": 1.0,
+                                  "UnchargedTime": -5},
+                "group_a": {"WeightedResourcesUsed": 1.0}}, config=cfg)
+    ads = {a["Name"]: a for a in acc.report()}
+    bob = ads["group_a.bob@x"]
+    assert bob["Priority"] == 20.0 and bob["IsAccountingGroup"] is False
+    assert bob["AccountingGroup"] == "group_a" and bob["Ceiling"] == -1 and bob["Floor"] == 0
+    assert "UnchargedTime" not in bob and bob["LastUpdate"] == T0
+    grp = ads["group_a"]
+    assert grp["IsAccountingGroup"] is True and grp["AccountingGroup"] == "group_a"
+    assert grp["SurplusPolicy"] == "byquota" and grp["ConfigQuota"] == 10.0
+    rolled = {a["Name"]: a for a in acc.report(rollup=True)}
+    assert rolled["group_a"]["Priority"] == 0.0
