@@ -77,7 +77,7 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
         name = classads.eval_string(ad, "Name")
         for attr in _NUMERIC_SLOT_ATTRS:
             if attr in ad and classads.eval_number(ad, attr) is None:
-                raise InputError(snap.slots_source, f"not a number: {ad.get(attr)!s}",
+                raise InputError(snap.slots_source, f"not a number: {classads.source_text(ad, attr)}",
                                  ad=f"{i} ({name})", attribute=attr)
         if not in_slot_constraint(ad, config.slot_constraint):
             continue

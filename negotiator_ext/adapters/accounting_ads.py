@@ -66,8 +66,8 @@ def state_from_accounting_ads(ads: Sequence[classads.ClassAd], slots: Iterable[S
             raise InputError(source, "accounting ad has no Name", ad=str(i))
         for attr in _NUMERIC:
             v = d.get(attr)
-            if attr in ad and (v is None or isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise InputError(source, f"not a number: {ad.get(attr)!s}", ad=f"{i} ({name})", attribute=attr)
+            if attr in ad and not classads.is_number(v):
+                raise InputError(source, f"not a number: {classads.source_text(ad, attr)}", ad=f"{i} ({name})", attribute=attr)
         if name in customers:
             raise InputError(source, "the same accountant record appears twice", ad=f"{i} ({name})")
         rec: dict[str, Any] = {a: d[a] for a in _KEPT if d.get(a) is not None}

@@ -48,7 +48,11 @@ def parse_ads_text(text: str, source: str) -> list[classad2.ClassAd]:
     if is_json_text(text):
         return _parse_json(text, source)
     if text.lstrip().startswith("["):
-        return _parse_new(text, source)
+        try:
+            json.loads(text)
+        except json.JSONDecodeError:
+            return _parse_new(text, source)
+        return _parse_json(text, source)  # valid JSON, but not an array of objects
     return _parse_old(text, source)
 
 
@@ -82,7 +86,8 @@ def _parse_json(text: str, source: str) -> list[classad2.ClassAd]:
                     and not isinstance(ad.get(k), classad2.ExprTree)]
         if len(ad) != len(d) or bad_expr:
             missing = bad_expr or [k for k in d if k not in ad]
-            raise InputError(source, "cannot parse value", ad=_ad_label(i, ad) if len(ad) else str(i),
+            name = d.get("Name") if isinstance(d.get("Name"), str) else None
+            raise InputError(source, "cannot parse value", ad=f"{i} ({name})" if name else str(i),
                              attribute=missing[0] if missing else None)
         ads.append(ad)
     return ads

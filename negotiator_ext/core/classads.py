@@ -21,6 +21,25 @@ def is_value(v: Any) -> bool:
     return not isinstance(v, classad2.Value)
 
 
+def as_number(v: Any) -> float | None:
+    """A number (bools count as 0/1, like LookupFloat), or None.
+
+    classad2.Value is an IntEnum, so UNDEFINED and ERROR pass isinstance(v, int): they
+    must be excluded first."""
+    if isinstance(v, classad2.Value):
+        return None
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float)):
+        return float(v)
+    return None
+
+
+def is_number(v: Any) -> bool:
+    """A real number value: int or float, neither bool nor UNDEFINED/ERROR."""
+    return isinstance(v, (int, float)) and not isinstance(v, (bool, classad2.Value))
+
+
 def eval_attr(ad: ClassAd, attr: str) -> Any:
     """Evaluate attribute `attr` of `ad` (MY = ad); UNDEFINED when absent."""
     if attr not in ad:
@@ -33,12 +52,7 @@ def eval_attr(ad: ClassAd, attr: str) -> Any:
 
 def eval_number(ad: ClassAd, attr: str) -> float | None:
     """The attribute as a number (bools count as 0/1, like LookupFloat), or None."""
-    v = eval_attr(ad, attr)
-    if isinstance(v, bool):
-        return 1.0 if v else 0.0
-    if isinstance(v, (int, float)):
-        return float(v)
-    return None
+    return as_number(eval_attr(ad, attr))
 
 
 def eval_int(ad: ClassAd, attr: str) -> int | None:
@@ -56,11 +70,21 @@ def eval_string(ad: ClassAd, attr: str) -> str | None:
 def eval_bool(ad: ClassAd, attr: str) -> bool | None:
     """The attribute as a boolean (numbers: non-zero is true, like LookupBool), or None."""
     v = eval_attr(ad, attr)
+    if isinstance(v, classad2.Value):
+        return None
     if isinstance(v, bool):
         return v
     if isinstance(v, (int, float)):
         return v != 0
     return None
+
+
+def source_text(ad: ClassAd, attr: str) -> str:
+    """The attribute's expression as ClassAd syntax (strings quoted), for messages."""
+    try:
+        return str(ad.lookup(attr))
+    except Exception:
+        return "?"
 
 
 def parse_expr(text: str) -> classad2.ExprTree:

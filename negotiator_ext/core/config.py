@@ -323,7 +323,7 @@ def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> An
             r = raw.strip()
             if r.lower() not in _TRUE | _FALSE:
                 v = classads.eval_expr(r) if _parses(r) else None
-                if not isinstance(v, bool):
+                if not isinstance(v, bool) or isinstance(v, classads.classad2.Value):
                     raise bad("not a boolean")
         if isinstance(value, bool):
             return value
@@ -333,13 +333,13 @@ def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> An
         if text in _FALSE:
             return False
         v = classads.eval_expr(text) if _parses(text) else None
-        if isinstance(v, bool):
+        if isinstance(v, bool) and not isinstance(v, classads.classad2.Value):
             return v
         raise bad("not a boolean")
     # numbers
     if raw is not None and raw.strip():
         v = classads.eval_expr(raw) if _parses(raw) else None
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if not classads.is_number(v):
             raise bad("not a number")
     if isinstance(value, bool):
         raise bad("not a number")
@@ -351,7 +351,7 @@ def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> An
             num = float(text)
         except ValueError:
             v = classads.eval_expr(text) if _parses(text) else None
-            if isinstance(v, bool) or not isinstance(v, (int, float)):
+            if not classads.is_number(v):
                 raise bad("not a number") from None
             num = float(v)
     if math.isnan(num):

@@ -60,8 +60,7 @@ def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
     if "SlotWeight" in ad and not config.force_negotiator_slot_weight:
         w = classads.eval_number(ad, "SlotWeight")
     else:
-        v = classads.eval_expr(config.slot_weight, ad)
-        w = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        w = classads.as_number(classads.eval_expr(config.slot_weight, ad))
     if w is None or w < 0:
         return 1.0
     return w
