@@ -61,10 +61,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "slot, submitter, negotiator and Accounting ads from the "
                                     "collector, idle and running jobs from every schedd, and the "
                                     "negotiator's policy knobs.")
-    sn.add_argument("--pool", metavar="HOST[:PORT]", help="the collector (default: the local pool)")
+    sn.add_argument("--pool", metavar="HOST[:PORT]",
+                    help="the collector (default: knob NEGOTIATOR_EXT_POOL, else the local pool)")
     sn.add_argument("-o", "--output", required=True, metavar="DIR", help="snapshot directory to write")
-    sn.add_argument("--timeout", type=int, default=30, metavar="SECONDS",
-                    help="per-schedd query timeout (default 30)")
+    sn.add_argument("--timeout", type=int, metavar="SECONDS",
+                    help="per-schedd query timeout (default: knob NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT, else 30)")
     return parser
 
 
@@ -141,9 +142,19 @@ def _json_default(o: Any):
 
 
 def cmd_snapshot(args) -> int:
+    from .adapters.condor_config import local_ext_knobs
     from .adapters.live import capture_snapshot
 
-    report = capture_snapshot(args.pool, Path(args.output), timeout=args.timeout)
+    knobs = local_ext_knobs()   # command-line flags override our knobs
+    pool = args.pool or knobs.get("POOL") or None
+    timeout = args.timeout
+    if timeout is None:
+        try:
+            timeout = int(float(knobs.get("SNAPSHOT_TIMEOUT", 30)))
+        except ValueError:
+            raise InputError("NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT",
+                             f"not a number: {knobs['SNAPSHOT_TIMEOUT']}") from None
+    report = capture_snapshot(pool, Path(args.output), timeout=timeout)
     for name in report.missing_schedds:
         msg = report.errors.get(name, "did not answer")
         print(f"negotiator-ext: warning: schedd {name}: {msg}", file=sys.stderr)

@@ -79,8 +79,10 @@ def _parse_json(text: str, source: str) -> list[classad2.ClassAd]:
     ads = []
     for i, (d, piece) in enumerate(zip(doc, _json_object_texts(text)), start=1):
         try:
-            ad = classad2.parseOne(piece, classad2.ParserType.JSON)
+            ad = classad2.parseNext(piece, classad2.ParserType.JSON)
         except Exception:
+            ad = None
+        if ad is None:
             ad = classad2.ClassAd()
         bad_expr = [k for k, v in d.items() if isinstance(v, str) and v.startswith("/Expr(")
                     and not isinstance(ad.get(k), classad2.ExprTree)]
@@ -133,9 +135,11 @@ def _parse_old(text: str, source: str) -> list[classad2.ClassAd]:
         body = [ln for ln in lines if not ln.lstrip().startswith(("#", "//"))]
         if not body:
             continue  # a block of comments only
-        try:
-            ad = classad2.parseOne("\n".join(body), classad2.ParserType.Old)
+        try:  # parseNext: one ad, no merging copy (parseOne copies every attribute)
+            ad = classad2.parseNext("\n".join(body), classad2.ParserType.Old)
         except Exception:
+            ad = None
+        if ad is None:
             ad = classad2.ClassAd()
         if len(ad) < len(body):
             _report_dropped_line(source, first, lines, ad, len(ads) + 1)

@@ -20,15 +20,21 @@ from ..core.config import NegotiatorConfig
 from ..errors import InputError
 
 
+LOCAL = "<local>"
+
+
 def read_params(path: str | Path | None) -> tuple[dict, dict]:
-    """Every knob HTCondor knows for config file `path` (None: HTCondor's defaults only).
+    """Every knob HTCondor knows for config file `path` (None: HTCondor's defaults only;
+    LOCAL: this host's own configuration, as every HTCondor tool here finds it).
 
     Returns (params, raw): typed values as htcondor2.param returns them, and the text of
     the typed ones.
     """
     env = dict(os.environ)
     source = str(path) if path is not None else "<HTCondor defaults>"
-    if path is None:
+    if path == LOCAL:
+        source = env.get("CONDOR_CONFIG", "the local HTCondor configuration")
+    elif path is None:
         env["CONDOR_CONFIG"] = os.devnull
     else:
         p = Path(path)
@@ -36,13 +42,15 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
             raise InputError(source, "config file not found")
         env["CONDOR_CONFIG"] = str(p.resolve())
     # _CONDOR_* variables would silently change the knobs; a snapshot's config is its own.
-    for k in list(env):
-        if k.upper().startswith("_CONDOR_"):
-            del env[k]
+    if path != LOCAL:
+        for k in list(env):
+            if k.upper().startswith("_CONDOR_"):
+                del env[k]
     proc = subprocess.run([sys.executable, "-m", "negotiator_ext.adapters._param_dump"],
                           env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise InputError(source, _config_error(proc.stderr + proc.stdout, path))
+        raise InputError(source, _config_error(proc.stderr + proc.stdout,
+                                               None if path == LOCAL else path))
     try:
         doc = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -64,7 +72,20 @@ def _config_error(output: str, path) -> str:
 
 
 def load_config(path: str | Path | None) -> NegotiatorConfig:
-    """The typed negotiator configuration of config file `path` (None: defaults)."""
+    """The typed negotiator configuration of config file `path` (None: defaults; LOCAL:
+    this host's configuration)."""
     params, raw = read_params(path)
     source = str(path) if path is not None else "<HTCondor defaults>"
     return NegotiatorConfig.from_params(params, source=source, raw=raw)
+
+
+def local_ext_knobs() -> dict[str, str]:
+    """Our own NEGOTIATOR_EXT_* knobs from this host's configuration (empty when the
+    host has no HTCondor configuration)."""
+    try:
+        params, _ = read_params(LOCAL)
+    except InputError:
+        return {}
+    prefix = "NEGOTIATOR_EXT_"
+    return {k.upper()[len(prefix):]: str(v) for k, v in params.items()
+            if k.upper().startswith(prefix) and v is not None}

@@ -1,0 +1,603 @@
+"""Capture a pool snapshot from a live pool through htcondor2 (`negotiator-ext snapshot`).
+
+Writes the directory layout `negotiator_ext.adapters.snapshot` reads:
+
+  slots.ads            collector: Startd ads (full ads, no projection), MyType "Machine" only
+  submitters.ads       collector: Submitter ads           (absent if that query failed)
+  accounting.ads       collector: Accounting ads          (absent if that query failed)
+  negotiator.ads       collector: Negotiator ads          (absent if that query failed)
+  jobs-<schedd>.ads    each schedd's idle and running jobs, one file per schedd that answered
+  config               the negotiator's policy knobs read with RemoteParam (absent if the
+                       negotiator could not be located or read)
+  meta.json            when, from which pool, what is missing and why
+
+Only READ-level operations are used: Collector.query / locate / locateAll, Schedd.query,
+and reading RemoteParam values. Nothing is ever sent to a daemon that changes it.
+
+Bindings calls made by one capture (`htcondor2` is the module used):
+
+  Collector(pool)                                                1 (no network)
+  collector.query(AdTypes.Startd)                                1  -- failure: InputError
+  collector.query(AdTypes.Negotiator)                            1
+  collector.query(AdTypes.Submitter)                             1
+  collector.query(AdTypes.Accounting)                            1
+  collector.locate(DaemonTypes.Negotiator)                       1
+  RemoteParam(negotiator location)                               1 (fetches the key list)
+  remote_param[name] for each selected policy knob               1 each (the bindings have
+                                                                   no bulk read: one
+                                                                   DC_CONFIG_VAL per value)
+  collector.query(AdTypes.Collector, projection=[...])           0 or 1 (only when no
+                                                                   negotiator ad carries a
+                                                                   CondorVersion)
+  collector.locateAll(DaemonTypes.Schedd)                        1
+  Schedd(location).query(constraint, projection)                 1 or 2 per schedd
+
+Job projection: `BASE_JOB_ATTRS` (the job attributes the negotiator reads), plus every
+job attribute the slots' Requirements / Start / Rank / Consumption* expressions reference
+(found with classad2's `ClassAd.externalRefs`, which follows the slot's own attributes
+transitively, e.g. Requirements -> START -> WithinResourceLimits -> TARGET.RequestCpus),
+plus the job attributes referenced by the negotiator's PREEMPTION_REQUIREMENTS,
+PREEMPTION_RANK, NEGOTIATOR_PRE_JOB_RANK, NEGOTIATOR_POST_JOB_RANK (TARGET refs and
+unscoped refs no slot defines) and NEGOTIATOR_JOB_CONSTRAINT (all refs). After the first
+query of a schedd, the jobs' own expressions (Requirements, Rank, RequestMemory, ...) are
+checked the same way for MY./unscoped references that were not projected, and the names
+in each job's AutoClusterAttrs are added; if anything new turns up, that schedd is queried
+once more with the extended projection (never more than twice per schedd).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+import classad2
+
+from ..errors import InputError
+from .adfiles import write_ads
+
+SNAPSHOT_FORMAT = 1
+TOOL = "negotiator-ext snapshot"
+
+JOB_CONSTRAINT = "JobStatus == 1 || JobStatus == 2"  # idle or running
+
+# The job attributes the negotiator (and the schedd's resource requests to it) use.
+BASE_JOB_ATTRS: tuple[str, ...] = (
+    # identity
+    "ClusterId", "ProcId", "GlobalJobId", "MyType", "TargetType", "JobUniverse",
+    "JobStatus", "EnteredCurrentStatus", "QDate", "LastMatchTime",
+    # who is charged (submitter / accounting group)
+    "Owner", "User", "AccountingGroup", "AcctGroup", "AcctGroupUser", "NiceUser",
+    # ordering within a submitter
+    "JobPrio", "PreJobPrio1", "PreJobPrio2", "PostJobPrio1", "PostJobPrio2",
+    # matchmaking
+    "Requirements", "Rank", "RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs",
+    "ConcurrencyLimits", "AutoClusterId", "AutoClusterAttrs", "WantMatchDiagnostics",
+    "FileSystemDomain",
+    # what Request* defaults are computed from
+    "ImageSize", "ExecutableSize", "DiskUsage", "MemoryUsage",
+    # running jobs: who holds which slot
+    "RemoteUser", "RemoteHost",
+)
+
+# Slot expressions the negotiator evaluates against a job (MY = slot, TARGET = job).
+SLOT_EXPR_ATTRS: tuple[str, ...] = ("Requirements", "Start", "Rank")
+SLOT_EXPR_PREFIXES: tuple[str, ...] = ("Consumption",)  # p-slot consumption policy
+_SLOT_EXPR_LOWER = frozenset(a.lower() for a in SLOT_EXPR_ATTRS)
+_SLOT_EXPR_PREFIXES_LOWER = tuple(p.lower() for p in SLOT_EXPR_PREFIXES)
+
+# Negotiator knobs evaluated with MY = slot, TARGET = job / with MY = job.
+_SLOT_SCOPE_KNOBS = ("PREEMPTION_REQUIREMENTS", "PREEMPTION_RANK",
+                     "NEGOTIATOR_PRE_JOB_RANK", "NEGOTIATOR_POST_JOB_RANK")
+_JOB_SCOPE_KNOBS = ("NEGOTIATOR_JOB_CONSTRAINT",)
+
+# Which negotiator knobs go into the snapshot's config file.
+POLICY_KNOB_PREFIXES: tuple[str, ...] = (
+    "NEGOTIATOR_", "GROUP_", "PREEMPTION_", "CONCURRENCY_LIMIT", "PRIORITY_",
+    "HFS_",  # legacy names of GROUP_QUOTA_MAX_ALLOCATION_ROUNDS / _ROUND_ROBIN_RATE
+)
+POLICY_KNOBS: frozenset[str] = frozenset({
+    "PRIORITY_HALFLIFE", "DEFAULT_PRIO_FACTOR", "NICE_USER_PRIO_FACTOR",
+    "REMOTE_PRIO_FACTOR", "ACCOUNTANT_LOCAL_DOMAIN", "SLOT_WEIGHT",
+    "FORCE_NEGOTIATOR_SLOT_WEIGHT", "USE_RESOURCE_REQUEST_COUNTS", "USE_GLOBAL_JOB_PRIOS",
+    "ALLOW_PSLOT_PREEMPTION", "MATCH_WORKING_CM_SLOTS", "NEGOTIATE_ALL_JOBS_IN_CLUSTER",
+})
+POLICY_KNOB_SUFFIXES: tuple[str, ...] = ("_LIMIT",)
+GROUP_KNOB_PREFIXES: tuple[str, ...] = (
+    "GROUP_QUOTA_", "GROUP_QUOTA_DYNAMIC_", "GROUP_PRIO_FACTOR_", "GROUP_ACCEPT_SURPLUS_",
+    "GROUP_AUTOREGROUP_",
+)
+_SUBSYS = "NEGOTIATOR."
+
+# HTCondor's own client-side timeouts (seconds), set for the duration of a capture.
+_TIMEOUT_KNOBS = ("QUERY_TIMEOUT", "Q_QUERY_TIMEOUT")
+
+
+@dataclass(frozen=True)
+class CaptureReport:
+    directory: Path
+    slots: int
+    jobs: int
+    schedds: tuple[str, ...]          # schedds that answered
+    missing_schedds: tuple[str, ...]  # schedds that timed out / refused / failed
+    errors: Mapping[str, str]         # schedd name (or "collector:<what>", "negotiator") -> message
+    partial: bool
+
+
+def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
+                     now: int | None = None, htcondor=None) -> CaptureReport:
+    """Read the pool through the bindings and write a snapshot directory at `out_dir`.
+
+    `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
+    the negotiator or an optional collector query that fails is reported (report.errors,
+    meta.json) and the rest is still written, marked partial. If the collector cannot be
+    queried for slot ads, InputError is raised and nothing is written. An existing
+    non-empty `out_dir` is replaced (atomically, by rename) only if it is an earlier
+    snapshot (has meta.json); otherwise InputError.
+    """
+    out = Path(out_dir)
+    _check_destination(out)
+    if htcondor is None:
+        import htcondor2 as htcondor
+    source = pool or "<local pool>"
+    captured_at = int(time.time()) if now is None else int(now)
+    errors: dict[str, str] = {}
+
+    with _client_timeouts(htcondor, timeout):
+        try:
+            collector = htcondor.Collector(pool)
+            raw_slots = collector.query(htcondor.AdTypes.Startd)
+        except Exception as exc:
+            raise InputError(source, f"cannot query the collector for slot ads: {_one_line(exc)}") from None
+        slots = [ad for ad in raw_slots if _is_slot_ad(ad)]
+
+        negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
+                                         "collector:negotiator", errors)
+        submitters = _optional_query(collector, htcondor.AdTypes.Submitter,
+                                     "collector:submitters", errors)
+        accounting = _optional_query(collector, htcondor.AdTypes.Accounting,
+                                     "collector:accounting", errors)
+
+        neg_location, knobs = _read_negotiator_config(htcondor, collector, errors)
+        version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
+
+        projection = job_projection(slots, knobs)
+        schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors)
+
+    config_text = None
+    if knobs is not None:
+        config_text = format_config(knobs, negotiator=neg_location, pool=pool,
+                                    captured_at=captured_at)
+
+    files = _schedd_file_names([name for name, _ in schedd_jobs])
+    n_jobs = sum(len(jobs) for _, jobs in schedd_jobs)
+    partial = bool(errors) or bool(missing)
+    meta = {
+        "format": SNAPSHOT_FORMAT,
+        "captured_at": captured_at,
+        "pool": pool or "<local>",
+        "tool": TOOL,
+        "htcondor_version": version,
+        "partial": partial,
+        "missing_schedds": list(missing),
+        "errors": dict(errors),
+        "counts": {
+            "slots": len(slots),
+            "jobs": n_jobs,
+            "submitters": len(submitters) if submitters is not None else 0,
+            "accounting": len(accounting) if accounting is not None else 0,
+        },
+        "schedd_files": {files[name]: name for name, _ in schedd_jobs},
+        "job_projection": list(projection),
+    }
+    if len(raw_slots) != len(slots):
+        meta["skipped_startd_ads"] = len(raw_slots) - len(slots)
+
+    def write(tmp: Path) -> None:
+        write_ads(tmp / "slots.ads", slots)
+        for name, jobs in schedd_jobs:
+            write_ads(tmp / files[name], jobs)
+        for stem, ads in (("submitters", submitters), ("accounting", accounting),
+                          ("negotiator", negotiator_ads)):
+            if ads is not None:
+                write_ads(tmp / f"{stem}.ads", ads)
+        if config_text is not None:
+            (tmp / "config").write_text(config_text)
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    try:
+        _write_atomically(out, write)
+    except OSError as exc:
+        raise InputError(str(out), f"cannot write the snapshot: {exc.strerror or _one_line(exc)}") from None
+    return CaptureReport(
+        directory=out,
+        slots=len(slots),
+        jobs=n_jobs,
+        schedds=tuple(answered),
+        missing_schedds=tuple(missing),
+        errors=MappingProxyType(dict(errors)),
+        partial=partial,
+    )
+
+
+# ---------------------------------------------------------------- destination directory
+
+def _is_snapshot_dir(p: Path) -> bool:
+    return (p / "meta.json").is_file()
+
+
+def _check_destination(out: Path) -> None:
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise InputError(str(out), "exists and is not a directory")
+        if any(out.iterdir()) and not _is_snapshot_dir(out):
+            raise InputError(str(out), "directory is not empty and is not a snapshot "
+                             "(no meta.json): refusing to overwrite it")
+    parent = out.parent
+    if not parent.is_dir():
+        raise InputError(str(out), f"parent directory {str(parent)!r} does not exist")
+
+
+def _write_atomically(out: Path, write) -> None:
+    """Write into a temporary sibling directory, then rename it to `out`.
+
+    An earlier snapshot at `out` is moved aside, the new one renamed in, then the old one
+    deleted; `out` never holds a half-written snapshot. If anything fails the temporary
+    directory is removed (and the earlier snapshot put back).
+    """
+    parent = out.parent
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.capture-", dir=parent))
+    old: Path | None = None
+    try:
+        write(tmp)
+        _check_destination(out)  # it may have changed while the pool was being read
+        if out.exists() and any(out.iterdir()):
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=parent))
+            os.rename(out, old / "snapshot")
+        elif out.exists():
+            out.rmdir()
+        try:
+            os.rename(tmp, out)
+        except BaseException:
+            if old is not None:
+                os.rename(old / "snapshot", out)
+                shutil.rmtree(old, ignore_errors=True)
+                old = None
+            raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- bindings helpers
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
+
+
+@contextlib.contextmanager
+def _client_timeouts(htcondor, timeout: int):
+    """Best effort: HTCondor's client timeouts come from config (QUERY_TIMEOUT for
+    collector queries, Q_QUERY_TIMEOUT for schedd queries); set them for the capture and
+    put the previous values back afterwards."""
+    param = getattr(htcondor, "param", None)
+    saved: dict[str, Any] = {}
+    if param is not None and timeout and timeout > 0:
+        for knob in _TIMEOUT_KNOBS:
+            try:
+                saved[knob] = param.get(knob)
+                param[knob] = str(int(timeout))
+            except Exception:
+                saved.pop(knob, None)
+    try:
+        yield
+    finally:
+        for knob, value in saved.items():
+            try:
+                if value is None:
+                    del param[knob]
+                else:
+                    param[knob] = str(value)
+            except Exception:
+                pass
+
+
+def _optional_query(collector, ad_type, key: str, errors: dict) -> list | None:
+    try:
+        return list(collector.query(ad_type))
+    except Exception as exc:
+        errors[key] = _one_line(exc)
+        return None
+
+
+def _is_slot_ad(ad) -> bool:
+    """Slot ads only: a Startd query may also return the startd daemon ads (MyType
+    "StartD") of newer collectors."""
+    my_type = ad.get("MyType")
+    if isinstance(my_type, str) and my_type.lower() != "machine":
+        return False
+    return isinstance(ad.get("Name"), str)
+
+
+def _condor_version(htcondor, collector, negotiator_ads, neg_location) -> str | None:
+    for ad in list(negotiator_ads or ()) + ([neg_location] if neg_location is not None else []):
+        v = ad.get("CondorVersion")
+        if isinstance(v, str):
+            return v
+    try:
+        for ad in collector.query(htcondor.AdTypes.Collector, projection=["Name", "CondorVersion"]):
+            v = ad.get("CondorVersion")
+            if isinstance(v, str):
+                return v
+    except Exception:
+        pass
+    return None
+
+
+# ---------------------------------------------------------------- negotiator config
+
+def is_policy_knob(name: str) -> bool:
+    """The knobs of the negotiator's policy written to the snapshot's config file."""
+    u = name.upper()
+    return (u in POLICY_KNOBS or u.startswith(POLICY_KNOB_PREFIXES)
+            or u.endswith(POLICY_KNOB_SUFFIXES))
+
+
+def _read_negotiator_config(htcondor, collector, errors: dict):
+    """(negotiator location ad or None, {knob: value} or None)."""
+    try:
+        location = collector.locate(htcondor.DaemonTypes.Negotiator)
+    except Exception as exc:
+        errors["negotiator"] = f"cannot locate the negotiator: {_one_line(exc)}"
+        return None, None
+    if location is None:
+        errors["negotiator"] = "the collector knows no negotiator"
+        return None, None
+    try:
+        remote = htcondor.RemoteParam(location)
+        knobs = select_policy_knobs(remote)
+    except Exception as exc:
+        errors["negotiator"] = f"cannot read the negotiator's configuration: {_one_line(exc)}"
+        return location, None
+    return location, knobs
+
+
+def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
+    """The policy knobs of a RemoteParam mapping, fetching only their values.
+
+    RemoteParam lists the daemon's knob names in one round trip and fetches each value
+    separately, so only the selected names are read. A "NEGOTIATOR.<knob>" override wins
+    over <knob> (it is what the negotiator itself uses) and is written as <knob>.
+    """
+    names: dict[str, str] = {}  # upper-cased name -> name as the daemon lists it
+    for key in remote.keys():
+        if key and key.upper() not in names:
+            names[key.upper()] = key
+
+    def value(upper: str) -> str | None:
+        key = names.get(_SUBSYS + upper) or names.get(upper)
+        if key is None:
+            return None
+        v = remote[key]
+        return None if v is None else str(v)
+
+    wanted: dict[str, str] = {}  # upper -> name to write
+    for upper, key in names.items():
+        base_upper, base = upper, key
+        if upper.startswith(_SUBSYS):
+            base_upper, base = upper[len(_SUBSYS):], key[len(_SUBSYS):]
+        if base_upper and is_policy_knob(base_upper):
+            wanted.setdefault(base_upper, base)
+
+    # Macros named by NEGOTIATOR_MATCH_EXPRS become slot attributes: keep them too.
+    match_exprs = value("NEGOTIATOR_MATCH_EXPRS") if "NEGOTIATOR_MATCH_EXPRS" in wanted else None
+    for n in re.split(r"[\s,]+", match_exprs or ""):
+        if n and (n.upper() in names or _SUBSYS + n.upper() in names):
+            wanted.setdefault(n.upper(), n)
+    # Per-group knobs (all GROUP_*, so the prefix already selects them; spelled out so a
+    # group's knobs are never lost to a change of the prefix list).
+    groups = value("GROUP_NAMES") if "GROUP_NAMES" in wanted else None
+    for g in re.split(r"[\s,]+", groups or ""):
+        for prefix in GROUP_KNOB_PREFIXES:
+            u = (prefix + g).upper()
+            if g and (u in names or _SUBSYS + u in names):
+                wanted.setdefault(u, prefix + g)
+
+    out: dict[str, str] = {}
+    for upper in sorted(wanted):
+        v = value(upper)
+        if v is not None:
+            out[wanted[upper]] = v
+    return out
+
+
+def format_config(knobs: Mapping[str, str], *, negotiator=None, pool: str | None = None,
+                  captured_at: int | None = None) -> str:
+    """HTCondor config syntax: a header comment, then `NAME = value` lines, sorted."""
+    who = "the negotiator"
+    if negotiator is not None:
+        name, addr = negotiator.get("Name"), negotiator.get("MyAddress")
+        if isinstance(name, str):
+            who += f" {name}"
+        if isinstance(addr, str):
+            who += f" ({addr})"
+    when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(captured_at))
+            if captured_at is not None else "unknown time")
+    lines = [
+        f"# Policy knobs of {who}",
+        f"# in pool {pool or '<local>'}, read with htcondor2.RemoteParam (what",
+        f"# `condor_config_val -name <negotiator>` shows) by {TOOL} at {when}.",
+        "# Only the knobs the negotiator's policy uses are listed; every other knob",
+        "# takes the HTCondor default when this file is loaded.",
+        "",
+    ]
+    for name in sorted(knobs, key=str.upper):
+        v = " ".join(str(knobs[name]).splitlines()).strip()
+        lines.append(f"{name} = {v}" if v else f"{name} =")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- job projection
+
+def _ci_add(target: dict[str, str], names: Iterable[str]) -> list[str]:
+    """Add names (case-insensitively) to an ordered {lower: name} dict; return the new ones."""
+    new = []
+    for n in names:
+        if n and n.lower() not in target:
+            target[n.lower()] = n
+            new.append(n)
+    return new
+
+
+def _split_ref(ref: str) -> tuple[str, str]:
+    """("target", attr) for TARGET.attr[.x...]; ("", attr) for MY.attr and unscoped refs
+    (classad2's externalRefs already drops a MY. prefix)."""
+    parts = ref.split(".")
+    if len(parts) > 1 and parts[0].lower() in ("target", "my"):
+        return ("target" if parts[0].lower() == "target" else ""), parts[1]
+    return "", parts[0]
+
+
+_EMPTY = classad2.ClassAd()
+
+
+def slot_job_refs(slot) -> set[str]:
+    """Job attributes that a slot's Requirements/Start/Rank/Consumption* reference."""
+    out: set[str] = set()
+    roots = [k for k in slot.keys() if k.lower() in _SLOT_EXPR_LOWER
+             or k.lower().startswith(_SLOT_EXPR_PREFIXES_LOWER)]
+    for k in roots:
+        expr = slot.lookup(k)
+        for ref in slot.externalRefs(expr):
+            _, attr = _split_ref(ref)
+            # TARGET.x is the job's; an unscoped name the slot does not define is looked
+            # up in the job (a MY.x the slot lacks is undefined: harmless to project).
+            out.add(attr)
+    return out
+
+
+def _knob_job_refs(knobs: Mapping[str, str] | None, slot_attrs: set[str]) -> set[str]:
+    out: set[str] = set()
+    if not knobs:
+        return out
+    up = {k.upper(): v for k, v in knobs.items()}
+    for knob, job_scope in [(k, False) for k in _SLOT_SCOPE_KNOBS] + [(k, True) for k in _JOB_SCOPE_KNOBS]:
+        text = (up.get(knob) or "").strip()
+        if not text:
+            continue
+        try:
+            expr = classad2.ExprTree(text)
+            refs = _EMPTY.externalRefs(expr)
+        except Exception:
+            continue
+        for ref in refs:
+            scope, attr = _split_ref(ref)
+            if job_scope or scope == "target" or attr.lower() not in slot_attrs:
+                out.add(attr)
+    return out
+
+
+def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None) -> list[str]:
+    """The first Schedd.query projection: BASE_JOB_ATTRS, then the referenced job
+    attributes (sorted case-insensitively)."""
+    slots = list(slots)
+    refs: set[str] = set()
+    slot_attrs: set[str] = set()
+    for slot in slots:
+        refs |= slot_job_refs(slot)
+        slot_attrs.update(k.lower() for k in slot.keys())
+    refs |= _knob_job_refs(knobs, slot_attrs)
+    proj: dict[str, str] = {}
+    _ci_add(proj, BASE_JOB_ATTRS)
+    _ci_add(proj, sorted(refs, key=lambda s: (s.lower(), s)))
+    return list(proj.values())
+
+
+def job_refs_missing(jobs: Iterable, projection: Iterable[str]) -> list[str]:
+    """Job attributes that the jobs' own expressions reference (MY./unscoped) or that
+    their AutoClusterAttrs name, and that `projection` lacks."""
+    have = {p.lower() for p in projection}
+    found: dict[str, str] = {}
+    for job in jobs:
+        for k, v in job.items():
+            if isinstance(v, classad2.ExprTree):
+                for ref in job.externalRefs(v):
+                    scope, attr = _split_ref(ref)
+                    if scope != "target" and attr.lower() not in have:
+                        _ci_add(found, [attr])
+        acs = job.get("AutoClusterAttrs")
+        if isinstance(acs, str):
+            _ci_add(found, [a for a in re.split(r"[\s,]+", acs)
+                            if a and a.lower() not in have])
+    return sorted(found.values(), key=lambda s: (s.lower(), s))
+
+
+# ---------------------------------------------------------------- schedds
+
+def _query_schedds(htcondor, collector, projection: list[str], errors: dict):
+    try:
+        locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
+    except Exception as exc:
+        errors["collector:schedds"] = f"cannot locate the schedds: {_one_line(exc)}"
+        return [], [], []
+    results: list[tuple[str, list]] = []
+    answered: list[str] = []
+    missing: list[str] = []
+    seen: set[str] = set()
+    for i, loc in enumerate(locations, start=1):
+        name = loc.get("Name")
+        if not isinstance(name, str) or not name:
+            addr = loc.get("MyAddress")
+            name = addr if isinstance(addr, str) and addr else f"schedd-{i}"
+        if name in seen:
+            continue  # the same schedd advertised twice
+        seen.add(name)
+        try:
+            schedd = htcondor.Schedd(loc)
+            jobs = list(schedd.query(constraint=JOB_CONSTRAINT, projection=list(projection)))
+        except Exception as exc:
+            errors[name] = _one_line(exc)
+            missing.append(name)
+            continue
+        extra = job_refs_missing(jobs, projection)
+        if extra:
+            try:
+                jobs = list(schedd.query(constraint=JOB_CONSTRAINT,
+                                         projection=list(projection) + extra))
+            except Exception as exc:
+                errors[name] = ("second query (projection extended by "
+                                f"{', '.join(extra)}) failed, jobs kept from the first: "
+                                f"{_one_line(exc)}")
+        results.append((name, jobs))
+        answered.append(name)
+    return results, answered, missing
+
+
+def _safe(name: str) -> str:
+    s = re.sub(r"[^A-Za-z0-9._@-]+", "_", name).strip("._")
+    return s or "schedd"
+
+
+def _schedd_file_names(names: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    used: set[str] = set()
+    for name in names:
+        base = f"jobs-{_safe(name)}"
+        fname, n = f"{base}.ads", 1
+        while fname.lower() in used:
+            n += 1
+            fname = f"{base}-{n}.ads"
+        used.add(fname.lower())
+        out[name] = fname
+    return out

@@ -1,0 +1,587 @@
+"""capture_snapshot against a mocked pool: the bindings (htcondor2.Collector, Schedd,
+RemoteParam, param) are replaced with pytest-mock, and answer with the ads recorded in
+tests/data/fixtures/hgq_nested_hep_lep_surplus. The mocked Schedd.query honours its
+constraint and returns only the projected attributes, so what ends up in the snapshot is
+exactly what the projection asked for."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import classad2
+import htcondor2
+import pytest
+
+from negotiator_ext.adapters import live
+from negotiator_ext.adapters.adfiles import read_ads
+from negotiator_ext.adapters.condor_config import load_config
+from negotiator_ext.adapters.live import BASE_JOB_ATTRS, CaptureReport, capture_snapshot
+from negotiator_ext.adapters.snapshot import load_snapshot
+from negotiator_ext.errors import InputError
+
+FIX = Path(__file__).parent / "data" / "fixtures" / "hgq_nested_hep_lep_surplus"
+NOW = 1795265300
+SLOT_LOCAL = {"start", "withinresourcelimits", "cpus", "memory", "disk", "gpus"}
+
+
+def fixture_ads(name: str) -> list[classad2.ClassAd]:
+    return read_ads(FIX / name)
+
+
+def fixture_config_knobs() -> dict[str, str]:
+    """The fixture's config file as a RemoteParam would list it (later lines win)."""
+    knobs: dict[str, str] = {}
+    for line in (FIX / "config").read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#") or "=" not in line:
+            continue
+        k, v = line.split("=", 1)
+        knobs[k.strip()] = v.strip()
+    return knobs
+
+
+def restrict(ad: classad2.ClassAd, projection) -> classad2.ClassAd:
+    if not projection:
+        return classad2.parseOne(ad.printOld(), classad2.ParserType.Old)
+    want = {p.lower() for p in projection}
+    out = classad2.ClassAd()
+    for k in ad.keys():
+        if k.lower() in want:
+            out[k] = ad.lookup(k)
+    return out
+
+
+def location(name: str, port: int) -> classad2.ClassAd:
+    return classad2.ClassAd({"Name": name, "MyAddress": f"<10.0.0.{port % 250}:{port}>",
+                             "CondorVersion": "$CondorVersion: 25.14.0 $", "MyType": "Scheduler"})
+
+
+class FakeRemoteParam:
+    """RemoteParam's shape: keys listed at construction, each value fetched on access."""
+
+    def __init__(self, table: dict[str, str]):
+        self._table = dict(table)
+        self.fetched: list[str] = []
+
+    def keys(self):
+        return list(self._table)
+
+    def __iter__(self):
+        return iter(self._table)
+
+    def __len__(self):
+        return len(self._table)
+
+    def __contains__(self, key):
+        return key in self._table
+
+    def __getitem__(self, key):
+        self.fetched.append(key)
+        return self._table[key]
+
+
+class FakePool:
+    """A pool whose collector, schedds and negotiator answer from fixture ads."""
+
+    def __init__(self):
+        self.slots = fixture_ads("slots.ads")
+        self.submitters = fixture_ads("submitters.ads")
+        self.accounting = fixture_ads("accounting.ads")
+        self.negotiator = fixture_ads("expected/negotiator.ads")
+        self.schedds: dict[str, list | Exception] = {"vm": fixture_ads("jobs.ads")}
+        self.remote: dict[str, str] | Exception = fixture_config_knobs()
+        self.collector_error: Exception | None = None
+        self.query_errors: dict = {}          # AdTypes -> exception
+        self.locate_result = "negotiator"      # or None, or an exception
+        self.calls: list[tuple] = []           # every bindings call, in order
+        self.schedd_queries: dict[str, list[list[str]]] = {}
+        self.remote_params: list[FakeRemoteParam] = []
+        self.param = {"QUERY_TIMEOUT": 60, "Q_QUERY_TIMEOUT": 20}
+        self.param_during_queries: list[dict] = []
+
+    # ---- what gets patched in
+    def install(self, mocker):
+        mocker.patch("htcondor2.Collector", side_effect=self.make_collector)
+        mocker.patch("htcondor2.Schedd", side_effect=self.make_schedd)
+        mocker.patch("htcondor2.RemoteParam", side_effect=self.make_remote_param)
+        mocker.patch("htcondor2.param", self.param)
+        return self
+
+    def make_collector(self, pool=None):
+        self.calls.append(("Collector", pool))
+        return FakeCollector(self)
+
+    def make_schedd(self, loc):
+        self.calls.append(("Schedd", loc["Name"]))
+        return FakeSchedd(self, loc["Name"])
+
+    def make_remote_param(self, loc):
+        self.calls.append(("RemoteParam", loc["Name"]))
+        if isinstance(self.remote, Exception):
+            raise self.remote
+        rp = FakeRemoteParam(self.remote)
+        self.remote_params.append(rp)
+        return rp
+
+
+class FakeCollector:
+    def __init__(self, pool: FakePool):
+        self.pool = pool
+
+    def query(self, ad_type=htcondor2.AdTypes.Any, constraint=None, projection=None, statistics=None):
+        p = self.pool
+        p.calls.append(("Collector.query", ad_type, tuple(projection or ())))
+        p.param_during_queries.append(dict(p.param))
+        if ad_type == htcondor2.AdTypes.Startd and p.collector_error is not None:
+            raise p.collector_error
+        if ad_type in p.query_errors:
+            raise p.query_errors[ad_type]
+        ads = {
+            htcondor2.AdTypes.Startd: p.slots,
+            htcondor2.AdTypes.Submitter: p.submitters,
+            htcondor2.AdTypes.Accounting: p.accounting,
+            htcondor2.AdTypes.Negotiator: p.negotiator,
+            htcondor2.AdTypes.Schedd: [location(n, 9618 + i) for i, n in enumerate(p.schedds)],
+        }.get(ad_type, [])
+        return [restrict(ad, projection) for ad in ads]
+
+    def locate(self, daemon_type, name=None):
+        p = self.pool
+        p.calls.append(("Collector.locate", daemon_type))
+        assert daemon_type == htcondor2.DaemonTypes.Negotiator
+        if isinstance(p.locate_result, Exception):
+            raise p.locate_result
+        if p.locate_result is None:
+            return None
+        return restrict(p.negotiator[0], ["MyAddress", "AddressV1", "CondorVersion",
+                                          "CondorPlatform", "Name", "Machine"])
+
+    def locateAll(self, daemon_type):
+        self.pool.calls.append(("Collector.locateAll", daemon_type))
+        assert daemon_type == htcondor2.DaemonTypes.Schedd
+        return [location(n, 9618 + i) for i, n in enumerate(self.pool.schedds)]
+
+
+class FakeSchedd:
+    def __init__(self, pool: FakePool, name: str):
+        self.pool, self.name = pool, name
+
+    def query(self, constraint="True", projection=[], callback=None, limit=-1, opts=None):
+        p = self.pool
+        p.calls.append(("Schedd.query", self.name, constraint))
+        p.schedd_queries.setdefault(self.name, []).append(list(projection))
+        p.param_during_queries.append(dict(p.param))
+        jobs = p.schedds[self.name]
+        if isinstance(jobs, Exception):
+            raise jobs
+        cons = classad2.ExprTree(str(constraint))
+        return [restrict(j, projection) for j in jobs if cons.eval(j) is True]
+
+
+@pytest.fixture
+def pool(mocker):
+    return FakePool().install(mocker)
+
+
+def by_job_id(ads):
+    return {(ad.eval("ClusterId"), ad.eval("ProcId")): ad for ad in ads}
+
+
+# ------------------------------------------------------------------------- full capture
+
+def test_full_capture_writes_every_file_and_reads_back(pool, tmp_path):
+    out = tmp_path / "snap"
+    report = capture_snapshot("cm.example.org:9618", out, now=NOW)
+
+    assert isinstance(report, CaptureReport)
+    assert report.directory == out
+    assert (report.slots, report.jobs) == (40, 52)
+    assert report.schedds == ("vm",) and report.missing_schedds == ()
+    assert dict(report.errors) == {} and report.partial is False
+    for name in ("slots.ads", "jobs-vm.ads", "submitters.ads", "accounting.ads",
+                 "negotiator.ads", "config", "meta.json"):
+        assert (out / name).is_file(), name
+    assert ("Collector", "cm.example.org:9618") in pool.calls
+
+    snap = load_snapshot(out)
+    assert len(snap.slots) == 40
+    assert {k: len(v) for k, v in snap.jobs.items()} == {"jobs-vm.ads": 52}
+    assert len(snap.submitters) == len(pool.submitters) == 6
+    assert len(snap.accounting) == len(pool.accounting)
+    assert len(snap.negotiator) == 1
+    assert snap.config_path == out / "config"
+    assert snap.partial is False and snap.missing_schedds == ()
+    assert snap.captured_at == NOW
+
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["format"] == 1
+    assert meta["pool"] == "cm.example.org:9618"
+    assert meta["tool"] == "negotiator-ext snapshot"
+    assert meta["htcondor_version"] == "$CondorVersion: 25.14.0 2026-11-21 PRE-RELEASE-UWCS $"
+    assert meta["partial"] is False and meta["missing_schedds"] == [] and meta["errors"] == {}
+    assert meta["counts"] == {"slots": 40, "jobs": 52, "submitters": 6,
+                              "accounting": len(pool.accounting)}
+    assert meta["schedd_files"] == {"jobs-vm.ads": "vm"}
+    # no temporary sibling left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snap"]
+
+
+def test_slot_ads_are_full_and_projected_jobs_match_like_the_originals(pool, tmp_path):
+    out = tmp_path / "snap"
+    capture_snapshot(None, out, now=NOW)
+    snap = load_snapshot(out)
+    # slot ads were not projected: every attribute of every slot is there
+    originals = {ad["Name"]: ad for ad in pool.slots}
+    for slot in snap.slots:
+        assert set(slot.keys()) == set(originals[slot["Name"]].keys())
+    # the projected jobs carry what the match needs: every slot/job pair matches (or not)
+    # exactly as with the full recorded job ads
+    full = by_job_id(fixture_ads("jobs.ads"))
+    captured = by_job_id(snap.all_jobs())
+    assert captured.keys() == full.keys()
+    differing = [(s["Name"], jid) for s in snap.slots for jid, job in captured.items()
+                 if s.symmetricMatch(job) != s.symmetricMatch(full[jid])]
+    assert differing == []
+    assert sum(s.symmetricMatch(j) for s in snap.slots for j in captured.values()) > 0
+    # and they are restricted: the schedd was not asked for everything
+    assert all("Cmd" not in job for job in captured.values())
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["pool"] == "<local>"
+    assert ("Collector", None) in pool.calls
+
+
+def test_held_jobs_are_not_captured(pool, tmp_path):
+    held = classad2.parseOne(fixture_ads("jobs.ads")[0].printOld(), classad2.ParserType.Old)
+    held["ProcId"] = 999
+    held["JobStatus"] = 5
+    pool.schedds["vm"] = fixture_ads("jobs.ads") + [held]
+    report = capture_snapshot(None, tmp_path / "snap", now=NOW)
+    assert report.jobs == 52
+    ids = by_job_id(read_ads(tmp_path / "snap" / "jobs-vm.ads"))
+    assert all(pid != 999 for _, pid in ids)
+    assert all(c[2] == "JobStatus == 1 || JobStatus == 2"
+               for c in pool.calls if c[0] == "Schedd.query")
+
+
+# ------------------------------------------------------------------------- projection
+
+def test_projection_has_base_list_and_attributes_the_slots_reference(pool, tmp_path):
+    for i, slot in enumerate(pool.slots):
+        slot["Start"] = classad2.ExprTree('TARGET.ProjectName =?= "higgs" || TARGET.WantFoo =?= true')
+        slot["Rank"] = classad2.ExprTree("TARGET.JobPrioBoost * 10")
+        slot["Requirements"] = classad2.ExprTree("START && WithinResourceLimits && NotDefinedBySlot =!= false")
+        if i == 0:  # consumption policy expressions are evaluated against the job too
+            slot["ConsumptionMemory"] = classad2.ExprTree("quantize(TARGET.RequestMemoryExtra, {128})")
+
+    capture_snapshot(None, tmp_path / "snap", now=NOW)
+
+    queries = pool.schedd_queries["vm"]
+    assert 1 <= len(queries) <= 2
+    first = {a.lower() for a in queries[0]}
+    assert {a.lower() for a in BASE_JOB_ATTRS} <= first
+    # referenced through Requirements -> START / WithinResourceLimits, Rank, Consumption*
+    for attr in ("ProjectName", "WantFoo", "JobPrioBoost", "NotDefinedBySlot",
+                 "RequestMemoryExtra", "RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs"):
+        assert attr.lower() in first, attr
+    # the slot's own attributes are not job attributes
+    assert not (first & SLOT_LOCAL)
+
+
+def test_fixture_pool_needs_one_schedd_query(pool, tmp_path):
+    capture_snapshot(None, tmp_path / "snap", now=NOW)
+    assert len(pool.schedd_queries["vm"]) == 1
+    assert [c[0] for c in pool.calls].count("Schedd.query") == 1
+
+
+def test_job_references_and_autocluster_attrs_trigger_one_extended_requery(pool, tmp_path):
+    jobs = fixture_ads("jobs.ads")
+    for job in jobs:
+        job["Requirements"] = classad2.ExprTree(
+            str(job.lookup("Requirements")) + " && MY.CustomFlag =?= true")
+        job["CustomFlag"] = True
+        job["AutoClusterAttrs"] = "JobUniverse,RequestCpus,SiteWhitelist"
+        job["SiteWhitelist"] = classad2.ExprTree('strcat("a,", MY.Deeper)')
+        job["Deeper"] = "b"
+        job["Unrelated"] = "not asked for"
+    pool.schedds["vm"] = jobs
+
+    capture_snapshot(None, tmp_path / "snap", now=NOW)
+
+    queries = pool.schedd_queries["vm"]
+    assert len(queries) == 2  # never more, even though SiteWhitelist references Deeper
+    first, second = ({a.lower() for a in q} for q in queries)
+    assert "customflag" not in first and "sitewhitelist" not in first
+    assert {"customflag", "sitewhitelist"} <= second and first <= second
+    written = read_ads(tmp_path / "snap" / "jobs-vm.ads")
+    assert len(written) == 52
+    assert all(j.eval("CustomFlag") is True and "SiteWhitelist" in j for j in written)
+    assert all("Unrelated" not in j for j in written)
+
+
+def test_negotiator_expressions_add_job_attributes(pool, tmp_path):
+    pool.remote = dict(pool.remote, PREEMPTION_REQUIREMENTS="TARGET.MayPreempt =?= true",
+                       NEGOTIATOR_JOB_CONSTRAINT="JobSiteOk =!= false")
+    capture_snapshot(None, tmp_path / "snap", now=NOW)
+    first = {a.lower() for a in pool.schedd_queries["vm"][0]}
+    assert {"maypreempt", "jobsiteok"} <= first
+
+
+# ------------------------------------------------------------------------- failures
+
+def test_schedd_that_fails_is_reported_and_the_rest_is_written(pool, tmp_path):
+    msg = ("Failed to fetch ads from schedd, errmsg=CEDAR:6001:Failed to connect to "
+           "<10.0.0.1:9619> (timed out)")
+    pool.schedds["schedd2@b.example"] = htcondor2.HTCondorException(msg)
+    out = tmp_path / "snap"
+
+    report = capture_snapshot("cm:9618", out, now=NOW)
+
+    assert report.partial is True
+    assert report.schedds == ("vm",)
+    assert report.missing_schedds == ("schedd2@b.example",)
+    assert report.errors["schedd2@b.example"] == msg
+    assert report.jobs == 52
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["partial"] is True
+    assert meta["missing_schedds"] == ["schedd2@b.example"]
+    assert meta["errors"] == {"schedd2@b.example": msg}
+    snap = load_snapshot(out)
+    assert snap.partial and snap.missing_schedds == ("schedd2@b.example",)
+    assert {k: len(v) for k, v in snap.jobs.items()} == {"jobs-vm.ads": 52}
+    assert len(snap.slots) == 40
+    # one query for the failing schedd too, not a retry loop
+    assert len(pool.schedd_queries["schedd2@b.example"]) == 1
+
+
+def test_schedd_names_become_safe_distinct_file_names(pool, tmp_path):
+    jobs = fixture_ads("jobs.ads")
+    pool.schedds = {"vm": jobs[:2], "sub/host:1 x": jobs[2:5]}
+    capture_snapshot(None, tmp_path / "snap", now=NOW)
+    meta = json.loads((tmp_path / "snap" / "meta.json").read_text())
+    assert meta["schedd_files"] == {"jobs-vm.ads": "vm", "jobs-sub_host_1_x.ads": "sub/host:1 x"}
+    assert len(read_ads(tmp_path / "snap" / "jobs-sub_host_1_x.ads")) == 3
+
+
+@pytest.mark.parametrize("where", ["query", "constructor"])
+def test_collector_failure_raises_input_error_and_writes_nothing(pool, tmp_path, mocker, where):
+    err = htcondor2.HTCondorException("Failed to contact collector cm.example.org:9618")
+    if where == "query":
+        pool.collector_error = err
+    else:
+        mocker.patch("htcondor2.Collector", side_effect=err)
+    out = tmp_path / "snap"
+    with pytest.raises(InputError) as ei:
+        capture_snapshot("cm.example.org:9618", out, now=NOW)
+    assert ei.value.source == "cm.example.org:9618"
+    assert "Failed to contact collector" in ei.value.message
+    assert "\n" not in str(ei.value)
+    assert list(tmp_path.iterdir()) == []
+    assert pool.param == {"QUERY_TIMEOUT": "60", "Q_QUERY_TIMEOUT": "20"}  # restored
+
+
+def test_collector_failure_keeps_an_earlier_snapshot(pool, tmp_path):
+    out = tmp_path / "snap"
+    capture_snapshot(None, out, now=NOW)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    pool.collector_error = htcondor2.HTCondorException("timed out")
+    with pytest.raises(InputError, match="<local pool>: cannot query the collector"):
+        capture_snapshot(None, out, now=NOW + 60)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snap"]
+
+
+def test_optional_collector_query_failure_is_partial(pool, tmp_path):
+    pool.query_errors[htcondor2.AdTypes.Accounting] = htcondor2.HTCondorException("denied")
+    report = capture_snapshot(None, tmp_path / "snap", now=NOW)
+    assert report.partial and report.errors == {"collector:accounting": "denied"}
+    assert not (tmp_path / "snap" / "accounting.ads").exists()
+    assert load_snapshot(tmp_path / "snap").accounting is None
+
+
+def test_startd_daemon_ads_are_not_slots(pool, tmp_path):
+    pool.slots = pool.slots + [classad2.ClassAd({"MyType": "StartD", "Name": "vm"})]
+    report = capture_snapshot(None, tmp_path / "snap", now=NOW)
+    assert report.slots == 40
+    assert len(load_snapshot(tmp_path / "snap").slots) == 40
+
+
+# ------------------------------------------------------------------------- destination
+
+def test_refuses_to_clobber_a_directory_that_is_not_a_snapshot(pool, tmp_path):
+    out = tmp_path / "important"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError, match="not a snapshot"):
+        capture_snapshot(None, out, now=NOW)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert pool.calls == []  # refused before contacting the pool
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["important"]
+
+
+def test_refuses_a_file(pool, tmp_path):
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(InputError, match="not a directory"):
+        capture_snapshot(None, tmp_path / "f", now=NOW)
+    assert (tmp_path / "f").read_text() == "x"
+
+
+def test_replaces_an_earlier_snapshot_and_fills_an_empty_directory(pool, tmp_path):
+    out = tmp_path / "snap"
+    out.mkdir()  # empty: fine
+    capture_snapshot(None, out, now=NOW)
+    (out / "jobs-gone.ads").write_text("")  # a schedd of the earlier capture
+    pool.schedds["vm"] = fixture_ads("jobs.ads")[:3]
+    report = capture_snapshot(None, out, now=NOW + 60)
+    assert report.jobs == 3
+    assert not (out / "jobs-gone.ads").exists()
+    assert json.loads((out / "meta.json").read_text())["captured_at"] == NOW + 60
+    assert sum(len(v) for v in load_snapshot(out).jobs.values()) == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["snap"]
+
+
+# ------------------------------------------------------------------------- negotiator config
+
+def test_config_from_remote_param_parses_back_with_the_knob_values(pool, tmp_path):
+    pool.remote = dict(
+        fixture_config_knobs(),
+        **{
+            "NEGOTIATOR.GROUP_QUOTA_group_chemistry": "12",   # the negotiator's override wins
+            "CONCURRENCY_LIMIT_DEFAULT": "5",
+            "LICENSE_LIMIT": "3",
+            "PRIORITY_HALFLIFE": "3600",
+            "NEGOTIATOR_MATCH_EXPRS": "Site",
+            "Site": '"north"',
+            "SCHEDD_INTERVAL": "300",                           # not a negotiator knob
+            "COLLECTOR_HOST": "cm.example.org",
+            "PREEMPTION_REQUIREMENTS": "False\n",
+        },
+    )
+    out = tmp_path / "snap"
+    capture_snapshot(None, out, now=NOW)
+
+    text = (out / "config").read_text()
+    assert text.startswith("# Policy knobs of the negotiator vm (")
+    assert "RemoteParam" in text.split("\n\n")[0]
+    assert "SCHEDD_INTERVAL" not in text and "COLLECTOR_HOST" not in text
+    assert "GROUP_QUOTA_group_chemistry = 12" in text.splitlines()
+    # values of unrelated knobs were never fetched (one round trip per value)
+    (rp,) = pool.remote_params
+    assert "SCHEDD_INTERVAL" not in rp.fetched and "COLLECTOR_HOST" not in rp.fetched
+
+    cfg = load_config(out / "config")
+    quotas = {g.name: g.static_quota for g in cfg.groups}
+    assert quotas == {"group_physics": 20.0, "group_physics.hep": 15.0,
+                      "group_physics.lep": 5.0, "group_chemistry": 12.0}
+    surplus = {g.name: g.accept_surplus for g in cfg.groups}
+    assert surplus == {"group_physics": False, "group_physics.hep": True,
+                       "group_physics.lep": True, "group_chemistry": False}
+    assert cfg.priority_halflife == 3600.0
+    assert cfg.concurrency_limit_default == 5.0
+    assert cfg.concurrency_limits["license"] == 3.0  # (HTCondor defaults add other *_LIMIT knobs)
+    assert dict(cfg.match_exprs) == {"NegotiatorMatchExprSite": '"north"'}
+    assert cfg.preemption_requirements == "False"
+
+
+@pytest.mark.parametrize("failure", ["not-located", "locate-raises", "remote-raises"])
+def test_unreadable_negotiator_is_partial_without_config(pool, tmp_path, failure):
+    if failure == "not-located":
+        pool.locate_result = None
+    elif failure == "locate-raises":
+        pool.locate_result = htcondor2.HTCondorException("no negotiator")
+    else:
+        pool.remote = htcondor2.HTCondorException("Failed to connect to negotiator")
+    out = tmp_path / "snap"
+    report = capture_snapshot(None, out, now=NOW)
+    assert report.partial is True
+    assert set(report.errors) == {"negotiator"}
+    assert not (out / "config").exists()
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["partial"] is True and "negotiator" in meta["errors"]
+    assert meta["missing_schedds"] == []
+    snap = load_snapshot(out)
+    assert snap.config_path is None and len(snap.all_jobs()) == 52
+
+
+def test_version_falls_back_to_the_collector_ad(pool, tmp_path, mocker):
+    pool.negotiator = []
+    pool.locate_result = None
+    orig = FakeCollector.query
+
+    def query(self, ad_type=htcondor2.AdTypes.Any, constraint=None, projection=None, statistics=None):
+        if ad_type == htcondor2.AdTypes.Collector:
+            self.pool.calls.append(("Collector.query", ad_type, tuple(projection or ())))
+            return [classad2.ClassAd({"Name": "cm", "CondorVersion": "$CondorVersion: 25.0.1 $"})]
+        return orig(self, ad_type, constraint, projection, statistics)
+
+    mocker.patch.object(FakeCollector, "query", query)
+    capture_snapshot(None, tmp_path / "snap", now=NOW)
+    meta = json.loads((tmp_path / "snap" / "meta.json").read_text())
+    assert meta["htcondor_version"] == "$CondorVersion: 25.0.1 $"
+    assert meta["counts"]["slots"] == 40
+
+
+# ------------------------------------------------------------------------- read-only, timeouts
+
+def test_only_read_operations_and_bounded_round_trips(pool, tmp_path):
+    pool.schedds["other"] = fixture_ads("jobs.ads")[:4]
+    capture_snapshot(None, tmp_path / "snap", now=NOW)
+    kinds = {c[0] for c in pool.calls}
+    assert kinds <= {"Collector", "Collector.query", "Collector.locate", "Collector.locateAll",
+                     "Schedd", "Schedd.query", "RemoteParam"}
+    collector_queries = [c[1] for c in pool.calls if c[0] == "Collector.query"]
+    assert sorted(collector_queries) == sorted([
+        htcondor2.AdTypes.Startd, htcondor2.AdTypes.Negotiator,
+        htcondor2.AdTypes.Submitter, htcondor2.AdTypes.Accounting])
+    # the slot query is not projected
+    assert [c[2] for c in pool.calls if c[0] == "Collector.query"
+            and c[1] == htcondor2.AdTypes.Startd] == [()]
+    assert {n: len(q) for n, q in pool.schedd_queries.items()} == {"vm": 1, "other": 1}
+
+
+def test_timeout_is_applied_to_the_bindings_and_restored(pool, tmp_path):
+    capture_snapshot(None, tmp_path / "snap", timeout=7, now=NOW)
+    assert pool.param_during_queries
+    assert all(p == {"QUERY_TIMEOUT": "7", "Q_QUERY_TIMEOUT": "7"}
+               for p in pool.param_during_queries)
+    assert pool.param == {"QUERY_TIMEOUT": "60", "Q_QUERY_TIMEOUT": "20"}
+
+
+def test_fake_module_can_be_passed_in(tmp_path, mocker):
+    fake = FakePool()
+    module = mocker.MagicMock()
+    module.AdTypes, module.DaemonTypes = htcondor2.AdTypes, htcondor2.DaemonTypes
+    module.Collector.side_effect = fake.make_collector
+    module.Schedd.side_effect = fake.make_schedd
+    module.RemoteParam.side_effect = fake.make_remote_param
+    module.param = fake.param
+    report = capture_snapshot("cm", tmp_path / "snap", htcondor=module, now=NOW)
+    assert (report.slots, report.jobs, report.partial) == (40, 52, False)
+    assert module.Collector.call_args.args == ("cm",)
+
+
+def test_job_refs_missing_reads_my_and_unscoped_refs_only():
+    job = classad2.parseOne(
+        'Requirements = TARGET.Memory > RequestMemory && MY.Foo && Bar\n'
+        'RequestMemory = 100\nAutoClusterAttrs = "Baz, RequestMemory"', classad2.ParserType.Old)
+    assert live.job_refs_missing([job], ["Requirements", "RequestMemory", "AutoClusterAttrs"]) \
+        == ["Bar", "Baz", "Foo"]
+    assert live.job_refs_missing([job], ["Requirements", "RequestMemory", "AutoClusterAttrs",
+                                         "foo", "BAR", "baz"]) == []
+
+
+def test_write_failure_leaves_nothing_behind(pool, tmp_path, mocker):
+    real = live.write_ads
+    calls = []
+
+    def failing(path, ads):
+        calls.append(Path(path).name)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        real(path, ads)
+
+    mocker.patch.object(live, "write_ads", side_effect=failing)
+    with pytest.raises(InputError, match="No space left on device"):
+        capture_snapshot(None, tmp_path / "snap", now=NOW)
+    assert calls[0] == "slots.ads"
+    assert list(tmp_path.iterdir()) == []
