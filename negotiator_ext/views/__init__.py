@@ -1,0 +1,1 @@
+"""Renderings of negotiator state for people and machines (condor_userprio tables, ...)."""

@@ -1,0 +1,117 @@
+"""The negotiator-ext command end to end (in-process)."""
+
+import hashlib
+import json
+import shutil
+
+import pytest
+
+from conftest import FIXTURES, SCENARIOS
+from negotiator_ext.adapters.accounting_ads import plain_ad
+from negotiator_ext.adapters.adfiles import read_ads
+from negotiator_ext.cli import main
+
+
+def run(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def after_snapshot(tmp_path, scenario):
+    """The fixture's pool with the accountant state recorded right after the cycle."""
+    d = tmp_path / scenario
+    shutil.copytree(FIXTURES / scenario, d)
+    for p in d.rglob("*"):
+        p.chmod(0o644 if p.is_file() else 0o755)
+    shutil.copy(FIXTURES / scenario / "expected" / "accounting-after.ads", d / "accounting.ads")
+    last = max(a["LastUpdate"] for a in map(plain_ad, read_ads(d / "accounting.ads")))
+    meta = json.loads((d / "meta.json").read_text())
+    meta["captured_at"] = last  # condor_userprio ran right after the cycle
+    (d / "meta.json").write_text(json.dumps(meta))
+    return d
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_userprio_prints_what_condor_userprio_printed(tmp_path, capsys, utc, scenario):
+    d = after_snapshot(tmp_path, scenario)
+    rc, out, err = run(capsys, "userprio", str(d), "-all", "-allusers")
+    assert rc == 0, err
+    assert out == (FIXTURES / scenario / "expected" / "userprio-after.txt").read_text()
+
+
+@pytest.mark.parametrize("scenario", [s for s in SCENARIOS if s.startswith("hgq")])
+def test_userprio_quotas(tmp_path, capsys, utc, scenario):
+    d = after_snapshot(tmp_path, scenario)
+    # condor_userprio hides records without LastUsageTime unless -allusers (user_prio.cpp
+    # CollectInfo/ProcessInfo): the recording shows every group, so it was -allusers too.
+    rc, out, err = run(capsys, "userprio", str(d), "-quotas", "-allusers")
+    assert rc == 0, err
+    assert out == (FIXTURES / scenario / "expected" / "quotas-after.txt").read_text()
+
+
+def test_userprio_long_is_the_accounting_ads(capsys):
+    d = FIXTURES / "hgq_nested_hep_lep_surplus"
+    rc, out, _ = run(capsys, "userprio", str(d), "-l")
+    assert rc == 0
+    ours = {a["Name"]: a for a in map(plain_ad, __import__("negotiator_ext.adapters.adfiles", fromlist=["x"]).parse_ads_text(out, "out"))}
+    real = {a["Name"]: a for a in map(plain_ad, read_ads(d / "accounting.ads"))}
+    assert set(ours) == set(real)
+    for name, ad in real.items():
+        for attr in ("Priority", "PriorityFactor", "WeightedResourcesUsed", "IsAccountingGroup",
+                     "AccountingGroup", "EffectiveQuota", "SubtreeQuota", "SurplusPolicy"):
+            assert ours[name].get(attr) == ad.get(attr), (name, attr)
+
+
+def test_userprio_at_advances_and_json(capsys):
+    d = FIXTURES / "preempt_priority"
+    rc, out, _ = run(capsys, "userprio", str(d), "--json")
+    before = {r["Name"]: r for r in json.loads(out)["records"]}
+    t = json.loads(out)["last_update"] + 86400
+    rc, out, _ = run(capsys, "userprio", str(d), "--at", str(t), "--json")
+    doc = json.loads(out)
+    after = {r["Name"]: r for r in doc["records"]}
+    assert rc == 0 and doc["last_update"] == t and doc["partial"] is False
+    bob = "bob@refcondor.local"
+    # RUP 50 with 10 cores in use for one half-life: 50/2 + 10/2
+    assert before[bob]["Priority"] == 50000.0
+    assert after[bob]["Priority"] == 30000.0
+    assert after[bob]["WeightedAccumulatedUsage"] == 864000.0
+
+
+def test_errors_are_one_line_with_status_2_and_change_nothing(tmp_path, capsys):
+    d = after_snapshot(tmp_path, "pie_three_submitters")
+    (d / "slots.ads").write_text((d / "slots.ads").read_text().replace("Cpus = 1\n", "Cpus = 1 +\n", 1))
+    digest = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in d.iterdir() if p.is_file()}
+    for argv in (["userprio", str(d)], ["userprio", str(tmp_path / "nope")],
+                 ["userprio", str(tmp_path)], ["userprio", str(d), "--bogus"],
+                 ["userprio", str(d), "--config", str(tmp_path / "missing.cfg")], ["frobnicate"]):
+        rc, out, err = run(capsys, *argv)
+        assert rc == 2, argv
+        assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (argv, err)
+        assert err.startswith("negotiator-ext: error: ")
+    assert "slots.ads: line" in run(capsys, "userprio", str(d))[2]
+    assert digest == {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in d.iterdir() if p.is_file()}
+
+
+def test_config_option_overrides_the_snapshot_config(tmp_path, capsys):
+    cfg = tmp_path / "c"
+    cfg.write_text("GROUP_NAMES =\n")
+    d = FIXTURES / "hgq_static_30slots"
+    rc, out, err = run(capsys, "userprio", str(d), "--config", str(cfg), "--json")
+    assert rc == 0
+    assert json.loads(out)["config"] == str(cfg)
+    assert "is not in this config's GROUP_NAMES" in err   # the recorded groups are unknown now
+
+
+def test_snapshot_command_uses_the_live_adapter(tmp_path, capsys, mocker):
+    from negotiator_ext.adapters.live import CaptureReport
+    fake = mocker.patch("negotiator_ext.adapters.live.capture_snapshot", return_value=CaptureReport(
+        directory=tmp_path / "s", slots=40, jobs=52, schedds=("a",), missing_schedds=("b",),
+        errors={"b": "timed out"}, partial=True))
+    mocker.patch("negotiator_ext.adapters.condor_config.local_ext_knobs", return_value={"SNAPSHOT_TIMEOUT": "7"})
+    rc, out, err = run(capsys, "snapshot", "--pool", "cm.example.org", "-o", str(tmp_path / "s"))
+    assert rc == 0
+    fake.assert_called_once_with("cm.example.org", tmp_path / "s", timeout=7)
+    assert "PARTIAL snapshot" in out and "missing: b" in out
+    assert "schedd b: timed out" in err
