@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     sn.add_argument("-o", "--output", required=True, metavar="DIR", help="snapshot directory to write")
     sn.add_argument("--timeout", type=int, metavar="SECONDS",
                     help="per-schedd query timeout (default: knob NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT, else 30)")
+    sn.add_argument("--config", metavar="FILE",
+                    help="HTCondor config to read our NEGOTIATOR_EXT_* knobs from "
+                         "(default: this host's configuration)")
     return parser
 
 
@@ -102,6 +105,7 @@ def cmd_userprio(args) -> int:
         if args.at < acc.last_update_time:
             raise InputError("--at", f"{args.at} is before the accountant's last update "
                              f"{acc.last_update_time}")
+        acc.initialize_groups()
         acc.check_leases(args.at)
         acc.update_priorities(args.at)
         acc.check_matches(pool.slots, args.at)
@@ -145,7 +149,7 @@ def cmd_snapshot(args) -> int:
     from .adapters.condor_config import local_ext_knobs
     from .adapters.live import capture_snapshot
 
-    knobs = local_ext_knobs()   # command-line flags override our knobs
+    knobs = local_ext_knobs(args.config)   # command-line flags override our knobs
     pool = args.pool or knobs.get("POOL") or None
     timeout = args.timeout
     if timeout is None:

@@ -1,4 +1,4 @@
-import os
+import shutil
 import time
 from pathlib import Path
 
@@ -17,3 +17,12 @@ def utc(monkeypatch):
     yield
     monkeypatch.undo()
     time.tzset()
+
+
+def writable_copy(tmp_path, scenario, name=None):
+    """A copy of a recorded fixture that a test may change (the recordings are read-only)."""
+    d = tmp_path / (name or scenario)
+    shutil.copytree(FIXTURES / scenario, d)
+    for p in d.rglob("*"):
+        p.chmod(0o644 if p.is_file() else 0o755)
+    return d

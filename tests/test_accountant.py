@@ -318,3 +318,13 @@ def test_report_is_the_modular_query_shape():
     assert grp["SurplusPolicy"] == "byquota" and grp["ConfigQuota"] == 10.0
     rolled = {a["Name"]: a for a in acc.report(rollup=True)}
     assert rolled["group_a"]["Priority"] == 0.0
+
+
+def test_initialize_creates_a_record_for_every_configured_group():
+    cfg = NegotiatorConfig(groups=(GroupConfig("g1", 1.0, None, False, False, 0.0),),
+                           group_prio_factors={"G1": 7.0})
+    acc = make(config=cfg)
+    acc.initialize_groups()
+    assert acc.customers["g1"]["PriorityFactor"] == 7.0
+    assert acc.customers["<none>"]["PriorityFactor"] == 1000.0
+    assert make().customers == {} and (make().initialize_groups() is None)

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from conftest import FIXTURES, SCENARIOS
+from conftest import FIXTURES, SCENARIOS, writable_copy
 from negotiator_ext.adapters.accounting_ads import plain_ad
-from negotiator_ext.adapters.adfiles import read_ads
+from negotiator_ext.adapters.adfiles import parse_ads_text, read_ads
 from negotiator_ext.cli import main
 
 
@@ -20,10 +20,7 @@ def run(capsys, *argv):
 
 def after_snapshot(tmp_path, scenario):
     """The fixture's pool with the accountant state recorded right after the cycle."""
-    d = tmp_path / scenario
-    shutil.copytree(FIXTURES / scenario, d)
-    for p in d.rglob("*"):
-        p.chmod(0o644 if p.is_file() else 0o755)
+    d = writable_copy(tmp_path, scenario)
     shutil.copy(FIXTURES / scenario / "expected" / "accounting-after.ads", d / "accounting.ads")
     last = max(a["LastUpdate"] for a in map(plain_ad, read_ads(d / "accounting.ads")))
     meta = json.loads((d / "meta.json").read_text())
@@ -54,7 +51,7 @@ def test_userprio_long_is_the_accounting_ads(capsys):
     d = FIXTURES / "hgq_nested_hep_lep_surplus"
     rc, out, _ = run(capsys, "userprio", str(d), "-l")
     assert rc == 0
-    ours = {a["Name"]: a for a in map(plain_ad, __import__("negotiator_ext.adapters.adfiles", fromlist=["x"]).parse_ads_text(out, "out"))}
+    ours = {a["Name"]: a for a in map(plain_ad, parse_ads_text(out, "out"))}
     real = {a["Name"]: a for a in map(plain_ad, read_ads(d / "accounting.ads"))}
     assert set(ours) == set(real)
     for name, ad in real.items():
@@ -115,3 +112,15 @@ def test_snapshot_command_uses_the_live_adapter(tmp_path, capsys, mocker):
     fake.assert_called_once_with("cm.example.org", tmp_path / "s", timeout=7)
     assert "PARTIAL snapshot" in out and "missing: b" in out
     assert "schedd b: timed out" in err
+
+
+def test_snapshot_knobs_come_from_config_and_flags_override(tmp_path, capsys, mocker):
+    from negotiator_ext.adapters.live import CaptureReport
+    fake = mocker.patch("negotiator_ext.adapters.live.capture_snapshot", return_value=CaptureReport(
+        directory=tmp_path / "s", slots=1, jobs=0, schedds=(), missing_schedds=(), errors={}, partial=False))
+    cfg = tmp_path / "c"
+    cfg.write_text("NEGOTIATOR_EXT_POOL = cm.site.org:9618\nNEGOTIATOR_EXT_SNAPSHOT_TIMEOUT = 12\n")
+    assert run(capsys, "snapshot", "--config", str(cfg), "-o", str(tmp_path / "s"))[0] == 0
+    fake.assert_called_with("cm.site.org:9618", tmp_path / "s", timeout=12)
+    assert run(capsys, "snapshot", "--config", str(cfg), "--timeout", "3", "-o", str(tmp_path / "s"))[0] == 0
+    fake.assert_called_with("cm.site.org:9618", tmp_path / "s", timeout=3)

@@ -6,7 +6,7 @@ import shutil
 import classad2
 import pytest
 
-from conftest import FIXTURES, SCENARIOS
+from conftest import FIXTURES, SCENARIOS, writable_copy
 from negotiator_ext.adapters.adfiles import parse_ads_text, read_ads
 from negotiator_ext.adapters.snapshot import load_snapshot
 from negotiator_ext.errors import InputError
@@ -62,11 +62,7 @@ def test_duplicate_attribute_lines_are_not_an_error():
 
 
 def copy(tmp_path, scenario="pie_three_submitters"):
-    d = tmp_path / "snap"
-    shutil.copytree(FIXTURES / scenario, d)
-    for p in d.rglob("*"):
-        p.chmod(0o644 if p.is_file() else 0o755)
-    return d
+    return writable_copy(tmp_path, scenario, "snap")
 
 
 def test_snapshot_directory_errors(tmp_path):

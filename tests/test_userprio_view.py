@@ -8,46 +8,22 @@ the source's CollectInfo/ProcessInfo/PrintInfo compiled with a stub ClassAd).
 
 from __future__ import annotations
 
-import time
-from pathlib import Path
-
 import pytest
 
+from conftest import FIXTURES, SCENARIOS
+from negotiator_ext.adapters.accounting_ads import plain_ad
 from negotiator_ext.adapters.adfiles import read_ads
 from negotiator_ext.views.userprio import UserprioOptions, cxx_sort, render_table
 
-FIXTURES = Path(__file__).parent / "data" / "fixtures"
-SCENARIOS = [
-    "pie_three_submitters",
-    "preempt_priority",
-    "pslot_consumption_policy_cpu",
-    "hgq_static_30slots",
-    "hgq_nested_hep_lep_surplus",
-]
-GROUP_SCENARIOS = ["hgq_static_30slots", "hgq_nested_hep_lep_surplus"]
+GROUP_SCENARIOS = [s for s in SCENARIOS if s.startswith("hgq")]
 NOW = 1795265266   # 2026-11-21 12:47:46 UTC
 
-
-@pytest.fixture(autouse=True)
-def utc(monkeypatch):
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
-def _plain(value):
-    return value if isinstance(value, (str, bool, int, float)) else None
+pytestmark = pytest.mark.usefixtures("utc")
 
 
 def fixture_ads(scenario: str) -> list[dict]:
     ads = read_ads(FIXTURES / scenario / "expected" / "accounting-after.ads")
-    out = []
-    for ad in ads:
-        d = {k: _plain(ad.eval(k)) for k in ad.keys()}
-        out.append({k: v for k, v in d.items() if v is not None})
-    return out
+    return [{k: v for k, v in plain_ad(ad).items() if v is not None} for ad in ads]
 
 
 def expected(scenario: str, name: str) -> str:

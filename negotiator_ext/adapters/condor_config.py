@@ -79,13 +79,16 @@ def load_config(path: str | Path | None) -> NegotiatorConfig:
     return NegotiatorConfig.from_params(params, source=source, raw=raw)
 
 
-def local_ext_knobs() -> dict[str, str]:
-    """Our own NEGOTIATOR_EXT_* knobs from this host's configuration (empty when the
-    host has no HTCondor configuration)."""
-    try:
-        params, _ = read_params(LOCAL)
-    except InputError:
-        return {}
+def local_ext_knobs(path: str | Path | None = None) -> dict[str, str]:
+    """Our own NEGOTIATOR_EXT_* knobs, from config file `path` or else this host's
+    configuration (empty when the host has no HTCondor configuration)."""
+    if path is not None:
+        params, _ = read_params(path)   # an explicit file must be readable
+    else:
+        try:
+            params, _ = read_params(LOCAL)
+        except InputError:
+            return {}
     prefix = "NEGOTIATOR_EXT_"
     return {k.upper()[len(prefix):]: str(v) for k, v in params.items()
             if k.upper().startswith(prefix) and v is not None}

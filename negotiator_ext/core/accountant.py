@@ -157,6 +157,14 @@ class Accountant:
         f = int(self._get(name, "Floor", 0))
         return 0 if f < 0 else f
 
+    def initialize_groups(self) -> None:
+        """Initialize, step 1 (rule A8): a record for every configured group, `<none>`
+        included, made by reading its priority (which writes its factor)."""
+        if not self.groups.enabled:
+            return
+        for name in self.groups.group_names():
+            self.priority(name)
+
     # ---- the time step (rules A12, A13) ---------------------------------------------
 
     def update_priorities(self, now: int) -> None:
