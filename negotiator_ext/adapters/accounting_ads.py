@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 
 from ..core import classads
 from ..core.accountant import AccountantState, round6
-from ..core.groups import GroupTree
+from ..core.groups import GroupTree, dotted_prefixes
 from ..core.slots import SlotUsage
 from ..errors import InputError
 
@@ -128,10 +128,8 @@ def _recount(customers, resources, groups: GroupTree) -> None:
         group = groups.assigned_group(user).name
         for n in dict.fromkeys((user, group)):
             count[n] = count.get(n, 0) + 1
-        part = group
-        while part:
+        for part in dotted_prefixes(group):
             hier[part] = hier.get(part, 0.0) + rec["SlotWeight"]
-            part = part.rsplit(".", 1)[0] if "." in part else ""
     for name, rec in customers.items():
         if "ResourcesUsed" in rec or name in count:
             rec["ResourcesUsed"] = count.get(name, 0)

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from .config import NegotiatorConfig
-from .groups import ROOT, GroupQuota, GroupTree
+from .groups import GroupQuota, GroupTree, dotted_prefixes
 from .slots import SlotUsage
 
 MIN_PRIORITY = 0.5          # hard-coded MinPriority (rule A11); not a knob
@@ -255,13 +255,9 @@ class Accountant:
                 self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) + (now - begin))
                 self._set(rec_name, "WeightedUnchargedTime",
                           float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) + (now - begin) * weight)
-        # HierWeightedResourcesUsed up the dotted prefixes of the group's name. "<none>"
-        # has no dots, so the root's figure counts root-group submitters only (A17).
-        part = group
-        while part:
+        for part in dotted_prefixes(group):
             hier = float(self._get(part, "HierWeightedResourcesUsed", 0.0)) + sign * weight
             self._set(part, "HierWeightedResourcesUsed", max(hier, 0.0))
-            part = part.rsplit(".", 1)[0] if "." in part else ""
 
     def add_match(self, customer: str, slot: SlotUsage, now: int, match_cost: float | None = None) -> None:
         """AddMatch (rule A17, classic). `match_cost` marks a consumption-policy match."""

@@ -179,6 +179,14 @@ class GroupTree:
         return out
 
 
+def dotted_prefixes(group: str) -> list[str]:
+    """The records HierWeightedResourcesUsed is charged to for a match in `group`: the
+    group and every dotted prefix of its name (`a.b.c`, `a.b`, `a`). `<none>` has no
+    dots, so the root's figure counts root-group submitters only (rule A17)."""
+    parts = group.split(".")
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
 def group_demand(tree: GroupTree, submitters: Iterable[Mapping], weighted: bool
                  ) -> dict[str, float]:
     """Rule G5: per group, the summed demand (running + idle) of its submitter ads.
