@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 from . import __version__
 from .errors import InputError
@@ -106,9 +106,7 @@ def cmd_userprio(args) -> int:
             raise InputError("--at", f"{args.at} is before the accountant's last update "
                              f"{acc.last_update_time}")
         acc.initialize_groups()
-        acc.check_leases(args.at)
-        acc.update_priorities(args.at)
-        acc.check_matches(pool.slots, args.at)
+        acc.start_cycle(pool.slots, args.at)
     if args.at is not None or not _has_quota_fields(pool.accountant):
         quotas = pool.quotas() if pool.groups.enabled else None
     now = args.at if args.at is not None else (pool.snapshot.captured_at or acc.last_update_time)
@@ -123,7 +121,7 @@ def cmd_userprio(args) -> int:
             "records": ads,
             "concurrency_limits": dict(acc.limits),
         }
-        print(json.dumps(doc, indent=2, sort_keys=True, default=_json_default))
+        print(json.dumps(doc, indent=2, sort_keys=True, default=str))
     elif args.long:
         from .views.ads import format_dicts_long
         sys.stdout.write(format_dicts_long(ads))
@@ -137,12 +135,6 @@ def cmd_userprio(args) -> int:
 
 def _has_quota_fields(state) -> bool:
     return any("EffectiveQuota" in rec for rec in state.customers.values())
-
-
-def _json_default(o: Any):
-    if isinstance(o, float):
-        return o
-    return str(o)
 
 
 def cmd_snapshot(args) -> int:

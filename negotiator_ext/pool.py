@@ -13,7 +13,7 @@ from .core import classads
 from .core.accountant import AccountantState
 from .core.config import NegotiatorConfig
 from .core.groups import GroupQuota, GroupTree, group_demand
-from .core.slots import SlotUsage, in_slot_constraint, pool_sizes, slot_usage
+from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_usage
 from .errors import InputError
 
 # Slot attributes that must be numbers when present (HTCondor would otherwise quietly
@@ -43,7 +43,7 @@ class Pool:
         """Submitter ads as the negotiator keeps them: named, with jobs (phase 1)."""
         out = []
         for ad in self.snapshot.submitters or ():
-            if self.config.submitter_constraint and not in_slot_constraint(ad, self.config.submitter_constraint):
+            if not matches_constraint(ad, self.config.submitter_constraint):
                 continue
             d = plain_ad(ad)
             if not isinstance(d.get("Name"), str):
@@ -79,7 +79,7 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
             if attr in ad and classads.eval_number(ad, attr) is None:
                 raise InputError(snap.slots_source, f"not a number: {classads.source_text(ad, attr)}",
                                  ad=f"{i} ({name})", attribute=attr)
-        if not in_slot_constraint(ad, config.slot_constraint):
+        if not matches_constraint(ad, config.slot_constraint):
             continue
         ads.append(ad)
         slots.append(slot_usage(ad, config))

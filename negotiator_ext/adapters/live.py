@@ -63,8 +63,8 @@ import classad2
 
 from ..errors import InputError
 from .adfiles import write_ads
+from .snapshot import SNAPSHOT_FORMAT
 
-SNAPSHOT_FORMAT = 1
 TOOL = "negotiator-ext snapshot"
 
 JOB_CONSTRAINT = "JobStatus == 1 || JobStatus == 2"  # idle or running
@@ -111,10 +111,6 @@ POLICY_KNOBS: frozenset[str] = frozenset({
     "ALLOW_PSLOT_PREEMPTION", "MATCH_WORKING_CM_SLOTS", "NEGOTIATE_ALL_JOBS_IN_CLUSTER",
 })
 POLICY_KNOB_SUFFIXES: tuple[str, ...] = ("_LIMIT",)
-GROUP_KNOB_PREFIXES: tuple[str, ...] = (
-    "GROUP_QUOTA_", "GROUP_QUOTA_DYNAMIC_", "GROUP_PRIO_FACTOR_", "GROUP_ACCEPT_SURPLUS_",
-    "GROUP_AUTOREGROUP_",
-)
 _SUBSYS = "NEGOTIATOR."
 
 # HTCondor's own client-side timeouts (seconds), set for the duration of a capture.
@@ -405,14 +401,8 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
     for n in re.split(r"[\s,]+", match_exprs or ""):
         if n and (n.upper() in names or _SUBSYS + n.upper() in names):
             wanted.setdefault(n.upper(), n)
-    # Per-group knobs (all GROUP_*, so the prefix already selects them; spelled out so a
-    # group's knobs are never lost to a change of the prefix list).
-    groups = value("GROUP_NAMES") if "GROUP_NAMES" in wanted else None
-    for g in re.split(r"[\s,]+", groups or ""):
-        for prefix in GROUP_KNOB_PREFIXES:
-            u = (prefix + g).upper()
-            if g and (u in names or _SUBSYS + u in names):
-                wanted.setdefault(u, prefix + g)
+    # The per-group knobs (GROUP_QUOTA_<g>, GROUP_PRIO_FACTOR_<g>, ...) are all GROUP_*,
+    # so the prefix list selects them.
 
     out: dict[str, str] = {}
     for upper in sorted(wanted):

@@ -22,6 +22,7 @@ Use it as: `acc = Accountant(state, config, groups)`; call the rules; `acc.state
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -57,10 +58,6 @@ class AccountantState:
     customers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     limits: Mapping[str, float] = field(default_factory=dict)  # concurrency limit counts
-
-    def rup(self, name: str) -> float:
-        p = self.customers.get(name, {}).get("Priority", MIN_PRIORITY)
-        return max(p if isinstance(p, (int, float)) else MIN_PRIORITY, MIN_PRIORITY)
 
 
 class Accountant:
@@ -144,9 +141,6 @@ class Accountant:
     def set_priority(self, name: str, rup: float) -> None:
         self._set(name, "Priority", float(rup))
 
-    def weighted_resources_used(self, name: str) -> float:
-        return float(self._get(name, "WeightedResourcesUsed", 0.0))
-
     def ceiling(self, name: str) -> int:
         """GetCeiling: -1 (unlimited) when missing or negative (rule A24)."""
         c = int(self._get(name, "Ceiling", -1))
@@ -164,6 +158,14 @@ class Accountant:
             return
         for name in self.groups.group_names():
             self.priority(name)
+
+    def start_cycle(self, slots: Iterable[SlotUsage], now: int) -> None:
+        """What a negotiation cycle does to the accountant before any match (reference
+        2.2): expire leases (step 1), then UpdatePriorities and CheckMatches against
+        every fetched slot ad (step 7)."""
+        self.check_leases(now)
+        self.update_priorities(now)
+        self.check_matches(slots, now)
 
     # ---- the time step (rules A12, A13) ---------------------------------------------
 
@@ -232,29 +234,25 @@ class Accountant:
 
     def _charge(self, name: str, weight: float, now: int, sign: int, start: int | None = None) -> None:
         """Add (sign=+1) or remove (sign=-1) one match of `weight` on a customer record
-        and on its assigned group record, with the uncharged-time correction."""
+        and on its assigned group record, with the uncharged-time correction: a new match
+        is charged only from `now` (negative uncharged time back to the last update), a
+        removed one for the time it existed since max(start, last update). Counts are
+        floored at 0 on removal."""
         group = self.groups.assigned_group(name).name
+        if sign > 0:
+            uncharged = -(now - self.last_update_time)
+        else:
+            uncharged = now - max(int(start or 0), self.last_update_time)
         # Both records are read before either is written (one transaction, rule A6), so a
         # customer that is its own group record is charged once.
-        targets = dict.fromkeys((name, group))
-        if sign > 0:
-            shift = now - self.last_update_time
-            for rec_name in targets:
-                self._set(rec_name, "ResourcesUsed", int(self._get(rec_name, "ResourcesUsed", 0)) + 1)
-                self._set(rec_name, "WeightedResourcesUsed",
-                          float(self._get(rec_name, "WeightedResourcesUsed", 0.0)) + weight)
-                self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) - shift)
-                self._set(rec_name, "WeightedUnchargedTime",
-                          float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) - shift * weight)
-        else:
-            begin = max(int(start or 0), self.last_update_time)
-            for rec_name in targets:
-                self._set(rec_name, "ResourcesUsed", max(int(self._get(rec_name, "ResourcesUsed", 0)) - 1, 0))
-                self._set(rec_name, "WeightedResourcesUsed",
-                          max(float(self._get(rec_name, "WeightedResourcesUsed", 0.0)) - weight, 0.0))
-                self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) + (now - begin))
-                self._set(rec_name, "WeightedUnchargedTime",
-                          float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) + (now - begin) * weight)
+        for rec_name in dict.fromkeys((name, group)):
+            used = int(self._get(rec_name, "ResourcesUsed", 0)) + sign
+            w_used = float(self._get(rec_name, "WeightedResourcesUsed", 0.0)) + sign * weight
+            self._set(rec_name, "ResourcesUsed", max(used, 0))
+            self._set(rec_name, "WeightedResourcesUsed", max(w_used, 0.0))
+            self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) + uncharged)
+            self._set(rec_name, "WeightedUnchargedTime",
+                      float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) + uncharged * weight)
         for part in dotted_prefixes(group):
             hier = float(self._get(part, "HierWeightedResourcesUsed", 0.0)) + sign * weight
             self._set(part, "HierWeightedResourcesUsed", max(hier, 0.0))
@@ -334,9 +332,9 @@ class Accountant:
                 if text:
                     self.increment_limits(text)
 
-    def increment_limits(self, text: str, sign: int = 1) -> None:
+    def increment_limits(self, text: str) -> None:
         for name, amount in parse_concurrency_limits(text):
-            self.limits[name] = self.limits.get(name, 0.0) + sign * amount
+            self.limits[name] = self.limits.get(name, 0.0) + amount
 
     # ---- admin edits (rule A21) and leases (rule A25) ---------------------------------
 
@@ -373,14 +371,13 @@ class Accountant:
         """CheckCeilingLeases/CheckFloorLeases/CheckPriorityFactorLeases: restore the
         value from before every lease with 0 < expiration <= now (rule A25)."""
         for name, rec in self.customers.items():
-            for what, attr in (("Ceiling", "Ceiling"), ("Floor", "Floor"),
-                               ("PriorityFactor", "PriorityFactor")):
-                exp = rec.get(f"{what}LeaseExpiration")
+            for attr in ("Ceiling", "Floor", "PriorityFactor"):
+                exp = rec.get(f"{attr}LeaseExpiration")
                 if exp is not None and 0 < exp <= now:
-                    pre = rec.get(f"{what}PreLeaseValue")
+                    pre = rec.get(f"{attr}PreLeaseValue")
                     if pre is not None:
                         self._set(name, attr, pre)
-                    self._set(name, f"{what}LeaseExpiration", 0)
+                    self._set(name, f"{attr}LeaseExpiration", 0)
 
     # ---- reporting (rules A26, A28) ---------------------------------------------------
 
@@ -445,12 +442,14 @@ def _roll_up(tree: GroupTree, by_group: dict[str, dict[str, Any]]) -> None:
 
 
 def _persisted(attr: str, value: Any) -> Any:
-    if attr in _IN_MEMORY:
+    """A value as the ClassAd log stores it: integers for integer attributes, reals
+    rounded to 6 decimals (rule A5); in-memory attributes untouched."""
+    if attr in _IN_MEMORY or isinstance(value, (bool, str)):
         return value
-    if attr in _INT_ATTRS or isinstance(value, bool):
-        return int(value) if not isinstance(value, bool) else value
-    if isinstance(value, float):
-        return round6(value) if math.isfinite(value) else value
+    if attr in _INT_ATTRS:
+        return int(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return round6(value)
     return value
 
 
@@ -463,7 +462,6 @@ def _domain(name: str) -> str:
 def parse_concurrency_limits(text: str) -> list[tuple[str, float]]:
     """Rule M7: `name[:amount]` tokens split on commas and whitespace; names lower-cased;
     an amount <= 0 or unparsable counts 1; invalid names are ignored."""
-    import re
     out = []
     for token in re.split(r"[\s,]+", text or ""):
         if not token:

@@ -7,6 +7,7 @@ parsed or evaluated anywhere else by hand.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import classad2
@@ -55,12 +56,6 @@ def eval_number(ad: ClassAd, attr: str) -> float | None:
     return as_number(eval_attr(ad, attr))
 
 
-def eval_int(ad: ClassAd, attr: str) -> int | None:
-    """The attribute as an integer (reals truncate, like LookupInteger), or None."""
-    v = eval_number(ad, attr)
-    return None if v is None else int(v)
-
-
 def eval_string(ad: ClassAd, attr: str) -> str | None:
     """The attribute as a string (LookupString: only string values), or None."""
     v = eval_attr(ad, attr)
@@ -87,8 +82,12 @@ def source_text(ad: ClassAd, attr: str) -> str:
         return "?"
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_expr(text: str) -> classad2.ExprTree:
-    """Parse an expression; raises ValueError with the text on failure."""
+    """Parse an expression; raises ValueError with the text on failure.
+
+    Cached: a config expression (a constraint, SLOT_WEIGHT) is evaluated against every
+    slot ad, and is parsed once, not once per ad."""
     try:
         return classad2.ExprTree(text)
     except Exception as exc:  # classad2_impl.ClassAdException

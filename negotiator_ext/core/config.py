@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -184,10 +184,6 @@ class NegotiatorConfig:
     # our own NEGOTIATOR_EXT_* knobs, upper-cased names without the prefix
     ext: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
 
-    @property
-    def hgq_enabled(self) -> bool:
-        return len(self.groups) > 0
-
     def group_prio_factor(self, group_name: str) -> float:
         """GROUP_PRIO_FACTOR_<group> or 0.0 when unset (rule A9 step 2)."""
         return self.group_prio_factors.get(group_name.upper(), 0.0)
@@ -280,20 +276,6 @@ class NegotiatorConfig:
                              if k.startswith(EXT_PREFIX)})
         return cls(**kw)
 
-    def knobs(self) -> dict[str, Any]:
-        """The configuration as {KNOB: value}, for display and JSON."""
-        out: dict[str, Any] = {}
-        by_field = {f: k for f, k, _, _ in _SCALAR_KNOBS}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            key = by_field.get(f.name, f.name)
-            if isinstance(v, MappingProxyType):
-                v = dict(v)
-            elif isinstance(v, tuple):
-                v = [g.__dict__ for g in v]
-            out[key] = v
-        return out
-
 
 def _is_limit_name(name: str) -> bool:
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", name) is not None
@@ -304,67 +286,67 @@ def _split_list(text: str) -> list[str]:
 
 
 def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> Any:
-    """Convert one knob's value, refusing text HTCondor would refuse."""
+    """Convert one knob's value, refusing text HTCondor would refuse.
+
+    For a knob HTCondor types (number, bool) the bindings return the default in place of
+    invalid text, so the knob's own text (`raw`) is judged when we have it."""
+    text = raw if raw is not None and raw.strip() else value
+    shown = text
+
     def bad(what: str) -> InputError:
-        shown = raw if raw is not None else value
         return InputError(source, f"{knob} = {shown!s}: {what}")
 
     if kind == "str":
         return str(value).strip()
     if kind == "expr":
-        text = str(value).strip()
         try:
-            classads.parse_expr(text)
+            classads.parse_expr(str(value).strip())
         except ValueError:
             raise bad("not a valid ClassAd expression") from None
-        return text
+        return str(value).strip()
     if kind == "bool":
-        if raw is not None and raw.strip():
-            r = raw.strip()
-            if r.lower() not in _TRUE | _FALSE:
-                v = classads.eval_expr(r) if _parses(r) else None
-                if not isinstance(v, bool) or isinstance(v, classads.classad2.Value):
-                    raise bad("not a boolean")
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-        v = classads.eval_expr(text) if _parses(text) else None
-        if isinstance(v, bool) and not isinstance(v, classads.classad2.Value):
-            return v
-        raise bad("not a boolean")
-    # numbers
-    if raw is not None and raw.strip():
-        v = classads.eval_expr(raw) if _parses(raw) else None
-        if not classads.is_number(v):
-            raise bad("not a number")
-    if isinstance(value, bool):
-        raise bad("not a number")
-    if isinstance(value, (int, float)):
-        num = float(value)
-    else:
-        text = str(value).strip()
-        try:
-            num = float(text)
-        except ValueError:
-            v = classads.eval_expr(text) if _parses(text) else None
-            if not classads.is_number(v):
-                raise bad("not a number") from None
-            num = float(v)
-    if math.isnan(num):
+        b = _to_bool(text)
+        if b is None:
+            raise bad("not a boolean")
+        return b
+    num = _to_number(text)
+    if num is None:
         raise bad("not a number")
     return int(num) if kind == "int" else num
 
 
-def _parses(text: str) -> bool:
+def _evaluated(text: str) -> Any:
+    """A config value's text evaluated as a ClassAd expression (None if it does not parse)."""
     try:
-        classads.parse_expr(text)
-        return True
+        return classads.eval_expr(text.strip())
     except ValueError:
+        return None
+
+
+def _to_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    t = str(value).strip().lower()
+    if t in _TRUE:
+        return True
+    if t in _FALSE:
         return False
+    v = _evaluated(t)
+    return v if isinstance(v, bool) else None
+
+
+def _to_number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if classads.is_number(value):
+        num = float(value)
+    else:
+        try:
+            num = float(str(value).strip())
+        except ValueError:
+            v = _evaluated(str(value))
+            num = float(v) if classads.is_number(v) else None
+    return None if num is None or math.isnan(num) else num
 
 
 def _groups(source, lookup, up, raw_up, kw) -> list[GroupConfig]:

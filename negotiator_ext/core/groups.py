@@ -62,7 +62,7 @@ class GroupTree:
             n = queue.pop(0)
             self.nodes.append(n)
             queue.extend(n.children)
-        self._cache: dict[str, tuple[str, bool]] = {}
+        self._cache: dict[str, GroupNode] = {}  # lower-cased submitter name -> group
 
     def _insert(self, g: GroupConfig) -> None:
         low = g.name.lower()
@@ -120,7 +120,7 @@ class GroupTree:
             return self.root, True  # a defunct group or a malformed name
         cached = self._cache.get(customer.lower())
         if cached is not None:
-            return self.get(cached[0]) or self.root, False
+            return cached, False
         base = customer[: customer.rfind("@")]
         if "." not in base:
             result = self.root
@@ -133,7 +133,7 @@ class GroupTree:
                 if nxt is None:
                     break
                 result = nxt
-        self._cache[customer.lower()] = (result.name, False)
+        self._cache[customer.lower()] = result
         return result, False
 
     def surplus_policy(self, node: GroupNode) -> str:

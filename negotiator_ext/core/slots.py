@@ -86,9 +86,9 @@ def slot_usage(ad: classads.ClassAd, config: NegotiatorConfig) -> SlotUsage:
     )
 
 
-def in_slot_constraint(ad: classads.ClassAd, constraint: str | None) -> bool:
-    """NEGOTIATOR_SLOT_CONSTRAINT (and the pool-size constraint): the collector keeps an
-    ad only when the constraint evaluates to true with MY = the slot ad."""
+def matches_constraint(ad: classads.ClassAd, constraint: str | None) -> bool:
+    """NEGOTIATOR_SLOT_CONSTRAINT, _SLOT_POOLSIZE_CONSTRAINT, _SUBMITTER_CONSTRAINT: the
+    collector keeps an ad only when the constraint evaluates to true with MY = the ad."""
     if not constraint:
         return True
     return classads.eval_expr(constraint, ad) is True
@@ -100,7 +100,7 @@ def pool_sizes(ads, weights: list[float], config: NegotiatorConfig) -> tuple[int
     `weights` are the ads' GetSlotWeight values, in the same order."""
     count, weighted, effective = 0, 0.0, 0.0
     for ad, w in zip(ads, weights):
-        if not in_slot_constraint(ad, config.slot_poolsize_constraint):
+        if not matches_constraint(ad, config.slot_poolsize_constraint):
             continue
         count += 1
         weighted += w

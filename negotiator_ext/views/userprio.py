@@ -76,13 +76,11 @@ DEFAULT = MOST
 SURPLUS_UNSET, SURPLUS_NONE, SURPLUS_REGROUP, SURPLUS_BYQUOTA, SURPLUS_UNKNOWN = -1, 0, 1, 2, 3
 
 # Sort orders (LineRecLT group_order)
+# The LineRecLT orders the options we offer reach (-grouporder and -sortkey, which pick
+# the others, are not offered).
 SORT_BY_COLUMN1 = 0
-SORT_GROUPS_FIRST_BY_INDEX = 1
 SORT_HIER_BY_GROUP_ID = 2
-SORT_HIER_BY_SORT_KEY = 3
-SORT_HIER_STRICTLY_BY_SORT_KEY = 4
 SORT_HIER_BY_DISPLAY_ORDER = 5
-SORT_GROUPS_BY_NAME = 6
 SORT_GROUPS_FIRST_BY_NAME = 7
 
 FLT_MAX = 3.4028234663852886e38
@@ -127,7 +125,6 @@ COLUMNS: tuple[Column, ...] = (
 class _LineRec:
     """struct LineRec; defaults are what CollectInfo sets before reading a record
     (fields it leaves uninitialised are 0 / "" / False here)."""
-    index: int
     last_usage: int
     name: str = ""
     priority: float = 0.0
@@ -264,7 +261,7 @@ def _collect_info(ads: Sequence[Mapping[str, Any]], st: _State) -> list[_LineRec
     recs: list[_LineRec] = []
     need_group_id_fixup = False
     for i, ad in enumerate(ads, start=1):
-        rec = _LineRec(index=i, last_usage=st.min_last_usage)
+        rec = _LineRec(last_usage=st.min_last_usage)
         recs.append(rec)
         name = _lookup_string(ad, "Name", NAME_BUFFER)
         priority = _lookup_float(ad, "Priority") if name is not None else None
@@ -460,9 +457,9 @@ def _less(detail: int, group_order: int, none_last: bool) -> Callable[[_LineRec,
     """LineRecLT::operator()."""
 
     def by_group_id(a: _LineRec, b: _LineRec, secondary: Callable[[_LineRec], float] | None,
-                    force_none_last: bool) -> bool | None:
+                    none_last: bool) -> bool | None:
         if a.group_id != b.group_id:
-            if force_none_last:
+            if none_last:
                 if not a.group_id:
                     return False
                 if not b.group_id:
@@ -481,19 +478,8 @@ def _less(detail: int, group_order: int, none_last: bool) -> Callable[[_LineRec,
             res: bool | None = None
             if group_order == SORT_HIER_BY_GROUP_ID:
                 res = by_group_id(a, b, None, none_last)
-            elif group_order == SORT_HIER_BY_SORT_KEY:
-                res = by_group_id(a, b, lambda r: r.sort_key, none_last)
-            elif group_order == SORT_HIER_STRICTLY_BY_SORT_KEY:
-                res = by_group_id(a, b, lambda r: r.sort_key, False)
             elif group_order == SORT_HIER_BY_DISPLAY_ORDER:
                 res = by_group_id(a, b, lambda r: r.display_order, none_last)
-            elif group_order == SORT_GROUPS_BY_NAME:
-                pa = a.name if a.is_group else a.acct_group
-                pb = b.name if b.is_group else b.acct_group
-                if pa != pb:
-                    res = pa < pb
-                elif a.is_group != b.is_group:
-                    res = a.is_group > b.is_group
             elif group_order == SORT_GROUPS_FIRST_BY_NAME:
                 if a.is_group != b.is_group:
                     res = a.is_group > b.is_group
@@ -504,8 +490,6 @@ def _less(detail: int, group_order: int, none_last: bool) -> Callable[[_LineRec,
                         res = True
                     else:
                         res = a.name < b.name
-            elif a.is_group or b.is_group:     # SORT_GROUPS_FIRST_BY_INDEX
-                res = a.index < b.index
             if res is not None:
                 return res
         # order submitters by priority, usage or name depending on the columns shown
