@@ -327,4 +327,66 @@ def test_initialize_creates_a_record_for_every_configured_group():
     acc.initialize_groups()
     assert acc.customers["g1"]["PriorityFactor"] == 7.0
     assert acc.customers["<none>"]["PriorityFactor"] == 1000.0
-    assert make().customers == {} and (make().initialize_groups() is None)
+    no_groups = make()
+    no_groups.initialize_groups()
+    assert no_groups.customers == {}   # without GROUP_NAMES there is no group record
+
+
+def test_a_customer_that_is_its_own_group_record_is_charged_once():
+    cfg = NegotiatorConfig(groups=(GroupConfig("grp", 5.0, None, False, False, 0.0),))
+    acc = make(config=cfg)
+    acc.add_match("grp", slot("s1", group="grp", weight=2.0), T0)
+    assert acc.customers["grp"]["WeightedResourcesUsed"] == 2.0
+    assert acc.customers["grp"]["ResourcesUsed"] == 1
+
+
+def test_rollup_sums_children_into_parents():
+    cfg = NegotiatorConfig(groups=(GroupConfig("p", 10.0, None, False, False, 0.0),
+                                   GroupConfig("p.a", 5.0, None, False, False, 0.0),
+                                   GroupConfig("p.b", 5.0, None, False, False, 0.0)))
+    acc = make({"p": {"WeightedResourcesUsed": 1.0, "ResourcesUsed": 1, "WeightedAccumulatedUsage": 10.0,
+                      "BeginUsageTime": 300, "LastUsageTime": 400},
+                "p.a": {"WeightedResourcesUsed": 2.0, "ResourcesUsed": 2, "WeightedAccumulatedUsage": 20.0,
+                        "BeginUsageTime": 100, "LastUsageTime": 900},
+                "p.b": {"WeightedResourcesUsed": 4.0, "ResourcesUsed": 1, "WeightedAccumulatedUsage": 40.0,
+                        "BeginUsageTime": 200, "LastUsageTime": 500},
+                "<none>": {"WeightedResourcesUsed": 0.5}}, config=cfg)
+    rolled = {a["Name"]: a for a in acc.report(rollup=True)}
+    p = rolled["p"]
+    assert (p["WeightedResourcesUsed"], p["ResourcesUsed"], p["WeightedAccumulatedUsage"]) == (7.0, 4, 70.0)
+    assert (p["BeginUsageTime"], p["LastUsageTime"]) == (100, 900)
+    assert rolled["<none>"]["WeightedResourcesUsed"] == 7.5   # cascades to the root
+    assert rolled["p.a"]["WeightedResourcesUsed"] == 2.0       # leaves keep their own
+    plain = {a["Name"]: a for a in acc.report()}
+    assert plain["p"]["WeightedResourcesUsed"] == 1.0 and plain["p"]["Priority"] == 500.0
+
+
+def test_admin_edits():
+    acc = make({"a@x": {"Priority": 3.0, "WeightedAccumulatedUsage": 9.0},
+                "b@x": {"WeightedAccumulatedUsage": 5.0}})
+    acc.add_match("a@x", slot("s1", "a@x"), T0)
+    acc.set_ceiling("a@x", 4)
+    acc.set_floor("a@x", 2)
+    acc.set_begin_time("a@x", 11)
+    acc.set_last_time("a@x", 22)
+    assert (acc.ceiling("a@x"), acc.floor("a@x")) == (4, 2)
+    assert (acc.customers["a@x"]["BeginUsageTime"], acc.customers["a@x"]["LastUsageTime"]) == (11, 22)
+    acc.reset_all_usage(T0 + 7)
+    assert all(acc.customers[n]["WeightedAccumulatedUsage"] == 0.0 for n in ("a@x", "b@x"))
+    assert acc.customers["b@x"]["BeginUsageTime"] == T0 + 7
+    acc.delete_record("a@x")
+    assert "a@x" not in acc.customers
+    assert acc.resources["s1@<10.0.0.1:9618>"]["RemoteUser"] == "a@x"   # resource records stay
+
+
+def test_start_cycle_expires_leases_then_updates_then_checks_matches():
+    acc = make({"a@x": {"Priority": 10.0, "Ceiling": 3, "CeilingPreLeaseValue": 8,
+                        "CeilingLeaseExpiration": T0 + 100}})
+    acc.add_match("a@x", slot("s1", "a@x", weight=2.0), T0)
+    acc.start_cycle([slot("s1", state="Unclaimed")], T0 + DAY)
+    assert acc.ceiling("a@x") == 8
+    # the claim ended at the cycle: it is charged for the whole step it existed (with
+    # classic accounting the uncharged-time correction makes this independent of the
+    # order of UpdatePriorities and CheckMatches)
+    assert acc.rup("a@x") == 10.0 * 0.5 + 2.0 * 0.5
+    assert acc.customers["a@x"]["WeightedResourcesUsed"] == 0.0 and acc.resources == {}
