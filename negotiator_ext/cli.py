@@ -69,6 +69,20 @@ def build_parser() -> argparse.ArgumentParser:
     sn.add_argument("--config", metavar="FILE",
                     help="HTCondor config to read our NEGOTIATOR_EXT_* knobs from "
                          "(default: this host's configuration)")
+    ng = sub.add_parser("negotiate", allow_abbrev=False,
+                        help="run one negotiation cycle on a snapshot and say what the "
+                             "negotiator should do",
+                        description="Run one negotiation cycle of the condor_negotiator on a "
+                                    "pool snapshot: user priorities, the pie, group quotas and "
+                                    "matchmaking. Prints the recommended matches, rejections, "
+                                    "and per-submitter and per-group figures.")
+    ng.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
+    ng.add_argument("--at", type=int, metavar="EPOCH",
+                    help="the cycle's time (default: the snapshot's capture time)")
+    ng.add_argument("--json", action="store_true", help="one JSON document for machines")
+    ng.add_argument("--partial-ok", action="store_true",
+                    help="recommend matches even when some schedd did not answer the snapshot")
+    _add_config(ng)
     return parser
 
 
@@ -164,7 +178,32 @@ def cmd_snapshot(args) -> int:
     return 0
 
 
-_COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot}
+def cmd_negotiate(args) -> int:
+    from .cycle import run_cycle
+    from .pool import load_pool
+    from .views.negotiate import render_cycle
+    pool = load_pool(args.snapshot, args.config)
+    _warn(pool.warnings)
+    if args.at is not None and pool.accountant.last_update_time and args.at < pool.accountant.last_update_time:
+        raise InputError("--at", f"{args.at} is before the accountant's last update "
+                         f"{pool.accountant.last_update_time}")
+    result = run_cycle(pool, args.at)
+    doc = result.to_json()
+    withheld = result.partial and not args.partial_ok
+    if withheld:
+        missing = ", ".join(result.missing_schedds) or "unknown"
+        _warn([f"partial snapshot (did not answer: {missing}): the jobs of those schedds are "
+               "unknown, so no match is recommended (--partial-ok to see them anyway)"])
+        doc["withheld_matches"] = len(doc["matches"])
+        doc["matches"] = []
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        sys.stdout.write(render_cycle(doc))
+    return 0
+
+
+_COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate}
 
 
 if __name__ == "__main__":

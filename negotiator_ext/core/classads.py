@@ -101,3 +101,78 @@ def eval_expr(expr: str | classad2.ExprTree, my: ClassAd | None = None) -> Any:
         return tree.eval(my) if my is not None else tree.eval()
     except Exception:
         return ERROR
+
+
+# ---- matchmaking: evaluation with MY and TARGET -------------------------------------
+#
+# HTCondor matches two ads inside a MatchClassAd and, unless STRICT_CLASSAD_EVALUATION
+# is set, an unscoped name that MY lacks is looked up in TARGET ("alternate scope").
+# classad2 does the same once the HTCondor library has read its configuration, which
+# `import htcondor2` does (it runs config() and with it ClassAdReconfig). Importing it
+# here is what gives the core the daemons' evaluation semantics; nothing else of the
+# bindings is used by the core.
+import htcondor2 as _htcondor2  # noqa: E402,F401  (side effect: the daemons' ClassAd semantics)
+
+import struct as _struct  # noqa: E402
+
+FLT_MAX = 3.4028234663852886e38
+DBL_MAX = 1.7976931348623157e308
+
+
+def eval_match(expr: classad2.ExprTree, my: ClassAd, target: ClassAd) -> Any:
+    """Evaluate `expr` with MY = `my` and TARGET = `target`, as the negotiator does
+    (EvalExprToBool/EvalExprToNumber over a MatchClassAd). ERROR on failure."""
+    try:
+        return expr.eval(my, target)
+    except Exception:
+        return ERROR
+
+
+def is_true(v: Any) -> bool:
+    """A match test's verdict: only a boolean true (or a non-zero number, which the
+    ClassAd logical operators treat as true) counts; UNDEFINED/ERROR never do."""
+    if isinstance(v, classad2.Value):
+        return False
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)):
+        return v != 0
+    return False
+
+
+def f32(x: float) -> float:
+    """`(float)x` in C: a double narrowed to IEEE single precision."""
+    if x != x:
+        return x
+    if abs(x) > FLT_MAX:
+        # beyond the float range C gives +-inf (rounding aside)
+        try:
+            return _struct.unpack("f", _struct.pack("f", x))[0]
+        except OverflowError:
+            return float("inf") if x > 0 else float("-inf")
+    return _struct.unpack("f", _struct.pack("f", x))[0]
+
+
+def refs(ad: ClassAd, expr: classad2.ExprTree) -> tuple[frozenset[str], frozenset[str]]:
+    """(internal, external) references of `expr` as seen from `ad`, lower-cased.
+
+    Internal: attributes of `ad` the expression reaches, following `ad`'s own
+    expressions (START, WithinResourceLimits, ...). External: everything else it names,
+    with its scope prefix (`target.requestcpus`, or a bare name `ad` lacks)."""
+    try:
+        internal = ad.internalRefs(expr)
+        external = ad.externalRefs(expr)
+    except Exception:
+        return frozenset(), frozenset()
+    return (frozenset(n.lower() for n in internal), frozenset(n.lower() for n in external))
+
+
+def value_key(v: Any) -> Any:
+    """A hashable stand-in for a value `ClassAd.get` returned (expressions by text)."""
+    if isinstance(v, classad2.ExprTree):
+        return ("expr", str(v))
+    if isinstance(v, list):
+        return ("list", tuple(value_key(x) for x in v))
+    if isinstance(v, classad2.ClassAd):
+        return ("ad", v.printOld())
+    return v

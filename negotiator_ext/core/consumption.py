@@ -1,0 +1,112 @@
+"""Consumption policies on partitionable slots (reference section 5, rules P3-P6).
+
+A p-slot with a consumption policy (CP) stays in the slot list after a match; each match
+deducts what the job consumes from its assets and costs the drop in its SlotWeight.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from . import classads
+
+
+def supports_policy(ad) -> bool:
+    """cp_supports_policy (P4): a p-slot whose every asset but swap has Consumption<A>."""
+    if classads.eval_bool(ad, "PartitionableSlot") is not True:
+        return False
+    assets = classads.eval_string(ad, "MachineResources")
+    if assets is None:
+        return False
+    return all(f"Consumption{a}" in ad for a in _assets(assets))
+
+
+def _assets(text: str) -> list[str]:
+    return [a for a in text.replace(",", " ").split() if a.lower() != "swap"]
+
+
+def _assign(ad, attr: str, v: float) -> None:
+    """assign_preserve_integers: whole values are stored as integers."""
+    ad[attr] = int(v) if v == math.floor(v) and abs(v) < 2**63 else v
+
+
+def compute(job, slot) -> dict[str, float]:
+    """cp_compute_consumption (5.3): per asset, the slot's Consumption<A> evaluated
+    against the job; -999 (or the negative value) when it fails."""
+    out: dict[str, float] = {}
+    for asset in _assets(classads.eval_string(slot, "MachineResources") or ""):
+        ra = f"Request{asset}"
+        saved = None
+        override = classads.eval_number(job, f"_condor_{ra}")
+        if override is not None:
+            saved = job.lookup(ra) if ra in job else None
+            job[ra] = override
+        missing = ra not in job
+        if missing:
+            job[ra] = 0
+        v = classads.as_number(classads.eval_match(classads.parse_expr(f"MY.Consumption{asset}"),
+                                                   slot, job))
+        if v is None:
+            v = -999.0
+        out[asset] = v
+        if override is not None:
+            if saved is None:
+                del job[ra]
+            else:
+                job[ra] = saved
+        if missing:
+            del job[ra]
+    return out
+
+
+def sufficient(slot, consumption: dict[str, float]) -> bool:
+    """cp_sufficient_assets (5.4)."""
+    positive = 0
+    for asset, c in consumption.items():
+        have = classads.eval_number(slot, asset)
+        if have is None:
+            have = 0.0
+        if have < c or c < 0:
+            return False
+        if c > 0:
+            positive += 1
+    return positive > 0
+
+
+def override_requested(job, consumption: dict[str, float]) -> list[tuple[str, Any]]:
+    """cp_override_requested: RequestA := consumption while the Requirements are tested,
+    the original kept as _cp_orig_RequestA. Returns what to restore."""
+    restore = []
+    for asset, c in consumption.items():
+        ra = f"Request{asset}"
+        if ra not in job:
+            continue
+        orig = job.lookup(ra)
+        job[f"_cp_orig_{ra}"] = orig
+        restore.append((ra, orig))
+        _assign(job, ra, c)
+    return restore
+
+
+def restore_requested(job, restore: list[tuple[str, Any]]) -> None:
+    for ra, orig in restore:
+        job[ra] = orig
+        del job[f"_cp_orig_{ra}"]
+
+
+def deduct(job, slot, test: bool) -> float:
+    """cp_deduct_assets (5.5): the match cost is the drop in SlotWeight; with `test` the
+    assets are put back."""
+    consumption = compute(job, slot)
+    w0 = classads.eval_number(slot, "SlotWeight") or 0.0
+    before = {}
+    for asset, c in consumption.items():
+        have = classads.eval_number(slot, asset) or 0.0
+        before[asset] = have
+        _assign(slot, asset, have - c)
+    w1 = classads.eval_number(slot, "SlotWeight") or 0.0
+    if test:
+        for asset, c in consumption.items():
+            _assign(slot, asset, (classads.eval_number(slot, asset) or 0.0) + c)
+    return w0 - w1

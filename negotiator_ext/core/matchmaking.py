@@ -1,0 +1,442 @@
+"""Matchmaking for one resource request (reference section 4).
+
+`Matcher.find(...)` is `matchmakingAlgorithm`: the fresh scan over the slot list (4.5),
+the preemption classification (4.5 steps 8-10, 4.6), the submitter-limit checks (M5),
+the sort keys (M6) and the MatchList cache (M4). The per-submitter loop that calls it is
+`core.negotiation`.
+
+Speed: the negotiator evaluates every expression for every job x slot pair. Here an
+expression is evaluated once per distinct pair of inputs it can see:
+
+* A *request key* is what any expression can see of a job: the values of the job
+  attributes named by the slots' expressions (and by the negotiator's rank and
+  preemption expressions), plus the job's own Requirements/Rank and what they reach.
+  Jobs with equal keys form one autocluster.
+* A *slot class* groups slots that look the same to every job-dependent expression:
+  equal values of every slot attribute those expressions reach. Expressions that see no
+  job attribute (the default NEGOTIATOR_POST_JOB_RANK, PREEMPTION_RANK) are evaluated
+  once per slot and kept as the slot's static ranks; they do not split classes.
+
+A fresh scan then costs one verdict per (request key, slot class), and the MatchList is
+a merge of the classes' members, each class pre-sorted by its static ranks.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from . import classads, consumption
+from .classads import DBL_MAX, FLT_MAX, f32
+
+PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
+STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTION: "NoPreemption"}
+
+_EMPTY = classads.ClassAd()
+
+# Rejection reasons in the negotiator's words, in its order of precedence (M12).
+REASON_CONCURRENCY = "concurrency limit reached"
+REASON_POLICY = "PREEMPTION_REQUIREMENTS == False"
+REASON_SUBMITTER_LIMIT = "submitter limit exceeded"
+REASON_NO_MATCH = "no match found"
+
+
+@dataclass(eq=False)
+class Slot:
+    """One slot ad in the cycle's slot list."""
+    index: int                       # position in the collector's list (tie break)
+    ad: Any                          # the classad2 ad (ephemeral attributes inserted)
+    name: str
+    resource_name: str
+    weight: float                    # GetSlotWeight (rule A15)
+    usage: Any                       # core.slots.SlotUsage, for the accountant
+    partitionable: bool = False
+    cp: bool = False                 # has a consumption policy (P4)
+    current_user: str | None = None  # 4.5 step 8 (only with ConsiderPreemption)
+    usage_user: str | None = None    # whoever holds the slot now (preempted by a match)
+    claimer_schedd: str | None = None  # RemoteScheddName of a claimed p-slot
+    claims_left: int = 1             # claim ids the negotiator can hand out
+    removed: bool = False
+    key: tuple = ()                  # slot class key
+    static: tuple = ()               # job-independent rank values (pre, post, prank)
+    slot_class: "SlotClass | None" = None
+    version: int = 0                 # bumped when a CP p-slot's assets change
+
+
+@dataclass(eq=False)
+class Request:
+    """One resource request: a run of consecutive idle jobs of one autocluster."""
+    ad: Any                          # the first job's ad (ephemeral attributes inserted)
+    jobs: list[str]                  # "<cluster>.<proc>" of the jobs in the run, in order
+    autocluster: int
+    group_key: tuple                 # what expressions can see of the job (no ephemerals)
+    schedd: str
+    submitter: str
+    eval_key: tuple = ()             # group_key + the ephemeral values expressions see
+
+    @property
+    def job(self) -> str:
+        return self.jobs[0]
+
+
+@dataclass(eq=False)
+class SlotClass:
+    key: tuple
+    rep: Slot
+    members: list[Slot] = field(default_factory=list)   # sorted by static ranks
+    live: int = 0
+
+
+@dataclass
+class Verdict:
+    """What one request key makes of one slot class."""
+    match: bool
+    jrank: float = 0.0
+    pre: float | None = None         # None: static per slot
+    post: float | None = None
+    rank_gt: bool = False            # MY.Rank > MY.CurrentRank
+    rank_ge: bool = False            # MY.Rank >= MY.CurrentRank
+    preq: bool | None = None         # PREEMPTION_REQUIREMENTS (None: not computed yet)
+    prank: float | None = None
+
+
+@dataclass
+class Rejections:
+    """The rejection counters of one matchmakingAlgorithm call (M12)."""
+    concurrency: int = 0
+    policy: int = 0                  # rejPreemptForPolicy
+    rank: int = 0                    # rejPreemptForRank
+    submitter_limit: int = 0
+    concurrency_names: tuple[str, ...] = ()
+
+    def reason(self) -> str:
+        if self.concurrency:
+            names = ", ".join(self.concurrency_names)
+            return f"concurrency limit {names} reached" if names else REASON_CONCURRENCY
+        if self.policy:
+            return REASON_POLICY
+        if self.submitter_limit:
+            return REASON_SUBMITTER_LIMIT
+        return REASON_NO_MATCH
+
+
+def _names_in(text_cache: dict, tree) -> frozenset[str]:
+    """Every attribute name an expression mentions, lower-cased, with its scope
+    prefix kept for TARGET/other scopes and dropped for MY. Cached by text."""
+    text = str(tree)
+    got = text_cache.get(text)
+    if got is None:
+        _, ext = classads.refs(_EMPTY, tree)
+        out = set()
+        for n in ext:
+            out.add(n[3:] if n.startswith("my.") else n)
+        got = frozenset(out)
+        text_cache[text] = got
+    return got
+
+
+class MatchList:
+    """The sorted candidates of one fresh scan (M4), popped from the top.
+
+    Kept as a heap over slot classes: each class contributes its members in their
+    pre-sorted order, so popping k entries costs O(C + k log C), not a full sort."""
+
+    def __init__(self, rejections: Rejections):
+        self._heap: list = []
+        self._extra: list = []      # re-inserted CP p-slots
+        self.rejections = rejections
+
+    def add_class(self, cls: SlotClass, v: Verdict, state: int) -> None:
+        it = iter(cls.members)
+        self._push(it, v, state)
+
+    def _push(self, it, v: Verdict, state: int) -> None:
+        for slot in it:
+            if slot.removed:
+                continue
+            pre = v.pre if v.pre is not None else slot.static[0]
+            post = v.post if v.post is not None else slot.static[1]
+            if state == NO_PREEMPTION:
+                prank = -FLT_MAX
+            else:
+                prank = v.prank if v.prank is not None else slot.static[2]
+            key = (-pre, -v.jrank, -post, -state, -prank, slot.index)
+            heapq.heappush(self._heap, (key, id(it), slot, it, v, state))
+            return
+
+    def pop(self) -> tuple[Slot, int] | None:
+        while self._heap:
+            _, _, slot, it, v, state = heapq.heappop(self._heap)
+            if it is not None:
+                self._push(it, v, state)
+            if slot.removed:
+                continue
+            return slot, state
+        return None
+
+    def push_slot(self, slot: Slot, v: Verdict, state: int) -> None:
+        """Put a (reduced) consumption-policy p-slot back (P5)."""
+        self._push(iter([slot]), v, state)
+
+    def __len__(self) -> int:  # an upper bound, for diagnostics only
+        return len(self._heap)
+
+
+class Matcher:
+    """Per-cycle evaluation caches and the matchmaking algorithm."""
+
+    def __init__(self, config, job_has_attr: Callable[[str], bool]):
+        self.config = config
+        self._job_has_attr = job_has_attr
+        parse = classads.parse_expr
+        self.req_expr = parse("MY.Requirements")
+        self.rank_gt = parse("MY.Rank > MY.CurrentRank")
+        self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
+        self.pre = parse(config.pre_job_rank) if config.pre_job_rank else None
+        self.post = parse(config.post_job_rank) if config.post_job_rank else None
+        self.preq = parse(config.preemption_requirements) if config.preemption_requirements else None
+        self.prank = parse(config.preemption_rank) if config.preemption_rank else None
+        self._texts: dict[str, frozenset[str]] = {}
+        self._verdicts: dict[tuple, Verdict] = {}
+        self.job_names_seen_by_slots: set[str] = set()
+        self.slot_names_seen_by_jobs: set[str] = set()
+        self.classes: dict[tuple, SlotClass] = {}
+
+    # ---- what expressions can see ---------------------------------------------------
+
+    def _closure(self, ad, names: Iterable[str]) -> tuple[set[str], set[str]]:
+        """Slot-side closure of `names` in `ad`: (attributes of ad reached, names that
+        ad lacks or that are TARGET-scoped, i.e. what is looked up in the job)."""
+        seen: set[str] = set()
+        outside: set[str] = set()
+        stack = list(names)
+        while stack:
+            n = stack.pop()
+            if n.startswith("target."):
+                outside.add(n[7:])
+                continue
+            if "." in n:           # another scope (a nested ad); look it up as a whole
+                outside.add(n)
+                continue
+            if n in seen:
+                continue
+            v = ad.get(n)
+            if v is None:
+                outside.add(n)
+                continue
+            seen.add(n)
+            if isinstance(v, classads.classad2.ExprTree):
+                stack.extend(_names_in(self._texts, v))
+        return seen, outside
+
+    def job_key(self, job_ad) -> tuple:
+        """What any expression can see of a job: the values of the job attributes the
+        slots' expressions name, and of the job's own Requirements, Rank and
+        ConcurrencyLimits with everything they reach in the job. Notes the slot
+        attributes the job's expressions reach (TARGET.x, or names the job lacks)."""
+        names = set(self.job_names_seen_by_slots)
+        names.update(("requirements", "rank", "concurrencylimits"))
+        seen, outside = self._closure(job_ad, names)
+        self.slot_names_seen_by_jobs.update(n for n in outside if n not in self.job_names_seen_by_slots
+                                            or n.startswith("target."))
+        return tuple(sorted((n, classads.value_key(job_ad.get(n))) for n in seen))
+
+    def _families(self):
+        fams = [("req", self.req_expr), ("rankcond", self.rank_gt)]
+        for name, e in (("pre", self.pre), ("post", self.post), ("preq", self.preq),
+                        ("prank", self.prank)):
+            if e is not None:
+                fams.append((name, e))
+        return fams
+
+    def scan_slot(self, slot: Slot) -> None:
+        """First pass over a slot: what its expressions reach, in it and outside it
+        (the outside names are looked up in the job)."""
+        fams = []
+        for fam, expr in self._families():
+            seen, outside = self._closure(slot.ad, _names_in(self._texts, expr))
+            fams.append((fam, expr, seen, outside))
+            self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
+        slot._fams = fams
+
+    # Families whose verdict is always kept per class (their inputs go into the key).
+    _ALWAYS_DEPENDENT = ("req", "rankcond", "preq")
+
+    def profile_slot(self, slot: Slot) -> None:
+        """Second pass, once the jobs are known: the slot's class key and its static
+        (job-independent) ranks."""
+        if not hasattr(slot, "_fams"):
+            self.scan_slot(slot)
+        ad = slot.ad
+        key_names: set[str] = set()
+        dependent: list[str] = []
+        static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
+        for fam, expr, seen, outside in slot._fams:
+            dep = fam in self._ALWAYS_DEPENDENT or any(
+                ("." in n) or self._job_has_attr(n) for n in outside)
+            if dep:
+                dependent.append(fam)
+                key_names |= seen
+            elif fam in static:
+                static[fam] = self._neg_rank(expr, ad, _EMPTY)
+        seen, _ = self._closure(ad, self.slot_names_seen_by_jobs)
+        key_names |= seen
+        proj = tuple(sorted((n, classads.value_key(ad.get(n))) for n in key_names))
+        slot.static = (static["pre"], static["post"], static["prank"])
+        slot.key = (tuple(dependent), proj, slot.weight, slot.current_user,
+                    slot.claimer_schedd, slot.partitionable,
+                    ("cp", slot.index, slot.version) if slot.cp else None)
+
+    def build_classes(self, slots: list[Slot]) -> None:
+        self.classes = {}
+        for s in slots:
+            self._add_to_class(s)
+        for cls in self.classes.values():
+            cls.members.sort(key=lambda s: (-s.static[0], -s.static[1], -s.static[2], s.index))
+
+    def _add_to_class(self, s: Slot) -> None:
+        cls = self.classes.get(s.key)
+        if cls is None:
+            cls = self.classes[s.key] = SlotClass(key=s.key, rep=s)
+        cls.members.append(s)
+        cls.live += 1
+        s.slot_class = cls
+
+    def reprofile(self, s: Slot) -> None:
+        """A consumption-policy p-slot changed (its assets were deducted)."""
+        old = s.slot_class
+        if old is not None:
+            old.members.remove(s)
+            old.live -= 1
+            if not old.members:
+                del self.classes[old.key]
+        s.version += 1
+        self.scan_slot(s)
+        self.profile_slot(s)
+        self._add_to_class(s)
+
+    def remove(self, s: Slot) -> None:
+        if not s.removed:
+            s.removed = True
+            if s.slot_class is not None:
+                s.slot_class.live -= 1
+
+    # ---- evaluation -------------------------------------------------------------------
+
+    @staticmethod
+    def _neg_rank(expr, my, target) -> float:
+        """EvalNegotiatorMatchRank: a number narrowed to float, else -DBL_MAX."""
+        v = classads.eval_match(expr, my, target)
+        if classads.is_number(v):
+            return f32(float(v))
+        return -DBL_MAX
+
+    def verdict(self, req: Request, cls: SlotClass) -> Verdict:
+        k = (req.eval_key, cls.key)
+        v = self._verdicts.get(k)
+        if v is None:
+            v = self._compute(req, cls.rep)
+            self._verdicts[k] = v
+        return v
+
+    def _symmetric(self, job, ad) -> bool:
+        """symmetricMatch: both Requirements true, each with the other as TARGET."""
+        return (classads.is_true(classads.eval_match(self.req_expr, job, ad))
+                and classads.is_true(classads.eval_match(self.req_expr, ad, job)))
+
+    def _compute(self, req: Request, slot: Slot) -> Verdict:
+        job, ad = req.ad, slot.ad
+        if slot.cp:
+            # the request's RequestXxx become the consumption while Requirements are
+            # tested (4.5 step 4, rule P4)
+            cons = consumption.compute(job, ad)
+            if not consumption.sufficient(ad, cons):
+                return Verdict(match=False)
+            restore = consumption.override_requested(job, cons)
+            try:
+                ok = self._symmetric(job, ad)
+            finally:
+                consumption.restore_requested(job, restore)
+        else:
+            ok = self._symmetric(job, ad)
+        if not ok:
+            return Verdict(match=False)
+        jr = classads.eval_match(classads.parse_expr("MY.Rank"), job, ad)
+        jrank = classads.as_number(jr)
+        dep = slot.key[0]
+        v = Verdict(match=True, jrank=0.0 if jrank is None else jrank)
+        if "pre" in dep:
+            v.pre = self._neg_rank(self.pre, ad, job)
+        if "post" in dep:
+            v.post = self._neg_rank(self.post, ad, job)
+        if slot.current_user is not None:
+            v.rank_gt = classads.eval_match(self.rank_gt, ad, job) is True
+            v.rank_ge = classads.eval_match(self.rank_ge, ad, job) is True
+            if self.preq is not None:
+                v.preq = classads.eval_match(self.preq, ad, job) is True
+            if self.prank is not None and "prank" in dep:
+                v.prank = self._neg_rank(self.prank, ad, job)
+        if self.pre is None and v.pre is None:
+            v.pre = -DBL_MAX
+        if self.post is None and v.post is None:
+            v.post = -DBL_MAX
+        return v
+
+    # ---- matchmakingAlgorithm --------------------------------------------------------
+
+    def scan(self, req: Request, submitter: str, only_startd_rank: bool,
+             limit_used: float, limit: float, used_unclaimed: float, limit_unclaimed: float,
+             cost_of: Callable[[Slot], float]) -> MatchList:
+        """The fresh scan (4.5): every slot class still in the list, classified and
+        limit-checked; the passing ones form the MatchList."""
+        rej = Rejections()
+        ml = MatchList(rej)
+        consider_preemption = self.config.consider_preemption
+        for cls in self.classes.values():
+            if cls.live <= 0:
+                continue
+            rep = cls.rep
+            if rep.claimer_schedd is not None and rep.claimer_schedd != req.schedd:
+                continue
+            v = self.verdict(req, cls)
+            if not v.match:
+                continue
+            user = rep.current_user if consider_preemption else None
+            state = NO_PREEMPTION
+            if only_startd_rank:
+                if user is None or not v.rank_gt:
+                    continue
+                state = RANK_PREEMPTION
+            elif user is not None:
+                if v.rank_gt:
+                    state = RANK_PREEMPTION
+                elif user != submitter:
+                    state = PRIO_PREEMPTION
+                    if self.preq is not None and not v.preq:
+                        rej.policy += cls.live
+                        continue
+                    if not v.rank_ge:
+                        rej.rank += cls.live
+                        continue
+                else:
+                    continue
+            if state == PRIO_PREEMPTION or state == NO_PREEMPTION:
+                used, allowed = ((limit_used, limit) if state == PRIO_PREEMPTION
+                                 else (used_unclaimed, limit_unclaimed))
+                if rep.cp:
+                    if not permits(used, allowed, cost_of(rep)):
+                        rej.submitter_limit += 1
+                        continue
+                elif not permits(used, allowed, rep.weight):
+                    rej.submitter_limit += cls.live
+                    continue
+            ml.add_class(cls, v, state)
+        return ml
+
+
+def permits(used: float, allowed: float, cost: float) -> bool:
+    """SubmitterLimitPermits (M5), with its once-per-call round-up."""
+    if used + cost <= allowed:
+        return True
+    return used <= 0 and allowed > 0

@@ -1,0 +1,445 @@
+"""The pie: one negotiation cycle's allocation (reference sections 2.3-2.6, 3.7).
+
+`Negotiation` holds one cycle's working state (the slot list, the submitters, the
+accountant, the matches made so far) and has one method per function of the real
+negotiator:
+
+  negotiate_with_group  negotiateWithGroup: the pie spins (2.5), floors (2.4)
+  negotiate             negotiate: one submitter's turn (2.6)
+  find_match            matchmakingAlgorithm with the MatchList cache (4.4, 4.5)
+  run                   the allocation step of the cycle (2.2 step 12): plain or HGQ
+
+Everything is plain data in, decisions out: no files, no clock, no bindings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import classads
+from .accountant import Accountant
+from .classads import f32
+from .config import INT_MAX
+from .groups import ROOT, GroupTree
+from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, STATE_NAMES, Matcher, MatchList,
+                          Request, Rejections, Slot, permits)
+
+DONE, RESUME, ERROR = "done", "resume", "error"
+DBL_MAX = classads.DBL_MAX
+
+
+@dataclass(eq=False)
+class JobQueue:
+    """One submitter's idle jobs at one schedd, in the schedd's priority order, as
+    (job id, autocluster id, group key, job ad). The schedd offers them as runs of
+    consecutive jobs of one autocluster (M2); matched jobs are not offered again."""
+    jobs: list[tuple[str, int, tuple, Any]]
+    matched: set[str] = field(default_factory=set)
+
+    def requests(self, rejected: set[int], schedd: str, submitter: str):
+        """The resource requests of one negotiation, skipping rejected autoclusters.
+        Lazy: matches made on one request are seen before the next is built."""
+        run: list = []
+        for entry in self.jobs:
+            job_id, ac = entry[0], entry[1]
+            if job_id in self.matched or ac in rejected:
+                continue
+            if run and run[0][1] != ac:
+                yield self._request(run, schedd, submitter)
+                run = []
+                if ac in rejected:
+                    continue
+            run.append(entry)
+        if run:
+            yield self._request(run, schedd, submitter)
+
+    @staticmethod
+    def _request(run, schedd, submitter) -> Request:
+        job_id, ac, key, ad = run[0]
+        return Request(ad=ad, jobs=[r[0] for r in run], autocluster=ac, group_key=key,
+                       schedd=schedd, submitter=submitter)
+
+
+@dataclass(eq=False)
+class Submitter:
+    """A submitter ad as the cycle uses it."""
+    name: str
+    schedd: str                     # ScheddName
+    schedd_addr: str
+    idle_jobs: int
+    running_jobs: int
+    last_heard_from: int
+    group: str                      # assigned group (rule G3)
+    queue: JobQueue
+    job_prio: int | None = None
+    starvation: float = 0.0
+    ad: dict = field(default_factory=dict)
+
+
+@dataclass
+class Match:
+    job: str                        # the request's job (as the MatchLog names it)
+    assigned_job: str               # the job the schedd starts on the slot
+    schedd: str
+    submitter: str
+    group: str                      # the submitter's group
+    negotiating_group: str
+    slot: str
+    state: int
+    preempting: str | None
+    cost: float
+    autocluster: int
+    spin: int
+
+
+@dataclass
+class Rejection:
+    job: str
+    schedd: str
+    submitter: str
+    reason: str
+    autocluster: int
+
+
+@dataclass
+class LimitRecord:
+    """What calculateSubmitterLimit logged for one submitter turn."""
+    submitter: str
+    negotiating_group: str
+    spin: int
+    floor_round: bool
+    eup: float
+    factor: float
+    share: float
+    limit: float
+    limit_unclaimed: float
+    usage: float
+    ceiling_left: int
+
+
+class Negotiation:
+    def __init__(self, *, config, accountant: Accountant, groups: GroupTree, matcher: Matcher,
+                 slots: list[Slot], submitters: list[Submitter], now: int,
+                 min_slot_weight: float, pool_count: int, pool_weight: float,
+                 ephemeral: Callable[[Submitter, str | None, float], dict] | None = None,
+                 cp_cost: Callable[[Any, Slot, bool], float] | None = None):
+        self.config = config
+        self.acc = accountant
+        self.groups = groups
+        self.matcher = matcher
+        self.slots = slots                      # the trimmed slot list
+        self.live_slots = sum(1 for s in slots if not s.removed)
+        self.submitters = submitters
+        self.now = int(now)
+        self.min_slot_weight = min_slot_weight
+        self.pool_count = pool_count
+        self.pool_weight = pool_weight
+        self.ephemeral = ephemeral
+        self.cp_cost = cp_cost
+        self.matches: list[Match] = []
+        self.rejections: list[Rejection] = []
+        self.limits: list[LimitRecord] = []
+        self.spins = 0
+        self.quotas_hash: dict[str, float] = {}
+        self._matchlist: tuple | None = None    # (cache key, MatchList)
+
+    # ---- accountant views -----------------------------------------------------------
+
+    def usage(self, name: str) -> float:
+        return float(self.acc._get(name, "WeightedResourcesUsed", 0.0))
+
+    # ---- the allocation step (2.2 step 12) ------------------------------------------
+
+    def run(self, hgq_negotiate_all=None, hgq_pool_size: float = 0.0, demand=None,
+            rr_times=None):
+        if not self.groups.enabled:
+            below = self._below_floor(self.submitters)
+            if below:
+                self.negotiate_with_group(True, below)
+            self.negotiate_with_group(False, list(self.submitters))
+            return None
+        by_group: dict[str, list[Submitter]] = {n.name: [] for n in self.groups.nodes}
+        for s in self.submitters:
+            by_group[s.group].append(s)
+        if self.groups.root.autoregroup:
+            for n in self.groups.nodes[1:]:
+                if n.autoregroup:
+                    by_group[ROOT].extend(by_group[n.name])
+
+        def callback(g, slots: int) -> None:
+            name = g.node.name
+            neg_name = None if (self.groups.root.autoregroup and g.node.is_root) else name
+            subs = by_group[name]
+            below = self._below_floor(subs)
+            if below:
+                self.negotiate_with_group(True, below, slots, neg_name)
+            self.negotiate_with_group(False, subs, slots, neg_name)
+
+        outcome = hgq_negotiate_all(
+            self.groups, self.config, hgq_pool_size, demand or {},
+            usage=self.usage, has_submitters=lambda n: bool(by_group.get(n)),
+            negotiate=callback, now=self.now, rr_times=rr_times,
+            on_quotas=self._set_quotas_hash)
+        return outcome
+
+    def _set_quotas_hash(self, quotas: dict[str, float]) -> None:
+        self.quotas_hash = dict(quotas)
+
+    def _below_floor(self, subs: list[Submitter]) -> list[Submitter]:
+        """findBelowFloorSubmitters (N3)."""
+        out = []
+        for s in subs:
+            f = self.acc.floor(s.name)
+            if f > 0 and self.usage(s.name) < f:
+                out.append(s)
+        return out
+
+    # ---- negotiateWithGroup (2.5) ----------------------------------------------------
+
+    def _normalization(self, subs: list[Submitter]) -> tuple[float, float]:
+        """calculateNormalizationFactor: (max EUP, sum over distinct names of max/EUP)."""
+        prios = {s.name: self.acc.priority(s.name) for s in subs}
+        if not prios:
+            return 0.0, 0.0
+        mx = max(prios.values())
+        return mx, sum(mx / p for p in prios.values())
+
+    def _limits(self, s: Submitter, group: str | None, quota: float, groupusage: float,
+                mx: float, norm: float, total: float, floor_round: bool):
+        """calculateSubmitterLimit: (limit, limitUnclaimed, usage, share, EUP)."""
+        eup = self.acc.priority(s.name)
+        usage = self.usage(s.name)
+        share = mx / (eup * norm)
+        if self.config.ignore_user_priorities:
+            limit = DBL_MAX
+        else:
+            limit = share * total - usage
+        if limit < 0:
+            limit = 0.0
+        unclaimed = limit
+        if group is not None:
+            max_allowed = f32(f32(quota) - f32(groupusage))   # float arithmetic
+            if max_allowed < 0:
+                max_allowed = 0.0
+            if unclaimed > max_allowed:
+                unclaimed = max_allowed
+        if not self.config.consider_preemption:
+            limit = unclaimed
+        if floor_round:
+            limit = min(float(self.acc.floor(s.name)), limit)
+        return limit, unclaimed, usage, share, eup
+
+    def negotiate_with_group(self, floor_round: bool, subs: list[Submitter],
+                             group_quota: float = INT_MAX, group: str | None = None) -> None:
+        cfg = self.config
+        spin = 0
+        neg_group = group if group is not None else ROOT
+        while True:
+            spin += 1
+            self.spins += 1
+            ignore_limit = spin == 1 and cfg.consider_preemption
+            groupusage = self.usage(group) if group is not None else 0.0
+            if not ignore_limit and group is not None and groupusage >= group_quota:
+                break
+            self._matchlist = None
+            if not cfg.consider_preemption:
+                subs[:] = [s for s in subs if s.idle_jobs > 0]
+            mx, norm = self._normalization(subs)
+            total = min(self.pool_weight, group_quota)
+            # pieLeft: the sum of every ad's limit, without the floor cap (step 9)
+            pie_left = 0.0
+            for s in subs:
+                lim, _, usage, _, _ = self._limits(s, group, group_quota, groupusage, mx, norm,
+                                                   total, False)
+                pie_left += lim
+                s.starvation = usage / (usage + lim) if usage + lim != 0 else classads.FLT_MAX
+            if not cfg.consider_preemption and pie_left <= 0:
+                break
+            if spin == 1:
+                subs.sort(key=self._order_key)
+            pie_orig, count_orig = pie_left, len(subs)
+            i = 0
+            while i < len(subs):
+                s = subs[i]
+                if (not ignore_limit and group is not None and self.usage(group) >= group_quota):
+                    break
+                limit, unclaimed, usage, share, eup = self._limits(
+                    s, group, group_quota, groupusage, mx, norm, total, floor_round)
+                if spin == 1:
+                    rec = self.acc.customers.setdefault(s.name, {})
+                    rec["SubmitterShare"] = share
+                    rec["SubmitterLimit"] = share * total
+                if limit > pie_left:
+                    limit = pie_left
+                ceiling = self.acc.ceiling(s.name)
+                if ceiling < 0:
+                    ceil_left = INT_MAX
+                else:
+                    ceil_left = max(0, ceiling - int(self.usage(s.name)))
+                self.limits.append(LimitRecord(
+                    submitter=s.name, negotiating_group=neg_group, spin=spin,
+                    floor_round=floor_round, eup=eup, factor=self.acc.priority_factor(s.name),
+                    share=share, limit=limit, limit_unclaimed=unclaimed, usage=usage,
+                    ceiling_left=ceil_left))
+                if s.idle_jobs <= 0:
+                    result = DONE
+                elif spin > 1 and (limit < self.min_slot_weight or pie_left < self.min_slot_weight):
+                    result = RESUME
+                elif ceil_left == 0 or ceil_left < self.min_slot_weight:
+                    result = DONE
+                else:
+                    result, pie_left = self.negotiate(s, neg_group, group is not None, eup, limit,
+                                                      unclaimed, ceil_left, ignore_limit, pie_left,
+                                                      spin)
+                if result == RESUME:
+                    i += 1
+                else:
+                    del subs[i]
+            if not ((pie_left < pie_orig or len(subs) < count_orig) and subs
+                    and self.live_slots > 0 and not floor_round):
+                break
+
+    def _order_key(self, s: Submitter):
+        """submitterLessThan (N2): EUP, [JobPrio desc], starvation, LastHeardFrom % 1009."""
+        key = [self.acc.priority(s.name)]
+        if self.config.use_global_job_prios:
+            key.append(-(s.job_prio if s.job_prio is not None else -2**31))
+        key.append(s.starvation)
+        key.append(s.last_heard_from % 1009)
+        return tuple(key)
+
+    # ---- negotiate (2.6) -------------------------------------------------------------
+
+    def negotiate(self, s: Submitter, neg_group: str, group_mode: bool, eup: float,
+                  limit: float, unclaimed: float, ceil_left: int, ignore_limit: bool,
+                  pie_left: float, spin: int) -> tuple[str, float]:
+        cfg = self.config
+        used = used_unclaimed = 0.0
+        limited_by_limit = False
+        rejected: set[int] = set()
+        batch = cfg.resource_request_list_size if cfg.use_resource_request_counts else 1
+        for req in s.queue.requests(rejected, s.schedd, s.name):
+            left = len(req.jobs)
+            while left > 0:
+                if used >= limit:
+                    if not ignore_limit:
+                        return RESUME, pie_left
+                    only_rank = True
+                else:
+                    only_rank = False
+                if used >= ceil_left:
+                    return RESUME, pie_left
+                self._prepare_request(req, s, neg_group, eup)
+                found = self.find_match(req, s, only_rank, used, limit, used_unclaimed,
+                                        unclaimed, pie_left)
+                slot, state, rej = found
+                if slot is None:
+                    self.rejections.append(Rejection(job=req.job, schedd=s.schedd,
+                                                     submitter=s.name, reason=rej.reason(),
+                                                     autocluster=req.autocluster))
+                    if batch > 1:
+                        rejected.add(req.autocluster)
+                    if rej.submitter_limit:
+                        limited_by_limit = True
+                        if not cfg.consider_preemption and not cfg.use_slot_weights:
+                            return RESUME, pie_left
+                    break
+                cost = self._commit(req, s, slot, state, neg_group, spin)
+                used += cost
+                if slot.usage_user is None:
+                    used_unclaimed += cost
+                pie_left -= cost
+                left -= 1
+        if used >= limit or limited_by_limit:
+            return RESUME, pie_left
+        return DONE, pie_left
+
+    def _prepare_request(self, req: Request, s: Submitter, neg_group: str, eup: float) -> None:
+        """The request's ephemeral attributes (4.2), and its evaluation key."""
+        values = {
+            "SubmitterNegotiatingGroup": neg_group,
+            "SubmitterAutoregroup": bool(self.groups.root.autoregroup and neg_group == ROOT),
+            "SubmittorPrio": eup,
+            "SubmitterUserPrio": eup,
+            "SubmitterUserResourcesInUse": self.usage(s.name),
+        }
+        if self.groups.enabled and s.group in self.quotas_hash:
+            values["SubmitterGroup"] = s.group
+            values["SubmitterGroupResourcesInUse"] = self.usage(s.group)
+            values["SubmitterGroupQuota"] = self.quotas_hash[s.group]
+        ad = req.ad
+        for k, v in values.items():
+            ad[k] = v
+        seen = self.matcher.job_names_seen_by_slots
+        extra = tuple((k, v) for k, v in values.items() if k.lower() in seen)
+        req.eval_key = (req.group_key, extra)
+
+    # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
+
+    def find_match(self, req: Request, s: Submitter, only_rank: bool, used: float,
+                   limit: float, used_unclaimed: float, unclaimed: float, pie_left: float):
+        cfg = self.config
+        cache_key = (req.autocluster, req.eval_key, only_rank, s.name, s.schedd)
+        # (EUP does not change within a cycle, so the cached priority always agrees)
+        if self._matchlist is not None and self._matchlist[0] == cache_key:
+            ml: MatchList = self._matchlist[1]
+            while True:
+                got = ml.pop()
+                if got is None:
+                    return None, None, ml.rejections
+                slot, state = got
+                cost = self._cost(req, slot)
+                if state != NO_PREEMPTION and permits(used, limit, cost):
+                    return slot, state, ml.rejections
+                if permits(used_unclaimed, unclaimed, cost):
+                    return slot, state, ml.rejections
+                ml.rejections.submitter_limit += 1
+        self._matchlist = None
+        ml = self.matcher.scan(req, s.name, only_rank, used, limit, used_unclaimed, unclaimed,
+                               lambda slot: self._cost(req, slot))
+        got = ml.pop()
+        if cfg.matchlist_caching and req.autocluster != -1:
+            self._matchlist = (cache_key, ml)
+        if got is None:
+            return None, None, ml.rejections
+        return got[0], got[1], ml.rejections
+
+    def _cost(self, req: Request, slot: Slot) -> float:
+        if slot.cp and self.cp_cost is not None:
+            return self.cp_cost(req.ad, slot, True)
+        return slot.weight
+
+    # ---- after a match (4.9) ---------------------------------------------------------
+
+    def _commit(self, req: Request, s: Submitter, slot: Slot, state: int, neg_group: str,
+                spin: int) -> float:
+        job = next(j for j in req.jobs if j not in s.queue.matched)
+        s.queue.matched.add(job)
+        preempting = slot.usage_user
+        if slot.cp and self.cp_cost is not None:
+            cost = self.cp_cost(req.ad, slot, False)      # deducts the assets for real
+            slot.claims_left -= 1
+            self.acc.add_match(s.name, slot.usage, self.now, match_cost=cost)
+            self.matcher.reprofile(slot)
+            if slot.claims_left <= 0:
+                self._remove(slot)
+            elif self._matchlist is not None:
+                # returnPslotToMatchList: back into the list if it still matches (P5)
+                v = self.matcher.verdict(req, slot.slot_class)
+                if v.match:
+                    self._matchlist[1].push_slot(slot, v, NO_PREEMPTION)
+        else:
+            cost = slot.weight
+            self.acc.add_match(s.name, slot.usage, self.now)
+            self._remove(slot)
+        self.matches.append(Match(
+            job=req.job, assigned_job=job, schedd=s.schedd, submitter=s.name,
+            group=s.group, negotiating_group=neg_group, slot=slot.name, state=state,
+            preempting=preempting, cost=cost, autocluster=req.autocluster, spin=spin))
+        return cost
+
+    def _remove(self, slot: Slot) -> None:
+        if not slot.removed:
+            self.matcher.remove(slot)
+            self.live_slots -= 1

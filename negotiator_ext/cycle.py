@@ -1,0 +1,361 @@
+"""One negotiation cycle on a pool snapshot (reference 2.2), from a loaded `Pool` to
+the decisions: `run_cycle(pool, now)`.
+
+This module assembles the core's inputs from the snapshot in the order the real cycle
+takes them (slot list, submitters, jobs, accounting, pool size, trimming, ephemeral
+attributes), runs the allocation (`core.negotiation`), and shapes the result. The
+rules themselves live in the core modules named in each step.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import classad2
+
+from .core import classads, consumption, hgq
+from .core.accountant import Accountant
+from .core.classads import DBL_MAX, f32
+from .core.groups import ROOT, group_demand
+from .core.matchmaking import STATE_NAMES, Matcher, Slot
+from .core.negotiation import JobQueue, Match, Negotiation, Submitter
+from .errors import InputError
+from .pool import Pool
+
+# Request attributes the negotiator inserts before matching (4.2).
+EPHEMERAL_REQUEST_ATTRS = frozenset(n.lower() for n in (
+    "SubmitterNegotiatingGroup", "SubmitterAutoregroup", "SubmittorPrio", "SubmitterUserPrio",
+    "SubmitterUserResourcesInUse", "SubmitterGroup", "SubmitterGroupResourcesInUse",
+    "SubmitterGroupQuota"))
+
+_CURRENT_USER_ATTRS = ("PreemptingAccountingGroup", "PreemptingUser", "AccountingGroup",
+                       "RemoteUser")
+_JOB_ORDER_ATTRS = ("PreJobPrio1", "PreJobPrio2", "JobPrio", "PostJobPrio1", "PostJobPrio2")
+
+
+@dataclass
+class CycleResult:
+    time: int
+    pool_weight: float
+    pool_count: int
+    slots: int                       # slot ads fetched (after NEGOTIATOR_SLOT_CONSTRAINT)
+    trimmed_slots: int               # after trimming (what can be matched)
+    partial: bool
+    missing_schedds: tuple[str, ...]
+    matches: list[Match]
+    rejections: list
+    limits: list
+    submitters: list[dict]
+    groups: list[dict]
+    accountant: Accountant
+    spins: int
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "cycle": {"time": self.time, "pool_weight": self.pool_weight,
+                      "slots": self.slots, "submitters": len(self.submitters),
+                      "partial": self.partial,
+                      "missing_schedds": list(self.missing_schedds),
+                      "spins": self.spins},
+            "matches": [{"job": m.job, "schedd": m.schedd, "submitter": m.submitter,
+                         "group": m.group, "slot": m.slot, "reason": STATE_NAMES[m.state],
+                         "preempting": m.preempting, "cost": m.cost,
+                         "assigned_job": m.assigned_job,
+                         "negotiating_group": m.negotiating_group,
+                         "autocluster": m.autocluster}
+                        for m in self.matches],
+            "rejections": [{"job": r.job, "schedd": r.schedd, "submitter": r.submitter,
+                            "reason": r.reason, "autocluster": r.autocluster}
+                           for r in self.rejections],
+            "submitters": self.submitters,
+            "groups": self.groups,
+            "warnings": self.warnings,
+        }
+
+
+# ---- jobs ------------------------------------------------------------------------------
+
+def job_submitter(ad) -> str | None:
+    """The submitter a job negotiates under: `<AccountingGroup>@<domain>` when the job
+    has an accounting group, else its `User` (schedd: the PrioRec owner)."""
+    user = classads.eval_string(ad, "User")
+    group = classads.eval_string(ad, "AccountingGroup")
+    if group:
+        domain = user.rsplit("@", 1)[1] if user and "@" in user else ""
+        return f"{group}@{domain}"
+    return user
+
+
+def _job_id(ad) -> tuple[int, int]:
+    c = classads.eval_number(ad, "ClusterId")
+    p = classads.eval_number(ad, "ProcId")
+    return (int(c) if c is not None else -1, int(p) if p is not None else -1)
+
+
+def _schedd_of(file_name: str, ad, meta: dict, default: str | None) -> str | None:
+    files = meta.get("schedd_files") or {}
+    if file_name in files:
+        return files[file_name]
+    gj = classads.eval_string(ad, "GlobalJobId")
+    if gj and "#" in gj:
+        return gj.split("#", 1)[0]
+    return default
+
+
+# ---- the cycle -------------------------------------------------------------------------
+
+def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
+    cfg = pool.config
+    snap = pool.snapshot
+    t = int(now if now is not None else (snap.captured_at or 0))
+    warnings = list(pool.warnings)
+    groups = pool.groups
+
+    # Phase 2: accounting (2.2 steps 1 and 7)
+    acc = Accountant(pool.accountant, cfg, groups)
+    acc.initialize_groups()
+    acc.start_cycle(pool.slots, t)
+
+    # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8)
+    weights = [s.weight for s in pool.slots]
+    untrimmed_total = sum(weights)
+    min_weight = min(weights) if weights else DBL_MAX
+    count, weighted, effective = pool.pool_sizes()
+
+    # Submitters (phase 1)
+    submitter_ads = [d for d in pool.submitter_ads()
+                     if isinstance(d.get("ScheddIpAddr"), str) and not re.search(r"\s", d["Name"])]
+    schedd_names = {d.get("ScheddName") for d in submitter_ads if d.get("ScheddName")}
+    default_schedd = next(iter(schedd_names)) if len(schedd_names) == 1 else None
+
+    # Jobs: each submitter's idle jobs at each schedd, in the schedd's order (M2)
+    by_queue: dict[tuple[str, str], list] = {}
+    job_constraint = classads.parse_expr(cfg.job_constraint) if cfg.job_constraint else None
+    all_job_ads = []
+    for file_name, ads in snap.jobs.items():
+        for ad in ads:
+            if classads.eval_number(ad, "JobStatus") != 1:
+                continue
+            if job_constraint is not None and classads.eval_expr(job_constraint, ad) is not True:
+                continue
+            sub = job_submitter(ad)
+            schedd = _schedd_of(file_name, ad, snap.meta, default_schedd)
+            if sub is None or schedd is None:
+                continue
+            by_queue.setdefault((sub, schedd), []).append(ad)
+            all_job_ads.append(ad)
+
+    names_in_jobs: dict[str, bool] = {}
+
+    def job_has_attr(n: str) -> bool:
+        got = names_in_jobs.get(n)
+        if got is None:
+            got = n in EPHEMERAL_REQUEST_ATTRS or any(n in ad for ad in all_job_ads)
+            names_in_jobs[n] = got
+        return got
+
+    matcher = Matcher(cfg, job_has_attr)
+
+    # Trim the slot list (2.2 step 9) and build the slots the matcher sees
+    slots: list[Slot] = []
+    for i, (ad, usage) in enumerate(zip(pool.slot_ads, pool.slots)):
+        if _trimmed(ad, usage, cfg):
+            continue
+        cp = consumption.supports_policy(ad)
+        if cp:
+            ad = _copy(ad)   # its assets change during the cycle
+        holder = None
+        for attr in _CURRENT_USER_ATTRS:
+            holder = classads.eval_string(ad, attr)
+            if holder is not None:
+                break
+        claims = 1
+        if cp:
+            n = classads.eval_number(ad, "NumClaims")
+            claims = int(n) if n is not None else int(math.ceil(classads.eval_number(ad, "Cpus") or 0))
+        slot = Slot(index=i, ad=ad, name=usage.name, resource_name=usage.resource_name,
+                    weight=usage.weight, usage=usage,
+                    partitionable=classads.eval_bool(ad, "PartitionableSlot") is True,
+                    cp=cp, current_user=holder if cfg.consider_preemption else None,
+                    usage_user=holder,
+                    claimer_schedd=(classads.eval_string(ad, "RemoteScheddName")
+                                    if classads.eval_bool(ad, "PartitionableSlot") else None),
+                    claims_left=max(claims, 0) if cp else 1)
+        if cp and slot.claims_left <= 0:
+            continue
+        slots.append(slot)
+
+    # NEGOTIATOR_MATCH_EXPRS and the remote-user attributes (2.2 step 11, M11, 4.10)
+    quotas0 = pool.quotas() if groups.enabled else {}
+    for s in slots:
+        for attr, text in cfg.match_exprs.items():
+            s.ad[attr] = classads.parse_expr(text)
+        if cfg.consider_preemption and s.current_user is not None:
+            u = s.current_user
+            s.ad["RemoteUserPrio"] = f32(acc.priority(u))
+            s.ad["RemoteUserFloor"] = acc.floor(u)
+            s.ad["RemoteUserResourcesInUse"] = f32(float(acc._get(u, "WeightedResourcesUsed", 0.0)))
+            if groups.enabled:
+                g = groups.assigned_group(u).name
+                s.ad["RemoteGroup"] = g
+                s.ad["RemoteGroupResourcesInUse"] = f32(float(acc._get(g, "WeightedResourcesUsed", 0.0)))
+                if g in quotas0:
+                    s.ad["RemoteGroupQuota"] = quotas0[g].effective_quota
+            if "PreemptingRank" in s.ad:
+                s.ad["CurrentRank"] = s.ad.lookup("PreemptingRank")
+
+    # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
+    for s in slots:
+        matcher.scan_slot(s)
+    queues: dict[tuple[str, str], JobQueue] = {}
+    for (sub, schedd), ads in by_queue.items():
+        ads.sort(key=lambda ad: tuple(-(classads.eval_number(ad, a) or 0) for a in _JOB_ORDER_ATTRS)
+                 + _job_id(ad))
+    ac_ids: dict[tuple[str, tuple], int] = {}
+    serial = 0
+    for (sub, schedd), ads in by_queue.items():
+        entries = []
+        for ad in ads:
+            key = matcher.job_key(ad)
+            c, p = _job_id(ad)
+            if cfg.negotiate_all_jobs_in_cluster:
+                serial += 1
+                ac = serial
+            else:
+                ac = ac_ids.setdefault((schedd, key), len(ac_ids) + 1)
+            entries.append((f"{c}.{p}", ac, key, ad))
+        queues[(sub, schedd)] = JobQueue(entries)
+    for s in slots:
+        matcher.profile_slot(s)
+    matcher.build_classes(slots)
+
+    submitters = []
+    for d in submitter_ads:
+        name = d["Name"]
+        schedd = d.get("ScheddName") or default_schedd or ""
+        q = queues.get((name, schedd)) or JobQueue([])
+        submitters.append(Submitter(
+            name=name, schedd=schedd, schedd_addr=d["ScheddIpAddr"],
+            idle_jobs=max(int(d.get("IdleJobs") or 0), 0),
+            running_jobs=int(d.get("RunningJobs") or 0),
+            last_heard_from=int(d.get("LastHeardFrom") or 0),
+            group=groups.assigned_group(name).name, queue=q,
+            job_prio=d.get("JobPrio"), ad=d))
+    usage_before = {s.name: float(acc._get(s.name, "WeightedResourcesUsed", 0.0))
+                    for s in submitters}
+    group_usage_before = {n.name: float(acc._get(n.name, "WeightedResourcesUsed", 0.0))
+                          for n in groups.nodes}
+
+    neg = Negotiation(
+        config=cfg, accountant=acc, groups=groups, matcher=matcher, slots=slots,
+        submitters=submitters, now=t, min_slot_weight=min_weight, pool_count=count,
+        pool_weight=weighted if cfg.slot_poolsize_constraint or not cfg.use_slot_weights
+        else untrimmed_total,
+        cp_cost=lambda job, slot, test: consumption.deduct(job, slot.ad, test))
+    outcome = None
+    demand = {}
+    if groups.enabled:
+        demand = group_demand(groups, submitter_ads, cfg.use_weighted_demand)
+        hgq_pool = weighted if cfg.use_slot_weights else effective
+        outcome = neg.run(hgq.negotiate_all_groups, hgq_pool, demand)
+    else:
+        neg.run()
+
+    return CycleResult(
+        time=t, pool_weight=neg.pool_weight, pool_count=count, slots=len(pool.slot_ads),
+        trimmed_slots=len(slots), partial=snap.partial, missing_schedds=snap.missing_schedds,
+        matches=neg.matches, rejections=neg.rejections, limits=neg.limits,
+        submitters=_submitter_rows(neg, submitters, usage_before),
+        groups=_group_rows(neg, outcome, demand, group_usage_before),
+        accountant=acc, spins=neg.spins, warnings=warnings)
+
+
+def _copy(ad):
+    return classad2.parseOne(ad.printOld(), classad2.ParserType.Old)
+
+
+def _trimmed(ad, usage, cfg) -> bool:
+    """trimStartdAds (2.2 step 9)."""
+    pslot = classads.eval_bool(ad, "PartitionableSlot") is True
+    if cfg.consider_preemption:
+        if not cfg.consider_early_preemption:
+            r = classads.eval_number(ad, "RetirementTimeRemaining")
+            if r is not None and r > 0:
+                return True
+    elif usage.state in ("Claimed", "Preempting") and not pslot:
+        return True
+    if cfg.trim_shutdown_threshold > 0:
+        pass  # DaemonShutdown ahead of time: not evaluated on snapshots (noted in README)
+    if pslot and usage.state == "Claimed":
+        want = classads.eval_bool(ad, "WantMatching")
+        if want is False or not (cfg.match_working_cm_slots or "WorkingCM" not in ad):
+            return True
+    return False
+
+
+def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
+    acc = neg.acc
+    matched: dict[str, int] = {}
+    weight: dict[str, float] = {}
+    for m in neg.matches:
+        matched[m.submitter] = matched.get(m.submitter, 0) + 1
+        weight[m.submitter] = weight.get(m.submitter, 0.0) + m.cost
+    first: dict[str, Any] = {}
+    for rec in neg.limits:
+        first.setdefault(rec.submitter, rec)
+    rows, seen = [], set()
+    for s in submitters:
+        if s.name in seen:
+            continue
+        seen.add(s.name)
+        rec = first.get(s.name)
+        ceiling = acc.ceiling(s.name)
+        rows.append({
+            "name": s.name, "group": s.group, "schedd": s.schedd,
+            "eup": acc.priority(s.name), "rup": acc.rup(s.name),
+            "factor": acc.priority_factor(s.name),
+            "share": rec.share if rec else None,
+            "limit": rec.limit if rec else None,
+            "floor": acc.floor(s.name), "ceiling": ceiling if ceiling >= 0 else None,
+            "usage_before": usage_before.get(s.name, 0.0),
+            "usage_after": float(acc._get(s.name, "WeightedResourcesUsed", 0.0)),
+            "matched": matched.get(s.name, 0), "matched_weight": weight.get(s.name, 0.0),
+            "idle_jobs": s.idle_jobs, "running_jobs": s.running_jobs,
+        })
+    rows.sort(key=lambda r: (r["eup"], r["name"]))
+    return rows
+
+
+def _group_rows(neg: Negotiation, outcome, demand, usage_before) -> list[dict]:
+    groups = neg.groups
+    if not groups.enabled:
+        return [{"name": ROOT, "parent": None, "config_quota": 0.0, "dynamic": False,
+                 "effective_quota": None, "subtree_quota": None, "surplus_policy": None,
+                 "requested": None, "allocated": None,
+                 "usage": float(neg.acc._get(ROOT, "WeightedResourcesUsed", 0.0)),
+                 "usage_before": usage_before.get(ROOT, 0.0),
+                 "matched": len(neg.matches), "sort_key": None}]
+    matched: dict[str, int] = {}
+    for m in neg.matches:
+        matched[m.group] = matched.get(m.group, 0) + 1
+    rows = []
+    for node in groups.nodes:
+        g = outcome.groups[node.name] if outcome is not None else None
+        rows.append({
+            "name": node.name, "parent": node.parent.name if node.parent else None,
+            "config_quota": node.config_quota, "dynamic": not node.static and not node.is_root,
+            "effective_quota": g.quota if g else None,
+            "subtree_quota": g.subtree_quota if g else None,
+            "surplus_policy": groups.surplus_policy(node),
+            "requested": g.currently_requested if g else demand.get(node.name, 0.0),
+            "allocated": g.allocated if g else None,
+            "usage": float(neg.acc._get(node.name, "WeightedResourcesUsed", 0.0)),
+            "usage_before": usage_before.get(node.name, 0.0),
+            "matched": matched.get(node.name, 0),
+            "sort_key": g.sort_key if g else None,
+        })
+    return rows

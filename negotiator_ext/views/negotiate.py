@@ -1,0 +1,67 @@
+"""Human output of one negotiation cycle: per group, per submitter, the matches."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+
+def _num(v, fmt="{:.2f}") -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and v >= 1e37:
+        return "inf"
+    return fmt.format(v)
+
+
+def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    widths = [len(h) for h in headers]
+    for r in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, r)]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    out = [line(headers), line(["-" * w for w in widths])]
+    out += [line(r) for r in rows]
+    return out
+
+
+def render_cycle(doc: dict) -> str:
+    c = doc["cycle"]
+    when = time.strftime("%m/%d/%y %H:%M:%S", time.gmtime(c["time"]))
+    out = [f"Negotiation cycle at {when} UTC ({c['time']}): {c['slots']} slots, "
+           f"pool weight {c['pool_weight']:g}, {c['submitters']} submitters, "
+           f"{c['spins']} pie spins" + ("  [PARTIAL SNAPSHOT]" if c["partial"] else ""), ""]
+    groups = doc["groups"]
+    if len(groups) > 1:
+        rows = [[g["name"], _num(g["config_quota"], "{:g}"), _num(g["effective_quota"]),
+                 _num(g["subtree_quota"]), g["surplus_policy"] or "-", _num(g["requested"]),
+                 _num(g["allocated"]), _num(g["usage_before"]), str(g["matched"]),
+                 _num(g["usage"]), _num(g["sort_key"], "{:.4g}")] for g in groups]
+        out += _table(["Group", "Config", "Effective", "Subtree", "Surplus", "Requested",
+                       "Allocated", "InUse", "Matched", "InUseAfter", "SortKey"], rows,
+                      set(range(1, 11)) - {4})
+        out.append("")
+    rows = [[s["name"], s["group"], _num(s["eup"]), _num(s["share"], "{:.4f}"),
+             _num(s["limit"]), _num(s["usage_before"]), str(s["matched"]),
+             _num(s["matched_weight"]), _num(s["usage_after"])] for s in doc["submitters"]]
+    out += _table(["Submitter", "Group", "EUP", "Share", "Limit", "InUse", "Matched",
+                   "MatchedWeight", "InUseAfter"], rows, set(range(2, 9)))
+    out.append("")
+    matches = doc["matches"]
+    if "withheld_matches" in doc:
+        out.append(f"{doc['withheld_matches']} match(es) withheld: the snapshot is partial.")
+    else:
+        out.append(f"{len(matches)} match(es):")
+        rows = [[m["job"], m["submitter"], m["slot"], m["reason"], m["preempting"] or "-",
+                 _num(m["cost"], "{:g}")] for m in matches]
+        if rows:
+            out += _table(["Job", "Submitter", "Slot", "Reason", "Preempting", "Cost"], rows, {5})
+    rej = Counter((r["submitter"], r["reason"]) for r in doc["rejections"])
+    if rej:
+        out += ["", "Rejections:"]
+        out += [f"  {n:4d}  {sub}: {reason}" for (sub, reason), n in sorted(rej.items())]
+    for w in doc.get("warnings", []):
+        out.append(f"warning: {w}")
+    return "\n".join(out) + "\n"

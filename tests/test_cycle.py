@@ -1,0 +1,189 @@
+"""Whole negotiation cycles on small synthetic pools (reference sections 2 and 4)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from negotiator_ext.cycle import run_cycle
+from negotiator_ext.pool import load_pool
+from poolmaker import DOMAIN, Expr, accounting, job, make_pool, slot, submitters_for
+
+
+def cycle(tmp_path, **kw):
+    return run_cycle(load_pool(make_pool(tmp_path / "pool", **kw)))
+
+
+def per_submitter(result) -> dict[str, int]:
+    return dict(Counter(m.submitter.split("@")[0] for m in result.matches))
+
+
+def test_manual_five_slot_rank_table(tmp_path):
+    """The manual's table 3.1: pre-job rank, then job Rank, then post-job rank."""
+    vals = [(100, 1, 10), (100, 2, 20), (100, 2, 30), (0, 1, 40), (200, 1, 50)]
+    slots = [slot(f"slot{i + 1}@m.test.local", PreV=a, JR=b, PostV=c)
+             for i, (a, b, c) in enumerate(vals)]
+    jobs = [job(1, p, "alice", Rank=Expr("TARGET.JR")) for p in range(3)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs,
+              config="NEGOTIATOR_PRE_JOB_RANK = MY.PreV\nNEGOTIATOR_POST_JOB_RANK = MY.PostV")
+    assert [m.slot for m in r.matches] == ["slot5@m.test.local", "slot3@m.test.local",
+                                          "slot2@m.test.local"]
+
+
+def test_worked_pie_example_two_spins(tmp_path):
+    """Reference 2.7: 100 slots; A (EUP 500, 10 idle), B (500), C (1000) -> 10/66/24."""
+    slots = [slot(f"slot1@n{i:03d}.test.local") for i in range(100)]
+    jobs = ([job(1, p, "a") for p in range(10)] + [job(2, p, "b") for p in range(1000)]
+            + [job(3, p, "c") for p in range(1000)])
+    acc = [accounting(f"a@{DOMAIN}", 500.0), accounting(f"b@{DOMAIN}", 500.0),
+           accounting(f"c@{DOMAIN}", 1000.0)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs, accounting_ads=acc)
+    assert per_submitter(r) == {"a": 10, "b": 66, "c": 24}
+    spin2 = {x.submitter.split("@")[0]: x for x in r.limits if x.spin == 2}
+    assert spin2["b"].limit == pytest.approx(2 / 3 * 100 - 40)
+    assert spin2["c"].limit == pytest.approx(14.0)        # capped by pieLeft (100-70-26)
+    assert {x.submitter.split("@")[0]: x.share for x in r.limits if x.spin == 1} == \
+        pytest.approx({"a": 0.4, "b": 0.4, "c": 0.2})
+
+
+def test_spin_two_skips_limits_below_min_slot_weight(tmp_path):
+    """Slots of weight 4: a spin-2 limit below 4 leaves the submitter unserved (N, 2.5)."""
+    slots = [slot(f"slot1@n{i}.test.local", Cpus=4) for i in range(3)]
+    jobs = [job(1, p, "a", RequestCpus=1) for p in range(5)] + \
+        [job(2, p, "b", RequestCpus=1) for p in range(5)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs)
+    # pool weight 12, shares 6/6: each gets a first slot (4 <= 6); then 2 left < 4 each
+    assert per_submitter(r) == {"a": 1, "b": 1}
+    assert r.spins == 2
+
+
+def test_round_up_allows_first_match_over_limit(tmp_path):
+    """M5: the first match of a negotiate() call is allowed whenever the limit is > 0."""
+    slots = [slot("slot1@big.test.local", Cpus=8), slot("slot1@small.test.local", Cpus=1)]
+    jobs = [job(1, 0, "a"), job(2, 0, "b")]
+    acc = [accounting(f"a@{DOMAIN}", 500.0), accounting(f"b@{DOMAIN}", 50000.0)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs, accounting_ads=acc)
+    by = {m.submitter.split("@")[0]: m for m in r.matches}
+    b_limit = next(x.limit for x in r.limits if x.submitter.startswith("b@"))
+    assert 0 < b_limit < 1
+    assert "b" in by     # a limit of ~0.09 still gets one slot
+
+
+def test_floor_round_gives_floor_on_top_of_usage(tmp_path):
+    """N3/D7: the floor round's limit is min(Floor, limit), not Floor - usage."""
+    slots = [slot(f"slot1@n{i:02d}.test.local") for i in range(20)]
+    slots += [slot(f"slot1@busy{i}.test.local", State="Claimed", Activity="Busy",
+                   AccountingGroup=f"f@{DOMAIN}", RemoteUser=f"f@{DOMAIN}") for i in range(2)]
+    jobs = [job(1, p, "f") for p in range(20)] + [job(2, p, "g") for p in range(20)]
+    acc = [accounting(f"f@{DOMAIN}", 500000.0, Floor=5), accounting(f"g@{DOMAIN}", 500.0)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs, accounting_ads=acc)
+    floor_rec = [x for x in r.limits if x.floor_round]
+    assert [x.submitter for x in floor_rec] == [f"f@{DOMAIN}"]
+    assert floor_rec[0].limit == 5          # min(Floor 5, share limit), usage 2 not deducted
+    f_floor = [m for m in r.matches if m.submitter.startswith("f@") and m.spin == 1][:5]
+    assert len(f_floor) == 5
+
+
+def test_ceiling_truncates_usage_and_allows_overshoot(tmp_path):
+    """2.5: ceilLeft = Ceiling - int(usage); the ceiling test comes before the match, so
+    a weight-4 slot can take a submitter with ceiling 5 and usage 2 to 6... or here 1 -> 9."""
+    slots = [slot(f"slot1@n{i}.test.local", Cpus=4) for i in range(4)]
+    jobs = [job(1, p, "a") for p in range(4)]
+    acc = [accounting(f"a@{DOMAIN}", 500.0, Ceiling=5)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs, accounting_ads=acc)
+    assert len(r.matches) == 2            # 0 < 5 -> 4; 4 < 5 -> 8 (overshoot); 8 >= 5 stop
+    assert r.limits[0].ceiling_left == 5
+
+
+def test_ignore_user_priorities(tmp_path):
+    slots = [slot(f"slot1@n{i}.test.local") for i in range(10)]
+    jobs = [job(1, p, "a") for p in range(10)] + [job(2, p, "b") for p in range(10)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs, config="NEGOTIATOR_IGNORE_USER_PRIORITIES = True")
+    first = r.matches[0].submitter.split("@")[0]
+    assert per_submitter(r) == {first: 10}
+
+
+def test_requirements_both_ways_and_undefined_rank(tmp_path):
+    slots = [slot("slot1@small.test.local", Memory=100),
+             slot("slot1@picky.test.local", START=Expr("TARGET.Owner == \"b\"")),
+             slot("slot1@ok.test.local")]
+    jobs = [job(1, 0, "a", Rank=Expr("TARGET.NoSuchAttr")), job(1, 1, "a")]
+    r = cycle(tmp_path, slots=slots, jobs=jobs)
+    assert [m.slot for m in r.matches] == ["slot1@ok.test.local"]
+    assert [x.reason for x in r.rejections] == ["no match found"]
+
+
+def test_autocluster_rejection_skips_rest_of_cluster(tmp_path):
+    slots = [slot("slot1@n1.test.local")]
+    jobs = [job(1, p, "a", RequestMemory=999999) for p in range(5)] + [job(2, 0, "a")]
+    r = cycle(tmp_path, slots=slots, jobs=jobs)
+    assert [m.assigned_job for m in r.matches] == ["2.0"]
+    assert [x.job for x in r.rejections] == ["1.0"]      # the run is rejected once
+
+
+def test_negotiate_all_jobs_in_cluster_gives_each_job_a_request(tmp_path):
+    slots = [slot("slot1@n1.test.local")]
+    jobs = [job(1, p, "a", RequestMemory=999999) for p in range(3)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs, config="NEGOTIATE_ALL_JOBS_IN_CLUSTER = True")
+    assert [x.job for x in r.rejections] == ["1.0", "1.1", "1.2"]
+
+
+def test_job_order_jobprio_then_cluster_proc(tmp_path):
+    slots = [slot("slot1@n1.test.local")]
+    jobs = [job(1, 0, "a"), job(2, 0, "a", JobPrio=5, RequestMemory=129)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs)
+    assert [m.assigned_job for m in r.matches] == ["2.0"]
+
+
+def test_no_slot_matched_twice_and_requirements_hold(tmp_path):
+    slots = [slot(f"slot1@n{i}.test.local", Memory=512 * (1 + i % 4)) for i in range(12)]
+    jobs = [job(1, p, "a", RequestMemory=1000) for p in range(10)] + \
+        [job(2, p, "b", RequestMemory=300) for p in range(10)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs)
+    names = [m.slot for m in r.matches]
+    assert len(names) == len(set(names)) == 12
+    mem = {s["Name"]: s["Memory"] for s in slots}
+    for m in r.matches:
+        need = 1000 if m.submitter.startswith("a@") else 300
+        assert mem[m.slot] >= need
+
+
+def test_priority_preemption_needs_preemption_requirements(tmp_path):
+    busy = [slot(f"slot1@b{i}.test.local", State="Claimed", Activity="Busy",
+                 AccountingGroup=f"b@{DOMAIN}", RemoteUser=f"b@{DOMAIN}") for i in range(4)]
+    jobs = [job(1, p, "a") for p in range(4)]
+    subs = submitters_for(jobs, running={f"b@{DOMAIN}": 4})
+    acc = [accounting(f"a@{DOMAIN}", 500.0), accounting(f"b@{DOMAIN}", 50000.0)]
+    r = cycle(tmp_path, slots=busy, jobs=jobs, submitters=subs, accounting_ads=acc)
+    assert r.matches == []
+    assert {x.reason for x in r.rejections} == {"PREEMPTION_REQUIREMENTS == False"}
+    r = cycle(tmp_path / "2", slots=busy, jobs=jobs, submitters=subs, accounting_ads=acc,
+              config="PREEMPTION_REQUIREMENTS = RemoteUserPrio > SubmitterUserPrio * 1.2")
+    assert len(r.matches) >= 1
+    assert all(m.preempting == f"b@{DOMAIN}" and m.state == 0 for m in r.matches)
+
+
+def test_rank_preemption_bypasses_limits(tmp_path):
+    busy = [slot("slot1@b0.test.local", State="Claimed", Activity="Busy",
+                 AccountingGroup=f"b@{DOMAIN}", RemoteUser=f"b@{DOMAIN}",
+                 Rank=Expr('TARGET.Owner == "a"'), CurrentRank=0.0)]
+    jobs = [job(1, 0, "a")]
+    subs = submitters_for(jobs, running={f"b@{DOMAIN}": 1})
+    acc = [accounting(f"a@{DOMAIN}", 5000000.0),
+           accounting(f"b@{DOMAIN}", 500.0)]
+    r = cycle(tmp_path, slots=busy, jobs=jobs, submitters=subs, accounting_ads=acc)
+    assert [(m.slot, m.state) for m in r.matches] == [("slot1@b0.test.local", 1)]
+
+
+def test_json_document_shape(tmp_path):
+    slots = [slot("slot1@n1.test.local")]
+    r = cycle(tmp_path, slots=slots, jobs=[job(1, 0, "a")])
+    doc = r.to_json()
+    assert set(doc) >= {"cycle", "matches", "rejections", "submitters", "groups"}
+    m = doc["matches"][0]
+    assert (m["job"], m["schedd"], m["reason"], m["preempting"], m["cost"]) == \
+        ("1.0", "schedd.test.local", "NoPreemption", None, 1.0)
+    s = doc["submitters"][0]
+    assert set(s) >= {"name", "group", "eup", "rup", "factor", "share", "limit", "floor",
+                      "ceiling", "usage_before", "matched", "matched_weight"}
