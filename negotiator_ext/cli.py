@@ -115,13 +115,18 @@ def cmd_userprio(args) -> int:
     _warn(pool.warnings)
     acc = Accountant(pool.accountant, pool.config, pool.groups)
     quotas = None
-    if args.at is not None:
-        if args.at < acc.last_update_time:
-            raise InputError("--at", f"{args.at} is before the accountant's last update "
-                             f"{acc.last_update_time}")
+    if args.at is not None and args.at < acc.last_update_time:
+        raise InputError("--at", f"{args.at} is before the accountant's last update "
+                         f"{acc.last_update_time}")
+    if args.quotas and pool.groups.enabled:
+        # condor_userprio -quotas shows what the last cycle computed: run it
+        from .cycle import run_cycle
+        acc = run_cycle(pool, args.at).accountant
+        quotas = pool.quotas()
+    elif args.at is not None:
         acc.initialize_groups()
         acc.start_cycle(pool.slots, args.at)
-    if args.at is not None or not _has_quota_fields(pool.accountant):
+    if quotas is None and (args.at is not None or not _has_quota_fields(pool.accountant)):
         quotas = pool.quotas() if pool.groups.enabled else None
     now = args.at if args.at is not None else (pool.snapshot.captured_at or acc.last_update_time)
     ads = acc.report(quotas, rollup=args.grouprollup)

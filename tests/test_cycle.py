@@ -42,7 +42,7 @@ def test_worked_pie_example_two_spins(tmp_path):
     assert per_submitter(r) == {"a": 10, "b": 66, "c": 24}
     spin2 = {x.submitter.split("@")[0]: x for x in r.limits if x.spin == 2}
     assert spin2["b"].limit == pytest.approx(2 / 3 * 100 - 40)
-    assert spin2["c"].limit == pytest.approx(14.0)        # capped by pieLeft (100-70-26)
+    assert spin2["c"].limit == pytest.approx(100 / 3 - 20)  # under the pieLeft cap of 14
     assert {x.submitter.split("@")[0]: x.share for x in r.limits if x.spin == 1} == \
         pytest.approx({"a": 0.4, "b": 0.4, "c": 0.2})
 
