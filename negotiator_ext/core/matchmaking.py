@@ -60,8 +60,9 @@ class Slot:
     removed: bool = False
     key: tuple = ()                  # slot class key
     static: tuple = ()               # job-independent rank values (pre, post, prank)
-    slot_class: "SlotClass | None" = None
+    class_keys: dict = field(default_factory=dict)   # name set -> its SlotClass
     version: int = 0                 # bumped when a CP p-slot's assets change
+    rank_static: bool | None = None  # MY.Rank > MY.CurrentRank when no job can change it
 
 
 @dataclass(eq=False)
@@ -109,12 +110,22 @@ class Rejections:
     rank: int = 0                    # rejPreemptForRank
     submitter_limit: int = 0
     concurrency_names: tuple[str, ...] = ()
+    # Claimed slot classes that PREEMPTION_REQUIREMENTS = False rules out whatever the
+    # job: their Requirements are only evaluated if a reason is asked for (lazily).
+    doomed: list = field(default_factory=list)
+    _doomed_check: Callable[[], int] | None = None
+
+    def policy_rejections(self) -> int:
+        if self._doomed_check is not None:
+            self.policy += self._doomed_check()
+            self._doomed_check = None
+        return self.policy
 
     def reason(self) -> str:
         if self.concurrency:
             names = ", ".join(self.concurrency_names)
             return f"concurrency limit {names} reached" if names else REASON_CONCURRENCY
-        if self.policy:
+        if self.policy_rejections():
             return REASON_POLICY
         if self.submitter_limit:
             return REASON_SUBMITTER_LIMIT
@@ -197,11 +208,14 @@ class Matcher:
         self.post = parse(config.post_job_rank) if config.post_job_rank else None
         self.preq = parse(config.preemption_requirements) if config.preemption_requirements else None
         self.prank = parse(config.preemption_rank) if config.preemption_rank else None
+        # PREEMPTION_REQUIREMENTS = False (the default): no priority preemption at all
+        self.preq_false = (config.preemption_requirements or "").strip().lower() == "false"
         self._texts: dict[str, frozenset[str]] = {}
         self._verdicts: dict[tuple, Verdict] = {}
         self.job_names_seen_by_slots: set[str] = set()
         self.slot_names_seen_by_jobs: set[str] = set()
-        self.classes: dict[tuple, SlotClass] = {}
+        self.slots: list[Slot] = []
+        self.partitions: dict = {}
 
     # ---- what expressions can see ---------------------------------------------------
 
@@ -233,14 +247,20 @@ class Matcher:
     def job_key(self, job_ad) -> tuple:
         """What any expression can see of a job: the values of the job attributes the
         slots' expressions name, and of the job's own Requirements, Rank and
-        ConcurrencyLimits with everything they reach in the job. Notes the slot
-        attributes the job's expressions reach (TARGET.x, or names the job lacks)."""
+        ConcurrencyLimits with everything they reach in the job. Returns
+        (projection, slot names): the second part is the set of slot attributes the
+        job's own expressions reach (TARGET.x, or names the job lacks)."""
         names = set(self.job_names_seen_by_slots)
         names.update(("requirements", "rank", "concurrencylimits"))
         seen, outside = self._closure(job_ad, names)
-        self.slot_names_seen_by_jobs.update(n for n in outside if n not in self.job_names_seen_by_slots
-                                            or n.startswith("target."))
-        return tuple(sorted((n, classads.value_key(job_ad.get(n))) for n in seen))
+        own = set()
+        for attr in ("requirements", "rank", "concurrencylimits"):
+            v = job_ad.get(attr)
+            if isinstance(v, classads.classad2.ExprTree):
+                _, out = self._closure(job_ad, _names_in(self._texts, v))
+                own |= out
+        proj = tuple(sorted((n, classads.value_key(job_ad.get(n))) for n in seen))
+        return (proj, frozenset(own))
 
     def _families(self):
         fams = [("req", self.req_expr), ("rankcond", self.rank_gt)]
@@ -275,52 +295,78 @@ class Matcher:
         for fam, expr, seen, outside in slot._fams:
             dep = fam in self._ALWAYS_DEPENDENT or any(
                 ("." in n) or self._job_has_attr(n) for n in outside)
+            if fam == "rankcond":
+                slot.rank_static = (None if any(("." in n) or self._job_has_attr(n) for n in outside)
+                                    else classads.eval_match(expr, ad, _EMPTY) is True)
             if dep:
                 dependent.append(fam)
                 key_names |= seen
             elif fam in static:
                 static[fam] = self._neg_rank(expr, ad, _EMPTY)
-        seen, _ = self._closure(ad, self.slot_names_seen_by_jobs)
-        key_names |= seen
         proj = tuple(sorted((n, classads.value_key(ad.get(n))) for n in key_names))
         slot.static = (static["pre"], static["post"], static["prank"])
         slot.key = (tuple(dependent), proj, slot.weight, slot.current_user,
                     slot.claimer_schedd, slot.partitionable,
                     ("cp", slot.index, slot.version) if slot.cp else None)
+        slot.class_keys = {}
+
+    # ---- slot classes: one partition of the slot list per set of job-visible names --
 
     def build_classes(self, slots: list[Slot]) -> None:
-        self.classes = {}
-        for s in slots:
-            self._add_to_class(s)
-        for cls in self.classes.values():
-            cls.members.sort(key=lambda s: (-s.static[0], -s.static[1], -s.static[2], s.index))
+        self.slots = slots
+        self.partitions: dict[frozenset, dict[tuple, SlotClass]] = {}
 
-    def _add_to_class(self, s: Slot) -> None:
-        cls = self.classes.get(s.key)
+    def partition(self, names: frozenset) -> dict[tuple, SlotClass]:
+        """The slot classes as requests that see `names` of a slot tell them apart."""
+        part = self.partitions.get(names)
+        if part is None:
+            part = self.partitions[names] = {}
+            for s in self.slots:
+                if not s.removed:
+                    self._add_to_class(s, names, part)
+            for cls in part.values():
+                cls.members.sort(key=lambda s: (-s.static[0], -s.static[1], -s.static[2], s.index))
+        return part
+
+    def _class_key(self, s: Slot, names: frozenset) -> tuple:
+        if not names:
+            return s.key
+        seen, _ = self._closure(s.ad, names)
+        return (s.key, tuple(sorted((n, classads.value_key(s.ad.get(n))) for n in seen)))
+
+    def _add_to_class(self, s: Slot, names: frozenset, part: dict) -> SlotClass:
+        key = self._class_key(s, names)
+        cls = part.get(key)
         if cls is None:
-            cls = self.classes[s.key] = SlotClass(key=s.key, rep=s)
+            cls = part[key] = SlotClass(key=key, rep=s)
         cls.members.append(s)
         cls.live += 1
-        s.slot_class = cls
+        s.class_keys[names] = cls
+        return cls
+
+    def class_of(self, s: Slot, names: frozenset) -> SlotClass:
+        cls = s.class_keys.get(names)
+        return cls if cls is not None else self._add_to_class(s, names, self.partition(names))
 
     def reprofile(self, s: Slot) -> None:
         """A consumption-policy p-slot changed (its assets were deducted)."""
-        old = s.slot_class
-        if old is not None:
-            old.members.remove(s)
-            old.live -= 1
-            if not old.members:
-                del self.classes[old.key]
+        old = s.class_keys
+        for names, cls in old.items():
+            cls.members.remove(s)
+            cls.live -= 1
+            if not cls.members:
+                del self.partitions[names][cls.key]
         s.version += 1
         self.scan_slot(s)
         self.profile_slot(s)
-        self._add_to_class(s)
+        for names in old:
+            self._add_to_class(s, names, self.partitions[names])
 
     def remove(self, s: Slot) -> None:
         if not s.removed:
             s.removed = True
-            if s.slot_class is not None:
-                s.slot_class.live -= 1
+            for cls in s.class_keys.values():
+                cls.live -= 1
 
     # ---- evaluation -------------------------------------------------------------------
 
@@ -393,16 +439,23 @@ class Matcher:
         rej = Rejections()
         ml = MatchList(rej)
         consider_preemption = self.config.consider_preemption
-        for cls in self.classes.values():
+        for cls in self.partition(req.group_key[1]).values():
             if cls.live <= 0:
                 continue
             rep = cls.rep
             if rep.claimer_schedd is not None and rep.claimer_schedd != req.schedd:
                 continue
+            user = rep.current_user if consider_preemption else None
+            if user is not None and rep.rank_static is False:
+                # no rank preemption whatever the job
+                if only_startd_rank or user == submitter:
+                    continue
+                if self.preq_false:
+                    rej.doomed.append(cls)
+                    continue
             v = self.verdict(req, cls)
             if not v.match:
                 continue
-            user = rep.current_user if consider_preemption else None
             state = NO_PREEMPTION
             if only_startd_rank:
                 if user is None or not v.rank_gt:
@@ -432,6 +485,16 @@ class Matcher:
                     rej.submitter_limit += cls.live
                     continue
             ml.add_class(cls, v, state)
+        if rej.doomed:
+            key = req.eval_key
+
+            def check() -> int:
+                # only "some candidate was refused by policy" matters for the reason
+                for c in rej.doomed:
+                    if c.live > 0 and (self._verdicts.get((key, c.key)) or self.verdict(req, c)).match:
+                        return c.live
+                return 0
+            rej._doomed_check = check
         return ml
 
 

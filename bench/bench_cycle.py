@@ -1,0 +1,183 @@
+"""Benchmark: one negotiation cycle on synthetic pools of several sizes.
+
+    python bench/bench_cycle.py [--sizes 1k,10k,100k] [--seed 1] [--json]
+
+For each size, a pool is generated with bench/synth.py (cached under bench/.cache/, keyed
+by the arguments and by synth.py's own text), then a fresh Python process loads it with
+`load_pool` and runs `negotiator_ext.cycle.run_cycle` once. Reported per size: generation
+time (0 when cached), load time, cycle wall time (run_cycle only), number of matches,
+and the child's peak RSS. Sizes: 1k = 1,000 slots / 10,000 idle jobs, 10k = 10,000 /
+100,000, 100k = 100,000 / 1,000,000 (or SLOTSxJOBS, e.g. 2000x20000). When
+negotiator_ext.cycle does not exist yet, only generation and load are measured. Not a
+test: timing targets live here, never in the test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+CACHE = ROOT / "bench" / ".cache"
+SIZES = {"1k": (1_000, 10_000), "10k": (10_000, 100_000), "100k": (100_000, 1_000_000)}
+TARGETS = {"10k": {"cycle_s": 5.0, "peak_mib": 1024.0}}   # 10k slots + 100k idle jobs
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024   # KiB on Linux
+
+
+def child(directory: str) -> None:
+    """Runs in a fresh process: load the pool, run one cycle, print one JSON line."""
+    out: dict = {}
+    t0 = time.perf_counter()
+    from negotiator_ext.pool import load_pool
+    pool = load_pool(directory)
+    out["load_s"] = time.perf_counter() - t0
+    out["load_peak_mib"] = peak_rss_mib()
+    out["warnings"] = list(pool.warnings)
+    print(json.dumps(out), flush=True)     # the load figures, should the cycle time out
+    try:
+        from negotiator_ext.cycle import run_cycle
+    except ImportError as exc:
+        out["cycle"] = f"unavailable ({exc})"
+    else:
+        t1 = time.perf_counter()
+        try:
+            result = run_cycle(pool)
+        except Exception as exc:   # report the load figures all the same
+            traceback.print_exc()
+            out["cycle"] = f"failed ({type(exc).__name__}: {exc})"
+        else:
+            out["cycle_s"] = time.perf_counter() - t1
+            out["matches"] = len(result.matches)
+    out["peak_mib"] = peak_rss_mib()
+    print(json.dumps(out))
+
+
+def parse_size(text: str) -> tuple[str, int, int]:
+    if text in SIZES:
+        return (text, *SIZES[text])
+    slots, _, jobs = text.lower().partition("x")
+    if not (slots.isdigit() and jobs.isdigit()):
+        raise SystemExit(f"bad size {text!r}: use one of {', '.join(SIZES)} or SLOTSxJOBS")
+    return text, int(slots), int(jobs)
+
+
+def cached_pool(slots: int, jobs: int, seed: int, autoclusters: int, use_cache: bool) -> tuple[Path, float]:
+    """The pool's directory under bench/.cache/, generated when missing; and the seconds
+    generation took (0.0 when it was cached)."""
+    import synth
+
+    version = hashlib.sha256(Path(synth.__file__).read_bytes()).hexdigest()[:10]
+    prefix = f"s{slots}-j{jobs}-seed{seed}-ac{autoclusters}-"
+    directory = CACHE / (prefix + version)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for old in CACHE.glob(prefix + "*"):         # pools of an older synth.py
+        if old != directory:
+            shutil.rmtree(old, ignore_errors=True)
+    if use_cache and directory.is_dir():
+        return directory, 0.0
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp = CACHE / f".tmp-{prefix}{version}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    t = time.perf_counter()
+    synth.generate(tmp, slots=slots, jobs=jobs, seed=seed, autoclusters=autoclusters)
+    seconds = time.perf_counter() - t
+    tmp.rename(directory)                        # only complete pools are ever cached
+    return directory, seconds
+
+
+def run_size(label: str, slots: int, jobs: int, args) -> dict:
+    directory, gen_s = cached_pool(slots, jobs, args.seed, args.autoclusters, not args.no_cache)
+    row = {"size": label, "slots": slots, "idle_jobs": jobs, "generate_s": gen_s, "pool": str(directory)}
+    try:
+        proc = subprocess.run([sys.executable, __file__, "--child", str(directory)],
+                              stdout=subprocess.PIPE, text=True,   # the child's stderr passes through
+                              timeout=args.timeout)
+    except subprocess.TimeoutExpired as exc:
+        row["error"] = f"timed out after {args.timeout:g} s"
+        lines = (exc.stdout or b"").decode().strip().splitlines() if isinstance(exc.stdout, bytes) \
+            else (exc.stdout or "").strip().splitlines()
+        if lines:
+            row.update(json.loads(lines[-1]))
+        return row
+    if proc.returncode != 0:
+        row["error"] = f"the child process failed (exit code {proc.returncode}); its output is above"
+        return row
+    row.update(json.loads(proc.stdout.strip().splitlines()[-1]))
+    target = TARGETS.get(label)
+    if target:
+        row["targets"] = {
+            "cycle_s": target["cycle_s"], "peak_mib": target["peak_mib"],
+            "cycle_ok": row["cycle_s"] < target["cycle_s"] if "cycle_s" in row else None,
+            "peak_ok": row["peak_mib"] < target["peak_mib"],
+        }
+    return row
+
+
+def print_table(rows: list[dict]) -> None:
+    def num(v, fmt):
+        width = int(fmt.split(".")[0].rstrip("df"))
+        return format(v, fmt) if isinstance(v, (int, float)) else "-".rjust(width)
+
+    head = (f"{'size':>6} {'slots':>8} {'jobs':>9} {'gen s':>7} {'load s':>7} {'load MiB':>9} "
+            f"{'cycle s':>8} {'matches':>8} {'peak MiB':>9}  target")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        t = r.get("targets")
+        note = ""
+        if t:
+            ok = {True: "ok", False: "MISSED", None: "n/a"}
+            note = (f"cycle < {t['cycle_s']:g} s: {ok[t['cycle_ok']]}; "
+                    f"peak < {t['peak_mib'] / 1024:g} GiB: {ok[t['peak_ok']]}")
+        print(f"{r['size']:>6} {r['slots']:>8} {r['idle_jobs']:>9} {num(r['generate_s'], '7.2f')} "
+              f"{num(r.get('load_s'), '7.2f')} {num(r.get('load_peak_mib'), '9.0f')} "
+              f"{num(r.get('cycle_s'), '8.2f')} {num(r.get('matches'), '8d')} "
+              f"{num(r.get('peak_mib'), '9.0f')}  {note}")
+        if "error" in r:
+            print(f"       error: {r['error']}")
+        elif "cycle" in r:
+            print(f"       cycle {r['cycle']}")
+        for w in r.get("warnings", []):
+            print(f"       warning: {w}")
+    print("(gen s 0.00: pool taken from bench/.cache/; load MiB / peak MiB: the child process's max RSS\n"
+          " after load_pool / at the end, load included)")
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        child(sys.argv[2])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1k,10k", help="comma-separated: 1k, 10k, 100k or SLOTSxJOBS")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--autoclusters", type=int, default=300)
+    ap.add_argument("--no-cache", action="store_true", help="regenerate even when cached")
+    ap.add_argument("--json", action="store_true", help="print the results as JSON")
+    ap.add_argument("--timeout", type=float, default=None, help="seconds allowed per size (load + cycle)")
+    args = ap.parse_args()
+    rows = []
+    for label, slots, jobs in map(parse_size, args.sizes.split(",")):
+        print(f"{label}: {slots} slots, {jobs} idle jobs ...", file=sys.stderr, flush=True)
+        rows.append(run_size(label, slots, jobs, args))
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print_table(rows)
+
+
+if __name__ == "__main__":
+    main()
