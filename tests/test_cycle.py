@@ -187,3 +187,46 @@ def test_json_document_shape(tmp_path):
     s = doc["submitters"][0]
     assert set(s) >= {"name", "group", "eup", "rup", "factor", "share", "limit", "floor",
                       "ceiling", "usage_before", "matched", "matched_weight"}
+
+
+@pytest.mark.parametrize("line, knob", [
+    ("GROUP_SORT_EXPR = (((", "GROUP_SORT_EXPR"),
+    ("GROUP_NAMES = group_a, bad$name", "GROUP_NAMES"),
+    ("GROUP_NAMES = group_a\nGROUP_QUOTA_group_a = -3", "GROUP_QUOTA_group_a"),
+    ("GROUP_NAMES = group_a\nGROUP_QUOTA_group_a = lots", "GROUP_QUOTA_group_a"),
+])
+def test_bad_group_knobs_name_the_knob(tmp_path, capsys, line, knob):
+    from negotiator_ext.cli import main
+    d = make_pool(tmp_path / "pool", slots=[slot("slot1@n.test.local")], jobs=[job(1, 0, "a")],
+                  config=line)
+    assert main(["negotiate", str(d)]) == 2
+    err = capsys.readouterr().err
+    assert knob in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_undeclared_group_goes_to_deepest_prefix(tmp_path):
+    """G3: a job naming an undeclared subgroup negotiates in the deepest declared one."""
+    slots = [slot(f"slot1@n{i}.test.local") for i in range(4)]
+    jobs = [job(1, p, "u", group="group_a.nosuch") for p in range(2)] + \
+        [job(2, p, "v", group="group_zzz") for p in range(2)]
+    r = cycle(tmp_path, slots=slots, jobs=jobs,
+              config="GROUP_NAMES = group_a\nGROUP_QUOTA_group_a = 2\nGROUP_ACCEPT_SURPLUS = True")
+    assert {m.submitter: m.group for m in r.matches} == {
+        f"group_a.nosuch.u@{DOMAIN}": "group_a", f"group_zzz.v@{DOMAIN}": "<none>"}
+    assert Counter(m.group for m in r.matches) == {"group_a": 2, "<none>": 2}
+
+
+def test_partial_snapshot_withholds_matches(tmp_path, capsys):
+    import json as _json
+    from negotiator_ext.cli import main
+    d = make_pool(tmp_path / "pool", slots=[slot("slot1@n.test.local")], jobs=[job(1, 0, "a")])
+    meta = _json.loads((d / "meta.json").read_text())
+    meta.update(partial=True, missing_schedds=["other.test.local"])
+    (d / "meta.json").write_text(_json.dumps(meta))
+    assert main(["negotiate", str(d), "--json"]) == 0
+    captured = capsys.readouterr()
+    doc = _json.loads(captured.out)
+    assert doc["matches"] == [] and doc["withheld_matches"] == 1
+    assert "other.test.local" in captured.err
+    assert main(["negotiate", str(d), "--json", "--partial-ok"]) == 0
+    assert len(_json.loads(capsys.readouterr().out)["matches"]) == 1

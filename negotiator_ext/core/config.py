@@ -349,12 +349,19 @@ def _to_number(value: Any) -> float | None:
     return None if num is None or math.isnan(num) else num
 
 
+_GROUP_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+
+
 def _groups(source, lookup, up, raw_up, kw) -> list[GroupConfig]:
     """GROUP_NAMES and the per-group knobs (rules G1, G2). Tree checks live in core.groups."""
     out = []
     for name in _split_list(lookup("GROUP_NAMES") or ""):
         if name == "<none>":
             continue  # reserved; HTCondor skips it with an error
+        if not _GROUP_NAME.fullmatch(name):
+            raise InputError(source, f"GROUP_NAMES: {name!r} is not a usable group name (dot-separated "
+                             "parts of letters, digits, '_' and '-'; it must also work as a config "
+                             "knob suffix and in a submitter name)")
         u = name.upper()
         static = dynamic = None
         if f"GROUP_QUOTA_{u}" in up:

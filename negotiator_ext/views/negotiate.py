@@ -9,8 +9,8 @@ from collections import Counter
 def _num(v, fmt="{:.2f}") -> str:
     if v is None:
         return "-"
-    if isinstance(v, float) and v >= 1e37:
-        return "inf"
+    if isinstance(v, float) and abs(v) >= 1e15:
+        return f"{v:.4g}"
     return fmt.format(v)
 
 
