@@ -16,25 +16,20 @@ from typing import Any
 
 import classad2
 
+from .adapters import classad_semantics
 from .core import classads, consumption, hgq
 from .core.accountant import Accountant
-from .core.classads import DBL_MAX, f32
+from .core.classads import DBL_MAX
 from .core.groups import ROOT, group_demand
-from .core.matchmaking import STATE_NAMES, Matcher, Slot
-from .core.negotiation import JobQueue, Match, Negotiation, Submitter
-from .errors import InputError
+from .core.matchmaking import STATE_NAMES, Matcher, Slot, add_remote_user_attrs
+from .core.negotiation import (REQUEST_EPHEMERALS, JobQueue, Match, Negotiation, Submitter,
+                               job_order_key, job_submitter)
+from .core.slots import current_user, trimmed
 from .pool import Pool
 
-# Request attributes the negotiator inserts before matching (4.2).
-EPHEMERAL_REQUEST_ATTRS = frozenset(n.lower() for n in (
-    "SubmitterNegotiatingGroup", "SubmitterAutoregroup", "SubmittorPrio", "SubmitterUserPrio",
-    "SubmitterUserResourcesInUse", "SubmitterGroup", "SubmitterGroupResourcesInUse",
-    "SubmitterGroupQuota"))
+classad_semantics.enable()
 
-_CURRENT_USER_ATTRS = ("PreemptingAccountingGroup", "PreemptingUser", "AccountingGroup",
-                       "RemoteUser")
-_JOB_ORDER_ATTRS = ("PreJobPrio1", "PreJobPrio2", "JobPrio", "PostJobPrio1", "PostJobPrio2")
-
+_EPHEMERALS = frozenset(n.lower() for n in REQUEST_EPHEMERALS)
 
 @dataclass
 class CycleResult:
@@ -79,23 +74,6 @@ class CycleResult:
 
 # ---- jobs ------------------------------------------------------------------------------
 
-def job_submitter(ad) -> str | None:
-    """The submitter a job negotiates under: `<AccountingGroup>@<domain>` when the job
-    has an accounting group, else its `User` (schedd: the PrioRec owner)."""
-    user = classads.eval_string(ad, "User")
-    group = classads.eval_string(ad, "AccountingGroup")
-    if group:
-        domain = user.rsplit("@", 1)[1] if user and "@" in user else ""
-        return f"{group}@{domain}"
-    return user
-
-
-def _job_id(ad) -> tuple[int, int]:
-    c = classads.eval_number(ad, "ClusterId")
-    p = classads.eval_number(ad, "ProcId")
-    return (int(c) if c is not None else -1, int(p) if p is not None else -1)
-
-
 def _schedd_of(file_name: str, ad, meta: dict, default: str | None) -> str | None:
     files = meta.get("schedd_files") or {}
     if file_name in files:
@@ -120,9 +98,9 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     acc.initialize_groups()
     acc.start_cycle(pool.slots, t)
 
-    # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8)
+    # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8).
+    # Without NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT `weighted` is untrimmedSlotWeightTotal.
     weights = [s.weight for s in pool.slots]
-    untrimmed_total = sum(weights)
     min_weight = min(weights) if weights else DBL_MAX
     count, weighted, effective = pool.pool_sizes()
 
@@ -154,7 +132,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     def job_has_attr(n: str) -> bool:
         got = names_in_jobs.get(n)
         if got is None:
-            got = n in EPHEMERAL_REQUEST_ATTRS or any(n in ad for ad in all_job_ads)
+            got = n in _EPHEMERALS or any(n in ad for ad in all_job_ads)
             names_in_jobs[n] = got
         return got
 
@@ -163,16 +141,12 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     # Trim the slot list (2.2 step 9) and build the slots the matcher sees
     slots: list[Slot] = []
     for i, (ad, usage) in enumerate(zip(pool.slot_ads, pool.slots)):
-        if _trimmed(ad, usage, cfg):
+        if trimmed(ad, usage, cfg):
             continue
         cp = consumption.supports_policy(ad)
         if cp:
             ad = _copy(ad)   # its assets change during the cycle
-        holder = None
-        for attr in _CURRENT_USER_ATTRS:
-            holder = classads.eval_string(ad, attr)
-            if holder is not None:
-                break
+        holder = current_user(ad)
         claims = 1
         if cp:
             n = classads.eval_number(ad, "NumClaims")
@@ -189,39 +163,30 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             continue
         slots.append(slot)
 
+    # Group demand and quotas (G4, G5): the remote-group attributes need the quotas
+    demand = group_demand(groups, submitter_ads, cfg.use_weighted_demand) if groups.enabled else {}
+    hgq_pool = weighted if cfg.use_slot_weights else effective
+    quotas0 = ({n: q.effective_quota for n, q in groups.assign_quotas(hgq_pool, demand).items()}
+               if groups.enabled else {})
+
     # NEGOTIATOR_MATCH_EXPRS and the remote-user attributes (2.2 step 11, M11, 4.10)
-    quotas0 = pool.quotas() if groups.enabled else {}
     for s in slots:
         for attr, text in cfg.match_exprs.items():
             s.ad[attr] = classads.parse_expr(text)
-        if cfg.consider_preemption and s.current_user is not None:
-            u = s.current_user
-            s.ad["RemoteUserPrio"] = f32(acc.priority(u))
-            s.ad["RemoteUserFloor"] = acc.floor(u)
-            s.ad["RemoteUserResourcesInUse"] = f32(float(acc._get(u, "WeightedResourcesUsed", 0.0)))
-            if groups.enabled:
-                g = groups.assigned_group(u).name
-                s.ad["RemoteGroup"] = g
-                s.ad["RemoteGroupResourcesInUse"] = f32(float(acc._get(g, "WeightedResourcesUsed", 0.0)))
-                if g in quotas0:
-                    s.ad["RemoteGroupQuota"] = quotas0[g].effective_quota
-            if "PreemptingRank" in s.ad:
-                s.ad["CurrentRank"] = s.ad.lookup("PreemptingRank")
+        if cfg.consider_preemption:
+            add_remote_user_attrs(s, acc, groups, quotas0)
 
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
     for s in slots:
         matcher.scan_slot(s)
     queues: dict[tuple[str, str], JobQueue] = {}
-    for (sub, schedd), ads in by_queue.items():
-        ads.sort(key=lambda ad: tuple(-(classads.eval_number(ad, a) or 0) for a in _JOB_ORDER_ATTRS)
-                 + _job_id(ad))
     ac_ids: dict[tuple[str, tuple], int] = {}
     serial = 0
     for (sub, schedd), ads in by_queue.items():
         entries = []
-        for ad in ads:
+        for order, ad in sorted(((job_order_key(ad), ad) for ad in ads), key=lambda x: x[0]):
             key = matcher.job_key(ad)
-            c, p = _job_id(ad)
+            c, p = order[-2:]
             if cfg.negotiate_all_jobs_in_cluster:
                 serial += 1
                 ac = serial
@@ -244,23 +209,15 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             running_jobs=int(d.get("RunningJobs") or 0),
             last_heard_from=int(d.get("LastHeardFrom") or 0),
             group=groups.assigned_group(name).name, queue=q,
-            job_prio=d.get("JobPrio"), ad=d))
-    usage_before = {s.name: float(acc._get(s.name, "WeightedResourcesUsed", 0.0))
-                    for s in submitters}
-    group_usage_before = {n.name: float(acc._get(n.name, "WeightedResourcesUsed", 0.0))
-                          for n in groups.nodes}
+            job_prio=d.get("JobPrio")))
+    usage_before = {s.name: acc.weighted_usage(s.name) for s in submitters}
+    group_usage_before = {n.name: acc.weighted_usage(n.name) for n in groups.nodes}
 
     neg = Negotiation(
         config=cfg, accountant=acc, groups=groups, matcher=matcher, slots=slots,
-        submitters=submitters, now=t, min_slot_weight=min_weight, pool_count=count,
-        pool_weight=weighted if cfg.slot_poolsize_constraint or not cfg.use_slot_weights
-        else untrimmed_total,
-        cp_cost=lambda job, slot, test: consumption.deduct(job, slot.ad, test))
+        submitters=submitters, now=t, min_slot_weight=min_weight, pool_weight=weighted)
     outcome = None
-    demand = {}
     if groups.enabled:
-        demand = group_demand(groups, submitter_ads, cfg.use_weighted_demand)
-        hgq_pool = weighted if cfg.use_slot_weights else effective
         outcome = neg.run(hgq.negotiate_all_groups, hgq_pool, demand)
     else:
         neg.run()
@@ -276,25 +233,6 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
 def _copy(ad):
     return classad2.parseOne(ad.printOld(), classad2.ParserType.Old)
-
-
-def _trimmed(ad, usage, cfg) -> bool:
-    """trimStartdAds (2.2 step 9)."""
-    pslot = classads.eval_bool(ad, "PartitionableSlot") is True
-    if cfg.consider_preemption:
-        if not cfg.consider_early_preemption:
-            r = classads.eval_number(ad, "RetirementTimeRemaining")
-            if r is not None and r > 0:
-                return True
-    elif usage.state in ("Claimed", "Preempting") and not pslot:
-        return True
-    if cfg.trim_shutdown_threshold > 0:
-        pass  # DaemonShutdown ahead of time: not evaluated on snapshots (noted in README)
-    if pslot and usage.state == "Claimed":
-        want = classads.eval_bool(ad, "WantMatching")
-        if want is False or not (cfg.match_working_cm_slots or "WorkingCM" not in ad):
-            return True
-    return False
 
 
 def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
@@ -322,7 +260,7 @@ def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
             "limit": rec.limit if rec else None,
             "floor": acc.floor(s.name), "ceiling": ceiling if ceiling >= 0 else None,
             "usage_before": usage_before.get(s.name, 0.0),
-            "usage_after": float(acc._get(s.name, "WeightedResourcesUsed", 0.0)),
+            "usage_after": acc.weighted_usage(s.name),
             "matched": matched.get(s.name, 0), "matched_weight": weight.get(s.name, 0.0),
             "idle_jobs": s.idle_jobs, "running_jobs": s.running_jobs,
         })
@@ -336,7 +274,7 @@ def _group_rows(neg: Negotiation, outcome, demand, usage_before) -> list[dict]:
         return [{"name": ROOT, "parent": None, "config_quota": 0.0, "dynamic": False,
                  "effective_quota": None, "subtree_quota": None, "surplus_policy": None,
                  "requested": None, "allocated": None,
-                 "usage": float(neg.acc._get(ROOT, "WeightedResourcesUsed", 0.0)),
+                 "usage": neg.acc.weighted_usage(ROOT),
                  "usage_before": usage_before.get(ROOT, 0.0),
                  "matched": len(neg.matches), "sort_key": None}]
     matched: dict[str, int] = {}
@@ -353,7 +291,7 @@ def _group_rows(neg: Negotiation, outcome, demand, usage_before) -> list[dict]:
             "surplus_policy": groups.surplus_policy(node),
             "requested": g.currently_requested if g else demand.get(node.name, 0.0),
             "allocated": g.allocated if g else None,
-            "usage": float(neg.acc._get(node.name, "WeightedResourcesUsed", 0.0)),
+            "usage": neg.acc.weighted_usage(node.name),
             "usage_before": usage_before.get(node.name, 0.0),
             "matched": matched.get(node.name, 0),
             "sort_key": g.sort_key if g else None,

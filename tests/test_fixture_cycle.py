@@ -57,7 +57,7 @@ def test_weighted_usage_after_the_cycle(ran):
     for name, lim in exp["submitter_limits"].items():
         if name in preempted:
             continue
-        got = float(r.accountant._get(name, "WeightedResourcesUsed", 0.0))
+        got = r.accountant.weighted_usage(name)
         assert got == pytest.approx(lim["weighted_resources_used_after"]), name
 
 

@@ -141,6 +141,16 @@ class Accountant:
     def set_priority(self, name: str, rup: float) -> None:
         self._set(name, "Priority", float(rup))
 
+    def weighted_usage(self, name: str) -> float:
+        """GetWeightedResourcesUsed: the record's WeightedResourcesUsed (0 when none)."""
+        return float(self._get(name, "WeightedResourcesUsed", 0.0))
+
+    def set_submitter_share(self, name: str, share: float, limit: float) -> None:
+        """The in-memory SubmitterShare/SubmitterLimit the pie stores on spin 1 (2.5)."""
+        rec = self.customers.setdefault(name, {})
+        rec["SubmitterShare"] = share
+        rec["SubmitterLimit"] = limit
+
     def ceiling(self, name: str) -> int:
         """GetCeiling: -1 (unlimited) when missing or negative (rule A24)."""
         c = int(self._get(name, "Ceiling", -1))

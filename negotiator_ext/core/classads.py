@@ -107,16 +107,22 @@ def eval_expr(expr: str | classad2.ExprTree, my: ClassAd | None = None) -> Any:
 #
 # HTCondor matches two ads inside a MatchClassAd and, unless STRICT_CLASSAD_EVALUATION
 # is set, an unscoped name that MY lacks is looked up in TARGET ("alternate scope").
-# classad2 does the same once the HTCondor library has read its configuration, which
-# `import htcondor2` does (it runs config() and with it ClassAdReconfig). Importing it
-# here is what gives the core the daemons' evaluation semantics; nothing else of the
-# bindings is used by the core.
-import htcondor2 as _htcondor2  # noqa: E402,F401  (side effect: the daemons' ClassAd semantics)
+# classad2 does the same once the HTCondor library has read its configuration; the
+# adapters switch that on (adapters.classad_semantics), the core only checks it.
 
 import struct as _struct  # noqa: E402
 
 FLT_MAX = 3.4028234663852886e38
 DBL_MAX = 1.7976931348623157e308
+
+
+def match_semantics_enabled() -> bool:
+    """Whether an unscoped name MY lacks is looked up in TARGET, as in the daemons."""
+    try:
+        return classad2.ExprTree("probe_attr").eval(classad2.ClassAd(),
+                                                    classad2.ClassAd({"probe_attr": 1})) == 1
+    except Exception:
+        return False
 
 
 def eval_match(expr: classad2.ExprTree, my: ClassAd, target: ClassAd) -> Any:

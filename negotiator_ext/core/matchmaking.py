@@ -147,6 +147,9 @@ def _names_in(text_cache: dict, tree) -> frozenset[str]:
     return got
 
 
+_JOB_OWN = frozenset(("requirements", "rank", "concurrencylimits"))
+
+
 class MatchList:
     """The sorted candidates of one fresh scan (M4), popped from the top.
 
@@ -155,7 +158,6 @@ class MatchList:
 
     def __init__(self, rejections: Rejections):
         self._heap: list = []
-        self._extra: list = []      # re-inserted CP p-slots
         self.rejections = rejections
 
     def add_class(self, cls: SlotClass, v: Verdict, state: int) -> None:
@@ -172,15 +174,15 @@ class MatchList:
                 prank = -FLT_MAX
             else:
                 prank = v.prank if v.prank is not None else slot.static[2]
+            # slot.index is unique, so entries never compare past the key
             key = (-pre, -v.jrank, -post, -state, -prank, slot.index)
-            heapq.heappush(self._heap, (key, id(it), slot, it, v, state))
+            heapq.heappush(self._heap, (key, slot, it, v, state))
             return
 
     def pop(self) -> tuple[Slot, int] | None:
         while self._heap:
-            _, _, slot, it, v, state = heapq.heappop(self._heap)
-            if it is not None:
-                self._push(it, v, state)
+            _, slot, it, v, state = heapq.heappop(self._heap)
+            self._push(it, v, state)
             if slot.removed:
                 continue
             return slot, state
@@ -190,20 +192,22 @@ class MatchList:
         """Put a (reduced) consumption-policy p-slot back (P5)."""
         self._push(iter([slot]), v, state)
 
-    def __len__(self) -> int:  # an upper bound, for diagnostics only
-        return len(self._heap)
-
 
 class Matcher:
     """Per-cycle evaluation caches and the matchmaking algorithm."""
 
     def __init__(self, config, job_has_attr: Callable[[str], bool]):
+        if not classads.match_semantics_enabled():
+            raise RuntimeError("classad2 is not evaluating with HTCondor's match semantics "
+                               "(unscoped names looked up in TARGET): call "
+                               "negotiator_ext.adapters.classad_semantics.enable() first")
         self.config = config
         self._job_has_attr = job_has_attr
         parse = classads.parse_expr
         self.req_expr = parse("MY.Requirements")
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
+        self.job_rank = parse("MY.Rank")
         self.pre = parse(config.pre_job_rank) if config.pre_job_rank else None
         self.post = parse(config.post_job_rank) if config.post_job_rank else None
         self.preq = parse(config.preemption_requirements) if config.preemption_requirements else None
@@ -213,7 +217,6 @@ class Matcher:
         self._texts: dict[str, frozenset[str]] = {}
         self._verdicts: dict[tuple, Verdict] = {}
         self.job_names_seen_by_slots: set[str] = set()
-        self.slot_names_seen_by_jobs: set[str] = set()
         self.slots: list[Slot] = []
         self.partitions: dict = {}
 
@@ -250,15 +253,9 @@ class Matcher:
         ConcurrencyLimits with everything they reach in the job. Returns
         (projection, slot names): the second part is the set of slot attributes the
         job's own expressions reach (TARGET.x, or names the job lacks)."""
-        names = set(self.job_names_seen_by_slots)
-        names.update(("requirements", "rank", "concurrencylimits"))
-        seen, outside = self._closure(job_ad, names)
-        own = set()
-        for attr in ("requirements", "rank", "concurrencylimits"):
-            v = job_ad.get(attr)
-            if isinstance(v, classads.classad2.ExprTree):
-                _, out = self._closure(job_ad, _names_in(self._texts, v))
-                own |= out
+        seen, own = self._closure(job_ad, _JOB_OWN)
+        own -= _JOB_OWN                    # the job lacks them: nothing is reached
+        seen |= self._closure(job_ad, self.job_names_seen_by_slots)[0]
         proj = tuple(sorted((n, classads.value_key(job_ad.get(n))) for n in seen))
         return (proj, frozenset(own))
 
@@ -408,7 +405,7 @@ class Matcher:
             ok = self._symmetric(job, ad)
         if not ok:
             return Verdict(match=False)
-        jr = classads.eval_match(classads.parse_expr("MY.Rank"), job, ad)
+        jr = classads.eval_match(self.job_rank, job, ad)
         jrank = classads.as_number(jr)
         dep = slot.key[0]
         v = Verdict(match=True, jrank=0.0 if jrank is None else jrank)
@@ -496,6 +493,27 @@ class Matcher:
                 return 0
             rej._doomed_check = check
         return ml
+
+
+def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas) -> None:
+    """addRemoteUserPrios (4.10): the current user's priority, floor and usage, and its
+    group's, on a claimed slot ad, for PREEMPTION_REQUIREMENTS/RANK to see. Usage is the
+    value at the start of the cycle (HTCondor evaluates it live); the group quota is the
+    one `group_quotas` gives (HTCondor: the previous cycle's)."""
+    user, ad = slot.current_user, slot.ad
+    if user is None:
+        return
+    ad["RemoteUserPrio"] = f32(acc.priority(user))
+    ad["RemoteUserFloor"] = acc.floor(user)
+    ad["RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
+    if groups.enabled:
+        g = groups.assigned_group(user).name
+        ad["RemoteGroup"] = g
+        ad["RemoteGroupResourcesInUse"] = f32(acc.weighted_usage(g))
+        if g in group_quotas:
+            ad["RemoteGroupQuota"] = group_quotas[g]
+    if "PreemptingRank" in ad:
+        ad["CurrentRank"] = ad.lookup("PreemptingRank")
 
 
 def permits(used: float, allowed: float, cost: float) -> bool:

@@ -15,18 +15,48 @@ Everything is plain data in, decisions out: no files, no clock, no bindings.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from . import classads
+from . import classads, consumption
 from .accountant import Accountant
 from .classads import f32
 from .config import INT_MAX
 from .groups import ROOT, GroupTree
-from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, STATE_NAMES, Matcher, MatchList,
-                          Request, Rejections, Slot, permits)
+from .matchmaking import NO_PREEMPTION, Matcher, MatchList, Request, Slot, permits
 
 DONE, RESUME, ERROR = "done", "resume", "error"
 DBL_MAX = classads.DBL_MAX
+
+
+# Request attributes the negotiator inserts before matching (4.2); see _prepare_request.
+REQUEST_EPHEMERALS = ("SubmitterNegotiatingGroup", "SubmitterAutoregroup", "SubmittorPrio",
+                      "SubmitterUserPrio", "SubmitterUserResourcesInUse", "SubmitterGroup",
+                      "SubmitterGroupResourcesInUse", "SubmitterGroupQuota")
+
+_JOB_PRIO_ATTRS = ("PreJobPrio1", "PreJobPrio2", "JobPrio", "PostJobPrio1", "PostJobPrio2")
+
+
+def job_submitter(ad) -> str | None:
+    """The submitter a job negotiates under: `<AccountingGroup>@<domain>` when the job
+    has an accounting group, else its `User` (the schedd's PrioRec owner)."""
+    user = classads.eval_string(ad, "User")
+    group = classads.eval_string(ad, "AccountingGroup")
+    if group:
+        domain = user.rsplit("@", 1)[1] if user and "@" in user else ""
+        return f"{group}@{domain}"
+    return user
+
+
+def job_id(ad) -> tuple[int, int]:
+    c = classads.eval_number(ad, "ClusterId")
+    p = classads.eval_number(ad, "ProcId")
+    return (int(c) if c is not None else -1, int(p) if p is not None else -1)
+
+
+def job_order_key(ad) -> tuple:
+    """The schedd's job order (M2): the prio attributes descending, then cluster and
+    proc ascending."""
+    return tuple(-(classads.eval_number(ad, a) or 0) for a in _JOB_PRIO_ATTRS) + job_id(ad)
 
 
 @dataclass(eq=False)
@@ -74,7 +104,6 @@ class Submitter:
     queue: JobQueue
     job_prio: int | None = None
     starvation: float = 0.0
-    ad: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -121,9 +150,7 @@ class LimitRecord:
 class Negotiation:
     def __init__(self, *, config, accountant: Accountant, groups: GroupTree, matcher: Matcher,
                  slots: list[Slot], submitters: list[Submitter], now: int,
-                 min_slot_weight: float, pool_count: int, pool_weight: float,
-                 ephemeral: Callable[[Submitter, str | None, float], dict] | None = None,
-                 cp_cost: Callable[[Any, Slot, bool], float] | None = None):
+                 min_slot_weight: float, pool_weight: float):
         self.config = config
         self.acc = accountant
         self.groups = groups
@@ -133,10 +160,7 @@ class Negotiation:
         self.submitters = submitters
         self.now = int(now)
         self.min_slot_weight = min_slot_weight
-        self.pool_count = pool_count
         self.pool_weight = pool_weight
-        self.ephemeral = ephemeral
-        self.cp_cost = cp_cost
         self.matches: list[Match] = []
         self.rejections: list[Rejection] = []
         self.limits: list[LimitRecord] = []
@@ -147,7 +171,7 @@ class Negotiation:
     # ---- accountant views -----------------------------------------------------------
 
     def usage(self, name: str) -> float:
-        return float(self.acc._get(name, "WeightedResourcesUsed", 0.0))
+        return self.acc.weighted_usage(name)
 
     # ---- the allocation step (2.2 step 12) ------------------------------------------
 
@@ -267,9 +291,7 @@ class Negotiation:
                 limit, unclaimed, usage, share, eup = self._limits(
                     s, group, group_quota, groupusage, mx, norm, total, floor_round)
                 if spin == 1:
-                    rec = self.acc.customers.setdefault(s.name, {})
-                    rec["SubmitterShare"] = share
-                    rec["SubmitterLimit"] = share * total
+                    self.acc.set_submitter_share(s.name, share, share * total)
                 if limit > pie_left:
                     limit = pie_left
                 ceiling = self.acc.ceiling(s.name)
@@ -406,8 +428,8 @@ class Negotiation:
         return got[0], got[1], ml.rejections
 
     def _cost(self, req: Request, slot: Slot) -> float:
-        if slot.cp and self.cp_cost is not None:
-            return self.cp_cost(req.ad, slot, True)
+        if slot.cp:
+            return consumption.deduct(req.ad, slot.ad, test=True)
         return slot.weight
 
     # ---- after a match (4.9) ---------------------------------------------------------
@@ -417,8 +439,8 @@ class Negotiation:
         job = next(j for j in req.jobs if j not in s.queue.matched)
         s.queue.matched.add(job)
         preempting = slot.usage_user
-        if slot.cp and self.cp_cost is not None:
-            cost = self.cp_cost(req.ad, slot, False)      # deducts the assets for real
+        if slot.cp:
+            cost = consumption.deduct(req.ad, slot.ad, test=False)   # for real (P5)
             slot.claims_left -= 1
             self.acc.add_match(s.name, slot.usage, self.now, match_cost=cost)
             self.matcher.reprofile(slot)

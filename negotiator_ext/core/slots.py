@@ -111,3 +111,36 @@ def pool_sizes(ads, weights: list[float], config: NegotiatorConfig) -> tuple[int
     if not config.use_slot_weights:
         weighted = float(count)
     return count, weighted, effective
+
+
+# The attributes naming a slot's current user, first present wins (4.5 step 8, 4.10).
+CURRENT_USER_ATTRS = ("PreemptingAccountingGroup", "PreemptingUser", "AccountingGroup",
+                      "RemoteUser")
+
+
+def current_user(ad: classads.ClassAd) -> str | None:
+    for attr in CURRENT_USER_ATTRS:
+        user = classads.eval_string(ad, attr)
+        if user is not None:
+            return user
+    return None
+
+
+def trimmed(ad: classads.ClassAd, usage: SlotUsage, config: NegotiatorConfig) -> bool:
+    """trimStartdAds (2.2 step 9): slots the negotiator drops from the list it matches
+    against, after the accountant has seen them. (NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD
+    needs the startd's clock ahead of time and is not applied to snapshots.)"""
+    pslot = classads.eval_bool(ad, "PartitionableSlot") is True
+    if config.consider_preemption:
+        if not config.consider_early_preemption:
+            r = classads.eval_number(ad, "RetirementTimeRemaining")
+            if r is not None and r > 0:
+                return True
+    elif usage.state in CLAIMED_STATES and not pslot:
+        return True
+    if pslot and usage.state == "Claimed":
+        if classads.eval_bool(ad, "WantMatching") is False:
+            return True
+        if not config.match_working_cm_slots and "WorkingCM" in ad:
+            return True
+    return False
