@@ -21,7 +21,8 @@ from .core import classads, consumption, hgq
 from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT, group_demand
-from .core.matchmaking import STATE_NAMES, Matcher, Slot, add_remote_user_attrs
+from .core.adtext import Job, TextValues, as_text_ads
+from .core.matchmaking import STATE_NAMES, Matcher, Projector, Slot, add_remote_user_attrs, closure
 from .core.negotiation import (REQUEST_EPHEMERALS, JobQueue, Match, Negotiation, Submitter,
                                job_order_key, job_submitter)
 from .core.slots import current_user, trimmed
@@ -74,14 +75,52 @@ class CycleResult:
 
 # ---- jobs ------------------------------------------------------------------------------
 
-def _schedd_of(file_name: str, ad, meta: dict, default: str | None) -> str | None:
-    files = meta.get("schedd_files") or {}
-    if file_name in files:
-        return files[file_name]
-    gj = classads.eval_string(ad, "GlobalJobId")
-    if gj and "#" in gj:
-        return gj.split("#", 1)[0]
-    return default
+class _ScheddOf:
+    """The schedd a job is queued at: the file's schedd in meta.json's "schedd_files",
+    else the part of GlobalJobId before '#', else the only schedd submitters name."""
+
+    def __init__(self, meta: dict, default: str | None):
+        self.files = meta.get("schedd_files") or {}
+        self.default = default
+        self._by_prefix: dict[str, str | None] = {}
+
+    def __call__(self, file_name: str, job) -> str | None:
+        if file_name in self.files:
+            return self.files[file_name]
+        text = job.texts.get("globaljobid")
+        if text is None:
+            return self.default
+        # The text up to its first '#' decides the value up to its first '#' (an
+        # escape cannot hide a '#'), so one evaluation serves every job of a schedd.
+        prefix = text.split("#", 1)[0] if text.startswith('"') and "#" in text else text
+        if prefix not in self._by_prefix:
+            gj = job.value("globaljobid")
+            self._by_prefix[prefix] = (gj.split("#", 1)[0] if isinstance(gj, str) and "#" in gj
+                                       else None)
+        got = self._by_prefix[prefix]
+        return got if got is not None else self.default
+
+
+class _JobConstraint:
+    """NEGOTIATOR_JOB_CONSTRAINT, evaluated once per distinct set of the job texts it
+    reaches."""
+
+    def __init__(self, text: str, values: TextValues):
+        self.expr = classads.parse_expr(text)
+        self.values = values
+        self._verdicts: dict[tuple, bool] = {}
+        roots = values.names(text)
+        self._project = Projector(
+            roots, values.names, lambda read: tuple(sorted(closure(read, roots, values.names)[0])))
+
+    def __call__(self, job) -> bool:
+        get = job.texts.get
+        seen = self._project(get)
+        key = (seen, tuple(map(get, seen)))
+        got = self._verdicts.get(key)
+        if got is None:
+            got = self._verdicts[key] = classads.eval_expr(self.expr, job.ad()) is True
+        return got
 
 
 # ---- the cycle -------------------------------------------------------------------------
@@ -110,31 +149,13 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     schedd_names = {d.get("ScheddName") for d in submitter_ads if d.get("ScheddName")}
     default_schedd = next(iter(schedd_names)) if len(schedd_names) == 1 else None
 
-    # Jobs: each submitter's idle jobs at each schedd, in the schedd's order (M2)
-    by_queue: dict[tuple[str, str], list] = {}
-    job_constraint = classads.parse_expr(cfg.job_constraint) if cfg.job_constraint else None
-    all_job_ads = []
-    for file_name, ads in snap.jobs.items():
-        for ad in ads:
-            if classads.eval_number(ad, "JobStatus") != 1:
-                continue
-            if job_constraint is not None and classads.eval_expr(job_constraint, ad) is not True:
-                continue
-            sub = job_submitter(ad)
-            schedd = _schedd_of(file_name, ad, snap.meta, default_schedd)
-            if sub is None or schedd is None:
-                continue
-            by_queue.setdefault((sub, schedd), []).append(ad)
-            all_job_ads.append(ad)
-
-    names_in_jobs: dict[str, bool] = {}
+    job_tables = {f: as_text_ads(t) for f, t in snap.jobs.items()}
+    job_names: set[str] = set()
+    for table in job_tables.values():
+        job_names.update(table.store.names)
 
     def job_has_attr(n: str) -> bool:
-        got = names_in_jobs.get(n)
-        if got is None:
-            got = n in _EPHEMERALS or any(n in ad for ad in all_job_ads)
-            names_in_jobs[n] = got
-        return got
+        return n in _EPHEMERALS or n in job_names
 
     matcher = Matcher(cfg, job_has_attr)
 
@@ -179,21 +200,47 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
     for s in slots:
         matcher.scan_slot(s)
+
+    # Jobs: each submitter's idle jobs at each schedd, in the schedd's order (M2).
+    # Job ads are kept as text (core.adtext): each job is looked at through the few
+    # attributes the schedd and the negotiator need, each text evaluated once.
+    values = matcher.values
+    by_queue: dict[tuple[str, str], list] = {}
+    queue_names: dict[tuple[str, str], dict] = {}
+    job_constraint = _JobConstraint(cfg.job_constraint, values) if cfg.job_constraint else None
+    schedd_of = _ScheddOf(snap.meta, default_schedd)
+    for file_name, table in job_tables.items():
+        names = table.store.names
+        for row in table.rows:
+            job = Job(row, names, values)
+            if classads.as_number(job.value("jobstatus")) != 1:
+                continue
+            if job_constraint is not None and not job_constraint(job):
+                continue
+            sub = job_submitter(job)
+            schedd = schedd_of(file_name, job)
+            if sub is None or schedd is None:
+                continue
+            q = (sub, schedd)
+            by_queue.setdefault(q, []).append((job_order_key(job), matcher.job_key(job.texts), row))
+            queue_names[q] = names
+
     queues: dict[tuple[str, str], JobQueue] = {}
     ac_ids: dict[tuple[str, tuple], int] = {}
     serial = 0
-    for (sub, schedd), ads in by_queue.items():
+    for (sub, schedd), jobs in by_queue.items():
+        jobs.sort(key=lambda x: x[0])
         entries = []
-        for order, ad in sorted(((job_order_key(ad), ad) for ad in ads), key=lambda x: x[0]):
-            key = matcher.job_key(ad)
+        for order, key, row in jobs:
             c, p = order[-2:]
             if cfg.negotiate_all_jobs_in_cluster:
                 serial += 1
                 ac = serial
             else:
                 ac = ac_ids.setdefault((schedd, key), len(ac_ids) + 1)
-            entries.append((f"{c}.{p}", ac, key, ad))
-        queues[(sub, schedd)] = JobQueue(entries)
+            entries.append((f"{c}.{p}", ac, key, row))
+        queues[(sub, schedd)] = JobQueue(entries, names=queue_names[(sub, schedd)])
+    del by_queue
     for s in slots:
         matcher.profile_slot(s)
     matcher.build_classes(slots)

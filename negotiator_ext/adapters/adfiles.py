@@ -16,6 +16,8 @@ from typing import Iterable
 
 import classad2
 
+from ..core.adtext import TextAds, TextStore
+from ..core.classads import attribute_texts
 from ..errors import InputError
 
 _ATTR_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=")
@@ -113,10 +115,11 @@ def _json_object_texts(text: str) -> Iterable[str]:
         i = end
 
 
-def _blocks(text: str) -> Iterable[tuple[int, list[str]]]:
+def _blocks(text: str | Iterable[str]) -> Iterable[tuple[int, list[str]]]:
     """(first line number, lines) of each blank-line-separated block with content."""
     start, cur = 0, []
-    for n, line in enumerate(text.splitlines(), start=1):
+    lines = text.splitlines() if isinstance(text, str) else (ln.rstrip("\r\n") for ln in text)
+    for n, line in enumerate(lines, start=1):
         if line.strip() == "":
             if cur:
                 yield start, cur
@@ -129,12 +132,18 @@ def _blocks(text: str) -> Iterable[tuple[int, list[str]]]:
         yield start, cur
 
 
-def _parse_old(text: str, source: str) -> list[classad2.ClassAd]:
-    ads = []
+def _parse_old(text: str | Iterable[str], source: str) -> list[classad2.ClassAd]:
+    return [ad for ad, _ in _old_ads(text, source)]
+
+
+def _old_ads(text: str | Iterable[str], source: str):
+    """(ad, body lines) of each ad in old syntax, every ad parsed by classad2."""
+    count = 0
     for first, lines in _blocks(text):
         body = [ln for ln in lines if not ln.lstrip().startswith(("#", "//"))]
         if not body:
             continue  # a block of comments only
+        count += 1
         try:  # parseNext: one ad, no merging copy (parseOne copies every attribute)
             ad = classad2.parseNext("\n".join(body), classad2.ParserType.Old)
         except Exception:
@@ -142,9 +151,42 @@ def _parse_old(text: str, source: str) -> list[classad2.ClassAd]:
         if ad is None:
             ad = classad2.ClassAd()
         if len(ad) < len(body):
-            _report_dropped_line(source, first, lines, ad, len(ads) + 1)
-        ads.append(ad)
-    return ads
+            _report_dropped_line(source, first, lines, ad, count)
+        yield ad, body
+
+
+# ---- ads kept as text (core.adtext), for job queues ---------------------------------
+
+def read_text_ads(path: str | Path, store: TextStore | None = None) -> TextAds:
+    """All ads in `path` as a TextAds (each ad still parsed by classad2 once, to report
+    bad input exactly as read_ads does; then only its lines are kept). Old-syntax files
+    are read line by line, so a large queue is never held whole in memory."""
+    p = Path(path)
+    out = TextAds(store)
+    try:
+        with p.open() as f:
+            head = f.read(4096)
+            f.seek(0)
+            if head.strip() and (is_json_text(head) or head.lstrip().startswith("[")):
+                for ad in parse_ads_text(f.read(), str(p)):
+                    out.add(attribute_texts(ad))
+                return out
+            for ad, body in _old_ads(f, str(p)):
+                pairs = [_split_line(ln) for ln in body]
+                if len({n.lower() for n, _ in pairs}) != len(ad):
+                    pairs = attribute_texts(ad)   # not one attribute per line: ask classad2
+                out.add(pairs)
+    except UnicodeDecodeError:
+        raise InputError(str(p), "not a text file of ClassAds") from None
+    except OSError as exc:
+        raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
+    return out
+
+
+def _split_line(line: str) -> tuple[str, str]:
+    """`Name = expr` -> (Name, expr): an old-syntax attribute line classad2 has read."""
+    name, _, text = line.partition("=")
+    return name.strip(), text.strip()
 
 
 def _report_dropped_line(source, first, lines, ad, index) -> None:

@@ -26,7 +26,8 @@ from typing import Any, Mapping
 import classad2
 
 from ..errors import InputError
-from .adfiles import read_ads
+from ..core.adtext import TextAds, TextStore
+from .adfiles import read_ads, read_text_ads
 
 SNAPSHOT_FORMAT = 1
 
@@ -36,7 +37,7 @@ class Snapshot:
     directory: Path
     slots_source: str                                  # the slots file, for messages
     slots: tuple[classad2.ClassAd, ...]
-    jobs: Mapping[str, tuple[classad2.ClassAd, ...]]  # file name -> that schedd's jobs
+    jobs: Mapping[str, TextAds]            # file name -> that schedd's jobs (as text)
     submitters: tuple[classad2.ClassAd, ...] | None
     accounting: tuple[classad2.ClassAd, ...] | None
     negotiator: tuple[classad2.ClassAd, ...] | None
@@ -98,9 +99,10 @@ def load_snapshot(path: str | Path) -> Snapshot:
             raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
 
     jobs = {}
+    store = TextStore()       # job ads share most of their lines: keep each line once
     for p in sorted(directory.glob("jobs*")):
         if p.suffix in (".ads", ".json") and p.is_file():
-            jobs[p.name] = tuple(read_ads(p))
+            jobs[p.name] = read_text_ads(p, store)
 
     def optional(stem: str):
         f = _one_of(directory, stem)

@@ -94,6 +94,30 @@ def parse_expr(text: str) -> classad2.ExprTree:
         raise ValueError(f"not a valid ClassAd expression: {text!r}") from exc
 
 
+def parse_expr_uncached(text: str) -> classad2.ExprTree:
+    """parse_expr without the cache (for the many distinct texts of job ads)."""
+    try:
+        return classad2.ExprTree(text)
+    except Exception as exc:
+        raise ValueError(f"not a valid ClassAd expression: {text!r}") from exc
+
+
+def parse_old_ad(text: str) -> ClassAd:
+    """One ad in old syntax (`Name = expr` lines), as classad2 reads it."""
+    ad = classad2.parseNext(text, classad2.ParserType.Old)
+    return ad if ad is not None else classad2.ClassAd()
+
+
+def attribute_texts(ad: ClassAd) -> list[tuple[str, str]]:
+    """(Name, expression text) of every attribute, as classad2 prints them."""
+    out = []
+    for line in ad.printOld().splitlines():
+        name, sep, text = line.partition(" = ")
+        if sep:
+            out.append((name.strip(), text.strip()))
+    return out
+
+
 def eval_expr(expr: str | classad2.ExprTree, my: ClassAd | None = None) -> Any:
     """Evaluate an expression with MY = `my` (no TARGET)."""
     tree = expr if isinstance(expr, classad2.ExprTree) else parse_expr(expr)
@@ -171,6 +195,14 @@ def refs(ad: ClassAd, expr: classad2.ExprTree) -> tuple[frozenset[str], frozense
     except Exception:
         return frozenset(), frozenset()
     return (frozenset(n.lower() for n in internal), frozenset(n.lower() for n in external))
+
+
+def names_in(tree: classad2.ExprTree) -> frozenset[str]:
+    """Every attribute name an expression mentions, lower-cased, with its scope prefix
+    kept for TARGET and other scopes and dropped for MY."""
+    _, ext = refs(ClassAd(), tree)
+    # (classad2 reports an expression without references as referring to "")
+    return frozenset(n[3:] if n.startswith("my.") else n for n in ext if n)
 
 
 def value_key(v: Any) -> Any:

@@ -27,13 +27,24 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from . import classads, consumption
+from . import adtext, classads, consumption
 from .classads import DBL_MAX, FLT_MAX, f32
 
 PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
 STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTION: "NoPreemption"}
 
 _EMPTY = classads.ClassAd()
+
+# symmetricMatch and the job's Rank in one evaluation, with MY = job and TARGET = slot.
+# ifThenElse takes a condition the way EvalExprToBool does (true or a non-zero number;
+# UNDEFINED, ERROR or a string give no true branch), and TARGET.Requirements is the
+# slot's Requirements evaluated in the slot with the job as its TARGET, as in a
+# MatchClassAd. The value is the Rank as a real (numbers and booleans; anything else
+# counts as 0, as in the negotiator), or false when the two ads do not match.
+MATCH_AND_RANK = (
+    "ifThenElse(ifThenElse(MY.Requirements, ifThenElse(TARGET.Requirements, true, false), false),"
+    " ifThenElse(isReal(MY.Rank) || isInteger(MY.Rank) || isBoolean(MY.Rank), real(MY.Rank), 0.0),"
+    " false)")
 
 # Rejection reasons in the negotiator's words, in its order of precedence (M12).
 REASON_CONCURRENCY = "concurrency limit reached"
@@ -63,6 +74,7 @@ class Slot:
     class_keys: dict = field(default_factory=dict)   # name set -> its SlotClass
     version: int = 0                 # bumped when a CP p-slot's assets change
     rank_static: bool | None = None  # MY.Rank > MY.CurrentRank when no job can change it
+    texts: dict = field(default_factory=dict)   # lower-case name -> expression text
 
 
 @dataclass(eq=False)
@@ -102,6 +114,9 @@ class Verdict:
     prank: float | None = None
 
 
+_NO_MATCH = Verdict(match=False)
+
+
 @dataclass
 class Rejections:
     """The rejection counters of one matchmakingAlgorithm call (M12)."""
@@ -132,19 +147,111 @@ class Rejections:
         return REASON_NO_MATCH
 
 
-def _names_in(text_cache: dict, tree) -> frozenset[str]:
-    """Every attribute name an expression mentions, lower-cased, with its scope
-    prefix kept for TARGET/other scopes and dropped for MY. Cached by text."""
-    text = str(tree)
-    got = text_cache.get(text)
-    if got is None:
-        _, ext = classads.refs(_EMPTY, tree)
-        out = set()
-        for n in ext:
-            out.add(n[3:] if n.startswith("my.") else n)
-        got = frozenset(out)
-        text_cache[text] = got
-    return got
+LITERAL = object()   # a text that names no attribute: its value never reaches further
+
+
+class Projector:
+    """Which attributes a set of root names reaches in an ad given as attribute texts
+    (`get(name)` -> text or None), summarized by `finish(read)`, cached by the ad's
+    expression structure.
+
+    The closure is walked level by level: the roots, then the names their texts
+    mention that were not read yet, and so on. Only expression texts decide where the
+    walk goes, so a level is keyed by its texts with every literal replaced by LITERAL:
+    slots that differ only in numbers and strings share one path, and an ad costs a
+    few tuple lookups, not a walk. `finish` gets every name read, mapped to its text,
+    LITERAL, or None (the ad lacks it); it must not depend on literal values (callers
+    read those from the ad)."""
+
+    def __init__(self, roots: Iterable[str], names_of: Callable[[str], frozenset],
+                 finish: Callable[[dict], Any]):
+        self._names_of = names_of
+        self._finish = finish
+        self._shapes = _Shapes(names_of)
+        self._root = self._node(tuple(sorted(n for n in roots if "." not in n)), {})
+
+    @staticmethod
+    def _node(names: tuple, read: dict) -> list:
+        return [names, {}, read, None]    # names to read, children, read so far, result
+
+    def __call__(self, get: Callable[[str], str | None]) -> Any:
+        node = self._root
+        shape = self._shapes.__getitem__
+        while True:
+            names, children, read, done = node
+            if done is not None:
+                return done[0]
+            key = tuple(map(shape, map(get, names)))
+            child = children.get(key)
+            if child is None:
+                child = children[key] = self._expand(node, key)
+            node = child
+
+    def _expand(self, node: list, key: tuple) -> list:
+        names, _, read, _ = node
+        read = dict(read)
+        read.update(zip(names, key))
+        nxt = set()
+        for t in key:
+            if t is not None and t is not LITERAL:
+                nxt.update(n for n in self._names_of(t) if "." not in n and n not in read)
+        child = self._node(tuple(sorted(nxt)), read)
+        if not nxt:
+            child[3] = (self._finish(read),)
+        return child
+
+
+class _Shapes(dict):
+    """text -> the text itself when it names an attribute, else LITERAL; None -> None."""
+
+    def __init__(self, names_of):
+        super().__init__({None: None})
+        self._names_of = names_of
+
+    def __missing__(self, text: str):
+        shape = LITERAL
+        if not ("0" <= text[0] <= "9" and _is_number(text)) and self._names_of(text):
+            shape = text
+        if len(self) < 200_000:     # unique numbers (run times, dates) are not kept forever
+            self[text] = shape
+        return shape
+
+
+def _is_number(text: str) -> bool:
+    if "_" in text:
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def closure(read: dict, roots: Iterable[str], names_of) -> tuple[set[str], set[str]]:
+    """The attributes an ad (`read`: name -> text, LITERAL or None) reaches from
+    `roots`, and the names it looks up outside itself: TARGET.x (as x), other scopes
+    (as written), names it lacks."""
+    seen: set[str] = set()
+    outside: set[str] = set()
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        if n.startswith("target."):
+            outside.add(n[7:])
+            continue
+        if "." in n:           # another scope (a nested ad); look it up as a whole
+            outside.add(n)
+            continue
+        if n in seen:
+            continue
+        t = read.get(n)
+        if t is None:
+            outside.add(n)
+            continue
+        seen.add(n)
+        if t is not LITERAL:
+            stack.extend(names_of(t))
+    return seen, outside
 
 
 _JOB_OWN = frozenset(("requirements", "rank", "concurrencylimits"))
@@ -205,6 +312,7 @@ class Matcher:
         self._job_has_attr = job_has_attr
         parse = classads.parse_expr
         self.req_expr = parse("MY.Requirements")
+        self.match_and_rank = parse(MATCH_AND_RANK)
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
         self.job_rank = parse("MY.Rank")
@@ -214,50 +322,58 @@ class Matcher:
         self.prank = parse(config.preemption_rank) if config.preemption_rank else None
         # PREEMPTION_REQUIREMENTS = False (the default): no priority preemption at all
         self.preq_false = (config.preemption_requirements or "").strip().lower() == "false"
-        self._texts: dict[str, frozenset[str]] = {}
+        self.values = adtext.TextValues()     # attribute texts: names and literal values
         self._verdicts: dict[tuple, Verdict] = {}
         self.job_names_seen_by_slots: set[str] = set()
         self.slots: list[Slot] = []
         self.partitions: dict = {}
+        self._job_projector: Projector | None = None
+        self._projectors: dict[frozenset, Projector] = {}
 
     # ---- what expressions can see ---------------------------------------------------
 
-    def _closure(self, ad, names: Iterable[str]) -> tuple[set[str], set[str]]:
-        """Slot-side closure of `names` in `ad`: (attributes of ad reached, names that
-        ad lacks or that are TARGET-scoped, i.e. what is looked up in the job)."""
-        seen: set[str] = set()
-        outside: set[str] = set()
-        stack = list(names)
-        while stack:
-            n = stack.pop()
-            if n.startswith("target."):
-                outside.add(n[7:])
-                continue
-            if "." in n:           # another scope (a nested ad); look it up as a whole
-                outside.add(n)
-                continue
-            if n in seen:
-                continue
-            v = ad.get(n)
-            if v is None:
-                outside.add(n)
-                continue
-            seen.add(n)
-            if isinstance(v, classads.classad2.ExprTree):
-                stack.extend(_names_in(self._texts, v))
-        return seen, outside
+    def _names_of_expr(self, tree) -> frozenset[str]:
+        return self.values.names(str(tree))
 
-    def job_key(self, job_ad) -> tuple:
-        """What any expression can see of a job: the values of the job attributes the
-        slots' expressions name, and of the job's own Requirements, Rank and
+    def _projector(self, roots: frozenset, finish) -> Projector:
+        """A Projector over `roots`, one per root set (and summary kind)."""
+        key = (roots, finish)
+        p = self._projectors.get(key)
+        if p is None:
+            names_of = self.values.names
+            p = self._projectors[key] = Projector(
+                roots, names_of, lambda read: finish(read, roots, names_of))
+        return p
+
+    @staticmethod
+    def _seen_outside(read, roots, names_of):
+        seen, outside = closure(read, roots, names_of)
+        return frozenset(seen), frozenset(outside)
+
+    @staticmethod
+    def _reached(read, roots, names_of):
+        return tuple(sorted(closure(read, roots, names_of)[0]))
+
+    def job_key(self, texts: dict) -> tuple:
+        """What any expression can see of a job (given as its attribute texts): the job
+        attributes the slots' expressions name, and the job's own Requirements, Rank and
         ConcurrencyLimits with everything they reach in the job. Returns
         (projection, slot names): the second part is the set of slot attributes the
         job's own expressions reach (TARGET.x, or names the job lacks)."""
-        seen, own = self._closure(job_ad, _JOB_OWN)
-        own -= _JOB_OWN                    # the job lacks them: nothing is reached
-        seen |= self._closure(job_ad, self.job_names_seen_by_slots)[0]
-        proj = tuple(sorted((n, classads.value_key(job_ad.get(n))) for n in seen))
-        return (proj, frozenset(own))
+        p = self._job_projector
+        if p is None:
+            roots = frozenset(self.job_names_seen_by_slots) | _JOB_OWN
+            seen_by_slots = frozenset(self.job_names_seen_by_slots)
+            names_of = self.values.names
+
+            def finish(read):
+                seen, own = closure(read, _JOB_OWN, names_of)
+                own -= _JOB_OWN                # the job lacks them: nothing is reached
+                seen |= closure(read, seen_by_slots, names_of)[0]
+                return tuple(sorted(seen)), frozenset(own)
+            p = self._job_projector = Projector(roots, names_of, finish)
+        seen, own = p(texts.get)
+        return ((seen, tuple(map(texts.get, seen))), own)
 
     def _families(self):
         fams = [("req", self.req_expr), ("rankcond", self.rank_gt)]
@@ -270,9 +386,11 @@ class Matcher:
     def scan_slot(self, slot: Slot) -> None:
         """First pass over a slot: what its expressions reach, in it and outside it
         (the outside names are looked up in the job)."""
+        slot.texts = {n.lower(): t for n, t in classads.attribute_texts(slot.ad)}
+        get = slot.texts.get
         fams = []
         for fam, expr in self._families():
-            seen, outside = self._closure(slot.ad, _names_in(self._texts, expr))
+            seen, outside = self._projector(self._names_of_expr(expr), self._seen_outside)(get)
             fams.append((fam, expr, seen, outside))
             self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
         slot._fams = fams
@@ -300,7 +418,8 @@ class Matcher:
                 key_names |= seen
             elif fam in static:
                 static[fam] = self._neg_rank(expr, ad, _EMPTY)
-        proj = tuple(sorted((n, classads.value_key(ad.get(n))) for n in key_names))
+        texts = slot.texts
+        proj = tuple(sorted((n, texts.get(n)) for n in key_names))
         slot.static = (static["pre"], static["post"], static["prank"])
         slot.key = (tuple(dependent), proj, slot.weight, slot.current_user,
                     slot.claimer_schedd, slot.partitionable,
@@ -328,8 +447,9 @@ class Matcher:
     def _class_key(self, s: Slot, names: frozenset) -> tuple:
         if not names:
             return s.key
-        seen, _ = self._closure(s.ad, names)
-        return (s.key, tuple(sorted((n, classads.value_key(s.ad.get(n))) for n in seen)))
+        get = s.texts.get
+        seen = self._projector(names, self._reached)(get)
+        return (s.key, seen, tuple(map(get, seen)))
 
     def _add_to_class(self, s: Slot, names: frozenset, part: dict) -> SlotClass:
         key = self._class_key(s, names)
@@ -383,10 +503,12 @@ class Matcher:
             self._verdicts[k] = v
         return v
 
-    def _symmetric(self, job, ad) -> bool:
-        """symmetricMatch: both Requirements true, each with the other as TARGET."""
-        return (classads.is_true(classads.eval_match(self.req_expr, job, ad))
-                and classads.is_true(classads.eval_match(self.req_expr, ad, job)))
+    def _match_rank(self, job, ad) -> float | None:
+        """symmetricMatch (both Requirements true, each with the other as TARGET), then
+        the job's Rank as a number (0 unless a number or boolean): None for no match.
+        One classad2 evaluation of MATCH_AND_RANK does both (see its comment)."""
+        v = classads.eval_match(self.match_and_rank, job, ad)
+        return float(v) if classads.is_number(v) else None
 
     def _compute(self, req: Request, slot: Slot) -> Verdict:
         job, ad = req.ad, slot.ad
@@ -395,20 +517,18 @@ class Matcher:
             # tested (4.5 step 4, rule P4)
             cons = consumption.compute(job, ad)
             if not consumption.sufficient(ad, cons):
-                return Verdict(match=False)
+                return _NO_MATCH
             restore = consumption.override_requested(job, cons)
             try:
-                ok = self._symmetric(job, ad)
+                jrank = self._match_rank(job, ad)
             finally:
                 consumption.restore_requested(job, restore)
         else:
-            ok = self._symmetric(job, ad)
-        if not ok:
-            return Verdict(match=False)
-        jr = classads.eval_match(self.job_rank, job, ad)
-        jrank = classads.as_number(jr)
+            jrank = self._match_rank(job, ad)
+        if jrank is None:
+            return _NO_MATCH
         dep = slot.key[0]
-        v = Verdict(match=True, jrank=0.0 if jrank is None else jrank)
+        v = Verdict(match=True, jrank=jrank)
         if "pre" in dep:
             v.pre = self._neg_rank(self.pre, ad, job)
         if "post" in dep:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import classads, consumption
+from . import adtext, classads, consumption
 from .accountant import Accountant
 from .classads import f32
 from .config import INT_MAX
@@ -33,38 +33,44 @@ REQUEST_EPHEMERALS = ("SubmitterNegotiatingGroup", "SubmitterAutoregroup", "Subm
                       "SubmitterUserPrio", "SubmitterUserResourcesInUse", "SubmitterGroup",
                       "SubmitterGroupResourcesInUse", "SubmitterGroupQuota")
 
-_JOB_PRIO_ATTRS = ("PreJobPrio1", "PreJobPrio2", "JobPrio", "PostJobPrio1", "PostJobPrio2")
+_JOB_PRIO_ATTRS = ("prejobprio1", "prejobprio2", "jobprio", "postjobprio1", "postjobprio2")
 
 
-def job_submitter(ad) -> str | None:
+# A job is anything with `value(lower-case name)` giving the attribute's value
+# (core.adtext.Job): the functions below are the schedd's view of its queue.
+
+def job_submitter(job) -> str | None:
     """The submitter a job negotiates under: `<AccountingGroup>@<domain>` when the job
     has an accounting group, else its `User` (the schedd's PrioRec owner)."""
-    user = classads.eval_string(ad, "User")
-    group = classads.eval_string(ad, "AccountingGroup")
-    if group:
+    user = job.value("user")
+    group = job.value("accountinggroup")
+    user = user if isinstance(user, str) else None
+    if isinstance(group, str) and group:
         domain = user.rsplit("@", 1)[1] if user and "@" in user else ""
         return f"{group}@{domain}"
     return user
 
 
-def job_id(ad) -> tuple[int, int]:
-    c = classads.eval_number(ad, "ClusterId")
-    p = classads.eval_number(ad, "ProcId")
+def job_id(job) -> tuple[int, int]:
+    c = classads.as_number(job.value("clusterid"))
+    p = classads.as_number(job.value("procid"))
     return (int(c) if c is not None else -1, int(p) if p is not None else -1)
 
 
-def job_order_key(ad) -> tuple:
+def job_order_key(job) -> tuple:
     """The schedd's job order (M2): the prio attributes descending, then cluster and
     proc ascending."""
-    return tuple(-(classads.eval_number(ad, a) or 0) for a in _JOB_PRIO_ATTRS) + job_id(ad)
+    return tuple(-(classads.as_number(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS) + job_id(job)
 
 
 @dataclass(eq=False)
 class JobQueue:
     """One submitter's idle jobs at one schedd, in the schedd's priority order, as
-    (job id, autocluster id, group key, job ad). The schedd offers them as runs of
-    consecutive jobs of one autocluster (M2); matched jobs are not offered again."""
+    (job id, autocluster id, group key, job ad as text pairs). The schedd offers them
+    as runs of consecutive jobs of one autocluster (M2); matched jobs are not offered
+    again. `names` spells the attribute names when a request's ad is built."""
     jobs: list[tuple[str, int, tuple, Any]]
+    names: dict = field(default_factory=dict)
     matched: set[str] = field(default_factory=set)
 
     def requests(self, rejected: set[int], schedd: str, submitter: str):
@@ -84,9 +90,9 @@ class JobQueue:
         if run:
             yield self._request(run, schedd, submitter)
 
-    @staticmethod
-    def _request(run, schedd, submitter) -> Request:
-        job_id, ac, key, ad = run[0]
+    def _request(self, run, schedd, submitter) -> Request:
+        job_id, ac, key, row = run[0]
+        ad = row if isinstance(row, classads.ClassAd) else adtext.row_ad(row, self.names)
         return Request(ad=ad, jobs=[r[0] for r in run], autocluster=ac, group_key=key,
                        schedd=schedd, submitter=submitter)
 

@@ -1,0 +1,158 @@
+"""Ads kept as their attributes' text, for the many job ads of a large pool.
+
+A job queue of 100,000 ads held as classad2 objects costs about 8 KB per ad, and
+reading one attribute through classad2 costs a microsecond or more. The negotiator
+only ever looks at a few attributes of most jobs. So job ads are kept as tuples of
+(lower-case name, expression text) pairs, shared between ads (most lines of a job ad
+are the same in every job of its cluster), and:
+
+* `value(text)` evaluates one attribute's text with classad2, once per distinct text;
+* `TextAds.ad(i)` builds the classad2 ad of one job when an expression has to be
+  evaluated against it (one per resource request, not one per job).
+
+Every text was parsed by classad2 when the file was read (adapters.adfiles); nothing
+here parses ClassAd syntax itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+from . import classads
+
+Pairs = tuple  # tuple[tuple[str, str], ...]: (lower-case name, expression text)
+
+
+@dataclass(eq=False)
+class TextStore:
+    """What ads of one snapshot share: interned pairs and each name's spelling."""
+    pairs: dict = field(default_factory=dict)     # (lname, text) -> the shared pair
+    names: dict = field(default_factory=dict)     # lname -> the name as first written
+
+
+class TextAds(Sequence):
+    """A list of ads as tuples of shared (lower-case name, text) pairs. Indexing or
+    iterating yields classad2 ads, built on demand (for small uses and tests); the
+    cycle reads `rows` directly."""
+
+    def __init__(self, store: TextStore | None = None):
+        self.store = store if store is not None else TextStore()
+        self.rows: list[Pairs] = []
+
+    def add(self, attrs: Iterable[tuple[str, str]]) -> None:
+        """Append one ad given as (Name, text) pairs in file order (a later duplicate
+        of a name wins, as in classad2)."""
+        pairs, names = self.store.pairs, self.store.names
+        row = []
+        for name, text in attrs:
+            lname = name.lower()
+            if lname not in names:
+                names[lname] = name
+            key = (lname, text)
+            p = pairs.get(key)
+            if p is None:
+                p = pairs[key] = key
+            row.append(p)
+        self.rows.append(tuple(row))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.ad(j) for j in range(*i.indices(len(self.rows)))]
+        return self.ad(i)
+
+    def __iter__(self) -> Iterator:
+        for i in range(len(self.rows)):
+            yield self.ad(i)
+
+    def ad(self, i: int):
+        return row_ad(self.rows[i], self.store.names)
+
+    def all_names(self) -> set[str]:
+        return {n for row in self.rows for n, _ in row}
+
+
+def row_ad(row: Pairs, names: dict):
+    """The classad2 ad of one row."""
+    return classads.parse_old_ad("\n".join(f"{names.get(n, n)} = {t}" for n, t in row))
+
+
+class TextValues:
+    """Attribute texts evaluated once per distinct text.
+
+    `literal(text)` is (True, value) when the text names no attribute (a literal, or an
+    expression of literals), so its value is the same in every ad; else (False, None),
+    and the caller evaluates it in the ad itself."""
+
+    def __init__(self):
+        self._lit: dict[str, tuple[bool, object]] = {}
+        self._names: dict[str, frozenset[str]] = {}
+
+    def literal(self, text: str) -> tuple[bool, object]:
+        got = self._lit.get(text)
+        if got is None:
+            try:
+                tree = classads.parse_expr_uncached(text)
+            except ValueError:
+                got = (True, classads.ERROR)
+            else:
+                if self.names(text):
+                    got = (False, None)
+                else:
+                    got = (True, classads.eval_expr(tree))
+            self._lit[text] = got
+        return got
+
+    def names(self, text: str) -> frozenset[str]:
+        """Every attribute name the text mentions, lower-cased, scope prefix kept
+        (`target.x`) except MY's."""
+        got = self._names.get(text)
+        if got is None:
+            try:
+                tree = classads.parse_expr_uncached(text)
+            except ValueError:
+                got = frozenset()
+            else:
+                got = classads.names_in(tree)
+            self._names[text] = got
+        return got
+
+
+class Job:
+    """One job ad seen through its texts (the cycle's view of a queued job)."""
+    __slots__ = ("texts", "row", "_names", "_values", "_ad")
+
+    def __init__(self, row: Pairs, names: dict, values: TextValues):
+        self.row = row
+        self.texts = dict(row)
+        self._names = names
+        self._values = values
+        self._ad = None
+
+    def value(self, lname: str):
+        """The attribute's value, evaluated in this ad (UNDEFINED when absent)."""
+        t = self.texts.get(lname)
+        if t is None:
+            return classads.UNDEFINED
+        lit, v = self._values.literal(t)
+        if lit:
+            return v
+        return classads.eval_attr(self.ad(), lname)
+
+    def ad(self):
+        if self._ad is None:
+            self._ad = row_ad(self.row, self._names)
+        return self._ad
+
+
+def as_text_ads(ads: Sequence) -> "TextAds":
+    """Job ads given as classad2 ads (tests, the bindings) in the text form."""
+    if isinstance(ads, TextAds):
+        return ads
+    out = TextAds()
+    for ad in ads:
+        out.add(classads.attribute_texts(ad))
+    return out
