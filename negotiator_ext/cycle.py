@@ -23,8 +23,8 @@ from .core.classads import DBL_MAX
 from .core.groups import ROOT, group_demand
 from .core.adtext import Job, TextValues, as_text_ads
 from .core.matchmaking import STATE_NAMES, Matcher, Projector, Slot, add_remote_user_attrs, closure
-from .core.negotiation import (REQUEST_EPHEMERALS, JobQueue, Match, Negotiation, Submitter,
-                               job_order_key, job_submitter)
+from .core.negotiation import (REQUEST_EPHEMERALS, JobQueue, Match, Negotiation, QueueView,
+                               Submitter)
 from .core.slots import current_user, trimmed
 from .pool import Pool
 
@@ -209,6 +209,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     queue_names: dict[tuple[str, str], dict] = {}
     job_constraint = _JobConstraint(cfg.job_constraint, values) if cfg.job_constraint else None
     schedd_of = _ScheddOf(snap.meta, default_schedd)
+    view = QueueView(values)
     for file_name, table in job_tables.items():
         names = table.store.names
         for row in table.rows:
@@ -217,12 +218,12 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
                 continue
             if job_constraint is not None and not job_constraint(job):
                 continue
-            sub = job_submitter(job)
+            sub = view.submitter(job)
             schedd = schedd_of(file_name, job)
             if sub is None or schedd is None:
                 continue
             q = (sub, schedd)
-            by_queue.setdefault(q, []).append((job_order_key(job), matcher.job_key(job.texts), row))
+            by_queue.setdefault(q, []).append((view.order_key(job), matcher.job_key(job.texts), row))
             queue_names[q] = names
 
     queues: dict[tuple[str, str], JobQueue] = {}

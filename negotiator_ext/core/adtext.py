@@ -156,3 +156,27 @@ def as_text_ads(ads: Sequence) -> "TextAds":
     for ad in ads:
         out.add(classads.attribute_texts(ad))
     return out
+
+
+class TextMemo:
+    """`fn(job)` remembered by the texts of the attributes it reads (`names`), for
+    results that depend on those attributes only. A key whose texts are not all
+    literals (an expression reaching further) is computed every time."""
+
+    def __init__(self, fn, names: Iterable[str], values: TextValues):
+        self.fn = fn
+        self.names = tuple(names)
+        self.values = values
+        self._memo: dict[tuple, object] = {}
+
+    def __call__(self, job: Job):
+        key = tuple(map(job.texts.get, self.names))
+        got = self._memo.get(key, _MISSING)
+        if got is _MISSING:
+            got = self.fn(job)
+            if all(t is None or self.values.literal(t)[0] for t in key):
+                self._memo[key] = got
+        return got
+
+
+_MISSING = object()

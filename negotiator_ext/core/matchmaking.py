@@ -35,16 +35,11 @@ STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTI
 
 _EMPTY = classads.ClassAd()
 
-# symmetricMatch and the job's Rank in one evaluation, with MY = job and TARGET = slot.
-# ifThenElse takes a condition the way EvalExprToBool does (true or a non-zero number;
-# UNDEFINED, ERROR or a string give no true branch), and TARGET.Requirements is the
-# slot's Requirements evaluated in the slot with the job as its TARGET, as in a
-# MatchClassAd. The value is the Rank as a real (numbers and booleans; anything else
-# counts as 0, as in the negotiator), or false when the two ads do not match.
-MATCH_AND_RANK = (
-    "ifThenElse(ifThenElse(MY.Requirements, ifThenElse(TARGET.Requirements, true, false), false),"
-    " ifThenElse(isReal(MY.Rank) || isInteger(MY.Rank) || isBoolean(MY.Rank), real(MY.Rank), 0.0),"
-    " false)")
+# symmetricMatch in one evaluation, with MY = job and TARGET = slot. ifThenElse takes
+# a condition the way EvalExprToBool does (true or a non-zero number; UNDEFINED, ERROR
+# or a string give no true branch), and TARGET.Requirements is the slot's Requirements
+# evaluated in the slot with the job as its TARGET, as in a MatchClassAd.
+MATCH_TEST = "ifThenElse(MY.Requirements, ifThenElse(TARGET.Requirements, true, false), false)"
 
 # Rejection reasons in the negotiator's words, in its order of precedence (M12).
 REASON_CONCURRENCY = "concurrency limit reached"
@@ -75,6 +70,8 @@ class Slot:
     version: int = 0                 # bumped when a CP p-slot's assets change
     rank_static: bool | None = None  # MY.Rank > MY.CurrentRank when no job can change it
     texts: dict = field(default_factory=dict)   # lower-case name -> expression text
+    req_key: tuple = ()              # what the slot's own Requirements see of it
+    views: dict = field(default_factory=dict)   # job-reached names -> their texts here
 
 
 @dataclass(eq=False)
@@ -255,6 +252,7 @@ def closure(read: dict, roots: Iterable[str], names_of) -> tuple[set[str], set[s
 
 
 _JOB_OWN = frozenset(("requirements", "rank", "concurrencylimits"))
+_JOB_REQ = frozenset(("requirements", "concurrencylimits"))
 
 
 class MatchList:
@@ -312,7 +310,8 @@ class Matcher:
         self._job_has_attr = job_has_attr
         parse = classads.parse_expr
         self.req_expr = parse("MY.Requirements")
-        self.match_and_rank = parse(MATCH_AND_RANK)
+        self.match_test = parse(MATCH_TEST)
+        self._matches: dict[tuple, bool] = {}
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
         self.job_rank = parse("MY.Rank")
@@ -358,8 +357,11 @@ class Matcher:
         """What any expression can see of a job (given as its attribute texts): the job
         attributes the slots' expressions name, and the job's own Requirements, Rank and
         ConcurrencyLimits with everything they reach in the job. Returns
-        (projection, slot names): the second part is the set of slot attributes the
-        job's own expressions reach (TARGET.x, or names the job lacks)."""
+        (projection, slot names, slot names of Requirements): the second part is the set
+        of slot attributes the job's own expressions reach (TARGET.x, or names the job
+        lacks), the third the part of it its Requirements (and ConcurrencyLimits)
+        reach, which is all the match test sees of the slot beyond the slot's own
+        Requirements."""
         p = self._job_projector
         if p is None:
             roots = frozenset(self.job_names_seen_by_slots) | _JOB_OWN
@@ -369,11 +371,12 @@ class Matcher:
             def finish(read):
                 seen, own = closure(read, _JOB_OWN, names_of)
                 own -= _JOB_OWN                # the job lacks them: nothing is reached
+                own_req = closure(read, _JOB_REQ, names_of)[1] - _JOB_OWN
                 seen |= closure(read, seen_by_slots, names_of)[0]
-                return tuple(sorted(seen)), frozenset(own)
+                return tuple(sorted(seen)), frozenset(own), frozenset(own_req)
             p = self._job_projector = Projector(roots, names_of, finish)
-        seen, own = p(texts.get)
-        return ((seen, tuple(map(texts.get, seen))), own)
+        seen, own, own_req = p(texts.get)
+        return ((seen, tuple(map(texts.get, seen))), own, own_req)
 
     def _families(self):
         fams = [("req", self.req_expr), ("rankcond", self.rank_gt)]
@@ -420,6 +423,9 @@ class Matcher:
                 static[fam] = self._neg_rank(expr, ad, _EMPTY)
         texts = slot.texts
         proj = tuple(sorted((n, texts.get(n)) for n in key_names))
+        req_seen = next(seen for fam, _, seen, _ in slot._fams if fam == "req")
+        slot.req_key = tuple(sorted((n, texts.get(n)) for n in req_seen))
+        slot.views = {}
         slot.static = (static["pre"], static["post"], static["prank"])
         slot.key = (tuple(dependent), proj, slot.weight, slot.current_user,
                     slot.claimer_schedd, slot.partitionable,
@@ -499,34 +505,54 @@ class Matcher:
         k = (req.eval_key, cls.key)
         v = self._verdicts.get(k)
         if v is None:
-            v = self._compute(req, cls.rep)
+            v = self._compute(req, cls) if self.matches(req, cls) else _NO_MATCH
             self._verdicts[k] = v
         return v
 
-    def _match_rank(self, job, ad) -> float | None:
-        """symmetricMatch (both Requirements true, each with the other as TARGET), then
-        the job's Rank as a number (0 unless a number or boolean): None for no match.
-        One classad2 evaluation of MATCH_AND_RANK does both (see its comment)."""
-        v = classads.eval_match(self.match_and_rank, job, ad)
-        return float(v) if classads.is_number(v) else None
-
-    def _compute(self, req: Request, slot: Slot) -> Verdict:
-        job, ad = req.ad, slot.ad
-        if slot.cp:
-            # the request's RequestXxx become the consumption while Requirements are
-            # tested (4.5 step 4, rule P4)
-            cons = consumption.compute(job, ad)
-            if not consumption.sufficient(ad, cons):
-                return _NO_MATCH
-            restore = consumption.override_requested(job, cons)
-            try:
-                jrank = self._match_rank(job, ad)
-            finally:
-                consumption.restore_requested(job, restore)
+    def matches(self, req: Request, cls: SlotClass) -> bool:
+        """symmetricMatch of the request and the class's slots, evaluated once per
+        distinct pair of what it sees: the request's evaluation key, and of the slot
+        what its own Requirements and the job's Requirements reach. (Slots that differ
+        only in what ranks and preemption see share the answer.)"""
+        rep = cls.rep
+        if rep.cp:
+            mk = (req.eval_key, cls.key)
         else:
-            jrank = self._match_rank(job, ad)
-        if jrank is None:
-            return _NO_MATCH
+            names = req.group_key[2]
+            view = rep.views.get(names)
+            if view is None:
+                get = rep.texts.get
+                seen = self._projector(names, self._reached)(get)
+                view = rep.views[names] = (rep.req_key, seen, tuple(map(get, seen)))
+            mk = (req.eval_key, view)
+        got = self._matches.get(mk)
+        if got is None:
+            got = self._matches[mk] = self._symmetric(req.ad, rep)
+        return got
+
+    def _symmetric(self, job, slot: Slot) -> bool:
+        """symmetricMatch: both Requirements true, each with the other as TARGET (one
+        classad2 evaluation of MATCH_TEST). For a consumption-policy p-slot the
+        request's RequestXxx are its consumption while they are tested (4.5 step 4,
+        rule P4)."""
+        ad = slot.ad
+        if not slot.cp:
+            return classads.eval_match(self.match_test, job, ad) is True
+        cons = consumption.compute(job, ad)
+        if not consumption.sufficient(ad, cons):
+            return False
+        restore = consumption.override_requested(job, cons)
+        try:
+            return classads.eval_match(self.match_test, job, ad) is True
+        finally:
+            consumption.restore_requested(job, restore)
+
+    def _compute(self, req: Request, cls: SlotClass) -> Verdict:
+        """The ranks and preemption tests of a class that matches the request."""
+        slot = cls.rep
+        job, ad = req.ad, slot.ad
+        jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
+        jrank = 0.0 if jr is None else jr
         dep = slot.key[0]
         v = Verdict(match=True, jrank=jrank)
         if "pre" in dep:
@@ -603,12 +629,10 @@ class Matcher:
                     continue
             ml.add_class(cls, v, state)
         if rej.doomed:
-            key = req.eval_key
-
             def check() -> int:
                 # only "some candidate was refused by policy" matters for the reason
                 for c in rej.doomed:
-                    if c.live > 0 and (self._verdicts.get((key, c.key)) or self.verdict(req, c)).match:
+                    if c.live > 0 and self.matches(req, c):
                         return c.live
                 return 0
             rej._doomed_check = check

@@ -57,10 +57,27 @@ def job_id(job) -> tuple[int, int]:
     return (int(c) if c is not None else -1, int(p) if p is not None else -1)
 
 
+def job_prio_key(job) -> tuple:
+    """The first part of the schedd's job order (M2): the prio attributes, descending."""
+    return tuple(-(classads.as_number(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS)
+
+
 def job_order_key(job) -> tuple:
     """The schedd's job order (M2): the prio attributes descending, then cluster and
     proc ascending."""
-    return tuple(-(classads.as_number(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS) + job_id(job)
+    return job_prio_key(job) + job_id(job)
+
+
+class QueueView:
+    """The schedd's view of its queue, job by job, with each rule remembered by the
+    texts it reads (most jobs of a cluster read the same texts)."""
+
+    def __init__(self, values):
+        self.submitter = adtext.TextMemo(job_submitter, ("user", "accountinggroup"), values)
+        self._prio = adtext.TextMemo(job_prio_key, _JOB_PRIO_ATTRS, values)
+
+    def order_key(self, job) -> tuple:
+        return self._prio(job) + job_id(job)
 
 
 @dataclass(eq=False)
