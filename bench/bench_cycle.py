@@ -62,6 +62,7 @@ def child(directory: str) -> None:
         else:
             out["cycle_s"] = time.perf_counter() - t1
             out["matches"] = len(result.matches)
+            out["phases"] = result.timings
     out["peak_mib"] = peak_rss_mib()
     print(json.dumps(out))
 
@@ -147,6 +148,8 @@ def print_table(rows: list[dict]) -> None:
               f"{num(r.get('load_s'), '7.2f')} {num(r.get('load_peak_mib'), '9.0f')} "
               f"{num(r.get('cycle_s'), '8.2f')} {num(r.get('matches'), '8d')} "
               f"{num(r.get('peak_mib'), '9.0f')}  {note}")
+        if r.get("phases"):
+            print("       phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in r["phases"].items()))
         if "error" in r:
             print(f"       error: {r['error']}")
         elif "cycle" in r:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +50,7 @@ class CycleResult:
     accountant: Accountant
     spins: int
     warnings: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)   # seconds per phase
 
     def to_json(self) -> dict:
         return {
@@ -123,6 +125,19 @@ class _JobConstraint:
         return got
 
 
+class _Phases:
+    """Wall time per phase of the cycle (for the benchmark and the ledger)."""
+
+    def __init__(self):
+        self.laps: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        t = time.perf_counter()
+        self.laps[name] = round(t - self._t, 4)
+        self._t = t
+
+
 # ---- the cycle -------------------------------------------------------------------------
 
 def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
@@ -132,6 +147,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     warnings = list(pool.warnings)
     groups = pool.groups
 
+    clock = _Phases()
     # Phase 2: accounting (2.2 steps 1 and 7)
     acc = Accountant(pool.accountant, cfg, groups)
     acc.initialize_groups()
@@ -159,6 +175,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
     matcher = Matcher(cfg, job_has_attr)
 
+    clock.lap("accounting")
     # Trim the slot list (2.2 step 9) and build the slots the matcher sees
     slots: list[Slot] = []
     for i, (ad, usage) in enumerate(zip(pool.slot_ads, pool.slots)):
@@ -197,10 +214,12 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         if cfg.consider_preemption:
             add_remote_user_attrs(s, acc, groups, quotas0)
 
+    clock.lap("slots")
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
     for s in slots:
         matcher.scan_slot(s)
 
+    clock.lap("slot_reach")
     # Jobs: each submitter's idle jobs at each schedd, in the schedd's order (M2).
     # Job ads are kept as text (core.adtext): each job is looked at through the few
     # attributes the schedd and the negotiator need, each text evaluated once.
@@ -226,8 +245,9 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             by_queue.setdefault(q, []).append((view.order_key(job), matcher.job_key(job.texts), row))
             queue_names[q] = names
 
+    clock.lap("jobs")
     queues: dict[tuple[str, str], JobQueue] = {}
-    ac_ids: dict[tuple[str, tuple], int] = {}
+    ac_ids: dict[tuple[str, int], int] = {}
     serial = 0
     for (sub, schedd), jobs in by_queue.items():
         jobs.sort(key=lambda x: x[0])
@@ -238,7 +258,8 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
                 serial += 1
                 ac = serial
             else:
-                ac = ac_ids.setdefault((schedd, key), len(ac_ids) + 1)
+                # keys are canonical objects (Matcher.job_key): hash their identity
+                ac = ac_ids.setdefault((schedd, id(key)), len(ac_ids) + 1)
             entries.append((f"{c}.{p}", ac, key, row))
         queues[(sub, schedd)] = JobQueue(entries, names=queue_names[(sub, schedd)])
     del by_queue
@@ -246,6 +267,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         matcher.profile_slot(s)
     matcher.build_classes(slots)
 
+    clock.lap("autoclusters")
     submitters = []
     for d in submitter_ads:
         name = d["Name"]
@@ -270,13 +292,14 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     else:
         neg.run()
 
+    clock.lap("negotiation")
     return CycleResult(
         time=t, pool_weight=neg.pool_weight, pool_count=count, slots=len(pool.slot_ads),
         trimmed_slots=len(slots), partial=snap.partial, missing_schedds=snap.missing_schedds,
         matches=neg.matches, rejections=neg.rejections, limits=neg.limits,
         submitters=_submitter_rows(neg, submitters, usage_before),
         groups=_group_rows(neg, outcome, demand, group_usage_before),
-        accountant=acc, spins=neg.spins, warnings=warnings)
+        accountant=acc, spins=neg.spins, warnings=warnings, timings=clock.laps)
 
 
 def _copy(ad):

@@ -65,6 +65,7 @@ class Slot:
     claims_left: int = 1             # claim ids the negotiator can hand out
     removed: bool = False
     key: tuple = ()                  # slot class key
+    key_id: int = -1                 # Matcher.intern of it
     static: tuple = ()               # job-independent rank values (pre, post, prank)
     class_keys: dict = field(default_factory=dict)   # name set -> its SlotClass
     version: int = 0                 # bumped when a CP p-slot's assets change
@@ -84,18 +85,52 @@ class Request:
     schedd: str
     submitter: str
     eval_key: tuple = ()             # group_key + the ephemeral values expressions see
+    eval_id: int = -1                # Matcher.intern(eval_key)
 
     @property
     def job(self) -> str:
         return self.jobs[0]
 
 
-@dataclass(eq=False)
+def _static_order(s: Slot) -> tuple:
+    return (-s.static[0], -s.static[1], -s.static[2], s.index)
+
+
 class SlotClass:
-    key: tuple
-    rep: Slot
-    members: list[Slot] = field(default_factory=list)   # sorted by static ranks
-    live: int = 0
+    """Slots no request of one partition can tell apart."""
+    __slots__ = ("key", "rep", "id", "members", "live", "group")
+
+    def __init__(self, key: tuple, rep: Slot, id: int):
+        self.key = key
+        self.rep = rep
+        self.id = id                 # unique; verdicts are cached by it
+        self.members: list[Slot] = []   # sorted by static ranks
+        self.live = 0
+        self.group: MatchGroup | None = None
+
+
+class MatchGroup:
+    """Slot classes the match test cannot tell apart (one view): one evaluation of the
+    test serves them all."""
+    __slots__ = ("view", "rep", "classes", "live")
+
+    def __init__(self, view: int, rep: Slot):
+        self.view = view
+        self.rep = rep
+        self.classes: list[SlotClass] = []
+        self.live = 0
+
+
+class Partition:
+    """The slot classes for requests that see one set of slot names, by class key,
+    and grouped by what the match test sees."""
+
+    def __init__(self):
+        self.classes: dict[tuple, SlotClass] = {}
+        self.groups: dict[int, MatchGroup] = {}
+        self.version = 0            # bumped when a group comes or goes
+        # request key -> (version, the groups not known to fail its match test)
+        self.maybe: dict[int, tuple[int, list]] = {}
 
 
 @dataclass
@@ -122,15 +157,19 @@ class Rejections:
     rank: int = 0                    # rejPreemptForRank
     submitter_limit: int = 0
     concurrency_names: tuple[str, ...] = ()
-    # Claimed slot classes that PREEMPTION_REQUIREMENTS = False rules out whatever the
-    # job: their Requirements are only evaluated if a reason is asked for (lazily).
+    # Claimed slot classes that PREEMPTION_REQUIREMENTS = False refuses whatever the
+    # job, if they match: their match test is only run when a reason is asked for.
     doomed: list = field(default_factory=list)
-    _doomed_check: Callable[[], int] | None = None
+    matcher: Any = None
+    request: Any = None
 
     def policy_rejections(self) -> int:
-        if self._doomed_check is not None:
-            self.policy += self._doomed_check()
-            self._doomed_check = None
+        if self.doomed:
+            doomed, self.doomed = self.doomed, []
+            for c in doomed:
+                if c.live > 0 and self.matcher.group_matches(self.request, c.group):
+                    self.policy += c.live
+                    break           # only "some candidate was refused" matters
         return self.policy
 
     def reason(self) -> str:
@@ -312,6 +351,11 @@ class Matcher:
         self.req_expr = parse("MY.Requirements")
         self.match_test = parse(MATCH_TEST)
         self._matches: dict[tuple, bool] = {}
+        self._group_keys: dict[tuple, tuple] = {}
+        self._ids: dict[Any, int] = {}
+        self._class_ids = 0
+        self._norm: dict[tuple, tuple] = {}
+        self._uniform_names: dict[str, bool] = {}
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
         self.job_rank = parse("MY.Rank")
@@ -330,6 +374,13 @@ class Matcher:
         self._projectors: dict[frozenset, Projector] = {}
 
     # ---- what expressions can see ---------------------------------------------------
+
+    def intern(self, key) -> int:
+        """A small int standing for a (large) key, so caches hash ints, not tuples."""
+        got = self._ids.get(key)
+        if got is None:
+            got = self._ids[key] = len(self._ids)
+        return got
 
     def _names_of_expr(self, tree) -> frozenset[str]:
         return self.values.names(str(tree))
@@ -376,7 +427,8 @@ class Matcher:
                 return tuple(sorted(seen)), frozenset(own), frozenset(own_req)
             p = self._job_projector = Projector(roots, names_of, finish)
         seen, own, own_req = p(texts.get)
-        return ((seen, tuple(map(texts.get, seen))), own, own_req)
+        key = ((seen, tuple(map(texts.get, seen))), own, own_req)
+        return self._group_keys.setdefault(key, key)    # one object per distinct key
 
     def _families(self):
         fams = [("req", self.req_expr), ("rankcond", self.rank_gt)]
@@ -430,44 +482,90 @@ class Matcher:
         slot.key = (tuple(dependent), proj, slot.weight, slot.current_user,
                     slot.claimer_schedd, slot.partitionable,
                     ("cp", slot.index, slot.version) if slot.cp else None)
+        slot.key_id = self.intern(("slot", slot.key))
         slot.class_keys = {}
 
     # ---- slot classes: one partition of the slot list per set of job-visible names --
 
     def build_classes(self, slots: list[Slot]) -> None:
         self.slots = slots
-        self.partitions: dict[frozenset, dict[tuple, SlotClass]] = {}
+        self.partitions: dict[tuple, Partition] = {}
 
-    def partition(self, names: frozenset) -> dict[tuple, SlotClass]:
-        """The slot classes as requests that see `names` of a slot tell them apart."""
+    def partition(self, names: tuple[frozenset, frozenset]) -> "Partition":
+        """The slot classes as requests whose expressions see `names` = (everything
+        they reach, what their Requirements reach) of a slot tell them apart, grouped
+        by what the match test sees."""
+        names = self._normalized(names)
         part = self.partitions.get(names)
         if part is None:
-            part = self.partitions[names] = {}
+            part = self.partitions[names] = Partition()
             for s in self.slots:
                 if not s.removed:
                     self._add_to_class(s, names, part)
-            for cls in part.values():
-                cls.members.sort(key=lambda s: (-s.static[0], -s.static[1], -s.static[2], s.index))
+            order = _static_order
+            for cls in part.classes.values():
+                if len(cls.members) > 1:
+                    cls.members.sort(key=order)
         return part
+
+    def _normalized(self, names: tuple) -> tuple:
+        """`names` without the names every slot has the same literal text for (or
+        lacks): they cannot tell slots apart, so requests that differ only in them
+        share a partition. Consumption-policy p-slots are left out of the test: their
+        assets change, but each is a class of its own."""
+        got = self._norm.get(names)
+        if got is None:
+            got = self._norm[names] = tuple(
+                frozenset(n for n in part if not self._uniform(n)) for part in names)
+        return got
+
+    def _uniform(self, name: str) -> bool:
+        got = self._uniform_names.get(name)
+        if got is None:
+            texts = {s.texts.get(name) for s in self.slots if not s.cp}
+            got = len(texts) <= 1 and all(
+                t is None or not self.values.names(t) for t in texts)
+            self._uniform_names[name] = got
+        return got
 
     def _class_key(self, s: Slot, names: frozenset) -> tuple:
         if not names:
-            return s.key
+            return s.key_id
         get = s.texts.get
         seen = self._projector(names, self._reached)(get)
-        return (s.key, seen, tuple(map(get, seen)))
+        return (s.key_id, seen, tuple(map(get, seen)))
 
-    def _add_to_class(self, s: Slot, names: frozenset, part: dict) -> SlotClass:
-        key = self._class_key(s, names)
-        cls = part.get(key)
+    def _view(self, s: Slot, names: frozenset) -> int:
+        """What the match test sees of slot `s` when the job's Requirements reach
+        `names` in it: the slot Requirements' reach and the job's, as an id."""
+        view = s.views.get(names)
+        if view is None:
+            get = s.texts.get
+            seen = self._projector(names, self._reached)(get)
+            view = s.views[names] = self.intern((s.req_key, seen, tuple(map(get, seen))))
+        return view
+
+    def _add_to_class(self, s: Slot, names: tuple, part: "Partition") -> SlotClass:
+        key = self._class_key(s, names[0])
+        cls = part.classes.get(key)
         if cls is None:
-            cls = part[key] = SlotClass(key=key, rep=s)
+            self._class_ids += 1
+            cls = part.classes[key] = SlotClass(key, s, self._class_ids)
+            view = self.intern(("cp", cls.id)) if s.cp else self._view(s, names[1])
+            group = part.groups.get(view)
+            if group is None:
+                group = part.groups[view] = MatchGroup(view=view, rep=s)
+                part.version += 1
+            group.classes.append(cls)
+            cls.group = group
         cls.members.append(s)
         cls.live += 1
+        cls.group.live += 1
         s.class_keys[names] = cls
         return cls
 
-    def class_of(self, s: Slot, names: frozenset) -> SlotClass:
+    def class_of(self, s: Slot, names: tuple) -> SlotClass:
+        names = self._normalized(names)
         cls = s.class_keys.get(names)
         return cls if cls is not None else self._add_to_class(s, names, self.partition(names))
 
@@ -477,8 +575,14 @@ class Matcher:
         for names, cls in old.items():
             cls.members.remove(s)
             cls.live -= 1
+            cls.group.live -= 1
             if not cls.members:
-                del self.partitions[names][cls.key]
+                part = self.partitions[names]
+                del part.classes[cls.key]
+                cls.group.classes.remove(cls)
+                if not cls.group.classes:
+                    del part.groups[cls.group.view]
+                    part.version += 1
         s.version += 1
         self.scan_slot(s)
         self.profile_slot(s)
@@ -490,6 +594,7 @@ class Matcher:
             s.removed = True
             for cls in s.class_keys.values():
                 cls.live -= 1
+                cls.group.live -= 1
 
     # ---- evaluation -------------------------------------------------------------------
 
@@ -502,7 +607,7 @@ class Matcher:
         return -DBL_MAX
 
     def verdict(self, req: Request, cls: SlotClass) -> Verdict:
-        k = (req.eval_key, cls.key)
+        k = (req.eval_id, cls.id)
         v = self._verdicts.get(k)
         if v is None:
             v = self._compute(req, cls) if self.matches(req, cls) else _NO_MATCH
@@ -510,24 +615,17 @@ class Matcher:
         return v
 
     def matches(self, req: Request, cls: SlotClass) -> bool:
-        """symmetricMatch of the request and the class's slots, evaluated once per
+        return self.group_matches(req, cls.group)
+
+    def group_matches(self, req: Request, group: "MatchGroup") -> bool:
+        """symmetricMatch of the request and a group's slots, evaluated once per
         distinct pair of what it sees: the request's evaluation key, and of the slot
-        what its own Requirements and the job's Requirements reach. (Slots that differ
-        only in what ranks and preemption see share the answer.)"""
-        rep = cls.rep
-        if rep.cp:
-            mk = (req.eval_key, cls.key)
-        else:
-            names = req.group_key[2]
-            view = rep.views.get(names)
-            if view is None:
-                get = rep.texts.get
-                seen = self._projector(names, self._reached)(get)
-                view = rep.views[names] = (rep.req_key, seen, tuple(map(get, seen)))
-            mk = (req.eval_key, view)
+        what its own Requirements and the job's Requirements reach (the group's view).
+        Slots that differ only in what ranks and preemption see share the answer."""
+        mk = (req.eval_id, group.view)
         got = self._matches.get(mk)
         if got is None:
-            got = self._matches[mk] = self._symmetric(req.ad, rep)
+            got = self._matches[mk] = self._symmetric(req.ad, group.rep)
         return got
 
     def _symmetric(self, job, slot: Slot) -> bool:
@@ -578,64 +676,75 @@ class Matcher:
              limit_used: float, limit: float, used_unclaimed: float, limit_unclaimed: float,
              cost_of: Callable[[Slot], float]) -> MatchList:
         """The fresh scan (4.5): every slot class still in the list, classified and
-        limit-checked; the passing ones form the MatchList."""
+        limit-checked; the passing ones form the MatchList. Classes are visited by match
+        group: a group whose match test fails is left at its first candidate."""
         rej = Rejections()
         ml = MatchList(rej)
         consider_preemption = self.config.consider_preemption
-        for cls in self.partition(req.group_key[1]).values():
-            if cls.live <= 0:
+        preq_false = self.preq_false
+        part = self.partition(req.group_key[1:])
+        memo = part.maybe.get(req.eval_id)
+        groups = memo[1] if memo is not None and memo[0] == part.version else part.groups.values()
+        keep = []
+        for group in groups:
+            if group.live <= 0:
                 continue
-            rep = cls.rep
-            if rep.claimer_schedd is not None and rep.claimer_schedd != req.schedd:
-                continue
-            user = rep.current_user if consider_preemption else None
-            if user is not None and rep.rank_static is False:
-                # no rank preemption whatever the job
-                if only_startd_rank or user == submitter:
+            keep.append(group)
+            matches = None                  # the group's match test, once needed
+            for cls in group.classes:
+                if cls.live <= 0:
                     continue
-                if self.preq_false:
-                    rej.doomed.append(cls)
+                rep = cls.rep
+                if rep.claimer_schedd is not None and rep.claimer_schedd != req.schedd:
                     continue
-            v = self.verdict(req, cls)
-            if not v.match:
-                continue
-            state = NO_PREEMPTION
-            if only_startd_rank:
-                if user is None or not v.rank_gt:
-                    continue
-                state = RANK_PREEMPTION
-            elif user is not None:
-                if v.rank_gt:
+                user = rep.current_user if consider_preemption else None
+                if user is not None and rep.rank_static is False:
+                    # no rank preemption whatever the job
+                    if only_startd_rank or user == submitter:
+                        continue
+                    if preq_false:
+                        # PREEMPTION_REQUIREMENTS = False refuses it if it matches:
+                        # that only matters for the reason, asked for later (lazily)
+                        rej.doomed.append(cls)
+                        continue
+                if matches is None:
+                    matches = self.group_matches(req, group)
+                if not matches:
+                    keep.pop()              # never again for this request key
+                    break
+                v = self.verdict(req, cls)
+                state = NO_PREEMPTION
+                if only_startd_rank:
+                    if user is None or not v.rank_gt:
+                        continue
                     state = RANK_PREEMPTION
-                elif user != submitter:
-                    state = PRIO_PREEMPTION
-                    if self.preq is not None and not v.preq:
-                        rej.policy += cls.live
+                elif user is not None:
+                    if v.rank_gt:
+                        state = RANK_PREEMPTION
+                    elif user != submitter:
+                        state = PRIO_PREEMPTION
+                        if self.preq is not None and not v.preq:
+                            rej.policy += cls.live
+                            continue
+                        if not v.rank_ge:
+                            rej.rank += cls.live
+                            continue
+                    else:
                         continue
-                    if not v.rank_ge:
-                        rej.rank += cls.live
+                if state == PRIO_PREEMPTION or state == NO_PREEMPTION:
+                    used, allowed = ((limit_used, limit) if state == PRIO_PREEMPTION
+                                     else (used_unclaimed, limit_unclaimed))
+                    if rep.cp:
+                        if not permits(used, allowed, cost_of(rep)):
+                            rej.submitter_limit += 1
+                            continue
+                    elif not permits(used, allowed, rep.weight):
+                        rej.submitter_limit += cls.live
                         continue
-                else:
-                    continue
-            if state == PRIO_PREEMPTION or state == NO_PREEMPTION:
-                used, allowed = ((limit_used, limit) if state == PRIO_PREEMPTION
-                                 else (used_unclaimed, limit_unclaimed))
-                if rep.cp:
-                    if not permits(used, allowed, cost_of(rep)):
-                        rej.submitter_limit += 1
-                        continue
-                elif not permits(used, allowed, rep.weight):
-                    rej.submitter_limit += cls.live
-                    continue
-            ml.add_class(cls, v, state)
+                ml.add_class(cls, v, state)
+        part.maybe[req.eval_id] = (part.version, keep)
         if rej.doomed:
-            def check() -> int:
-                # only "some candidate was refused by policy" matters for the reason
-                for c in rej.doomed:
-                    if c.live > 0 and self.matches(req, c):
-                        return c.live
-                return 0
-            rej._doomed_check = check
+            rej.matcher, rej.request = self, req
         return ml
 
 

@@ -419,13 +419,14 @@ class Negotiation:
         seen = self.matcher.job_names_seen_by_slots
         extra = tuple((k, v) for k, v in values.items() if k.lower() in seen)
         req.eval_key = (req.group_key, extra)
+        req.eval_id = self.matcher.intern(("request", req.eval_key))
 
     # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
 
     def find_match(self, req: Request, s: Submitter, only_rank: bool, used: float,
                    limit: float, used_unclaimed: float, unclaimed: float, pie_left: float):
         cfg = self.config
-        cache_key = (req.autocluster, req.eval_key, only_rank, s.name, s.schedd)
+        cache_key = (req.autocluster, req.eval_id, only_rank, s.name, s.schedd)
         # (EUP does not change within a cycle, so the cached priority always agrees)
         if self._matchlist is not None and self._matchlist[0] == cache_key:
             ml: MatchList = self._matchlist[1]
@@ -471,7 +472,7 @@ class Negotiation:
                 self._remove(slot)
             elif self._matchlist is not None:
                 # returnPslotToMatchList: back into the list if it still matches (P5)
-                v = self.matcher.verdict(req, self.matcher.class_of(slot, req.group_key[1]))
+                v = self.matcher.verdict(req, self.matcher.class_of(slot, req.group_key[1:]))
                 if v.match:
                     self._matchlist[1].push_slot(slot, v, NO_PREEMPTION)
         else:
