@@ -178,7 +178,8 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     clock.lap("accounting")
     # Trim the slot list (2.2 step 9) and build the slots the matcher sees
     slots: list[Slot] = []
-    for i, (ad, usage) in enumerate(zip(pool.slot_ads, pool.slots)):
+    slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
+    for i, (ad, usage, row) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows)):
         if trimmed(ad, usage, cfg):
             continue
         cp = consumption.supports_policy(ad)
@@ -199,6 +200,8 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
                     claims_left=max(claims, 0) if cp else 1)
         if cp and slot.claims_left <= 0:
             continue
+        if row is not None and not cp:
+            slot.texts = dict(row)        # (a p-slot with a policy reads its own copy)
         slots.append(slot)
 
     # Group demand and quotas (G4, G5): the remote-group attributes need the quotas
@@ -209,10 +212,15 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
     # NEGOTIATOR_MATCH_EXPRS and the remote-user attributes (2.2 step 11, M11, 4.10)
     for s in slots:
+        changed = list(cfg.match_exprs)
         for attr, text in cfg.match_exprs.items():
             s.ad[attr] = classads.parse_expr(text)
         if cfg.consider_preemption:
-            add_remote_user_attrs(s, acc, groups, quotas0)
+            changed += add_remote_user_attrs(s, acc, groups, quotas0)
+        if s.texts:                       # keep the slot's texts in step with its ad
+            for attr in changed:
+                if attr in s.ad:
+                    s.texts[attr.lower()] = str(s.ad.lookup(attr))
 
     clock.lap("slots")
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes

@@ -30,6 +30,7 @@ class Pool:
     slots: tuple[SlotUsage, ...]
     accountant: AccountantState
     warnings: tuple[str, ...]
+    slot_texts: tuple = ()          # each slot ad's (lower-case name, text) pairs, if read
 
     def pool_sizes(self) -> tuple[int, float, float]:
         return pool_sizes(self.slot_ads, [s.weight for s in self.slots], self.config)
@@ -72,8 +73,9 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
     groups = GroupTree(config)
     warnings.extend(f"{config.source}: {w}" for w in groups.warnings)
 
-    ads, slots = [], []
-    for i, ad in enumerate(snap.slots, start=1):
+    ads, slots, texts = [], [], []
+    rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)
+    for i, (ad, row) in enumerate(zip(snap.slots, rows), start=1):
         name = classads.eval_string(ad, "Name")
         for attr in _NUMERIC_SLOT_ATTRS:
             if attr in ad and classads.eval_number(ad, attr) is None:
@@ -82,6 +84,7 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
         if not matches_constraint(ad, config.slot_constraint):
             continue
         ads.append(ad)
+        texts.append(row)
         slots.append(slot_usage(ad, config))
 
     if snap.accounting is not None:
@@ -91,4 +94,5 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
         state = AccountantState()
         warnings.append(f"{snap.directory}: no accounting.ads: starting from an empty accountant")
     return Pool(snapshot=snap, config=config, groups=groups, slot_ads=tuple(ads),
-                slots=tuple(slots), accountant=state, warnings=tuple(warnings))
+                slots=tuple(slots), accountant=state, warnings=tuple(warnings),
+                slot_texts=tuple(texts))

@@ -161,6 +161,17 @@ def read_text_ads(path: str | Path, store: TextStore | None = None) -> TextAds:
     """All ads in `path` as a TextAds (each ad still parsed by classad2 once, to report
     bad input exactly as read_ads does; then only its lines are kept). Old-syntax files
     are read line by line, so a large queue is never held whole in memory."""
+    return _read_texts(path, store, None)
+
+
+def read_ads_and_texts(path: str | Path) -> tuple[list[classad2.ClassAd], TextAds]:
+    """The ads of `path` (as read_ads) and their attribute texts (as read_text_ads)."""
+    ads: list = []
+    texts = _read_texts(path, None, ads)
+    return ads, texts
+
+
+def _read_texts(path, store, keep: list | None) -> TextAds:
     p = Path(path)
     out = TextAds(store)
     try:
@@ -170,12 +181,16 @@ def read_text_ads(path: str | Path, store: TextStore | None = None) -> TextAds:
             if head.strip() and (is_json_text(head) or head.lstrip().startswith("[")):
                 for ad in parse_ads_text(f.read(), str(p)):
                     out.add(attribute_texts(ad))
+                    if keep is not None:
+                        keep.append(ad)
                 return out
             for ad, body in _old_ads(f, str(p)):
                 pairs = [_split_line(ln) for ln in body]
                 if len({n.lower() for n, _ in pairs}) != len(ad):
                     pairs = attribute_texts(ad)   # not one attribute per line: ask classad2
                 out.add(pairs)
+                if keep is not None:
+                    keep.append(ad)
     except UnicodeDecodeError:
         raise InputError(str(p), "not a text file of ClassAds") from None
     except OSError as exc:

@@ -27,7 +27,7 @@ import classad2
 
 from ..errors import InputError
 from ..core.adtext import TextAds, TextStore
-from .adfiles import read_ads, read_text_ads
+from .adfiles import read_ads, read_ads_and_texts, read_text_ads
 
 SNAPSHOT_FORMAT = 1
 
@@ -44,6 +44,7 @@ class Snapshot:
     accounting_source: str | None
     config_path: Path | None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    slot_texts: TextAds | None = None      # the slots' attribute texts, in file order
 
     @property
     def partial(self) -> bool:
@@ -93,7 +94,8 @@ def load_snapshot(path: str | Path) -> Snapshot:
     if slots_file is None:
         raise InputError(str(directory), "not a pool snapshot: no slots.ads or slots.json "
                          "(condor_status -long or -json output)")
-    slots = tuple(read_ads(slots_file))
+    slot_ads, slot_texts = read_ads_and_texts(slots_file)
+    slots = tuple(slot_ads)
     for i, ad in enumerate(slots, start=1):
         if not isinstance(ad.get("Name"), str):
             raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
@@ -113,6 +115,7 @@ def load_snapshot(path: str | Path) -> Snapshot:
         directory=directory,
         slots_source=str(slots_file),
         slots=slots,
+        slot_texts=slot_texts,
         jobs=jobs,
         submitters=optional("submitters"),
         accounting=optional("accounting"),

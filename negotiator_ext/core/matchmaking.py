@@ -441,7 +441,8 @@ class Matcher:
     def scan_slot(self, slot: Slot) -> None:
         """First pass over a slot: what its expressions reach, in it and outside it
         (the outside names are looked up in the job)."""
-        slot.texts = {n.lower(): t for n, t in classads.attribute_texts(slot.ad)}
+        if not slot.texts:
+            slot.texts = {n.lower(): t for n, t in classads.attribute_texts(slot.ad)}
         get = slot.texts.get
         fams = []
         for fam, expr in self._families():
@@ -584,6 +585,7 @@ class Matcher:
                     del part.groups[cls.group.view]
                     part.version += 1
         s.version += 1
+        s.texts = {}                 # its assets changed: read them again
         self.scan_slot(s)
         self.profile_slot(s)
         for names in old:
@@ -748,14 +750,14 @@ class Matcher:
         return ml
 
 
-def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas) -> None:
+def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas) -> list[str]:
     """addRemoteUserPrios (4.10): the current user's priority, floor and usage, and its
     group's, on a claimed slot ad, for PREEMPTION_REQUIREMENTS/RANK to see. Usage is the
     value at the start of the cycle (HTCondor evaluates it live); the group quota is the
     one `group_quotas` gives (HTCondor: the previous cycle's)."""
     user, ad = slot.current_user, slot.ad
     if user is None:
-        return
+        return []
     ad["RemoteUserPrio"] = f32(acc.priority(user))
     ad["RemoteUserFloor"] = acc.floor(user)
     ad["RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
@@ -767,6 +769,8 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas) -> None:
             ad["RemoteGroupQuota"] = group_quotas[g]
     if "PreemptingRank" in ad:
         ad["CurrentRank"] = ad.lookup("PreemptingRank")
+    return ["RemoteUserPrio", "RemoteUserFloor", "RemoteUserResourcesInUse", "RemoteGroup",
+            "RemoteGroupResourcesInUse", "RemoteGroupQuota", "CurrentRank"]
 
 
 def permits(used: float, allowed: float, cost: float) -> bool:
