@@ -71,7 +71,7 @@ class Slot:
     version: int = 0                 # bumped when a CP p-slot's assets change
     rank_static: bool | None = None  # MY.Rank > MY.CurrentRank when no job can change it
     texts: dict = field(default_factory=dict)   # lower-case name -> expression text
-    req_key: tuple = ()              # what the slot's own Requirements see of it
+    req_id: int = -1                 # what the slot's own Requirements see of it (interned)
     views: dict = field(default_factory=dict)   # job-reached names -> their texts here
 
 
@@ -477,7 +477,7 @@ class Matcher:
         texts = slot.texts
         proj = tuple(sorted((n, texts.get(n)) for n in key_names))
         req_seen = next(seen for fam, _, seen, _ in slot._fams if fam == "req")
-        slot.req_key = tuple(sorted((n, texts.get(n)) for n in req_seen))
+        slot.req_id = self.intern(("req", tuple(sorted((n, texts.get(n)) for n in req_seen))))
         slot.views = {}
         slot.static = (static["pre"], static["post"], static["prank"])
         slot.key = (tuple(dependent), proj, slot.weight, slot.current_user,
@@ -543,7 +543,7 @@ class Matcher:
         if view is None:
             get = s.texts.get
             seen = self._projector(names, self._reached)(get)
-            view = s.views[names] = self.intern((s.req_key, seen, tuple(map(get, seen))))
+            view = s.views[names] = self.intern((s.req_id, seen, tuple(map(get, seen))))
         return view
 
     def _add_to_class(self, s: Slot, names: tuple, part: "Partition") -> SlotClass:

@@ -75,9 +75,11 @@ class QueueView:
     def __init__(self, values):
         self.submitter = adtext.TextMemo(job_submitter, ("user", "accountinggroup"), values)
         self._prio = adtext.TextMemo(job_prio_key, _JOB_PRIO_ATTRS, values)
+        self._cluster = adtext.TextMemo(lambda job: job_id(job)[0], ("clusterid",), values)
+        self._proc = adtext.TextMemo(lambda job: job_id(job)[1], ("procid",), values)
 
     def order_key(self, job) -> tuple:
-        return self._prio(job) + job_id(job)
+        return self._prio(job) + (self._cluster(job), self._proc(job))
 
 
 @dataclass(eq=False)
