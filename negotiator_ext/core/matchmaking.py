@@ -111,14 +111,31 @@ class SlotClass:
 
 class MatchGroup:
     """Slot classes the match test cannot tell apart (one view): one evaluation of the
-    test serves them all."""
-    __slots__ = ("view", "rep", "classes", "live")
+    test serves them all. `held` are the claimed classes no job can rank-preempt
+    (MY.Rank > MY.CurrentRank is false whatever the job): only priority preemption can
+    take them, so with PREEMPTION_REQUIREMENTS = False they only ever count as refused
+    by policy. `classes` are all the others."""
+    __slots__ = ("view", "rep", "classes", "held", "live")
 
     def __init__(self, view: int, rep: Slot):
         self.view = view
         self.rep = rep
         self.classes: list[SlotClass] = []
+        self.held: list[SlotClass] = []
         self.live = 0
+
+    def add(self, cls: SlotClass) -> None:
+        (self.held if _held(cls.rep) else self.classes).append(cls)
+
+    def discard(self, cls: SlotClass) -> None:
+        (self.held if _held(cls.rep) else self.classes).remove(cls)
+
+    def empty(self) -> bool:
+        return not self.classes and not self.held
+
+
+def _held(s: Slot) -> bool:
+    return s.current_user is not None and s.rank_static is False
 
 
 class Partition:
@@ -157,19 +174,23 @@ class Rejections:
     rank: int = 0                    # rejPreemptForRank
     submitter_limit: int = 0
     concurrency_names: tuple[str, ...] = ()
-    # Claimed slot classes that PREEMPTION_REQUIREMENTS = False refuses whatever the
-    # job, if they match: their match test is only run when a reason is asked for.
-    doomed: list = field(default_factory=list)
+    # Groups whose held classes (see MatchGroup) PREEMPTION_REQUIREMENTS = False
+    # refuses if they match: their match test is only run when a reason is asked for.
+    held: list = field(default_factory=list)
     matcher: Any = None
     request: Any = None
+    submitter: str | None = None
 
     def policy_rejections(self) -> int:
-        if self.doomed:
-            doomed, self.doomed = self.doomed, []
-            for c in doomed:
-                if c.live > 0 and self.matcher.group_matches(self.request, c.group):
-                    self.policy += c.live
-                    break           # only "some candidate was refused" matters
+        held, self.held = self.held, []
+        req = self.request
+        for group in held:
+            live = sum(c.live for c in group.held
+                       if c.rep.current_user != self.submitter
+                       and c.rep.claimer_schedd in (None, req.schedd))
+            if live > 0 and self.matcher.group_matches(req, group):
+                self.policy += live
+                break               # only "some candidate was refused" matters
         return self.policy
 
     def reason(self) -> str:
@@ -557,7 +578,7 @@ class Matcher:
             if group is None:
                 group = part.groups[view] = MatchGroup(view=view, rep=s)
                 part.version += 1
-            group.classes.append(cls)
+            group.add(cls)
             cls.group = group
         cls.members.append(s)
         cls.live += 1
@@ -580,8 +601,8 @@ class Matcher:
             if not cls.members:
                 part = self.partitions[names]
                 del part.classes[cls.key]
-                cls.group.classes.remove(cls)
-                if not cls.group.classes:
+                cls.group.discard(cls)
+                if cls.group.empty():
                     del part.groups[cls.group.view]
                     part.version += 1
         s.version += 1
@@ -682,7 +703,6 @@ class Matcher:
         group: a group whose match test fails is left at its first candidate."""
         rej = Rejections()
         ml = MatchList(rej)
-        consider_preemption = self.config.consider_preemption
         preq_false = self.preq_false
         part = self.partition(req.group_key[1:])
         memo = part.maybe.get(req.eval_id)
@@ -692,23 +712,26 @@ class Matcher:
             if group.live <= 0:
                 continue
             keep.append(group)
+            if group.held and not only_startd_rank:
+                if preq_false:
+                    # refused by policy if they match: only the reason needs to know,
+                    # and it is asked for later (lazily)
+                    rej.held.append(group)
+                    candidates = group.classes
+                else:
+                    candidates = group.classes + group.held
+            else:
+                candidates = group.classes
             matches = None                  # the group's match test, once needed
-            for cls in group.classes:
+            for cls in candidates:
                 if cls.live <= 0:
                     continue
                 rep = cls.rep
                 if rep.claimer_schedd is not None and rep.claimer_schedd != req.schedd:
                     continue
-                user = rep.current_user if consider_preemption else None
-                if user is not None and rep.rank_static is False:
-                    # no rank preemption whatever the job
-                    if only_startd_rank or user == submitter:
-                        continue
-                    if preq_false:
-                        # PREEMPTION_REQUIREMENTS = False refuses it if it matches:
-                        # that only matters for the reason, asked for later (lazily)
-                        rej.doomed.append(cls)
-                        continue
+                user = rep.current_user
+                if user is not None and rep.rank_static is False and user == submitter:
+                    continue                # its own slot, and no rank preemption
                 if matches is None:
                     matches = self.group_matches(req, group)
                 if not matches:
@@ -745,8 +768,8 @@ class Matcher:
                         continue
                 ml.add_class(cls, v, state)
         part.maybe[req.eval_id] = (part.version, keep)
-        if rej.doomed:
-            rej.matcher, rej.request = self, req
+        if rej.held:
+            rej.matcher, rej.request, rej.submitter = self, req, submitter
         return ml
 
 
