@@ -111,31 +111,21 @@ class SlotClass:
 
 class MatchGroup:
     """Slot classes the match test cannot tell apart (one view): one evaluation of the
-    test serves them all. `held` are the claimed classes no job can rank-preempt
-    (MY.Rank > MY.CurrentRank is false whatever the job): only priority preemption can
-    take them, so with PREEMPTION_REQUIREMENTS = False they only ever count as refused
-    by policy. `classes` are all the others."""
+    test serves them all.
+
+    `held` are claimed slots that nothing can take when PREEMPTION_REQUIREMENTS is
+    False: no job can rank-preempt them (MY.Rank > MY.CurrentRank is false whatever the
+    job), and priority preemption is refused. They are never candidates; a scan only
+    needs to know, for its rejection reason, whether one of them matches (M12). So
+    they are kept as bare slots, not classes."""
     __slots__ = ("view", "rep", "classes", "held", "live")
 
     def __init__(self, view: int, rep: Slot):
         self.view = view
         self.rep = rep
         self.classes: list[SlotClass] = []
-        self.held: list[SlotClass] = []
-        self.live = 0
-
-    def add(self, cls: SlotClass) -> None:
-        (self.held if _held(cls.rep) else self.classes).append(cls)
-
-    def discard(self, cls: SlotClass) -> None:
-        (self.held if _held(cls.rep) else self.classes).remove(cls)
-
-    def empty(self) -> bool:
-        return not self.classes and not self.held
-
-
-def _held(s: Slot) -> bool:
-    return s.current_user is not None and s.rank_static is False
+        self.held: list[Slot] = []
+        self.live = 0               # live slots in classes and held
 
 
 class Partition:
@@ -185,9 +175,9 @@ class Rejections:
         held, self.held = self.held, []
         req = self.request
         for group in held:
-            live = sum(c.live for c in group.held
-                       if c.rep.current_user != self.submitter
-                       and c.rep.claimer_schedd in (None, req.schedd))
+            live = sum(1 for s in group.held
+                       if not s.removed and s.current_user != self.submitter
+                       and s.claimer_schedd in (None, req.schedd))
             if live > 0 and self.matcher.group_matches(req, group):
                 self.policy += live
                 break               # only "some candidate was refused" matters
@@ -567,18 +557,32 @@ class Matcher:
             view = s.views[names] = self.intern((s.req_id, seen, tuple(map(get, seen))))
         return view
 
-    def _add_to_class(self, s: Slot, names: tuple, part: "Partition") -> SlotClass:
+    def _held(self, s: Slot) -> bool:
+        return (self.preq_false and s.current_user is not None and s.rank_static is False
+                and not s.cp)
+
+    def _group(self, s: Slot, view: int, part: "Partition") -> "MatchGroup":
+        group = part.groups.get(view)
+        if group is None:
+            group = part.groups[view] = MatchGroup(view=view, rep=s)
+            part.version += 1
+        return group
+
+    def _add_to_class(self, s: Slot, names: tuple, part: "Partition") -> SlotClass | None:
+        if self._held(s):
+            group = self._group(s, self._view(s, names[1]), part)
+            group.held.append(s)
+            group.live += 1
+            s.class_keys[names] = group
+            return None
         key = self._class_key(s, names[0])
         cls = part.classes.get(key)
         if cls is None:
             self._class_ids += 1
             cls = part.classes[key] = SlotClass(key, s, self._class_ids)
             view = self.intern(("cp", cls.id)) if s.cp else self._view(s, names[1])
-            group = part.groups.get(view)
-            if group is None:
-                group = part.groups[view] = MatchGroup(view=view, rep=s)
-                part.version += 1
-            group.add(cls)
+            group = self._group(s, view, part)
+            group.classes.append(cls)
             cls.group = group
         cls.members.append(s)
         cls.live += 1
@@ -601,8 +605,8 @@ class Matcher:
             if not cls.members:
                 part = self.partitions[names]
                 del part.classes[cls.key]
-                cls.group.discard(cls)
-                if cls.group.empty():
+                cls.group.classes.remove(cls)
+                if not cls.group.classes and not cls.group.held:
                     del part.groups[cls.group.view]
                     part.version += 1
         s.version += 1
@@ -615,9 +619,12 @@ class Matcher:
     def remove(self, s: Slot) -> None:
         if not s.removed:
             s.removed = True
-            for cls in s.class_keys.values():
-                cls.live -= 1
-                cls.group.live -= 1
+            for got in s.class_keys.values():
+                if isinstance(got, MatchGroup):     # a held slot
+                    got.live -= 1
+                else:
+                    got.live -= 1
+                    got.group.live -= 1
 
     # ---- evaluation -------------------------------------------------------------------
 
@@ -703,7 +710,6 @@ class Matcher:
         group: a group whose match test fails is left at its first candidate."""
         rej = Rejections()
         ml = MatchList(rej)
-        preq_false = self.preq_false
         part = self.partition(req.group_key[1:])
         memo = part.maybe.get(req.eval_id)
         groups = memo[1] if memo is not None and memo[0] == part.version else part.groups.values()
@@ -713,17 +719,11 @@ class Matcher:
                 continue
             keep.append(group)
             if group.held and not only_startd_rank:
-                if preq_false:
-                    # refused by policy if they match: only the reason needs to know,
-                    # and it is asked for later (lazily)
-                    rej.held.append(group)
-                    candidates = group.classes
-                else:
-                    candidates = group.classes + group.held
-            else:
-                candidates = group.classes
+                # refused by policy if they match: only the reason needs to know, and
+                # it is asked for later (lazily)
+                rej.held.append(group)
             matches = None                  # the group's match test, once needed
-            for cls in candidates:
+            for cls in group.classes:
                 if cls.live <= 0:
                     continue
                 rep = cls.rep
