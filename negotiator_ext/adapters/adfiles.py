@@ -184,18 +184,65 @@ def _read_texts(path, store, keep: list | None) -> TextAds:
                     if keep is not None:
                         keep.append(ad)
                 return out
-            for ad, body in _old_ads(f, str(p)):
-                pairs = [_split_line(ln) for ln in body]
-                if len({n.lower() for n, _ in pairs}) != len(ad):
-                    pairs = attribute_texts(ad)   # not one attribute per line: ask classad2
-                out.add(pairs)
-                if keep is not None:
-                    keep.append(ad)
+            _read_old_texts(f, str(p), out, keep)
     except UnicodeDecodeError:
         raise InputError(str(p), "not a text file of ClassAds") from None
     except OSError as exc:
         raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
+    finally:
+        out.store.lines.clear()     # the raw lines are only needed while reading
     return out
+
+
+def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
+    """Old-syntax ads, line by line: each ad parsed by classad2 (to report bad input as
+    read_ads does), its lines kept as shared pairs (a line seen before costs one
+    lookup)."""
+    lines = out.store.lines
+    count = 0
+    block: list[str] = []
+    first = 0
+
+    def finish() -> None:
+        nonlocal count
+        body = [ln for ln in block
+                if not (ln[0] in "#/ \t" and ln.lstrip().startswith(("#", "//")))]
+        if not body:
+            return                  # a block of comments only
+        count += 1
+        try:
+            ad = classad2.parseNext("".join(body), classad2.ParserType.Old)
+        except Exception:
+            ad = None
+        if ad is None:
+            ad = classad2.ClassAd()
+        n = len(ad)
+        if n < len(body):           # a dropped line (an error) or a duplicate (fine)
+            _report_dropped_line(source, first, block, ad, count)
+        row = []
+        for ln in body:
+            pair = lines.get(ln)
+            if pair is None:
+                pair = lines[ln] = out.pair(*_split_line(ln))
+            row.append(pair)
+        if n != len(body) and n != len({name for name, _ in row}):
+            # classad2 did not read one attribute per line: take its own texts
+            row = [out.pair(name, text) for name, text in attribute_texts(ad)]
+        out.add_row(tuple(row))
+        if keep is not None:
+            keep.append(ad)
+
+    for lineno, line in enumerate(f, start=1):
+        if line.isspace():
+            if block:
+                finish()
+                block = []
+            continue
+        if not block:
+            first = lineno
+        block.append(line if line.endswith("\n") else line + "\n")
+    if block:
+        finish()
 
 
 def _split_line(line: str) -> tuple[str, str]:

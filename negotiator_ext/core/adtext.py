@@ -29,6 +29,7 @@ class TextStore:
     """What ads of one snapshot share: interned pairs and each name's spelling."""
     pairs: dict = field(default_factory=dict)     # (lname, text) -> the shared pair
     names: dict = field(default_factory=dict)     # lname -> the name as first written
+    lines: dict = field(default_factory=dict)     # a file's line -> its pair (while reading)
 
 
 class TextAds(Sequence):
@@ -56,6 +57,19 @@ class TextAds(Sequence):
             row.append(p)
         self.rows.append(tuple(row))
 
+    def add_row(self, row: Pairs) -> None:
+        """Append one ad already given as shared pairs."""
+        self.rows.append(row)
+
+    def pair(self, name: str, text: str) -> tuple[str, str]:
+        """The shared (lower-case name, text) pair."""
+        lname = name.lower()
+        names = self.store.names
+        if lname not in names:
+            names[lname] = name
+        key = (lname, text)
+        return self.store.pairs.setdefault(key, key)
+
     def __len__(self) -> int:
         return len(self.rows)
 
@@ -70,9 +84,6 @@ class TextAds(Sequence):
 
     def ad(self, i: int):
         return row_ad(self.rows[i], self.store.names)
-
-    def all_names(self) -> set[str]:
-        return {n for row in self.rows for n, _ in row}
 
 
 def row_ad(row: Pairs, names: dict):

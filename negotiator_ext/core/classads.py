@@ -203,14 +203,3 @@ def names_in(tree: classad2.ExprTree) -> frozenset[str]:
     _, ext = refs(ClassAd(), tree)
     # (classad2 reports an expression without references as referring to "")
     return frozenset(n[3:] if n.startswith("my.") else n for n in ext if n)
-
-
-def value_key(v: Any) -> Any:
-    """A hashable stand-in for a value `ClassAd.get` returned (expressions by text)."""
-    if isinstance(v, classad2.ExprTree):
-        return ("expr", str(v))
-    if isinstance(v, list):
-        return ("list", tuple(value_key(x) for x in v))
-    if isinstance(v, classad2.ClassAd):
-        return ("ad", v.printOld())
-    return v

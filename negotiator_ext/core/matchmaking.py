@@ -1,24 +1,32 @@
 """Matchmaking for one resource request (reference section 4).
 
-`Matcher.find(...)` is `matchmakingAlgorithm`: the fresh scan over the slot list (4.5),
+`Matcher.scan(...)` is `matchmakingAlgorithm`: the fresh scan over the slot list (4.5),
 the preemption classification (4.5 steps 8-10, 4.6), the submitter-limit checks (M5),
-the sort keys (M6) and the MatchList cache (M4). The per-submitter loop that calls it is
-`core.negotiation`.
+the sort keys (M6); the MatchList (M4) it returns is popped by `core.negotiation`,
+whose per-submitter loop calls it.
 
 Speed: the negotiator evaluates every expression for every job x slot pair. Here an
-expression is evaluated once per distinct pair of inputs it can see:
+expression is evaluated once per distinct pair of inputs it can see. Ads are looked at
+through their attributes' texts (slots: `Slot.texts`; jobs: `core.adtext`), and what an
+expression reaches is found by `Projector`, cached by the ads' expression structure.
 
-* A *request key* is what any expression can see of a job: the values of the job
+* A *request key* is what any expression can see of a job: the texts of the job
   attributes named by the slots' expressions (and by the negotiator's rank and
   preemption expressions), plus the job's own Requirements/Rank and what they reach.
   Jobs with equal keys form one autocluster.
-* A *slot class* groups slots that look the same to every job-dependent expression:
-  equal values of every slot attribute those expressions reach. Expressions that see no
-  job attribute (the default NEGOTIATOR_POST_JOB_RANK, PREEMPTION_RANK) are evaluated
-  once per slot and kept as the slot's static ranks; they do not split classes.
+* A *slot class* groups slots that look the same to every job-dependent expression of
+  the requests of one *partition* (requests reaching the same slot names): equal texts
+  of every slot attribute those expressions reach. Expressions that see no job
+  attribute (the default NEGOTIATOR_POST_JOB_RANK, PREEMPTION_RANK) are evaluated once
+  per slot and kept as the slot's static ranks; they do not split classes. Names every
+  slot has the same literal for do not split partitions.
+* A *match group* gathers the classes the match test (both Requirements) cannot tell
+  apart; the test runs once per (request key, group), and a scan leaves a failing
+  group at its first candidate and skips it in later scans of the same request key.
 
-A fresh scan then costs one verdict per (request key, slot class), and the MatchList is
-a merge of the classes' members, each class pre-sorted by its static ranks.
+A fresh scan then costs one match test per (request key, match group) and one rank
+evaluation per (request key, matching slot class); the MatchList is a merge of the
+classes' members, each class pre-sorted by its static ranks.
 """
 
 from __future__ import annotations

@@ -62,15 +62,10 @@ def job_prio_key(job) -> tuple:
     return tuple(-(classads.as_number(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS)
 
 
-def job_order_key(job) -> tuple:
-    """The schedd's job order (M2): the prio attributes descending, then cluster and
-    proc ascending."""
-    return job_prio_key(job) + job_id(job)
-
-
 class QueueView:
     """The schedd's view of its queue, job by job, with each rule remembered by the
-    texts it reads (most jobs of a cluster read the same texts)."""
+    texts it reads (most jobs of a cluster read the same texts). The job order (M2) is
+    the prio attributes descending, then cluster and proc ascending."""
 
     def __init__(self, values):
         self.submitter = adtext.TextMemo(job_submitter, ("user", "accountinggroup"), values)
