@@ -111,7 +111,7 @@ class _JobConstraint:
         self.expr = classads.parse_expr(text)
         self.values = values
         self._verdicts: dict[tuple, bool] = {}
-        roots = values.names(text)
+        roots = classads.names_in(self.expr)
         self._project = Projector(
             roots, values.names, lambda read: tuple(sorted(closure(read, roots, values.names)[0])))
 
@@ -254,6 +254,15 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             queue_names[q] = names
 
     clock.lap("jobs")
+    # Slot -> job -> slot chains: key the jobs again until no new job name is reached
+    while True:
+        more = matcher.job_names_reached_back(slots, matcher.job_slot_names())
+        if not more:
+            break
+        matcher.add_job_names(more)
+        for jobs in by_queue.values():
+            jobs[:] = [(order, matcher.job_key(dict(row)), row) for order, _, row in jobs]
+
     queues: dict[tuple[str, str], JobQueue] = {}
     ac_ids: dict[tuple[str, int], int] = {}
     serial = 0

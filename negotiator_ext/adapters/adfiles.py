@@ -195,36 +195,42 @@ def _read_texts(path, store, keep: list | None) -> TextAds:
 
 
 def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
-    """Old-syntax ads, line by line: each ad parsed by classad2 (to report bad input as
-    read_ads does), its lines kept as shared pairs (a line seen before costs one
-    lookup)."""
+    """Old-syntax ads, read in large chunks and cut at blank lines: each ad parsed by
+    classad2 (to report bad input as read_ads does), its lines kept as shared pairs (a
+    line seen before costs one lookup)."""
     lines = out.store.lines
     count = 0
-    block: list[str] = []
-    first = 0
 
-    def finish() -> None:
+    def ad_of(first: int, block: str) -> None:
         nonlocal count
-        body = [ln for ln in block
-                if not (ln[0] in "#/ \t" and ln.lstrip().startswith(("#", "//")))]
-        if not body:
-            return                  # a block of comments only
+        body = block.split("\n")
+        if _needs_care(block, body):
+            # comment lines or whitespace-only lines: the careful path
+            for start, part in _blocks(block):
+                rows = [ln for ln in part if not ln.lstrip().startswith(("#", "//"))]
+                if rows:
+                    one(first + start - 1, part, rows, "\n".join(rows))
+            return
+        one(first, body, body, block)
+
+    def one(first: int, raw: list, body: list, text: str) -> None:
+        nonlocal count
         count += 1
         try:
-            ad = classad2.parseNext("".join(body), classad2.ParserType.Old)
+            ad = classad2.parseNext(text, classad2.ParserType.Old)
         except Exception:
             ad = None
         if ad is None:
             ad = classad2.ClassAd()
         n = len(ad)
         if n < len(body):           # a dropped line (an error) or a duplicate (fine)
-            _report_dropped_line(source, first, block, ad, count)
-        row = []
-        for ln in body:
-            pair = lines.get(ln)
-            if pair is None:
-                pair = lines[ln] = out.pair(*_split_line(ln))
-            row.append(pair)
+            _report_dropped_line(source, first, raw, ad, count)
+        row = list(map(lines.get, body))
+        if None in row:
+            for i, pair in enumerate(row):
+                if pair is None:
+                    ln = body[i]
+                    row[i] = lines[ln] = out.pair(*_split_line(ln))
         if n != len(body) and n != len({name for name, _ in row}):
             # classad2 did not read one attribute per line: take its own texts
             row = [out.pair(name, text) for name, text in attribute_texts(ad)]
@@ -232,17 +238,35 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
         if keep is not None:
             keep.append(ad)
 
-    for lineno, line in enumerate(f, start=1):
-        if line.isspace():
-            if block:
-                finish()
-                block = []
-            continue
-        if not block:
-            first = lineno
-        block.append(line if line.endswith("\n") else line + "\n")
-    if block:
-        finish()
+    lineno = 1                      # the line `buf` starts at
+    buf = ""
+    while True:
+        chunk = f.read(1 << 22)
+        if chunk:
+            buf += chunk
+            cut = buf.rfind("\n\n")
+            if cut < 0:
+                continue
+            done, buf = buf[:cut], buf[cut + 2:]
+            nxt = lineno + done.count("\n") + 2
+        else:
+            done, buf, nxt = buf, "", lineno
+        for block in done.split("\n\n"):
+            stripped = block.lstrip("\n")
+            first = lineno + len(block) - len(stripped)
+            lineno += block.count("\n") + 2
+            stripped = stripped.rstrip("\n")
+            if stripped.strip():
+                ad_of(first, stripped)
+        lineno = nxt
+        if not chunk:
+            break
+
+
+def _needs_care(block: str, body: list) -> bool:
+    """Whether an ad's text may hold comment lines or whitespace-only lines."""
+    return (block[0] in "#/ \t" or "\n#" in block or "\n/" in block or "\n " in block
+            or "\n\t" in block or any(map(str.isspace, body)))
 
 
 def _split_line(line: str) -> tuple[str, str]:

@@ -96,7 +96,8 @@ class TextValues:
 
     `literal(text)` is (True, value) when the text names no attribute (a literal, or an
     expression of literals), so its value is the same in every ad; else (False, None),
-    and the caller evaluates it in the ad itself."""
+    and the caller evaluates it in the ad itself. Texts are in old ClassAd syntax, as
+    `-long` prints them and `classads.attribute_texts` gives them."""
 
     def __init__(self):
         self._lit: dict[str, tuple[bool, object]] = {}
@@ -106,7 +107,7 @@ class TextValues:
         got = self._lit.get(text)
         if got is None:
             try:
-                tree = classads.parse_expr_uncached(text)
+                tree = classads.parse_old_value(text)
             except ValueError:
                 got = (True, classads.ERROR)
             else:
@@ -123,7 +124,7 @@ class TextValues:
         got = self._names.get(text)
         if got is None:
             try:
-                tree = classads.parse_expr_uncached(text)
+                tree = classads.parse_old_value(text)
             except ValueError:
                 got = frozenset()
             else:

@@ -94,12 +94,17 @@ def parse_expr(text: str) -> classad2.ExprTree:
         raise ValueError(f"not a valid ClassAd expression: {text!r}") from exc
 
 
-def parse_expr_uncached(text: str) -> classad2.ExprTree:
-    """parse_expr without the cache (for the many distinct texts of job ads)."""
+def parse_old_value(text: str) -> classad2.ExprTree:
+    """An attribute's text as `-long` (old ClassAd syntax) prints it, parsed as classad2
+    reads that syntax (a backslash in a string is a plain character, not an escape, as
+    the ad's own parse would have it). Raises ValueError if it does not parse."""
     try:
-        return classad2.ExprTree(text)
-    except Exception as exc:
-        raise ValueError(f"not a valid ClassAd expression: {text!r}") from exc
+        ad = classad2.parseNext("v = " + text, classad2.ParserType.Old)
+    except Exception:
+        ad = None
+    if ad is None or len(ad) != 1 or "v" not in ad:
+        raise ValueError(f"not a valid ClassAd expression: {text!r}")
+    return ad.lookup("v")
 
 
 def parse_old_ad(text: str) -> ClassAd:

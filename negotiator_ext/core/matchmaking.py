@@ -282,6 +282,33 @@ def _is_number(text: str) -> bool:
     return True
 
 
+def reach_back(read: dict, roots: Iterable[str], names_of) -> set[str]:
+    """What an ad's attributes `roots` (those it has) reach in the other ad when they
+    are evaluated for it: TARGET.x (as x), other scopes, and unscoped names the ad lacks
+    (looked up in the other ad). Names in `roots` the ad lacks reach nothing."""
+    seen: set[str] = set()
+    out: set[str] = set()
+    stack = [r for r in roots if "." not in r and read.get(r) is not None]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        t = read[n]
+        if t is LITERAL:
+            continue
+        for m in names_of(t):
+            if m.startswith("target."):
+                out.add(m[7:])
+            elif "." in m:
+                out.add(m)
+            elif read.get(m) is None:
+                out.add(m)
+            else:
+                stack.append(m)
+    return out
+
+
 def closure(read: dict, roots: Iterable[str], names_of) -> tuple[set[str], set[str]]:
     """The attributes an ad (`read`: name -> text, LITERAL or None) reaches from
     `roots`, and the names it looks up outside itself: TARGET.x (as x), other scopes
@@ -373,6 +400,7 @@ class Matcher:
         self._group_keys: dict[tuple, tuple] = {}
         self._ids: dict[Any, int] = {}
         self._class_ids = 0
+        self._expr_names: dict[str, frozenset[str]] = {}
         self._norm: dict[tuple, tuple] = {}
         self._uniform_names: dict[str, bool] = {}
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
@@ -402,7 +430,11 @@ class Matcher:
         return got
 
     def _names_of_expr(self, tree) -> frozenset[str]:
-        return self.values.names(str(tree))
+        text = str(tree)
+        got = self._expr_names.get(text)
+        if got is None:
+            got = self._expr_names[text] = classads.names_in(tree)
+        return got
 
     def _projector(self, roots: frozenset, finish) -> Projector:
         """A Projector over `roots`, one per root set (and summary kind)."""
@@ -415,6 +447,17 @@ class Matcher:
         return p
 
     @staticmethod
+    def _reached_back(read, roots, names_of):
+        return frozenset(reach_back(read, roots, names_of))
+
+    def job_slot_names(self) -> set[str]:
+        """Every slot name some job's expressions reach (the union over job keys)."""
+        out: set[str] = set()
+        for key in self._group_keys.values():
+            out |= key[1]
+        return out
+
+    @staticmethod
     def _seen_outside(read, roots, names_of):
         seen, outside = closure(read, roots, names_of)
         return frozenset(seen), frozenset(outside)
@@ -422,6 +465,23 @@ class Matcher:
     @staticmethod
     def _reached(read, roots, names_of):
         return tuple(sorted(closure(read, roots, names_of)[0]))
+
+    def job_names_reached_back(self, slots: list[Slot], slot_names: set[str]) -> set[str]:
+        """Job attribute names the slots' attributes `slot_names` reach when evaluated
+        for a job, that the slots' own expressions do not already name. The cycle adds
+        them to what slots see of jobs (add_job_names) and keys the jobs again, until
+        nothing new is reached (a fixed point: slot -> job -> slot -> ... chains)."""
+        p = self._projector(frozenset(slot_names), self._reached_back)
+        out: set[str] = set()
+        for s in slots:
+            out |= p(s.texts.get)
+        return {n for n in out if "." not in n} - self.job_names_seen_by_slots
+
+    def add_job_names(self, names: set[str]) -> None:
+        """More job names that slots see: job keys must be computed again."""
+        self.job_names_seen_by_slots |= names
+        self._job_projector = None
+        self._group_keys = {}
 
     def job_key(self, texts: dict) -> tuple:
         """What any expression can see of a job (given as its attribute texts): the job
@@ -443,7 +503,11 @@ class Matcher:
                 own -= _JOB_OWN                # the job lacks them: nothing is reached
                 own_req = closure(read, _JOB_REQ, names_of)[1] - _JOB_OWN
                 seen |= closure(read, seen_by_slots, names_of)[0]
-                return tuple(sorted(seen)), frozenset(own), frozenset(own_req)
+                # job attributes the slots' expressions evaluate can reach back into
+                # the slot (START = TARGET.Wants, Wants = TARGET.Memory > 100)
+                back = reach_back(read, seen_by_slots, names_of)
+                return (tuple(sorted(seen)), frozenset(own | back),
+                        frozenset(own_req | back))
             p = self._job_projector = Projector(roots, names_of, finish)
         seen, own, own_req = p(texts.get)
         key = ((seen, tuple(map(texts.get, seen))), own, own_req)
