@@ -237,21 +237,25 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     job_constraint = _JobConstraint(cfg.job_constraint, values) if cfg.job_constraint else None
     schedd_of = _ScheddOf(snap.meta, default_schedd)
     view = QueueView(values)
+    job_key, idle = matcher.job_key, view.idle
     for file_name, table in job_tables.items():
         names = table.store.names
         for row in table.rows:
             job = Job(row, names, values)
-            if classads.as_number(job.value("jobstatus")) != 1:
+            head = idle(job)
+            if head is None:
                 continue
             if job_constraint is not None and not job_constraint(job):
                 continue
-            sub = view.submitter(job)
             schedd = schedd_of(file_name, job)
-            if sub is None or schedd is None:
+            if schedd is None:
                 continue
-            q = (sub, schedd)
-            by_queue.setdefault(q, []).append((view.order_key(job), matcher.job_key(job.texts), row))
-            queue_names[q] = names
+            q = (head[0], schedd)
+            jobs = by_queue.get(q)
+            if jobs is None:
+                jobs = by_queue[q] = []
+                queue_names[q] = names
+            jobs.append((head[1], job_key(job.texts), row))
 
     clock.lap("jobs")
     # Slot -> job -> slot chains: key the jobs again until no new job name is reached

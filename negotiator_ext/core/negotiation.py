@@ -57,6 +57,11 @@ def job_id(job) -> tuple[int, int]:
     return (int(c) if c is not None else -1, int(p) if p is not None else -1)
 
 
+def job_is_idle(job) -> bool:
+    """Only idle jobs (JobStatus 1) are offered to the negotiator."""
+    return classads.as_number(job.value("jobstatus")) == 1
+
+
 def job_prio_key(job) -> tuple:
     """The first part of the schedd's job order (M2): the prio attributes, descending."""
     return tuple(-(classads.as_number(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS)
@@ -68,13 +73,24 @@ class QueueView:
     the prio attributes descending, then cluster and proc ascending."""
 
     def __init__(self, values):
-        self.submitter = adtext.TextMemo(job_submitter, ("user", "accountinggroup"), values)
-        self._prio = adtext.TextMemo(job_prio_key, _JOB_PRIO_ATTRS, values)
+        self._head = adtext.TextMemo(
+            self._idle_head, ("jobstatus", "user", "accountinggroup") + _JOB_PRIO_ATTRS, values)
         self._cluster = adtext.TextMemo(lambda job: job_id(job)[0], ("clusterid",), values)
         self._proc = adtext.TextMemo(lambda job: job_id(job)[1], ("procid",), values)
 
-    def order_key(self, job) -> tuple:
-        return self._prio(job) + (self._cluster(job), self._proc(job))
+    @staticmethod
+    def _idle_head(job):
+        if not job_is_idle(job):
+            return None
+        sub = job_submitter(job)
+        return None if sub is None else (sub, job_prio_key(job))
+
+    def idle(self, job) -> tuple[str, tuple] | None:
+        """(submitter, order key) of an idle job with a submitter, else None."""
+        head = self._head(job)
+        if head is None:
+            return None
+        return head[0], head[1] + (self._cluster(job), self._proc(job))
 
 
 @dataclass(eq=False)
