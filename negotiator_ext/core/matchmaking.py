@@ -182,12 +182,12 @@ class Rejections:
     def policy_rejections(self) -> int:
         held, self.held = self.held, []
         req = self.request
+        def eligible(s: Slot) -> bool:
+            return (not s.removed and s.current_user != self.submitter
+                    and s.claimer_schedd in (None, req.schedd))
         for group in held:
-            live = sum(1 for s in group.held
-                       if not s.removed and s.current_user != self.submitter
-                       and s.claimer_schedd in (None, req.schedd))
-            if live > 0 and self.matcher.group_matches(req, group):
-                self.policy += live
+            if any(map(eligible, group.held)) and self.matcher.group_matches(req, group):
+                self.policy += sum(map(eligible, group.held))
                 break               # only "some candidate was refused" matters
         return self.policy
 
@@ -401,6 +401,7 @@ class Matcher:
         self._ids: dict[Any, int] = {}
         self._class_ids = 0
         self._expr_names: dict[str, frozenset[str]] = {}
+        self._constant_rank: dict[int, float] = {}      # request key -> its literal Rank
         self._norm: dict[tuple, tuple] = {}
         self._uniform_names: dict[str, bool] = {}
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
@@ -751,8 +752,15 @@ class Matcher:
         """The ranks and preemption tests of a class that matches the request."""
         slot = cls.rep
         job, ad = req.ad, slot.ad
-        jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
-        jrank = 0.0 if jr is None else jr
+        jrank = self._constant_rank.get(req.eval_id)
+        if jrank is None:
+            rank = job.get("Rank")
+            if isinstance(rank, classads.classad2.ExprTree):
+                jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
+                jrank = 0.0 if jr is None else jr
+            else:   # a literal (or no Rank): the same for every slot
+                jr = classads.as_number(rank if rank is not None else classads.UNDEFINED)
+                jrank = self._constant_rank[req.eval_id] = 0.0 if jr is None else jr
         dep = slot.key[0]
         v = Verdict(match=True, jrank=jrank)
         if "pre" in dep:
