@@ -6,7 +6,8 @@ only ever looks at a few attributes of most jobs. So job ads are kept as tuples 
 (lower-case name, expression text) pairs, shared between ads (most lines of a job ad
 are the same in every job of its cluster), and:
 
-* `value(text)` evaluates one attribute's text with classad2, once per distinct text;
+* `TextValues` evaluates an attribute's text with classad2 once per distinct text, and
+  `Job.value` falls back to the job's own ad only when the text is an expression;
 * `TextAds.ad(i)` builds the classad2 ad of one job when an expression has to be
   evaluated against it (one per resource request, not one per job).
 

@@ -36,6 +36,11 @@ def as_number(v: Any) -> float | None:
     return None
 
 
+def is_expr(v: Any) -> bool:
+    """Whether `ClassAd.get` gave an expression (not a literal value)."""
+    return isinstance(v, classad2.ExprTree)
+
+
 def is_number(v: Any) -> bool:
     """A real number value: int or float, neither bool nor UNDEFINED/ERROR."""
     return isinstance(v, (int, float)) and not isinstance(v, (bool, classad2.Value))

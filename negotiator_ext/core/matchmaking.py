@@ -755,7 +755,7 @@ class Matcher:
         jrank = self._constant_rank.get(req.eval_id)
         if jrank is None:
             rank = job.get("Rank")
-            if isinstance(rank, classads.classad2.ExprTree):
+            if classads.is_expr(rank):
                 jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
                 jrank = 0.0 if jr is None else jr
             else:   # a literal (or no Rank): the same for every slot
