@@ -203,6 +203,7 @@ class Rejections:
 
 
 LITERAL = object()   # a text that names no attribute: its value never reaches further
+_MISSING = object()
 
 
 class Projector:
@@ -402,6 +403,9 @@ class Matcher:
         self._class_ids = 0
         self._expr_names: dict[str, frozenset[str]] = {}
         self._constant_rank: dict[int, float] = {}      # request key -> its literal Rank
+        self._ranks: dict[tuple, float] = {}            # (request key, rank view) -> Rank
+        self._statics: dict[tuple, Any] = {}
+        self._sorted_names: dict[frozenset, tuple] = {}
         self._norm: dict[tuple, tuple] = {}
         self._uniform_names: dict[str, bool] = {}
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
@@ -488,11 +492,12 @@ class Matcher:
         """What any expression can see of a job (given as its attribute texts): the job
         attributes the slots' expressions name, and the job's own Requirements, Rank and
         ConcurrencyLimits with everything they reach in the job. Returns
-        (projection, slot names, slot names of Requirements): the second part is the set
-        of slot attributes the job's own expressions reach (TARGET.x, or names the job
-        lacks), the third the part of it its Requirements (and ConcurrencyLimits)
-        reach, which is all the match test sees of the slot beyond the slot's own
-        Requirements."""
+        (projection, slot names, slot names of Requirements, slot names of Rank): the
+        second part is the set of slot attributes the job's own expressions reach
+        (TARGET.x, or names the job lacks), the third the part of it its Requirements
+        (and ConcurrencyLimits) reach, which is all the match test sees of the slot
+        beyond the slot's own Requirements, the fourth what its Rank reaches. All three
+        include what job attributes the slots evaluate reach back into the slot."""
         p = self._job_projector
         if p is None:
             roots = frozenset(self.job_names_seen_by_slots) | _JOB_OWN
@@ -503,15 +508,16 @@ class Matcher:
                 seen, own = closure(read, _JOB_OWN, names_of)
                 own -= _JOB_OWN                # the job lacks them: nothing is reached
                 own_req = closure(read, _JOB_REQ, names_of)[1] - _JOB_OWN
+                own_rank = closure(read, ("rank",), names_of)[1] - _JOB_OWN
                 seen |= closure(read, seen_by_slots, names_of)[0]
                 # job attributes the slots' expressions evaluate can reach back into
                 # the slot (START = TARGET.Wants, Wants = TARGET.Memory > 100)
                 back = reach_back(read, seen_by_slots, names_of)
                 return (tuple(sorted(seen)), frozenset(own | back),
-                        frozenset(own_req | back))
+                        frozenset(own_req | back), frozenset(own_rank | back))
             p = self._job_projector = Projector(roots, names_of, finish)
-        seen, own, own_req = p(texts.get)
-        key = ((seen, tuple(map(texts.get, seen))), own, own_req)
+        seen, own, own_req, own_rank = p(texts.get)
+        key = ((seen, tuple(map(texts.get, seen))), own, own_req, own_rank)
         return self._group_keys.setdefault(key, key)    # one object per distinct key
 
     def _families(self):
@@ -552,12 +558,12 @@ class Matcher:
                 ("." in n) or self._job_has_attr(n) for n in outside)
             if fam == "rankcond":
                 slot.rank_static = (None if any(("." in n) or self._job_has_attr(n) for n in outside)
-                                    else classads.eval_match(expr, ad, _EMPTY) is True)
+                                    else self._static(fam, expr, slot, seen) is True)
             if dep:
                 dependent.append(fam)
                 key_names |= seen
             elif fam in static:
-                static[fam] = self._neg_rank(expr, ad, _EMPTY)
+                static[fam] = self._static(fam, expr, slot, seen)
         texts = slot.texts
         proj = tuple(sorted((n, texts.get(n)) for n in key_names))
         req_seen = next(seen for fam, _, seen, _ in slot._fams if fam == "req")
@@ -569,6 +575,22 @@ class Matcher:
                     ("cp", slot.index, slot.version) if slot.cp else None)
         slot.key_id = self.intern(("slot", slot.key))
         slot.class_keys = {}
+
+    def _static(self, fam: str, expr, slot: Slot, seen: frozenset):
+        """A slot expression no job can change, evaluated once per distinct set of the
+        texts it reaches (ranks: EvalNegotiatorMatchRank; rankcond: its value)."""
+        names = self._sorted_names.get(seen)
+        if names is None:
+            names = self._sorted_names[seen] = tuple(sorted(seen))
+        key = (fam, names, tuple(map(slot.texts.get, names)))
+        got = self._statics.get(key, _MISSING)
+        if got is _MISSING:
+            if fam == "rankcond":
+                got = classads.eval_match(expr, slot.ad, _EMPTY)
+            else:
+                got = self._neg_rank(expr, slot.ad, _EMPTY)
+            self._statics[key] = got
+        return got
 
     # ---- slot classes: one partition of the slot list per set of job-visible names --
 
@@ -619,6 +641,16 @@ class Matcher:
         get = s.texts.get
         seen = self._projector(names, self._reached)(get)
         return (s.key_id, seen, tuple(map(get, seen)))
+
+    def _projection_id(self, s: Slot, names: frozenset) -> int:
+        """The texts of what `names` reach in slot `s`, as an id."""
+        key = ("p", names)
+        got = s.views.get(key)
+        if got is None:
+            get = s.texts.get
+            seen = self._projector(names, self._reached)(get)
+            got = s.views[key] = self.intern((seen, tuple(map(get, seen))))
+        return got
 
     def _view(self, s: Slot, names: frozenset) -> int:
         """What the match test sees of slot `s` when the job's Requirements reach
@@ -756,8 +788,14 @@ class Matcher:
         if jrank is None:
             rank = job.get("Rank")
             if classads.is_expr(rank):
-                jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
-                jrank = 0.0 if jr is None else jr
+                # once per distinct pair of what it sees: the request, and the slot
+                # attributes the job's Rank reaches
+                rk = (req.eval_id, self._projection_id(slot, req.group_key[3])
+                      if not slot.cp else ("cp", cls.id))
+                jrank = self._ranks.get(rk)
+                if jrank is None:
+                    jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
+                    jrank = self._ranks[rk] = 0.0 if jr is None else jr
             else:   # a literal (or no Rank): the same for every slot
                 jr = classads.as_number(rank if rank is not None else classads.UNDEFINED)
                 jrank = self._constant_rank[req.eval_id] = 0.0 if jr is None else jr
@@ -790,7 +828,7 @@ class Matcher:
         group: a group whose match test fails is left at its first candidate."""
         rej = Rejections()
         ml = MatchList(rej)
-        part = self.partition(req.group_key[1:])
+        part = self.partition(req.group_key[1:3])
         memo = part.maybe.get(req.eval_id)
         groups = memo[1] if memo is not None and memo[0] == part.version else part.groups.values()
         keep = []

@@ -485,7 +485,7 @@ class Negotiation:
                 self._remove(slot)
             elif self._matchlist is not None:
                 # returnPslotToMatchList: back into the list if it still matches (P5)
-                v = self.matcher.verdict(req, self.matcher.class_of(slot, req.group_key[1:]))
+                v = self.matcher.verdict(req, self.matcher.class_of(slot, req.group_key[1:3]))
                 if v.match:
                     self._matchlist[1].push_slot(slot, v, NO_PREEMPTION)
         else:
