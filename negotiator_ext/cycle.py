@@ -22,10 +22,10 @@ from .core import classads, consumption, hgq
 from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT, group_demand
-from .core.adtext import Job, TextValues, as_text_ads
-from .core.matchmaking import STATE_NAMES, Matcher, Projector, Slot, add_remote_user_attrs, closure
-from .core.negotiation import (REQUEST_EPHEMERALS, JobQueue, Match, Negotiation, QueueView,
-                               Submitter)
+from .core.adtext import Job, as_text_ads
+from .core.matchmaking import STATE_NAMES, Matcher, Slot, add_remote_user_attrs
+from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
+                               QueueView, Submitter)
 from .core.slots import current_user, trimmed
 from .pool import Pool
 
@@ -101,28 +101,6 @@ class _ScheddOf:
                                        else None)
         got = self._by_prefix[prefix]
         return got if got is not None else self.default
-
-
-class _JobConstraint:
-    """NEGOTIATOR_JOB_CONSTRAINT, evaluated once per distinct set of the job texts it
-    reaches."""
-
-    def __init__(self, text: str, values: TextValues):
-        self.expr = classads.parse_expr(text)
-        self.values = values
-        self._verdicts: dict[tuple, bool] = {}
-        roots = classads.names_in(self.expr)
-        self._project = Projector(
-            roots, values.names, lambda read: tuple(sorted(closure(read, roots, values.names)[0])))
-
-    def __call__(self, job) -> bool:
-        get = job.texts.get
-        seen = self._project(get)
-        key = (seen, tuple(map(get, seen)))
-        got = self._verdicts.get(key)
-        if got is None:
-            got = self._verdicts[key] = classads.eval_expr(self.expr, job.ad()) is True
-        return got
 
 
 class _Phases:
@@ -234,7 +212,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     values = matcher.values
     by_queue: dict[tuple[str, str], list] = {}
     queue_names: dict[tuple[str, str], dict] = {}
-    job_constraint = _JobConstraint(cfg.job_constraint, values) if cfg.job_constraint else None
+    job_constraint = JobConstraint(cfg.job_constraint, values) if cfg.job_constraint else None
     schedd_of = _ScheddOf(snap.meta, default_schedd)
     view = QueueView(values)
     job_key, idle = matcher.job_key, view.idle

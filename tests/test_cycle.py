@@ -242,3 +242,18 @@ def test_partial_snapshot_withholds_matches(tmp_path, capsys):
     assert "other.test.local" in captured.err
     assert main(["negotiate", str(d), "--json", "--partial-ok"]) == 0
     assert len(_json.loads(capsys.readouterr().out)["matches"]) == 1
+
+
+def test_negotiator_job_constraint_filters_jobs_through_what_it_reaches(tmp_path):
+    """NEGOTIATOR_JOB_CONSTRAINT is evaluated in each job, following the job's own
+    expressions: jobs whose Site (an expression over Zone) is "east" are not offered."""
+    slots = [slot(f"slot1@n{i}.test.local") for i in range(10)]
+    jobs = ([job(1, p, "a", Zone="e", Site=Expr('ifThenElse(Zone == "e", "east", "west")'))
+             for p in range(3)]
+            + [job(2, p, "a", Zone="w", Site=Expr('ifThenElse(Zone == "e", "east", "west")'))
+               for p in range(2)]
+            + [job(3, p, "b") for p in range(2)])
+    r = cycle(tmp_path, slots=slots, jobs=jobs,
+              config='NEGOTIATOR_JOB_CONSTRAINT = Site =!= "east"')
+    assert sorted(m.assigned_job for m in r.matches) == ["2.0", "2.1", "3.0", "3.1"]
+    assert not r.rejections

@@ -22,7 +22,7 @@ from .accountant import Accountant
 from .classads import f32
 from .config import INT_MAX
 from .groups import ROOT, GroupTree
-from .matchmaking import NO_PREEMPTION, Matcher, MatchList, Request, Slot, permits
+from .matchmaking import NO_PREEMPTION, Matcher, MatchList, Projector, Request, Slot, closure, permits
 
 DONE, RESUME, ERROR = "done", "resume", "error"
 DBL_MAX = classads.DBL_MAX
@@ -91,6 +91,28 @@ class QueueView:
         if head is None:
             return None
         return head[0], head[1] + (self._cluster(job), self._proc(job))
+
+
+class JobConstraint:
+    """NEGOTIATOR_JOB_CONSTRAINT, evaluated once per distinct set of the job texts it
+    reaches."""
+
+    def __init__(self, text: str, values: adtext.TextValues):
+        self.expr = classads.parse_expr(text)
+        self.values = values
+        self._verdicts: dict[tuple, bool] = {}
+        roots = classads.names_in(self.expr)
+        self._project = Projector(
+            roots, values.names, lambda read: tuple(sorted(closure(read, roots, values.names)[0])))
+
+    def __call__(self, job) -> bool:
+        get = job.texts.get
+        seen = self._project(get)
+        key = (seen, tuple(map(get, seen)))
+        got = self._verdicts.get(key)
+        if got is None:
+            got = self._verdicts[key] = classads.eval_expr(self.expr, job.ad()) is True
+        return got
 
 
 @dataclass(eq=False)
