@@ -51,6 +51,7 @@ class CycleResult:
     spins: int
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)   # seconds per phase
+    concurrency_limits: list[dict] = field(default_factory=list)  # name, max, counts
 
     def to_json(self) -> dict:
         return {
@@ -71,6 +72,7 @@ class CycleResult:
                            for r in self.rejections],
             "submitters": self.submitters,
             "groups": self.groups,
+            "concurrency_limits": self.concurrency_limits,
             "warnings": self.warnings,
         }
 
@@ -130,6 +132,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     acc = Accountant(pool.accountant, cfg, groups)
     acc.initialize_groups()
     acc.start_cycle(pool.slots, t)
+    limits_before = dict(acc.limits)        # LoadLimits: what claimed slots hold
 
     # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8).
     # Without NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT `weighted` is untrimmedSlotWeightTotal.
@@ -298,7 +301,11 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         matches=neg.matches, rejections=neg.rejections, limits=neg.limits,
         submitters=_submitter_rows(neg, submitters, usage_before),
         groups=_group_rows(neg, outcome, demand, group_usage_before),
-        accountant=acc, spins=neg.spins, warnings=warnings, timings=clock.laps)
+        accountant=acc, spins=neg.spins, warnings=warnings, timings=clock.laps,
+        concurrency_limits=[
+            {"name": n, "max": cfg.concurrency_limit_max(n),
+             "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
+            for n in sorted(set(limits_before) | set(acc.limits))])
 
 
 def _copy(ad):

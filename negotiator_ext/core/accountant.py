@@ -267,8 +267,11 @@ class Accountant:
             hier = float(self._get(part, "HierWeightedResourcesUsed", 0.0)) + sign * weight
             self._set(part, "HierWeightedResourcesUsed", max(hier, 0.0))
 
-    def add_match(self, customer: str, slot: SlotUsage, now: int, match_cost: float | None = None) -> None:
-        """AddMatch (rule A17, classic). `match_cost` marks a consumption-policy match."""
+    def add_match(self, customer: str, slot: SlotUsage, now: int, match_cost: float | None = None,
+                  concurrency_limits: str | None = None) -> None:
+        """AddMatch (rule A17, classic). `match_cost` marks a consumption-policy match.
+        `concurrency_limits` is the match's MatchedConcurrencyLimits ("" for none); by
+        default the slot's own (a match already in the snapshot)."""
         resname = slot.resource_name
         if match_cost is not None:
             n = int(self.resources.get(resname, {}).get("NumCpMatches") or 0)
@@ -286,9 +289,11 @@ class Accountant:
         self._set_resource(resname, "RemoteUser", customer)
         self._set_resource(resname, "SlotWeight", weight)
         self._set_resource(resname, "StartTime", int(now))
-        if slot.matched_concurrency_limits:
-            self._set_resource(resname, "MatchedConcurrencyLimits", slot.matched_concurrency_limits)
-            self.increment_limits(slot.matched_concurrency_limits)
+        limits = (slot.matched_concurrency_limits if concurrency_limits is None
+                  else concurrency_limits)
+        if limits:
+            self._set_resource(resname, "MatchedConcurrencyLimits", limits)
+            self.increment_limits(limits)
 
     def remove_match(self, resname: str, now: int) -> None:
         """RemoveMatch (rule A18): credit back the match's weight, charging it exactly for

@@ -822,10 +822,12 @@ class Matcher:
 
     def scan(self, req: Request, submitter: str, only_startd_rank: bool,
              limit_used: float, limit: float, used_unclaimed: float, limit_unclaimed: float,
-             cost_of: Callable[[Slot], float]) -> MatchList:
+             cost_of: Callable[[Slot], float],
+             limits_rejected: Callable[[Slot], bool] | None = None) -> MatchList:
         """The fresh scan (4.5): every slot class still in the list, classified and
         limit-checked; the passing ones form the MatchList. Classes are visited by match
-        group: a group whose match test fails is left at its first candidate."""
+        group: a group whose match test fails is left at its first candidate.
+        `limits_rejected` is the per-candidate concurrency-limit check (step 12)."""
         rej = Rejections()
         ml = MatchList(rej)
         part = self.partition(req.group_key[1:3])
@@ -884,6 +886,9 @@ class Matcher:
                     elif not permits(used, allowed, rep.weight):
                         rej.submitter_limit += cls.live
                         continue
+                if limits_rejected is not None and limits_rejected(rep):
+                    rej.concurrency += cls.live
+                    continue
                 ml.add_class(cls, v, state)
         part.maybe[req.eval_id] = (part.version, keep)
         if rej.held:

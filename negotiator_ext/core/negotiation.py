@@ -22,9 +22,12 @@ from .accountant import Accountant
 from .classads import f32
 from .config import INT_MAX
 from .groups import ROOT, GroupTree
-from .matchmaking import NO_PREEMPTION, Matcher, MatchList, Projector, Request, Slot, closure, permits
+from .accountant import parse_concurrency_limits
+from .matchmaking import (NO_PREEMPTION, Matcher, MatchList, Projector, Rejections, Request, Slot,
+                          closure, permits)
 
 DONE, RESUME, ERROR = "done", "resume", "error"
+_LIMITS_EXPR = classads.parse_expr("MY.ConcurrencyLimits")
 DBL_MAX = classads.DBL_MAX
 
 
@@ -225,6 +228,7 @@ class Negotiation:
         self.spins = 0
         self.quotas_hash: dict[str, float] = {}
         self._matchlist: tuple | None = None    # (cache key, MatchList)
+        self._rejected_limits: set[str] = set()  # rejectedConcurrencyLimits
 
     # ---- accountant views -----------------------------------------------------------
 
@@ -461,6 +465,21 @@ class Negotiation:
     def find_match(self, req: Request, s: Submitter, only_rank: bool, used: float,
                    limit: float, used_unclaimed: float, unclaimed: float, pie_left: float):
         cfg = self.config
+        # Concurrency limits first (M3): a ConcurrencyLimits that is a string on its own
+        # is checked once for the request; one that needs the slot, per candidate.
+        per_candidate = False
+        if "ConcurrencyLimits" in req.ad:
+            text = classads.eval_attr(req.ad, "ConcurrencyLimits")
+            if isinstance(text, str):
+                if self._limits_rejected(text):
+                    rej = Rejections(concurrency=1,
+                                     concurrency_names=tuple(sorted(self._rejected_limits)))
+                    return None, None, rej
+            else:
+                per_candidate = True
+        self._rejected_limits.clear()
+        check = (lambda slot: self._candidate_limits_rejected(req, slot)) if per_candidate else None
+
         cache_key = (req.autocluster, req.eval_id, only_rank, s.name, s.schedd)
         # (EUP does not change within a cycle, so the cached priority always agrees)
         if self._matchlist is not None and self._matchlist[0] == cache_key:
@@ -468,8 +487,11 @@ class Negotiation:
             while True:
                 got = ml.pop()
                 if got is None:
+                    ml.rejections.concurrency_names = tuple(sorted(self._rejected_limits))
                     return None, None, ml.rejections
                 slot, state = got
+                if check is not None and check(slot):
+                    continue
                 cost = self._cost(req, slot)
                 if state != NO_PREEMPTION and permits(used, limit, cost):
                     return slot, state, ml.rejections
@@ -478,13 +500,43 @@ class Negotiation:
                 ml.rejections.submitter_limit += 1
         self._matchlist = None
         ml = self.matcher.scan(req, s.name, only_rank, used, limit, used_unclaimed, unclaimed,
-                               lambda slot: self._cost(req, slot))
+                               lambda slot: self._cost(req, slot), check)
         got = ml.pop()
         if cfg.matchlist_caching and req.autocluster != -1:
             self._matchlist = (cache_key, ml)
         if got is None:
+            ml.rejections.concurrency_names = tuple(sorted(self._rejected_limits))
             return None, None, ml.rejections
         return got[0], got[1], ml.rejections
+
+    # ---- concurrency limits (4.11) ----------------------------------------------------
+
+    def _limits_rejected(self, text: str) -> bool:
+        """rejectForConcurrencyLimits (M10): a limit the match would take past its
+        maximum (or one already below zero) rejects; invalid names are ignored. The
+        rejected names are kept for the message, as the negotiator keeps them."""
+        for name, amount in parse_concurrency_limits(text.lower()):
+            count = self.acc.limits.get(name, 0.0)
+            if count < 0:
+                return True
+            if count + amount > self.config.concurrency_limit_max(name):
+                self._rejected_limits.add(name)
+                return True
+        return False
+
+    def _candidate_limits_rejected(self, req: Request, slot: Slot) -> bool:
+        """Per-candidate limits (M3, 4.5 step 12): ConcurrencyLimits evaluated with the
+        slot as TARGET; only a string is checked."""
+        text = self._limits_text(req, slot)
+        return text is not None and self._limits_rejected(text)
+
+    def _limits_text(self, req: Request, slot: Slot) -> str | None:
+        """The job's ConcurrencyLimits evaluated against the slot, lower-cased (what the
+        negotiator stores as the slot's MatchedConcurrencyLimits), or None."""
+        if "ConcurrencyLimits" not in req.ad:
+            return None
+        v = classads.eval_match(_LIMITS_EXPR, req.ad, slot.ad)
+        return v.lower() if isinstance(v, str) else None
 
     def _cost(self, req: Request, slot: Slot) -> float:
         if slot.cp:
@@ -498,10 +550,12 @@ class Negotiation:
         job = next(j for j in req.jobs if j not in s.queue.matched)
         s.queue.matched.add(job)
         preempting = slot.usage_user
+        limits = self._limits_text(req, slot) or ""    # MatchedConcurrencyLimits (4.9)
         if slot.cp:
             cost = consumption.deduct(req.ad, slot.ad, test=False)   # for real (P5)
             slot.claims_left -= 1
-            self.acc.add_match(s.name, slot.usage, self.now, match_cost=cost)
+            self.acc.add_match(s.name, slot.usage, self.now, match_cost=cost,
+                               concurrency_limits=limits)
             self.matcher.reprofile(slot)
             if slot.claims_left <= 0:
                 self._remove(slot)
@@ -512,7 +566,7 @@ class Negotiation:
                     self._matchlist[1].push_slot(slot, v, NO_PREEMPTION)
         else:
             cost = slot.weight
-            self.acc.add_match(s.name, slot.usage, self.now)
+            self.acc.add_match(s.name, slot.usage, self.now, concurrency_limits=limits)
             self._remove(slot)
         self.matches.append(Match(
             job=req.job, assigned_job=job, schedd=s.schedd, submitter=s.name,

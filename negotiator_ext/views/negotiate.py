@@ -58,6 +58,12 @@ def render_cycle(doc: dict) -> str:
                  _num(m["cost"], "{:g}")] for m in matches]
         if rows:
             out += _table(["Job", "Submitter", "Slot", "Reason", "Preempting", "Cost"], rows, {5})
+    limits = doc.get("concurrency_limits") or []
+    if limits:
+        out += ["", "Concurrency limits:"]
+        out += _table(["Limit", "Max", "InUse", "InUseAfter"],
+                      [[x["name"], _num(x["max"], "{:g}"), _num(x["count_before"], "{:g}"),
+                        _num(x["count"], "{:g}")] for x in limits], {1, 2, 3})
     rej = Counter((r["submitter"], r["reason"]) for r in doc["rejections"])
     if rej:
         out += ["", "Rejections:"]
