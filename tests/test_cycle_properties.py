@@ -56,3 +56,39 @@ def test_matches_satisfy_requirements_quotas_hold(tmp_path_factory, p):
             costs = [m.cost for m in r.matches if m.group == name]
             if costs:
                 assert groups[name]["usage"] - max(costs) < groups[name]["effective_quota"]
+
+
+limit_pools = st.fixed_dictionaries({
+    "slots": st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from([None, "x:1", "x:2", "y"])),
+                      min_size=1, max_size=10),
+    "jobs": st.lists(st.tuples(st.sampled_from(["u", "v"]),
+                               st.sampled_from(["x", "x:2", "y", "x, y", "site", "x:0.5"])),
+                     min_size=1, max_size=12),
+    "max_x": st.integers(0, 4), "max_y": st.integers(0, 3), "max_site": st.integers(0, 2),
+})
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=limit_pools)
+def test_no_concurrency_limit_exceeded_by_new_matches(tmp_path_factory, p):
+    """Every limit a new match takes stays within its maximum (M10), counting what the
+    claimed slots held at the start (M9); limits already over stay where they were."""
+    from poolmaker import DOMAIN, Expr
+    d = tmp_path_factory.mktemp("pool")
+    slots = []
+    for i, (site, held) in enumerate(p["slots"]):
+        extra = {"Site": site}
+        if held is not None:    # a claimed slot holding a limit
+            extra.update(State="Claimed", Activity="Busy", RemoteUser=f"w@{DOMAIN}",
+                         RemoteOwner=f"w@{DOMAIN}", ConcurrencyLimits=held)
+        slots.append(slot(f"slot1@n{i}.test.local", **extra))
+    jobs = []
+    for i, (user, cl) in enumerate(p["jobs"]):
+        value = Expr('strcat("site_", TARGET.Site)') if cl == "site" else cl
+        jobs.append(job(i + 1, 0, user, ConcurrencyLimits=value))
+    config = (f"X_LIMIT = {p['max_x']}\nY_LIMIT = {p['max_y']}\n"
+              f"CONCURRENCY_LIMIT_DEFAULT = {p['max_site']}")
+    r = run_cycle(load_pool(make_pool(d, slots=slots, jobs=jobs, config=config)))
+    for x in r.to_json()["concurrency_limits"]:
+        if x["count"] > x["count_before"]:               # new matches took some of it
+            assert x["count"] <= x["max"] + 1e-9, x
