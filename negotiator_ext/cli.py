@@ -83,6 +83,23 @@ def build_parser() -> argparse.ArgumentParser:
     ng.add_argument("--partial-ok", action="store_true",
                     help="recommend matches even when some schedd did not answer the snapshot")
     _add_config(ng)
+
+    ex = sub.add_parser("explain", allow_abbrev=False,
+                        help="why a job was (not) matched in one negotiation cycle",
+                        description="Run one negotiation cycle on a pool snapshot and tell one "
+                                    "job's story: matched or not, the negotiator's reason, which "
+                                    "slots accept it and where they went, its submitter's and "
+                                    "group's figures and its concurrency limits.")
+    ex.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
+    ex.add_argument("job", metavar="JOB", help="the job, as ClusterId.ProcId")
+    ex.add_argument("--schedd", metavar="NAME",
+                    help="the job's schedd (needed when the id exists at several)")
+    ex.add_argument("--autocluster", action="store_true",
+                    help="also list the jobs of its submitter's autocluster and their outcome")
+    ex.add_argument("--at", type=int, metavar="EPOCH",
+                    help="the cycle's time (default: the snapshot's capture time)")
+    ex.add_argument("--json", action="store_true", help="one JSON document for machines")
+    _add_config(ex)
     return parser
 
 
@@ -208,7 +225,45 @@ def cmd_negotiate(args) -> int:
     return 0
 
 
-_COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate}
+def cmd_explain(args) -> int:
+    import re
+    from .core.explain import explain_job
+    from .cycle import find_job, run_cycle
+    from .pool import load_pool
+    from .views.explain import render_explain
+    if not re.fullmatch(r"\d+\.\d+", args.job):
+        raise InputError("JOB", f"not a job id (ClusterId.ProcId): {args.job!r}")
+    pool = load_pool(args.snapshot, args.config)
+    _warn(pool.warnings)
+    found = find_job(pool, args.job)
+    if args.schedd is not None:
+        found = [f for f in found if f[0] == args.schedd]
+    if not found:
+        where = f" at schedd {args.schedd}" if args.schedd else ""
+        raise InputError(args.snapshot, f"no job {args.job}{where} in the snapshot")
+    schedds = sorted({str(f[0]) for f in found})
+    if len(found) > 1:
+        raise InputError(args.snapshot, f"job {args.job} is at several schedds "
+                         f"({', '.join(schedds)}): name one with --schedd")
+    if args.at is not None and pool.accountant.last_update_time and args.at < pool.accountant.last_update_time:
+        raise InputError("--at", f"{args.at} is before the accountant's last update "
+                         f"{pool.accountant.last_update_time}")
+    schedd, ad = found[0]
+    result = run_cycle(pool, args.at)
+    doc = explain_job(ad, pool.slot_ads, result, schedd=schedd, autocluster=args.autocluster)
+    if result.partial:
+        missing = ", ".join(result.missing_schedds) or "unknown"
+        _warn([f"partial snapshot (did not answer: {missing}): every submitter's share "
+               "is uncertain"])
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        sys.stdout.write(render_explain(doc))
+    return 0
+
+
+_COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
+             "explain": cmd_explain}
 
 
 if __name__ == "__main__":

@@ -52,6 +52,9 @@ class CycleResult:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)   # seconds per phase
     concurrency_limits: list[dict] = field(default_factory=list)  # name, max, counts
+    # (schedd, "C.P") -> (submitter, autocluster id) of every job offered to the cycle,
+    # in each queue's order (for `explain`; not part of to_json)
+    job_autoclusters: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -251,6 +254,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     queues: dict[tuple[str, str], JobQueue] = {}
     ac_ids: dict[tuple[str, int], int] = {}
     serial = 0
+    job_acs: dict[tuple[str, str], tuple[str, int]] = {}
     for (sub, schedd), jobs in by_queue.items():
         jobs.sort(key=lambda x: x[0])
         entries = []
@@ -263,6 +267,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
                 # keys are canonical objects (Matcher.job_key): hash their identity
                 ac = ac_ids.setdefault((schedd, id(key)), len(ac_ids) + 1)
             entries.append((f"{c}.{p}", ac, key, row))
+            job_acs[(schedd, f"{c}.{p}")] = (sub, ac)
         queues[(sub, schedd)] = JobQueue(entries, names=queue_names[(sub, schedd)])
     del by_queue
     for s in slots:
@@ -305,7 +310,29 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         concurrency_limits=[
             {"name": n, "max": cfg.concurrency_limit_max(n),
              "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
-            for n in sorted(set(limits_before) | set(acc.limits))])
+            for n in sorted(set(limits_before) | set(acc.limits))],
+        job_autoclusters=job_acs)
+
+
+def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:
+    """Every ad of job `job` ("ClusterId.ProcId") in the snapshot, as (schedd, classad2
+    ad): the schedd as the cycle assigns it (None when it cannot tell)."""
+    from .core.adtext import TextValues
+    from .core.negotiation import job_id
+    submitter_ads = [d for d in pool.submitter_ads() if d.get("ScheddName")]
+    schedd_names = {d["ScheddName"] for d in submitter_ads}
+    schedd_of = _ScheddOf(pool.snapshot.meta,
+                          next(iter(schedd_names)) if len(schedd_names) == 1 else None)
+    values = TextValues()
+    found = []
+    for file_name, table in pool.snapshot.jobs.items():
+        table = as_text_ads(table)
+        for row in table.rows:
+            j = Job(row, table.store.names, values)
+            c, p = job_id(j)
+            if f"{c}.{p}" == job:
+                found.append((schedd_of(file_name, j), j.ad()))
+    return found
 
 
 def _copy(ad):

@@ -1,0 +1,286 @@
+"""Why was (or wasn't) a job matched in one negotiation cycle: `explain_job`.
+
+Plain data in, one dict out: the job's classad2 ad, the slot ads the cycle saw, and the
+cycle's result (`cycle.CycleResult`). Every evaluation goes through `core.classads`.
+
+The job's Requirements are evaluated whole: classad2's `ExprTree` exposes no structure
+(only `eval` and `simplify`), so a per-clause breakdown like `condor_q -better-analyze`
+is not available without parsing expression text by hand, which we do not do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable
+
+from . import classads
+from .accountant import parse_concurrency_limits
+from .matchmaking import (REASON_NO_MATCH, REASON_POLICY, REASON_SUBMITTER_LIMIT, STATE_NAMES)
+from .negotiation import job_submitter
+from .slots import current_user
+
+_REQUIREMENTS = classads.parse_expr("MY.Requirements")
+
+JOB_STATUS = {1: "Idle", 2: "Running", 3: "Removed", 4: "Completed", 5: "Held",
+              6: "Transferring Output", 7: "Suspended"}
+
+CLAUSES_NOTE = ("per-clause breakdown not available: classad2 does not expose an "
+                "expression's structure, so the job's Requirements are evaluated whole")
+
+
+class _AdJob:
+    """A classad2 ad seen as core.negotiation's job functions expect (`value(lname)`)."""
+
+    def __init__(self, ad):
+        self.ad = ad
+
+    def value(self, lname: str):
+        return classads.eval_attr(self.ad, lname)
+
+
+def _g(x) -> str:
+    return "-" if x is None else f"{x:g}" if isinstance(x, (int, float)) else str(x)
+
+
+def _by(counter: Counter) -> str:
+    return ", ".join(f"{k} {n}" for k, n in counter.most_common())
+
+
+def _get(obj, name):
+    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
+
+
+def job_limits(ad) -> list[str]:
+    """The limit names of the job's ConcurrencyLimits (evaluated; only a string counts)."""
+    text = classads.eval_string(ad, "ConcurrencyLimits")
+    return [n for n, _ in parse_concurrency_limits(text)] if text else []
+
+
+def analyze_slots(job_ad, slot_ads: Iterable, matches: list) -> dict:
+    """Which slots accept the job, which of them accept it back, and where they went."""
+    slot_ads = list(slot_ads)
+    matched_by_slot: dict[str, list[str]] = {}
+    for m in matches:
+        matched_by_slot.setdefault(_get(m, "slot"), []).append(_get(m, "submitter"))
+    job_accepts = both = 0
+    taken: Counter = Counter()
+    claimed: Counter = Counter()
+    free: Counter = Counter()
+    free_names: list[str] = []
+    for ad in slot_ads:
+        if not classads.is_true(classads.eval_match(_REQUIREMENTS, job_ad, ad)):
+            continue
+        job_accepts += 1
+        if not classads.is_true(classads.eval_match(_REQUIREMENTS, ad, job_ad)):
+            continue
+        both += 1
+        name = classads.eval_string(ad, "Name") or "?"
+        if name in matched_by_slot:
+            taken.update(matched_by_slot[name])
+            continue
+        holder = current_user(ad)
+        if holder is not None:
+            claimed[holder] += 1
+        else:
+            free[classads.eval_string(ad, "State") or "?"] += 1
+            free_names.append(name)
+    return {
+        "total": len(slot_ads), "job_accepts": job_accepts, "both_accept": both,
+        "clauses": None, "clauses_note": CLAUSES_NOTE,
+        "matched_this_cycle": dict(taken.most_common()),
+        "claimed": dict(claimed.most_common()),
+        "free": sum(free.values()), "free_by_state": dict(free.most_common()),
+        "free_slots": free_names[:3],
+    }
+
+
+def _rejection_for(result, schedd, job: str, submitter: str, ac: int | None) -> dict | None:
+    """The rejection record of the job's request: the one naming the job itself, else
+    the last with the job's submitter and autocluster (the MatchLog names a request by
+    its first job)."""
+    found = None
+    for r in result.rejections:
+        if r.submitter != submitter or (schedd and r.schedd != schedd):
+            continue
+        if r.job == job:
+            found = r
+            break
+        if ac is not None and r.autocluster == ac:
+            found = r
+    if found is None:
+        return None
+    return {"job": found.job, "schedd": found.schedd, "submitter": found.submitter,
+            "reason": found.reason, "autocluster": found.autocluster}
+
+
+def _match_for(result, schedd, job: str) -> dict | None:
+    for m in result.matches:
+        if m.assigned_job == job and (not schedd or m.schedd == schedd):
+            return {"slot": m.slot, "reason": STATE_NAMES[m.state], "preempting": m.preempting,
+                    "request_job": m.job, "submitter": m.submitter, "cost": m.cost,
+                    "autocluster": m.autocluster}
+    return None
+
+
+def _verdict(outcome: dict, slots: dict, sub: dict | None, group: dict | None,
+             limits: list[dict]) -> str:
+    m = outcome.get("match")
+    if m:
+        v = f"matched to {m['slot']} ({m['reason']})"
+        return v + (f", preempting {m['preempting']}" if m["preempting"] else "")
+    rej = outcome.get("rejection")
+    reason = rej["reason"] if rej else None
+    total, acc, both = slots["total"], slots["job_accepts"], slots["both_accept"]
+    if reason and reason.startswith("concurrency limit"):
+        full = [x for x in limits if x["max"] is not None and x["count"] is not None
+                and x["count"] >= x["max"]] or limits
+        if full:
+            return "not matched: " + "; ".join(
+                f"concurrency limit {x['name']} reached ({_g(x['count'])} of {_g(x['max'])})"
+                for x in full)
+        return f"not matched: {reason}"
+    if reason == REASON_POLICY:
+        return ("not matched: only claimed slots accept it and PREEMPTION_REQUIREMENTS is "
+                "False for them")
+    if reason == REASON_SUBMITTER_LIMIT:
+        return (f"not matched: submitter limit reached (limit {_g(sub and sub['limit'])}, "
+                f"usage {_g(sub and sub['usage_after'])})")
+    if reason is None and outcome.get("not_offered"):
+        return "not negotiated: " + outcome["not_offered"]
+    if acc == 0:
+        return (f"not matched: no slot accepts the job (its Requirements reject all "
+                f"{total} slots)")
+    if both == 0:
+        return (f"not matched: the {acc} slot(s) its Requirements accept all refuse the job "
+                "(their Requirements/START)")
+    taken, claimed, free = slots["matched_this_cycle"], slots["claimed"], slots["free"]
+    n_taken, n_claimed = sum(taken.values()), sum(claimed.values())
+    parts = []
+    if n_taken:
+        parts.append("taken this cycle (by " + _by(Counter(taken)) + ")")
+    if n_claimed:
+        parts.append("claimed and not preempted (by " + _by(Counter(claimed)) + ")")
+    if reason is None:
+        if sub is None:
+            return "not matched: never offered (its submitter had no turn this cycle)"
+        why = (f"its submitter's limit was reached before its turn (limit {_g(sub['limit'])}, "
+               f"usage {_g(sub['usage_after'])})")
+        if sub.get("limit") is None:
+            why = "its submitter had no turn this cycle"
+            if group is not None and group.get("allocated") is not None:
+                why += f" (group {group['name']} allocated {_g(group['allocated'])})"
+        elif sub.get("ceiling") is not None and sub["usage_after"] >= sub["ceiling"]:
+            why = (f"its submitter reached its ceiling ({_g(sub['ceiling'])}, usage "
+                   f"{_g(sub['usage_after'])})")
+        return "not matched: never offered: " + why
+    if free == 0 and parts:
+        n = n_taken + n_claimed
+        if n_taken and not n_claimed:
+            return f"not matched: the {n} slot(s) that accept it were all taken this cycle " \
+                   f"(by {_by(Counter(taken))})"
+        return f"not matched: the {n} slot(s) that accept it were all " + " or ".join(parts)
+    if (reason == REASON_NO_MATCH and sub is not None and sub.get("limit") is not None
+            and sub["matched_weight"] >= sub["limit"] - 1e-6):
+        why = (f"not matched: submitter limit reached (limit {_g(sub['limit'])}, matched "
+               f"{_g(sub['matched_weight'])} this cycle); past its limit the negotiator only "
+               f"looks for slots to preempt by Rank and found none ({free} accepting slot(s) "
+               "left free)")
+        if (group is not None and group.get("allocated") is not None
+                and group["usage"] >= group["allocated"] - 1e-6):
+            why += (f"; group {group['name']} used its allocation ({_g(group['allocated'])})")
+        return why
+    return (f"not matched: {reason}, although {free} slot(s) that accept it both ways are "
+            "still free")
+
+
+def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None,
+                autocluster: bool = False) -> dict:
+    """The story of one job in one cycle, as a JSON-ready dict (keys documented in the
+    README: job, verdict, reason, outcome, slots, submitter, group, concurrency_limits,
+    and with `autocluster` the request's jobs)."""
+    view = _AdJob(job_ad)
+    c = classads.as_number(view.value("clusterid"))
+    p = classads.as_number(view.value("procid"))
+    jid = f"{int(c) if c is not None else -1}.{int(p) if p is not None else -1}"
+    submitter = job_submitter(view)
+    status = classads.as_number(view.value("jobstatus"))
+    status = int(status) if status is not None else None
+    sub = next((dict(r) for r in result.submitters if r["name"] == submitter), None)
+    group = None
+    if sub is not None:
+        g = next((r for r in result.groups if r["name"] == sub["group"]), None)
+        if g is not None:
+            group = {k: g.get(k) for k in ("name", "effective_quota", "allocated",
+                                            "usage_before", "usage", "matched")}
+    acinfo = result.job_autoclusters.get((schedd, jid)) if schedd else None
+    if acinfo is None:
+        acinfo = next((v for (s, j), v in result.job_autoclusters.items()
+                       if j == jid and (schedd is None or s == schedd)), None)
+    ac = acinfo[1] if acinfo else None
+    doc: dict[str, Any] = {
+        "job": {"id": jid, "schedd": schedd, "submitter": submitter,
+                "group": sub["group"] if sub else None, "status": status,
+                "status_name": JOB_STATUS.get(status, str(status)), "autocluster": ac},
+        "cycle": {"time": result.time, "slots": result.slots,
+                  "trimmed_slots": result.trimmed_slots},
+        "submitter": sub, "group": group,
+    }
+    if status != 1:
+        doc.update(verdict=f"not idle ({doc['job']['status_name']}), not negotiated",
+                   reason=None, outcome={"matched": False, "offered": False}, slots=None,
+                   concurrency_limits=[])
+        return doc
+
+    limits_by_name = {x["name"].lower(): x for x in result.concurrency_limits}
+    limits = []
+    for name in job_limits(job_ad):
+        x = limits_by_name.get(name.lower(), {})
+        limits.append({"name": name, "max": x.get("max"), "count_before": x.get("count_before"),
+                       "count": x.get("count")})
+    match = _match_for(result, schedd, jid)
+    rejection = None if match else _rejection_for(result, schedd, jid, submitter or "", ac)
+    outcome: dict[str, Any] = {"matched": match is not None, "match": match,
+                               "rejection": rejection, "offered": True}
+    if not match and not rejection:
+        if submitter is None:
+            outcome.update(offered=False, not_offered="the job has no User, so no submitter")
+        elif sub is None:
+            outcome.update(offered=False, not_offered=f"no submitter ad for {submitter} "
+                           "(the schedd did not advertise it)")
+        elif acinfo is None:
+            outcome.update(offered=False, not_offered="the job was not in the negotiated "
+                           "queue (NEGOTIATOR_JOB_CONSTRAINT, or its schedd is unknown)")
+        else:
+            outcome.update(offered=False)
+    slots = analyze_slots(job_ad, slot_ads, result.matches)
+    doc.update(outcome=outcome, slots=slots, concurrency_limits=limits,
+               reason=rejection["reason"] if rejection else None)
+    doc["verdict"] = _verdict(outcome, slots, sub, group, limits)
+    if autocluster and acinfo is not None:
+        doc["autocluster_jobs"] = autocluster_jobs(result, schedd, acinfo)
+    return doc
+
+
+def autocluster_jobs(result, schedd: str | None, acinfo: tuple[str, int]) -> list[dict]:
+    """The jobs of the same submitter, schedd and autocluster, in queue order, with their
+    outcome: the slot they got, or the rejection of their request, or not offered."""
+    submitter, ac = acinfo
+    jobs = [(s, j) for (s, j), v in result.job_autoclusters.items()
+            if v == acinfo and (schedd is None or s == schedd)]
+    matched = {(m.schedd, m.assigned_job): m for m in result.matches}
+    out = []
+    for s, j in jobs:
+        m = matched.get((s, j))
+        if m is not None:
+            out.append({"job": j, "schedd": s, "outcome": "matched", "slot": m.slot,
+                        "reason": STATE_NAMES[m.state], "preempting": m.preempting})
+        else:
+            r = _rejection_for(result, s, j, submitter, ac)
+            out.append({"job": j, "schedd": s, "outcome": "rejected" if r else "not offered",
+                        "reason": r["reason"] if r else None,
+                        "request_job": r["job"] if r else None})
+    return out
+
+
+__all__ = ["explain_job", "analyze_slots", "autocluster_jobs", "job_limits", "CLAUSES_NOTE",
+           "REASON_NO_MATCH"]
