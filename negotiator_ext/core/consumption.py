@@ -22,6 +22,12 @@ def supports_policy(ad) -> bool:
     return all(f"Consumption{a}" in ad for a in _assets(assets))
 
 
+def asset_names(slot) -> list[str]:
+    """The p-slot's assets a consumption policy covers, lower-cased (MachineResources
+    but swap)."""
+    return [a.lower() for a in _assets(classads.eval_string(slot, "MachineResources") or "")]
+
+
 def _assets(text: str) -> list[str]:
     return [a for a in text.replace(",", " ").split() if a.lower() != "swap"]
 

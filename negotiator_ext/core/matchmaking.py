@@ -540,6 +540,15 @@ class Matcher:
             fams.append((fam, expr, seen, outside))
             self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
         slot._fams = fams
+        if slot.cp:
+            # a consumption policy is evaluated against the request too (P3-P5): what it
+            # reads of the job, and the Request<asset> it overrides, tell requests apart
+            assets = consumption.asset_names(slot.ad)
+            roots = frozenset(f"consumption{a}" for a in assets)
+            _, outside = self._projector(roots, self._seen_outside)(get)
+            self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
+            self.job_names_seen_by_slots.update(
+                n for a in assets for n in (f"request{a}", f"_condor_request{a}"))
 
     # Families whose verdict is always kept per class (their inputs go into the key).
     _ALWAYS_DEPENDENT = ("req", "rankcond", "preq")
