@@ -23,9 +23,16 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"usage ({self.prog} --help)", message)
 
 
-def _add_config(p: argparse.ArgumentParser) -> None:
+def _add_snapshot_args(p: argparse.ArgumentParser, at_help: str) -> None:
+    """SNAPSHOT, --at, --json and --config: what every command reading a snapshot takes."""
+    p.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
+    p.add_argument("--at", type=int, metavar="EPOCH", help=at_help)
+    p.add_argument("--json", action="store_true", help="one JSON document for machines")
     p.add_argument("--config", metavar="FILE",
                    help="HTCondor config file to use instead of the snapshot's own `config`")
+
+
+_CYCLE_AT = "the cycle's time (default: the snapshot's capture time)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,10 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="what condor_userprio prints for a snapshot's accountant state",
                         description="Print what condor_userprio would print for the accountant "
                                     "state of a pool snapshot, optionally advanced to --at.")
-    up.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
-    up.add_argument("--at", type=int, metavar="EPOCH",
-                    help="advance the accountant to this time (one UpdatePriorities + "
-                         "CheckMatches step, as at the start of a negotiation cycle)")
+    _add_snapshot_args(up, "advance the accountant to this time (one UpdatePriorities + "
+                           "CheckMatches step, as at the start of a negotiation cycle)")
     up.add_argument("-all", "--all", dest="all_fields", action="store_true",
                     help="all columns (condor_userprio -all)")
     up.add_argument("-allusers", "--allusers", dest="allusers", action="store_true",
@@ -52,8 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="group quotas (condor_userprio -quotas)")
     up.add_argument("-grouprollup", "--grouprollup", dest="grouprollup", action="store_true",
                     help="group usage rolled up from subgroups (condor_userprio -grouprollup)")
-    up.add_argument("--json", action="store_true", help="one JSON document for machines")
-    _add_config(up)
 
     sn = sub.add_parser("snapshot", allow_abbrev=False,
                         help="capture a pool snapshot from a live pool (READ access only)",
@@ -76,13 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "pool snapshot: user priorities, the pie, group quotas and "
                                     "matchmaking. Prints the recommended matches, rejections, "
                                     "and per-submitter and per-group figures.")
-    ng.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
-    ng.add_argument("--at", type=int, metavar="EPOCH",
-                    help="the cycle's time (default: the snapshot's capture time)")
-    ng.add_argument("--json", action="store_true", help="one JSON document for machines")
+    _add_snapshot_args(ng, _CYCLE_AT)
     ng.add_argument("--partial-ok", action="store_true",
                     help="recommend matches even when some schedd did not answer the snapshot")
-    _add_config(ng)
 
     ex = sub.add_parser("explain", allow_abbrev=False,
                         help="why a job was (not) matched in one negotiation cycle",
@@ -90,16 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
                                     "job's story: matched or not, the negotiator's reason, which "
                                     "slots accept it and where they went, its submitter's and "
                                     "group's figures and its concurrency limits.")
-    ex.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
+    _add_snapshot_args(ex, _CYCLE_AT)
     ex.add_argument("job", metavar="JOB", help="the job, as ClusterId.ProcId")
     ex.add_argument("--schedd", metavar="NAME",
                     help="the job's schedd (needed when the id exists at several)")
     ex.add_argument("--autocluster", action="store_true",
                     help="also list the jobs of its submitter's autocluster and their outcome")
-    ex.add_argument("--at", type=int, metavar="EPOCH",
-                    help="the cycle's time (default: the snapshot's capture time)")
-    ex.add_argument("--json", action="store_true", help="one JSON document for machines")
-    _add_config(ex)
     return parser
 
 
@@ -125,27 +120,33 @@ def _warn(lines) -> None:
         print(f"negotiator-ext: warning: {w}", file=sys.stderr)
 
 
-def cmd_userprio(args) -> int:
-    from .core.accountant import Accountant
+def _load_pool(args):
+    """The snapshot's pool, its warnings printed once (stderr), --at checked."""
     from .pool import load_pool
     pool = load_pool(args.snapshot, args.config)
     _warn(pool.warnings)
+    last = pool.accountant.last_update_time
+    if args.at is not None and last and args.at < last:
+        raise InputError("--at", f"{args.at} is before the accountant's last update {last}")
+    return pool
+
+
+def cmd_userprio(args) -> int:
+    from .core.accountant import Accountant
+    pool = _load_pool(args)
     acc = Accountant(pool.accountant, pool.config, pool.groups)
     quotas = None
-    if args.at is not None and args.at < acc.last_update_time:
-        raise InputError("--at", f"{args.at} is before the accountant's last update "
-                         f"{acc.last_update_time}")
     if args.quotas and pool.groups.enabled:
         # condor_userprio -quotas shows what the last cycle computed: run it
         from .cycle import run_cycle
-        acc = run_cycle(pool, args.at).accountant
-        quotas = pool.quotas()
+        result = run_cycle(pool, args.at)
+        acc, quotas = result.accountant, result.quotas
     elif args.at is not None:
         acc.initialize_groups()
         acc.start_cycle(pool.slots, args.at)
     if quotas is None and (args.at is not None or not _has_quota_fields(pool.accountant)):
         quotas = pool.quotas() if pool.groups.enabled else None
-    now = args.at if args.at is not None else (pool.snapshot.captured_at or acc.last_update_time)
+    now = pool.cycle_time(args.at)
     ads = acc.report(quotas, rollup=args.grouprollup)
     if args.json:
         doc = {
@@ -202,20 +203,14 @@ def cmd_snapshot(args) -> int:
 
 def cmd_negotiate(args) -> int:
     from .cycle import run_cycle
-    from .pool import load_pool
     from .views.negotiate import render_cycle
-    pool = load_pool(args.snapshot, args.config)
-    _warn(pool.warnings)
-    if args.at is not None and pool.accountant.last_update_time and args.at < pool.accountant.last_update_time:
-        raise InputError("--at", f"{args.at} is before the accountant's last update "
-                         f"{pool.accountant.last_update_time}")
+    pool = _load_pool(args)
     result = run_cycle(pool, args.at)
     doc = result.to_json()
     withheld = result.partial and not args.partial_ok
     if withheld:
-        missing = ", ".join(result.missing_schedds) or "unknown"
-        _warn([f"partial snapshot (did not answer: {missing}): the jobs of those schedds are "
-               "unknown, so no match is recommended (--partial-ok to see them anyway)"])
+        _warn(["the jobs of the schedds that did not answer are unknown, so no match is "
+               "recommended (--partial-ok to see them anyway)"])
         doc["withheld_matches"] = len(doc["matches"])
         doc["matches"] = []
     if args.json:
@@ -229,12 +224,10 @@ def cmd_explain(args) -> int:
     import re
     from .core.explain import explain_job
     from .cycle import find_job, run_cycle
-    from .pool import load_pool
     from .views.explain import render_explain
     if not re.fullmatch(r"\d+\.\d+", args.job):
         raise InputError("JOB", f"not a job id (ClusterId.ProcId): {args.job!r}")
-    pool = load_pool(args.snapshot, args.config)
-    _warn(pool.warnings)
+    pool = _load_pool(args)
     found = find_job(pool, args.job)
     if args.schedd is not None:
         found = [f for f in found if f[0] == args.schedd]
@@ -245,16 +238,11 @@ def cmd_explain(args) -> int:
     if len(found) > 1:
         raise InputError(args.snapshot, f"job {args.job} is at several schedds "
                          f"({', '.join(schedds)}): name one with --schedd")
-    if args.at is not None and pool.accountant.last_update_time and args.at < pool.accountant.last_update_time:
-        raise InputError("--at", f"{args.at} is before the accountant's last update "
-                         f"{pool.accountant.last_update_time}")
     schedd, ad = found[0]
     result = run_cycle(pool, args.at)
     doc = explain_job(ad, pool.slot_ads, result, schedd=schedd, autocluster=args.autocluster)
     if result.partial:
-        missing = ", ".join(result.missing_schedds) or "unknown"
-        _warn([f"partial snapshot (did not answer: {missing}): every submitter's share "
-               "is uncertain"])
+        _warn(["the snapshot is partial: every submitter's share is uncertain"])
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
     else:

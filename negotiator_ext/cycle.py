@@ -10,18 +10,15 @@ rules themselves live in the core modules named in each step.
 from __future__ import annotations
 
 import math
-import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
-
-import classad2
 
 from .adapters import classad_semantics
 from .core import classads, consumption, hgq
 from .core.accountant import Accountant
 from .core.classads import DBL_MAX
-from .core.groups import ROOT, group_demand
+from .core.groups import ROOT
 from .core.adtext import Job, as_text_ads
 from .core.matchmaking import STATE_NAMES, Matcher, Slot, add_remote_user_attrs
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
@@ -52,9 +49,9 @@ class CycleResult:
     warnings: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)   # seconds per phase
     concurrency_limits: list[dict] = field(default_factory=list)  # name, max, counts
-    # (schedd, "C.P") -> (submitter, autocluster id) of every job offered to the cycle,
-    # in each queue's order (for `explain`; not part of to_json)
-    job_autoclusters: dict = field(default_factory=dict)
+    quotas: dict = field(default_factory=dict)          # group -> GroupQuota (G4)
+    # (submitter, schedd) -> the JobQueue offered to the cycle (for `explain`)
+    queues: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -126,8 +123,7 @@ class _Phases:
 def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     cfg = pool.config
     snap = pool.snapshot
-    t = int(now if now is not None else (snap.captured_at or 0))
-    warnings = list(pool.warnings)
+    t = pool.cycle_time(now)
     groups = pool.groups
 
     clock = _Phases()
@@ -144,10 +140,8 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     count, weighted, effective = pool.pool_sizes()
 
     # Submitters (phase 1)
-    submitter_ads = [d for d in pool.submitter_ads()
-                     if isinstance(d.get("ScheddIpAddr"), str) and not re.search(r"\s", d["Name"])]
-    schedd_names = {d.get("ScheddName") for d in submitter_ads if d.get("ScheddName")}
-    default_schedd = next(iter(schedd_names)) if len(schedd_names) == 1 else None
+    submitter_ads = pool.submitter_ads()
+    default_schedd = pool.default_schedd(submitter_ads)
 
     job_tables = {f: as_text_ads(t) for f, t in snap.jobs.items()}
     job_names: set[str] = set()
@@ -189,10 +183,10 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         slots.append(slot)
 
     # Group demand and quotas (G4, G5): the remote-group attributes need the quotas
-    demand = group_demand(groups, submitter_ads, cfg.use_weighted_demand) if groups.enabled else {}
-    hgq_pool = weighted if cfg.use_slot_weights else effective
-    quotas0 = ({n: q.effective_quota for n, q in groups.assign_quotas(hgq_pool, demand).items()}
-               if groups.enabled else {})
+    demand = pool.demand(submitter_ads) if groups.enabled else {}
+    hgq_pool = pool.hgq_pool_size()
+    quotas = pool.quotas(demand) if groups.enabled else {}
+    quotas0 = {n: q.effective_quota for n, q in quotas.items()}
 
     # NEGOTIATOR_MATCH_EXPRS and the remote-user attributes (2.2 step 11, M11, 4.10)
     for s in slots:
@@ -254,7 +248,6 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     queues: dict[tuple[str, str], JobQueue] = {}
     ac_ids: dict[tuple[str, int], int] = {}
     serial = 0
-    job_acs: dict[tuple[str, str], tuple[str, int]] = {}
     for (sub, schedd), jobs in by_queue.items():
         jobs.sort(key=lambda x: x[0])
         entries = []
@@ -267,7 +260,6 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
                 # keys are canonical objects (Matcher.job_key): hash their identity
                 ac = ac_ids.setdefault((schedd, id(key)), len(ac_ids) + 1)
             entries.append((f"{c}.{p}", ac, key, row))
-            job_acs[(schedd, f"{c}.{p}")] = (sub, ac)
         queues[(sub, schedd)] = JobQueue(entries, names=queue_names[(sub, schedd)])
     del by_queue
     for s in slots:
@@ -306,12 +298,12 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         matches=neg.matches, rejections=neg.rejections, limits=neg.limits,
         submitters=_submitter_rows(neg, submitters, usage_before),
         groups=_group_rows(neg, outcome, demand, group_usage_before),
-        accountant=acc, spins=neg.spins, warnings=warnings, timings=clock.laps,
+        accountant=acc, spins=neg.spins, warnings=list(pool.warnings), timings=clock.laps,
         concurrency_limits=[
             {"name": n, "max": cfg.concurrency_limit_max(n),
              "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
             for n in sorted(set(limits_before) | set(acc.limits))],
-        job_autoclusters=job_acs)
+        quotas=quotas, queues=queues)
 
 
 def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:
@@ -319,10 +311,7 @@ def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:
     ad): the schedd as the cycle assigns it (None when it cannot tell)."""
     from .core.adtext import TextValues
     from .core.negotiation import job_id
-    submitter_ads = [d for d in pool.submitter_ads() if d.get("ScheddName")]
-    schedd_names = {d["ScheddName"] for d in submitter_ads}
-    schedd_of = _ScheddOf(pool.snapshot.meta,
-                          next(iter(schedd_names)) if len(schedd_names) == 1 else None)
+    schedd_of = _ScheddOf(pool.snapshot.meta, pool.default_schedd())
     values = TextValues()
     found = []
     for file_name, table in pool.snapshot.jobs.items():
@@ -336,7 +325,7 @@ def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:
 
 
 def _copy(ad):
-    return classad2.parseOne(ad.printOld(), classad2.ParserType.Old)
+    return classads.parse_old_ad(ad.printOld())
 
 
 def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:

@@ -3,6 +3,7 @@ accountant's state, assembled from the adapters for the commands to use."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,22 +42,47 @@ class Pool:
         return weighted if self.config.use_slot_weights else effective
 
     def submitter_ads(self) -> list[dict]:
-        """Submitter ads as the negotiator keeps them: named, with jobs (phase 1)."""
+        """Submitter ads as the negotiator keeps them (2.2 step 3): within
+        NEGOTIATOR_SUBMITTER_CONSTRAINT, with a Name free of whitespace
+        (IsValidSubmitterName) and a ScheddIpAddr, and with jobs."""
         out = []
         for ad in self.snapshot.submitters or ():
             if not matches_constraint(ad, self.config.submitter_constraint):
                 continue
             d = plain_ad(ad)
-            if not isinstance(d.get("Name"), str):
+            name = d.get("Name")
+            if not isinstance(name, str) or re.search(r"\s", name):
+                continue
+            if not isinstance(d.get("ScheddIpAddr"), str):
                 continue
             if (d.get("RunningJobs") or 0) + (d.get("IdleJobs") or 0) <= 0:
                 continue
             out.append(d)
         return out
 
-    def quotas(self) -> dict[str, GroupQuota]:
-        demand = group_demand(self.groups, self.submitter_ads(), self.config.use_weighted_demand)
-        return self.groups.assign_quotas(self.hgq_pool_size(), demand)
+    def default_schedd(self, submitter_ads: list[dict] | None = None) -> str | None:
+        """The schedd a job is queued at when nothing else tells: the only schedd the
+        submitter ads name, if there is exactly one."""
+        ads = self.submitter_ads() if submitter_ads is None else submitter_ads
+        names = {d.get("ScheddName") for d in ads if d.get("ScheddName")}
+        return next(iter(names)) if len(names) == 1 else None
+
+    def cycle_time(self, at: int | None = None) -> int:
+        """The cycle's time: `at`, else the snapshot's capture time, else the
+        accountant's last update (a snapshot without meta.json)."""
+        if at is not None:
+            return int(at)
+        return int(self.snapshot.captured_at or self.accountant.last_update_time or 0)
+
+    def demand(self, submitter_ads: list[dict] | None = None) -> dict[str, float]:
+        """Group demand from the submitter ads (G5)."""
+        ads = self.submitter_ads() if submitter_ads is None else submitter_ads
+        return group_demand(self.groups, ads, self.config.use_weighted_demand)
+
+    def quotas(self, demand: dict[str, float] | None = None) -> dict[str, GroupQuota]:
+        """The quotas assigned from the pool size (G4)."""
+        return self.groups.assign_quotas(self.hgq_pool_size(),
+                                         self.demand() if demand is None else demand)
 
 
 def load_pool(directory: str | Path, config_path: str | Path | None = None) -> Pool:

@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, SCENARIOS
 from negotiator_ext.cli import main
 from negotiator_ext.core.adtext import Job, TextValues
-from negotiator_ext.core.explain import explain_job
+from negotiator_ext.core.explain import explain_job, job_index
 from negotiator_ext.core.negotiation import job_id
 from negotiator_ext.cycle import find_job, run_cycle
 from negotiator_ext.pool import load_pool
@@ -154,7 +154,7 @@ def test_every_unmatched_job_agrees_with_its_rejection(scenario):
             ads[f"{c}.{p}"] = j.ad()
     matched = {(m.schedd, m.assigned_job) for m in r.matches}
     checked = 0
-    for (schedd, jid), (sub, ac) in r.job_autoclusters.items():
+    for (schedd, jid), (sub, ac) in job_index(r).items():
         if (schedd, jid) in matched:
             continue
         doc = explain_job(ads[jid], pool.slot_ads, r, schedd=schedd)

@@ -13,10 +13,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterable
 
-from . import classads
+from . import classads, consumption
 from .accountant import parse_concurrency_limits
-from .matchmaking import (REASON_NO_MATCH, REASON_POLICY, REASON_SUBMITTER_LIMIT, STATE_NAMES)
-from .negotiation import job_submitter
+from .matchmaking import (REASON_NO_MATCH, REASON_POLICY, REASON_SUBMITTER_LIMIT, STATE_NAMES,
+                          symmetric_match)
+from .negotiation import job_id, job_submitter
 from .slots import current_user
 
 _REQUIREMENTS = classads.parse_expr("MY.Requirements")
@@ -46,10 +47,6 @@ def _by(counter: Counter) -> str:
     return ", ".join(f"{k} {n}" for k, n in counter.most_common())
 
 
-def _get(obj, name):
-    return obj[name] if isinstance(obj, dict) else getattr(obj, name)
-
-
 def job_limits(ad) -> list[str]:
     """The limit names of the job's ConcurrencyLimits (evaluated; only a string counts)."""
     text = classads.eval_string(ad, "ConcurrencyLimits")
@@ -61,7 +58,7 @@ def analyze_slots(job_ad, slot_ads: Iterable, matches: list) -> dict:
     slot_ads = list(slot_ads)
     matched_by_slot: dict[str, list[str]] = {}
     for m in matches:
-        matched_by_slot.setdefault(_get(m, "slot"), []).append(_get(m, "submitter"))
+        matched_by_slot.setdefault(m.slot, []).append(m.submitter)
     job_accepts = both = 0
     taken: Counter = Counter()
     claimed: Counter = Counter()
@@ -71,7 +68,8 @@ def analyze_slots(job_ad, slot_ads: Iterable, matches: list) -> dict:
         if not classads.is_true(classads.eval_match(_REQUIREMENTS, job_ad, ad)):
             continue
         job_accepts += 1
-        if not classads.is_true(classads.eval_match(_REQUIREMENTS, ad, job_ad)):
+        # the negotiator's own test (with a consumption policy's request override)
+        if not symmetric_match(job_ad, ad, consumption.supports_policy(ad)):
             continue
         both += 1
         name = classads.eval_string(ad, "Name") or "?"
@@ -199,9 +197,8 @@ def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None
     README: job, verdict, reason, outcome, slots, submitter, group, concurrency_limits,
     and with `autocluster` the request's jobs)."""
     view = _AdJob(job_ad)
-    c = classads.as_number(view.value("clusterid"))
-    p = classads.as_number(view.value("procid"))
-    jid = f"{int(c) if c is not None else -1}.{int(p) if p is not None else -1}"
+    c, p = job_id(view)
+    jid = f"{c}.{p}"
     submitter = job_submitter(view)
     status = classads.as_number(view.value("jobstatus"))
     status = int(status) if status is not None else None
@@ -212,9 +209,10 @@ def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None
         if g is not None:
             group = {k: g.get(k) for k in ("name", "effective_quota", "allocated",
                                             "usage_before", "usage", "matched")}
-    acinfo = result.job_autoclusters.get((schedd, jid)) if schedd else None
+    index = job_index(result)
+    acinfo = index.get((schedd, jid)) if schedd else None
     if acinfo is None:
-        acinfo = next((v for (s, j), v in result.job_autoclusters.items()
+        acinfo = next((v for (s, j), v in index.items()
                        if j == jid and (schedd is None or s == schedd)), None)
     ac = acinfo[1] if acinfo else None
     doc: dict[str, Any] = {
@@ -257,15 +255,24 @@ def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None
                reason=rejection["reason"] if rejection else None)
     doc["verdict"] = _verdict(outcome, slots, sub, group, limits)
     if autocluster and acinfo is not None:
-        doc["autocluster_jobs"] = autocluster_jobs(result, schedd, acinfo)
+        doc["autocluster_jobs"] = autocluster_jobs(result, schedd, acinfo, index)
     return doc
 
 
-def autocluster_jobs(result, schedd: str | None, acinfo: tuple[str, int]) -> list[dict]:
+def job_index(result) -> dict[tuple[str, str], tuple[str, int]]:
+    """(schedd, "C.P") -> (submitter, autocluster) of every job the cycle offered, in
+    each queue's order."""
+    return {(schedd, entry[0]): (sub, entry[1])
+            for (sub, schedd), q in result.queues.items() for entry in q.jobs}
+
+
+def autocluster_jobs(result, schedd: str | None, acinfo: tuple[str, int],
+                     index: dict | None = None) -> list[dict]:
     """The jobs of the same submitter, schedd and autocluster, in queue order, with their
     outcome: the slot they got, or the rejection of their request, or not offered."""
     submitter, ac = acinfo
-    jobs = [(s, j) for (s, j), v in result.job_autoclusters.items()
+    index = job_index(result) if index is None else index
+    jobs = [(s, j) for (s, j), v in index.items()
             if v == acinfo and (schedd is None or s == schedd)]
     matched = {(m.schedd, m.assigned_job): m for m in result.matches}
     out = []
@@ -282,5 +289,5 @@ def autocluster_jobs(result, schedd: str | None, acinfo: tuple[str, int]) -> lis
     return out
 
 
-__all__ = ["explain_job", "analyze_slots", "autocluster_jobs", "job_limits", "CLAUSES_NOTE",
+__all__ = ["explain_job", "analyze_slots", "autocluster_jobs", "job_index", "job_limits", "CLAUSES_NOTE",
            "REASON_NO_MATCH"]

@@ -48,6 +48,7 @@ _EMPTY = classads.ClassAd()
 # or a string give no true branch), and TARGET.Requirements is the slot's Requirements
 # evaluated in the slot with the job as its TARGET, as in a MatchClassAd.
 MATCH_TEST = "ifThenElse(MY.Requirements, ifThenElse(TARGET.Requirements, true, false), false)"
+_MATCH_TEST = classads.parse_expr(MATCH_TEST)
 
 # Rejection reasons in the negotiator's words, in its order of precedence (M12).
 REASON_CONCURRENCY = "concurrency limit reached"
@@ -80,6 +81,7 @@ class Slot:
     rank_static: bool | None = None  # MY.Rank > MY.CurrentRank when no job can change it
     texts: dict = field(default_factory=dict)   # lower-case name -> expression text
     req_id: int = -1                 # what the slot's own Requirements see of it (interned)
+    fams: list = field(default_factory=list)    # (family, expr, seen, outside) per expression
     views: dict = field(default_factory=dict)   # job-reached names -> their texts here
 
 
@@ -92,8 +94,8 @@ class Request:
     group_key: tuple                 # what expressions can see of the job (no ephemerals)
     schedd: str
     submitter: str
-    eval_key: tuple = ()             # group_key + the ephemeral values expressions see
-    eval_id: int = -1                # Matcher.intern(eval_key)
+    # group_key + the ephemeral values expressions see, interned: the request key
+    eval_id: int = -1
 
     @property
     def job(self) -> str:
@@ -169,7 +171,6 @@ class Rejections:
     """The rejection counters of one matchmakingAlgorithm call (M12)."""
     concurrency: int = 0
     policy: int = 0                  # rejPreemptForPolicy
-    rank: int = 0                    # rejPreemptForRank
     submitter_limit: int = 0
     concurrency_names: tuple[str, ...] = ()
     # Groups whose held classes (see MatchGroup) PREEMPTION_REQUIREMENTS = False
@@ -392,16 +393,13 @@ class Matcher:
             raise RuntimeError("classad2 is not evaluating with HTCondor's match semantics "
                                "(unscoped names looked up in TARGET): call "
                                "negotiator_ext.adapters.classad_semantics.enable() first")
-        self.config = config
         self._job_has_attr = job_has_attr
         parse = classads.parse_expr
         self.req_expr = parse("MY.Requirements")
-        self.match_test = parse(MATCH_TEST)
         self._matches: dict[tuple, bool] = {}
         self._group_keys: dict[tuple, tuple] = {}
         self._ids: dict[Any, int] = {}
         self._class_ids = 0
-        self._expr_names: dict[str, frozenset[str]] = {}
         self._constant_rank: dict[int, float] = {}      # request key -> its literal Rank
         self._ranks: dict[tuple, float] = {}            # (request key, rank view) -> Rank
         self._statics: dict[tuple, Any] = {}
@@ -417,6 +415,10 @@ class Matcher:
         self.prank = parse(config.preemption_rank) if config.preemption_rank else None
         # PREEMPTION_REQUIREMENTS = False (the default): no priority preemption at all
         self.preq_false = (config.preemption_requirements or "").strip().lower() == "false"
+        # the slot-side expressions, each with the names it mentions (4.5, 4.6, 4.8)
+        self._families = [(fam, e, classads.names_in(e)) for fam, e in (
+            ("req", self.req_expr), ("rankcond", self.rank_gt), ("pre", self.pre),
+            ("post", self.post), ("preq", self.preq), ("prank", self.prank)) if e is not None]
         self.values = adtext.TextValues()     # attribute texts: names and literal values
         self._verdicts: dict[tuple, Verdict] = {}
         self.job_names_seen_by_slots: set[str] = set()
@@ -432,13 +434,6 @@ class Matcher:
         got = self._ids.get(key)
         if got is None:
             got = self._ids[key] = len(self._ids)
-        return got
-
-    def _names_of_expr(self, tree) -> frozenset[str]:
-        text = str(tree)
-        got = self._expr_names.get(text)
-        if got is None:
-            got = self._expr_names[text] = classads.names_in(tree)
         return got
 
     def _projector(self, roots: frozenset, finish) -> Projector:
@@ -520,13 +515,6 @@ class Matcher:
         key = ((seen, tuple(map(texts.get, seen))), own, own_req, own_rank)
         return self._group_keys.setdefault(key, key)    # one object per distinct key
 
-    def _families(self):
-        fams = [("req", self.req_expr), ("rankcond", self.rank_gt)]
-        for name, e in (("pre", self.pre), ("post", self.post), ("preq", self.preq),
-                        ("prank", self.prank)):
-            if e is not None:
-                fams.append((name, e))
-        return fams
 
     def scan_slot(self, slot: Slot) -> None:
         """First pass over a slot: what its expressions reach, in it and outside it
@@ -535,11 +523,11 @@ class Matcher:
             slot.texts = {n.lower(): t for n, t in classads.attribute_texts(slot.ad)}
         get = slot.texts.get
         fams = []
-        for fam, expr in self._families():
-            seen, outside = self._projector(self._names_of_expr(expr), self._seen_outside)(get)
+        for fam, expr, names in self._families:
+            seen, outside = self._projector(names, self._seen_outside)(get)
             fams.append((fam, expr, seen, outside))
             self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
-        slot._fams = fams
+        slot.fams = fams
         if slot.cp:
             # a consumption policy is evaluated against the request too (P3-P5): what it
             # reads of the job, and the Request<asset> it overrides, tell requests apart
@@ -556,13 +544,11 @@ class Matcher:
     def profile_slot(self, slot: Slot) -> None:
         """Second pass, once the jobs are known: the slot's class key and its static
         (job-independent) ranks."""
-        if not hasattr(slot, "_fams"):
-            self.scan_slot(slot)
         ad = slot.ad
         key_names: set[str] = set()
         dependent: list[str] = []
         static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
-        for fam, expr, seen, outside in slot._fams:
+        for fam, expr, seen, outside in slot.fams:
             dep = fam in self._ALWAYS_DEPENDENT or any(
                 ("." in n) or self._job_has_attr(n) for n in outside)
             if fam == "rankcond":
@@ -575,7 +561,7 @@ class Matcher:
                 static[fam] = self._static(fam, expr, slot, seen)
         texts = slot.texts
         proj = tuple(sorted((n, texts.get(n)) for n in key_names))
-        req_seen = next(seen for fam, _, seen, _ in slot._fams if fam == "req")
+        req_seen = next(seen for fam, _, seen, _ in slot.fams if fam == "req")
         slot.req_id = self.intern(("req", tuple(sorted((n, texts.get(n)) for n in req_seen))))
         slot.views = {}
         slot.static = (static["pre"], static["post"], static["prank"])
@@ -644,32 +630,26 @@ class Matcher:
             self._uniform_names[name] = got
         return got
 
-    def _class_key(self, s: Slot, names: frozenset) -> tuple:
-        if not names:
-            return s.key_id
+    def _reach(self, s: Slot, names: frozenset) -> tuple:
+        """What `names` (job-reached slot names) reach in slot `s`: (names, texts)."""
         get = s.texts.get
         seen = self._projector(names, self._reached)(get)
-        return (s.key_id, seen, tuple(map(get, seen)))
+        return seen, tuple(map(get, seen))
 
-    def _projection_id(self, s: Slot, names: frozenset) -> int:
-        """The texts of what `names` reach in slot `s`, as an id."""
-        key = ("p", names)
-        got = s.views.get(key)
+    def _reach_id(self, s: Slot, names: frozenset) -> int:
+        """`_reach` as an id, kept on the slot."""
+        got = s.views.get(names)
         if got is None:
-            get = s.texts.get
-            seen = self._projector(names, self._reached)(get)
-            got = s.views[key] = self.intern((seen, tuple(map(get, seen))))
+            got = s.views[names] = self.intern(self._reach(s, names))
         return got
+
+    def _class_key(self, s: Slot, names: frozenset) -> tuple:
+        return (s.key_id, *self._reach(s, names)) if names else s.key_id
 
     def _view(self, s: Slot, names: frozenset) -> int:
         """What the match test sees of slot `s` when the job's Requirements reach
         `names` in it: the slot Requirements' reach and the job's, as an id."""
-        view = s.views.get(names)
-        if view is None:
-            get = s.texts.get
-            seen = self._projector(names, self._reached)(get)
-            view = s.views[names] = self.intern((s.req_id, seen, tuple(map(get, seen))))
-        return view
+        return self.intern((s.req_id, self._reach_id(s, names)))
 
     def _held(self, s: Slot) -> bool:
         return (self.preq_false and s.current_user is not None and s.rank_static is False
@@ -754,12 +734,9 @@ class Matcher:
         k = (req.eval_id, cls.id)
         v = self._verdicts.get(k)
         if v is None:
-            v = self._compute(req, cls) if self.matches(req, cls) else _NO_MATCH
+            v = self._compute(req, cls) if self.group_matches(req, cls.group) else _NO_MATCH
             self._verdicts[k] = v
         return v
-
-    def matches(self, req: Request, cls: SlotClass) -> bool:
-        return self.group_matches(req, cls.group)
 
     def group_matches(self, req: Request, group: "MatchGroup") -> bool:
         """symmetricMatch of the request and a group's slots, evaluated once per
@@ -772,22 +749,9 @@ class Matcher:
             got = self._matches[mk] = self._symmetric(req.ad, group.rep)
         return got
 
-    def _symmetric(self, job, slot: Slot) -> bool:
-        """symmetricMatch: both Requirements true, each with the other as TARGET (one
-        classad2 evaluation of MATCH_TEST). For a consumption-policy p-slot the
-        request's RequestXxx are its consumption while they are tested (4.5 step 4,
-        rule P4)."""
-        ad = slot.ad
-        if not slot.cp:
-            return classads.eval_match(self.match_test, job, ad) is True
-        cons = consumption.compute(job, ad)
-        if not consumption.sufficient(ad, cons):
-            return False
-        restore = consumption.override_requested(job, cons)
-        try:
-            return classads.eval_match(self.match_test, job, ad) is True
-        finally:
-            consumption.restore_requested(job, restore)
+    @staticmethod
+    def _symmetric(job, slot: Slot) -> bool:
+        return symmetric_match(job, slot.ad, slot.cp)
 
     def _compute(self, req: Request, cls: SlotClass) -> Verdict:
         """The ranks and preemption tests of a class that matches the request."""
@@ -799,7 +763,7 @@ class Matcher:
             if classads.is_expr(rank):
                 # once per distinct pair of what it sees: the request, and the slot
                 # attributes the job's Rank reaches
-                rk = (req.eval_id, self._projection_id(slot, req.group_key[3])
+                rk = (req.eval_id, self._reach_id(slot, req.group_key[3])
                       if not slot.cp else ("cp", cls.id))
                 jrank = self._ranks.get(rk)
                 if jrank is None:
@@ -880,8 +844,7 @@ class Matcher:
                         if self.preq is not None and not v.preq:
                             rej.policy += cls.live
                             continue
-                        if not v.rank_ge:
-                            rej.rank += cls.live
+                        if not v.rank_ge:       # rejPreemptForRank: no reason of its own
                             continue
                     else:
                         continue
@@ -903,6 +866,23 @@ class Matcher:
         if rej.held:
             rej.matcher, rej.request, rej.submitter = self, req, submitter
         return ml
+
+
+def symmetric_match(job, slot_ad, cp: bool) -> bool:
+    """symmetricMatch: both Requirements true, each with the other as TARGET (one
+    classad2 evaluation of MATCH_TEST). For a consumption-policy p-slot (`cp`) the
+    request's RequestXxx are its consumption while they are tested (4.5 step 4, rule
+    P4), and a request that consumes nothing, or more than is left, does not match."""
+    if not cp:
+        return classads.eval_match(_MATCH_TEST, job, slot_ad) is True
+    cons = consumption.compute(job, slot_ad)
+    if not consumption.sufficient(slot_ad, cons):
+        return False
+    restore = consumption.override_requested(job, cons)
+    try:
+        return classads.eval_match(_MATCH_TEST, job, slot_ad) is True
+    finally:
+        consumption.restore_requested(job, restore)
 
 
 def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas) -> list[str]:

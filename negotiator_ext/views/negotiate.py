@@ -68,6 +68,4 @@ def render_cycle(doc: dict) -> str:
     if rej:
         out += ["", "Rejections:"]
         out += [f"  {n:4d}  {sub}: {reason}" for (sub, reason), n in sorted(rej.items())]
-    for w in doc.get("warnings", []):
-        out.append(f"warning: {w}")
     return "\n".join(out) + "\n"

@@ -1,0 +1,47 @@
+"""The pool as the negotiator sees it before a cycle: which submitter ads count, the
+cycle's time, and that the commands agree with the cycle on both."""
+
+from __future__ import annotations
+
+from negotiator_ext.cli import main
+from negotiator_ext.cycle import run_cycle
+from negotiator_ext.pool import load_pool
+from poolmaker import DOMAIN, job, make_pool, slot, submitters_for
+
+
+def test_submitter_ads_need_a_valid_name_and_a_schedd_address(tmp_path):
+    """2.2 step 3: no ScheddIpAddr, or whitespace in the Name (IsValidSubmitterName),
+    and the ad is dropped: no demand, no negotiation."""
+    jobs = [job(1, 0, "a", group="g1"), job(2, 0, "b", group="g1"), job(3, 0, "c", group="g1")]
+    subs = submitters_for(jobs)
+    del subs[1]["ScheddIpAddr"]                              # b
+    subs[2]["Name"] = f"g1.c x@{DOMAIN}"                    # c
+    d = make_pool(tmp_path / "p", slots=[slot(f"slot1@n{i}.test.local") for i in range(4)],
+                  jobs=jobs, submitters=subs,
+                  config="GROUP_NAMES = g1\nGROUP_QUOTA_g1 = 4\nGROUP_ACCEPT_SURPLUS = False")
+    pool = load_pool(d)
+    assert [s["Name"] for s in pool.submitter_ads()] == [f"g1.a@{DOMAIN}"]
+    r = run_cycle(pool)
+    assert [m.submitter for m in r.matches] == [f"g1.a@{DOMAIN}"]
+    g1 = next(g for g in r.groups if g["name"] == "g1")
+    assert g1["requested"] == 1.0                           # only a's idle job
+    assert r.quotas["g1"].requested == 1.0                  # what userprio -quotas shows
+
+
+def test_cycle_time_without_meta_json_is_the_accountants_last_update(tmp_path):
+    d = make_pool(tmp_path / "p", slots=[slot("slot1@n1.test.local")], jobs=[job(1, 0, "a")])
+    (d / "meta.json").unlink()
+    pool = load_pool(d)
+    assert pool.snapshot.captured_at is None
+    assert pool.cycle_time() == pool.accountant.last_update_time == 100000
+    assert pool.cycle_time(123456) == 123456
+    assert run_cycle(pool).time == 100000
+
+
+def test_warnings_are_printed_once(tmp_path, capsys):
+    d = make_pool(tmp_path / "p", slots=[slot("slot1@n1.test.local")], jobs=[job(1, 0, "a")])
+    (d / "accounting.ads").unlink()            # warns: starting from an empty accountant
+    assert main(["negotiate", str(d)]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("empty accountant") == 1
+    assert "empty accountant" not in out
