@@ -106,13 +106,12 @@ def deduct(job, slot, test: bool) -> float:
     assets are put back."""
     consumption = compute(job, slot)
     w0 = classads.eval_number(slot, "SlotWeight") or 0.0
-    before = {}
     for asset, c in consumption.items():
-        have = classads.eval_number(slot, asset) or 0.0
-        before[asset] = have
-        _assign(slot, asset, have - c)
+        _assign(slot, asset, (classads.eval_number(slot, asset) or 0.0) - c)
     w1 = classads.eval_number(slot, "SlotWeight") or 0.0
     if test:
+        # the assets back as cp_deduct_assets puts them: (A - c) + c, which for
+        # non-integer values can differ from A in the last bit, as in HTCondor
         for asset, c in consumption.items():
             _assign(slot, asset, (classads.eval_number(slot, asset) or 0.0) + c)
     return w0 - w1

@@ -39,7 +39,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-import classad2
 
 from . import classads
 from .config import NegotiatorConfig
@@ -185,9 +184,7 @@ def prepare_for_matchmaking(tree: GroupTree, pool_size: float, demand: Mapping[s
     low = {}
     for k, v in demand.items():
         low[k.lower()] = low.get(k.lower(), 0.0) + float(v)
-    for g in allocs.values():
-        g.quota = g.requested = g.currently_requested = g.allocated = 0.0
-        g.subtree_quota = g.subtree_requested = 0.0
+    for g in allocs.values():                    # (fresh: quotas and allocations are 0)
         g.usage = float(usage(g.name))
         g.requested = g.currently_requested = low.get(g.name.lower(), 0.0)
     for name, q in tree.assign_quotas(pool_size).items():
@@ -379,7 +376,7 @@ def group_sort_key(config: NegotiatorConfig, alloc: GroupAlloc, in_use: float | 
     `alloc.usage`), SortExpr and SortExprString. The numbers are Assign()ed as doubles in
     the C++, so they are floats here too: with ints, `GroupResourcesInUse/GroupQuota`
     would be an integer division."""
-    ad = classad2.ClassAd({
+    ad = classads.ClassAd({
         "AccountingGroup": alloc.name,
         "GroupQuota": float(alloc.quota),
         "GroupResourcesAllocated": float(alloc.allocated),

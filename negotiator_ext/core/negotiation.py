@@ -373,7 +373,7 @@ class Negotiation:
                 elif ceil_left == 0 or ceil_left < self.min_slot_weight:
                     result = DONE
                 else:
-                    result, pie_left = self.negotiate(s, neg_group, group is not None, eup, limit,
+                    result, pie_left = self.negotiate(s, neg_group, eup, limit,
                                                       unclaimed, ceil_left, ignore_limit, pie_left,
                                                       spin)
                 if result == RESUME:
@@ -395,7 +395,7 @@ class Negotiation:
 
     # ---- negotiate (2.6) -------------------------------------------------------------
 
-    def negotiate(self, s: Submitter, neg_group: str, group_mode: bool, eup: float,
+    def negotiate(self, s: Submitter, neg_group: str, eup: float,
                   limit: float, unclaimed: float, ceil_left: int, ignore_limit: bool,
                   pie_left: float, spin: int) -> tuple[str, float]:
         cfg = self.config
@@ -457,8 +457,7 @@ class Negotiation:
             ad[k] = v
         seen = self.matcher.job_names_seen_by_slots
         extra = tuple((k, v) for k, v in values.items() if k.lower() in seen)
-        req.eval_key = (req.group_key, extra)
-        req.eval_id = self.matcher.intern(("request", req.eval_key))
+        req.eval_id = self.matcher.intern(("request", req.group_key, extra))
 
     # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
 
