@@ -258,6 +258,43 @@ def test_accounting_group_attribute_wins_and_suspended_can_be_discounted():
     assert s.charged_customer(True) is None
 
 
+@pytest.mark.parametrize("discount", [False, True])
+def test_imported_usage_is_not_put_on_a_discounted_suspended_slot(discount):
+    """Rule A16 when rebuilding resource records from accounting ads: with
+    NEGOTIATOR_DISCOUNT_SUSPENDED_RESOURCES a suspended claimed slot charges nobody, so
+    it cannot be the slot that explains the reported usage; the running one is."""
+    from negotiator_ext.adapters.accounting_ads import state_from_accounting_ads
+    from negotiator_ext.adapters.adfiles import parse_ads_text
+    ads = parse_ads_text('Name = "a@d"\nPriority = 1000.0\nPriorityFactor = 1000.0\n'
+                         'WeightedResourcesUsed = 2.0\nResourcesUsed = 1\n'
+                         f'LastUpdate = {T0}\n', "accounting.ads")
+    slots = [slot("s1", user="a@d", weight=1.0, activity="Suspended"),
+             slot("s2", user="a@d", weight=2.0)]
+    config = NegotiatorConfig(discount_suspended_resources=discount)
+    state, warnings = state_from_accounting_ads(ads, slots, GroupTree(config), "accounting.ads")
+    assert warnings == []
+    s1, s2 = "s1@<10.0.0.1:9618>", "s2@<10.0.0.1:9618>"
+    if discount:
+        assert state.resources == {s2: {"RemoteUser": "a@d", "SlotWeight": 2.0, "StartTime": T0}}
+    else:   # the suspended slot is charged; the 1.0 left is a pending match
+        assert state.resources == {
+            s1: {"RemoteUser": "a@d", "SlotWeight": 1.0, "StartTime": T0},
+            "a@d#pending-match": {"RemoteUser": "a@d", "SlotWeight": 1.0, "StartTime": T0}}
+    assert state.customers["a@d"]["ResourcesUsed"] == len(state.resources)
+    # the next CheckMatches (with the same knob) agrees with the import
+    acc = Accountant(state, config, GroupTree(config))
+    acc.check_matches(slots, T0 + 60)
+    rec = acc.customers["a@d"]
+    if discount:   # nothing removed, nothing re-added
+        assert acc.resources == state.resources
+        assert (rec["ResourcesUsed"], rec["WeightedResourcesUsed"]) == (1, 2.0)
+    else:   # the pending match is dropped; s2 is charged from now
+        assert acc.resources == {s1: {"RemoteUser": "a@d", "SlotWeight": 1.0, "StartTime": T0},
+                                 s2: {"RemoteUser": "a@d", "SlotWeight": 2.0, "StartTime": T0 + 60}}
+        assert (rec["ResourcesUsed"], rec["WeightedResourcesUsed"]) == (2, 3.0)
+        assert (rec["UnchargedTime"], rec["WeightedUnchargedTime"]) == (0, -60.0)
+
+
 def test_consumption_policy_matches_are_pseudo_resources():
     acc = make()
     p = slot("pslot", state="Unclaimed", weight=8.0)

@@ -5,7 +5,7 @@ import classad2
 import pytest
 
 from negotiator_ext.core.config import GroupConfig, NegotiatorConfig
-from negotiator_ext.core.groups import GroupTree, dotted_prefixes, group_demand
+from negotiator_ext.core.groups import GroupTree, dotted_prefixes, group_demand, is_group_name
 from negotiator_ext.core.slots import pool_sizes
 
 
@@ -58,6 +58,17 @@ def test_assigned_group_table_of_rule_g3(name, group, is_group):
 def test_dotted_prefixes():
     assert dotted_prefixes("a.b.c") == ["a.b.c", "a.b", "a"]
     assert dotted_prefixes("<none>") == ["<none>"]
+
+
+def test_is_group_name_and_the_records_a_match_charges():
+    assert is_group_name("group_a.b") and is_group_name("<none>")
+    assert not is_group_name("group_a.b.alice@x")
+    t = tree(static("group_a", 10), static("group_a.b", 5))
+    # rules A17, A22: the customer and its group (once when the same), Hier on prefixes
+    assert t.charged_records("group_a.b.alice@x") == (("group_a.b.alice@x", "group_a.b"),
+                                                      ["group_a.b", "group_a"])
+    assert t.charged_records("group_a.b") == (("group_a.b",), ["group_a.b", "group_a"])
+    assert t.charged_records("bob@x") == (("bob@x", "<none>"), ["<none>"])
 
 
 def quotas(t, pool, demand=None):

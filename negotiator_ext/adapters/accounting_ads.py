@@ -22,7 +22,7 @@ from typing import Any, Iterable, Sequence
 
 from ..core import classads
 from ..core.accountant import AccountantState, round6
-from ..core.groups import GroupTree, dotted_prefixes
+from ..core.groups import GroupTree, is_group_name
 from ..core.slots import SlotUsage
 from ..errors import InputError
 
@@ -74,30 +74,36 @@ def state_from_accounting_ads(ads: Sequence[classads.ClassAd], slots: Iterable[S
         eup, factor = d.get("Priority"), d.get("PriorityFactor")
         if eup is not None and factor:
             rec["Priority"] = round6(eup / factor)
-        is_group = "@" not in name
-        if is_group and groups.get(name) is None and name != "<none>":
-            warnings.append(f"{source}: group {name} is not in this config's GROUP_NAMES "
-                            "(a defunct group, or the wrong config)")
         ag = d.get("AccountingGroup")
-        if not is_group and isinstance(ag, str) and groups.assigned_group(name).name.lower() != ag.lower():
-            warnings.append(f"{source}: {name} was charged to group {ag}, this config maps it to "
-                            f"{groups.assigned_group(name).name}")
+        if is_group_name(name):
+            if groups.get(name) is None and name != "<none>":
+                warnings.append(f"{source}: group {name} is not in this config's GROUP_NAMES "
+                                "(a defunct group, or the wrong config)")
+        elif isinstance(ag, str):
+            group = groups.assigned_group(name).name
+            if group.lower() != ag.lower():
+                warnings.append(f"{source}: {name} was charged to group {ag}, this config maps it to "
+                                f"{group}")
         customers[name] = rec
         last_update = max(last_update, int(d.get("LastUpdate") or 0))
 
-    resources = _rebuild_resources(customers, slots, last_update)
+    resources = _rebuild_resources(customers, slots, last_update,
+                                   groups.config.discount_suspended_resources)
     _recount(customers, resources, groups)
     return AccountantState(last_update_time=last_update, customers=customers,
                            resources=resources), warnings
 
 
-def _rebuild_resources(customers, slots, last_update) -> dict[str, dict[str, Any]]:
+def _rebuild_resources(customers, slots, last_update, discount_suspended: bool
+                       ) -> dict[str, dict[str, Any]]:
     """Resource records for the claimed slots the reported weighted usage accounts for,
-    and one pending match per customer for reported usage no claimed slot explains."""
+    and one pending match per customer for reported usage no claimed slot explains.
+    A slot the accountant does not charge (rule A16: with
+    NEGOTIATOR_DISCOUNT_SUSPENDED_RESOURCES, a suspended one) explains no usage."""
     resources: dict[str, dict[str, Any]] = {}
     charged: dict[str, float] = {}
     for s in slots:
-        customer = s.charged_customer(False)
+        customer = s.charged_customer(discount_suspended)
         if customer is None or customer not in customers or s.resource_name in resources:
             continue
         reported = float(customers[customer].get("WeightedResourcesUsed") or 0.0)
@@ -110,7 +116,7 @@ def _rebuild_resources(customers, slots, last_update) -> dict[str, dict[str, Any
             rec["MatchedConcurrencyLimits"] = s.matched_concurrency_limits
         resources[s.resource_name] = rec
     for name, rec in customers.items():
-        if "@" not in name:
+        if is_group_name(name):
             continue
         gap = float(rec.get("WeightedResourcesUsed") or 0.0) - charged.get(name, 0.0)
         if gap > 1e-6:
@@ -124,14 +130,13 @@ def _recount(customers, resources, groups: GroupTree) -> None:
     count: dict[str, int] = {}
     hier: dict[str, float] = {}
     for rec in resources.values():
-        user = rec["RemoteUser"]
-        group = groups.assigned_group(user).name
-        for n in dict.fromkeys((user, group)):
+        records, hier_records = groups.charged_records(rec["RemoteUser"])
+        for n in records:
             count[n] = count.get(n, 0) + 1
-        for part in dotted_prefixes(group):
+        for part in hier_records:
             hier[part] = hier.get(part, 0.0) + rec["SlotWeight"]
     for name, rec in customers.items():
         if "ResourcesUsed" in rec or name in count:
             rec["ResourcesUsed"] = count.get(name, 0)
-        if "@" not in name and (hier.get(name) or "HierWeightedResourcesUsed" in rec):
+        if is_group_name(name) and (hier.get(name) or "HierWeightedResourcesUsed" in rec):
             rec["HierWeightedResourcesUsed"] = round6(hier.get(name, 0.0))

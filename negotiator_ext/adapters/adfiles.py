@@ -9,8 +9,10 @@ reported, naming the file, the line, the ad and the attribute.
 
 from __future__ import annotations
 
+import io
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
 
@@ -35,13 +37,20 @@ def is_json_text(text: str) -> bool:
 def read_ads(path: str | Path) -> list[classad2.ClassAd]:
     """All ads in `path`, in file order. Raises InputError naming the file on bad input."""
     p = Path(path)
-    try:
+    with _reading(p):
         text = p.read_text()
+    return parse_ads_text(text, str(p))
+
+
+@contextmanager
+def _reading(p: Path):
+    """A file that cannot be read, or is not text, as an InputError naming it."""
+    try:
+        yield
     except UnicodeDecodeError:
         raise InputError(str(p), "not a text file of ClassAds") from None
     except OSError as exc:
         raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
-    return parse_ads_text(text, str(p))
 
 
 def parse_ads_text(text: str, source: str) -> list[classad2.ClassAd]:
@@ -80,12 +89,7 @@ def _parse_json(text: str, source: str) -> list[classad2.ClassAd]:
     # "\/Expr(...)\/" escapes) and classad2 parses each.
     ads = []
     for i, (d, piece) in enumerate(zip(doc, _json_object_texts(text)), start=1):
-        try:
-            ad = classad2.parseNext(piece, classad2.ParserType.JSON)
-        except Exception:
-            ad = None
-        if ad is None:
-            ad = classad2.ClassAd()
+        ad = _parse_one(piece, classad2.ParserType.JSON)
         bad_expr = [k for k, v in d.items() if isinstance(v, str) and v.startswith("/Expr(")
                     and not isinstance(ad.get(k), classad2.ExprTree)]
         if len(ad) != len(d) or bad_expr:
@@ -115,11 +119,20 @@ def _json_object_texts(text: str) -> Iterable[str]:
         i = end
 
 
-def _blocks(text: str | Iterable[str]) -> Iterable[tuple[int, list[str]]]:
+def _parse_one(text: str, parser_type) -> classad2.ClassAd:
+    """One ad parsed by classad2, or an empty ad when it cannot parse the text.
+    (parseNext: one ad, no merging copy; parseOne copies every attribute.)"""
+    try:
+        ad = classad2.parseNext(text, parser_type)
+    except Exception:
+        ad = None
+    return classad2.ClassAd() if ad is None else ad
+
+
+def _blocks(text: str) -> Iterable[tuple[int, list[str]]]:
     """(first line number, lines) of each blank-line-separated block with content."""
     start, cur = 0, []
-    lines = text.splitlines() if isinstance(text, str) else (ln.rstrip("\r\n") for ln in text)
-    for n, line in enumerate(lines, start=1):
+    for n, line in enumerate(text.splitlines(), start=1):
         if line.strip() == "":
             if cur:
                 yield start, cur
@@ -132,27 +145,12 @@ def _blocks(text: str | Iterable[str]) -> Iterable[tuple[int, list[str]]]:
         yield start, cur
 
 
-def _parse_old(text: str | Iterable[str], source: str) -> list[classad2.ClassAd]:
-    return [ad for ad, _ in _old_ads(text, source)]
-
-
-def _old_ads(text: str | Iterable[str], source: str):
-    """(ad, body lines) of each ad in old syntax, every ad parsed by classad2."""
-    count = 0
-    for first, lines in _blocks(text):
-        body = [ln for ln in lines if not ln.lstrip().startswith(("#", "//"))]
-        if not body:
-            continue  # a block of comments only
-        count += 1
-        try:  # parseNext: one ad, no merging copy (parseOne copies every attribute)
-            ad = classad2.parseNext("\n".join(body), classad2.ParserType.Old)
-        except Exception:
-            ad = None
-        if ad is None:
-            ad = classad2.ClassAd()
-        if len(ad) < len(body):
-            _report_dropped_line(source, first, lines, ad, count)
-        yield ad, body
+def _parse_old(text: str, source: str) -> list[classad2.ClassAd]:
+    """Ads in old syntax, every ad parsed by classad2 (read as files are: newlines
+    translated, ads cut at blank lines)."""
+    ads: list = []
+    _read_old_texts(io.StringIO(text, newline=None), source, TextAds(), ads)
+    return ads
 
 
 # ---- ads kept as text (core.adtext), for job queues ---------------------------------
@@ -160,7 +158,8 @@ def _old_ads(text: str | Iterable[str], source: str):
 def read_text_ads(path: str | Path, store: TextStore | None = None) -> TextAds:
     """All ads in `path` as a TextAds (each ad still parsed by classad2 once, to report
     bad input exactly as read_ads does; then only its lines are kept). Old-syntax files
-    are read line by line, so a large queue is never held whole in memory."""
+    are read in large chunks cut at blank lines, so a large queue is never held whole in
+    memory."""
     return _read_texts(path, store, None)
 
 
@@ -174,23 +173,16 @@ def read_ads_and_texts(path: str | Path) -> tuple[list[classad2.ClassAd], TextAd
 def _read_texts(path, store, keep: list | None) -> TextAds:
     p = Path(path)
     out = TextAds(store)
-    try:
-        with p.open() as f:
-            head = f.read(4096)
-            f.seek(0)
-            if head.strip() and (is_json_text(head) or head.lstrip().startswith("[")):
-                for ad in parse_ads_text(f.read(), str(p)):
-                    out.add(attribute_texts(ad))
-                    if keep is not None:
-                        keep.append(ad)
-                return out
+    with _reading(p), p.open() as f:
+        head = f.read(4096)
+        f.seek(0)
+        if head.strip() and (is_json_text(head) or head.lstrip().startswith("[")):
+            for ad in parse_ads_text(f.read(), str(p)):
+                out.add(attribute_texts(ad))
+                if keep is not None:
+                    keep.append(ad)
+        else:
             _read_old_texts(f, str(p), out, keep)
-    except UnicodeDecodeError:
-        raise InputError(str(p), "not a text file of ClassAds") from None
-    except OSError as exc:
-        raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
-    finally:
-        out.store.lines.clear()     # the raw lines are only needed while reading
     return out
 
 
@@ -198,11 +190,10 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     """Old-syntax ads, read in large chunks and cut at blank lines: each ad parsed by
     classad2 (to report bad input as read_ads does), its lines kept as shared pairs (a
     line seen before costs one lookup)."""
-    lines = out.store.lines
+    lines: dict = {}                # a line of this file -> its shared pair
     count = 0
 
     def ad_of(first: int, block: str) -> None:
-        nonlocal count
         body = block.split("\n")
         if _needs_care(block, body):
             # comment lines or whitespace-only lines: the careful path
@@ -216,12 +207,7 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     def one(first: int, raw: list, body: list, text: str) -> None:
         nonlocal count
         count += 1
-        try:
-            ad = classad2.parseNext(text, classad2.ParserType.Old)
-        except Exception:
-            ad = None
-        if ad is None:
-            ad = classad2.ClassAd()
+        ad = _parse_one(text, classad2.ParserType.Old)
         n = len(ad)
         if n < len(body):           # a dropped line (an error) or a duplicate (fine)
             _report_dropped_line(source, first, raw, ad, count)

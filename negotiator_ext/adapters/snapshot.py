@@ -110,6 +110,9 @@ def load_snapshot(path: str | Path) -> Snapshot:
         f = _one_of(directory, stem)
         return tuple(read_ads(f)) if f else None
 
+    submitters = optional("submitters")     # read in this order: the first bad file is named
+    accounting_file = _one_of(directory, "accounting")
+    accounting = tuple(read_ads(accounting_file)) if accounting_file else None
     config = directory / "config"
     return Snapshot(
         directory=directory,
@@ -117,9 +120,9 @@ def load_snapshot(path: str | Path) -> Snapshot:
         slots=slots,
         slot_texts=slot_texts,
         jobs=jobs,
-        submitters=optional("submitters"),
-        accounting=optional("accounting"),
-        accounting_source=str(_one_of(directory, "accounting")) if _one_of(directory, "accounting") else None,
+        submitters=submitters,
+        accounting=accounting,
+        accounting_source=str(accounting_file) if accounting_file else None,
         negotiator=optional("negotiator"),
         config_path=config if config.is_file() else None,
         meta=read_meta(directory),

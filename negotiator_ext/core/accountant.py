@@ -16,7 +16,7 @@ series (25.11 and later) rebuilds WeightedResourcesUsed every cycle and lets
 ResourcesUsed and HierWeightedResourcesUsed grow without bound (reference 1.5, A19);
 weighted figures agree in steady state.
 
-Use it as: `acc = Accountant(state, config, groups)`; call the rules; `acc.state()`.
+Use it as: `acc = Accountant(state, config, groups)`; call the rules.
 """
 
 from __future__ import annotations
@@ -24,19 +24,15 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from .config import NegotiatorConfig
-from .groups import GroupQuota, GroupTree, dotted_prefixes
+from .groups import GroupQuota, GroupTree
 from .slots import SlotUsage
 
 MIN_PRIORITY = 0.5          # hard-coded MinPriority (rule A11); not a knob
 MIN_PRIORITY_FACTOR = 1.0   # MIN_PRIORITY_FACTOR (rule A10)
 NICE_USER_PREFIX = "nice-user"
-
-# In-memory only attributes (never logged, never rounded): rule A3.
-_IN_MEMORY = ("SubmitterShare", "SubmitterLimit")
 
 # Attributes HTCondor keeps as integers in the log.
 _INT_ATTRS = frozenset({
@@ -71,14 +67,6 @@ class Accountant:
         self.customers: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.customers.items()}
         self.resources: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.resources.items()}
         self.limits: dict[str, float] = dict(state.limits)
-
-    def state(self) -> AccountantState:
-        return AccountantState(
-            last_update_time=self.last_update_time,
-            customers=MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.customers.items()}),
-            resources=MappingProxyType({k: MappingProxyType(dict(v)) for k, v in self.resources.items()}),
-            limits=MappingProxyType(dict(self.limits)),
-        )
 
     # ---- attribute access, as the ClassAd log does it -------------------------------
 
@@ -248,14 +236,14 @@ class Accountant:
         is charged only from `now` (negative uncharged time back to the last update), a
         removed one for the time it existed since max(start, last update). Counts are
         floored at 0 on removal."""
-        group = self.groups.assigned_group(name).name
+        records, hier_records = self.groups.charged_records(name)
         if sign > 0:
             uncharged = -(now - self.last_update_time)
         else:
             uncharged = now - max(int(start or 0), self.last_update_time)
         # Both records are read before either is written (one transaction, rule A6), so a
         # customer that is its own group record is charged once.
-        for rec_name in dict.fromkeys((name, group)):
+        for rec_name in records:
             used = int(self._get(rec_name, "ResourcesUsed", 0)) + sign
             w_used = float(self._get(rec_name, "WeightedResourcesUsed", 0.0)) + sign * weight
             self._set(rec_name, "ResourcesUsed", max(used, 0))
@@ -263,7 +251,7 @@ class Accountant:
             self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) + uncharged)
             self._set(rec_name, "WeightedUnchargedTime",
                       float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) + uncharged * weight)
-        for part in dotted_prefixes(group):
+        for part in hier_records:
             hier = float(self._get(part, "HierWeightedResourcesUsed", 0.0)) + sign * weight
             self._set(part, "HierWeightedResourcesUsed", max(hier, 0.0))
 
@@ -458,8 +446,9 @@ def _roll_up(tree: GroupTree, by_group: dict[str, dict[str, Any]]) -> None:
 
 def _persisted(attr: str, value: Any) -> Any:
     """A value as the ClassAd log stores it: integers for integer attributes, reals
-    rounded to 6 decimals (rule A5); in-memory attributes untouched."""
-    if attr in _IN_MEMORY or isinstance(value, (bool, str)):
+    rounded to 6 decimals (rule A5). (The in-memory SubmitterShare/SubmitterLimit of
+    rule A3 are written to the record directly, never through here.)"""
+    if isinstance(value, (bool, str)):
         return value
     if attr in _INT_ATTRS:
         return int(value)

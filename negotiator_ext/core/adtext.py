@@ -30,7 +30,6 @@ class TextStore:
     """What ads of one snapshot share: interned pairs and each name's spelling."""
     pairs: dict = field(default_factory=dict)     # (lname, text) -> the shared pair
     names: dict = field(default_factory=dict)     # lname -> the name as first written
-    lines: dict = field(default_factory=dict)     # a file's line -> its pair (while reading)
 
 
 class TextAds(Sequence):
@@ -45,18 +44,8 @@ class TextAds(Sequence):
     def add(self, attrs: Iterable[tuple[str, str]]) -> None:
         """Append one ad given as (Name, text) pairs in file order (a later duplicate
         of a name wins, as in classad2)."""
-        pairs, names = self.store.pairs, self.store.names
-        row = []
-        for name, text in attrs:
-            lname = name.lower()
-            if lname not in names:
-                names[lname] = name
-            key = (lname, text)
-            p = pairs.get(key)
-            if p is None:
-                p = pairs[key] = key
-            row.append(p)
-        self.rows.append(tuple(row))
+        pair = self.pair
+        self.rows.append(tuple(pair(n, t) for n, t in attrs))
 
     def add_row(self, row: Pairs) -> None:
         """Append one ad already given as shared pairs."""
@@ -112,10 +101,10 @@ class TextValues:
             except ValueError:
                 got = (True, classads.ERROR)
             else:
-                if self.names(text):
-                    got = (False, None)
-                else:
-                    got = (True, classads.eval_expr(tree))
+                names = self._names.get(text)
+                if names is None:   # the tree is at hand: no second parse in names()
+                    names = self._names[text] = classads.names_in(tree)
+                got = (False, None) if names else (True, classads.eval_expr(tree))
             self._lit[text] = got
         return got
 

@@ -15,6 +15,12 @@ from .config import GroupConfig, NegotiatorConfig
 ROOT = "<none>"
 
 
+def is_group_name(name: str) -> bool:
+    """Rule G3: a customer name without '@' names a group (or the root, `<none>`);
+    a submitter's name has one."""
+    return "@" not in name
+
+
 @dataclass
 class GroupNode:
     name: str                       # as written in GROUP_NAMES; "<none>" for the root
@@ -112,7 +118,7 @@ class GroupTree:
     def assigned(self, customer: str) -> tuple[GroupNode, bool]:
         """Rule G3: the group a customer name is charged to, and whether the name is a
         group name (it has no '@')."""
-        is_group = "@" not in customer
+        is_group = is_group_name(customer)
         node = self.get(customer)
         if node is not None:
             return node, is_group
@@ -135,6 +141,14 @@ class GroupTree:
                 result = nxt
         self._cache[customer.lower()] = result
         return result, False
+
+    def charged_records(self, customer: str) -> tuple[tuple[str, ...], list[str]]:
+        """Rules A17, A22: the records a match of `customer` is charged to, namely the
+        customer's and its assigned group's (once when they are the same record), and the
+        records whose HierWeightedResourcesUsed it adds to (`dotted_prefixes` of the
+        group)."""
+        group = self.assigned_group(customer).name
+        return tuple(dict.fromkeys((customer, group))), dotted_prefixes(group)
 
     def surplus_policy(self, node: GroupNode) -> str:
         """SurplusPolicy as ReportGroups writes it (rule A26)."""
@@ -196,7 +210,7 @@ def group_demand(tree: GroupTree, submitters: Iterable[Mapping], weighted: bool
     out: dict[str, float] = {}
     for s in submitters:
         name = s.get("Name")
-        if not isinstance(name, str) or "@" not in name:
+        if not isinstance(name, str) or is_group_name(name):
             continue
         g = tree.assigned_group(name)
         if weighted:
