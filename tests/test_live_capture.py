@@ -56,6 +56,15 @@ def location(name: str, port: int) -> classad2.ClassAd:
                              "CondorVersion": "$CondorVersion: 25.14.0 $", "MyType": "Scheduler"})
 
 
+def forbidden(pool: "FakePool | None", owner: str, name: str):
+    """Any other attribute of a fake binding object: record it and refuse. The capture
+    may only use the read methods the fakes define (README: READ authorization only);
+    dunder probes (copy, pickle, ...) are refused without being recorded."""
+    if pool is not None and not (name.startswith("__") and name.endswith("__")):
+        pool.calls.append(("FORBIDDEN", f"{owner}.{name}"))
+    raise AttributeError(f"{owner}.{name} is not a read operation the capture may use")
+
+
 class FakeRemoteParam:
     """RemoteParam's shape: keys listed at construction, each value fetched on access."""
 
@@ -128,6 +137,9 @@ class FakeCollector:
     def __init__(self, pool: FakePool):
         self.pool = pool
 
+    def __getattr__(self, name):
+        return forbidden(self.__dict__.get("pool"), "Collector", name)
+
     def query(self, ad_type=htcondor2.AdTypes.Any, constraint=None, projection=None, statistics=None):
         p = self.pool
         p.calls.append(("Collector.query", ad_type, tuple(projection or ())))
@@ -165,6 +177,9 @@ class FakeCollector:
 class FakeSchedd:
     def __init__(self, pool: FakePool, name: str):
         self.pool, self.name = pool, name
+
+    def __getattr__(self, name):
+        return forbidden(self.__dict__.get("pool"), "Schedd", name)
 
     def query(self, constraint="True", projection=[], callback=None, limit=-1, opts=None):
         p = self.pool
@@ -525,7 +540,11 @@ def test_version_falls_back_to_the_collector_ad(pool, tmp_path, mocker):
 
 def test_only_read_operations_and_bounded_round_trips(pool, tmp_path):
     pool.schedds["other"] = fixture_ads("jobs.ads")[:4]
-    capture_snapshot(None, tmp_path / "snap", now=NOW)
+    report = capture_snapshot(None, tmp_path / "snap", now=NOW)
+    # the fakes record any attribute they do not define as ("FORBIDDEN", name)
+    assert [c for c in pool.calls if c[0] == "FORBIDDEN"] == []
+    assert dict(report.errors) == {} and report.partial is False
+    assert report.missing_schedds == () and set(report.schedds) == {"vm", "other"}
     kinds = {c[0] for c in pool.calls}
     assert kinds <= {"Collector", "Collector.query", "Collector.locate", "Collector.locateAll",
                      "Schedd", "Schedd.query", "RemoteParam"}
