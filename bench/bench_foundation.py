@@ -5,7 +5,8 @@
 Builds a synthetic snapshot in a temporary directory from the recorded fixture's slot ad
 (half the slots claimed by U users), then times: reading and validating the snapshot
 (slots.ads parse, config through htcondor2, accounting import), and one accountant step
-(UpdatePriorities + CheckMatches) as at the start of a negotiation cycle. Not a test:
+as at the start of a negotiation cycle (`initialize_groups` + `start_cycle`: lease expiry,
+UpdatePriorities, CheckMatches), as `negotiator-ext userprio --at` does it. Not a test:
 timing targets live here, never in the test suite.
 """
 
@@ -69,13 +70,13 @@ def main() -> None:
         t1 = time.perf_counter()
         acc = Accountant(pool.accountant, pool.config, pool.groups)
         now = pool.accountant.last_update_time + 60
-        acc.update_priorities(now)
-        acc.check_matches(pool.slots, now)
+        acc.initialize_groups()
+        acc.start_cycle(pool.slots, now)
         report = acc.report()
         t2 = time.perf_counter()
     print(f"slots={args.slots} users={args.users} claimed={sum(1 for s in pool.slots if s.state == 'Claimed')}")
     print(f"load snapshot (parse + validate + config + import): {t1 - t0:7.2f} s")
-    print(f"accountant step (update + check matches + report):  {t2 - t1:7.2f} s")
+    print(f"accountant step (start cycle + report):             {t2 - t1:7.2f} s")
     assert len(report) == args.users
 
 

@@ -132,7 +132,7 @@ def test_step_size_independence(p0, usage, steps):
 def test_factor_defaults_for_nice_group_remote_and_local_names():
     cfg = NegotiatorConfig(
         accountant_local_domain="site.org",
-        groups=(GroupConfig("group_a", 10.0, None, False, False, 5.0),),
+        groups=(GroupConfig("group_a", 10.0, None, False, False),),
         group_prio_factors={"GROUP_A": 5.0},
     )
     acc = make(config=cfg)
@@ -218,8 +218,8 @@ def test_match_already_existing_is_not_charged_twice_and_a_new_user_replaces_the
 
 
 def test_group_records_and_hierarchical_usage():
-    cfg = NegotiatorConfig(groups=(GroupConfig("group_physics", 20.0, None, False, False, 0.0),
-                                   GroupConfig("group_physics.hep", 15.0, None, True, False, 0.0)))
+    cfg = NegotiatorConfig(groups=(GroupConfig("group_physics", 20.0, None, False, False),
+                                   GroupConfig("group_physics.hep", 15.0, None, True, False)))
     acc = make(config=cfg)
     acc.add_match("group_physics.hep.higgs@d", slot("s1", group="group_physics.hep.higgs@d", weight=2.0), T0)
     acc.add_match("bob@d", slot("s2", "bob@d", weight=3.0), T0)
@@ -341,7 +341,7 @@ def test_concurrency_limit_syntax_and_counts():
 
 
 def test_report_is_the_modular_query_shape():
-    cfg = NegotiatorConfig(groups=(GroupConfig("group_a", 10.0, None, True, False, 0.0),))
+    cfg = NegotiatorConfig(groups=(GroupConfig("group_a", 10.0, None, True, False),))
     acc = make({"group_a.bob@x": {"Priority": 2.0, "PriorityFactor": 10.0, "WeightedResourcesUsed": 1.0,
                                   "UnchargedTime": -5},
                 "group_a": {"WeightedResourcesUsed": 1.0}}, config=cfg)
@@ -358,7 +358,7 @@ def test_report_is_the_modular_query_shape():
 
 
 def test_initialize_creates_a_record_for_every_configured_group():
-    cfg = NegotiatorConfig(groups=(GroupConfig("g1", 1.0, None, False, False, 0.0),),
+    cfg = NegotiatorConfig(groups=(GroupConfig("g1", 1.0, None, False, False),),
                            group_prio_factors={"G1": 7.0})
     acc = make(config=cfg)
     acc.initialize_groups()
@@ -370,7 +370,7 @@ def test_initialize_creates_a_record_for_every_configured_group():
 
 
 def test_a_customer_that_is_its_own_group_record_is_charged_once():
-    cfg = NegotiatorConfig(groups=(GroupConfig("grp", 5.0, None, False, False, 0.0),))
+    cfg = NegotiatorConfig(groups=(GroupConfig("grp", 5.0, None, False, False),))
     acc = make(config=cfg)
     acc.add_match("grp", slot("s1", group="grp", weight=2.0), T0)
     assert acc.customers["grp"]["WeightedResourcesUsed"] == 2.0
@@ -378,9 +378,9 @@ def test_a_customer_that_is_its_own_group_record_is_charged_once():
 
 
 def test_rollup_sums_children_into_parents():
-    cfg = NegotiatorConfig(groups=(GroupConfig("p", 10.0, None, False, False, 0.0),
-                                   GroupConfig("p.a", 5.0, None, False, False, 0.0),
-                                   GroupConfig("p.b", 5.0, None, False, False, 0.0)))
+    cfg = NegotiatorConfig(groups=(GroupConfig("p", 10.0, None, False, False),
+                                   GroupConfig("p.a", 5.0, None, False, False),
+                                   GroupConfig("p.b", 5.0, None, False, False)))
     acc = make({"p": {"WeightedResourcesUsed": 1.0, "ResourcesUsed": 1, "WeightedAccumulatedUsage": 10.0,
                       "BeginUsageTime": 300, "LastUsageTime": 400},
                 "p.a": {"WeightedResourcesUsed": 2.0, "ResourcesUsed": 2, "WeightedAccumulatedUsage": 20.0,

@@ -85,3 +85,28 @@ def test_bad_config_is_named(tmp_path, text, expected):
 def test_missing_config_file(tmp_path):
     with pytest.raises(InputError, match="config file not found"):
         load_config(tmp_path / "nope")
+
+
+def test_a_knob_without_value_or_table_default_takes_the_dataclass_default():
+    from negotiator_ext.core.config import NegotiatorConfig
+    c = NegotiatorConfig.from_params({"GROUP_QUOTA_MAX_ALLOCATION_ROUNDS": None, "SLOT_WEIGHT": " "},
+                                     source="x")
+    assert c == NegotiatorConfig(source="x")
+    assert c.group_sort_expr.startswith('ifThenElse(AccountingGroup=?="<none>"')
+
+
+def test_ext_knobs_are_ours_only_with_the_prefix_dropped():
+    from negotiator_ext.core.config import NegotiatorConfig, ext_knobs
+    params = {"negotiator_ext_Pool": "cm:9618", "NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT": 30.5,
+              "NEGOTIATOR_EXT_UNSET": None, "NEGOTIATOR_INTERVAL": 60}
+    assert ext_knobs(params) == {"POOL": "cm:9618", "SNAPSHOT_TIMEOUT": "30.5"}
+    assert dict(NegotiatorConfig.from_params(params).ext) == ext_knobs(params)
+
+
+def test_group_knobs_fall_back_to_the_global_ones(tmp_path):
+    c = load_config(write(tmp_path, "GROUP_NAMES = a, b\nGROUP_ACCEPT_SURPLUS = True\n"
+                                    "GROUP_ACCEPT_SURPLUS_b = False\nGROUP_AUTOREGROUP_a = True\n"))
+    by = {g.name: g for g in c.groups}
+    assert by["a"].accept_surplus and by["a"].autoregroup
+    assert not by["b"].accept_surplus and not by["b"].autoregroup
+    assert by["a"].static_quota is None and by["a"].dynamic_quota is None

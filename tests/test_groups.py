@@ -10,11 +10,11 @@ from negotiator_ext.core.slots import pool_sizes
 
 
 def static(name, q, accept=False):
-    return GroupConfig(name, float(q), None, accept, False, 0.0)
+    return GroupConfig(name, float(q), None, accept, False)
 
 
 def dynamic(name, q, accept=False):
-    return GroupConfig(name, None, float(q), accept, False, 0.0)
+    return GroupConfig(name, None, float(q), accept, False)
 
 
 def tree(*groups, **knobs):
@@ -28,7 +28,7 @@ def test_tree_is_sorted_case_insensitively_and_breadth_first():
 
 
 def test_missing_parent_duplicates_and_quota_less_groups():
-    t = tree(static("a.b", 1), static("c", 1), static("C", 2), GroupConfig("d", None, None, False, False, 0.0))
+    t = tree(static("a.b", 1), static("c", 1), static("C", 2), GroupConfig("d", None, None, False, False))
     assert t.group_names() == ["<none>", "c", "d"]
     assert any("a.b has no parent group a" in w for w in t.warnings)
     assert any("C is listed twice" in w for w in t.warnings)
@@ -140,6 +140,6 @@ def test_global_surplus_and_autoregroup_are_the_or_of_all_groups():
     assert tree(static("a", 1), static("b", 1, accept=True)).global_accept_surplus is True
     assert tree(static("a", 1)).global_accept_surplus is False
     assert tree(static("a", 1), group_accept_surplus=True).global_accept_surplus is True
-    t = tree(static("a", 1), GroupConfig("b", 1.0, None, False, True, 0.0))
+    t = tree(static("a", 1), GroupConfig("b", 1.0, None, False, True))
     assert t.global_autoregroup is True and t.root.autoregroup is True
     assert t.surplus_policy(t.get("b")) == "regroup" and t.surplus_policy(t.get("a")) == "no"

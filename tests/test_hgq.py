@@ -19,11 +19,11 @@ from negotiator_ext.core.hgq import (FLT_MAX, INT_MIN, allocate_surplus_loop, bu
 
 
 def static(name, q, accept=False, regroup=False):
-    return GroupConfig(name, float(q), None, accept, regroup, 0.0)
+    return GroupConfig(name, float(q), None, accept, regroup)
 
 
 def dynamic(name, q, accept=False, regroup=False):
-    return GroupConfig(name, None, float(q), accept, regroup, 0.0)
+    return GroupConfig(name, None, float(q), accept, regroup)
 
 
 def setup(*groups, **knobs):

@@ -16,11 +16,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ..core.config import NegotiatorConfig
+from ..core.config import NegotiatorConfig, ext_knobs
 from ..errors import InputError
 
 
 LOCAL = "<local>"
+
+
+def _source(path: str | Path | None) -> str:
+    """How errors name the configuration `path` stands for."""
+    if path == LOCAL:
+        return os.environ.get("CONDOR_CONFIG", "the local HTCondor configuration")
+    return str(path) if path is not None else "<HTCondor defaults>"
 
 
 def read_params(path: str | Path | None) -> tuple[dict, dict]:
@@ -31,18 +38,16 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
     the typed ones.
     """
     env = dict(os.environ)
-    source = str(path) if path is not None else "<HTCondor defaults>"
-    if path == LOCAL:
-        source = env.get("CONDOR_CONFIG", "the local HTCondor configuration")
-    elif path is None:
-        env["CONDOR_CONFIG"] = os.devnull
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(source, "config file not found")
-        env["CONDOR_CONFIG"] = str(p.resolve())
-    # _CONDOR_* variables would silently change the knobs; a snapshot's config is its own.
-    if path != LOCAL:
+    source = _source(path)
+    if path != LOCAL:   # LOCAL: this host's CONDOR_CONFIG and _CONDOR_* variables apply
+        if path is None:
+            env["CONDOR_CONFIG"] = os.devnull
+        else:
+            p = Path(path)
+            if not p.is_file():
+                raise InputError(source, "config file not found")
+            env["CONDOR_CONFIG"] = str(p.resolve())
+        # _CONDOR_* variables would silently change the knobs; a snapshot's config is its own.
         for k in list(env):
             if k.upper().startswith("_CONDOR_"):
                 del env[k]
@@ -75,8 +80,7 @@ def load_config(path: str | Path | None) -> NegotiatorConfig:
     """The typed negotiator configuration of config file `path` (None: defaults; LOCAL:
     this host's configuration)."""
     params, raw = read_params(path)
-    source = str(path) if path is not None else "<HTCondor defaults>"
-    return NegotiatorConfig.from_params(params, source=source, raw=raw)
+    return NegotiatorConfig.from_params(params, source=_source(path), raw=raw)
 
 
 def local_ext_knobs(path: str | Path | None = None) -> dict[str, str]:
@@ -89,6 +93,4 @@ def local_ext_knobs(path: str | Path | None = None) -> dict[str, str]:
             params, _ = read_params(LOCAL)
         except InputError:
             return {}
-    prefix = "NEGOTIATOR_EXT_"
-    return {k.upper()[len(prefix):]: str(v) for k, v in params.items()
-            if k.upper().startswith(prefix) and v is not None}
+    return ext_knobs(params)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -21,68 +21,66 @@ from . import classads
 
 EXT_PREFIX = "NEGOTIATOR_EXT_"
 
-# (field, knob, kind, fallback). The fallback is used only when the knob has neither a
-# value nor a default in HTCondor's param table (the bindings return the table default
-# whenever one exists, so for almost every knob the fallback is never reached).
+# (field, knob, kind). The NegotiatorConfig field's default is used only when the knob has
+# neither a value nor a default in HTCondor's param table (the bindings return the table
+# default whenever one exists, so for almost every knob that default is never reached).
 # kinds: float, int, bool, str (free text), expr (a ClassAd expression, kept as text).
-_SCALAR_KNOBS: tuple[tuple[str, str, str, Any], ...] = (
+_SCALAR_KNOBS: tuple[tuple[str, str, str], ...] = (
     # accountant (section 1)
-    ("priority_halflife", "PRIORITY_HALFLIFE", "float", 86400.0),
-    ("default_prio_factor", "DEFAULT_PRIO_FACTOR", "float", 1000.0),
-    ("nice_user_prio_factor", "NICE_USER_PRIO_FACTOR", "float", 1e10),
-    ("remote_prio_factor", "REMOTE_PRIO_FACTOR", "float", 1e7),
-    ("accountant_local_domain", "ACCOUNTANT_LOCAL_DOMAIN", "str", ""),
-    ("discount_suspended_resources", "NEGOTIATOR_DISCOUNT_SUSPENDED_RESOURCES", "bool", False),
-    ("use_slot_weights", "NEGOTIATOR_USE_SLOT_WEIGHTS", "bool", True),
-    ("slot_weight", "SLOT_WEIGHT", "expr", "Cpus"),
-    ("force_negotiator_slot_weight", "FORCE_NEGOTIATOR_SLOT_WEIGHT", "bool", False),
+    ("priority_halflife", "PRIORITY_HALFLIFE", "float"),
+    ("default_prio_factor", "DEFAULT_PRIO_FACTOR", "float"),
+    ("nice_user_prio_factor", "NICE_USER_PRIO_FACTOR", "float"),
+    ("remote_prio_factor", "REMOTE_PRIO_FACTOR", "float"),
+    ("accountant_local_domain", "ACCOUNTANT_LOCAL_DOMAIN", "str"),
+    ("discount_suspended_resources", "NEGOTIATOR_DISCOUNT_SUSPENDED_RESOURCES", "bool"),
+    ("use_slot_weights", "NEGOTIATOR_USE_SLOT_WEIGHTS", "bool"),
+    ("slot_weight", "SLOT_WEIGHT", "expr"),
+    ("force_negotiator_slot_weight", "FORCE_NEGOTIATOR_SLOT_WEIGHT", "bool"),
     # cycle timing (section 2.1)
-    ("negotiator_interval", "NEGOTIATOR_INTERVAL", "int", 60),
-    ("negotiator_min_interval", "NEGOTIATOR_MIN_INTERVAL", "int", 5),
-    ("negotiator_cycle_delay", "NEGOTIATOR_CYCLE_DELAY", "int", 20),
-    ("max_time_per_cycle", "NEGOTIATOR_MAX_TIME_PER_CYCLE", "int", 1200),
-    ("max_time_per_submitter", "NEGOTIATOR_MAX_TIME_PER_SUBMITTER", "int", 60),
-    ("max_time_per_schedd", "NEGOTIATOR_MAX_TIME_PER_SCHEDD", "int", 120),
-    ("max_time_per_piespin", "NEGOTIATOR_MAX_TIME_PER_PIESPIN", "int", 120),
+    ("negotiator_interval", "NEGOTIATOR_INTERVAL", "int"),
+    ("negotiator_min_interval", "NEGOTIATOR_MIN_INTERVAL", "int"),
+    ("negotiator_cycle_delay", "NEGOTIATOR_CYCLE_DELAY", "int"),
+    ("max_time_per_cycle", "NEGOTIATOR_MAX_TIME_PER_CYCLE", "int"),
+    ("max_time_per_submitter", "NEGOTIATOR_MAX_TIME_PER_SUBMITTER", "int"),
+    ("max_time_per_schedd", "NEGOTIATOR_MAX_TIME_PER_SCHEDD", "int"),
+    ("max_time_per_piespin", "NEGOTIATOR_MAX_TIME_PER_PIESPIN", "int"),
     # ad selection (section 2.2)
-    ("slot_constraint", "NEGOTIATOR_SLOT_CONSTRAINT", "expr", None),
-    ("slot_poolsize_constraint", "NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT", "expr", None),
-    ("submitter_constraint", "NEGOTIATOR_SUBMITTER_CONSTRAINT", "expr", None),
-    ("job_constraint", "NEGOTIATOR_JOB_CONSTRAINT", "expr", None),
+    ("slot_constraint", "NEGOTIATOR_SLOT_CONSTRAINT", "expr"),
+    ("slot_poolsize_constraint", "NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT", "expr"),
+    ("submitter_constraint", "NEGOTIATOR_SUBMITTER_CONSTRAINT", "expr"),
+    ("job_constraint", "NEGOTIATOR_JOB_CONSTRAINT", "expr"),
     # preemption and ranks (section 4)
-    ("consider_preemption", "NEGOTIATOR_CONSIDER_PREEMPTION", "bool", True),
-    ("consider_early_preemption", "NEGOTIATOR_CONSIDER_EARLY_PREEMPTION", "bool", False),
-    ("preemption_requirements", "PREEMPTION_REQUIREMENTS", "expr", "False"),
-    ("preemption_rank", "PREEMPTION_RANK", "expr", None),
-    ("pre_job_rank", "NEGOTIATOR_PRE_JOB_RANK", "expr", None),
-    ("post_job_rank", "NEGOTIATOR_POST_JOB_RANK", "expr", None),
-    ("preemption_requirements_stable", "PREEMPTION_REQUIREMENTS_STABLE", "bool", True),
-    ("preemption_rank_stable", "PREEMPTION_RANK_STABLE", "bool", True),
-    ("matchlist_caching", "NEGOTIATOR_MATCHLIST_CACHING", "bool", True),
-    ("ignore_job_ranks", "NEGOTIATOR_IGNORE_JOB_RANKS", "bool", False),
-    ("ignore_user_priorities", "NEGOTIATOR_IGNORE_USER_PRIORITIES", "bool", False),
-    ("cross_slot_prios", "NEGOTIATOR_CROSS_SLOT_PRIOS", "bool", False),
-    ("inform_startd", "NEGOTIATOR_INFORM_STARTD", "bool", False),
-    ("depth_first", "NEGOTIATOR_DEPTH_FIRST", "bool", False),
-    ("prefetch_requests", "NEGOTIATOR_PREFETCH_REQUESTS", "bool", True),
-    ("use_resource_request_counts", "USE_RESOURCE_REQUEST_COUNTS", "bool", True),
-    ("resource_request_list_size", "NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE", "int", 200),
-    ("use_global_job_prios", "USE_GLOBAL_JOB_PRIOS", "bool", False),
-    ("allow_pslot_preemption", "ALLOW_PSLOT_PREEMPTION", "bool", False),
-    ("match_working_cm_slots", "MATCH_WORKING_CM_SLOTS", "bool", False),
-    ("trim_shutdown_threshold", "NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD", "int", 0),
-    ("negotiate_all_jobs_in_cluster", "NEGOTIATE_ALL_JOBS_IN_CLUSTER", "bool", False),
+    ("consider_preemption", "NEGOTIATOR_CONSIDER_PREEMPTION", "bool"),
+    ("consider_early_preemption", "NEGOTIATOR_CONSIDER_EARLY_PREEMPTION", "bool"),
+    ("preemption_requirements", "PREEMPTION_REQUIREMENTS", "expr"),
+    ("preemption_rank", "PREEMPTION_RANK", "expr"),
+    ("pre_job_rank", "NEGOTIATOR_PRE_JOB_RANK", "expr"),
+    ("post_job_rank", "NEGOTIATOR_POST_JOB_RANK", "expr"),
+    ("preemption_requirements_stable", "PREEMPTION_REQUIREMENTS_STABLE", "bool"),
+    ("preemption_rank_stable", "PREEMPTION_RANK_STABLE", "bool"),
+    ("matchlist_caching", "NEGOTIATOR_MATCHLIST_CACHING", "bool"),
+    ("ignore_job_ranks", "NEGOTIATOR_IGNORE_JOB_RANKS", "bool"),
+    ("ignore_user_priorities", "NEGOTIATOR_IGNORE_USER_PRIORITIES", "bool"),
+    ("cross_slot_prios", "NEGOTIATOR_CROSS_SLOT_PRIOS", "bool"),
+    ("inform_startd", "NEGOTIATOR_INFORM_STARTD", "bool"),
+    ("depth_first", "NEGOTIATOR_DEPTH_FIRST", "bool"),
+    ("prefetch_requests", "NEGOTIATOR_PREFETCH_REQUESTS", "bool"),
+    ("use_resource_request_counts", "USE_RESOURCE_REQUEST_COUNTS", "bool"),
+    ("resource_request_list_size", "NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE", "int"),
+    ("use_global_job_prios", "USE_GLOBAL_JOB_PRIOS", "bool"),
+    ("allow_pslot_preemption", "ALLOW_PSLOT_PREEMPTION", "bool"),
+    ("match_working_cm_slots", "MATCH_WORKING_CM_SLOTS", "bool"),
+    ("trim_shutdown_threshold", "NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD", "int"),
+    ("negotiate_all_jobs_in_cluster", "NEGOTIATE_ALL_JOBS_IN_CLUSTER", "bool"),
     # concurrency limits (section 4.11)
-    ("concurrency_limit_default", "CONCURRENCY_LIMIT_DEFAULT", "float", 2308032.0),
+    ("concurrency_limit_default", "CONCURRENCY_LIMIT_DEFAULT", "float"),
     # hierarchical group quotas (section 3)
-    ("group_accept_surplus", "GROUP_ACCEPT_SURPLUS", "bool", False),
-    ("group_autoregroup", "GROUP_AUTOREGROUP", "bool", False),
-    ("group_sort_expr", "GROUP_SORT_EXPR", "expr",
-     'ifThenElse(AccountingGroup=?="<none>",3.4e+38,'
-     'ifThenElse(GroupQuota>0,GroupResourcesInUse/GroupQuota,3.3e+38))'),
-    ("allow_quota_oversubscription", "NEGOTIATOR_ALLOW_QUOTA_OVERSUBSCRIPTION", "bool", True),
-    ("use_weighted_demand", "NEGOTIATOR_USE_WEIGHTED_DEMAND", "bool", True),
-    ("strict_enforce_quota", "NEGOTIATOR_STRICT_ENFORCE_QUOTA", "bool", True),
+    ("group_accept_surplus", "GROUP_ACCEPT_SURPLUS", "bool"),
+    ("group_autoregroup", "GROUP_AUTOREGROUP", "bool"),
+    ("group_sort_expr", "GROUP_SORT_EXPR", "expr"),
+    ("allow_quota_oversubscription", "NEGOTIATOR_ALLOW_QUOTA_OVERSUBSCRIPTION", "bool"),
+    ("use_weighted_demand", "NEGOTIATOR_USE_WEIGHTED_DEMAND", "bool"),
+    ("strict_enforce_quota", "NEGOTIATOR_STRICT_ENFORCE_QUOTA", "bool"),
 )
 
 # Knobs with a legacy fallback name: the new name wins when it is defined.
@@ -111,7 +109,7 @@ class GroupConfig:
     dynamic_quota: float | None    # GROUP_QUOTA_DYNAMIC_<g>, clamped to [0, 1]
     accept_surplus: bool
     autoregroup: bool
-    prio_factor: float             # GROUP_PRIO_FACTOR_<g>; 0 when unset
+    # (GROUP_PRIO_FACTOR_<g> is NegotiatorConfig.group_prio_factor)
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,8 @@ class NegotiatorConfig:
     groups: tuple[GroupConfig, ...] = ()
     group_accept_surplus: bool = False
     group_autoregroup: bool = False
-    group_sort_expr: str = _SCALAR_KNOBS[-4][3]
+    group_sort_expr: str = ('ifThenElse(AccountingGroup=?="<none>",3.4e+38,'
+                            'ifThenElse(GroupQuota>0,GroupResourcesInUse/GroupQuota,3.3e+38))')
     group_quota_max_allocation_rounds: int = 3
     group_quota_round_robin_rate: float = 1e100
     allow_quota_oversubscription: bool = True
@@ -213,6 +212,7 @@ class NegotiatorConfig:
         up = {str(k).upper(): v for k, v in params.items()}
         raw_up = {str(k).upper(): v for k, v in (raw or {}).items()}
         kw: dict[str, Any] = {"source": source}
+        default = {f.name: f.default for f in fields(cls)}   # the one place defaults live
 
         def lookup(knob: str) -> Any:
             if knob in up:
@@ -222,21 +222,21 @@ class NegotiatorConfig:
                 return up[alias]
             return None
 
-        for fname, knob, kind, fallback in _SCALAR_KNOBS:
+        for fname, knob, kind in _SCALAR_KNOBS:
             value = lookup(knob)
             if value is None or (isinstance(value, str) and value.strip() == "" and kind != "str"):
-                kw[fname] = fallback
+                kw[fname] = default[fname]
                 continue
             kw[fname] = _typed(source, knob, value, kind, raw_up.get(knob))
 
         rounds = lookup("GROUP_QUOTA_MAX_ALLOCATION_ROUNDS")
         kw["group_quota_max_allocation_rounds"] = max(
             1, int(_typed(source, "GROUP_QUOTA_MAX_ALLOCATION_ROUNDS", rounds, "int", None))
-        ) if rounds is not None else 3
+        ) if rounds is not None else default["group_quota_max_allocation_rounds"]
         rate = lookup("GROUP_QUOTA_ROUND_ROBIN_RATE")
         kw["group_quota_round_robin_rate"] = max(
             1.0, _typed(source, "GROUP_QUOTA_ROUND_ROBIN_RATE", rate, "float", None)
-        ) if rate is not None else 1e100
+        ) if rate is not None else default["group_quota_round_robin_rate"]
         if kw["priority_halflife"] < 1e-5:
             kw["priority_halflife"] = 1e-5  # param_double's range: out of range is clamped
 
@@ -272,9 +272,15 @@ class NegotiatorConfig:
         kw["group_prio_factors"] = _freeze(gpf)
 
         kw["groups"] = tuple(_groups(source, lookup, up, raw_up, kw))
-        kw["ext"] = _freeze({k[len(EXT_PREFIX):]: str(v) for k, v in up.items()
-                             if k.startswith(EXT_PREFIX)})
+        kw["ext"] = _freeze(ext_knobs(up))
         return cls(**kw)
+
+
+def ext_knobs(params: Mapping[str, Any]) -> dict[str, str]:
+    """Our own NEGOTIATOR_EXT_* knobs of `params` (names in any case): upper-cased names
+    without the prefix, values as text; a knob whose value is None is left out."""
+    return {str(k).upper()[len(EXT_PREFIX):]: str(v) for k, v in params.items()
+            if str(k).upper().startswith(EXT_PREFIX) and v is not None}
 
 
 def _is_limit_name(name: str) -> bool:
@@ -291,10 +297,9 @@ def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> An
     For a knob HTCondor types (number, bool) the bindings return the default in place of
     invalid text, so the knob's own text (`raw`) is judged when we have it."""
     text = raw if raw is not None and raw.strip() else value
-    shown = text
 
     def bad(what: str) -> InputError:
-        return InputError(source, f"{knob} = {shown!s}: {what}")
+        return InputError(source, f"{knob} = {text!s}: {what}")
 
     if kind == "str":
         return str(value).strip()
@@ -354,6 +359,14 @@ _GROUP_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
 
 def _groups(source, lookup, up, raw_up, kw) -> list[GroupConfig]:
     """GROUP_NAMES and the per-group knobs (rules G1, G2). Tree checks live in core.groups."""
+    def knob(prefix: str, name: str, kind: str, otherwise: Any = None) -> Any:
+        """<prefix>_<name> (any case) typed as `kind` and named as GROUP_NAMES spells the
+        group, or `otherwise` when it is not set."""
+        key = f"{prefix}_{name.upper()}"
+        if key not in up:
+            return otherwise
+        return _typed(source, f"{prefix}_{name}", up[key], kind, raw_up.get(key))
+
     out = []
     for name in _split_list(lookup("GROUP_NAMES") or ""):
         if name == "<none>":
@@ -362,25 +375,17 @@ def _groups(source, lookup, up, raw_up, kw) -> list[GroupConfig]:
             raise InputError(source, f"GROUP_NAMES: {name!r} is not a usable group name (dot-separated "
                              "parts of letters, digits, '_' and '-'; it must also work as a config "
                              "knob suffix and in a submitter name)")
-        u = name.upper()
         static = dynamic = None
-        if f"GROUP_QUOTA_{u}" in up:
-            q = _typed(source, f"GROUP_QUOTA_{name}", up[f"GROUP_QUOTA_{u}"], "float", raw_up.get(f"GROUP_QUOTA_{u}"))
+        if (q := knob("GROUP_QUOTA", name, "float")) is not None:
             if q < 0:
                 raise InputError(source, f"GROUP_QUOTA_{name} = {q:g}: a group quota cannot be negative")
             static = min(q, float(INT_MAX))
-        elif f"GROUP_QUOTA_DYNAMIC_{u}" in up:
-            q = _typed(source, f"GROUP_QUOTA_DYNAMIC_{name}", up[f"GROUP_QUOTA_DYNAMIC_{u}"], "float", raw_up.get(f"GROUP_QUOTA_DYNAMIC_{u}"))
+        elif (q := knob("GROUP_QUOTA_DYNAMIC", name, "float")) is not None:
             if q < 0:
                 raise InputError(source, f"GROUP_QUOTA_DYNAMIC_{name} = {q:g}: a group quota cannot be negative")
             dynamic = min(q, 1.0)
-        accept = kw["group_accept_surplus"]
-        if f"GROUP_ACCEPT_SURPLUS_{u}" in up:
-            accept = _typed(source, f"GROUP_ACCEPT_SURPLUS_{name}", up[f"GROUP_ACCEPT_SURPLUS_{u}"], "bool", raw_up.get(f"GROUP_ACCEPT_SURPLUS_{u}"))
-        regroup = kw["group_autoregroup"]
-        if f"GROUP_AUTOREGROUP_{u}" in up:
-            regroup = _typed(source, f"GROUP_AUTOREGROUP_{name}", up[f"GROUP_AUTOREGROUP_{u}"], "bool", raw_up.get(f"GROUP_AUTOREGROUP_{u}"))
+        accept = knob("GROUP_ACCEPT_SURPLUS", name, "bool", kw["group_accept_surplus"])
+        regroup = knob("GROUP_AUTOREGROUP", name, "bool", kw["group_autoregroup"])
         out.append(GroupConfig(name=name, static_quota=static, dynamic_quota=dynamic,
-                               accept_surplus=bool(accept), autoregroup=bool(regroup),
-                               prio_factor=kw["group_prio_factors"].get(u, 0.0)))
+                               accept_surplus=bool(accept), autoregroup=bool(regroup)))
     return out
