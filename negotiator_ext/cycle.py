@@ -20,7 +20,8 @@ from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
 from .core.adtext import Job, as_text_ads
-from .core.matchmaking import STATE_NAMES, Matcher, Slot, add_remote_user_attrs
+from .core.matchmaking import (STATE_NAMES, Matcher, Slot, add_remote_user_attrs,
+                                live_remote_usage)
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter)
 from .core.slots import current_user, trimmed
@@ -189,12 +190,16 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     quotas0 = {n: q.effective_quota for n, q in quotas.items()}
 
     # NEGOTIATOR_MATCH_EXPRS and the remote-user attributes (2.2 step 11, M11, 4.10)
+    cross_prefix = cfg.startd_resource_prefix if cfg.cross_slot_prios else None
+    live_names: set[str] = set()
     for s in slots:
         changed = list(cfg.match_exprs)
         for attr, text in cfg.match_exprs.items():
             s.ad[attr] = classads.parse_expr(text)
         if cfg.consider_preemption:
-            changed += add_remote_user_attrs(s, acc, groups, quotas0)
+            written = add_remote_user_attrs(s, acc, groups, quotas0, cross_prefix)
+            changed += written
+            live_names.update(a.lower() for a in written if a.endswith("ResourcesInUse"))
         if s.texts:                       # keep the slot's texts in step with its ad
             for attr in changed:
                 if attr in s.ad:
@@ -204,6 +209,11 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
     for s in slots:
         matcher.scan_slot(s)
+    # usage attributes some expression reads on claimed slots are kept live (4.10)
+    if live_names and any(not live_names.isdisjoint(seen)
+                          for s in slots if s.live for _, _, seen, _ in s.fams):
+        matcher.live_remote = live_remote_usage(acc, groups, quotas0)
+        matcher.live_names = frozenset(live_names)
 
     clock.lap("slot_reach")
     # Jobs: each submitter's idle jobs at each schedd, in the schedd's order (M2).

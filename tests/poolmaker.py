@@ -92,3 +92,38 @@ def make_pool(directory: Path, *, slots: list[dict], jobs: list[dict],
     (directory / "config").write_text(config + "\n")
     (directory / "meta.json").write_text(json.dumps({"captured_at": captured_at}))
     return directory
+
+
+def claimed(name: str, job_ad: dict, submitter: str, **attrs) -> dict:
+    """A static slot running `job_ad` for `submitter`, as its startd advertises it."""
+    d = slot(name, State="Claimed", Activity="Busy", RemoteUser=job_ad["User"],
+             RemoteOwner=job_ad["User"], RemoteScheddName=SCHEDD,
+             JobId=f"{job_ad['ClusterId']}.{job_ad['ProcId']}")
+    if job_ad.get("AccountingGroup"):
+        d["AccountingGroup"] = submitter
+    d.update(attrs)
+    return d
+
+
+def apply_matches(slots: list[dict], jobs: list[dict], result) -> None:
+    """What the schedds and startds make of a cycle's matches on static slots: the
+    matched job runs on its slot, the job it preempts goes back to idle. In place."""
+    by_name = {s["Name"]: s for s in slots}
+    by_id = {f"{j['ClusterId']}.{j['ProcId']}": j for j in jobs}
+    for m in result.matches:
+        s, j = by_name[m.slot], by_id[m.assigned_job]
+        if s.get("JobId"):
+            by_id[s["JobId"]]["JobStatus"] = 1
+            s.pop("AccountingGroup", None)
+        j["JobStatus"] = 2
+        s.update(claimed(m.slot, j, m.submitter, RemoteGroup=m.group,
+                         RemoteNegotiatingGroup=m.negotiating_group))
+
+
+def running_by_submitter(jobs: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for j in jobs:
+        if j.get("JobStatus") == 2:
+            name = f"{j['AccountingGroup']}@{DOMAIN}" if j.get("AccountingGroup") else j["User"]
+            out[name] = out.get(name, 0) + 1
+    return out

@@ -68,6 +68,14 @@ class Accountant:
         self.resources: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.resources.items()}
         self.limits: dict[str, float] = dict(state.limits)
 
+    def to_state(self) -> AccountantState:
+        """The state as it stands now (a copy): where the next cycle starts from."""
+        return AccountantState(
+            last_update_time=self.last_update_time,
+            customers={k: dict(v) for k, v in self.customers.items()},
+            resources={k: dict(v) for k, v in self.resources.items()},
+            limits=dict(self.limits))
+
     # ---- attribute access, as the ClassAd log does it -------------------------------
 
     def _get(self, name: str, attr: str, default: Any = None) -> Any:

@@ -62,6 +62,7 @@ _SCALAR_KNOBS: tuple[tuple[str, str, str], ...] = (
     ("ignore_job_ranks", "NEGOTIATOR_IGNORE_JOB_RANKS", "bool"),
     ("ignore_user_priorities", "NEGOTIATOR_IGNORE_USER_PRIORITIES", "bool"),
     ("cross_slot_prios", "NEGOTIATOR_CROSS_SLOT_PRIOS", "bool"),
+    ("startd_resource_prefix", "STARTD_RESOURCE_PREFIX", "str"),
     ("inform_startd", "NEGOTIATOR_INFORM_STARTD", "bool"),
     ("depth_first", "NEGOTIATOR_DEPTH_FIRST", "bool"),
     ("prefetch_requests", "NEGOTIATOR_PREFETCH_REQUESTS", "bool"),
@@ -151,6 +152,7 @@ class NegotiatorConfig:
     ignore_job_ranks: bool = False
     ignore_user_priorities: bool = False
     cross_slot_prios: bool = False
+    startd_resource_prefix: str = "slot"
     inform_startd: bool = False
     depth_first: bool = False
     prefetch_requests: bool = True

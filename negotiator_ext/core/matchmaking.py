@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable
 
 from . import adtext, classads, consumption
 from .classads import DBL_MAX, FLT_MAX, f32
+from .slots import CURRENT_USER_ATTRS
 
 PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
 STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTION: "NoPreemption"}
@@ -56,6 +57,10 @@ REASON_POLICY = "PREEMPTION_REQUIREMENTS == False"
 REASON_SUBMITTER_LIMIT = "submitter limit exceeded"
 REASON_NO_MATCH = "no match found"
 
+# Slot attributes whose value is the current user's usage as it stands at the moment of
+# evaluation (4.10: HTCondor inserts them as function calls into the accountant).
+LIVE_NAMES = frozenset(("remoteuserresourcesinuse", "remotegroupresourcesinuse"))
+
 
 @dataclass(eq=False)
 class Slot:
@@ -72,6 +77,7 @@ class Slot:
     usage_user: str | None = None    # whoever holds the slot now (preempted by a match)
     claimer_schedd: str | None = None  # RemoteScheddName of a claimed p-slot
     claims_left: int = 1             # claim ids the negotiator can hand out
+    live: tuple = ()                 # (attribute prefix, user) whose usage the ad shows (4.10)
     removed: bool = False
     key: tuple = ()                  # slot class key
     key_id: int = -1                 # Matcher.intern of it
@@ -371,6 +377,17 @@ class MatchList:
             heapq.heappush(self._heap, (key, slot, it, v, state))
             return
 
+    def peek(self) -> tuple[Slot, int, float] | None:
+        """The entry `pop` would return next, left in place: (slot, preemption state,
+        the PREEMPTION_RANK value it was sorted by)."""
+        while self._heap:
+            key, slot, it, v, state = self._heap[0]
+            if not slot.removed:
+                return slot, state, -key[4]
+            heapq.heappop(self._heap)
+            self._push(it, v, state)
+        return None
+
     def pop(self) -> tuple[Slot, int] | None:
         while self._heap:
             _, slot, it, v, state = heapq.heappop(self._heap)
@@ -426,6 +443,11 @@ class Matcher:
         self.partitions: dict = {}
         self._job_projector: Projector | None = None
         self._projectors: dict[frozenset, Projector] = {}
+        # user -> ((attribute, value), ...): the live RemoteUserResourcesInUse and
+        # RemoteGroupResourcesInUse of a claimed slot's user (4.10). Set by the cycle when
+        # an expression evaluated on claimed slots reads them; None: nothing does.
+        self.live_remote: Callable[[str], tuple] | None = None
+        self.live_names: frozenset = LIVE_NAMES
 
     # ---- what expressions can see ---------------------------------------------------
 
@@ -548,11 +570,15 @@ class Matcher:
         key_names: set[str] = set()
         dependent: list[str] = []
         static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
+        live = self.live_remote is not None and bool(slot.live)
         for fam, expr, seen, outside in slot.fams:
-            dep = fam in self._ALWAYS_DEPENDENT or any(
-                ("." in n) or self._job_has_attr(n) for n in outside)
+            # an expression that reads the current user's live usage changes during the
+            # cycle: it is evaluated with the verdicts, never kept as a static value
+            varies = any(("." in n) or self._job_has_attr(n) for n in outside) or (
+                live and not self.live_names.isdisjoint(seen))
+            dep = fam in self._ALWAYS_DEPENDENT or varies
             if fam == "rankcond":
-                slot.rank_static = (None if any(("." in n) or self._job_has_attr(n) for n in outside)
+                slot.rank_static = (None if varies
                                     else self._static(fam, expr, slot, seen) is True)
             if dep:
                 dependent.append(fam)
@@ -565,7 +591,7 @@ class Matcher:
         slot.req_id = self.intern(("req", tuple(sorted((n, texts.get(n)) for n in req_seen))))
         slot.views = {}
         slot.static = (static["pre"], static["post"], static["prank"])
-        slot.key = (tuple(dependent), proj, slot.weight, slot.current_user,
+        slot.key = (tuple(dependent), proj, slot.weight, slot.current_user, slot.live,
                     slot.claimer_schedd, slot.partitionable,
                     ("cp", slot.index, slot.version) if slot.cp else None)
         slot.key_id = self.intern(("slot", slot.key))
@@ -732,11 +758,46 @@ class Matcher:
 
     def verdict(self, req: Request, cls: SlotClass) -> Verdict:
         k = (req.eval_id, cls.id)
+        rep = cls.rep
+        if self.live_remote is not None and rep.live:
+            # the usage of the class's users as it stands now is one more input (4.10)
+            k = (*k, self.refresh_live(rep))
         v = self._verdicts.get(k)
         if v is None:
             v = self._compute(req, cls) if self.group_matches(req, cls.group) else _NO_MATCH
             self._verdicts[k] = v
         return v
+
+    def refresh_live(self, slot: Slot) -> tuple:
+        """Write the live usage of the slot's users (its own, and with
+        NEGOTIATOR_CROSS_SLOT_PRIOS its sibling slots') into its ad, as evaluating
+        HTCondor's ResourcesInUseByUser(...) calls there would see them; returns them."""
+        ad = slot.ad
+        out = []
+        for prefix, user in slot.live:
+            own, group = self.live_remote(user)
+            ad[prefix + "RemoteUserResourcesInUse"] = own
+            if group is not None:
+                ad[prefix + "RemoteGroupResourcesInUse"] = group
+            out.append((own, group))
+        return tuple(out)
+
+    def preemption_allowed(self, req: Request, slot: Slot) -> bool:
+        """PREEMPTION_REQUIREMENTS of a request and a slot, evaluated now (the cache
+        check of PREEMPTION_REQUIREMENTS_STABLE = False, 4.4)."""
+        if self.preq is None:
+            return True
+        if self.live_remote is not None and slot.live:
+            self.refresh_live(slot)
+        return classads.eval_match(self.preq, slot.ad, req.ad) is True
+
+    def preemption_rank(self, req: Request, slot: Slot) -> float:
+        """PREEMPTION_RANK of a request and a slot, evaluated now (4.4, 4.8)."""
+        if self.prank is None:
+            return -DBL_MAX
+        if self.live_remote is not None and slot.live:
+            self.refresh_live(slot)
+        return self._neg_rank(self.prank, slot.ad, req.ad)
 
     def group_matches(self, req: Request, group: "MatchGroup") -> bool:
         """symmetricMatch of the request and a group's slots, evaluated once per
@@ -885,27 +946,68 @@ def symmetric_match(job, slot_ad, cp: bool) -> bool:
         consumption.restore_requested(job, restore)
 
 
-def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas) -> list[str]:
+def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
+                          cross_slot_prefix: str | None = None) -> list[str]:
     """addRemoteUserPrios (4.10): the current user's priority, floor and usage, and its
-    group's, on a claimed slot ad, for PREEMPTION_REQUIREMENTS/RANK to see. Usage is the
-    value at the start of the cycle (HTCondor evaluates it live); the group quota is the
-    one `group_quotas` gives (HTCondor: the previous cycle's)."""
-    user, ad = slot.current_user, slot.ad
-    if user is None:
-        return []
-    ad["RemoteUserPrio"] = f32(acc.priority(user))
-    ad["RemoteUserFloor"] = acc.floor(user)
-    ad["RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
-    if groups.enabled:
-        g = groups.assigned_group(user).name
-        ad["RemoteGroup"] = g
-        ad["RemoteGroupResourcesInUse"] = f32(acc.weighted_usage(g))
-        if g in group_quotas:
-            ad["RemoteGroupQuota"] = group_quotas[g]
+    group's, on a claimed slot ad, for PREEMPTION_REQUIREMENTS/RANK to see. With
+    NEGOTIATOR_CROSS_SLOT_PRIOS (`cross_slot_prefix`: STARTD_RESOURCE_PREFIX) the same,
+    without the floor, for each `<prefix><N>_` user the ad reports, N = 1..TotalSlots.
+    The usage written here is the value at the start of the cycle; `slot.live` keeps
+    who it belongs to, so that `Matcher.refresh_live` can keep it live (HTCondor
+    inserts a call into the accountant). The group attributes are there only when
+    `group_quotas` (groupQuotasHash: the quotas the last allocation left) has the
+    user's group. Returns the attributes it may have written."""
+    ad = slot.ad
+    users = []
+    if slot.current_user is not None:
+        users.append(("", slot.current_user))
+        ad["RemoteUserFloor"] = acc.floor(slot.current_user)
+    if cross_slot_prefix is not None:
+        total = classads.eval_number(ad, "TotalSlots")
+        for n in range(1, int(total) + 1 if total is not None and total > 0 else 1):
+            prefix = f"{cross_slot_prefix}{n}_"
+            user = next((u for u in (classads.eval_string(ad, prefix + a)
+                                     for a in CURRENT_USER_ATTRS) if u is not None), None)
+            if user is not None:
+                users.append((prefix, user))
+    written = ["RemoteUserFloor"] if slot.current_user is not None else []
+    for prefix, user in users:
+        ad[prefix + "RemoteUserPrio"] = f32(acc.priority(user))
+        ad[prefix + "RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
+        written += [prefix + "RemoteUserPrio", prefix + "RemoteUserResourcesInUse"]
+        if groups.enabled:
+            g = groups.assigned_group(user).name
+            if g in group_quotas:
+                ad[prefix + "RemoteGroup"] = g
+                ad[prefix + "RemoteGroupResourcesInUse"] = f32(acc.weighted_usage(g))
+                ad[prefix + "RemoteGroupQuota"] = group_quotas[g]
+                written += [prefix + "RemoteGroup", prefix + "RemoteGroupResourcesInUse",
+                            prefix + "RemoteGroupQuota"]
+    slot.live = tuple(users)
     if "PreemptingRank" in ad:
         ad["CurrentRank"] = ad.lookup("PreemptingRank")
-    return ["RemoteUserPrio", "RemoteUserFloor", "RemoteUserResourcesInUse", "RemoteGroup",
-            "RemoteGroupResourcesInUse", "RemoteGroupQuota", "CurrentRank"]
+        written.append("CurrentRank")
+    return written
+
+
+def live_remote_usage(acc, groups, group_quotas) -> Callable[[str], tuple]:
+    """For `Matcher.live_remote`: a user's usage and (when add_remote_user_attrs wrote
+    the group attributes) its group's usage as the accountant has them now, single
+    precision (ResourcesInUseByUser, ResourcesInUseByUsersGroup); None for no group."""
+    group_of: dict[str, str | None] = {}
+
+    def live(user: str) -> tuple:
+        g = group_of.get(user, _MISSING)
+        if g is _MISSING:
+            g = None
+            if groups.enabled:
+                g = groups.assigned_group(user).name
+                if g not in group_quotas:
+                    g = None
+            group_of[user] = g
+        return (f32(acc.weighted_usage(user)),
+                None if g is None else f32(acc.weighted_usage(g)))
+    return live
 
 
 def permits(used: float, allowed: float, cost: float) -> bool:

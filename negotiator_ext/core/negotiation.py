@@ -23,7 +23,7 @@ from .classads import f32
 from .config import INT_MAX
 from .groups import ROOT, GroupTree
 from .accountant import parse_concurrency_limits
-from .matchmaking import (NO_PREEMPTION, Matcher, MatchList, Projector, Rejections, Request, Slot,
+from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, Matcher, MatchList, Projector, Rejections, Request, Slot,
                           closure, permits)
 
 DONE, RESUME, ERROR = "done", "resume", "error"
@@ -479,9 +479,12 @@ class Negotiation:
         self._rejected_limits.clear()
         check = (lambda slot: self._candidate_limits_rejected(req, slot)) if per_candidate else None
 
-        cache_key = (req.autocluster, req.eval_id, only_rank, s.name, s.schedd)
-        # (EUP does not change within a cycle, so the cached priority always agrees)
-        if self._matchlist is not None and self._matchlist[0] == cache_key:
+        # The cache serves the next request of the same autocluster, submitter and
+        # schedd whatever its ephemeral attributes have become since (M4). (EUP does not
+        # change within a cycle, so the cached priority always agrees.)
+        cache_key = (req.autocluster, only_rank, s.name, s.schedd)
+        if (self._matchlist is not None and self._matchlist[0] == cache_key
+                and self._cache_still_valid(req, self._matchlist[1])):
             ml: MatchList = self._matchlist[1]
             while True:
                 got = ml.pop()
@@ -507,6 +510,27 @@ class Negotiation:
             ml.rejections.concurrency_names = tuple(sorted(self._rejected_limits))
             return None, None, ml.rejections
         return got[0], got[1], ml.rejections
+
+    def _cache_still_valid(self, req: Request, ml: MatchList) -> bool:
+        """cache_still_valid (M4): with PREEMPTION_REQUIREMENTS_STABLE = False the next
+        entry, if it preempts by priority, must still pass PREEMPTION_REQUIREMENTS (and
+        an empty list is not valid); with PREEMPTION_RANK_STABLE = False a preempting
+        next entry must still have the PREEMPTION_RANK it was sorted by."""
+        cfg = self.config
+        req_stable, rank_stable = cfg.preemption_requirements_stable, cfg.preemption_rank_stable
+        if req_stable and rank_stable:
+            return True
+        top = ml.peek()
+        if top is None:
+            return req_stable
+        slot, state, prank = top
+        if (not req_stable and state == PRIO_PREEMPTION
+                and not self.matcher.preemption_allowed(req, slot)):
+            return False
+        if (not rank_stable and state != NO_PREEMPTION
+                and self.matcher.preemption_rank(req, slot) != prank):
+            return False
+        return True
 
     # ---- concurrency limits (4.11) ----------------------------------------------------
 
