@@ -169,3 +169,21 @@ def test_cross_slot_prios_publish_each_slots_user_live(tmp_path):
     # bob takes alice's slot1; alice's usage is then 0, so carol's slot2 is refused
     assert [(m.slot, m.preempting) for m in r.matches] == [(slots[0]["Name"], ALICE)]
     assert {x.reason for x in r.rejections} == {"PREEMPTION_REQUIREMENTS == False"}
+
+
+def test_retiring_slots_are_trimmed_unless_early_preemption(tmp_path):
+    """With preemption on, a claimed slot with RetirementTimeRemaining > 0 leaves the
+    slot list, unless NEGOTIATOR_CONSIDER_EARLY_PREEMPTION (trimStartdAds)."""
+    slots, jobs = victims(["alice", "alice"])
+    slots[0]["RetirementTimeRemaining"] = 600
+    slots[1]["RetirementTimeRemaining"] = 0
+    jobs += [job(1, p, "bob") for p in range(2)]
+    acc = [accounting(ALICE, priority=5000.0), accounting(BOB, priority=500.0)]
+    config = PREEMPT + "PREEMPTION_REQUIREMENTS = True\n"
+    r = one_cycle(tmp_path / "late", slots, jobs, config, acc)
+    assert r.trimmed_slots == 1
+    assert [m.slot for m in r.matches] == [slots[1]["Name"]]
+    r = one_cycle(tmp_path / "early", slots, jobs,
+                  config + "NEGOTIATOR_CONSIDER_EARLY_PREEMPTION = True\n", acc)
+    assert r.trimmed_slots == 2
+    assert sorted(m.slot for m in r.matches) == sorted(s["Name"] for s in slots)

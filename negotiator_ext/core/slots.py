@@ -141,6 +141,6 @@ def trimmed(ad: classads.ClassAd, usage: SlotUsage, config: NegotiatorConfig) ->
     if pslot and usage.state == "Claimed":
         if classads.eval_bool(ad, "WantMatching") is False:
             return True
-        if not config.match_working_cm_slots and "WorkingCM" in ad:
+        if not config.match_working_cm_slots and classads.eval_string(ad, "WorkingCM"):
             return True
     return False
