@@ -98,6 +98,10 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
     config = load_config(path)
     groups = GroupTree(config)
     warnings.extend(f"{config.source}: {w}" for w in groups.warnings)
+    if config.allow_pslot_preemption and config.consider_preemption:
+        warnings.append(f"{config.source}: ALLOW_PSLOT_PREEMPTION is on, but preempting a "
+                        "partitionable slot's dynamic slots (pslotMultiMatch) is not modelled: "
+                        "jobs with WantPslotPreemption are matched as if it were off")
 
     ads, slots, texts = [], [], []
     rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)

@@ -45,3 +45,14 @@ def test_warnings_are_printed_once(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert err.count("empty accountant") == 1
     assert "empty accountant" not in out
+
+
+def test_pslot_preemption_is_announced_as_not_modelled(tmp_path):
+    from poolmaker import job, make_pool, slot
+    d = make_pool(tmp_path, slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")],
+                  config="NEGOTIATOR_CONSIDER_PREEMPTION = True\nALLOW_PSLOT_PREEMPTION = True")
+    assert any("ALLOW_PSLOT_PREEMPTION" in w and "not modelled" in w
+               for w in load_pool(d).warnings)
+    d = make_pool(tmp_path / "off", slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")],
+                  config="NEGOTIATOR_CONSIDER_PREEMPTION = True")
+    assert not any("ALLOW_PSLOT_PREEMPTION" in w for w in load_pool(d).warnings)
