@@ -164,6 +164,9 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         cp = consumption.supports_policy(ad)
         if cp:
             ad = _copy(ad)   # its assets change during the cycle
+            if "SlotWeight" not in ad or cfg.force_negotiator_slot_weight:
+                # obtainAdsFromCollector inserts SLOT_WEIGHT: the match cost is its drop
+                ad["SlotWeight"] = classads.parse_expr(cfg.slot_weight)
         holder = current_user(ad)
         claims = 1
         if cp:

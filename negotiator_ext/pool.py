@@ -97,7 +97,7 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
                         "using HTCondor's defaults")
     config = load_config(path)
     groups = GroupTree(config)
-    warnings.extend(f"{config.source}: {w}" for w in groups.warnings)
+    warnings.extend(f"{config.source}: {w}" for w in config.warnings + tuple(groups.warnings))
     if config.allow_pslot_preemption and config.consider_preemption:
         warnings.append(f"{config.source}: ALLOW_PSLOT_PREEMPTION is on, but preempting a "
                         "partitionable slot's dynamic slots (pslotMultiMatch) is not modelled: "

@@ -111,3 +111,16 @@ def test_a_job_consuming_nothing_never_matches(tmp_path):
     r = cycle(tmp_path, slots=[s], jobs=jobs)
     assert [m.assigned_job for m in r.matches] == ["2.0"]
     assert [(x.job, x.reason) for x in r.rejections] == [("1.0", "no match found")]
+
+
+def test_pslot_without_slotweight_costs_the_drop_in_slot_weight_knob(tmp_path):
+    """A p-slot ad with no SlotWeight gets the negotiator's SLOT_WEIGHT (default Cpus)
+    inserted (obtainAdsFromCollector), so each match costs the Cpus it takes, not 0."""
+    s = pslot(ConsumptionCpus="target.RequestCpus",
+              ConsumptionMemory="quantize(target.RequestMemory, {32})",
+              ConsumptionDisk="quantize(target.RequestDisk, {128})")
+    assert "SlotWeight" not in s
+    jobs = [job(1, p, "a", RequestCpus=2, RequestMemory=100) for p in range(3)]
+    r = cycle(tmp_path, slots=[s], jobs=jobs)
+    assert costs(r) == [("1.0", 2.0), ("1.1", 2.0)]
+    assert usage_after(r) == 4.0

@@ -187,3 +187,15 @@ def test_retiring_slots_are_trimmed_unless_early_preemption(tmp_path):
                   config + "NEGOTIATOR_CONSIDER_EARLY_PREEMPTION = True\n", acc)
     assert r.trimmed_slots == 2
     assert sorted(m.slot for m in r.matches) == sorted(s["Name"] for s in slots)
+
+
+def test_preemption_requirements_set_to_nothing_restricts_nothing(tmp_path):
+    """`PREEMPTION_REQUIREMENTS =` makes param() give NULL: no policy at all, unlike
+    the default False (Matchmaker::reinitialize logs "PREEMPTION_REQUIREMENTS = None")."""
+    slots, jobs = victims(["alice"])
+    jobs += [job(1, 0, "bob")]
+    acc = [accounting(ALICE, priority=5000.0), accounting(BOB, priority=500.0)]
+    r = one_cycle(tmp_path / "default", slots, jobs, PREEMPT, acc)
+    assert preempted(r) == {}
+    r = one_cycle(tmp_path / "empty", slots, jobs, PREEMPT + "PREEMPTION_REQUIREMENTS =\n", acc)
+    assert preempted(r) == {ALICE: 1}

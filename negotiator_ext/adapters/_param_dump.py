@@ -38,6 +38,18 @@ def main() -> int:
                     raw[name] = p["_NEGOTIATOR_EXT_RAW_"]
                 except Exception:
                     pass
+    # htcondor2.param hides a knob set to nothing; $(NAME) expands to its table default
+    # when it is not set and to nothing when it is set to nothing, which tells the two
+    # apart for the knobs where the difference matters.
+    from negotiator_ext.core.config import NULL_WHEN_EMPTY
+    for name in NULL_WHEN_EMPTY:
+        if name not in params:
+            try:
+                p["_NEGOTIATOR_EXT_RAW_"] = "[$(%s)]" % name
+                if p["_NEGOTIATOR_EXT_RAW_"] == "[]":
+                    params[name] = ""
+            except Exception:
+                pass
     json.dump({"params": params, "raw": raw}, sys.stdout)
     return 0
 

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .config import NegotiatorConfig
+from .config import NegotiatorConfig, strtod
 from .groups import GroupQuota, GroupTree
 from .slots import SlotUsage
 
@@ -471,22 +471,28 @@ def _domain(name: str) -> str:
     return name[i + 1:] if i >= 0 else ""
 
 
+_LIMIT_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # IsValidAttrName
+
+
 def parse_concurrency_limits(text: str) -> list[tuple[str, float]]:
-    """Rule M7: `name[:amount]` tokens split on commas and whitespace; names lower-cased;
-    an amount <= 0 or unparsable counts 1; invalid names are ignored."""
+    """Rule M7: `name[:amount]` tokens split on commas and white space (StringTokenIterator);
+    names lower-cased. As ParseConcurrencyLimit reads a token: the amount is what strtod
+    reads at its start ("2abc" is 2, "0x10" is 16, "inf" is inf), and one <= 0 or absent
+    counts 1; a name whose part before the first '.' or after it is not an attribute name
+    ("lic$ense", "x.y.z") makes the token invalid, and invalid tokens are ignored.
+    Deliberately unlike HTCondor, a "nan" amount counts 1: HTCondor would carry NaN into
+    the count and never reject on that limit again."""
     out = []
-    for token in re.split(r"[\s,]+", text or ""):
+    for token in re.split(r"[, \t\r\n]+", text or ""):
+        token = token.strip(" \t\n\v\f\r")
         if not token:
             continue
         name, _, amount_text = token.partition(":")
-        try:
-            amount = float(amount_text) if amount_text else 1.0
-        except ValueError:
+        amount = strtod(amount_text)[0] if amount_text else 1.0
+        if not amount > 0:
             amount = 1.0
-        if not (amount > 0) or math.isinf(amount):
-            amount = 1.0
-        parts = name.split(".")
-        if len(parts) > 2 or not all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", p) for p in parts):
+        first, dot, rest = name.partition(".")
+        if not _LIMIT_PART.fullmatch(first) or (dot and not _LIMIT_PART.fullmatch(rest)):
             continue
         out.append((name.lower(), amount))
     return out

@@ -84,6 +84,29 @@ _SCALAR_KNOBS: tuple[tuple[str, str, str], ...] = (
     ("strict_enforce_quota", "NEGOTIATOR_STRICT_ENFORCE_QUOTA", "bool"),
 )
 
+# Expression knobs HTCondor's negotiator does not refuse when their text does not parse
+# (every other expression knob makes it EXCEPT: Matchmaker::reinitialize for
+# PREEMPTION_REQUIREMENTS, PREEMPTION_RANK, NEGOTIATOR_PRE/POST_JOB_RANK,
+# NEGOTIATOR_SLOT_CONSTRAINT, NEGOTIATOR_SUBMITTER_CONSTRAINT; GroupEntry::hgq_construct_tree
+# for GROUP_SORT_EXPR). We ignore these as it does, with a warning:
+#   NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT: logged and unset (Matchmaker::reinitialize);
+#   NEGOTIATOR_JOB_CONSTRAINT: never parsed there; ClassAd::AssignExpr fails, so nothing is
+#     sent to the schedd (startNegotiateProtocol) and no constraint applies;
+#   SLOT_WEIGHT: never parsed there; AssignExpr fails, so no slot ad gets it
+#     (obtainAdsFromCollector) and a slot ad without its own SlotWeight weighs 1.0
+#     (Accountant::GetSlotWeight), FORCE_NEGOTIATOR_SLOT_WEIGHT or not.
+_IGNORED_IF_UNPARSABLE = {
+    "NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT": "ignored (no pool-size constraint)",
+    "NEGOTIATOR_JOB_CONSTRAINT": "ignored (no job constraint)",
+    "SLOT_WEIGHT": "ignored: a slot ad without its own SlotWeight weighs 1.0",
+}
+
+# Expression knobs the negotiator reads with param() and keeps as "none" when that gives
+# NULL: set to nothing in the config, they are not their table default but absent
+# (Matchmaker::reinitialize logs "PREEMPTION_REQUIREMENTS = None").
+NULL_WHEN_EMPTY = ("PREEMPTION_REQUIREMENTS", "PREEMPTION_RANK", "NEGOTIATOR_PRE_JOB_RANK",
+                   "NEGOTIATOR_POST_JOB_RANK")
+
 # Knobs with a legacy fallback name: the new name wins when it is defined.
 _LEGACY_ALIASES = {
     "NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT": "GROUP_DYNAMIC_MACH_CONSTRAINT",
@@ -168,6 +191,9 @@ class NegotiatorConfig:
     concurrency_limit_default: float = 2308032.0
     concurrency_limit_defaults: Mapping[str, float] = field(default_factory=lambda: _freeze({}))
     concurrency_limits: Mapping[str, float] = field(default_factory=lambda: _freeze({}))
+    # <name>_LIMIT / CONCURRENCY_LIMIT_DEFAULT_<prefix> knobs (upper-cased) whose text is not
+    # a number -> that text; an error only once a limit needs the knob (concurrency_limit_max)
+    concurrency_limit_errors: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
     # groups
     groups: tuple[GroupConfig, ...] = ()
     group_accept_surplus: bool = False
@@ -184,21 +210,32 @@ class NegotiatorConfig:
     group_prio_factors: Mapping[str, float] = field(default_factory=lambda: _freeze({}))
     # our own NEGOTIATOR_EXT_* knobs, upper-cased names without the prefix
     ext: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
+    # knobs HTCondor's negotiator ignores with a log message, and why (text, no source)
+    warnings: tuple[str, ...] = ()
 
     def group_prio_factor(self, group_name: str) -> float:
         """GROUP_PRIO_FACTOR_<group> or 0.0 when unset (rule A9 step 2)."""
         return self.group_prio_factors.get(group_name.upper(), 0.0)
 
     def concurrency_limit_max(self, name: str) -> float:
-        """Rule M8: the maximum for limit `name` (case-insensitive)."""
+        """Rule M8: the maximum for limit `name` (case-insensitive).
+
+        Raises InputError when a knob it reads is not a number: Accountant::GetLimitMax
+        reads them with param_double, which EXCEPTs then."""
         n = name.lower()
-        if n in self.concurrency_limits:
-            return self.concurrency_limits[n]
+        deflim = self.concurrency_limit_default
         if "." in n:
             prefix = n.rsplit(".", 1)[0]
-            if prefix in self.concurrency_limit_defaults:
-                return self.concurrency_limit_defaults[prefix]
-        return self.concurrency_limit_default
+            self._check_limit_knob(f"CONCURRENCY_LIMIT_DEFAULT_{prefix}", n)
+            deflim = self.concurrency_limit_defaults.get(prefix, deflim)
+        self._check_limit_knob(f"{n}_LIMIT", n)
+        return self.concurrency_limits.get(n, deflim)
+
+    def _check_limit_knob(self, knob: str, name: str) -> None:
+        text = self.concurrency_limit_errors.get(knob.upper())
+        if text is not None:
+            raise InputError(self.source, f"{knob.upper()} = {text}: not a number "
+                             f"(the maximum of concurrency limit {name})")
 
     @classmethod
     def from_params(cls, params: Mapping[str, Any], source: str = "<config>",
@@ -224,12 +261,32 @@ class NegotiatorConfig:
                 return up[alias]
             return None
 
+        warnings: list[str] = []
         for fname, knob, kind in _SCALAR_KNOBS:
             value = lookup(knob)
+            if knob in NULL_WHEN_EMPTY and isinstance(value, str) and value.strip() == "":
+                # set to nothing: param() gives NULL, so the negotiator has no such
+                # expression (an empty PREEMPTION_REQUIREMENTS restricts nothing)
+                kw[fname] = None
+                continue
             if value is None or (isinstance(value, str) and value.strip() == "" and kind != "str"):
                 kw[fname] = default[fname]
                 continue
-            kw[fname] = _typed(source, knob, value, kind, raw_up.get(knob))
+            name = knob if knob in up else _LEGACY_ALIASES.get(knob, knob)   # as written
+            try:
+                kw[fname] = _typed(source, name, value, kind, raw_up.get(knob))
+            except InputError as exc:
+                if knob not in _IGNORED_IF_UNPARSABLE:
+                    raise
+                warnings.append(f"{exc.message}; {_IGNORED_IF_UNPARSABLE[knob]}, "
+                                "as in HTCondor's negotiator")
+                kw[fname] = None
+        if kw["slot_weight"] is None:
+            # nothing is inserted into the slot ads: an expression giving no number, which
+            # GetSlotWeight (core.slots.slot_weight) turns into 1.0; FORCE cannot replace
+            # an ad's own SlotWeight with it
+            kw["slot_weight"] = "undefined"
+            kw["force_negotiator_slot_weight"] = False
 
         rounds = lookup("GROUP_QUOTA_MAX_ALLOCATION_ROUNDS")
         kw["group_quota_max_allocation_rounds"] = max(
@@ -247,24 +304,40 @@ class NegotiatorConfig:
         match_exprs = {}
         for n in names:
             v = up.get(n.upper())
-            if v is None:
-                continue  # the real negotiator skips undefined macros with a warning
+            if v is None:   # Matchmaker::reinitialize skips it with a warning
+                warnings.append(f"NEGOTIATOR_MATCH_EXPRS: {n} is not defined; skipped, "
+                                "as in HTCondor's negotiator")
+                continue
+            try:
+                classads.parse_expr(str(v).strip())
+            except ValueError:   # insertNegotiatorMatchExprs: AssignExpr fails, nothing inserted
+                warnings.append(f"NEGOTIATOR_MATCH_EXPRS: {n} = {v}: not a valid ClassAd "
+                                "expression; not inserted into the slot ads, as in HTCondor's "
+                                "negotiator")
+                continue
             attr = n if n.upper().startswith("NEGOTIATORMATCHEXPR") else f"NegotiatorMatchExpr{n}"
             match_exprs[attr] = str(v)
         kw["match_exprs"] = _freeze(match_exprs)
 
-        # concurrency limits (rule M8): <name>_LIMIT and CONCURRENCY_LIMIT_DEFAULT_<prefix>
-        limits, defaults = {}, {}
+        # concurrency limits (rule M8): <name>_LIMIT and CONCURRENCY_LIMIT_DEFAULT_<prefix>.
+        # GetLimitMax reads them only for a limit a job asks for, so one that is not a number
+        # (or an unrelated *_LIMIT knob) is an error only then (concurrency_limit_max).
+        limits, defaults, bad = {}, {}, {}
         for key, v in up.items():
             if key.startswith("CONCURRENCY_LIMIT_DEFAULT_"):
-                defaults[key[len("CONCURRENCY_LIMIT_DEFAULT_"):].lower()] = _typed(source, key, v, "float", raw_up.get(key))
+                into, name = defaults, key[len("CONCURRENCY_LIMIT_DEFAULT_"):]
             elif key.endswith("_LIMIT") and len(key) > len("_LIMIT") and _is_limit_name(key[:-6]):
-                try:
-                    limits[key[:-6].lower()] = float(_typed(source, key, v, "float", raw_up.get(key)))
-                except InputError:
-                    continue  # an unrelated *_LIMIT knob that is not a number
+                into, name = limits, key[:-6]
+            else:
+                continue
+            num = _param_double(v)
+            if num is None:
+                bad[key] = str(v)
+            else:
+                into[name.lower()] = num
         kw["concurrency_limits"] = _freeze(limits)
         kw["concurrency_limit_defaults"] = _freeze(defaults)
+        kw["concurrency_limit_errors"] = _freeze(bad)
 
         # group prio factors (rule A9 step 2), for any group name, "<none>" included
         gpf = {}
@@ -275,6 +348,7 @@ class NegotiatorConfig:
 
         kw["groups"] = tuple(_groups(source, lookup, up, raw_up, kw))
         kw["ext"] = _freeze(ext_knobs(up))
+        kw["warnings"] = tuple(warnings)
         return cls(**kw)
 
 
@@ -320,6 +394,43 @@ def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> An
     if num is None:
         raise bad("not a number")
     return int(num) if kind == "int" else num
+
+
+# What C's strtod reads at the start of a string (C locale): a decimal or hexadecimal
+# floating-point number, inf/infinity or nan, after leading white space.
+_STRTOD = re.compile(
+    r"[ \t\n\v\f\r]*[+-]?(?:0x(?:[0-9a-f]+\.?[0-9a-f]*|\.[0-9a-f]+)(?:p[+-]?[0-9]+)?"
+    r"|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:e[+-]?[0-9]+)?|inf(?:inity)?|nan(?:\([0-9a-z_]*\))?)",
+    re.IGNORECASE)
+
+
+def strtod(text: str) -> tuple[float, int]:
+    """C strtod: the number `text` starts with and how many characters it takes, or
+    (0.0, 0) when it starts with none."""
+    m = _STRTOD.match(text)
+    if m is None:
+        return 0.0, 0
+    t = m.group().strip(" \t\n\v\f\r").lower()
+    body = t.lstrip("+-")
+    try:
+        v = (float.fromhex(body) if body.startswith("0x")
+             else math.nan if body.startswith("nan") else float(body))
+    except OverflowError:   # strtod gives HUGE_VAL
+        v = math.inf
+    return (-v if t.startswith("-") else v), m.end()
+
+
+def _param_double(value: Any) -> float | None:
+    """string_is_double_param, as param_double reads a knob: the whole text as strtod
+    reads it (trailing white space allowed), else the text evaluated as a ClassAd
+    expression to a number or a boolean; None when it is neither."""
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    text = str(value)
+    num, n = strtod(text)
+    if n and not text[n:].strip(" \t\n\v\f\r"):
+        return num
+    return classads.as_number(_evaluated(text))
 
 
 def _evaluated(text: str) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..errors import InputError
 from . import classads
 
 
@@ -67,12 +68,16 @@ def compute(job, slot) -> dict[str, float]:
 
 
 def sufficient(slot, consumption: dict[str, float]) -> bool:
-    """cp_sufficient_assets (5.4)."""
+    """cp_sufficient_assets (5.4). A consumption that failed to evaluate (-999) or is
+    negative never suffices. An asset MachineResources lists but the ad does not give as a
+    number is an InputError (cp_sufficient_assets EXCEPTs)."""
     positive = 0
     for asset, c in consumption.items():
         have = classads.eval_number(slot, asset)
         if have is None:
-            have = 0.0
+            raise InputError("slot ads", "missing or not a number, but MachineResources lists "
+                             "it and the slot has a consumption policy",
+                             ad=classads.eval_string(slot, "Name"), attribute=asset)
         if have < c or c < 0:
             return False
         if c > 0:
