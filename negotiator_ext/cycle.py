@@ -24,7 +24,7 @@ from .core.matchmaking import (STATE_NAMES, Matcher, Slot, add_remote_user_attrs
                                 live_remote_usage)
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter)
-from .core.slots import current_user, trimmed
+from .core.slots import current_user, pie_weight, trimmed
 from .pool import Pool
 
 classad_semantics.enable()
@@ -136,7 +136,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
     # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8).
     # Without NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT `weighted` is untrimmedSlotWeightTotal.
-    weights = [s.weight for s in pool.slots]
+    weights = [pie_weight(ad, s.weight) for ad, s in zip(pool.slot_ads, pool.slots)]
     min_weight = min(weights) if weights else DBL_MAX
     count, weighted, effective = pool.pool_sizes()
 

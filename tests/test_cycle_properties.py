@@ -92,3 +92,158 @@ def test_no_concurrency_limit_exceeded_by_new_matches(tmp_path_factory, p):
     for x in r.to_json()["concurrency_limits"]:
         if x["count"] > x["count_before"]:               # new matches took some of it
             assert x["count"] <= x["max"] + 1e-9, x
+
+
+# ---- consumption-policy p-slots: assets never below zero (5.3-5.5, P5) ------------------
+
+# (ConsumptionCpus, ConsumptionMemory, ConsumptionDisk, SlotWeight): the seed's
+# cpu-centric and memory-centric policies, and the startd's defaults (quantized cpus).
+CP_POLICIES = [
+    ("target.RequestCpus", "quantize(target.RequestMemory, {32})",
+     "quantize(target.RequestDisk, {128})", "Cpus"),
+    ("1", "quantize(target.RequestMemory, {1024})", "quantize(target.RequestDisk, {128})",
+     "floor(Memory / 1024)"),
+    ("quantize(target.RequestCpus, {1})", "quantize(target.RequestMemory, {128})",
+     "quantize(target.RequestDisk, {1024})", "Cpus"),
+]
+CP_ASSETS = ("Cpus", "Memory", "Disk")
+
+cp_pools = st.fixed_dictionaries({
+    "pslots": st.lists(st.tuples(st.sampled_from([1, 2, 4, 6]), st.sampled_from([1024, 2048, 3000]),
+                                 st.sampled_from([1500, 5000, 20000]),
+                                 st.integers(0, len(CP_POLICIES) - 1),
+                                 st.sampled_from([None, 1, 3])),
+                       min_size=1, max_size=2),
+    "jobs": st.lists(st.tuples(st.sampled_from(["a", "b"]), st.sampled_from([0, 1, 2, 3]),
+                               st.sampled_from([100, 500, 1024, 1500]),
+                               st.sampled_from([None, 100, 1000, 3000])),
+                     min_size=1, max_size=10),
+    "static": st.booleans(),
+})
+
+
+def _ad(d: dict):
+    return classad2.ClassAd({k: (classad2.ExprTree(v.text) if hasattr(v, "text") else v)
+                             for k, v in d.items()})
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=cp_pools)
+def test_cp_pslot_assets_never_go_below_zero(tmp_path_factory, p):
+    """Replaying a cycle's matches on each CP p-slot, in order: every match's
+    consumption (5.3, a missing RequestXxx counting as 0) fits what was left (5.4),
+    so no asset goes below zero; each match costs the drop in SlotWeight (5.5); and
+    a p-slot gets no more matches than it has claim ids (P5: NumClaims, default
+    ceil(Cpus))."""
+    from poolmaker import Expr
+    d = tmp_path_factory.mktemp("pool")
+    slots = []
+    for i, (cpus, mem, disk, pol, claims) in enumerate(p["pslots"]):
+        c_cpus, c_mem, c_disk, weight = CP_POLICIES[pol]
+        extra = {} if claims is None else {"NumClaims": claims}
+        slots.append(slot(f"slot1@n{i}.test.local", PartitionableSlot=True, Cpus=cpus,
+                          Memory=mem, Disk=disk, MachineResources="Cpus Memory Disk",
+                          ConsumptionCpus=Expr(c_cpus), ConsumptionMemory=Expr(c_mem),
+                          ConsumptionDisk=Expr(c_disk), SlotWeight=Expr(weight), **extra))
+    if p["static"]:
+        slots.append(slot("slot1@n9.test.local", Cpus=2, Memory=1024))
+    jobs = []
+    for i, (user, cpus, mem, disk) in enumerate(p["jobs"]):
+        j = job(i + 1, 0, user, RequestCpus=cpus, RequestMemory=mem)
+        if disk is None:
+            del j["RequestDisk"]
+        else:
+            j["RequestDisk"] = disk
+        jobs.append(j)
+    r = run_cycle(load_pool(make_pool(d, slots=slots, jobs=jobs)))
+    by_id = {f"{j['ClusterId']}.{j['ProcId']}": j for j in jobs}
+    left = {s["Name"]: _ad(s) for s in slots if "ConsumptionCpus" in s}
+    weight = classads.parse_expr("MY.SlotWeight")
+    count: dict[str, int] = {}
+    for m in r.matches:
+        if m.slot not in left:
+            continue
+        s = left[m.slot]
+        count[m.slot] = count.get(m.slot, 0) + 1
+        j = _ad(by_id[m.assigned_job])
+        for a in CP_ASSETS:
+            if f"Request{a}" not in j:
+                j[f"Request{a}"] = 0
+        use = {a: classads.as_number(classads.eval_match(
+            classads.parse_expr(f"MY.Consumption{a}"), s, j)) for a in CP_ASSETS}
+        assert any(use[a] > 0 for a in CP_ASSETS), (m, use)
+        w0 = classads.as_number(classads.eval_match(weight, s, j))
+        for a in CP_ASSETS:
+            s[a] = s[a] - use[a]
+            assert s[a] >= 0, (m.slot, a, s[a])
+        w1 = classads.as_number(classads.eval_match(weight, s, j))
+        assert m.cost == w0 - w1, (m, w0, w1)
+    for name, n in count.items():
+        spec = next(x for x in slots if x["Name"] == name)
+        assert n <= spec.get("NumClaims", spec["Cpus"])
+
+
+# ---- preemption states (4.5 steps 8-11, 4.6) ---------------------------------------------
+
+PREEMPTION_REQ = "TARGET.JobPrio > 0 && MY.Memory >= 1024"
+SLOT_RANKS = ["0", "TARGET.JobPrio", 'ifThenElse(TARGET.Owner == "b", 10, 0)',
+              "TARGET.JobPrio * 3 - 1"]
+
+preempt_pools = st.fixed_dictionaries({
+    "slots": st.lists(st.tuples(st.sampled_from([None, "a", "b", "c"]),
+                                st.sampled_from([512, 1024, 2048]),
+                                st.integers(0, len(SLOT_RANKS) - 1), st.sampled_from([0, 1, 5])),
+                      min_size=1, max_size=6),
+    "jobs": st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.sampled_from([0, 1, 2])),
+                     min_size=1, max_size=8),
+    "prios": st.tuples(*[st.sampled_from([500.0, 5000.0, 50000.0])] * 3),
+})
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=preempt_pools)
+def test_preemption_states_follow_their_rules(tmp_path_factory, p):
+    """Every PRIO_PREEMPTION (0) match passes PREEMPTION_REQUIREMENTS (MY = slot,
+    TARGET = job), has MY.Rank >= MY.CurrentRank and takes another user's slot;
+    every RANK_PREEMPTION (1) match has MY.Rank > MY.CurrentRank; NO_PREEMPTION (2) is
+    for unclaimed slots only; a match preempts exactly the claimed slot's user."""
+    from poolmaker import DOMAIN, Expr, accounting, claimed, running_by_submitter, submitters_for
+    d = tmp_path_factory.mktemp("pool")
+    slots, jobs = [], []
+    for i, (owner, mem, rank, current) in enumerate(p["slots"]):
+        name = f"slot1@n{i}.test.local"
+        attrs = dict(Memory=mem, Rank=Expr(SLOT_RANKS[rank]), CurrentRank=current)
+        if owner is None:
+            slots.append(slot(name, **attrs))
+        else:
+            running = job(900 + i, 0, owner, JobStatus=2)
+            jobs.append(running)
+            slots.append(claimed(name, running, f"{owner}@{DOMAIN}", **attrs))
+    for i, (user, prio) in enumerate(p["jobs"]):
+        jobs.append(job(i + 1, 0, user, JobPrio=prio, RequestMemory=256))
+    acc = [accounting(f"{u}@{DOMAIN}", priority=pr) for u, pr in zip("abc", p["prios"])]
+    subs = submitters_for(jobs, running_by_submitter(jobs))
+    config = f"PREEMPTION_REQUIREMENTS = {PREEMPTION_REQ}\n"
+    r = run_cycle(load_pool(make_pool(d, slots=slots, jobs=jobs, submitters=subs,
+                                      accounting_ads=acc, config=config)))
+    names = [m.slot for m in r.matches]
+    assert len(names) == len(set(names))
+    slot_ads = {s["Name"]: s for s in slots}
+    by_id = {f"{j['ClusterId']}.{j['ProcId']}": j for j in jobs}
+    preq = classads.parse_expr(PREEMPTION_REQ)
+    rank = classads.parse_expr("MY.Rank")
+    for m in r.matches:
+        spec = slot_ads[m.slot]
+        s, j = _ad(spec), _ad(by_id[m.assigned_job])
+        user = spec.get("RemoteUser")
+        assert m.preempting == user
+        slot_rank = classads.as_number(classads.eval_match(rank, s, j))
+        if m.state == 0:
+            assert user is not None and user != m.submitter, m
+            assert classads.eval_match(preq, s, j) is True, m
+            assert slot_rank >= spec["CurrentRank"], m
+        elif m.state == 1:
+            assert user is not None, m
+            assert slot_rank > spec["CurrentRank"], m
+        else:
+            assert m.state == 2 and user is None, m

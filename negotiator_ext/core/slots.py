@@ -94,16 +94,27 @@ def matches_constraint(ad: classads.ClassAd, constraint: str | None) -> bool:
     return classads.eval_expr(constraint, ad) is True
 
 
+def pie_weight(ad: classads.ClassAd, weight: float) -> float:
+    """What a slot adds to the pool's weight (sumSlotWeights, 2.2 step 5): its weight
+    times its integer GhostMultiplier (default 1), so that an offline ad can stand for
+    many slots."""
+    m = classads.eval_attr(ad, "GhostMultiplier") if "GhostMultiplier" in ad else None
+    if isinstance(m, int) and not isinstance(m, bool):
+        return weight * m
+    return weight
+
+
 def pool_sizes(ads, weights: list[float], config: NegotiatorConfig) -> tuple[int, float, float]:
     """Step 8 of the cycle: (cPoolsize, weightedPoolsize, effectivePoolsize) over the ads
     matching NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT (all ads when it is unset).
-    `weights` are the ads' GetSlotWeight values, in the same order."""
+    `weights` are the ads' GetSlotWeight values, in the same order (GhostMultiplier is
+    applied here)."""
     count, weighted, effective = 0, 0.0, 0.0
     for ad, w in zip(ads, weights):
         if not matches_constraint(ad, config.slot_poolsize_constraint):
             continue
         count += 1
-        weighted += w
+        weighted += pie_weight(ad, w)
         if classads.eval_bool(ad, "PartitionableSlot"):
             effective += classads.eval_number(ad, "Cpus") or 0.0
         else:
