@@ -57,10 +57,14 @@ def test_no_slot_accepts(tmp_path):
     assert doc["verdict"].startswith("not matched: no slot accepts the job")
     assert "all 3 slots" in doc["verdict"]
     assert (doc["slots"]["job_accepts"], doc["slots"]["both_accept"]) == (0, 0)
-    # classad2 exposes no expression structure: no per-clause breakdown
-    assert doc["slots"]["clauses"] is None
+    # a single clause: no per-clause breakdown
+    assert doc["slots"]["clauses"] is None and "not a top-level" in doc["slots"]["clauses_note"]
     doc2 = explain(pool, r, "2.0")
     assert doc2["slots"]["job_accepts"] == 1 and doc2["outcome"]["matched"]
+    # two clauses (as condor_q -better-analyze counts them): memory turns down two slots
+    assert doc2["slots"]["clauses"] == [
+        {"text": '(TARGET.Arch == "X86_64")', "rejects": 0},
+        {"text": "(TARGET.Memory >= RequestMemory)", "rejects": 2}]
 
 
 def test_concurrency_limit(tmp_path):

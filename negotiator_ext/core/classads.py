@@ -213,3 +213,42 @@ def names_in(tree: classad2.ExprTree) -> frozenset[str]:
     _, ext = refs(ClassAd(), tree)
     # (classad2 reports an expression without references as referring to "")
     return frozenset(n[3:] if n.startswith("my.") else n for n in ext if n)
+
+
+def conjuncts(expr) -> list[str] | None:
+    """The top-level `&&` clauses of an expression, as texts, or None when it has no
+    such form (a single clause, or `||` / `?:` at the top). Only the boundaries are
+    found here, by skipping string literals and bracketed parts of classad2's own
+    unparse; classad2 then has the last word: the split is used only when every clause
+    parses and joining them again unparses exactly as the whole did."""
+    text = str(expr)
+    parts, depth, start, i, n = [], 0, 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "\"'":                       # a string literal or quoted attribute name
+            i += 1
+            while i < n and text[i] != c:
+                i += 2 if text[i] == "\\" else 1
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            two = text[i:i + 2]
+            if two == "||" or (c == "?" and text[i - 1:i + 2] not in ("=?=",)):
+                return None
+            if two == "&&":
+                parts.append(text[start:i].strip())
+                start = i + 2
+                i += 1
+        i += 1
+    parts.append(text[start:].strip())
+    if len(parts) < 2:
+        return None
+    try:
+        if str(parse_expr(" && ".join(parts))) != text or not all(
+                str(parse_expr(p)) for p in parts):
+            return None
+    except ValueError:
+        return None
+    return parts

@@ -25,8 +25,8 @@ _REQUIREMENTS = classads.parse_expr("MY.Requirements")
 JOB_STATUS = {1: "Idle", 2: "Running", 3: "Removed", 4: "Completed", 5: "Held",
               6: "Transferring Output", 7: "Suspended"}
 
-CLAUSES_NOTE = ("per-clause breakdown not available: classad2 does not expose an "
-                "expression's structure, so the job's Requirements are evaluated whole")
+CLAUSES_NOTE = ("no per-clause breakdown: the job's Requirements are not a top-level "
+                "conjunction of clauses (&&), so they are evaluated whole")
 
 
 class _AdJob:
@@ -64,7 +64,16 @@ def analyze_slots(job_ad, slot_ads: Iterable, matches: list) -> dict:
     claimed: Counter = Counter()
     free: Counter = Counter()
     free_names: list[str] = []
+    # like condor_q -better-analyze: how many slots each clause of the job's
+    # Requirements turns down (evaluated on its own, the job as MY)
+    req = job_ad.lookup("Requirements") if "Requirements" in job_ad else None
+    texts = classads.conjuncts(req) if req is not None else None
+    clauses = [(t, classads.parse_expr(t)) for t in texts] if texts else []
+    rejects = [0] * len(clauses)
     for ad in slot_ads:
+        for i, (_, e) in enumerate(clauses):
+            if not classads.is_true(classads.eval_match(e, job_ad, ad)):
+                rejects[i] += 1
         if not classads.is_true(classads.eval_match(_REQUIREMENTS, job_ad, ad)):
             continue
         job_accepts += 1
@@ -84,7 +93,8 @@ def analyze_slots(job_ad, slot_ads: Iterable, matches: list) -> dict:
             free_names.append(name)
     return {
         "total": len(slot_ads), "job_accepts": job_accepts, "both_accept": both,
-        "clauses": None, "clauses_note": CLAUSES_NOTE,
+        "clauses": [{"text": t, "rejects": n} for (t, _), n in zip(clauses, rejects)] or None,
+        "clauses_note": None if clauses else CLAUSES_NOTE,
         "matched_this_cycle": dict(taken.most_common()),
         "claimed": dict(claimed.most_common()),
         "free": sum(free.values()), "free_by_state": dict(free.most_common()),

@@ -48,7 +48,10 @@ def render_explain(doc: dict) -> str:
                    if s["free"] else "")]
         if s.get("clauses"):
             out.append("  Requirements clauses (slots each rejects):")
-            out += [f"    {c['rejects']:5d}  {c['text']}" for c in s["clauses"]]
+            most = max(c["rejects"] for c in s["clauses"])
+            out += [f"    {c['rejects']:5d}  {c['text']}"
+                    + ("   <- cuts most" if most and c["rejects"] == most else "")
+                    for c in s["clauses"]]
         else:
             out.append(f"  ({s['clauses_note']})")
     sub = doc.get("submitter")
