@@ -443,9 +443,10 @@ class Matcher:
         self.partitions: dict = {}
         self._job_projector: Projector | None = None
         self._projectors: dict[frozenset, Projector] = {}
-        # user -> ((attribute, value), ...): the live RemoteUserResourcesInUse and
-        # RemoteGroupResourcesInUse of a claimed slot's user (4.10). Set by the cycle when
-        # an expression evaluated on claimed slots reads them; None: nothing does.
+        # user -> (its usage, its group's usage or None) as they stand now: what a claimed
+        # slot's RemoteUserResourcesInUse and RemoteGroupResourcesInUse (and slot<N>_
+        # copies, `live_names`) evaluate to (4.10). Set by the cycle when an expression
+        # evaluated on claimed slots reads them; None: nothing does.
         self.live_remote: Callable[[str], tuple] | None = None
         self.live_names: frozenset = LIVE_NAMES
 

@@ -23,8 +23,8 @@ from .classads import f32
 from .config import INT_MAX
 from .groups import ROOT, GroupTree
 from .accountant import parse_concurrency_limits
-from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, Matcher, MatchList, Projector, Rejections, Request, Slot,
-                          closure, permits)
+from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, Matcher, MatchList, Projector,
+                          Rejections, Request, Slot, closure, permits)
 
 DONE, RESUME, ERROR = "done", "resume", "error"
 _LIMITS_EXPR = classads.parse_expr("MY.ConcurrencyLimits")
