@@ -184,7 +184,7 @@ def cmd_snapshot(args) -> int:
     if timeout is None:
         try:
             timeout = int(float(knobs.get("SNAPSHOT_TIMEOUT", 30)))
-        except ValueError:
+        except (ValueError, OverflowError):
             raise InputError("NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT",
                              f"not a number: {knobs['SNAPSHOT_TIMEOUT']}") from None
     report = capture_snapshot(pool, Path(args.output), timeout=timeout)
@@ -209,8 +209,8 @@ def cmd_negotiate(args) -> int:
     doc = result.to_json()
     withheld = result.partial and not args.partial_ok
     if withheld:
-        _warn(["the jobs of the schedds that did not answer are unknown, so no match is "
-               "recommended (--partial-ok to see them anyway)"])
+        _warn([f"the snapshot is partial ({', '.join(pool.snapshot.unanswered)} did not "
+               "answer), so no match is recommended (--partial-ok to see them anyway)"])
         doc["withheld_matches"] = len(doc["matches"])
         doc["matches"] = []
     if args.json:

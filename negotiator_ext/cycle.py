@@ -19,11 +19,11 @@ from .core import classads, consumption, hgq
 from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
-from .core.adtext import Job, as_text_ads
+from .core.adtext import Job, TextValues, as_text_ads
 from .core.matchmaking import (STATE_NAMES, Matcher, Slot, add_remote_user_attrs,
                                 live_remote_usage)
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
-                               QueueView, Submitter)
+                               QueueView, Submitter, job_id)
 from .core.slots import current_user, pie_weight, trimmed
 from .pool import Pool
 
@@ -35,7 +35,6 @@ _EPHEMERALS = frozenset(n.lower() for n in REQUEST_EPHEMERALS)
 class CycleResult:
     time: int
     pool_weight: float
-    pool_count: int
     slots: int                       # slot ads fetched (after NEGOTIATOR_SLOT_CONSTRAINT)
     trimmed_slots: int               # after trimming (what can be matched)
     partial: bool
@@ -163,7 +162,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             continue
         cp = consumption.supports_policy(ad)
         if cp:
-            ad = _copy(ad)   # its assets change during the cycle
+            ad = classads.copy_ad(ad)   # its assets change during the cycle
             if "SlotWeight" not in ad or cfg.force_negotiator_slot_weight:
                 # obtainAdsFromCollector inserts SLOT_WEIGHT: the match cost is its drop
                 ad["SlotWeight"] = classads.parse_expr(cfg.slot_weight)
@@ -172,13 +171,12 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         if cp:
             n = classads.eval_number(ad, "NumClaims")
             claims = int(n) if n is not None else int(math.ceil(classads.eval_number(ad, "Cpus") or 0))
-        slot = Slot(index=i, ad=ad, name=usage.name, resource_name=usage.resource_name,
-                    weight=usage.weight, usage=usage,
-                    partitionable=classads.eval_bool(ad, "PartitionableSlot") is True,
-                    cp=cp, current_user=holder if cfg.consider_preemption else None,
+        pslot = classads.eval_bool(ad, "PartitionableSlot") is True
+        slot = Slot(index=i, ad=ad, name=usage.name, weight=usage.weight, usage=usage,
+                    partitionable=pslot, cp=cp,
+                    current_user=holder if cfg.consider_preemption else None,
                     usage_user=holder,
-                    claimer_schedd=(classads.eval_string(ad, "RemoteScheddName")
-                                    if classads.eval_bool(ad, "PartitionableSlot") else None),
+                    claimer_schedd=classads.eval_string(ad, "RemoteScheddName") if pslot else None,
                     claims_left=max(claims, 0) if cp else 1)
         if cp and slot.claims_left <= 0:
             continue
@@ -206,7 +204,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         if s.texts:                       # keep the slot's texts in step with its ad
             for attr in changed:
                 if attr in s.ad:
-                    s.texts[attr.lower()] = str(s.ad.lookup(attr))
+                    s.texts[attr.lower()] = classads.source_text(s.ad, attr)
 
     clock.lap("slots")
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
@@ -286,7 +284,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
         schedd = d.get("ScheddName") or default_schedd or ""
         q = queues.get((name, schedd)) or JobQueue([])
         submitters.append(Submitter(
-            name=name, schedd=schedd, schedd_addr=d["ScheddIpAddr"],
+            name=name, schedd=schedd,
             idle_jobs=max(int(d.get("IdleJobs") or 0), 0),
             running_jobs=int(d.get("RunningJobs") or 0),
             last_heard_from=int(d.get("LastHeardFrom") or 0),
@@ -306,7 +304,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
     clock.lap("negotiation")
     return CycleResult(
-        time=t, pool_weight=neg.pool_weight, pool_count=count, slots=len(pool.slot_ads),
+        time=t, pool_weight=neg.pool_weight, slots=len(pool.slot_ads),
         trimmed_slots=len(slots), partial=snap.partial, missing_schedds=snap.missing_schedds,
         matches=neg.matches, rejections=neg.rejections, limits=neg.limits,
         submitters=_submitter_rows(neg, submitters, usage_before),
@@ -322,23 +320,22 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:
     """Every ad of job `job` ("ClusterId.ProcId") in the snapshot, as (schedd, classad2
     ad): the schedd as the cycle assigns it (None when it cannot tell)."""
-    from .core.adtext import TextValues
-    from .core.negotiation import job_id
     schedd_of = _ScheddOf(pool.snapshot.meta, pool.default_schedd())
     values = TextValues()
     found = []
+    want = tuple(job.split("."))
     for file_name, table in pool.snapshot.jobs.items():
         table = as_text_ads(table)
         for row in table.rows:
+            texts = dict(row)
+            got = (texts.get("clusterid"), texts.get("procid"))
+            if all(t is not None and t.isdigit() for t in got) and got != want:
+                continue                    # plain numbers that are not this job
             j = Job(row, table.store.names, values)
             c, p = job_id(j)
             if f"{c}.{p}" == job:
                 found.append((schedd_of(file_name, j), j.ad()))
     return found
-
-
-def _copy(ad):
-    return classads.parse_old_ad(ad.printOld())
 
 
 def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:

@@ -89,8 +89,8 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
     snap = load_snapshot(directory)
     warnings: list[str] = []
     if snap.partial:
-        missing = ", ".join(snap.missing_schedds) or "unknown"
-        warnings.append(f"{snap.directory}: partial snapshot (did not answer: {missing})")
+        warnings.append(f"{snap.directory}: partial snapshot (did not answer: "
+                        f"{', '.join(snap.unanswered)})")
     path = config_path if config_path is not None else snap.config_path
     if path is None:
         warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "

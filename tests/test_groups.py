@@ -141,5 +141,5 @@ def test_global_surplus_and_autoregroup_are_the_or_of_all_groups():
     assert tree(static("a", 1)).global_accept_surplus is False
     assert tree(static("a", 1), group_accept_surplus=True).global_accept_surplus is True
     t = tree(static("a", 1), GroupConfig("b", 1.0, None, False, True))
-    assert t.global_autoregroup is True and t.root.autoregroup is True
+    assert t.root.autoregroup is True
     assert t.surplus_policy(t.get("b")) == "regroup" and t.surplus_policy(t.get("a")) == "no"

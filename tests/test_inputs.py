@@ -127,3 +127,24 @@ def test_pending_matches_are_kept_until_the_next_check(tmp_path):
     acc.check_matches(pool.slots, t)
     assert acc.customers[bob]["WeightedResourcesUsed"] == 10.0
     assert not any(k.endswith("#pending-match") for k in acc.resources)
+
+
+def test_partial_snapshot_without_missing_schedds_names_what_failed(tmp_path):
+    """A capture is partial also when the negotiator or an optional collector query
+    failed; the warning names those, not an unknown schedd."""
+    d = copy(tmp_path)
+    meta = json.loads((d / "meta.json").read_text())
+    meta.update(partial=True, missing_schedds=[],
+                errors={"negotiator": "cannot locate the negotiator: timed out"})
+    (d / "meta.json").write_text(json.dumps(meta))
+    pool = load_pool(d)
+    assert any("partial snapshot (did not answer: negotiator)" in w for w in pool.warnings)
+
+
+def test_bad_negotiator_ad_file_does_not_stop_a_cycle(tmp_path):
+    """negotiator.ads is read only when asked for (shadow mode), not by every command."""
+    d = copy(tmp_path)
+    (d / "negotiator.ads").write_text("this is = = not an ad\n")
+    pool = load_pool(d)
+    with pytest.raises(InputError):
+        pool.snapshot.negotiator_ads()

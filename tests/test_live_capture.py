@@ -223,7 +223,7 @@ def test_full_capture_writes_every_file_and_reads_back(pool, tmp_path):
     assert {k: len(v) for k, v in snap.jobs.items()} == {"jobs-vm.ads": 52}
     assert len(snap.submitters) == len(pool.submitters) == 6
     assert len(snap.accounting) == len(pool.accounting)
-    assert len(snap.negotiator) == 1
+    assert len(snap.negotiator_ads()) == 1
     assert snap.config_path == out / "config"
     assert snap.partial is False and snap.missing_schedds == ()
     assert snap.captured_at == NOW

@@ -232,7 +232,7 @@ def matcher():
     ad = classads.parse_old_ad('Name = "slot1@n"\nMemory = 2048\nCpus = 1\nRank = 0\n'
                                'CurrentRank = 0\nSTART = TARGET.RequestMemory <= Memory\n'
                                'Requirements = START')
-    m.scan_slot(Slot(index=0, ad=ad, name="slot1@n", resource_name="slot1@n", weight=1.0,
+    m.scan_slot(Slot(index=0, ad=ad, name="slot1@n", weight=1.0,
                      usage=None))
     assert "requestmemory" in m.job_names_seen_by_slots
     return m

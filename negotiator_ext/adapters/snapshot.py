@@ -40,11 +40,13 @@ class Snapshot:
     jobs: Mapping[str, TextAds]            # file name -> that schedd's jobs (as text)
     submitters: tuple[classad2.ClassAd, ...] | None
     accounting: tuple[classad2.ClassAd, ...] | None
-    negotiator: tuple[classad2.ClassAd, ...] | None
     accounting_source: str | None
     config_path: Path | None
     meta: Mapping[str, Any] = field(default_factory=dict)
     slot_texts: TextAds | None = None      # the slots' attribute texts, in file order
+    # the negotiator's own ad (for shadow mode); read only when asked for, so a bad
+    # negotiator.ads cannot stop a command that does not use it
+    negotiator_source: Path | None = None
 
     @property
     def partial(self) -> bool:
@@ -55,9 +57,18 @@ class Snapshot:
         return tuple(self.meta.get("missing_schedds") or ())
 
     @property
+    def unanswered(self) -> tuple[str, ...]:
+        """What did not answer a partial capture: the schedds, else the other queries
+        that failed (meta.json "errors": "negotiator", "collector:accounting", ...)."""
+        return self.missing_schedds or tuple(self.meta.get("errors") or ()) or ("unknown",)
+
+    @property
     def captured_at(self) -> int | None:
         v = self.meta.get("captured_at")
         return int(v) if isinstance(v, (int, float)) else None
+
+    def negotiator_ads(self) -> tuple[classad2.ClassAd, ...] | None:
+        return tuple(read_ads(self.negotiator_source)) if self.negotiator_source else None
 
     def all_jobs(self) -> list[classad2.ClassAd]:
         return [ad for ads in self.jobs.values() for ad in ads]
@@ -123,7 +134,7 @@ def load_snapshot(path: str | Path) -> Snapshot:
         submitters=submitters,
         accounting=accounting,
         accounting_source=str(accounting_file) if accounting_file else None,
-        negotiator=optional("negotiator"),
+        negotiator_source=_one_of(directory, "negotiator"),
         config_path=config if config.is_file() else None,
         meta=read_meta(directory),
     )

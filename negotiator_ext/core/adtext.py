@@ -8,8 +8,9 @@ are the same in every job of its cluster), and:
 
 * `TextValues` evaluates an attribute's text with classad2 once per distinct text, and
   `Job.value` falls back to the job's own ad only when the text is an expression;
-* `TextAds.ad(i)` builds the classad2 ad of one job when an expression has to be
-  evaluated against it (one per resource request, not one per job).
+* `row_ad` (through `Job.ad()` or a resource request) builds the classad2 ad of one
+  job when an expression has to be evaluated against it: one per resource request,
+  not one per job.
 
 Every text was parsed by classad2 when the file was read (adapters.adfiles); nothing
 here parses ClassAd syntax itself.

@@ -8,6 +8,8 @@ parsed or evaluated anywhere else by hand.
 from __future__ import annotations
 
 import functools
+import math
+import struct as _struct
 from typing import Any
 
 import classad2
@@ -67,16 +69,18 @@ def eval_string(ad: ClassAd, attr: str) -> str | None:
     return v if isinstance(v, str) else None
 
 
-def eval_bool(ad: ClassAd, attr: str) -> bool | None:
-    """The attribute as a boolean (numbers: non-zero is true, like LookupBool), or None."""
-    v = eval_attr(ad, attr)
-    if isinstance(v, classad2.Value):
-        return None
+def as_bool(v: Any) -> bool | None:
+    """A value as a boolean (numbers: non-zero is true, like LookupBool), or None."""
     if isinstance(v, bool):
         return v
-    if isinstance(v, (int, float)):
+    if isinstance(v, (int, float)) and not isinstance(v, classad2.Value):
         return v != 0
     return None
+
+
+def eval_bool(ad: ClassAd, attr: str) -> bool | None:
+    """The attribute as a boolean (numbers: non-zero is true, like LookupBool), or None."""
+    return as_bool(eval_attr(ad, attr))
 
 
 def source_text(ad: ClassAd, attr: str) -> str:
@@ -118,6 +122,11 @@ def parse_old_ad(text: str) -> ClassAd:
     return ad if ad is not None else classad2.ClassAd()
 
 
+def copy_ad(ad: ClassAd) -> ClassAd:
+    """A copy of an ad that can be changed without touching the original."""
+    return parse_old_ad(ad.printOld())
+
+
 def attribute_texts(ad: ClassAd) -> list[tuple[str, str]]:
     """(Name, expression text) of every attribute, as classad2 prints them."""
     out = []
@@ -144,8 +153,6 @@ def eval_expr(expr: str | classad2.ExprTree, my: ClassAd | None = None) -> Any:
 # classad2 does the same once the HTCondor library has read its configuration; the
 # adapters switch that on (adapters.classad_semantics), the core only checks it.
 
-import struct as _struct  # noqa: E402
-
 FLT_MAX = 3.4028234663852886e38
 DBL_MAX = 1.7976931348623157e308
 
@@ -171,26 +178,16 @@ def eval_match(expr: classad2.ExprTree, my: ClassAd, target: ClassAd) -> Any:
 def is_true(v: Any) -> bool:
     """A match test's verdict: only a boolean true (or a non-zero number, which the
     ClassAd logical operators treat as true) counts; UNDEFINED/ERROR never do."""
-    if isinstance(v, classad2.Value):
-        return False
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, (int, float)):
-        return v != 0
-    return False
+    return as_bool(v) is True
 
 
 def f32(x: float) -> float:
-    """`(float)x` in C: a double narrowed to IEEE single precision."""
-    if x != x:
-        return x
-    if abs(x) > FLT_MAX:
-        # beyond the float range C gives +-inf (rounding aside)
-        try:
-            return _struct.unpack("f", _struct.pack("f", x))[0]
-        except OverflowError:
-            return float("inf") if x > 0 else float("-inf")
-    return _struct.unpack("f", _struct.pack("f", x))[0]
+    """`(float)x` in C: a double narrowed to IEEE single precision (beyond the float
+    range, +-inf)."""
+    try:
+        return _struct.unpack("f", _struct.pack("f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
 
 
 def refs(ad: ClassAd, expr: classad2.ExprTree) -> tuple[frozenset[str], frozenset[str]]:

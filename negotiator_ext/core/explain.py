@@ -3,9 +3,9 @@
 Plain data in, one dict out: the job's classad2 ad, the slot ads the cycle saw, and the
 cycle's result (`cycle.CycleResult`). Every evaluation goes through `core.classads`.
 
-The job's Requirements are evaluated whole: classad2's `ExprTree` exposes no structure
-(only `eval` and `simplify`), so a per-clause breakdown like `condor_q -better-analyze`
-is not available without parsing expression text by hand, which we do not do.
+When the job's Requirements are a top-level conjunction, each clause is also evaluated
+on its own, like `condor_q -better-analyze` (the clauses come from
+`classads.conjuncts`, which classad2 validates); otherwise they are evaluated whole.
 """
 
 from __future__ import annotations

@@ -56,7 +56,6 @@ class GroupTree:
         global_autoregroup = config.group_autoregroup or any(g.autoregroup for g in config.groups)
         self.global_accept_surplus = config.group_accept_surplus or any(
             g.accept_surplus for g in config.groups)
-        self.global_autoregroup = global_autoregroup
         self.root = GroupNode(ROOT, accept_surplus=True, autoregroup=global_autoregroup)
         self._by_lower: dict[str, GroupNode] = {}
         for g in sorted(config.groups, key=lambda g: g.name.lower()):

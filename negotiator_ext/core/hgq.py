@@ -44,8 +44,7 @@ from . import classads
 from .config import NegotiatorConfig
 from .groups import ROOT, GroupNode, GroupTree
 
-FLT_MAX = 3.4028234663852886e38      # the sort key of a failed GROUP_SORT_EXPR
-DBL_MAX = 1.7976931348623157e308     # subtree_rr_time of a subtree that requests nothing
+from .classads import DBL_MAX, FLT_MAX   # a failed GROUP_SORT_EXPR's key; an idle subtree's rr time
 INT_MIN = -2147483648
 
 
@@ -113,16 +112,16 @@ class GroupAlloc:
     subtree_rr_time: float = 0.0
     sort_key: float = 0.0
     limit: float | None = None         # the last group limit computed in G10.7 (before int())
-    accept_surplus: bool = field(init=False)
     parent: "GroupAlloc | None" = field(default=None, repr=False)
     children: list["GroupAlloc"] = field(default_factory=list, repr=False)
-
-    def __post_init__(self) -> None:
-        self.accept_surplus = self.node.accept_surplus
 
     @property
     def name(self) -> str:
         return self.node.name
+
+    @property
+    def accept_surplus(self) -> bool:
+        return self.node.accept_surplus
 
     @property
     def static(self) -> bool:

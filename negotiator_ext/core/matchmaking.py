@@ -68,7 +68,6 @@ class Slot:
     index: int                       # position in the collector's list (tie break)
     ad: Any                          # the classad2 ad (ephemeral attributes inserted)
     name: str
-    resource_name: str
     weight: float                    # GetSlotWeight (rule A15)
     usage: Any                       # core.slots.SlotUsage, for the accountant
     partitionable: bool = False
@@ -847,10 +846,6 @@ class Matcher:
                 v.preq = classads.eval_match(self.preq, ad, job) is True
             if self.prank is not None and "prank" in dep:
                 v.prank = self._neg_rank(self.prank, ad, job)
-        if self.pre is None and v.pre is None:
-            v.pre = -DBL_MAX
-        if self.post is None and v.post is None:
-            v.post = -DBL_MAX
         return v
 
     # ---- matchmakingAlgorithm --------------------------------------------------------

@@ -26,7 +26,7 @@ from .accountant import parse_concurrency_limits
 from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, Matcher, MatchList, Projector,
                           Rejections, Request, Slot, closure, permits)
 
-DONE, RESUME, ERROR = "done", "resume", "error"
+DONE, RESUME = "done", "resume"
 _LIMITS_EXPR = classads.parse_expr("MY.ConcurrencyLimits")
 DBL_MAX = classads.DBL_MAX
 
@@ -147,8 +147,7 @@ class JobQueue:
 
     def _request(self, run, schedd, submitter) -> Request:
         job_id, ac, key, row = run[0]
-        ad = row if isinstance(row, classads.ClassAd) else adtext.row_ad(row, self.names)
-        return Request(ad=ad, jobs=[r[0] for r in run], autocluster=ac, group_key=key,
+        return Request(ad=adtext.row_ad(row, self.names), jobs=[r[0] for r in run], autocluster=ac, group_key=key,
                        schedd=schedd, submitter=submitter)
 
 
@@ -157,7 +156,6 @@ class Submitter:
     """A submitter ad as the cycle uses it."""
     name: str
     schedd: str                     # ScheddName
-    schedd_addr: str
     idle_jobs: int
     running_jobs: int
     last_heard_from: int
@@ -429,7 +427,8 @@ class Negotiation:
                         if not cfg.consider_preemption and not cfg.use_slot_weights:
                             return RESUME, pie_left
                     break
-                cost = self._commit(req, s, slot, state, neg_group, spin)
+                job = req.jobs[len(req.jobs) - left]    # the run's next unmatched job
+                cost = self._commit(req, job, s, slot, state, neg_group, spin)
                 used += cost
                 if slot.usage_user is None:
                     used_unclaimed += cost
@@ -464,6 +463,7 @@ class Negotiation:
     def find_match(self, req: Request, s: Submitter, only_rank: bool, used: float,
                    limit: float, used_unclaimed: float, unclaimed: float, pie_left: float):
         cfg = self.config
+        self._rejected_limits.clear()   # the names a rejection of this call reports
         # Concurrency limits first (M3): a ConcurrencyLimits that is a string on its own
         # is checked once for the request; one that needs the slot, per candidate.
         per_candidate = False
@@ -476,7 +476,6 @@ class Negotiation:
                     return None, None, rej
             else:
                 per_candidate = True
-        self._rejected_limits.clear()
         check = (lambda slot: self._candidate_limits_rejected(req, slot)) if per_candidate else None
 
         # The cache serves the next request of the same autocluster, submitter and
@@ -568,9 +567,8 @@ class Negotiation:
 
     # ---- after a match (4.9) ---------------------------------------------------------
 
-    def _commit(self, req: Request, s: Submitter, slot: Slot, state: int, neg_group: str,
-                spin: int) -> float:
-        job = next(j for j in req.jobs if j not in s.queue.matched)
+    def _commit(self, req: Request, job: str, s: Submitter, slot: Slot, state: int,
+                neg_group: str, spin: int) -> float:
         s.queue.matched.add(job)
         preempting = slot.usage_user
         limits = self._limits_text(req, slot) or ""    # MatchedConcurrencyLimits (4.9)

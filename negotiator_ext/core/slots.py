@@ -27,9 +27,6 @@ class SlotUsage:
     preempting_concurrency_limits: str | None = None
     matched_concurrency_limits: str | None = None
 
-    def _suspended(self, discount: bool) -> bool:
-        return discount and (self.activity or "").lower() == "suspended"
-
     def charged_customer(self, discount_suspended: bool) -> str | None:
         """IsClaimed (rule A16): the customer a claimed slot charges, or None."""
         if self.state not in CLAIMED_STATES:
@@ -37,9 +34,8 @@ class SlotUsage:
         customer = self.accounting_group if self.accounting_group is not None else self.remote_user
         if customer is None:
             return None
-        if discount_suspended and self.activity is None:
-            return None
-        if self._suspended(discount_suspended):
+        # with the discount, a slot without an Activity is not counted either
+        if discount_suspended and (self.activity or "suspended").lower() == "suspended":
             return None
         return customer
 
