@@ -210,11 +210,6 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
     for s in slots:
         matcher.scan_slot(s)
-    # usage attributes some expression reads on claimed slots are kept live (4.10)
-    if live_names and any(not live_names.isdisjoint(seen)
-                          for s in slots if s.live for _, _, seen, _ in s.fams):
-        matcher.live_remote = live_remote_usage(acc, groups, quotas0)
-        matcher.live_names = frozenset(live_names)
 
     clock.lap("slot_reach")
     # Jobs: each submitter's idle jobs at each schedd, in the schedd's order (M2).
@@ -273,6 +268,13 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             entries.append((f"{c}.{p}", ac, key, row))
         queues[(sub, schedd)] = JobQueue(entries, names=queue_names[(sub, schedd)])
     del by_queue
+    # usage attributes some expression reads on claimed slots (theirs, or the jobs')
+    # are kept live (4.10)
+    if live_names and (not live_names.isdisjoint(matcher.job_slot_names()) or any(
+            not live_names.isdisjoint(seen)
+            for s in slots if s.live for _, _, seen, _ in s.fams)):
+        matcher.live_remote = live_remote_usage(acc, groups, quotas0)
+        matcher.live_names = frozenset(live_names)
     for s in slots:
         matcher.profile_slot(s)
     matcher.build_classes(slots)

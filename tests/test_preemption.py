@@ -9,7 +9,7 @@ from collections import Counter
 
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
-from poolmaker import (DOMAIN, accounting, apply_matches, claimed, job, make_pool,
+from poolmaker import (DOMAIN, Expr, accounting, apply_matches, claimed, job, make_pool,
                        running_by_submitter, slot, submitters_for)
 
 ALICE, BOB, CAROL = (f"{u}@{DOMAIN}" for u in ("alice", "bob", "carol"))
@@ -199,3 +199,33 @@ def test_preemption_requirements_set_to_nothing_restricts_nothing(tmp_path):
     assert preempted(r) == {}
     r = one_cycle(tmp_path / "empty", slots, jobs, PREEMPT + "PREEMPTION_REQUIREMENTS =\n", acc)
     assert preempted(r) == {ALICE: 1}
+
+
+def test_live_usage_in_the_slots_start_and_the_jobs_requirements(tmp_path):
+    """The match test sees live usage too: a START (or a job's Requirements) that reads
+    RemoteUserResourcesInUse stops letting bob in once alice is down to 8."""
+    slots, jobs = victims(["alice"] * 10)
+    for s in slots:
+        s["START"] = Expr("RemoteUserResourcesInUse > 8")
+    jobs += [job(1, p, "bob") for p in range(10)]
+    acc = [accounting(ALICE, priority=5000.0), accounting(BOB, priority=500.0)]
+    config = PREEMPT + "PREEMPTION_REQUIREMENTS = True\nNEGOTIATOR_MATCHLIST_CACHING = False\n"
+    r = one_cycle(tmp_path / "start", slots, jobs, config, acc)
+    assert preempted(r) == {ALICE: 2}
+    slots, jobs = victims(["alice"] * 10)
+    jobs += [job(1, p, "bob", Requirements=Expr("TARGET.RemoteUserResourcesInUse > 8"))
+             for p in range(10)]
+    r = one_cycle(tmp_path / "job", slots, jobs, config, acc)
+    assert preempted(r) == {ALICE: 2}
+
+
+def test_live_usage_in_the_jobs_rank(tmp_path):
+    """A job Rank that reads RemoteUserResourcesInUse follows the usage live: bob's
+    jobs prefer the heavier user's slots, so alice (6) and carol (4) end level."""
+    slots, jobs = victims(["alice"] * 6 + ["carol"] * 4)
+    jobs += [job(1, p, "bob", Rank=Expr("TARGET.RemoteUserResourcesInUse")) for p in range(6)]
+    acc = [accounting(ALICE, priority=5000.0), accounting(CAROL, priority=5000.0),
+           accounting(BOB, priority=500.0)]
+    config = PREEMPT + "PREEMPTION_REQUIREMENTS = True\nNEGOTIATOR_MATCHLIST_CACHING = False\n"
+    r = one_cycle(tmp_path, slots, jobs, config, acc)
+    assert preempted(r) == {ALICE: 4, CAROL: 2}

@@ -77,6 +77,7 @@ class Slot:
     claimer_schedd: str | None = None  # RemoteScheddName of a claimed p-slot
     claims_left: int = 1             # claim ids the negotiator can hand out
     live: tuple = ()                 # (attribute prefix, user) whose usage the ad shows (4.10)
+    live_req: bool = False           # its own Requirements read that usage
     removed: bool = False
     key: tuple = ()                  # slot class key
     key_id: int = -1                 # Matcher.intern of it
@@ -448,6 +449,7 @@ class Matcher:
         # evaluated on claimed slots reads them; None: nothing does.
         self.live_remote: Callable[[str], tuple] | None = None
         self.live_names: frozenset = LIVE_NAMES
+        self._live_views: set[int] = set()     # match-test views that read live usage
 
     # ---- what expressions can see ---------------------------------------------------
 
@@ -589,6 +591,7 @@ class Matcher:
         proj = tuple(sorted((n, texts.get(n)) for n in key_names))
         req_seen = next(seen for fam, _, seen, _ in slot.fams if fam == "req")
         slot.req_id = self.intern(("req", tuple(sorted((n, texts.get(n)) for n in req_seen))))
+        slot.live_req = live and not self.live_names.isdisjoint(req_seen)
         slot.views = {}
         slot.static = (static["pre"], static["post"], static["prank"])
         slot.key = (tuple(dependent), proj, slot.weight, slot.current_user, slot.live,
@@ -652,7 +655,8 @@ class Matcher:
         if got is None:
             texts = {s.texts.get(name) for s in self.slots if not s.cp}
             got = len(texts) <= 1 and all(
-                t is None or not self.values.names(t) for t in texts)
+                t is None or not self.values.names(t) for t in texts) and not (
+                self.live_remote is not None and name in self.live_names)   # it changes
             self._uniform_names[name] = got
         return got
 
@@ -674,8 +678,15 @@ class Matcher:
 
     def _view(self, s: Slot, names: frozenset) -> int:
         """What the match test sees of slot `s` when the job's Requirements reach
-        `names` in it: the slot Requirements' reach and the job's, as an id."""
-        return self.intern((s.req_id, self._reach_id(s, names)))
+        `names` in it: the slot Requirements' reach and the job's, as an id. When either
+        reads the live usage of the slot's users, those users are part of it, and the
+        view's answers are kept per usage value (group_matches)."""
+        live = s.live_req or (self.live_remote is not None and bool(s.live)
+                              and not self.live_names.isdisjoint(names))
+        view = self.intern((s.req_id, self._reach_id(s, names), s.live if live else None))
+        if live:
+            self._live_views.add(view)
+        return view
 
     def _held(self, s: Slot) -> bool:
         return (self.preq_false and s.current_user is not None and s.rank_static is False
@@ -805,6 +816,8 @@ class Matcher:
         what its own Requirements and the job's Requirements reach (the group's view).
         Slots that differ only in what ranks and preemption see share the answer."""
         mk = (req.eval_id, group.view)
+        if group.view in self._live_views:
+            mk = (*mk, self.refresh_live(group.rep))
         got = self._matches.get(mk)
         if got is None:
             got = self._matches[mk] = self._symmetric(req.ad, group.rep)
@@ -826,6 +839,9 @@ class Matcher:
                 # attributes the job's Rank reaches
                 rk = (req.eval_id, self._reach_id(slot, req.group_key[3])
                       if not slot.cp else ("cp", cls.id))
+                if (self.live_remote is not None and slot.live
+                        and not self.live_names.isdisjoint(req.group_key[3])):
+                    rk = (*rk, self.refresh_live(slot))     # it reads live usage
                 jrank = self._ranks.get(rk)
                 if jrank is None:
                     jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
@@ -885,7 +901,8 @@ class Matcher:
                 if matches is None:
                     matches = self.group_matches(req, group)
                 if not matches:
-                    keep.pop()              # never again for this request key
+                    if group.view not in self._live_views:
+                        keep.pop()          # never again for this request key
                     break
                 v = self.verdict(req, cls)
                 state = NO_PREEMPTION
