@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .adapters import classad_semantics
-from .core import classads, consumption, hgq
+from .core import classads, consumption
 from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
@@ -137,7 +137,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     # Without NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT `weighted` is untrimmedSlotWeightTotal.
     weights = [pie_weight(ad, s.weight) for ad, s in zip(pool.slot_ads, pool.slots)]
     min_weight = min(weights) if weights else DBL_MAX
-    count, weighted, effective = pool.pool_sizes()
+    _, weighted, _ = pool.pool_sizes()
 
     # Submitters (phase 1)
     submitter_ads = pool.submitter_ads()
@@ -186,7 +186,6 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
     # Group demand and quotas (G4, G5): the remote-group attributes need the quotas
     demand = pool.demand(submitter_ads) if groups.enabled else {}
-    hgq_pool = pool.hgq_pool_size()
     quotas = pool.quotas(demand) if groups.enabled else {}
     quotas0 = {n: q.effective_quota for n, q in quotas.items()}
 
@@ -298,11 +297,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     neg = Negotiation(
         config=cfg, accountant=acc, groups=groups, matcher=matcher, slots=slots,
         submitters=submitters, now=t, min_slot_weight=min_weight, pool_weight=weighted)
-    outcome = None
-    if groups.enabled:
-        outcome = neg.run(hgq.negotiate_all_groups, hgq_pool, demand)
-    else:
-        neg.run()
+    outcome = neg.run(quotas)
 
     clock.lap("negotiation")
     return CycleResult(

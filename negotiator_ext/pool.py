@@ -34,7 +34,12 @@ class Pool:
     slot_texts: tuple = ()          # each slot ad's (lower-case name, text) pairs, if read
 
     def pool_sizes(self) -> tuple[int, float, float]:
-        return pool_sizes(self.slot_ads, [s.weight for s in self.slots], self.config)
+        """(cPoolsize, weightedPoolsize, effectivePoolsize), computed once."""
+        got = self.__dict__.get("_sizes")
+        if got is None:
+            got = pool_sizes(self.slot_ads, [s.weight for s in self.slots], self.config)
+            object.__setattr__(self, "_sizes", got)
+        return got
 
     def hgq_pool_size(self) -> float:
         """The size quotas are assigned from (rule G4)."""

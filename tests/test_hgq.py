@@ -67,7 +67,7 @@ class FakePool:
 
 
 def run(tree, config, pool_size, demand, fake, now=1000.0, rr_times=None):
-    return negotiate_all_groups(tree, config, pool_size, demand, fake.usage,
+    return negotiate_all_groups(tree, config, tree.assign_quotas(pool_size, demand), fake.usage,
                                 fake.has_submitters, fake.negotiate, now, rr_times)
 
 
@@ -113,7 +113,7 @@ def test_manual_example_with_oversubscription_needs_a_second_round():
 def test_dynamic_quotas_share_what_is_left_after_static_siblings():
     # 100 slots: static s 40; d1 0.5 and d2 0.25 of the 60 left -> 30 and 15; root 15
     tree, config = setup(static("s", 40), dynamic("d1", 0.5, accept=True), dynamic("d2", 0.25))
-    allocs = prepare_for_matchmaking(tree, 100, {"d1": 50, "d2": 10}, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, {"d1": 50, "d2": 10}), lambda n: 0.0)
     assert {n: g.quota for n, g in allocs.items()} == {"<none>": 15.0, "s": 40.0, "d1": 30.0, "d2": 15.0}
     # surplus: root 15 + s 40 (unused) + d2 5 = 60; only d1 accepts, and asks for 20 more
     assert fairshare(allocs["<none>"]) == 40.0
@@ -121,7 +121,7 @@ def test_dynamic_quotas_share_what_is_left_after_static_siblings():
 
     # dynamic fractions summing to 1.5 are normalized: 0.75 x 60 / 1.5 = 30 each
     tree, _ = setup(static("s", 40), dynamic("d1", 0.75), dynamic("d2", 0.75))
-    allocs = prepare_for_matchmaking(tree, 100, {}, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, {}), lambda n: 0.0)
     assert {n: g.quota for n, g in allocs.items()} == {"<none>": 0.0, "s": 40.0, "d1": 30.0, "d2": 30.0}
 
 
@@ -132,7 +132,7 @@ def test_non_accepting_child_hands_its_unused_quota_up():
     tree, _ = setup(static("a", 60, accept=True), static("a.x", 40, accept=True),
                     static("a.y", 20, accept=False), static("b", 40, accept=False))
     demand = {"a": 10, "a.x": 70, "a.y": 5, "b": 50}
-    allocs = prepare_for_matchmaking(tree, 100, demand, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, demand), lambda n: 0.0)
     assert allocs["a"].quota == 60.0 and allocs["<none>"].quota == 0.0
     # a: own 60 - 10 = 50 unused + y's 15 unused = 65 >= x's unmet 30: x gets all of it;
     # 35 goes up; b does not accept surplus and keeps its quota 40 for a demand of 50
@@ -147,7 +147,7 @@ def test_parent_competes_with_its_children_by_its_own_quota(a_accepts):
     tree, _ = setup(static("a", 60, accept=a_accepts), static("a.x", 40, accept=True),
                     static("a.y", 20, accept=False), static("b", 40, accept=False))
     demand = {"a": 80, "a.x": 70, "a.y": 5, "b": 50}
-    allocs = prepare_for_matchmaking(tree, 100, demand, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, demand), lambda n: 0.0)
     # only y's 15 is surplus; claimants x (weight 40, needs 30) and a itself (weight =
     # its own quota 60, needs 20): 15 x 40/100 = 6 and 15 x 60/100 = 9
     assert fairshare(allocs["<none>"]) == 0.0
@@ -161,7 +161,7 @@ def test_nested_surplus_is_pushed_down_by_subtree_quota():
                          static("a.y", 20, accept=True), static("b", 30, accept=True),
                          allow_quota_oversubscription=False)
     demand = {"a.x": 60, "a.y": 10, "b": 60}
-    allocs = prepare_for_matchmaking(tree, 100, demand, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, demand), lambda n: 0.0)
     # inside a: y's 10 unused -> x (x 40, still needs 20). At the root: 20 over a (weight
     # subtree_quota 50, needs 20) and b (weight 30, needs 30): 12.5 and 7.5; a pushes its
     # 12.5 down to x.
@@ -173,14 +173,14 @@ def test_nested_surplus_is_pushed_down_by_subtree_quota():
 def test_by_quota_pass_then_equal_pass_serves_zero_quota_groups_from_leftovers():
     # 14 slots: p 6, q 3, z 0 (all accept); root's own quota 14 - 9 = 5 is the surplus
     tree, _ = setup(static("p", 6, accept=True), static("q", 3, accept=True), static("z", 0, accept=True))
-    allocs = prepare_for_matchmaking(tree, 14, {"p": 7, "q": 4, "z": 10}, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(14, {"p": 7, "q": 4, "z": 10}), lambda n: 0.0)
     # by quota: p would get 5x6/9, q 5x3/9, both capped at their need of 1; z (weight 0)
     # nothing; the equal pass gives z the 3 left
     assert fairshare(allocs["<none>"]) == 0.0
     assert allocated(allocs) == {"<none>": 0.0, "p": 7.0, "q": 4.0, "z": 3.0}
     # a zero-quota group that does not accept surplus gets nothing; the 3 go back up
     tree, _ = setup(static("p", 6, accept=True), static("q", 3, accept=True), static("z", 0))
-    allocs = prepare_for_matchmaking(tree, 14, {"p": 7, "q": 4, "z": 10}, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(14, {"p": 7, "q": 4, "z": 10}), lambda n: 0.0)
     assert fairshare(allocs["<none>"]) == 3.0
     assert allocated(allocs) == {"<none>": 0.0, "p": 7.0, "q": 4.0, "z": 0.0}
 
@@ -223,7 +223,7 @@ def nested_weights_off(**knobs):
 
 def test_recover_remainders_gives_the_fractions_round_robin():
     tree, _ = nested_weights_off()
-    allocs = prepare_for_matchmaking(tree, 100, {"a.x": 60, "a.y": 10, "b": 60}, lambda n: 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, {"a.x": 60, "a.y": 10, "b": 60}), lambda n: 0.0)
     fairshare(allocs["<none>"])                    # x 52.5, b 37.5 (see above)
     # x and b give up 0.5 each; a's subtree has only 0.5 (< 1 slot) and passes it up; at
     # the root 1 slot goes to the larger subtree_quota (a 50 > b 30) on an rr_time tie,
@@ -236,7 +236,7 @@ def test_recover_remainders_gives_the_fractions_round_robin():
 
 def test_recover_remainders_prefers_the_oldest_round_robin_time():
     tree, _ = nested_weights_off()
-    allocs = prepare_for_matchmaking(tree, 100, {"a.x": 60, "a.y": 10, "b": 60}, lambda n: 0.0,
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, {"a.x": 60, "a.y": 10, "b": 60}), lambda n: 0.0,
                                      rr_times={"a.x": 500.0, "b": 100.0})
     fairshare(allocs["<none>"])
     recover_remainders(allocs["<none>"])
@@ -362,7 +362,7 @@ def test_round_robin_rate_with_strict_quota_counts_own_round_matches_twice():
 def test_default_sort_expr_is_starvation_order():
     tree, config = setup(static("a", 40), static("b", 20), dynamic("c", 0))
     used = {"a": 10.0, "b": 10.0, "c": 5.0, "<none>": 7.0}
-    allocs = prepare_for_matchmaking(tree, 100, {}, used.get)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, {}), used.get)
     assert allocs["c"].quota == 0.0
     keys = {n: group_sort_key(config, g) for n, g in allocs.items()}
     assert keys == {"<none>": 3.4e38, "a": 0.25, "b": 0.5, "c": 3.3e38}
@@ -401,7 +401,7 @@ def test_strict_quota_caps_at_the_configured_static_quota_of_a_non_surplus_paren
     # OVERSUB false, pool 10: p is scaled to subtree_quota 10, but the cap uses its 20
     tree, config = strict_tree(static("p", 20), allow_quota_oversubscription=False)
     used = {"p": 1.0, "p.c1": 3.0, "p.c2": 4.0, "<none>": 0.0}
-    allocs = prepare_for_matchmaking(tree, 10, {}, used.get)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(10, {}), used.get)
     c1 = allocs["p.c1"]
     assert allocs["p"].subtree_quota == 10.0
     # new = 30 - 3 = 27, room under p = 20 - (1 + 3 + 4) = 12 -> 3 + 12
@@ -417,7 +417,7 @@ def test_strict_quota_caps_at_the_configured_static_quota_of_a_non_surplus_paren
 def test_strict_quota_of_a_dynamic_parent_uses_its_subtree_quota():
     tree, config = strict_tree(dynamic("p", 0.25))
     used = {"p": 1.0, "p.c1": 3.0, "p.c2": 4.0, "<none>": 0.0}
-    allocs = prepare_for_matchmaking(tree, 40, {}, used.get)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(40, {}), used.get)
     assert allocs["p"].subtree_quota == 10.0
     assert strict_enforce_quota(config, allocs["p.c1"], 30.0, used.get) == 5.0   # 3 + (10 - 8)
 
@@ -428,7 +428,7 @@ def test_strict_quota_in_the_cycle_under_oversubscription():
     # p's configured 20 caps c1 + c2, measured live within the round.
     tree, config = strict_tree(static("p", 20))
     demand = {"p.c1": 50, "p.c2": 10}
-    allocs = prepare_for_matchmaking(tree, 100, demand, lambda n: 2.0 if n == "p.c2" else 0.0)
+    allocs = prepare_for_matchmaking(tree, tree.assign_quotas(100, demand), lambda n: 2.0 if n == "p.c2" else 0.0)
     fairshare(allocs["<none>"])
     assert allocs["p.c1"].allocated == 30.0 and allocs["p.c2"].allocated == 10.0
     fake = FakePool(100, usage={"p.c2": 2.0}, idle={"p.c1": 50, "p.c2": 8})

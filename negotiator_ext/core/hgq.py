@@ -42,7 +42,7 @@ from typing import Callable, Mapping
 
 from . import classads
 from .config import NegotiatorConfig
-from .groups import ROOT, GroupNode, GroupTree
+from .groups import ROOT, GroupNode, GroupQuota, GroupTree
 
 from .classads import DBL_MAX, FLT_MAX   # a failed GROUP_SORT_EXPR's key; an idle subtree's rr time
 INT_MIN = -2147483648
@@ -170,25 +170,21 @@ def build_allocs(tree: GroupTree, rr_times: Mapping[str, float] | None = None
     return allocs
 
 
-def prepare_for_matchmaking(tree: GroupTree, pool_size: float, demand: Mapping[str, float],
+def prepare_for_matchmaking(tree: GroupTree, quotas: Mapping[str, GroupQuota],
                             usage: Callable[[str], float],
                             rr_times: Mapping[str, float] | None = None
                             ) -> dict[str, GroupAlloc]:
     """Rule G5 (`hgq_prepare_for_matchmaking`): reset, usage, demand; then G4.
 
-    `demand` is `group_demand`'s result (looked up case-insensitively). Quotas come from
-    `GroupTree.assign_quotas`, the single implementation of G4 (it uses the tree's own
-    config for NEGOTIATOR_ALLOW_QUOTA_OVERSUBSCRIPTION)."""
+    `quotas` is `GroupTree.assign_quotas(pool size, demand)`, the single implementation
+    of G4, which also carries each group's demand (`requested`)."""
     allocs = build_allocs(tree, rr_times)
-    low = {}
-    for k, v in demand.items():
-        low[k.lower()] = low.get(k.lower(), 0.0) + float(v)
     for g in allocs.values():                    # (fresh: quotas and allocations are 0)
+        q = quotas[g.name]
         g.usage = float(usage(g.name))
-        g.requested = g.currently_requested = low.get(g.name.lower(), 0.0)
-    for name, q in tree.assign_quotas(pool_size).items():
-        allocs[name].quota = q.effective_quota
-        allocs[name].subtree_quota = q.subtree_quota
+        g.requested = g.currently_requested = q.requested
+        g.quota = q.effective_quota
+        g.subtree_quota = q.subtree_quota
     return allocs
 
 
@@ -448,8 +444,7 @@ def group_limit(config: NegotiatorConfig, g: GroupAlloc, n: float, maxdelta: flo
 def negotiate_all_groups(
     tree: GroupTree,
     config: NegotiatorConfig,
-    pool_size: float,
-    demand: Mapping[str, float],
+    quotas: Mapping[str, GroupQuota],
     usage: Callable[[str], float],
     has_submitters: Callable[[str], bool],
     negotiate: Callable[[GroupAlloc, int], None],
@@ -459,8 +454,7 @@ def negotiate_all_groups(
 ) -> HgqOutcome:
     """G5 + G4, then rule G10 (`hgq_negotiate_with_all_groups`).
 
-    * `pool_size`: hgq_total_quota (G4).
-    * `demand`: G5 requested per group name (`group_demand`).
+    * `quotas`: G4 from hgq_total_quota, with G5's demand (`GroupTree.assign_quotas`).
     * `usage(name)`: the LIVE direct WeightedResourcesUsed of a group record.
     * `has_submitters(name)`: whether the group still has submitter ads to negotiate (for
       the root under autoregroup this includes the autoregroup groups' ads).
@@ -471,7 +465,8 @@ def negotiate_all_groups(
     * `on_quotas(hash)`: told each round's groupQuotasHash before the callbacks run
       (the matchmaker's SubmitterGroupQuota comes from it).
     """
-    allocs = prepare_for_matchmaking(tree, pool_size, demand, usage, rr_times)
+    allocs = prepare_for_matchmaking(tree, quotas, usage, rr_times)
+    pool_size = quotas[ROOT].subtree_quota      # hgq_total_quota
     groups = list(allocs.values())               # breadth-first: hgq_groups
     root = allocs[ROOT]
     autoregroup = root.autoregroup

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import adtext, classads, consumption
+from . import adtext, classads, consumption, hgq
 from .accountant import Accountant
 from .classads import f32
 from .config import INT_MAX
@@ -235,8 +235,11 @@ class Negotiation:
 
     # ---- the allocation step (2.2 step 12) ------------------------------------------
 
-    def run(self, hgq_negotiate_all=None, hgq_pool_size: float = 0.0, demand=None,
-            rr_times=None):
+    def run(self, quotas=None, rr_times=None):
+        """The allocation step: without groups, the floor round and the pie over every
+        submitter; with groups, the allocation rounds of `core.hgq` over `quotas` (G4
+        with G5's demand, `GroupTree.assign_quotas`), each group's submitters by the
+        same pie. Returns the HgqOutcome, or None without groups."""
         if not self.groups.enabled:
             below = self._below_floor(self.submitters)
             if below:
@@ -260,12 +263,11 @@ class Negotiation:
                 self.negotiate_with_group(True, below, slots, neg_name)
             self.negotiate_with_group(False, subs, slots, neg_name)
 
-        outcome = hgq_negotiate_all(
-            self.groups, self.config, hgq_pool_size, demand or {},
+        return hgq.negotiate_all_groups(
+            self.groups, self.config, quotas,
             usage=self.usage, has_submitters=lambda n: bool(by_group.get(n)),
             negotiate=callback, now=self.now, rr_times=rr_times,
             on_quotas=self._set_quotas_hash)
-        return outcome
 
     def _set_quotas_hash(self, quotas: dict[str, float]) -> None:
         self.quotas_hash = dict(quotas)
