@@ -73,6 +73,8 @@ def test_no_config_means_htcondor_defaults():
     ("NEGOTIATOR_USE_SLOT_WEIGHTS = maybe\n", "NEGOTIATOR_USE_SLOT_WEIGHTS = maybe: not a boolean"),
     ("GROUP_NAMES = g\nGROUP_QUOTA_g = -5\n", "GROUP_QUOTA_g = -5: a group quota cannot be negative"),
     ("GROUP_NAMES = g\nGROUP_QUOTA_g = lots\n", "GROUP_QUOTA_g = lots: not a number"),
+    ("GROUP_NAMES = g\nGROUP_QUOTA_g = 3e9\n", "GROUP_QUOTA_g = 3e+09: too high (at most 2.14748e+09)"),
+    ("GROUP_NAMES = g\nGROUP_QUOTA_DYNAMIC_g = 1.5\n", "GROUP_QUOTA_DYNAMIC_g = 1.5: too high (at most 1)"),
     ("PREEMPTION_REQUIREMENTS = (a &&\n", "PREEMPTION_REQUIREMENTS = (a &&: not a valid ClassAd expression"),
 ])
 def test_bad_config_is_named(tmp_path, text, expected):
@@ -110,3 +112,22 @@ def test_group_knobs_fall_back_to_the_global_ones(tmp_path):
     assert by["a"].accept_surplus and by["a"].autoregroup
     assert not by["b"].accept_surplus and not by["b"].autoregroup
     assert by["a"].static_quota is None and by["a"].dynamic_quota is None
+
+
+@pytest.mark.parametrize("line, attr, value", [
+    ("PRIORITY_HALFLIFE = 0x10", "priority_halflife", 16.0),     # strtod reads hex
+    ("PRIORITY_HALFLIFE = 2 * 3600", "priority_halflife", 7200.0),  # else an expression
+    ("NEGOTIATOR_INTERVAL = 120 ", "negotiator_interval", 120),
+    ("NEGOTIATOR_INTERVAL = 60 * 2", "negotiator_interval", 120),
+])
+def test_numbers_are_read_as_param_double_and_param_integer_read_them(tmp_path, line, attr, value):
+    f = tmp_path / "config"
+    f.write_text(line + "\n")
+    assert getattr(load_config(f), attr) == value
+
+
+def test_python_only_number_syntax_is_refused(tmp_path):
+    f = tmp_path / "config"
+    f.write_text("DEFAULT_PRIO_FACTOR = 1_000\n")
+    with pytest.raises(InputError, match="DEFAULT_PRIO_FACTOR = 1_000: not a number"):
+        load_config(f)

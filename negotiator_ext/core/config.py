@@ -127,10 +127,11 @@ def _freeze(d: Mapping) -> Mapping:
 @dataclass(frozen=True)
 class GroupConfig:
     """One entry of GROUP_NAMES with its per-group knobs (rule G2). Quotas are as
-    configured (clamped like HTCondor clamps them); assignment happens in core.groups."""
+    configured (out of range is a config error, as param_double makes it); assignment
+    happens in core.groups."""
     name: str                      # as written in GROUP_NAMES (the accountant record key)
-    static_quota: float | None     # GROUP_QUOTA_<g>, clamped to [0, INT_MAX]
-    dynamic_quota: float | None    # GROUP_QUOTA_DYNAMIC_<g>, clamped to [0, 1]
+    static_quota: float | None     # GROUP_QUOTA_<g>, in [0, INT_MAX]
+    dynamic_quota: float | None    # GROUP_QUOTA_DYNAMIC_<g>, in [0, 1]
     accept_surplus: bool
     autoregroup: bool
     # (GROUP_PRIO_FACTOR_<g> is NegotiatorConfig.group_prio_factor)
@@ -297,7 +298,7 @@ class NegotiatorConfig:
             1.0, _typed(source, "GROUP_QUOTA_ROUND_ROBIN_RATE", rate, "float", None)
         ) if rate is not None else default["group_quota_round_robin_rate"]
         if kw["priority_halflife"] < 1e-5:
-            kw["priority_halflife"] = 1e-5  # param_double's range: out of range is clamped
+            kw["priority_halflife"] = 1e-5  # param_double's lower bound (a daemon would stop; kept)
 
         # NEGOTIATOR_MATCH_EXPRS: a list of macro names whose values become slot attributes.
         names = _split_list(lookup("NEGOTIATOR_MATCH_EXPRS") or "")
@@ -390,10 +391,10 @@ def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> An
         if b is None:
             raise bad("not a boolean")
         return b
-    num = _to_number(text)
-    if num is None:
+    num = _param_integer(text) if kind == "int" else _param_double(text)
+    if num is None or math.isnan(num):
         raise bad("not a number")
-    return int(num) if kind == "int" else num
+    return num
 
 
 # What C's strtod reads at the start of a string (C locale): a decimal or hexadecimal
@@ -453,18 +454,27 @@ def _to_bool(value: Any) -> bool | None:
     return v if isinstance(v, bool) else None
 
 
-def _to_number(value: Any) -> float | None:
+def _param_integer(value: Any) -> int | None:
+    """string_is_long_param, as param_integer reads a knob: the whole text as a base-10
+    integer, else the text evaluated as a ClassAd expression to a number (truncated) or
+    a boolean; None when it is neither."""
     if isinstance(value, bool):
-        return None
-    if classads.is_number(value):
-        num = float(value)
-    else:
-        try:
-            num = float(str(value).strip())
-        except ValueError:
-            v = _evaluated(str(value))
-            num = float(v) if classads.is_number(v) else None
-    return None if num is None or math.isnan(num) else num
+        return int(value)
+    if isinstance(value, (int, float)):
+        return int(value)
+    text = str(value).strip()
+    if re.fullmatch(r"[+-]?[0-9]+", text):
+        return int(text)
+    num = classads.as_number(_evaluated(text))
+    return None if num is None or not math.isfinite(num) else int(num)
+
+
+def _in_range(source: str, knob: str, q: float, high: float) -> float:
+    if q < 0:
+        raise InputError(source, f"{knob} = {q:g}: a group quota cannot be negative")
+    if q > high:
+        raise InputError(source, f"{knob} = {q:g}: too high (at most {high:g})")
+    return q
 
 
 _GROUP_NAME = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
@@ -489,14 +499,12 @@ def _groups(source, lookup, up, raw_up, kw) -> list[GroupConfig]:
                              "parts of letters, digits, '_' and '-'; it must also work as a config "
                              "knob suffix and in a submitter name)")
         static = dynamic = None
+        # hgq_construct_tree reads them with param_double(..., 0, INT_MAX) and
+        # param_double(..., 0.0, 1.0), which stop the negotiator when out of range
         if (q := knob("GROUP_QUOTA", name, "float")) is not None:
-            if q < 0:
-                raise InputError(source, f"GROUP_QUOTA_{name} = {q:g}: a group quota cannot be negative")
-            static = min(q, float(INT_MAX))
+            static = _in_range(source, f"GROUP_QUOTA_{name}", q, float(INT_MAX))
         elif (q := knob("GROUP_QUOTA_DYNAMIC", name, "float")) is not None:
-            if q < 0:
-                raise InputError(source, f"GROUP_QUOTA_DYNAMIC_{name} = {q:g}: a group quota cannot be negative")
-            dynamic = min(q, 1.0)
+            dynamic = _in_range(source, f"GROUP_QUOTA_DYNAMIC_{name}", q, 1.0)
         accept = knob("GROUP_ACCEPT_SURPLUS", name, "bool", kw["group_accept_surplus"])
         regroup = knob("GROUP_AUTOREGROUP", name, "bool", kw["group_autoregroup"])
         out.append(GroupConfig(name=name, static_quota=static, dynamic_quota=dynamic,
