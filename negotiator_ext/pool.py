@@ -103,10 +103,20 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
     config = load_config(path)
     groups = GroupTree(config)
     warnings.extend(f"{config.source}: {w}" for w in config.warnings + tuple(groups.warnings))
-    if config.allow_pslot_preemption and config.consider_preemption:
-        warnings.append(f"{config.source}: ALLOW_PSLOT_PREEMPTION is on, but preempting a "
-                        "partitionable slot's dynamic slots (pslotMultiMatch) is not modelled: "
-                        "jobs with WantPslotPreemption are matched as if it were off")
+    for knob, on, what in (
+            ("ALLOW_PSLOT_PREEMPTION", config.allow_pslot_preemption and config.consider_preemption,
+             "preempting a partitionable slot's dynamic slots (pslotMultiMatch)"),
+            ("NEGOTIATOR_IGNORE_JOB_RANKS", config.ignore_job_ranks,
+             "ignoring job ranks and stopping a scan at the submitter limit"),
+            ("NEGOTIATOR_DEPTH_FIRST", config.depth_first,
+             "skipping the jobs the schedd is expected to pack into p-slot leftovers"),
+            ("USE_GLOBAL_JOB_PRIOS", config.use_global_job_prios,
+             "one submitter ad per JobPrioArray value"),
+            ("NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD", config.trim_shutdown_threshold > 0,
+             "trimming slots about to shut down")):
+        if on:
+            warnings.append(f"{config.source}: {knob} is set, but {what} is not modelled: "
+                            "the cycle runs as if it were off")
 
     ads, slots, texts = [], [], []
     rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)

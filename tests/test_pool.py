@@ -3,6 +3,8 @@ cycle's time, and that the commands agree with the cycle on both."""
 
 from __future__ import annotations
 
+import pytest
+
 from negotiator_ext.cli import main
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
@@ -47,12 +49,18 @@ def test_warnings_are_printed_once(tmp_path, capsys):
     assert "empty accountant" not in out
 
 
-def test_pslot_preemption_is_announced_as_not_modelled(tmp_path):
-    from poolmaker import job, make_pool, slot
-    d = make_pool(tmp_path, slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")],
-                  config="NEGOTIATOR_CONSIDER_PREEMPTION = True\nALLOW_PSLOT_PREEMPTION = True")
-    assert any("ALLOW_PSLOT_PREEMPTION" in w and "not modelled" in w
-               for w in load_pool(d).warnings)
+@pytest.mark.parametrize("line, knob", [
+    ("NEGOTIATOR_CONSIDER_PREEMPTION = True\nALLOW_PSLOT_PREEMPTION = True", "ALLOW_PSLOT_PREEMPTION"),
+    ("NEGOTIATOR_IGNORE_JOB_RANKS = True", "NEGOTIATOR_IGNORE_JOB_RANKS"),
+    ("NEGOTIATOR_DEPTH_FIRST = True", "NEGOTIATOR_DEPTH_FIRST"),
+    ("USE_GLOBAL_JOB_PRIOS = True", "USE_GLOBAL_JOB_PRIOS"),
+    ("NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD = 300", "NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD"),
+])
+def test_knobs_not_modelled_are_announced(tmp_path, line, knob):
+    d = make_pool(tmp_path, slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")], config=line)
+    assert [w for w in load_pool(d).warnings if "not modelled" in w] == [
+        w for w in load_pool(d).warnings if knob in w]
+    assert any(knob in w for w in load_pool(d).warnings)
     d = make_pool(tmp_path / "off", slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")],
                   config="NEGOTIATOR_CONSIDER_PREEMPTION = True")
-    assert not any("ALLOW_PSLOT_PREEMPTION" in w for w in load_pool(d).warnings)
+    assert not any("not modelled" in w for w in load_pool(d).warnings)
