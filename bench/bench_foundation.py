@@ -5,7 +5,7 @@
 Builds a synthetic snapshot in a temporary directory from the recorded fixture's slot ad
 (half the slots claimed by U users), then times: reading and validating the snapshot
 (slots.ads parse, config through htcondor2, accounting import), and one accountant step
-as at the start of a negotiation cycle (`initialize_groups` + `start_cycle`: lease expiry,
+as at the start of a negotiation cycle (`Pool.accountant_at`: lease expiry,
 UpdatePriorities, CheckMatches), as `negotiator-ext userprio --at` does it. Not a test:
 timing targets live here, never in the test suite.
 """
@@ -22,7 +22,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from negotiator_ext.core.accountant import Accountant  # noqa: E402
 from negotiator_ext.pool import load_pool  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "data" / "fixtures" / "preempt_priority"
@@ -68,10 +67,7 @@ def main() -> None:
         t0 = time.perf_counter()
         pool = load_pool(d)
         t1 = time.perf_counter()
-        acc = Accountant(pool.accountant, pool.config, pool.groups)
-        now = pool.accountant.last_update_time + 60
-        acc.initialize_groups()
-        acc.start_cycle(pool.slots, now)
+        acc = pool.accountant_at(pool.accountant.last_update_time + 60)
         report = acc.report()
         t2 = time.perf_counter()
     print(f"slots={args.slots} users={args.users} claimed={sum(1 for s in pool.slots if s.state == 'Claimed')}")

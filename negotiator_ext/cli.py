@@ -134,7 +134,6 @@ def _load_pool(args):
 def cmd_userprio(args) -> int:
     from .core.accountant import Accountant
     pool = _load_pool(args)
-    acc = Accountant(pool.accountant, pool.config, pool.groups)
     quotas = None
     if args.quotas and pool.groups.enabled:
         # condor_userprio -quotas shows what the last cycle computed: run it
@@ -142,8 +141,9 @@ def cmd_userprio(args) -> int:
         result = run_cycle(pool, args.at)
         acc, quotas = result.accountant, result.quotas
     elif args.at is not None:
-        acc.initialize_groups()
-        acc.start_cycle(pool.slots, args.at)
+        acc = pool.accountant_at(args.at)
+    else:
+        acc = Accountant(pool.accountant, pool.config, pool.groups)
     if quotas is None and (args.at is not None or not _has_quota_fields(pool.accountant)):
         quotas = pool.quotas() if pool.groups.enabled else None
     now = pool.cycle_time(args.at)

@@ -128,9 +128,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
     clock = _Phases()
     # Phase 2: accounting (2.2 steps 1 and 7)
-    acc = Accountant(pool.accountant, cfg, groups)
-    acc.initialize_groups()
-    acc.start_cycle(pool.slots, t)
+    acc = pool.accountant_at(t)
     limits_before = dict(acc.limits)        # LoadLimits: what claimed slots hold
 
     # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8).

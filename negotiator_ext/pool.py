@@ -11,7 +11,7 @@ from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import load_config
 from .adapters.snapshot import Snapshot, load_snapshot
 from .core import classads
-from .core.accountant import AccountantState
+from .core.accountant import Accountant, AccountantState
 from .core.config import NegotiatorConfig
 from .core.groups import GroupQuota, GroupTree, group_demand
 from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_usage
@@ -40,6 +40,14 @@ class Pool:
             got = pool_sizes(self.slot_ads, [s.weight for s in self.slots], self.config)
             object.__setattr__(self, "_sizes", got)
         return got
+
+    def accountant_at(self, t: int) -> Accountant:
+        """The accountant as a cycle at time `t` starts with it: groups' records made,
+        leases expired, priorities updated and matches checked (2.2 steps 1 and 7)."""
+        acc = Accountant(self.accountant, self.config, self.groups)
+        acc.initialize_groups()
+        acc.start_cycle(self.slots, t)
+        return acc
 
     def hgq_pool_size(self) -> float:
         """The size quotas are assigned from (rule G4)."""

@@ -480,6 +480,9 @@ def test_config_from_remote_param_parses_back_with_the_knob_values(pool, tmp_pat
     assert "RemoteParam" in text.split("\n\n")[0]
     assert "SCHEDD_INTERVAL" not in text and "COLLECTOR_HOST" not in text
     assert "GROUP_QUOTA_group_chemistry = 12" in text.splitlines()
+    # each value is one remote request at most, NEGOTIATOR_MATCH_EXPRS included
+    fetched = [k for rp in pool.remote_params for k in rp.fetched]
+    assert len(fetched) == len(set(fetched)) and "NEGOTIATOR_MATCH_EXPRS" in fetched
     # values of unrelated knobs were never fetched (one round trip per value)
     (rp,) = pool.remote_params
     assert "SCHEDD_INTERVAL" not in rp.fetched and "COLLECTOR_HOST" not in rp.fetched

@@ -249,3 +249,20 @@ def test_cached_preemption_passes_on_unclaimed_counters(tmp_path, caching, spin1
     assert [m.spin for m in r.matches] == [1] * spin1 + [2] * (4 - spin1)
     assert all(m.state == PRIO_PREEMPTION for m in r.matches)
     assert [(x.job, x.reason) for x in r.rejections] == rejections
+
+
+def test_every_request_ephemeral_is_declared():
+    """The attributes _prepare_request writes into a request (4.2) are the ones the
+    matcher is told jobs have (REQUEST_EPHEMERALS): an undeclared one would let a slot
+    expression that reads it be taken for static."""
+    from types import SimpleNamespace
+    import classad2
+    from negotiator_ext.core.negotiation import REQUEST_EPHEMERALS, Negotiation
+    ad = classad2.ClassAd()
+    fake = SimpleNamespace(
+        groups=SimpleNamespace(enabled=True, root=SimpleNamespace(autoregroup=False)),
+        usage=lambda name: 1.0, quotas_hash={"g": 5.0},
+        matcher=SimpleNamespace(job_names_seen_by_slots=set(), intern=lambda k: 0))
+    Negotiation._prepare_request(fake, SimpleNamespace(ad=ad, group_key=()),
+                                 SimpleNamespace(name="u@d", group="g"), "g", 500.0)
+    assert set(ad.keys()) == set(REQUEST_EPHEMERALS)

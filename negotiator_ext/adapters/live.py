@@ -381,12 +381,14 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
         if key and key.upper() not in names:
             names[key.upper()] = key
 
-    def value(upper: str) -> str | None:
-        key = names.get(_SUBSYS + upper) or names.get(upper)
-        if key is None:
-            return None
-        v = remote[key]
-        return None if v is None else str(v)
+    fetched: dict[str, str | None] = {}
+
+    def value(upper: str) -> str | None:     # one remote request per knob at most
+        if upper not in fetched:
+            key = names.get(_SUBSYS + upper) or names.get(upper)
+            v = remote[key] if key is not None else None
+            fetched[upper] = None if v is None else str(v)
+        return fetched[upper]
 
     wanted: dict[str, str] = {}  # upper -> name to write
     for upper, key in names.items():
@@ -440,14 +442,11 @@ def format_config(knobs: Mapping[str, str], *, negotiator=None, pool: str | None
 
 # ---------------------------------------------------------------- job projection
 
-def _ci_add(target: dict[str, str], names: Iterable[str]) -> list[str]:
-    """Add names (case-insensitively) to an ordered {lower: name} dict; return the new ones."""
-    new = []
+def _ci_add(target: dict[str, str], names: Iterable[str]) -> None:
+    """Add names (case-insensitively) to an ordered {lower: name} dict."""
     for n in names:
         if n and n.lower() not in target:
             target[n.lower()] = n
-            new.append(n)
-    return new
 
 
 def _split_ref(ref: str) -> tuple[str, str]:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from functools import cmp_to_key
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["UserprioOptions", "render_table", "COLUMNS", "Column", "cxx_sort"]
