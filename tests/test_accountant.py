@@ -427,3 +427,33 @@ def test_start_cycle_expires_leases_then_updates_then_checks_matches():
     # order of UpdatePriorities and CheckMatches)
     assert acc.rup("a@x") == 10.0 * 0.5 + 2.0 * 0.5
     assert acc.customers["a@x"]["WeightedResourcesUsed"] == 0.0 and acc.resources == {}
+
+
+def test_floor_and_priority_factor_leases_expire_too():
+    """A25: every lease kind is restored at 0 < expiration <= now; expiration 0 is no lease."""
+    acc = make({"a@x": {"Floor": 8, "FloorPreLeaseValue": 2, "FloorLeaseExpiration": T0 + 10,
+                        "PriorityFactor": 5000.0, "PriorityFactorPreLeaseValue": 1000.0,
+                        "PriorityFactorLeaseExpiration": T0 + 20},
+                "b@x": {"Floor": 3, "FloorPreLeaseValue": 1, "FloorLeaseExpiration": 0}})
+    acc.check_leases(T0 + 10)
+    assert (acc.floor("a@x"), acc.priority_factor("a@x")) == (2, 5000.0)
+    acc.check_leases(T0 + 20)
+    assert acc.priority_factor("a@x") == 1000.0
+    assert acc.customers["a@x"]["PriorityFactorLeaseExpiration"] == 0
+    assert acc.floor("b@x") == 3
+
+
+def test_removing_a_grouped_users_match_credits_its_group_floored_at_zero():
+    """A18 for a user in a group: the group record gets the same changes, its counts
+    floored at 0, and the time charged runs from max(StartTime, LastUpdateTime)."""
+    cfg = NegotiatorConfig(groups=(GroupConfig("g", 10.0, None, False, False),))
+    acc = make({"g": {"ResourcesUsed": 0, "WeightedResourcesUsed": 1.0}}, config=cfg,
+               resources={"s1@<10.0.0.1:9618>": {"RemoteUser": "g.u@d", "SlotWeight": 3.0,
+                                                 "StartTime": T0 - 500}})
+    acc.remove_match("s1@<10.0.0.1:9618>", T0 + 40)
+    g, u = acc.customers["g"], acc.customers["g.u@d"]
+    assert (g["ResourcesUsed"], g["WeightedResourcesUsed"]) == (0, 0.0)   # floored
+    assert (u["ResourcesUsed"], u["WeightedResourcesUsed"]) == (0, 0.0)
+    # S = max(T0 - 500, T0) = T0: charged for 40 s at weight 3 on both records
+    assert g["WeightedUnchargedTime"] == 120.0 and u["WeightedUnchargedTime"] == 120.0
+    assert g["UnchargedTime"] == 40 and u["UnchargedTime"] == 40
