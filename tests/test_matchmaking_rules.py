@@ -263,6 +263,24 @@ def test_every_request_ephemeral_is_declared():
         groups=SimpleNamespace(enabled=True, root=SimpleNamespace(autoregroup=False)),
         usage=lambda name: 1.0, quotas_hash={"g": 5.0},
         matcher=SimpleNamespace(job_names_seen_by_slots=set(), intern=lambda k: 0))
-    Negotiation._prepare_request(fake, SimpleNamespace(ad=ad, group_key=()),
+    Negotiation._prepare_request(fake, SimpleNamespace(ad=ad, group_key=((), frozenset())),
                                  SimpleNamespace(name="u@d", group="g"), "g", 500.0)
     assert set(ad.keys()) == set(REQUEST_EPHEMERALS)
+
+
+@pytest.mark.parametrize("where", ["job", "slot"])
+def test_submitter_usage_is_live_in_the_jobs_and_the_slots_requirements(tmp_path, where):
+    """4.2: SubmitterUserResourcesInUse is the submitter's usage when the request is
+    made, whether the job's own Requirements or the slots' START reads it."""
+    cond = "SubmitterUserResourcesInUse < 2"
+    if where == "job":
+        jobs = [job(1, p, "a", Requirements=Expr(f"TARGET.Memory >= RequestMemory && {cond}"))
+                for p in range(5)]
+        slots = [slot(f"slot1@n{i}.test.local") for i in range(5)]
+    else:
+        jobs = [job(1, p, "a") for p in range(5)]
+        slots = [slot(f"slot1@n{i}.test.local", START=Expr(f"TARGET.{cond}")) for i in range(5)]
+    r = run_cycle(load_pool(make_pool(tmp_path, slots=slots, jobs=jobs,
+                                      config="NEGOTIATOR_MATCHLIST_CACHING = False")))
+    assert len(r.matches) == 2
+    assert [x.reason for x in r.rejections] == ["no match found"]

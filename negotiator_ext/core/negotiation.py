@@ -456,8 +456,11 @@ class Negotiation:
         ad = req.ad
         for k, v in values.items():
             ad[k] = v
-        seen = self.matcher.job_names_seen_by_slots
-        extra = tuple((k, v) for k, v in values.items() if k.lower() in seen)
+        # the values an expression can read: the slots' (TARGET.SubmitterX) and the
+        # job's own (the job lacks them, so its key lists them among what it reaches)
+        seen, own = self.matcher.job_names_seen_by_slots, req.group_key[1]
+        extra = tuple((k, v) for k, v in values.items()
+                      if k.lower() in seen or k.lower() in own)
         req.eval_id = self.matcher.intern(("request", req.group_key, extra))
 
     # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
