@@ -183,18 +183,6 @@ def test_priority_preemption_needs_preemption_requirements(tmp_path):
     assert all(m.preempting == f"b@{DOMAIN}" and m.state == 0 for m in r.matches)
 
 
-def test_rank_preemption_bypasses_limits(tmp_path):
-    busy = [slot("slot1@b0.test.local", State="Claimed", Activity="Busy",
-                 AccountingGroup=f"b@{DOMAIN}", RemoteUser=f"b@{DOMAIN}",
-                 Rank=Expr('TARGET.Owner == "a"'), CurrentRank=0.0)]
-    jobs = [job(1, 0, "a")]
-    subs = submitters_for(jobs, running={f"b@{DOMAIN}": 1})
-    acc = [accounting(f"a@{DOMAIN}", 5000000.0),
-           accounting(f"b@{DOMAIN}", 500.0)]
-    r = cycle(tmp_path, slots=busy, jobs=jobs, submitters=subs, accounting_ads=acc)
-    assert [(m.slot, m.state) for m in r.matches] == [("slot1@b0.test.local", 1)]
-
-
 def test_json_document_shape(tmp_path):
     slots = [slot("slot1@n1.test.local")]
     r = cycle(tmp_path, slots=slots, jobs=[job(1, 0, "a")])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import classad2
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from negotiator_ext.core import classads
 from negotiator_ext.cycle import run_cycle
@@ -202,6 +202,11 @@ preempt_pools = st.fixed_dictionaries({
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(p=preempt_pools)
+# always checked, whatever the draw: a rank preemption (c's slot ranks b's jobs 10), a
+# priority preemption (a's 2048 MB slot ranks a JobPrio 1 job at its CurrentRank 1) and
+# an unclaimed slot for the JobPrio 0 job that PREEMPTION_REQUIREMENTS refuses on a's
+@example(p={"slots": [("a", 2048, 1, 1), ("c", 512, 2, 0), (None, 512, 0, 0)],
+            "jobs": [("b", 1), ("b", 0), ("b", 1)], "prios": (50000.0, 500.0, 50000.0)})
 def test_preemption_states_follow_their_rules(tmp_path_factory, p):
     """Every PRIO_PREEMPTION (0) match passes PREEMPTION_REQUIREMENTS (MY = slot,
     TARGET = job), has MY.Rank >= MY.CurrentRank and takes another user's slot;
@@ -247,3 +252,6 @@ def test_preemption_states_follow_their_rules(tmp_path_factory, p):
             assert slot_rank > spec["CurrentRank"], m
         else:
             assert m.state == 2 and user is None, m
+    if p["slots"][0] == ("a", 2048, 1, 1) and p["jobs"] == [("b", 1), ("b", 0), ("b", 1)]:
+        # the fixed example reaches every state
+        assert sorted(m.state for m in r.matches) == [0, 1, 2], r.matches
