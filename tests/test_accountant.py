@@ -457,3 +457,21 @@ def test_removing_a_grouped_users_match_credits_its_group_floored_at_zero():
     # S = max(T0 - 500, T0) = T0: charged for 40 s at weight 3 on both records
     assert g["WeightedUnchargedTime"] == 120.0 and u["WeightedUnchargedTime"] == 120.0
     assert g["UnchargedTime"] == 40 and u["UnchargedTime"] == 40
+
+
+def test_remote_domain_is_the_text_after_the_last_at():
+    """A9: GetDomain takes the text after the *last* '@'."""
+    cfg = NegotiatorConfig(accountant_local_domain="home.org", remote_prio_factor=7000.0)
+    acc = make(config=cfg)
+    assert acc.default_priority_factor("u@other@home.org") == cfg.default_prio_factor
+    assert acc.default_priority_factor("u@home.org@other") == 7000.0
+
+
+@pytest.mark.parametrize("text, weight", [("-2", 1.0), ("0", 0.0), ("2.5", 2.5),
+                                          ('"heavy"', 1.0)])
+def test_slot_weight_below_zero_or_not_a_number_is_one(text, weight):
+    """A15: a SlotWeight < 0 or that is no number weighs 1.0; 0 is a legal weight."""
+    from negotiator_ext.core import classads
+    from negotiator_ext.core.slots import slot_weight
+    ad = classads.parse_old_ad(f"Cpus = 4\nSlotWeight = {text}\n")
+    assert slot_weight(ad, NegotiatorConfig()) == weight
