@@ -1,0 +1,1009 @@
+"""The shadow ledger: every shadow pass, append-only, in SQLite or PostgreSQL.
+
+One `PassRecord` is written in ONE transaction: its header row in `passes` (which also
+carries the row count of each child table, so a reader can check that a pass is whole),
+the real cycles first seen in it (`real_cycles`, one row per (pool, time) however many
+passes see the cycle), our and the real matches, the per-submitter and per-group
+observations and the comparison. A write that fails rolls back: nothing is half-written
+and the passes recorded before stay intact. Recording a pass uuid twice changes nothing.
+Applied `condor_userprio` changes go to `adjustments`, the audit trail, which `prune`
+never touches.
+
+Where the ledger lives is a URL:
+
+  /var/lib/negotiator-ext/ledger.sqlite     a plain path: SQLite (the standard library)
+  sqlite:///abs/path  |  sqlite:rel/path    SQLite
+  postgresql://user@host/db  |  postgres://…  PostgreSQL through psycopg 3 (optional
+                                            extra `negotiator-ext[postgres]`)
+
+SQLite runs in WAL mode with synchronous=FULL, so a committed pass survives kill -9 and
+power loss; writers take the lock up front (`BEGIN IMMEDIATE`) and wait `lock_timeout`
+seconds for another process (busy timeout). PostgreSQL waits the same time for a lock
+(`lock_timeout`).
+
+The schema is versioned: `ledger_meta.schema_version`, brought up to `SCHEMA_VERSION` on
+open by the ordered `MIGRATIONS`, all missing steps in one transaction. A ledger written
+by a newer negotiator-ext is refused instead of being misread. The SQL is kept portable
+between both databases: `?` placeholders are translated for psycopg, `{id}` in a
+migration is the dialect's auto-increment key, floats are DOUBLE PRECISION, integers
+BIGINT, booleans 0/1 and lists and mappings JSON text.
+
+Every database problem (locked, full, corrupt, newer schema, cannot open or write) is a
+`LedgerError`: an InputError naming the ledger, printed by the CLI in one line.
+
+A `Ledger` holds one connection: use it from one thread.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import importlib.util
+import json
+import os
+import re
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from ..core.records import (Adjustment, Comparison, GroupObs, MatchEntry, PassRecord,
+                            RealCycle, SubmitterObs)
+from ..errors import InputError
+
+
+class LedgerError(InputError):
+    """The ledger cannot be opened, read or written; `source` is the ledger's URL or path
+    (a PostgreSQL password masked)."""
+
+
+# ---------------------------------------------------------------- schema and migrations
+
+# Ordered (version, statements). A step is never edited once released: a change of the
+# schema is a new step. `{id}` is the auto-increment primary key of the dialect.
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
+    (1, (
+        "CREATE TABLE ledger_meta (key TEXT PRIMARY KEY, value TEXT)",
+        """CREATE TABLE passes (
+            id {id},
+            uuid TEXT NOT NULL UNIQUE,
+            pool TEXT NOT NULL,
+            started_at DOUBLE PRECISION NOT NULL,
+            finished_at DOUBLE PRECISION,
+            snapshot_time BIGINT,
+            status TEXT NOT NULL,
+            reason TEXT,
+            real_cycle_time BIGINT,
+            real_accountant_time BIGINT,
+            shadow_duration DOUBLE PRECISION,
+            capture_duration DOUBLE PRECISION,
+            shadow_timings TEXT,
+            snapshot_dir TEXT,
+            warnings TEXT,
+            n_real_cycles BIGINT NOT NULL DEFAULT 0,
+            n_shadow_matches BIGINT NOT NULL DEFAULT 0,
+            n_real_matches BIGINT NOT NULL DEFAULT 0,
+            n_submitters BIGINT NOT NULL DEFAULT 0,
+            n_groups BIGINT NOT NULL DEFAULT 0,
+            n_comparisons BIGINT NOT NULL DEFAULT 0)""",
+        """CREATE TABLE real_cycles (
+            id {id},
+            pool TEXT NOT NULL,
+            "time" BIGINT NOT NULL,
+            first_pass TEXT NOT NULL,
+            "end" BIGINT,
+            duration DOUBLE PRECISION,
+            phase_durations TEXT,
+            matches BIGINT,
+            rejections BIGINT,
+            active_submitters BIGINT,
+            idle_jobs BIGINT,
+            candidate_slots BIGINT,
+            submitters_failed TEXT,
+            submitters_out_of_time TEXT,
+            submitters_share_limit TEXT,
+            schedds_out_of_time TEXT,
+            UNIQUE (pool, "time"))""",
+        """CREATE TABLE shadow_matches (
+            id {id},
+            pass_uuid TEXT NOT NULL,
+            job TEXT NOT NULL,
+            submitter TEXT NOT NULL,
+            slot TEXT NOT NULL,
+            preempting TEXT,
+            "time" BIGINT,
+            "group" TEXT)""",
+        """CREATE TABLE real_matches (
+            id {id},
+            pass_uuid TEXT NOT NULL,
+            job TEXT NOT NULL,
+            submitter TEXT NOT NULL,
+            slot TEXT NOT NULL,
+            preempting TEXT,
+            "time" BIGINT,
+            "group" TEXT)""",
+        """CREATE TABLE submitters (
+            id {id},
+            pass_uuid TEXT NOT NULL,
+            name TEXT NOT NULL,
+            "group" TEXT,
+            is_group INTEGER NOT NULL,
+            factor DOUBLE PRECISION,
+            policy_factor DOUBLE PRECISION,
+            factor_lease_expires BIGINT,
+            floor BIGINT,
+            floor_lease_expires BIGINT,
+            ceiling BIGINT,
+            ceiling_lease_expires BIGINT,
+            real_rup DOUBLE PRECISION,
+            real_eup DOUBLE PRECISION,
+            real_usage DOUBLE PRECISION,
+            resources_used DOUBLE PRECISION,
+            hier_usage DOUBLE PRECISION,
+            real_share DOUBLE PRECISION,
+            real_limit DOUBLE PRECISION,
+            last_usage_time BIGINT,
+            begin_usage_time BIGINT,
+            claimed_weight DOUBLE PRECISION,
+            idle_jobs BIGINT,
+            running_jobs BIGINT,
+            shadow_eup DOUBLE PRECISION,
+            shadow_share DOUBLE PRECISION,
+            shadow_limit DOUBLE PRECISION,
+            shadow_matches BIGINT,
+            shadow_match_weight DOUBLE PRECISION,
+            real_matches BIGINT,
+            predicted_rup DOUBLE PRECISION,
+            drift DOUBLE PRECISION)""",
+        """CREATE TABLE "groups" (
+            id {id},
+            pass_uuid TEXT NOT NULL,
+            name TEXT NOT NULL,
+            real_quota DOUBLE PRECISION,
+            config_quota DOUBLE PRECISION,
+            real_usage DOUBLE PRECISION,
+            real_requested DOUBLE PRECISION,
+            shadow_quota DOUBLE PRECISION,
+            shadow_allocated DOUBLE PRECISION,
+            shadow_usage_after DOUBLE PRECISION,
+            shadow_matches BIGINT,
+            real_matches BIGINT)""",
+        """CREATE TABLE comparisons (
+            id {id},
+            pass_uuid TEXT NOT NULL UNIQUE,
+            shadow_pass TEXT,
+            real_cycle_time BIGINT,
+            real_cycles_between BIGINT,
+            real_matches BIGINT,
+            shadow_matches BIGINT,
+            agreed BIGINT,
+            real_in_shadow DOUBLE PRECISION,
+            shadow_in_real DOUBLE PRECISION,
+            count_agreement DOUBLE PRECISION,
+            source TEXT,
+            per_submitter TEXT,
+            per_group TEXT,
+            max_abs_drift DOUBLE PRECISION,
+            real_duration DOUBLE PRECISION,
+            notes TEXT)""",
+        "CREATE INDEX real_cycles_first_pass ON real_cycles (first_pass)",
+        "CREATE INDEX shadow_matches_pass ON shadow_matches (pass_uuid)",
+        "CREATE INDEX real_matches_pass ON real_matches (pass_uuid)",
+        "CREATE INDEX submitters_pass ON submitters (pass_uuid)",
+        'CREATE INDEX groups_pass ON "groups" (pass_uuid)',
+    )),
+    (2, (
+        # the audit trail of applied recommendations, and the index `window` and
+        # `prune` select passes by
+        """CREATE TABLE adjustments (
+            id {id},
+            "key" TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            name TEXT NOT NULL,
+            value DOUBLE PRECISION,
+            applied_at BIGINT NOT NULL,
+            lease_expires BIGINT,
+            command TEXT,
+            method TEXT,
+            outcome TEXT NOT NULL)""",
+        'CREATE INDEX adjustments_key ON adjustments ("key", applied_at)',
+        "CREATE INDEX passes_pool_started ON passes (pool, started_at)",
+    )),
+    # 3: whether a pass's own cycle may be compared by the next pass (PassRecord.comparable);
+    # passes recorded before it are taken as comparable when they were complete
+    (3, (
+        "ALTER TABLE passes ADD COLUMN comparable INTEGER",
+        "UPDATE passes SET comparable = CASE WHEN status = 'complete' THEN 1 ELSE 0 END",
+    )),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# the tables `export` writes (all but ledger_meta), in dependency order
+TABLES = ("passes", "real_cycles", "shadow_matches", "real_matches", "submitters", "groups",
+          "comparisons", "adjustments")
+
+EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+
+_PG_MIGRATION_LOCK = 0x6E6567_6F7478  # pg_advisory_xact_lock key: one migrator at a time
+
+# PassRecord fields stored in their own tables, not in the header row
+_PASS_CHILDREN = ("real_cycles", "shadow_matches", "real_matches", "submitters", "groups",
+                  "comparison")
+_PASS_HEADER = tuple(f.name for f in dataclasses.fields(PassRecord)
+                     if f.name not in _PASS_CHILDREN)
+_COUNTS = ("n_real_cycles", "n_shadow_matches", "n_real_matches", "n_submitters", "n_groups",
+           "n_comparisons")
+# child table -> (column naming the pass, header count column)
+_CHILD_TABLES = {"real_cycles": ("first_pass", "n_real_cycles"),
+                 "shadow_matches": ("pass_uuid", "n_shadow_matches"),
+                 "real_matches": ("pass_uuid", "n_real_matches"),
+                 "submitters": ("pass_uuid", "n_submitters"),
+                 "groups": ("pass_uuid", "n_groups"),
+                 "comparisons": ("pass_uuid", "n_comparisons")}
+
+
+def _kind(annotation: Any) -> str:
+    """How a dataclass field is stored: "json" (tuples and dicts), "bool" (0/1), "plain"."""
+    a = "bool" if annotation is bool else str(annotation)
+    if a.startswith(("tuple", "dict")):
+        return "json"
+    return "bool" if a == "bool" else "plain"
+
+
+_PASS_TYPES = {f.name: f.type for f in dataclasses.fields(PassRecord)}
+_PASS_KINDS = {n: _kind(t) for n, t in _PASS_TYPES.items()}
+# which columns of each table hold JSON text / 0-1 booleans (for decoding and export)
+_JSON_COLUMNS: dict[str, frozenset[str]] = {
+    "passes": frozenset(n for n in _PASS_HEADER if _PASS_KINDS[n] == "json"),
+    "real_cycles": frozenset(f.name for f in dataclasses.fields(RealCycle)
+                             if _kind(f.type) == "json"),
+    "comparisons": frozenset(f.name for f in dataclasses.fields(Comparison)
+                             if _kind(f.type) == "json"),
+}
+_BOOL_COLUMNS = {"submitters": frozenset({"is_group"}), "passes": frozenset({"comparable"})}
+
+
+def _q(name: str) -> str:
+    """A quoted identifier (`group`, `end`, `time`, `key` are keywords somewhere)."""
+    return '"' + name + '"'
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return str(value)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=_json_default)
+
+
+def _encode(value: Any, kind: str) -> Any:
+    if kind == "json":
+        return None if value is None else _dumps(value)
+    if kind == "bool":
+        return None if value is None else int(bool(value))
+    return value
+
+
+def _decode(value: Any, annotation: Any) -> Any:
+    """A stored value back to the field's Python shape (JSON lists become tuples)."""
+    kind = _kind(annotation)
+    if value is None:
+        return None
+    if kind == "json":
+        v = json.loads(value) if isinstance(value, str) else value
+        return tuple(v) if str(annotation).startswith("tuple") and isinstance(v, list) else v
+    if kind == "bool":
+        return bool(value)
+    return value
+
+
+def _row_of(obj: Any) -> dict[str, Any]:
+    """A record dataclass as column -> stored value."""
+    return {f.name: _encode(getattr(obj, f.name), _kind(f.type)) for f in dataclasses.fields(obj)}
+
+
+def _record_of(cls: type, row: dict[str, Any]) -> Any:
+    """A record dataclass from a row (extra columns such as id and pass_uuid ignored)."""
+    return cls(**{f.name: _decode(row[f.name], f.type) for f in dataclasses.fields(cls)
+                  if f.name in row})
+
+
+def _header_of(row: dict[str, Any]) -> dict[str, Any]:
+    """A `passes` row as the header dict the readers return: JSON columns decoded."""
+    h = dict(row)
+    for name in _JSON_COLUMNS["passes"]:
+        h[name] = _decode(h.get(name), _PASS_TYPES[name])
+    if h.get("shadow_timings") is None:
+        h["shadow_timings"] = {}
+    if h.get("warnings") is None:
+        h["warnings"] = ()
+    if h.get("comparable") is not None:
+        h["comparable"] = bool(h["comparable"])
+    return h
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+# ---------------------------------------------------------------- URLs
+
+def _mask(url: str) -> str:
+    """The URL with any password replaced by ***, for messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(":" + parts.password + "@", ":***@", 1)
+    query = re.sub(r"(?i)(password=)[^&]*", r"\1***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _parse_url(url: str) -> tuple[str, str]:
+    """("sqlite", path) or ("postgresql", url)."""
+    text = str(url).strip()
+    if not text:
+        raise LedgerError("ledger", "empty ledger URL")
+    low = text.lower()
+    if low.startswith(("postgresql://", "postgres://")):
+        return "postgresql", text
+    if low.startswith("sqlite:"):
+        rest = text[len("sqlite:"):]
+        if rest.startswith("///"):
+            path = rest[2:]                     # sqlite:///abs/path -> /abs/path
+        elif rest.startswith("//"):
+            raise LedgerError(text, "a SQLite ledger URL is sqlite:///absolute/path or "
+                                    "sqlite:relative/path")
+        else:
+            path = rest
+        if not path:
+            raise LedgerError(text, "the SQLite ledger URL names no file")
+        return "sqlite", path
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
+        raise LedgerError(_mask(text), "unsupported ledger URL: use a file path, sqlite:PATH or "
+                                       "postgresql://…")
+    return "sqlite", text
+
+
+# ---------------------------------------------------------------- database backends
+
+class _SQLite:
+    """One sqlite3 connection in autocommit mode; transactions are explicit."""
+
+    dialect = "sqlite"
+    id_type = "INTEGER PRIMARY KEY AUTOINCREMENT"
+
+    def __init__(self, path: str, lock_timeout: float, create: bool):
+        self.source = path
+        self.lock_timeout = lock_timeout
+        p = Path(path).expanduser()
+        if p.is_dir():
+            raise LedgerError(path, "is a directory, not a ledger file")
+        if not p.exists():
+            if not create:
+                raise LedgerError(path, "no ledger here (the file does not exist)")
+            try:
+                p.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise LedgerError(path, f"cannot create the directory {p.parent}: "
+                                        f"{exc.strerror or exc}") from exc
+        self.errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
+        try:
+            self.conn = sqlite3.connect(f"file:{quote(str(p))}?mode={'rwc' if create else 'rw'}",
+                                        uri=True, timeout=lock_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self.ledger_error(exc) from exc
+        try:
+            self.conn.execute(f"PRAGMA busy_timeout = {max(0, int(lock_timeout * 1000))}")
+            self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            self.conn.execute("PRAGMA synchronous = FULL")
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise self.ledger_error(exc) from exc
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        self.conn.executemany(sql, rows)
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        """One write transaction, the write lock taken up front (waits lock_timeout)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass                        # SQLite rolled back already
+            raise
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        """Several reads on one snapshot of the ledger."""
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+
+    def lock_for_migration(self) -> None:
+        pass                                    # BEGIN IMMEDIATE is the lock
+
+    def has_table(self, name: str) -> bool:
+        return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                      "name = ?", (name,)).fetchall())
+
+    def foreign_tables(self) -> list[str]:
+        return [r[0] for r in self.conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+
+    def ledger_error(self, exc: BaseException, action: str | None = None) -> LedgerError:
+        code = getattr(exc, "sqlite_errorcode", None)
+        base = code & 0xFF if isinstance(code, int) else None
+        text = str(exc)
+        low = text.lower()
+        if base in (5, 6) or "database is locked" in low or "database table is locked" in low:
+            msg = f"is locked by another process (waited {self.lock_timeout:g} s)"
+        elif base == 13 or "is full" in low:
+            msg = "is full (no space left on the disk, or the database size limit reached)"
+        elif base == 26 or "not a database" in low:
+            msg = "is not a ledger database (corrupt, or not an SQLite file)"
+        elif base == 11 or "malformed" in low or "corrupt" in low:
+            msg = f"is corrupt ({text})"
+        elif base == 8 or "readonly" in low:
+            msg = "cannot be written (read-only file, directory or file system)"
+        elif base == 14 or "unable to open" in low:
+            msg = "cannot be opened (no such directory, or no permission to read or create it)"
+        elif base in (3, 23):
+            msg = f"permission denied ({text})"
+        elif base == 10:
+            msg = f"I/O error ({text})"
+        else:
+            msg = f"database error: {text}"
+        return LedgerError(self.source, _one_line(msg + (f"; {action}" if action else "")))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class _Postgres:
+    """One psycopg 3 connection in autocommit mode; transactions are explicit."""
+
+    dialect = "postgresql"
+    id_type = "BIGSERIAL PRIMARY KEY"
+
+    def __init__(self, url: str, lock_timeout: float, create: bool):
+        self.source = _mask(url)
+        self.lock_timeout = lock_timeout
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise LedgerError(self.source, "a PostgreSQL ledger needs psycopg: "
+                                           "pip install 'negotiator-ext[postgres]'") from exc
+        self.psycopg = psycopg
+        self.errors = (psycopg.Error,)
+        kwargs: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in url:
+            kwargs["connect_timeout"] = 10
+        try:
+            self.conn = psycopg.connect(url, **kwargs)
+        except psycopg.Error as exc:
+            raise self.ledger_error(exc) from exc
+        try:
+            # 0 means "wait for ever" to PostgreSQL; 1 ms is the nearest to "do not wait"
+            self.conn.execute("SELECT set_config('lock_timeout', %s, false)",
+                              (f"{max(1, int(lock_timeout * 1000))}ms",))
+        except psycopg.Error as exc:
+            self.conn.close()
+            raise self.ledger_error(exc) from exc
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return sql.replace("?", "%s")
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self.conn.execute(self._sql(sql), tuple(params))
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.conn.cursor() as cur:
+            cur.executemany(self._sql(sql), rows)
+
+    @contextmanager
+    def write(self) -> Iterator[None]:
+        with self.conn.transaction():
+            yield
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield
+
+    def lock_for_migration(self) -> None:
+        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_MIGRATION_LOCK,))
+
+    def has_table(self, name: str) -> bool:
+        row = self.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
+        return row is not None and row[0] is not None
+
+    def foreign_tables(self) -> list[str]:
+        return []                               # a database is shared with others: fine
+
+    def ledger_error(self, exc: BaseException, action: str | None = None) -> LedgerError:
+        state = getattr(exc, "sqlstate", None) or ""
+        text = _one_line(str(exc))
+        if state in ("55P03", "40P01"):
+            msg = f"is locked by another process (waited {self.lock_timeout:g} s)"
+        elif state == "53100" or state.startswith("53"):
+            msg = f"is full (the database server is out of space or resources: {text})"
+        elif state in ("XX001", "XX002"):
+            msg = f"is corrupt ({text})"
+        elif state == "42501":
+            msg = f"permission denied ({text})"
+        elif state == "25006":
+            msg = f"cannot be written (read-only transaction: {text})"
+        elif not state and isinstance(exc, self.psycopg.OperationalError):
+            msg = f"cannot connect ({text})"
+        else:
+            msg = f"database error: {text}"
+        return LedgerError(self.source, _one_line(msg + (f"; {action}" if action else "")))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+# ---------------------------------------------------------------- the ledger
+
+class Ledger:
+    """An open ledger (see the module docstring). Reads return the `core.records` shapes;
+    a pass header is a dict of its `passes` row (JSON columns decoded, `id` and the child
+    row counts `n_*` included)."""
+
+    def __init__(self, db: _SQLite | _Postgres, url: str, *, create: bool,
+                 schema_target: int = SCHEMA_VERSION):
+        self._db = db
+        self.url = url
+        self.source = db.source
+        self._closed = False
+        try:
+            self._version = self._migrate(create, schema_target)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing
+
+    @property
+    def dialect(self) -> str:
+        """"sqlite" or "postgresql"."""
+        return self._db.dialect
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the ledger (SCHEMA_VERSION once opened)."""
+        return self._version
+
+    def __enter__(self) -> "Ledger":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Ledger {self.source} schema {self._version}>"
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            try:
+                self._db.close()
+            except self._db.errors:
+                pass
+
+    @contextmanager
+    def _guard(self, action: str | None = None) -> Iterator[None]:
+        """Driver errors become one LedgerError naming the ledger."""
+        if self._closed:
+            raise LedgerError(self.source, "the ledger is closed")
+        try:
+            yield
+        except LedgerError:
+            raise
+        except self._db.errors as exc:
+            raise self._db.ledger_error(exc, action) from exc
+
+    def _query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        cur = self._db.execute(sql, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, r)) for r in cur.fetchall()]
+
+    def _read_version(self) -> int | None:
+        if not self._db.has_table("ledger_meta"):
+            return None
+        rows = self._db.execute("SELECT value FROM ledger_meta WHERE key = ?",
+                                ("schema_version",)).fetchall()
+        if not rows:
+            return None
+        try:
+            return int(rows[0][0])
+        except (TypeError, ValueError):
+            raise LedgerError(self.source, f"bad ledger schema_version {rows[0][0]!r}") from None
+
+    def _check_not_newer(self, version: int | None) -> None:
+        if version is not None and version > SCHEMA_VERSION:
+            raise LedgerError(self.source, f"ledger schema version {version} is newer than this "
+                                           f"negotiator-ext supports ({SCHEMA_VERSION}): "
+                                           "upgrade negotiator-ext")
+
+    def _migrate(self, create: bool, target: int) -> int:
+        """Bring the schema up to `target`: every missing step in one transaction."""
+        with self._guard("the ledger was not opened"):
+            version = self._read_version()
+            self._check_not_newer(version)
+            if version is not None and version >= target:
+                return version
+            if version is None and not create:
+                raise LedgerError(self.source, "no ledger here (no ledger_meta table)")
+            with self._db.write():
+                self._db.lock_for_migration()
+                version = self._read_version()  # again, under the lock
+                self._check_not_newer(version)
+                if version is None:
+                    other = ", ".join(self._db.foreign_tables()[:5])
+                    if other:
+                        raise LedgerError(self.source, "is a database but not a negotiator-ext "
+                                                       f"ledger (it has tables {other})")
+                for step, statements in MIGRATIONS:
+                    if (version or 0) < step <= target:
+                        for stmt in statements:
+                            self._db.execute(stmt.replace("{id}", self._db.id_type))
+                        self._db.execute(
+                            "INSERT INTO ledger_meta (key, value) VALUES (?, ?) ON CONFLICT "
+                            "(key) DO UPDATE SET value = excluded.value",
+                            ("schema_version", str(step)))
+                        version = step
+            assert version is not None
+            return version
+
+    def _insert_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
+        """INSERT rows (dicts with the same keys) into `table`."""
+        if not rows:
+            return
+        cols = list(rows[0])
+        sql = (f"INSERT INTO {_q(table)} ({', '.join(_q(c) for c in cols)}) "
+               f"VALUES ({', '.join('?' for _ in cols)})")
+        self._db.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
+
+    # -- writing passes
+
+    def record_pass(self, rec: PassRecord) -> bool:
+        """Write the pass with everything it carries in one transaction. False (and nothing
+        written) when a pass with this uuid is already recorded. Real cycles (pool, time)
+        recorded by an earlier pass are not written again; the header counts those written."""
+        with self._guard(f"pass {rec.uuid} not recorded"):
+            with self._db.write():
+                header = {n: _encode(getattr(rec, n), _PASS_KINDS[n]) for n in _PASS_HEADER}
+                header.update(n_real_cycles=0, n_shadow_matches=len(rec.shadow_matches),
+                              n_real_matches=len(rec.real_matches),
+                              n_submitters=len(rec.submitters), n_groups=len(rec.groups),
+                              n_comparisons=1 if rec.comparison is not None else 0)
+                cols = list(header)
+                inserted = self._db.execute(
+                    f"INSERT INTO passes ({', '.join(_q(c) for c in cols)}) VALUES "
+                    f"({', '.join('?' for _ in cols)}) ON CONFLICT (uuid) DO NOTHING RETURNING id",
+                    tuple(header[c] for c in cols)).fetchall()
+                if not inserted:
+                    return False
+                new_cycles = 0
+                for cycle in rec.real_cycles:
+                    row = {"pool": rec.pool, "first_pass": rec.uuid, **_row_of(cycle)}
+                    rcols = list(row)
+                    new_cycles += len(self._db.execute(
+                        f"INSERT INTO real_cycles ({', '.join(_q(c) for c in rcols)}) VALUES "
+                        f"({', '.join('?' for _ in rcols)}) ON CONFLICT (pool, {_q('time')}) "
+                        "DO NOTHING RETURNING id", tuple(row[c] for c in rcols)).fetchall())
+                if new_cycles:
+                    self._db.execute("UPDATE passes SET n_real_cycles = ? WHERE uuid = ?",
+                                     (new_cycles, rec.uuid))
+                comparison = () if rec.comparison is None else (rec.comparison,)
+                for table, items in (("shadow_matches", rec.shadow_matches),
+                                     ("real_matches", rec.real_matches),
+                                     ("submitters", rec.submitters),
+                                     ("groups", rec.groups),
+                                     ("comparisons", comparison)):
+                    self._insert_rows(table, [{"pass_uuid": rec.uuid, **_row_of(x)} for x in items])
+        return True
+
+    # -- reading passes
+
+    @staticmethod
+    def _where(pool: str | None = None, since: float | None = None, until: float | None = None,
+               status: str | None = None, comparable: bool | None = None) -> tuple[str, list[Any]]:
+        conds, params = [], []
+        for cond, value in (("pool = ?", pool), ("started_at >= ?", since),
+                            ("started_at < ?", until), ("status = ?", status),
+                            ("comparable = ?", None if comparable is None else int(comparable))):
+            if value is not None:
+                conds.append(cond)
+                params.append(value)
+        return (" WHERE " + " AND ".join(conds) if conds else ""), params
+
+    def last_pass(self, pool: str | None = None, *, status: str | None = None,
+                  comparable: bool | None = None) -> dict | None:
+        """The newest recorded pass (of `pool`, with `status`, comparable or not), or None."""
+        where, params = self._where(pool=pool, status=status, comparable=comparable)
+        with self._guard():
+            rows = self._query(f"SELECT * FROM passes{where} ORDER BY id DESC LIMIT 1", params)
+        return _header_of(rows[0]) if rows else None
+
+    def passes(self, pool: str | None = None, since: float | None = None,
+               until: float | None = None) -> list[dict]:
+        """Pass headers with since <= started_at < until, in the order recorded."""
+        where, params = self._where(pool=pool, since=since, until=until)
+        with self._guard():
+            return [_header_of(r) for r in
+                    self._query(f"SELECT * FROM passes{where} ORDER BY id", params)]
+
+    def pools(self) -> list[str]:
+        """The pools that have passes recorded, sorted."""
+        with self._guard():
+            rows = self._db.execute("SELECT DISTINCT pool FROM passes").fetchall()
+        return sorted(r[0] for r in rows)
+
+    def _children(self, table: str, uuid: str, cls: type) -> list[Any]:
+        with self._guard():
+            rows = self._query(f"SELECT * FROM {_q(table)} WHERE pass_uuid = ? ORDER BY id",
+                               (uuid,))
+        return [_record_of(cls, r) for r in rows]
+
+    def shadow_matches(self, uuid: str) -> list[MatchEntry]:
+        """Our matches in pass `uuid`, in the order recorded."""
+        return self._children("shadow_matches", uuid, MatchEntry)
+
+    def real_matches(self, uuid: str) -> list[MatchEntry]:
+        """The real (MatchLog) matches recorded by pass `uuid`."""
+        return self._children("real_matches", uuid, MatchEntry)
+
+    def submitters(self, uuid: str) -> list[SubmitterObs]:
+        return self._children("submitters", uuid, SubmitterObs)
+
+    def groups(self, uuid: str) -> list[GroupObs]:
+        return self._children("groups", uuid, GroupObs)
+
+    def real_cycles(self, uuid: str) -> list[RealCycle]:
+        """The real cycles first recorded by pass `uuid`, oldest first."""
+        with self._guard():
+            rows = self._query(f"SELECT * FROM real_cycles WHERE first_pass = ? "
+                               f"ORDER BY {_q('time')}, id", (uuid,))
+        return [_record_of(RealCycle, r) for r in rows]
+
+    def comparison(self, uuid: str) -> Comparison | None:
+        """The comparison recorded by pass `uuid` (its `shadow_pass` is the earlier pass
+        whose cycle was compared), or None."""
+        rows = self._children("comparisons", uuid, Comparison)
+        return rows[0] if rows else None
+
+    def comparisons(self, pool: str | None = None,
+                    since: float | None = None) -> list[tuple[dict, Comparison]]:
+        """(header of the recording pass, its comparison), in the order recorded."""
+        where, params = self._where(pool=pool, since=since)
+        with self._guard(), self._db.read():
+            heads = self._query(f"SELECT * FROM passes{where} ORDER BY id", params)
+            comps = self._query(f"SELECT * FROM comparisons WHERE pass_uuid IN "
+                                f"(SELECT uuid FROM passes{where})", params)
+        by_pass = {c["pass_uuid"]: _record_of(Comparison, c) for c in comps}
+        return [(_header_of(h), by_pass[h["uuid"]]) for h in heads if h["uuid"] in by_pass]
+
+    def window(self, since: float, pool: str | None = None, complete_only: bool = True
+               ) -> list[tuple[dict, list[SubmitterObs], list[GroupObs]]]:
+        """The passes that started at or after `since` (complete ones only, by default),
+        oldest first, each with its submitters and groups: what recommendations read."""
+        where, params = self._where(pool=pool, since=since,
+                                    status="complete" if complete_only else None)
+        with self._guard(), self._db.read():
+            heads = self._query(f"SELECT * FROM passes{where} ORDER BY started_at, id", params)
+            subs = self._query(f"SELECT * FROM submitters WHERE pass_uuid IN "
+                               f"(SELECT uuid FROM passes{where}) ORDER BY id", params)
+            grps = self._query(f'SELECT * FROM "groups" WHERE pass_uuid IN '
+                               f"(SELECT uuid FROM passes{where}) ORDER BY id", params)
+        s_by: dict[str, list[SubmitterObs]] = {}
+        for r in subs:
+            s_by.setdefault(r["pass_uuid"], []).append(_record_of(SubmitterObs, r))
+        g_by: dict[str, list[GroupObs]] = {}
+        for r in grps:
+            g_by.setdefault(r["pass_uuid"], []).append(_record_of(GroupObs, r))
+        return [(_header_of(h), s_by.get(h["uuid"], []), g_by.get(h["uuid"], [])) for h in heads]
+
+    def pass_record(self, uuid: str) -> PassRecord | None:
+        """The PassRecord as recorded (its real_cycles: those it recorded first), or None."""
+        with self._guard(), self._db.read():
+            rows = self._query("SELECT * FROM passes WHERE uuid = ?", (uuid,))
+            if not rows:
+                return None
+            h = _header_of(rows[0])
+            return PassRecord(**{n: h[n] for n in _PASS_HEADER},
+                              real_cycles=tuple(self.real_cycles(uuid)),
+                              shadow_matches=tuple(self.shadow_matches(uuid)),
+                              real_matches=tuple(self.real_matches(uuid)),
+                              submitters=tuple(self.submitters(uuid)),
+                              groups=tuple(self.groups(uuid)),
+                              comparison=self.comparison(uuid))
+
+    def real_cycle_seen(self, pool: str, time: int) -> bool:
+        """Whether the real cycle that started at `time` in `pool` is recorded."""
+        with self._guard():
+            return bool(self._db.execute(
+                f"SELECT 1 FROM real_cycles WHERE pool = ? AND {_q('time')} = ?",
+                (pool, time)).fetchall())
+
+    def verify(self) -> list[str]:
+        """One line per pass whose child rows do not match its header's counts (empty: every
+        recorded pass is whole)."""
+        problems = []
+        with self._guard(), self._db.read():
+            heads = self._query(f"SELECT uuid, {', '.join(_COUNTS)} FROM passes ORDER BY id")
+            counts: dict[str, dict[str, int]] = {}
+            for table, (key, count) in _CHILD_TABLES.items():
+                for uuid, n in self._db.execute(
+                        f"SELECT {key}, COUNT(*) FROM {_q(table)} GROUP BY {key}").fetchall():
+                    counts.setdefault(uuid, {})[count] = n
+        for h in heads:
+            have = counts.get(h["uuid"], {})
+            for count in _COUNTS:
+                if have.get(count, 0) != h[count]:
+                    problems.append(f"pass {h['uuid']}: {count} is {h[count]} but "
+                                    f"{have.get(count, 0)} rows are recorded")
+        return problems
+
+    # -- adjustments (the audit trail)
+
+    def record_adjustment(self, adj: Adjustment) -> None:
+        """Append one applied (or failed, or skipped) recommendation."""
+        with self._guard(f"adjustment {adj.key} not recorded"), self._db.write():
+            self._insert_rows("adjustments", [_row_of(adj)])
+
+    def adjustments(self, name: str | None = None, since: int | None = None) -> list[Adjustment]:
+        """Adjustments (of principal `name`, applied at or after `since`), in the order
+        recorded."""
+        conds, params = [], []
+        if name is not None:
+            conds.append("name = ?")
+            params.append(name)
+        if since is not None:
+            conds.append("applied_at >= ?")
+            params.append(since)
+        where = " WHERE " + " AND ".join(conds) if conds else ""
+        with self._guard():
+            rows = self._query(f"SELECT * FROM adjustments{where} ORDER BY id", params)
+        return [_record_of(Adjustment, r) for r in rows]
+
+    def active_adjustment(self, key: str, now: int) -> Adjustment | None:
+        """The newest adjustment with `key` that was applied and whose lease runs past `now`
+        (no lease: permanent), or None."""
+        with self._guard():
+            rows = self._query(
+                f"SELECT * FROM adjustments WHERE {_q('key')} = ? AND outcome = ? AND "
+                "(lease_expires IS NULL OR lease_expires > ?) "
+                "ORDER BY applied_at DESC, id DESC LIMIT 1", (key, "applied", now))
+        return _record_of(Adjustment, rows[0]) if rows else None
+
+    # -- retention and export
+
+    def prune(self, older_than: float) -> int:
+        """Delete the passes that started before `older_than` with all their rows, in one
+        transaction; the number of passes deleted. Adjustments are never deleted."""
+        sub = "(SELECT uuid FROM passes WHERE started_at < ?)"
+        with self._guard("nothing was pruned"), self._db.write():
+            for table, (key, _count) in _CHILD_TABLES.items():
+                self._db.execute(f"DELETE FROM {_q(table)} WHERE {key} IN {sub}", (older_than,))
+            cur = self._db.execute("DELETE FROM passes WHERE started_at < ?", (older_than,))
+            return int(cur.rowcount or 0)
+
+    def export(self, out_dir: str | os.PathLike, fmt: str,
+               tables: Sequence[str] | None = None) -> list[Path]:
+        """Write each table (all by default) to `out_dir`/<table>.<fmt>: csv, jsonl or
+        parquet, all from one snapshot of the ledger. JSON columns are JSON text in csv and
+        parquet, parsed values in jsonl. The paths written, in table order."""
+        if fmt not in EXPORT_FORMATS:
+            raise LedgerError(self.source, f"unknown export format {fmt!r}: use csv, jsonl or "
+                                           "parquet")
+        names = list(TABLES if tables is None else [tables] if isinstance(tables, str) else tables)
+        unknown = [t for t in names if t not in TABLES]
+        if unknown:
+            raise LedgerError(self.source, f"unknown ledger table {unknown[0]!r} "
+                                           f"(tables: {', '.join(TABLES)})")
+        if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+            raise LedgerError(self.source, "parquet export needs pyarrow: "
+                                           "pip install 'negotiator-ext[parquet]'")
+        out = Path(out_dir)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(str(out), f"cannot create the export directory: "
+                                        f"{exc.strerror or exc}") from exc
+        written = []
+        with self._guard("export stopped"), self._db.read():
+            for table in dict.fromkeys(names):
+                cur = self._db.execute(f"SELECT * FROM {_q(table)} ORDER BY id")
+                cols = [d[0] for d in cur.description]
+                path = out / f"{table}.{fmt}"
+                tmp = path.with_name(path.name + ".tmp")
+                try:
+                    getattr(self, f"_write_{fmt}")(tmp, table, cols, cur)
+                    os.replace(tmp, path)
+                except OSError as exc:
+                    tmp.unlink(missing_ok=True)
+                    raise LedgerError(str(path), f"cannot write: {exc.strerror or exc}") from exc
+                written.append(path)
+        return written
+
+    @staticmethod
+    def _batches(cur: Any) -> Iterator[Sequence[Any]]:
+        while True:
+            rows = cur.fetchmany(2000)
+            if not rows:
+                return
+            yield from rows
+
+    def _write_csv(self, path: Path, table: str, cols: list[str], cur: Any) -> None:
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f)
+            w.writerow(cols)
+            for row in self._batches(cur):
+                w.writerow(["" if v is None else v for v in row])
+
+    def _write_jsonl(self, path: Path, table: str, cols: list[str], cur: Any) -> None:
+        json_cols = _JSON_COLUMNS.get(table, frozenset())
+        bool_cols = _BOOL_COLUMNS.get(table, frozenset())
+        with open(path, "w", encoding="utf-8") as f:
+            for row in self._batches(cur):
+                d = dict(zip(cols, row))
+                for c in json_cols:
+                    if isinstance(d.get(c), str):
+                        d[c] = json.loads(d[c])
+                for c in bool_cols:
+                    if d.get(c) is not None:
+                        d[c] = bool(d[c])
+                f.write(json.dumps(d) + "\n")
+
+    def _write_parquet(self, path: Path, table: str, cols: list[str], cur: Any) -> None:
+        import pandas as pd
+        df = pd.DataFrame.from_records(list(self._batches(cur)), columns=cols)
+        for c in _BOOL_COLUMNS.get(table, ()):
+            df[c] = df[c].astype("boolean")
+        df.convert_dtypes(dtype_backend="numpy_nullable").to_parquet(path, index=False,
+                                                                    engine="pyarrow")
+
+
+def _open(url: str, *, lock_timeout: float = 10.0, create: bool = True,
+          schema_target: int = SCHEMA_VERSION) -> Ledger:
+    kind, where = _parse_url(url)
+    db: _SQLite | _Postgres
+    if kind == "sqlite":
+        db = _SQLite(where, lock_timeout, create)
+    else:
+        db = _Postgres(where, lock_timeout, create)
+    return Ledger(db, str(url), create=create, schema_target=schema_target)
+
+
+def open_ledger(url: str, *, lock_timeout: float = 10.0, create: bool = True) -> Ledger:
+    """Open (and by default create) the ledger at `url`, its schema brought up to date.
+
+    `url`: a file path, sqlite:///abs/path, sqlite:rel/path, or postgresql://… /
+    postgres://…. `lock_timeout`: seconds to wait for another process's lock before a
+    LedgerError. `create=False`: a missing ledger is a LedgerError instead of a new one.
+    """
+    return _open(url, lock_timeout=lock_timeout, create=create)
