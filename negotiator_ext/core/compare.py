@@ -1,0 +1,238 @@
+"""Our cycle against the real one (shadow mode, issue 5): plain data in, a Comparison out.
+
+A pass snapshots the pool at time T and runs our cycle on that snapshot: a prediction of
+the real negotiator's next cycle, the first one that starts at or after T. A later pass
+reads what really happened (the negotiator ad's cycle history, the MatchLog when there
+is one, the Accounting ads) and `compare` sets the two side by side:
+
+  * match level (MatchLog only): matches are compared as a multiset of (submitter, slot)
+    pairs, since a partitionable slot can be matched several times in one cycle;
+  * count level: matches per submitter and per group, and `count_agreement`, the share
+    of matches both sides gave to the same submitters;
+  * the submitters' shares and limits of both sides.
+
+`priority_drift` checks the accountant's time step: our rule (`Accountant.
+update_priorities`, the one place it is written) run from the real records of one pass
+to the real accountant's time of the next, against the priorities it then reports.
+
+No I/O, no clock: every time is passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any, Sequence
+
+from .accountant import Accountant, AccountantState
+from .config import NegotiatorConfig
+from .groups import ROOT, GroupTree
+from .records import Comparison, GroupObs, MatchEntry, RealCycle, SubmitterObs
+
+
+def compare(*, shadow_pass: str, shadow_snapshot_time: int,
+            shadow_matches: Sequence[MatchEntry], shadow_submitters: Sequence[SubmitterObs],
+            shadow_groups: Sequence[GroupObs], real_cycles: Sequence[RealCycle],
+            real_matches: Sequence[MatchEntry] | None,
+            real_submitters: Sequence[SubmitterObs] = (),
+            real_groups: Sequence[GroupObs] = ()) -> Comparison:
+    """Compare pass `shadow_pass`'s cycle (on its snapshot taken at
+    `shadow_snapshot_time`) with the first real cycle that started at or after that time.
+
+    `real_cycles` is the negotiator ad's history as a later pass read it (any order);
+    `real_matches` the MatchLog's Matched entries covering at least that cycle (None: no
+    MatchLog); `real_submitters` / `real_groups` the Accounting ads of that later pass
+    (SubmitterShare / SubmitterLimit, EffectiveQuota of the newest real cycle). Without
+    `real_groups`, a group's real quota is the one the shadow pass's Accounting ads
+    showed (the real cycle before the snapshot).
+
+    The real cycle's MatchLog window is [time, end] (the log has whole seconds, so its
+    end second belongs to it), or [time, next cycle's time) when its end is unknown.
+
+    Source "matchlog": per-submitter and per-group real counts and the match-level
+    figures from the window. "negotiator-ad": only the cycle's Matches count is known;
+    per-submitter counts, `agreed`, `real_in_shadow`, `shadow_in_real` and
+    `count_agreement` are None. "none": no real cycle since the snapshot; every real
+    figure is None. Ratios whose denominator is 0 are None."""
+    notes: list[str] = []
+    cycles = sorted(real_cycles, key=lambda c: c.time)
+    after = [c for c in cycles if c.time >= shadow_snapshot_time]
+    shadow_total = len(shadow_matches)
+    shadow_by_sub = Counter(m.submitter for m in shadow_matches)
+    subs_shadow = {s.name: s for s in shadow_submitters}
+    subs_real = {s.name: s for s in real_submitters}
+    max_drift = max((abs(s.drift) for s in real_submitters if s.drift is not None), default=None)
+
+    if not after:
+        notes.append("no real cycle has run since the snapshot")
+        return Comparison(
+            shadow_pass=shadow_pass, real_cycle_time=None, real_cycles_between=0,
+            real_matches=None, shadow_matches=shadow_total, agreed=None, real_in_shadow=None,
+            shadow_in_real=None, count_agreement=None, source="none",
+            per_submitter=_per_submitter(_submitter_names(shadow_submitters, shadow_by_sub, ()),
+                                         None, shadow_by_sub, subs_shadow, {}),
+            per_group=_per_group(shadow_groups, real_groups, None, real=False),
+            max_abs_drift=max_drift, notes=tuple(notes))
+
+    cycle = after[0]
+    between = len(after)
+    if between > 1:
+        notes.append(f"{between} real cycles ran between the passes; compared with the first")
+        if subs_real:
+            notes.append("real shares and limits are the newest real cycle's, not the compared one's")
+    if len(after) == len(cycles) and cycle.time > shadow_snapshot_time:
+        notes.append(f"every cycle of the negotiator ad's history ({len(cycles)}) ran after the "
+                     "snapshot: the first one after it may have left the history")
+
+    if real_matches is None:
+        source = "negotiator-ad"
+        real_total = cycle.matches
+        real_by_sub = None
+        agreed = real_in_shadow = shadow_in_real = count_agreement = None
+    else:
+        source = "matchlog"
+        later = [c for c in cycles if c.time > cycle.time]
+        window = _window(cycle, later[0] if later else None, notes)
+        ours = [m for m in real_matches if m.time is not None and window[0] <= m.time
+                and (window[1] is None or m.time <= window[1])]
+        real_total = len(ours)
+        if cycle.matches is not None and cycle.matches != real_total:
+            notes.append(f"the MatchLog has {real_total} matches in the cycle's window, the "
+                         f"negotiator ad counts {cycle.matches}")
+        real_by_sub = Counter(m.submitter for m in ours)
+        pairs = Counter((m.submitter, m.slot) for m in shadow_matches)
+        agreed = sum((pairs & Counter((m.submitter, m.slot) for m in ours)).values())
+        real_in_shadow = agreed / real_total if real_total else None
+        shadow_in_real = agreed / shadow_total if shadow_total else None
+        names = set(real_by_sub) | set(shadow_by_sub)
+        both = sum(min(real_by_sub.get(n, 0), shadow_by_sub.get(n, 0)) for n in names)
+        top = max(real_total, shadow_total)
+        count_agreement = both / top if top else None
+
+    real_group_counts = None
+    if real_by_sub is not None:
+        real_group_counts = Counter()
+        group_names = [g.name for g in shadow_groups] + [g.name for g in real_groups]
+        for sub, n in real_by_sub.items():
+            real_group_counts[_group_of(sub, subs_shadow, subs_real, group_names)] += n
+
+    return Comparison(
+        shadow_pass=shadow_pass, real_cycle_time=cycle.time, real_cycles_between=between,
+        real_matches=real_total, shadow_matches=shadow_total, agreed=agreed,
+        real_in_shadow=real_in_shadow, shadow_in_real=shadow_in_real,
+        count_agreement=count_agreement, source=source,
+        per_submitter=_per_submitter(
+            _submitter_names(shadow_submitters, shadow_by_sub, real_by_sub or ()),
+            real_by_sub, shadow_by_sub, subs_shadow, subs_real),
+        per_group=_per_group(shadow_groups, real_groups, real_group_counts, real=True),
+        max_abs_drift=max_drift, real_duration=cycle.duration, notes=tuple(notes))
+
+
+def _window(cycle: RealCycle, nxt: RealCycle | None, notes: list[str]) -> tuple[int, int | None]:
+    """The real cycle's MatchLog window, both ends included."""
+    if cycle.end is not None and cycle.end >= cycle.time:
+        hi: int | None = cycle.end
+        if nxt is not None and nxt.time <= hi:
+            notes.append(f"the next real cycle started in the second this one ended ({hi}): "
+                         "MatchLog lines of that second may belong to either")
+    elif nxt is not None:
+        hi = nxt.time - 1
+    else:
+        hi = None
+    return cycle.time, hi
+
+
+def _submitter_names(shadow_submitters, shadow_by_sub, real_by_sub) -> list[str]:
+    """Submitters (not group records) either side names, in a stable order."""
+    names = dict.fromkeys(s.name for s in shadow_submitters if not s.is_group)
+    names.update(dict.fromkeys(sorted(shadow_by_sub)))
+    names.update(dict.fromkeys(sorted(real_by_sub)))
+    return list(names)
+
+
+def _per_submitter(names, real_by_sub, shadow_by_sub, subs_shadow, subs_real
+                   ) -> dict[str, dict[str, Any]]:
+    out = {}
+    for name in names:
+        sh, re_ = subs_shadow.get(name), subs_real.get(name)
+        out[name] = {
+            "real": real_by_sub.get(name, 0) if real_by_sub is not None else None,
+            "shadow": shadow_by_sub.get(name, 0),
+            "real_share": re_.real_share if re_ else None,
+            "shadow_share": sh.shadow_share if sh else None,
+            "real_limit": re_.real_limit if re_ else None,
+            "shadow_limit": sh.shadow_limit if sh else None,
+        }
+    return out
+
+
+def _per_group(shadow_groups, real_groups, real_counts, *, real: bool) -> dict[str, dict[str, Any]]:
+    later = {g.name: g for g in real_groups}
+    out = {}
+    for g in list(shadow_groups) + [g for g in real_groups
+                                    if g.name not in {s.name for s in shadow_groups}]:
+        quota = None
+        if real:
+            src = later.get(g.name) if later else g
+            quota = src.real_quota if src is not None else None
+        out[g.name] = {
+            "real_quota": quota,
+            "shadow_quota": g.shadow_quota,
+            "real_matches": real_counts.get(g.name, 0) if real_counts is not None else None,
+            "shadow_matches": g.shadow_matches,
+        }
+    return out
+
+
+def _group_of(submitter: str, subs_shadow, subs_real, group_names: Sequence[str]) -> str:
+    """A real match's group: the submitter's group as either pass observed it, else the
+    longest known group name the submitter's name starts with (followed by a dot), else
+    the root."""
+    for table in (subs_real, subs_shadow):
+        s = table.get(submitter)
+        if s is not None and s.group:
+            return s.group
+    low = submitter.lower()
+    best, best_len = ROOT, 0
+    for g in group_names:
+        if g != ROOT and len(g) > best_len and low.startswith(g.lower() + "."):
+            best, best_len = g, len(g)
+    return best
+
+
+def priority_drift(prev: Sequence[SubmitterObs], prev_time: int, cur: Sequence[SubmitterObs],
+                   cur_time: int, *, halflife: float) -> dict[str, tuple[float, float]]:
+    """For each principal in both `prev` and `cur`: our accountant's RUP at `cur_time`,
+    started from the real records of `prev` at `prev_time`, and the relative drift
+    (real - predicted) / predicted of the real RUP in `cur`.
+
+    Our accountant's time step (`Accountant.update_priorities`) runs on a state whose
+    records hold the real Priority (RUP), ResourcesUsed, WeightedResourcesUsed and
+    HierWeightedResourcesUsed, with PRIORITY_HALFLIFE = `halflife`. Names whose real RUP
+    is missing on either side are skipped; `cur_time <= prev_time` gives {} (no step to
+    check). The accountant's usage in the meantime is taken as constant, which it is
+    between two cycles: a drift shows a step the real accountant took differently (a
+    half-life other than `halflife`, an admin's edit, a cycle in between)."""
+    if cur_time <= prev_time:
+        return {}
+    real_now = {s.name: s.real_rup for s in cur if s.real_rup is not None}
+    customers = {}
+    for s in prev:
+        if s.real_rup is None or s.name not in real_now:
+            continue
+        rec: dict[str, Any] = {"Priority": s.real_rup, "ResourcesUsed": int(s.resources_used),
+                               "WeightedResourcesUsed": s.real_usage}
+        if s.hier_usage:
+            rec["HierWeightedResourcesUsed"] = s.hier_usage
+        customers[s.name] = rec
+    if not customers:
+        return {}
+    cfg = dataclasses.replace(NegotiatorConfig(), priority_halflife=float(halflife))
+    acc = Accountant(AccountantState(last_update_time=int(prev_time), customers=customers),
+                     cfg, GroupTree(cfg))
+    acc.update_priorities(int(cur_time))
+    out = {}
+    for name in customers:
+        predicted = acc.rup(name)
+        out[name] = (predicted, (real_now[name] - predicted) / predicted)
+    return out
