@@ -95,7 +95,97 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the job's schedd (needed when the id exists at several)")
     ex.add_argument("--autocluster", action="store_true",
                     help="also list the jobs of its submitter's autocluster and their outcome")
+
+    sh = sub.add_parser("shadow", allow_abbrev=False,
+                        help="run beside a live pool: snapshot, our cycle, the real one, "
+                             "compared and recorded in the ledger",
+                        description="Shadow passes beside a pool: each pass takes a snapshot "
+                                    "(READ only), reads what the real negotiator did (its ad's "
+                                    "LastNegotiationCycle* history, the Accounting ads, the "
+                                    "claims, the MatchLog when configured), runs our cycle on "
+                                    "the same snapshot and records both, with their comparison, "
+                                    "in the ledger. Settings come from the NEGOTIATOR_EXT_* "
+                                    "knobs; flags override them.")
+    sh.add_argument("--pool", metavar="HOST[:PORT]",
+                    help="the collector (default: knob NEGOTIATOR_EXT_POOL, else the local pool)")
+    mode = sh.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="one pass, then exit (for cron)")
+    mode.add_argument("--interval", type=float, metavar="SECONDS",
+                      help="a pass every SECONDS until interrupted (default: knob "
+                           "NEGOTIATOR_EXT_INTERVAL, else 60)")
+    mode.add_argument("--replay", nargs="+", metavar="SNAPSHOT",
+                      help="instead of a live pool, replay recorded snapshot directories "
+                           "as passes, in capture-time order (no bindings are used)")
+    _add_ledger_args(sh)
+    sh.add_argument("--matchlog", metavar="FILE",
+                    help="the real negotiator's MatchLog (default: knob NEGOTIATOR_EXT_MATCHLOG)")
+    sh.add_argument("--matchlog-timezone", metavar="ZONE",
+                    help="the time zone the MatchLog's times are in, e.g. UTC (default: knob "
+                         "NEGOTIATOR_EXT_MATCHLOG_TIMEZONE, else this host's)")
+    sh.add_argument("--timeout", type=int, metavar="SECONDS",
+                    help="per-schedd query timeout (default: knob NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT, else 30)")
+    sh.add_argument("--metrics-file", metavar="FILE",
+                    help="write Prometheus metrics here after each pass (default: knob "
+                         "NEGOTIATOR_EXT_METRICS_FILE)")
+    sh.add_argument("--no-advertise", action="store_true",
+                    help="do not advertise the ShadowNegotiator ad to the collector")
+    sh.add_argument("--json", action="store_true", help="print each pass as JSON")
+
+    rc = sub.add_parser("recommend", allow_abbrev=False,
+                        help="condor_userprio adjustments justified by the ledger's recent passes",
+                        description="From the ledger's recent complete passes, recommend "
+                                    "condor_userprio changes (priority factors, ceilings and "
+                                    "floors as leases that expire by themselves; stale records "
+                                    "to delete; priorities to reset where the real accountant "
+                                    "drifted), each with its reason and numbers. Nothing is "
+                                    "changed without --apply.")
+    _add_ledger_args(rc)
+    rc.add_argument("--pool", metavar="HOST[:PORT]",
+                    help="the pool whose passes to use (default: knob NEGOTIATOR_EXT_POOL, "
+                         "else the ledger's only pool); with --apply, the pool changed")
+    rc.add_argument("--window", type=float, metavar="HOURS",
+                    help="how far back to look (default: knob NEGOTIATOR_EXT_RECOMMEND_WINDOW, else 24)")
+    rc.add_argument("--at", type=int, metavar="EPOCH",
+                    help="the time the window ends at (default: now)")
+    rc.add_argument("--json", action="store_true", help="one JSON document for machines")
+    rc.add_argument("--script", metavar="FILE",
+                    help="also write the condor_userprio commands as a reviewable shell "
+                         "script ('-': to stdout instead of the table)")
+    rc.add_argument("--apply", action="store_true",
+                    help="make the changes in the pool (needs ADMINISTRATOR authorization at "
+                         "the negotiator); each is recorded in the ledger, and a change "
+                         "already in effect is not made again")
+
+    lg = sub.add_parser("ledger", allow_abbrev=False, help="look into or export the ledger",
+                        description="Look into the shadow ledger, or export it for analysis "
+                                    "elsewhere.")
+    lsub = lg.add_subparsers(dest="ledger_command", metavar="ACTION", parser_class=_Parser)
+    lx = lsub.add_parser("export", allow_abbrev=False, help="export the ledger's tables",
+                         description="Write each table of the ledger to a file in DIR.")
+    _add_ledger_args(lx)
+    lx.add_argument("--format", required=True, choices=("csv", "parquet", "jsonl"))
+    lx.add_argument("-o", "--output", required=True, metavar="DIR", help="directory to write")
+    lx.add_argument("--table", action="append", metavar="TABLE",
+                    help="only this table (repeatable; default: all)")
+    ls = lsub.add_parser("show", allow_abbrev=False, help="the recent passes and their agreement",
+                         description="List the ledger's recent passes: status, our and the real "
+                                     "matches, agreement, priority drift, durations.")
+    _add_ledger_args(ls)
+    ls.add_argument("--last", type=int, default=20, metavar="N", help="how many passes (default 20)")
+    ls.add_argument("--json", action="store_true", help="one JSON document for machines")
     return parser
+
+
+def _add_ledger_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ledger", metavar="URL",
+                   help="SQLite file or postgresql:// URL (default: knob NEGOTIATOR_EXT_LEDGER, "
+                        "else $(NEGOTIATOR_EXT_STATE_DIR)/ledger.sqlite)")
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="where snapshots, the lock and the default ledger live (default: knob "
+                        "NEGOTIATOR_EXT_STATE_DIR)")
+    p.add_argument("--config", metavar="FILE",
+                   help="HTCondor config to read our NEGOTIATOR_EXT_* knobs from "
+                        "(default: this host's configuration)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -250,8 +340,193 @@ def cmd_explain(args) -> int:
     return 0
 
 
+def _knobs(args) -> dict[str, str]:
+    from .adapters.condor_config import local_ext_knobs
+    return local_ext_knobs(args.config)
+
+
+def _ledger_url(args, knobs) -> str:
+    """--ledger, else knob NEGOTIATOR_EXT_LEDGER, else the state directory's ledger.sqlite."""
+    url = args.ledger or knobs.get("LEDGER")
+    if url:
+        return url
+    state = args.state_dir or knobs.get("STATE_DIR")
+    if not state:
+        raise InputError("--ledger", "no ledger: pass --ledger, or set NEGOTIATOR_EXT_LEDGER or "
+                         "NEGOTIATOR_EXT_STATE_DIR in the HTCondor config")
+    return str(Path(state) / "ledger.sqlite")
+
+
+def _log_to_stderr() -> None:
+    import logging
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("negotiator-ext: %(levelname)s: %(message)s"))
+    log = logging.getLogger("negotiator_ext")
+    if not log.handlers:
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+
+def cmd_shadow(args) -> int:
+    import threading
+    from .shadow import Busy, ShadowLoop, ShadowSettings, pass_lock, publish, replay_passes, summary_line
+    _log_to_stderr()
+    knobs = _knobs(args)
+    state_dir = args.state_dir
+    if state_dir is None and not knobs.get("STATE_DIR") and args.ledger and args.replay:
+        # a replay needs no state of its own: keep the lock beside the ledger file
+        state_dir = str(Path(args.ledger.removeprefix("sqlite://").removeprefix("sqlite:")).parent)
+    settings = ShadowSettings.from_knobs(
+        knobs, pool=args.pool, ledger_url=args.ledger, state_dir=state_dir,
+        interval=args.interval, matchlog=args.matchlog, matchlog_tz=args.matchlog_timezone,
+        timeout=args.timeout,
+        metrics_file=args.metrics_file,
+        advertise=False if (args.no_advertise or args.replay) else None,
+        config_path=args.config)
+    loop = ShadowLoop(settings)
+
+    def report(rec) -> None:
+        if args.json:
+            import dataclasses
+            print(json.dumps(dataclasses.asdict(rec), default=str), flush=True)
+        else:
+            print(summary_line(rec), flush=True)
+        if not args.replay:
+            publish(rec, settings, log=loop.log)
+
+    if args.replay:
+        try:
+            with pass_lock(settings.state_dir):
+                for rec in replay_passes(loop, [Path(d) for d in args.replay]):
+                    report(rec)
+        except Busy as exc:
+            raise InputError(str(settings.state_dir), str(exc)) from None
+        return 0
+    if args.once:
+        try:
+            with pass_lock(settings.state_dir):
+                rec = loop.run_pass()
+        except Busy as exc:
+            print(f"negotiator-ext: {exc}; not starting another", file=sys.stderr)
+            return 0
+        report(rec)
+        return 0 if rec.status != "failed" else 1
+    stop = threading.Event()
+    import signal
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        loop.run_forever(stop, on_pass=report)
+    except KeyboardInterrupt:
+        stop.set()
+    return 0
+
+
+def _pool_in_ledger(ledger, wanted: str | None) -> str | None:
+    if wanted:
+        return wanted
+    pools = sorted({p["pool"] for p in ledger.passes()})
+    if len(pools) > 1:
+        raise InputError("--pool", f"the ledger holds several pools ({', '.join(pools)}): name one")
+    return pools[0] if pools else None
+
+
+def cmd_recommend(args) -> int:
+    import time as _time
+    from .adapters.ledger import open_ledger
+    from .core.recommend import RecommendPolicy, recommend
+    from .views.recommend import render_json, render_script, render_table
+    knobs = _knobs(args)
+    policy = RecommendPolicy.from_knobs(knobs)
+    window = args.window
+    if window is None:
+        try:
+            window = float(knobs.get("RECOMMEND_WINDOW", 24))
+        except ValueError:
+            raise InputError("NEGOTIATOR_EXT_RECOMMEND_WINDOW",
+                             f"not a number: {knobs['RECOMMEND_WINDOW']}") from None
+    if not window > 0:
+        raise InputError("--window", f"{window:g}: must be a positive number of hours")
+    now = int(args.at if args.at is not None else _time.time())
+    with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
+        pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
+        passes = ledger.window(now - window * 3600, pool=pool)
+        passes = [p for p in passes if float(p[0]["started_at"]) <= now]
+        recs = recommend(passes, policy, now)
+        target = None if pool in (None, "<local>") else pool
+        if args.script == "-":
+            sys.stdout.write(render_script(recs, pool=target, now=now))
+        elif args.json:
+            doc = render_json(recs, pool=target)
+            print(json.dumps({"window_hours": window, "at": now, "pool": pool,
+                              "passes": len(passes), **doc, "apply": bool(args.apply)},
+                             indent=2, default=str))
+        else:
+            print(f"{len(passes)} complete pass(es) of {pool or 'no pool'} in the last "
+                  f"{window:g} h; {len(recs)} recommendation(s)")
+            sys.stdout.write(render_table(recs))
+        if args.script and args.script != "-":
+            Path(args.script).write_text(render_script(recs, pool=target, now=now))
+            os_chmod_exec(Path(args.script))
+        if not args.apply:
+            if recs and not args.json and args.script != "-":
+                print("Nothing was changed in the pool (use --apply to make these changes).")
+            return 0
+        from .adapters.apply import apply_recommendations
+        latest = {o.name: o for o in passes[-1][1]} if passes else {}
+        negotiator = _negotiator(target) if any(r.kind == "delete" for r in recs) else None
+        done = apply_recommendations(recs, ledger=ledger, now=now, pool=target,
+                                     negotiator=negotiator, current=latest)
+    failed = 0
+    for adj in done:
+        print(f"{adj.outcome}: {adj.command}", file=sys.stderr if adj.outcome.startswith("failed") else sys.stdout)
+        failed += adj.outcome.startswith("failed")
+    return 1 if failed else 0
+
+
+def os_chmod_exec(path: Path) -> None:
+    """Make the written script executable by its owner (it is meant to be reviewed, then run)."""
+    import stat
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _negotiator(pool: str | None):
+    """The pool's negotiator through the bindings (only for --apply)."""
+    import htcondor2
+    try:
+        coll = htcondor2.Collector(pool)
+        return htcondor2.Negotiator(coll.locate(htcondor2.DaemonTypes.Negotiator))
+    except Exception as exc:   # noqa: BLE001 - any bindings failure is the same message
+        raise InputError(pool or "<local pool>", f"cannot locate the negotiator: {exc}") from None
+
+
+def cmd_ledger(args) -> int:
+    from .adapters.ledger import open_ledger
+    if args.ledger_command is None:
+        raise InputError("ledger", "name an action: export or show")
+    knobs = _knobs(args)
+    with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
+        if args.ledger_command == "export":
+            out = Path(args.output)
+            out.mkdir(parents=True, exist_ok=True)
+            for path in ledger.export(out, args.format, args.table):
+                print(path)
+            return 0
+        from .views.ledger import render_passes
+        rows = ledger.passes()[-args.last:] if args.last > 0 else []
+        comps = {h["uuid"]: c for h, c in ledger.comparisons()}
+        if args.json:
+            import dataclasses
+            print(json.dumps([{**r, "comparison": dataclasses.asdict(comps[r["uuid"]])
+                               if r["uuid"] in comps else None} for r in rows],
+                             indent=2, default=str))
+        else:
+            sys.stdout.write(render_passes(rows, comps))
+    return 0
+
+
 _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
-             "explain": cmd_explain}
+             "explain": cmd_explain, "shadow": cmd_shadow, "recommend": cmd_recommend,
+             "ledger": cmd_ledger}
 
 
 if __name__ == "__main__":

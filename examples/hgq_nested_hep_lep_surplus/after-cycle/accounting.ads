@@ -1,0 +1,1 @@
+../expected/accounting-after.ads

@@ -1,0 +1,1 @@
+../expected/negotiator.ads

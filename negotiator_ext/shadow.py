@@ -1,0 +1,499 @@
+"""The shadow loop: one pass beside a real pool (`negotiator-ext shadow`).
+
+A pass, in order:
+
+1. Take a snapshot of the pool through the bindings (`adapters.live.capture_snapshot`,
+   READ only), or, when replaying, use a recorded snapshot directory as it is.
+2. Read what the real negotiator did: its ad's `LastNegotiationCycle*` history, the
+   Accounting ads, the claims in the slot ads (`adapters.observe`) and, when a path is
+   configured, the MatchLog lines of the real cycles new since the last pass.
+3. Run our cycle on the same snapshot (`cycle.run_cycle`), starting from the real
+   accountant's state (the snapshot's Accounting ads).
+4. Compare the previous complete pass's cycle with the real cycle that followed its
+   snapshot (`core.compare`), and our accountant's priorities with the real ones.
+5. Record everything in the ledger, in one transaction (`adapters.ledger`).
+
+Faults never stop the loop and never make a recommendation: a collector that does not
+answer gives a recorded *failed* pass; a schedd that times out, a missing negotiator ad,
+an Accounting ad without its priority, or a clock that went backwards give a recorded
+*partial* pass. Only complete passes feed `recommend`. A ledger that cannot be written
+(locked, full, from a newer version) raises LedgerError: nothing is half-written, and the
+next pass tries again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import logging
+import os
+import re
+import shutil
+import socket
+import threading
+import time
+import uuid as uuidlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Mapping, Sequence
+
+from .core.records import MatchEntry, PassRecord, RealCycle, SubmitterObs
+from .errors import InputError
+
+LOG = logging.getLogger("negotiator_ext.shadow")
+
+_DEFAULTS = {
+    "INTERVAL": "60",
+    "SNAPSHOT_TIMEOUT": "30",
+    "RETENTION_DAYS": "90",
+    "KEEP_SNAPSHOTS": "48",
+    "ADVERTISE": "true",
+    "METRICS_PORT": "0",
+}
+
+
+def _number(knobs: Mapping[str, str], name: str, kind=float, minimum: float | None = None):
+    text = knobs.get(name, _DEFAULTS.get(name))
+    try:
+        value = kind(float(text)) if kind is int else float(text)
+    except (TypeError, ValueError, OverflowError):
+        raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a number: {text}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a finite number: {text}")
+    if minimum is not None and value < minimum:
+        raise InputError(f"NEGOTIATOR_EXT_{name}", f"{text}: must be at least {minimum:g}")
+    return value
+
+
+def _bool(knobs: Mapping[str, str], name: str) -> bool:
+    text = str(knobs.get(name, _DEFAULTS.get(name, "false"))).strip().lower()
+    if text in ("true", "yes", "1", "on"):
+        return True
+    if text in ("false", "no", "0", "off"):
+        return False
+    raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a boolean: {text}")
+
+
+@dataclass(frozen=True)
+class ShadowSettings:
+    """What the shadow loop needs, from our NEGOTIATOR_EXT_* knobs (flags override)."""
+    pool: str | None
+    ledger_url: str
+    state_dir: Path
+    interval: float
+    matchlog: Path | None
+    timeout: int
+    retention_days: float
+    keep_snapshots: int
+    advertise: bool
+    metrics_file: Path | None
+    metrics_port: int
+    name: str
+    config_path: Path | None = None     # the file our knobs were read from (None: this host)
+    matchlog_tz: str | None = None      # the MatchLog's time zone (None: this host's)
+
+    @classmethod
+    def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
+        """Settings from knob values (names without the prefix); an override that is not
+        None wins over its knob."""
+        o = {k: v for k, v in overrides.items() if v is not None}
+        state = o.get("state_dir") or knobs.get("STATE_DIR")
+        if not state:
+            raise InputError("NEGOTIATOR_EXT_STATE_DIR",
+                             "not set: set it in the HTCondor config (see "
+                             "etc/condor_config.d/60-negotiator-ext.conf) or pass --state-dir")
+        state_dir = Path(state)
+        ledger = o.get("ledger_url") or knobs.get("LEDGER") or str(state_dir / "ledger.sqlite")
+        matchlog = o.get("matchlog") or knobs.get("MATCHLOG") or None
+        metrics = o.get("metrics_file") or knobs.get("METRICS_FILE") or None
+        host = socket.getfqdn()
+        s = cls(
+            pool=o.get("pool") or knobs.get("POOL") or None,
+            ledger_url=str(ledger),
+            state_dir=state_dir,
+            interval=float(o["interval"]) if "interval" in o else
+            _number(knobs, "INTERVAL", minimum=1),
+            matchlog=Path(matchlog) if matchlog else None,
+            timeout=int(o["timeout"]) if "timeout" in o else
+            _number(knobs, "SNAPSHOT_TIMEOUT", int, minimum=1),
+            retention_days=_number(knobs, "RETENTION_DAYS", minimum=0),
+            keep_snapshots=_number(knobs, "KEEP_SNAPSHOTS", int, minimum=0),
+            advertise=o["advertise"] if "advertise" in o else _bool(knobs, "ADVERTISE"),
+            metrics_file=Path(metrics) if metrics else None,
+            metrics_port=_number(knobs, "METRICS_PORT", int, minimum=0),
+            name=o.get("name") or knobs.get("NAME") or f"negotiator-ext@{host}",
+            config_path=Path(o["config_path"]) if o.get("config_path") else None,
+            matchlog_tz=o.get("matchlog_tz") or knobs.get("MATCHLOG_TIMEZONE") or None,
+        )
+        if s.matchlog_tz is not None:
+            from zoneinfo import ZoneInfo
+            try:
+                ZoneInfo(s.matchlog_tz)
+            except (ValueError, LookupError):
+                raise InputError("NEGOTIATOR_EXT_MATCHLOG_TIMEZONE",
+                                 f"not a time zone name: {s.matchlog_tz}") from None
+        if s.interval < 1:
+            raise InputError("--interval", f"{s.interval:g}: must be at least 1 second")
+        return s
+
+
+def read_settings(config_path: str | Path | None = None, **overrides) -> ShadowSettings:
+    """Settings from this host's HTCondor configuration (or `config_path`), read through
+    htcondor2.param, with `overrides` (command-line flags) winning."""
+    from .adapters.condor_config import local_ext_knobs
+    knobs = local_ext_knobs(config_path)
+    return ShadowSettings.from_knobs(knobs, config_path=config_path, **overrides)
+
+
+class Busy(Exception):
+    """Another pass holds the state directory's lock."""
+
+
+@contextlib.contextmanager
+def pass_lock(state_dir: Path) -> Iterator[None]:
+    """One pass at a time per state directory (cron runs that overlap, a daemon and a
+    cron entry side by side): an exclusive, non-blocking flock on `shadow.lock`. The
+    kernel drops it when the process dies, so a kill -9 never leaves it stale."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / "shadow.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(f"{path}: another shadow pass is running") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)
+
+
+# ---- snapshots ---------------------------------------------------------------------------
+
+_SNAP_NAME = re.compile(r"^[0-9]+(-[0-9a-f]+)?$")
+
+
+def _snapshot_path(root: Path, t: int, uid: str) -> Path:
+    p = root / str(t)
+    return p if not p.exists() else root / f"{t}-{uid[:8]}"
+
+
+def prune_snapshots(root: Path, keep: int, *, exclude: Path | None = None) -> None:
+    """Keep the newest `keep` snapshot directories under `root` (0 keeps all). Only the
+    names this loop and hooks/capture-snapshot write (`<epoch>` or `<epoch>-<hex>`)."""
+    if keep <= 0 or not root.is_dir():
+        return
+    names = sorted((p for p in root.iterdir() if p.is_dir() and _SNAP_NAME.match(p.name)),
+                   key=lambda p: (int(p.name.split("-")[0]), p.name))
+    for p in names[:-keep] if len(names) > keep else []:
+        if exclude is None or p != exclude:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+# ---- one pass ----------------------------------------------------------------------------
+
+class ShadowLoop:
+    """Passes beside one pool, recorded in one ledger.
+
+    `htcondor` is the bindings module (default htcondor2, imported when first needed;
+    tests pass a mock). `clock` gives the wall time. `replay`, when given, is an
+    iterator of recorded snapshot directories used instead of live captures (each is a
+    pass at its own capture time)."""
+
+    def __init__(self, settings: ShadowSettings, *, htcondor=None,
+                 clock: Callable[[], float] = time.time, log: logging.Logger | None = None):
+        self.settings = settings
+        self._htcondor = htcondor
+        self.clock = clock
+        self.log = log or LOG
+
+    @property
+    def htcondor(self):
+        if self._htcondor is None:
+            import htcondor2
+            self._htcondor = htcondor2
+        return self._htcondor
+
+    def pool_name(self) -> str:
+        return self.settings.pool or "<local>"
+
+    def run_pass(self, replay: Path | None = None) -> PassRecord:
+        """One pass; see the module docstring. Returns what was recorded."""
+        from .adapters.ledger import open_ledger
+        with open_ledger(self.settings.ledger_url) as ledger:
+            return _Pass(self, ledger, replay).run()
+
+    def run_forever(self, stop: threading.Event,
+                    on_pass: Callable[[PassRecord], None] | None = None) -> None:
+        """A pass every `interval` seconds (measured from each pass's start) until `stop`
+        is set. A pass that cannot be recorded (LedgerError) is logged and tried again
+        at the next interval; nothing else stops the loop."""
+        from .adapters.ledger import LedgerError
+        while not stop.is_set():
+            t0 = time.monotonic()
+            try:
+                with pass_lock(self.settings.state_dir):
+                    rec = self.run_pass()
+            except Busy as exc:
+                self.log.warning("%s; skipping this interval", exc)
+            except LedgerError as exc:
+                self.log.error("pass not recorded: %s", exc.one_line())
+            except InputError as exc:
+                self.log.error("pass failed: %s", exc.one_line())
+            except Exception:   # never a crash loop: log it with its traceback, go on
+                self.log.exception("pass failed with an internal error")
+            else:
+                if on_pass is not None:
+                    try:
+                        on_pass(rec)
+                    except Exception:
+                        self.log.exception("reporting the pass failed")
+            stop.wait(max(0.0, self.settings.interval - (time.monotonic() - t0)))
+
+
+class _Pass:
+    """The steps of one pass, each a method, sharing the pass's state."""
+
+    def __init__(self, loop: ShadowLoop, ledger, replay: Path | None):
+        self.loop = loop
+        self.s = loop.settings
+        self.ledger = ledger
+        self.replay = replay
+        self.uuid = uuidlib.uuid4().hex
+        self.started = loop.clock()
+        self.partial_reasons: list[str] = []
+        self.warnings: list[str] = []
+
+    def partial(self, reason: str) -> None:
+        self.loop.log.warning("partial pass: %s", reason)
+        self.partial_reasons.append(reason)
+
+    def run(self) -> PassRecord:
+        pool_name = self.loop.pool_name()
+        last_any = self.ledger.last_pass(pool_name)
+        # the pass whose cycle the real cycles since then are compared with
+        prev = self.ledger.last_pass(pool_name, comparable=True)
+
+        # 1. the snapshot
+        t_capture = time.perf_counter()
+        try:
+            snap_dir = self.take_snapshot()
+        except InputError as exc:
+            return self.record_failed(f"no snapshot: {exc.one_line()}")
+        capture_duration = round(time.perf_counter() - t_capture, 3)
+
+        from .pool import load_pool
+        try:
+            pool = load_pool(snap_dir)
+        except InputError as exc:
+            return self.record_failed(f"snapshot unreadable: {exc.one_line()}",
+                                      snapshot_dir=snap_dir)
+        snap_time = pool.snapshot.captured_at
+        if self.replay is not None and snap_time is not None:
+            self.started = float(snap_time)
+        comparable = not pool.snapshot.partial
+        if last_any is not None and self.started < float(last_any["started_at"]):
+            comparable = False
+            self.partial(f"the clock went backwards: this pass at {self.started:.0f} is "
+                         f"before the last recorded pass at {float(last_any['started_at']):.0f}")
+        if pool.snapshot.partial:
+            self.partial("partial snapshot (did not answer: "
+                         f"{', '.join(pool.snapshot.unanswered) or 'unknown'})")
+        self.warnings.extend(pool.warnings)
+
+        # 3. our cycle
+        from .cycle import run_cycle
+        t_cycle = time.perf_counter()
+        result = run_cycle(pool)
+        shadow_duration = round(time.perf_counter() - t_cycle, 3)
+
+        # 2. what the real negotiator did
+        from .adapters.observe import observe_pass, read_matchlog, real_cycles
+        observed = observe_pass(pool, result)
+        subs, groups, acct_time = observed.submitters, observed.groups, observed.accountant_time
+        for w in observed.warnings:
+            self.partial(w)
+        if pool.snapshot.accounting is None:
+            self.partial("no Accounting ads: the real accountant's state is unknown")
+        cycles = self.read_real_cycles(pool, real_cycles)
+        last_seen = int(last_any["real_cycle_time"] or 0) if last_any else 0
+        new_cycles = [c for c in cycles
+                      if c.time > last_seen and not self.ledger.real_cycle_seen(pool_name, c.time)]
+        newest = max((c.time for c in cycles), default=None)
+
+        real_match_entries: list[MatchEntry] | None = None
+        if self.s.matchlog is not None:
+            since = min((c.time for c in new_cycles), default=None)
+            if since is not None:
+                try:
+                    real_match_entries, _ = read_matchlog(self.s.matchlog, since=since,
+                                                          until=int(snap_time or self.started),
+                                                          tz=self.s.matchlog_tz)
+                except InputError as exc:
+                    self.partial(f"MatchLog unreadable: {exc.one_line()}")
+            else:
+                real_match_entries = []
+
+        # 4. the comparison and the priority drift
+        comparison = None
+        if prev is not None and prev.get("snapshot_time") is not None:
+            # The real cycles after the previous pass's snapshot: those its own negotiator
+            # ad did not show yet (a cycle in the snapshot's second may be either side).
+            seen = int(prev["real_cycle_time"] or 0)
+            after = [c for c in cycles if c.time > seen]
+            subs, comparison = self.compare(prev, subs, groups, after, real_match_entries,
+                                            acct_time, pool.config.priority_halflife)
+
+        shadow_matches = tuple(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
+                                          preempting=m.preempting, group=m.group)
+                               for m in result.matches)
+        finished = self.loop.clock() if self.replay is None else self.started
+        status = "partial" if self.partial_reasons else "complete"
+        rec = PassRecord(
+            uuid=self.uuid, pool=pool_name, started_at=self.started, finished_at=finished,
+            snapshot_time=snap_time, status=status,
+            reason="; ".join(self.partial_reasons) or None,
+            real_cycle_time=newest if newest is not None else (
+                int(last_any["real_cycle_time"]) if last_any and last_any["real_cycle_time"] else None),
+            real_accountant_time=acct_time,
+            shadow_duration=shadow_duration, capture_duration=capture_duration,
+            shadow_timings=dict(result.timings),
+            real_cycles=tuple(new_cycles), shadow_matches=shadow_matches,
+            real_matches=tuple(real_match_entries or ()),
+            submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
+            snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable)
+        self.save(rec)
+        return rec
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def take_snapshot(self) -> Path:
+        if self.replay is not None:
+            return Path(self.replay)
+        from .adapters.live import capture_snapshot
+        root = self.s.state_dir / "snapshots"
+        root.mkdir(parents=True, exist_ok=True)
+        t = int(self.started)
+        out = _snapshot_path(root, t, self.uuid)
+        report = capture_snapshot(self.s.pool, out, timeout=self.s.timeout, now=t,
+                                  htcondor=self.loop.htcondor)
+        for key, msg in report.errors.items():
+            self.loop.log.warning("%s: %s", key, msg)
+        prune_snapshots(root, self.s.keep_snapshots, exclude=out)
+        return out
+
+    def read_real_cycles(self, pool, real_cycles) -> list[RealCycle]:
+        try:
+            ads = pool.snapshot.negotiator_ads()
+        except InputError as exc:
+            self.partial(f"negotiator ad unreadable: {exc.one_line()}")
+            return []
+        if not ads:
+            self.partial("no negotiator ad: what the real negotiator did is unknown")
+            return []
+        if len(ads) > 1:
+            self.warnings.append(f"{len(ads)} negotiator ads; comparing with the first "
+                                 "(one negotiator per pool is assumed)")
+        return real_cycles(ads[0])
+
+    def compare(self, prev: dict, subs: list[SubmitterObs], groups, cycles, real_matches,
+                acct_time: int | None, halflife: float):
+        from .core.compare import compare, priority_drift
+        prev_subs = self.ledger.submitters(prev["uuid"])
+        if acct_time is not None and prev.get("real_accountant_time"):
+            drift = priority_drift(prev_subs, int(prev["real_accountant_time"]), subs,
+                                   int(acct_time), halflife=halflife)
+            subs = [dataclasses.replace(o, predicted_rup=drift[o.name][0], drift=drift[o.name][1])
+                    if o.name in drift else o for o in subs]
+        comparison = compare(
+            shadow_pass=prev["uuid"], shadow_snapshot_time=int(prev["snapshot_time"]),
+            shadow_matches=self.ledger.shadow_matches(prev["uuid"]),
+            shadow_submitters=prev_subs, shadow_groups=self.ledger.groups(prev["uuid"]),
+            real_cycles=cycles, real_matches=real_matches, real_submitters=subs,
+            real_groups=groups)
+        drifts = [abs(o.drift) for o in subs if o.drift is not None]
+        if drifts:
+            comparison = dataclasses.replace(comparison, max_abs_drift=max(drifts))
+        return subs, comparison
+
+    def record_failed(self, reason: str, snapshot_dir: Path | None = None) -> PassRecord:
+        self.loop.log.error("failed pass: %s", reason)
+        rec = PassRecord(uuid=self.uuid, pool=self.loop.pool_name(), started_at=self.started,
+                         finished_at=self.loop.clock() if self.replay is None else self.started,
+                         snapshot_time=None, status="failed", reason=reason,
+                         real_cycle_time=None, real_accountant_time=None,
+                         shadow_duration=None, capture_duration=None,
+                         snapshot_dir=str(snapshot_dir) if snapshot_dir else None)
+        self.save(rec)
+        return rec
+
+    def save(self, rec: PassRecord) -> None:
+        self.ledger.record_pass(rec)
+        if self.s.retention_days > 0:
+            removed = self.ledger.prune(rec.started_at - self.s.retention_days * 86400)
+            if removed:
+                self.loop.log.info("ledger retention: %d pass(es) older than %g days removed",
+                                   removed, self.s.retention_days)
+
+
+# ---- after a pass --------------------------------------------------------------------------
+
+def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
+            log: logging.Logger | None = None, server=None) -> None:
+    """Report a recorded pass: the Prometheus textfile (when configured), the metrics
+    HTTP endpoint (`server`, the daemon's), and the Generic ad `MyType =
+    "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). A failure here is a log line:
+    the pass is already recorded."""
+    log = log or LOG
+    from .adapters import metrics
+    if settings.metrics_file is not None:
+        try:
+            metrics.write_textfile(settings.metrics_file, rec)
+        except OSError as exc:
+            log.warning("metrics file %s not written: %s", settings.metrics_file,
+                        exc.strerror or exc)
+    if server is not None:
+        server.update(rec)
+    if settings.advertise:
+        from .adapters.advertise import advertise, shadow_ad
+        if htcondor is None:
+            import htcondor2 as htcondor
+        err = advertise(htcondor, settings.pool,
+                        shadow_ad(rec, name=settings.name, now=int(rec.finished_at)))
+        if err:
+            log.warning("ShadowNegotiator ad not advertised: %s", err)
+
+
+def summary_line(rec: PassRecord) -> str:
+    """One line for logs and the terminal."""
+    c = rec.comparison
+    parts = [f"pass {rec.uuid[:8]} {rec.status}"]
+    if rec.reason:
+        parts.append(f"({rec.reason})")
+    if rec.status != "failed":
+        parts.append(f"shadow matches {len(rec.shadow_matches)}, cycle {rec.shadow_duration:.2f} s")
+    if c is not None:
+        if c.source == "none":
+            parts.append("no real cycle since the last pass")
+        else:
+            parts.append(f"real matches {c.real_matches}")
+            if c.real_in_shadow is not None:
+                parts.append(f"agreement real-in-shadow {c.real_in_shadow:.0%}, "
+                             f"shadow-in-real {c.shadow_in_real:.0%}"
+                             if c.shadow_in_real is not None else
+                             f"agreement real-in-shadow {c.real_in_shadow:.0%}")
+            if c.count_agreement is not None:
+                parts.append(f"per-submitter count agreement {c.count_agreement:.0%}")
+        if c.max_abs_drift is not None:
+            parts.append(f"max priority drift {c.max_abs_drift:.2%}")
+    return "; ".join(parts)
+
+
+def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> list[PassRecord]:
+    """Replay recorded snapshot directories as passes, in capture-time order."""
+    from .adapters.snapshot import read_meta
+    dirs = sorted((Path(d) for d in directories),
+                  key=lambda d: int(read_meta(d).get("captured_at") or 0))
+    return [loop.run_pass(replay=d) for d in dirs]
