@@ -474,8 +474,9 @@ def cmd_recommend(args) -> int:
         from .adapters.apply import apply_recommendations
         latest = {o.name: o for o in passes[-1][1]} if passes else {}
         negotiator = _negotiator(target) if any(r.kind == "delete" for r in recs) else None
+        import subprocess
         done = apply_recommendations(recs, ledger=ledger, now=now, pool=target,
-                                     negotiator=negotiator, current=latest)
+                                     negotiator=negotiator, current=latest, run=subprocess.run)
     failed = 0
     for adj in done:
         print(f"{adj.outcome}: {adj.command}", file=sys.stderr if adj.outcome.startswith("failed") else sys.stdout)
