@@ -392,7 +392,8 @@ def cmd_shadow(args) -> int:
         else:
             print(summary_line(rec), flush=True)
         if not args.replay:
-            publish(rec, settings, log=loop.log)
+            for problem in publish(rec, settings).values():
+                loop.log.warning("%s", problem)
 
     if args.replay:
         try:

@@ -441,29 +441,32 @@ class _Pass:
 # ---- after a pass --------------------------------------------------------------------------
 
 def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
-            log: logging.Logger | None = None, server=None) -> None:
+            server=None) -> dict[str, str]:
     """Report a recorded pass: the Prometheus textfile (when configured), the metrics
     HTTP endpoint (`server`, the daemon's), and the Generic ad `MyType =
-    "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). A failure here is a log line:
-    the pass is already recorded."""
-    log = log or LOG
+    "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). Returns what failed, as
+    {"metrics_file" | "advertise": one-line message}: the caller logs it (the pass is
+    already recorded, so a failure here changes nothing else)."""
     from .adapters import metrics
+    problems: dict[str, str] = {}
     if settings.metrics_file is not None:
         try:
             metrics.write_textfile(settings.metrics_file, rec)
         except OSError as exc:
-            log.warning("metrics file %s not written: %s", settings.metrics_file,
-                        exc.strerror or exc)
+            problems["metrics_file"] = (f"metrics file {settings.metrics_file} not written: "
+                                        f"{exc.strerror or exc}")
     if server is not None:
         server.update(rec)
     if settings.advertise:
-        from .adapters.advertise import advertise, shadow_ad
+        from .adapters.advertise import ad_lifetime, advertise, shadow_ad
         if htcondor is None:
             import htcondor2 as htcondor
         err = advertise(htcondor, settings.pool,
-                        shadow_ad(rec, name=settings.name, now=int(rec.finished_at)))
+                        shadow_ad(rec, name=settings.name, now=int(rec.finished_at),
+                                  lifetime=ad_lifetime(settings.interval)))
         if err:
-            log.warning("ShadowNegotiator ad not advertised: %s", err)
+            problems["advertise"] = f"ShadowNegotiator ad not advertised: {err}"
+    return problems
 
 
 def summary_line(rec: PassRecord) -> str:
@@ -472,7 +475,7 @@ def summary_line(rec: PassRecord) -> str:
     parts = [f"pass {rec.uuid[:8]} {rec.status}"]
     if rec.reason:
         parts.append(f"({rec.reason})")
-    if rec.status != "failed":
+    if rec.shadow_duration is not None:
         parts.append(f"shadow matches {len(rec.shadow_matches)}, cycle {rec.shadow_duration:.2f} s")
     if c is not None:
         if c.source == "none":

@@ -1,0 +1,104 @@
+"""The shadow negotiator's ad in the collector: one Generic ad per shadow loop, so
+`condor_status -any -constraint 'MyType == "ShadowNegotiator"' -long` shows how the
+newest pass went next to the real negotiator's own ad.
+
+The ad is sent with UPDATE_AD_GENERIC, a DAEMON-level command at the collector (the
+ADVERTISE_* levels do not cover it): the host running the loop needs DAEMON authorization
+there. The collector keys a Generic ad by MyType and Name, so each pass replaces the
+previous one; it stamps LastHeardFrom itself and drops the ad ClassAdLifetime seconds
+(default CLASSAD_LIFETIME, 900) after the last update, so a stopped loop's ad goes away.
+
+Attributes (a figure the pass does not know is left out, never advertised as 0):
+
+  MyType = "ShadowNegotiator", Name, LastHeardFrom (the sender's clock), NegotiatorExtVersion,
+  PassUuid, PassTime (the pass's start, epoch), PassStatus, PassReason, SnapshotTime,
+  RealCycleTime (newest real cycle seen), ShadowCycleDuration, CaptureDuration, and from
+  the comparison of the previous pass's cycle with the real cycle that followed it:
+  RealCycleDuration, RealMatches, ShadowMatches, AgreedMatches, RealInShadow,
+  ShadowInReal, CountAgreement, ComparisonSource; MaxPriorityDrift (largest |drift|).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import classad2
+
+from .. import __version__
+from ..core.records import PassRecord
+from .metrics import max_abs_drift
+
+MY_TYPE = "ShadowNegotiator"
+COMMAND = "UPDATE_AD_GENERIC"
+
+
+def ad_lifetime(interval: float) -> int:
+    """How long the collector should keep the ad without an update: it drops an ad after
+    CLASSAD_LIFETIME (900 s by default) or its ClassAdLifetime, and the ad must outlive
+    the interval between passes."""
+    return int(max(900.0, 3 * float(interval or 0)))
+
+
+def shadow_ad(rec: PassRecord, *, name: str, now: int,
+              lifetime: int | None = None) -> classad2.ClassAd:
+    """The Generic ad describing pass `rec` of the shadow loop called `name`, sent at
+    `now` (epoch). `lifetime` sets ClassAdLifetime (seconds the collector keeps the ad
+    without an update; None: the collector's CLASSAD_LIFETIME)."""
+    c = rec.comparison
+    values: dict[str, Any] = {
+        "MyType": MY_TYPE,
+        "Name": name,
+        "LastHeardFrom": int(now),
+        "NegotiatorExtVersion": __version__,
+        "PassUuid": rec.uuid,
+        "PassTime": int(rec.started_at),
+        "PassStatus": rec.status,
+        "PassReason": rec.reason,
+        "SnapshotTime": rec.snapshot_time,
+        "RealCycleTime": rec.real_cycle_time,
+        "ShadowCycleDuration": rec.shadow_duration,
+        "CaptureDuration": rec.capture_duration,
+        "MaxPriorityDrift": max_abs_drift(rec),
+        "ClassAdLifetime": lifetime,
+    }
+    if c is not None:
+        values.update({
+            "RealCycleDuration": c.real_duration,
+            "RealMatches": c.real_matches,
+            "ShadowMatches": c.shadow_matches,
+            "AgreedMatches": c.agreed,
+            "RealInShadow": c.real_in_shadow,
+            "ShadowInReal": c.shadow_in_real,
+            "CountAgreement": c.count_agreement,
+            "ComparisonSource": c.source,
+        })
+    ad = classad2.ClassAd()
+    for attr, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            ad[attr] = value
+        elif isinstance(value, int):
+            ad[attr] = int(value)
+        elif isinstance(value, float):
+            ad[attr] = float(value)
+        else:
+            ad[attr] = str(value)
+    return ad
+
+
+def advertise(htcondor, pool: str | None, ad: classad2.ClassAd) -> str | None:
+    """Send `ad` to the collector of `pool` (None: this host's COLLECTOR_HOST) with
+    UPDATE_AD_GENERIC through the bindings module `htcondor`.
+
+    Returns None on success, else one line saying why not: a refused or unreachable
+    collector is something to log, never a reason to stop the loop, so nothing raises.
+    """
+    where = pool or "the local collector"
+    try:
+        htcondor.Collector(pool).advertise([ad], COMMAND)
+    except Exception as exc:   # HTCondorException, bad address, ... : reported, not raised
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return (f"advertising the {MY_TYPE} ad to {where} failed: {detail} "
+                f"({COMMAND} needs DAEMON authorization at the collector)")
+    return None

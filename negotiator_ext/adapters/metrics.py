@@ -1,0 +1,302 @@
+"""Prometheus metrics of a shadow pass, for node_exporter's textfile collector (cron) or
+an HTTP endpoint (the daemon).
+
+Every metric is a gauge named `negotiator_ext_<what>[_<unit>]` and describes ONE pass,
+the newest: a pass is a snapshot, and a time series per pass is what Prometheus scrapes
+anyway. Nothing is accumulated here except `negotiator_ext_passes_total`, which only the
+daemon's endpoint (`MetricsServer`) serves.
+
+What is exported (a figure the pass does not know, None in the record, is left out rather
+than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
+
+  pass            negotiator_ext_pass_timestamp_seconds (the pass's start),
+                  negotiator_ext_pass_duration_seconds, negotiator_ext_pass_complete /
+                  _partial / _failed (1 or 0), negotiator_ext_pass_warnings,
+                  negotiator_ext_snapshot_timestamp_seconds,
+                  negotiator_ext_capture_duration_seconds,
+                  negotiator_ext_shadow_cycle_duration_seconds,
+                  negotiator_ext_shadow_phase_duration_seconds{phase},
+                  negotiator_ext_shadow_cycle_matches (our cycle of this pass),
+                  negotiator_ext_real_cycle_timestamp_seconds (newest real cycle seen)
+  comparison      (our previous pass's cycle against the real cycle that followed it)
+                  negotiator_ext_real_cycle_duration_seconds (the real cycle compared),
+                  negotiator_ext_compared_real_cycle_timestamp_seconds,
+                  negotiator_ext_real_cycles_between,
+                  negotiator_ext_matches{side="real"|"shadow"}, negotiator_ext_matches_agreed,
+                  negotiator_ext_match_agreement_ratio{direction="real_in_shadow"|
+                  "shadow_in_real"|"count"}, negotiator_ext_comparison_info{source},
+                  negotiator_ext_priority_drift_max_ratio (largest |drift| of the pass)
+  per submitter   labels {submitter, group}; group records are left out (they are the
+                  per-group metrics): negotiator_ext_submitter_usage_weighted{side="real"},
+                  negotiator_ext_submitter_effective_priority{side="real"|"shadow"},
+                  negotiator_ext_submitter_real_priority{side="real"|"predicted"},
+                  negotiator_ext_submitter_priority_factor,
+                  negotiator_ext_submitter_priority_drift_ratio,
+                  negotiator_ext_submitter_share{side}, negotiator_ext_submitter_limit{side},
+                  negotiator_ext_submitter_matches{side}, negotiator_ext_submitter_jobs{state}
+                  (side="shadow" figures of a pass whose cycle did not run are unknown)
+  per group       label {group}: negotiator_ext_group_quota{side="real"|"shadow"|"config"},
+                  negotiator_ext_group_usage_weighted{side="real"|"shadow"} (shadow: after
+                  our cycle), negotiator_ext_group_requested,
+                  negotiator_ext_group_matches{side}
+
+Cardinality stays bounded: per-submitter and per-group series exist only for the
+principals present in the pass exported, so a submitter that leaves the pool leaves the
+metrics with the next pass (the textfile is rewritten whole; the endpoint serves the newest
+pass only).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ..core.records import PassRecord
+
+PREFIX = "negotiator_ext_"
+STATUSES = ("complete", "partial", "failed")
+
+
+def _num(value) -> float | None:
+    """`value` as a float, None when unknown (None, or not a number)."""
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _gauge(name: str, doc: str, value) -> Iterator[Metric]:
+    """One unlabelled gauge, or nothing when its value is unknown."""
+    v = _num(value)
+    if v is not None:
+        yield GaugeMetricFamily(PREFIX + name, doc, value=v)
+
+
+def _labelled(name: str, doc: str, labelnames: tuple[str, ...],
+              samples: Iterable[tuple[tuple[str, ...], object]]) -> Iterator[Metric]:
+    """One labelled gauge with the samples whose value is known (the first of duplicate
+    label sets wins: one series per label set is what the exposition format allows), or
+    nothing when no sample is known."""
+    family = GaugeMetricFamily(PREFIX + name, doc, labels=labelnames)
+    seen: set[tuple[str, ...]] = set()
+    for labels, value in samples:
+        v = _num(value)
+        labels = tuple(str(x) for x in labels)
+        if v is None or labels in seen:
+            continue
+        seen.add(labels)
+        family.add_metric(list(labels), v)
+    if family.samples:
+        yield family
+
+
+def max_abs_drift(rec: PassRecord) -> float | None:
+    """The largest |drift| of the pass: the comparison's figure, else the submitters' own
+    (a pass with no comparison, the first one, still knows its drift)."""
+    if rec.comparison is not None and rec.comparison.max_abs_drift is not None:
+        return rec.comparison.max_abs_drift
+    drifts = [abs(s.drift) for s in rec.submitters if s.drift is not None]
+    return max(drifts) if drifts else None
+
+
+def families(rec: PassRecord) -> list[Metric]:
+    """Every metric family of pass `rec` (see the module docstring)."""
+    out: list[Metric] = []
+    add = out.extend
+    add(_gauge("pass_timestamp_seconds", "Start of the newest shadow pass (epoch)",
+               rec.started_at))
+    add(_gauge("pass_duration_seconds", "Wall-clock duration of the newest shadow pass",
+               rec.finished_at - rec.started_at
+               if rec.finished_at is not None and rec.started_at is not None else None))
+    for status in STATUSES:
+        add(_gauge(f"pass_{status}", f"1 if the newest shadow pass is {status}, else 0",
+                   1 if rec.status == status else 0))
+    add(_gauge("pass_warnings", "Warnings recorded by the newest shadow pass",
+               len(rec.warnings)))
+    add(_gauge("snapshot_timestamp_seconds", "Capture time of the pass's pool snapshot (epoch)",
+               rec.snapshot_time))
+    add(_gauge("capture_duration_seconds", "Time taken to capture the pass's pool snapshot",
+               rec.capture_duration))
+    add(_gauge("shadow_cycle_duration_seconds",
+               "Time taken by our negotiation cycle on the pass's snapshot",
+               rec.shadow_duration))
+    add(_labelled("shadow_phase_duration_seconds",
+                  "Time taken by each phase of our negotiation cycle", ("phase",),
+                  (((k,), v) for k, v in sorted(rec.shadow_timings.items()))))
+    if rec.shadow_duration is not None:   # our cycle ran: its match count is known, even 0
+        add(_gauge("shadow_cycle_matches", "Matches made by our cycle of this pass",
+                   len(rec.shadow_matches)))
+    add(_gauge("real_cycle_timestamp_seconds",
+               "Start of the newest real negotiation cycle seen (epoch)", rec.real_cycle_time))
+
+    c = rec.comparison
+    if c is not None:
+        add(_gauge("real_cycle_duration_seconds",
+                   "Duration of the real negotiation cycle compared in this pass",
+                   c.real_duration))
+        add(_gauge("compared_real_cycle_timestamp_seconds",
+                   "Start of the real negotiation cycle compared in this pass (epoch)",
+                   c.real_cycle_time))
+        add(_gauge("real_cycles_between",
+                   "Real negotiation cycles between the compared pass's snapshot and this one",
+                   c.real_cycles_between))
+        add(_labelled("matches", "Matches of the compared cycles: the real one and ours",
+                      ("side",), ((("real",), c.real_matches), (("shadow",), c.shadow_matches))))
+        add(_gauge("matches_agreed", "Matches both cycles made (same submitter and slot)",
+                   c.agreed))
+        add(_labelled("match_agreement_ratio",
+                      "Agreement of the compared cycles: agreed/real, agreed/shadow, "
+                      "and per-submitter match counts",
+                      ("direction",),
+                      ((("real_in_shadow",), c.real_in_shadow),
+                       (("shadow_in_real",), c.shadow_in_real),
+                       (("count",), c.count_agreement))))
+        if c.source:
+            add(_labelled("comparison_info", "Where the real matches compared came from",
+                          ("source",), (((c.source,), 1),)))
+    add(_gauge("priority_drift_max_ratio",
+               "Largest |real - predicted| / predicted real user priority of the pass",
+               max_abs_drift(rec)))
+
+    subs = [s for s in rec.submitters if not s.is_group]
+    lab = ("submitter", "group", "side")
+
+    def sided(pairs):
+        return (((s.name, s.group, side), getattr(s, attr))
+                for s in subs for side, attr in pairs)
+
+    add(_labelled("submitter_usage_weighted",
+                  "Weighted resources in use by the submitter, as the real accountant reports",
+                  lab, sided((("real", "real_usage"),))))
+    add(_labelled("submitter_effective_priority",
+                  "Effective user priority: the real accountant's, and our cycle's",
+                  lab, sided((("real", "real_eup"), ("shadow", "shadow_eup")))))
+    add(_labelled("submitter_real_priority",
+                  "Real user priority: the real accountant's, and our prediction for its time",
+                  lab, sided((("real", "real_rup"), ("predicted", "predicted_rup")))))
+    add(_labelled("submitter_priority_factor", "Priority factor of the submitter",
+                  ("submitter", "group"), (((s.name, s.group), s.factor) for s in subs)))
+    add(_labelled("submitter_priority_drift_ratio",
+                  "(real - predicted) / predicted real user priority",
+                  ("submitter", "group"), (((s.name, s.group), s.drift) for s in subs)))
+    add(_labelled("submitter_share", "Submitter share of the pool: real last cycle, and ours",
+                  lab, sided((("real", "real_share"), ("shadow", "shadow_share")))))
+    add(_labelled("submitter_limit", "Submitter limit: real last cycle, and ours",
+                  lab, sided((("real", "real_limit"), ("shadow", "shadow_limit")))))
+    ran = rec.shadow_duration is not None   # else our per-principal match counts are not known
+    add(_labelled("submitter_matches", "Matches of the submitter: real compared cycle, and ours",
+                  lab, sided((("real", "real_matches"),) + ((("shadow", "shadow_matches"),)
+                                                             if ran else ()))))
+    add(_labelled("submitter_jobs", "Jobs of the submitter by state (its submitter ads)",
+                  ("submitter", "group", "state"),
+                  (((s.name, s.group, state), getattr(s, f"{state}_jobs"))
+                   for s in subs for state in ("idle", "running"))))
+
+    glab = ("group", "side")
+    add(_labelled("group_quota", "Group quota: real effective, ours, and configured",
+                  glab, (((g.name, side), getattr(g, attr)) for g in rec.groups
+                         for side, attr in (("real", "real_quota"), ("shadow", "shadow_quota"),
+                                            ("config", "config_quota")))))
+    add(_labelled("group_usage_weighted",
+                  "Weighted usage of the group: real now, and ours after our cycle",
+                  glab, (((g.name, side), getattr(g, attr)) for g in rec.groups
+                         for side, attr in (("real", "real_usage"),
+                                            ("shadow", "shadow_usage_after")))))
+    add(_labelled("group_requested", "Resources requested by the group (real)", ("group",),
+                  (((g.name,), g.real_requested) for g in rec.groups)))
+    add(_labelled("group_matches", "Matches of the group: real compared cycle, and ours",
+                  glab, (((g.name, side), getattr(g, attr)) for g in rec.groups
+                         for side, attr in (("real", "real_matches"),
+                                            ("shadow", "shadow_matches"))
+                         if ran or side == "real")))
+    return out
+
+
+class _PassCollector(Collector):
+    """Serves the metrics of one pass record (replaceable: the daemon's newest pass) and,
+    when `counting`, the number of passes seen since start by status."""
+
+    def __init__(self, rec: PassRecord | None = None, *, counting: bool = False):
+        self._lock = threading.Lock()
+        self._rec = rec
+        self._counting = counting
+        self._counts = {s: 0 for s in STATUSES}
+
+    def update(self, rec: PassRecord) -> None:
+        with self._lock:
+            self._rec = rec
+            self._counts[rec.status] = self._counts.get(rec.status, 0) + 1
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            rec, counts = self._rec, dict(self._counts)
+        if self._counting:
+            total = CounterMetricFamily(PREFIX + "passes", "Shadow passes since the daemon started",
+                                        labels=("status",))
+            for status, n in sorted(counts.items()):
+                total.add_metric([status], n)
+            yield total
+        if rec is not None:
+            yield from families(rec)
+
+
+def pass_metrics(rec: PassRecord, registry: CollectorRegistry | None = None) -> CollectorRegistry:
+    """A registry serving the metrics of pass `rec` (a new one unless `registry` is given;
+    it must not already hold the metrics of another pass)."""
+    registry = CollectorRegistry() if registry is None else registry
+    registry.register(_PassCollector(rec))
+    return registry
+
+
+def write_textfile(path: str | Path, rec: PassRecord) -> None:
+    """Write the metrics of pass `rec` to `path` for node_exporter's textfile collector
+    (whose directory only reads names ending in `.prom`). Atomic: written beside `path`
+    and renamed over it, so a scrape never sees half a file. Raises OSError."""
+    write_to_textfile(str(path), pass_metrics(rec))
+
+
+class MetricsServer:
+    """The daemon's HTTP endpoint (`/metrics` on `addr:port`, a private registry): the
+    newest pass given to `update`, plus `negotiator_ext_passes_total{status}`.
+
+    Port 0 (or below) disables it: `update` is then only remembered. Binding the port can
+    raise OSError (in use, not permitted). Loopback by default: the figures name the
+    pool's users, so exposing them is a deliberate `addr`."""
+
+    def __init__(self, port: int, addr: str = "127.0.0.1"):
+        self.port = int(port)
+        self.addr = addr
+        self._collector = _PassCollector(counting=True)
+        self.registry = CollectorRegistry()
+        self.registry.register(self._collector)
+        self._server = None
+        self._thread = None
+        if self.port > 0:
+            started = start_http_server(self.port, addr=addr, registry=self.registry)
+            if isinstance(started, tuple):   # prometheus_client >= 0.19 returns them
+                self._server, self._thread = started
+
+    @property
+    def enabled(self) -> bool:
+        return self.port > 0
+
+    def update(self, rec: PassRecord) -> None:
+        """Serve pass `rec` from now on (and count it)."""
+        self._collector.update(rec)
+
+    def close(self) -> None:
+        """Stop serving (idempotent)."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None

@@ -1,0 +1,394 @@
+"""The shadow loop as a daemon of condor_master (`hooks/negotiator-ext-daemon`).
+
+condor_master runs it like any daemon in DAEMON_LIST that does not use DaemonCore (see
+etc/condor_config.d/61-negotiator-ext-daemon.conf): no command-line arguments but
+NEGOTIATOR_EXT_ARGS, signals for control, and a restart with back-off whenever it exits
+without being told to. So:
+
+  * subsystem NEGOTIATOR_EXT (`htcondor2.set_subsystem(..., SubsystemType.Daemon)`), so
+    `htcondor2.enable_log()` writes to $(NEGOTIATOR_EXT_LOG) at the level of
+    NEGOTIATOR_EXT_DEBUG (without NEGOTIATOR_EXT_LOG the bindings fall back to
+    $(LOG)/ToolLog). The package's Python logging goes there through `htcondor2.log`
+    (DEBUG as D_FULLDEBUG, ERROR as D_ERROR). The loop's settings come from
+    `shadow.read_settings` (our NEGOTIATOR_EXT_* knobs); the daemon itself reads only
+    NEGOTIATOR_EXT_METRICS_ADDRESS (default 127.0.0.1) in-process.
+  * `set_ready_state("Ready")` once the loop starts its first pass (condor_who and the
+    master then see it as Ready; outside condor_master it is skipped).
+  * SIGHUP (condor_reconfig): after the pass in flight, the configuration is reloaded
+    (`htcondor2.reload_config()`), the settings rebuilt with `read_settings` and a new
+    ShadowLoop started; its first pass runs at once. A configuration HTCondor cannot read
+    is refused with a log line and the running settings stay (reload_config would end
+    the process on it): it is checked in a child process first.
+  * SIGTERM (graceful) and SIGQUIT (fast), and SIGINT: stop after the pass in flight and
+    exit 0. The ledger loses at most that pass; the master sends SIGKILL only after
+    SHUTDOWN_GRACEFUL_TIMEOUT + SHUTDOWN_FAST_TIMEOUT.
+  * after each pass: the metrics endpoint is updated (NEGOTIATOR_EXT_METRICS_PORT > 0),
+    the metrics textfile written (when configured) and the ShadowNegotiator ad sent to
+    the collector (when configured). None of these can stop the loop: a failure is a
+    log line.
+
+Threads: the loop runs in a worker thread and the main thread only waits for signals.
+A Python signal handler runs in the main thread between bytecodes; if the main thread
+were the one waiting in `stop.wait()`, a handler setting `stop` could find the Event's
+lock held by the very thread it interrupted. Here the handlers only put the signal in a
+SimpleQueue (reentrant) and the main thread acts on it outside any handler. The main
+thread waits with a short timeout: the kernel may hand the signal to another thread,
+and the Python handler runs only when the main thread next wakes.
+
+Every use of the bindings goes through the `htcondor` module given to `main` (tests pass
+a fake), and the shadow loop through `shadow` (anything with `read_settings` and
+`ShadowLoop`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from .adapters.metrics import MetricsServer
+from .errors import InputError
+from .shadow import publish, summary_line
+
+SUBSYSTEM = "NEGOTIATOR_EXT"
+METRICS_ADDRESS_KNOB = "NEGOTIATOR_EXT_METRICS_ADDRESS"
+DEFAULT_METRICS_ADDRESS = "127.0.0.1"
+STOP_SIGNALS = ("SIGTERM", "SIGQUIT", "SIGINT")
+RELOAD_SIGNALS = ("SIGHUP",)
+PACKAGE_LOGGER = "negotiator_ext"   # the loop's own loggers propagate to it
+SIGNAL_POLL = 0.25                  # s: how soon the main thread notices a signal
+
+_log = logging.getLogger(__name__)
+_DONE = object()     # the worker has ended
+_FAILED = object()   # ... on an error it did not handle
+
+
+class CondorLogHandler(logging.Handler):
+    """Python logging into the daemon's HTCondor log through `htcondor.log`.
+
+    DEBUG is D_FULLDEBUG (shown when NEGOTIATOR_EXT_DEBUG has D_FULLDEBUG), INFO and
+    WARNING are D_ALWAYS, ERROR and above D_ERROR; warnings and errors say so first, as
+    the HTCondor daemons' own lines do."""
+
+    def __init__(self, htcondor):
+        super().__init__(logging.DEBUG)
+        self.htcondor = htcondor
+        self.setFormatter(logging.Formatter("%(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            levels = self.htcondor.LogLevel
+            msg = self.format(record)
+            if record.levelno >= logging.ERROR:
+                level, msg = levels.Error, "ERROR: " + msg
+            elif record.levelno >= logging.WARNING:
+                level, msg = levels.Always, "WARNING: " + msg
+            elif record.levelno >= logging.INFO:
+                level = levels.Always
+            else:
+                level = levels.FullDebug
+            self.htcondor.log(level, msg)
+        except Exception:
+            self.handleError(record)
+
+
+def _check_config(config_path: Path | None) -> str | None:
+    """Whether HTCondor can read this host's configuration (or `config_path`): None if
+    it can, else why not, in one line. Runs the bindings in a child process, because
+    `reload_config()` on a malformed file ends the process it runs in."""
+    from .adapters.condor_config import LOCAL, read_params
+    try:
+        read_params(config_path if config_path is not None else LOCAL)
+    except InputError as exc:
+        return exc.one_line()
+    return None
+
+
+class ShadowDaemon:
+    """The worker side: settings, the loop, the after-pass reporting, reconfiguration.
+
+    `stop` is what ShadowLoop.run_forever watches; `shutdown` and `reload` say why it was
+    set (both may be set by the main thread at any time)."""
+
+    def __init__(self, htcondor, shadow, *, config_path: Path | None = None,
+                 clock: Callable[[], float] = time.time, log: logging.Logger | None = None):
+        self.htcondor = htcondor
+        self.shadow = shadow
+        self.config_path = config_path
+        self.clock = clock
+        self.log = log or _log
+        self.stop = threading.Event()
+        self.shutdown = threading.Event()
+        self.reload = threading.Event()
+        self.settings: Any = None
+        self.loop: Any = None
+        self.metrics: MetricsServer | None = None
+        self.ready = False
+        self._advertise_error: str | None = None
+
+    # -- configuration ---------------------------------------------------------------
+    def configure(self) -> None:
+        """Read the settings and build the loop and the metrics endpoint (raises what
+        read_settings raises: the caller decides whether that is fatal)."""
+        settings = self.shadow.read_settings(self.config_path)
+        loop = self.shadow.ShadowLoop(settings, htcondor=self.htcondor, clock=self.clock,
+                                      log=logging.getLogger(PACKAGE_LOGGER + ".shadow"))
+        self.settings, self.loop = settings, loop
+        self._configure_metrics()
+
+    def _metrics_address(self) -> str:
+        try:
+            addr = self.htcondor.param.get(METRICS_ADDRESS_KNOB)
+        except Exception:
+            addr = None
+        return str(addr).strip() if addr and str(addr).strip() else DEFAULT_METRICS_ADDRESS
+
+    def _configure_metrics(self) -> None:
+        """(Re)start the metrics endpoint when its port or address changed; a port that
+        cannot be bound is logged and the loop runs without the endpoint."""
+        port = int(getattr(self.settings, "metrics_port", 0) or 0)
+        addr = self._metrics_address()
+        current = self.metrics
+        if current is not None and current.port == port and current.addr == addr:
+            return
+        if current is not None:
+            current.close()
+            self.metrics = None
+        if port <= 0:
+            return
+        try:
+            self.metrics = MetricsServer(port, addr)
+            self.log.info("serving metrics on http://%s:%d/metrics", addr, port)
+        except OSError as exc:
+            self.log.error("cannot serve metrics on %s:%d: %s; running without the endpoint",
+                           addr, port, exc)
+
+    def _reload(self) -> None:
+        """SIGHUP: reload HTCondor's configuration and rebuild the settings and the loop;
+        anything wrong keeps the running ones."""
+        problem = _check_config(self.config_path)
+        if problem is not None:
+            self.log.error("reconfiguration refused, the running configuration stays: %s",
+                           problem)
+            return
+        try:
+            if self.config_path is not None:
+                self.htcondor.reload_config(str(self.config_path))
+            else:
+                self.htcondor.reload_config()
+            self.htcondor.enable_log()   # NEGOTIATOR_EXT_LOG / _DEBUG may have changed
+            old = self.settings, self.loop
+            try:
+                self.configure()
+            except Exception:
+                self.settings, self.loop = old
+                raise
+        except Exception as exc:
+            self.log.error("reconfiguration failed, the running settings stay: %s",
+                           " ".join(str(exc).split()) or type(exc).__name__)
+            return
+        self.log.info("configuration reloaded")
+
+    # -- after each pass -----------------------------------------------------------------
+    def on_pass(self, rec) -> None:
+        """Report pass `rec`: log line, metrics endpoint, metrics textfile, collector ad
+        (shadow.publish). Never raises (it runs inside the loop)."""
+        try:
+            self.log.info("%s", summary_line(rec))
+            problems = publish(rec, self.settings, htcondor=self.htcondor, server=self.metrics)
+            if "metrics_file" in problems:
+                self.log.warning("%s", problems["metrics_file"])
+            self._advertise_outcome(problems.get("advertise"))
+        except Exception:
+            self.log.exception("reporting pass %s failed", getattr(rec, "uuid", "?"))
+
+    def _advertise_outcome(self, error: str | None) -> None:
+        """The same refusal every pass is logged once, and its end once."""
+        if error is None:
+            if self._advertise_error is not None:
+                self.log.info("advertising to the collector works again")
+            self._advertise_error = None
+        elif error != self._advertise_error:
+            self.log.warning("%s", error)
+            self._advertise_error = error
+        else:
+            self.log.debug("%s", error)
+
+    # -- the worker thread ---------------------------------------------------------------
+    def _set_ready(self) -> None:
+        try:
+            self.htcondor.set_ready_state("Ready")
+        except Exception as exc:
+            if "CONDOR_INHERIT" in os.environ:
+                self.log.warning("could not tell condor_master we are ready: %s", exc)
+            else:
+                self.log.debug("not started by condor_master: no ready state sent")
+        self.ready = True
+
+    def work(self) -> None:
+        """Run the loop until `shutdown`; rebuild it on `reload`. A loop that raises (the
+        loop itself retries a ledger it cannot write; anything else escaping it) is
+        logged and restarted one interval later, never a crash loop."""
+        while not self.shutdown.is_set():
+            if self.reload.is_set():
+                self.reload.clear()
+                self._reload()
+            self.stop.clear()
+            # A signal that arrived before stop.clear() left its flag: act on it first.
+            if self.shutdown.is_set():
+                break
+            if self.reload.is_set():
+                continue
+            if not self.ready:
+                self._set_ready()
+            try:
+                self.loop.run_forever(self.stop, on_pass=self.on_pass)
+            except Exception:
+                interval = float(getattr(self.settings, "interval", 60) or 60)
+                self.log.exception("the shadow loop stopped on an error; restarting it in %g s",
+                                   interval)
+                self.stop.wait(interval)
+            else:
+                if not self.stop.is_set():   # it returned by itself: wait, then run it again
+                    interval = float(getattr(self.settings, "interval", 60) or 60)
+                    self.log.warning("the shadow loop returned unasked; restarting it in %g s",
+                                     interval)
+                    self.stop.wait(interval)
+
+    def close(self) -> None:
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise InputError(f"usage ({self.prog} --help)", message)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = _Parser(prog="negotiator-ext-daemon",
+                description="The negotiator-ext shadow loop as a condor_master daemon.")
+    p.add_argument("-f", "-foreground", dest="foreground", action="store_true",
+                   help="accepted for condor_master compatibility (it always runs in the "
+                        "foreground)")
+    p.add_argument("-t", dest="terminal", action="store_true",
+                   help="also log to stderr")
+    p.add_argument("-local-name", dest="local_name", metavar="NAME",
+                   help="accepted for condor_master compatibility (ignored)")
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="HTCondor configuration to use instead of this host's (CONDOR_CONFIG)")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
+         clock: Callable[[], float] = time.time) -> int:
+    """Run the shadow loop until SIGTERM/SIGQUIT/SIGINT. Returns 0 after a requested stop,
+    1 when it cannot start (settings unreadable), 2 on bad arguments."""
+    try:
+        args = _parse(sys.argv[1:] if argv is None else argv)
+    except InputError as exc:
+        print(f"negotiator-ext-daemon: {exc.one_line()}", file=sys.stderr)
+        return 2
+    if htcondor is None:
+        import htcondor2 as htcondor
+    if shadow is None:
+        from . import shadow
+
+    config_path = args.config.resolve() if args.config is not None else None
+    if config_path is not None:
+        os.environ["CONDOR_CONFIG"] = str(config_path)   # for the child processes too
+    htcondor.set_subsystem(SUBSYSTEM, htcondor.SubsystemType.Daemon)
+    if config_path is not None:
+        htcondor.reload_config(str(config_path))
+    htcondor.enable_log()
+
+    pkg = logging.getLogger(PACKAGE_LOGGER)
+    handlers: list[logging.Handler] = [CondorLogHandler(htcondor)]
+    if args.terminal:
+        stream = logging.StreamHandler(sys.stderr)
+        stream.setLevel(logging.INFO)
+        stream.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handlers.append(stream)
+    old_level = pkg.level
+    pkg.setLevel(logging.DEBUG)
+    for h in handlers:
+        pkg.addHandler(h)
+    log = logging.getLogger(__name__)
+    daemon = ShadowDaemon(htcondor, shadow, config_path=config_path, clock=clock, log=log)
+    events: queue.SimpleQueue = queue.SimpleQueue()
+    previous: dict[int, Any] = {}
+    def on_signal(signum, _frame):   # only this: see the module docstring
+        events.put(signum)
+
+    try:
+        # Before anything slow: a condor_reconfig during start-up must not end the
+        # process (SIGHUP's default action); signals wait in `events` until the loop runs.
+        for name in STOP_SIGNALS + RELOAD_SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is not None:
+                previous[sig] = signal.signal(sig, on_signal)
+        try:
+            daemon.configure()
+        except Exception as exc:
+            msg = exc.one_line() if isinstance(exc, InputError) else (
+                " ".join(str(exc).split()) or type(exc).__name__)
+            log.error("cannot start: %s", msg)
+            print(f"negotiator-ext-daemon: {msg}", file=sys.stderr)
+            return 1
+        log.info("negotiator-ext shadow daemon starting (pid %d, pass every %g s)",
+                 os.getpid(), float(getattr(daemon.settings, "interval", 0) or 0))
+
+        def run():
+            try:
+                daemon.work()
+            except BaseException:   # a bug: log it, and let the master restart us
+                log.exception("the shadow daemon's worker failed")
+                events.put(_FAILED)
+            finally:
+                events.put(_DONE)
+
+        worker = threading.Thread(target=run, name="shadow-loop", daemon=True)
+        worker.start()
+        status = 0
+        while True:
+            try:
+                # A timeout, not a plain get(): the kernel may deliver a signal to any
+                # thread, and the Python handler only runs once the main thread wakes up.
+                item = events.get(timeout=SIGNAL_POLL)
+            except queue.Empty:
+                continue
+            if item is _DONE:
+                break
+            if item is _FAILED:
+                status = 1
+                continue
+            name = signal.Signals(item).name
+            if name in RELOAD_SIGNALS:
+                log.info("%s: reloading the configuration after the pass in flight", name)
+                daemon.reload.set()
+            else:
+                log.info("%s: stopping after the pass in flight", name)
+                daemon.shutdown.set()
+            daemon.stop.set()
+        worker.join()
+        log.info("negotiator-ext shadow daemon stopped")
+        return status
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        daemon.close()
+        for h in handlers:
+            pkg.removeHandler(h)
+        pkg.setLevel(old_level)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
