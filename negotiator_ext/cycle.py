@@ -52,6 +52,9 @@ class CycleResult:
     quotas: dict = field(default_factory=dict)          # group -> GroupQuota (G4)
     # (submitter, schedd) -> the JobQueue offered to the cycle (for `explain`)
     queues: dict = field(default_factory=dict)
+    # slot name -> class number: slots matchmaking cannot tell apart (same class key,
+    # same job-independent ranks), for comparing with the real negotiator's choice
+    slot_classes: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -275,6 +278,9 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     for s in slots:
         matcher.profile_slot(s)
     matcher.build_classes(slots)
+    class_ids: dict = {}
+    slot_classes = {s.name: class_ids.setdefault((s.key_id, s.static), len(class_ids))
+                    for s in slots}
 
     clock.lap("autoclusters")
     submitters = []
@@ -309,7 +315,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             {"name": n, "max": cfg.concurrency_limit_max(n),
              "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
             for n in sorted(set(limits_before) | set(acc.limits))],
-        quotas=quotas, queues=queues)
+        quotas=quotas, queues=queues, slot_classes=slot_classes)
 
 
 def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:

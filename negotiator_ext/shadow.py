@@ -363,7 +363,8 @@ class _Pass:
             real_cycles=tuple(new_cycles), shadow_matches=shadow_matches,
             real_matches=tuple(real_match_entries or ()),
             submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
-            snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable)
+            snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable,
+            slot_classes=result.slot_classes if comparable else {})
         self.save(rec)
         return rec
 
@@ -412,7 +413,7 @@ class _Pass:
             shadow_matches=self.ledger.shadow_matches(prev["uuid"]),
             shadow_submitters=prev_subs, shadow_groups=self.ledger.groups(prev["uuid"]),
             real_cycles=cycles, real_matches=real_matches, real_submitters=subs,
-            real_groups=groups)
+            real_groups=groups, slot_classes=self.ledger.slot_classes(prev["uuid"]))
         drifts = [abs(o.drift) for o in subs if o.drift is not None]
         if drifts:
             comparison = dataclasses.replace(comparison, max_abs_drift=max(drifts))
@@ -487,6 +488,8 @@ def summary_line(rec: PassRecord) -> str:
                              f"shadow-in-real {c.shadow_in_real:.0%}"
                              if c.shadow_in_real is not None else
                              f"agreement real-in-shadow {c.real_in_shadow:.0%}")
+            if c.equivalent_agreement is not None:
+                parts.append(f"up to identical slots {c.equivalent_agreement:.0%}")
             if c.count_agreement is not None:
                 parts.append(f"per-submitter count agreement {c.count_agreement:.0%}")
         if c.max_abs_drift is not None:

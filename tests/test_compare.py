@@ -278,3 +278,24 @@ def test_largest_drift_of_the_later_pass():
                 shadow_submitters=[], shadow_groups=[], real_cycles=CYCLES, real_matches=None,
                 real_submitters=[sub("a@x", drift=-0.03), sub("b@x", drift=0.01), sub("c@x")])
     assert c.max_abs_drift == 0.03
+
+
+def test_agreement_up_to_identical_slots():
+    """The real negotiator took slots A and B, ours took B and C; A, B and C are one
+    class (identical slots) for alice, D another. Slot agreement 1 of 2; up to identical
+    slots 2 of 2; a real match to a slot the shadow pass did not see agrees with nothing."""
+    cyc = RealCycle(time=100, end=101, duration=1.0, matches=3)
+    ours = [MatchEntry("1.0", "alice", "B"), MatchEntry("1.0", "alice", "C"),
+            MatchEntry("2.0", "bob", "D")]
+    real = [MatchEntry("1.0", "alice", "A", time=100), MatchEntry("1.0", "alice", "B", time=100),
+            MatchEntry("2.0", "bob", "E", time=101)]
+    c = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                shadow_submitters=(), shadow_groups=(), real_cycles=[cyc], real_matches=real,
+                slot_classes={"A": 0, "B": 0, "C": 0, "D": 1})
+    assert c.agreed == 1
+    assert c.agreed_equivalent == 2
+    assert c.equivalent_agreement == pytest.approx(2 / 3)
+    without = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                      shadow_submitters=(), shadow_groups=(), real_cycles=[cyc],
+                      real_matches=real)
+    assert without.agreed_equivalent is None and without.equivalent_agreement is None

@@ -81,9 +81,11 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
             count_agreement=0.75, source="matchlog",
             per_submitter={"user0@example.org": {"real": 1, "shadow": 2, "drift": 0.01}},
             per_group={"group_a": {"real": 1, "shadow": 2}}, max_abs_drift=0.0204,
-            real_duration=2.75, notes=("one note", "another")) if comparison else None,
+            real_duration=2.75, notes=("one note", "another"), agreed_equivalent=2,
+            equivalent_agreement=0.5) if comparison else None,
         snapshot_dir="/var/lib/negotiator-ext/snapshots/1700000000",
-        warnings=("schedd x slow", "no matchlog"), comparable=True)
+        warnings=("schedd x slow", "no matchlog"), comparable=True,
+        slot_classes={"slot1@host": 0, "slot2@host": 0, "slot3@host": 1})
 
 
 def small_pass(uuid, started_at=1000.0, pool="p", cycles=(), status="complete") -> PassRecord:
@@ -451,21 +453,28 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 3
+    assert SCHEMA_VERSION == versions[-1] == 4
 
 
 def test_migration_from_v1(url, monkeypatch):
-    rec = full_pass()
+    # what version 1 could hold: no comparison columns of version 4, no slot classes
+    rec = dataclasses.replace(full_pass(), comparison=dataclasses.replace(
+        full_pass().comparison, agreed_equivalent=None, equivalent_agreement=None),
+        slot_classes={})
     with ledger_mod._open(url, schema_target=1) as old:   # what version 1 wrote
         assert old.schema_version == 1
         with monkeypatch.context() as m:                  # version 1 had no `comparable`
             m.setattr(ledger_mod, "_PASS_HEADER",
                       tuple(n for n in ledger_mod._PASS_HEADER if n != "comparable"))
+            real_row_of = ledger_mod._row_of
+            m.setattr(ledger_mod, "_row_of", lambda obj: {
+                k: v for k, v in real_row_of(obj).items()
+                if k not in ("agreed_equivalent", "equivalent_agreement")})
             assert old.record_pass(rec)
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()
     with open_ledger(url) as ledger:
-        assert ledger.schema_version == 3
+        assert ledger.schema_version == 4
         # version 3 takes an older pass as comparable when it was complete
         assert ledger.pass_record(rec.uuid) == dataclasses.replace(
             rec, comparable=rec.status == "complete")
@@ -480,7 +489,7 @@ def test_migration_from_v1(url, monkeypatch):
                                "WHERE key = 'schema_version'").fetchone()
         conn.close()
         assert {"adjustments", "adjustments_key", "passes_pool_started"} <= names
-        assert version == ("3",)
+        assert version == ("4",)
 
 
 # ---------------------------------------------------------------- retention, adjustments
@@ -665,3 +674,20 @@ def test_kill_9_leaves_a_consistent_ledger(db_path):
     with open_ledger(str(db_path)) as ledger:
         assert ledger.verify() == []
         assert ledger.record_pass(small_pass("after-the-crash", 1e9))
+
+
+def test_slot_classes_are_kept_for_the_newest_comparable_pass_only(url):
+    def rec(uuid, t, comparable=True):
+        return dataclasses.replace(small_pass(uuid, started_at=t), comparable=comparable,
+                                   slot_classes={"slot1": 0, "slot2": 0, f"{uuid}-slot": 1})
+    with open_ledger(url) as ledger:
+        ledger.record_pass(rec("a", 100.0))
+        assert ledger.slot_classes("a") == {"slot1": 0, "slot2": 0, "a-slot": 1}
+        ledger.record_pass(rec("b", 200.0))
+        assert ledger.slot_classes("a") == {}            # replaced by the newer pass's
+        assert ledger.slot_classes("b")["b-slot"] == 1
+        ledger.record_pass(rec("c", 300.0, comparable=False))
+        assert ledger.slot_classes("c") == {}            # never compared: not kept
+        assert ledger.slot_classes("b") != {}            # still the one the next pass needs
+        assert ledger.prune(250.0) == 2
+        assert ledger.slot_classes("b") == {}

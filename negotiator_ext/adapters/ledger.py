@@ -45,7 +45,7 @@ import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..core.records import (Adjustment, Comparison, GroupObs, MatchEntry, PassRecord,
@@ -216,6 +216,16 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
         "ALTER TABLE passes ADD COLUMN comparable INTEGER",
         "UPDATE passes SET comparable = CASE WHEN status = 'complete' THEN 1 ELSE 0 END",
     )),
+    # 4: agreement up to interchangeable slots (Comparison.agreed_equivalent), and the
+    # slot classes of the newest comparable pass of each pool (PassRecord.slot_classes)
+    (4, (
+        "ALTER TABLE comparisons ADD COLUMN agreed_equivalent BIGINT",
+        "ALTER TABLE comparisons ADD COLUMN equivalent_agreement DOUBLE PRECISION",
+        """CREATE TABLE slot_classes (
+            pass_uuid TEXT PRIMARY KEY,
+            pool TEXT NOT NULL,
+            classes TEXT NOT NULL)""",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -229,7 +239,7 @@ _PG_MIGRATION_LOCK = 0x6E6567_6F7478  # pg_advisory_xact_lock key: one migrator 
 
 # PassRecord fields stored in their own tables, not in the header row
 _PASS_CHILDREN = ("real_cycles", "shadow_matches", "real_matches", "submitters", "groups",
-                  "comparison")
+                  "comparison", "slot_classes")
 _PASS_HEADER = tuple(f.name for f in dataclasses.fields(PassRecord)
                      if f.name not in _PASS_CHILDREN)
 _COUNTS = ("n_real_cycles", "n_shadow_matches", "n_real_matches", "n_submitters", "n_groups",
@@ -325,6 +335,18 @@ def _header_of(row: dict[str, Any]) -> dict[str, Any]:
     if h.get("comparable") is not None:
         h["comparable"] = bool(h["comparable"])
     return h
+
+
+def _encode_classes(classes: Mapping[str, int]) -> str:
+    """{slot: class} as JSON {class: [slots]} (each class number written once)."""
+    by: dict[int, list[str]] = {}
+    for name, c in classes.items():
+        by.setdefault(int(c), []).append(name)
+    return json.dumps({str(c): names for c, names in sorted(by.items())})
+
+
+def _decode_classes(text: str) -> dict[str, int]:
+    return {name: int(c) for c, names in json.loads(text).items() for name in names}
 
 
 def _one_line(text: str) -> str:
@@ -725,7 +747,21 @@ class Ledger:
                                      ("groups", rec.groups),
                                      ("comparisons", comparison)):
                     self._insert_rows(table, [{"pass_uuid": rec.uuid, **_row_of(x)} for x in items])
+                if rec.comparable and rec.slot_classes:
+                    # only the newest comparable pass's classes are ever read (by the next
+                    # pass): a cache, replaced, not a record
+                    self._db.execute("DELETE FROM slot_classes WHERE pool = ?", (rec.pool,))
+                    self._db.execute(
+                        "INSERT INTO slot_classes (pass_uuid, pool, classes) VALUES (?, ?, ?)",
+                        (rec.uuid, rec.pool, _encode_classes(rec.slot_classes)))
         return True
+
+    def slot_classes(self, uuid: str) -> dict[str, int]:
+        """The slot classes recorded with pass `uuid` (empty: none kept)."""
+        with self._guard():
+            rows = self._db.execute("SELECT classes FROM slot_classes WHERE pass_uuid = ?",
+                                    (uuid,)).fetchall()
+        return _decode_classes(rows[0][0]) if rows else {}
 
     # -- reading passes
 
@@ -840,7 +876,8 @@ class Ledger:
                               real_matches=tuple(self.real_matches(uuid)),
                               submitters=tuple(self.submitters(uuid)),
                               groups=tuple(self.groups(uuid)),
-                              comparison=self.comparison(uuid))
+                              comparison=self.comparison(uuid),
+                              slot_classes=self.slot_classes(uuid))
 
     def real_cycle_seen(self, pool: str, time: int) -> bool:
         """Whether the real cycle that started at `time` in `pool` is recorded."""
@@ -909,6 +946,7 @@ class Ledger:
         with self._guard("nothing was pruned"), self._db.write():
             for table, (key, _count) in _CHILD_TABLES.items():
                 self._db.execute(f"DELETE FROM {_q(table)} WHERE {key} IN {sub}", (older_than,))
+            self._db.execute(f"DELETE FROM slot_classes WHERE pass_uuid IN {sub}", (older_than,))
             cur = self._db.execute("DELETE FROM passes WHERE started_at < ?", (older_than,))
             return int(cur.rowcount or 0)
 

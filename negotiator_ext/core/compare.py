@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from .accountant import Accountant, AccountantState
 from .config import NegotiatorConfig
@@ -35,9 +35,16 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
             shadow_groups: Sequence[GroupObs], real_cycles: Sequence[RealCycle],
             real_matches: Sequence[MatchEntry] | None,
             real_submitters: Sequence[SubmitterObs] = (),
-            real_groups: Sequence[GroupObs] = ()) -> Comparison:
+            real_groups: Sequence[GroupObs] = (),
+            slot_classes: Mapping[str, int] | None = None) -> Comparison:
     """Compare pass `shadow_pass`'s cycle (on its snapshot taken at
     `shadow_snapshot_time`) with the first real cycle that started at or after that time.
+
+    `slot_classes` (slot name -> class in the shadow pass's cycle) also counts matches
+    that agree up to interchangeable slots (`agreed_equivalent`): the negotiator's choice
+    among identical slots is arbitrary (its sorts are unstable), so this is the figure
+    that says whether ours would have made the real match. A real match to a slot the
+    shadow pass did not see agrees with nothing.
 
     `real_cycles` is the negotiator ad's history as a later pass read it (any order);
     `real_matches` the MatchLog's Matched entries covering at least that cycle (None: no
@@ -84,6 +91,7 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
         notes.append(f"every cycle of the negotiator ad's history ({len(cycles)}) ran after the "
                      "snapshot: the first one after it may have left the history")
 
+    agreed_eq = eq_agreement = None
     if real_matches is None:
         source = "negotiator-ad"
         real_total = cycle.matches
@@ -108,6 +116,11 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
         both = sum(min(real_by_sub.get(n, 0), shadow_by_sub.get(n, 0)) for n in names)
         top = max(real_total, shadow_total)
         count_agreement = both / top if top else None
+        if slot_classes:
+            def cls(m: MatchEntry):
+                return (m.submitter, slot_classes.get(m.slot, ("unknown slot", m.slot)))
+            agreed_eq = sum((Counter(map(cls, shadow_matches)) & Counter(map(cls, ours))).values())
+            eq_agreement = agreed_eq / top if top else None
 
     real_group_counts = None
     if real_by_sub is not None:
@@ -125,7 +138,8 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
             _submitter_names(shadow_submitters, shadow_by_sub, real_by_sub or ()),
             real_by_sub, shadow_by_sub, subs_shadow, subs_real),
         per_group=_per_group(shadow_groups, real_groups, real_group_counts, real=True),
-        max_abs_drift=max_drift, real_duration=cycle.duration, notes=tuple(notes))
+        max_abs_drift=max_drift, real_duration=cycle.duration, notes=tuple(notes),
+        agreed_equivalent=agreed_eq, equivalent_agreement=eq_agreement)
 
 
 def _window(cycle: RealCycle, nxt: RealCycle | None, notes: list[str]) -> tuple[int, int | None]:

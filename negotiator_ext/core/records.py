@@ -117,6 +117,12 @@ class Comparison:
     max_abs_drift: float | None = None  # largest |drift| over submitters this pass
     real_duration: float | None = None  # the real cycle's duration (s)
     notes: tuple[str, ...] = ()
+    # matches in both up to interchangeable slots: (submitter, slot class), where a class is
+    # the slots our matchmaking cannot tell apart (same attributes the jobs and policy
+    # read, same claim, same ranks); a real match to slot A and ours to an identical slot B
+    # agree here. MatchLog and the compared pass's slot classes only.
+    agreed_equivalent: int | None = None
+    equivalent_agreement: float | None = None   # agreed_equivalent / max(real, shadow)
 
 
 @dataclass(frozen=True)
@@ -142,6 +148,9 @@ class PassRecord:
     comparison: Comparison | None = None
     snapshot_dir: str | None = None
     warnings: tuple[str, ...] = ()
+    # slot name -> slot class number in our cycle (only kept for the newest comparable
+    # pass: the next pass compares real matches with ours up to interchangeable slots)
+    slot_classes: dict[str, int] = field(default_factory=dict)
     # our cycle ran on a complete snapshot (every schedd answered), so the next pass may
     # compare it with the real cycle that followed, even when this pass is partial on the
     # real side (no negotiator ad, an Accounting ad without its priority)

@@ -12,10 +12,11 @@ def _pct(x) -> str:
 
 def render_passes(rows: Sequence[dict], comparisons: Mapping[str, object]) -> str:
     """One row per pass: when, status, our matches, the compared real cycle's matches,
-    agreement (real matches ours also made / ours the real one also made / per-submitter
-    counts), the largest priority drift, and both cycles' durations."""
+    agreement (real matches ours also made, to the same slot / ours the real one also
+    made / both up to identical slots / per-submitter counts), the largest priority
+    drift, and both cycles' durations."""
     head = ("Pass      Started (UTC)        Status    Shadow  Real  RealInShadow  ShadowInReal  "
-            "Counts  MaxDrift  Ours(s)  Real(s)  Reason")
+            "Identical  Counts  MaxDrift  Ours(s)  Real(s)  Reason")
     lines = [head, "-" * len(head)]
     for r in rows:
         c = comparisons.get(r["uuid"])
@@ -29,6 +30,7 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, object]) -> st
             f"{'' if shadow is None else shadow:>6}  {'' if real is None else real:>4}  "
             f"{_pct(getattr(c, 'real_in_shadow', None)):>12}  "
             f"{_pct(getattr(c, 'shadow_in_real', None)):>12}  "
+            f"{_pct(getattr(c, 'equivalent_agreement', None)):>9}  "
             f"{_pct(getattr(c, 'count_agreement', None)):>6}  "
             f"{'' if getattr(c, 'max_abs_drift', None) is None else format(c.max_abs_drift, '.2%'):>8}  "
             f"{'' if ours is None else format(ours, '.2f'):>7}  "
