@@ -374,8 +374,14 @@ def cmd_shadow(args) -> int:
     knobs = _knobs(args)
     state_dir = args.state_dir
     if state_dir is None and not knobs.get("STATE_DIR") and args.ledger and args.replay:
-        # a replay needs no state of its own: keep the lock beside the ledger file
-        state_dir = str(Path(args.ledger.removeprefix("sqlite://").removeprefix("sqlite:")).parent)
+        # a replay needs no state of its own: the lock goes beside a SQLite ledger file,
+        # or in the temporary directory
+        if args.ledger.startswith(("postgresql:", "postgres:")):
+            import tempfile
+            state_dir = str(Path(tempfile.gettempdir()) / "negotiator-ext-replay")
+        else:
+            state_dir = str(Path(args.ledger.removeprefix("sqlite://")
+                                 .removeprefix("sqlite:")).parent)
     settings = ShadowSettings.from_knobs(
         knobs, pool=args.pool, ledger_url=args.ledger, state_dir=state_dir,
         interval=args.interval, matchlog=args.matchlog, matchlog_tz=args.matchlog_timezone,
@@ -425,7 +431,7 @@ def cmd_shadow(args) -> int:
 def _pool_in_ledger(ledger, wanted: str | None) -> str | None:
     if wanted:
         return wanted
-    pools = sorted({p["pool"] for p in ledger.passes()})
+    pools = ledger.pools()
     if len(pools) > 1:
         raise InputError("--pool", f"the ledger holds several pools ({', '.join(pools)}): name one")
     return pools[0] if pools else None
@@ -508,14 +514,17 @@ def cmd_ledger(args) -> int:
     knobs = _knobs(args)
     with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
         if args.ledger_command == "export":
-            out = Path(args.output)
-            out.mkdir(parents=True, exist_ok=True)
-            for path in ledger.export(out, args.format, args.table):
+            for path in ledger.export(Path(args.output), args.format, args.table):
                 print(path)
             return 0
         from .views.ledger import render_passes
         rows = ledger.passes()[-args.last:] if args.last > 0 else []
-        comps = {h["uuid"]: c for h, c in ledger.comparisons()}
+        # each pass's own cycle against the real cycle that followed it (recorded by a
+        # later pass)
+        shown = {r["uuid"] for r in rows}
+        since = float(rows[0]["started_at"]) if rows else None
+        comps = {c.shadow_pass: c for _, c in ledger.comparisons(since=since)
+                 if c.shadow_pass in shown}
         if args.json:
             import dataclasses
             print(json.dumps([{**r, "comparison": dataclasses.asdict(comps[r["uuid"]])

@@ -273,8 +273,6 @@ class _Pass:
     def run(self) -> PassRecord:
         pool_name = self.loop.pool_name()
         last_any = self.ledger.last_pass(pool_name)
-        # the pass whose cycle the real cycles since then are compared with
-        prev = self.ledger.last_pass(pool_name, comparable=True)
 
         # 1. the snapshot
         t_capture = time.perf_counter()
@@ -293,6 +291,7 @@ class _Pass:
         snap_time = pool.snapshot.captured_at
         if self.replay is not None and snap_time is not None:
             self.started = float(snap_time)
+        # whether our cycle ran on sound input, so that the next pass may compare it
         comparable = not pool.snapshot.partial
         if last_any is not None and self.started < float(last_any["started_at"]):
             comparable = False
@@ -310,53 +309,40 @@ class _Pass:
         shadow_duration = round(time.perf_counter() - t_cycle, 3)
 
         # 2. what the real negotiator did
-        from .adapters.observe import observe_pass, read_matchlog, real_cycles
+        from .adapters.observe import observe_pass, real_cycles
         observed = observe_pass(pool, result)
         subs, groups, acct_time = observed.submitters, observed.groups, observed.accountant_time
-        for w in observed.warnings:
+        for w in observed.warnings:      # our cycle started such a record from scratch
+            comparable = False
             self.partial(w)
-        if pool.snapshot.accounting is None:
+        accounting = pool.snapshot.accounting
+        if accounting is None or (not accounting and (pool.submitter_ads() or any(
+                s.remote_user for s in pool.slots))):
+            comparable = False
             self.partial("no Accounting ads: the real accountant's state is unknown")
         cycles = self.read_real_cycles(pool, real_cycles)
-        last_seen = int(last_any["real_cycle_time"] or 0) if last_any else 0
-        new_cycles = [c for c in cycles
-                      if c.time > last_seen and not self.ledger.real_cycle_seen(pool_name, c.time)]
-        newest = max((c.time for c in cycles), default=None)
+        seen = self.ledger.newest_real_cycle(pool_name) or 0
+        new_cycles = sorted((c for c in cycles if c.time > seen), key=lambda c: c.time)
+        real_match_entries = self.read_matchlog(new_cycles)
 
-        real_match_entries: list[MatchEntry] | None = None
-        if self.s.matchlog is not None:
-            since = min((c.time for c in new_cycles), default=None)
-            if since is not None:
-                try:
-                    real_match_entries, _ = read_matchlog(self.s.matchlog, since=since,
-                                                          until=int(snap_time or self.started),
-                                                          tz=self.s.matchlog_tz)
-                except InputError as exc:
-                    self.partial(f"MatchLog unreadable: {exc.one_line()}")
-            else:
-                real_match_entries = []
-
-        # 4. the comparison and the priority drift
-        comparison = None
-        if prev is not None and prev.get("snapshot_time") is not None:
-            # The real cycles after the previous pass's snapshot: those its own negotiator
-            # ad did not show yet (a cycle in the snapshot's second may be either side).
-            seen = int(prev["real_cycle_time"] or 0)
-            after = [c for c in cycles if c.time > seen]
-            subs, comparison = self.compare(prev, subs, groups, after, real_match_entries,
-                                            acct_time, pool.config.priority_halflife)
+        # 4. the comparison, the priority drift
+        subs = self.drift(last_any, subs, cycles, acct_time, pool.config.priority_halflife)
+        comparison = self.compare(pool_name, subs, groups, cycles, new_cycles,
+                                  real_match_entries)
+        if comparison is not None:
+            subs, groups = _with_real_counts(subs, groups, comparison)
 
         shadow_matches = tuple(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
                                           preempting=m.preempting, group=m.group)
                                for m in result.matches)
         finished = self.loop.clock() if self.replay is None else self.started
         status = "partial" if self.partial_reasons else "complete"
+        newest = max((c.time for c in cycles), default=None)
         rec = PassRecord(
             uuid=self.uuid, pool=pool_name, started_at=self.started, finished_at=finished,
             snapshot_time=snap_time, status=status,
             reason="; ".join(self.partial_reasons) or None,
-            real_cycle_time=newest if newest is not None else (
-                int(last_any["real_cycle_time"]) if last_any and last_any["real_cycle_time"] else None),
+            real_cycle_time=newest if newest is not None else (seen or None),
             real_accountant_time=acct_time,
             shadow_duration=shadow_duration, capture_duration=capture_duration,
             shadow_timings=dict(result.timings),
@@ -365,7 +351,7 @@ class _Pass:
             submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
             snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable,
             slot_classes=result.slot_classes if comparable else {})
-        self.save(rec)
+        self.save(rec, last_any)
         return rec
 
     # -- steps -----------------------------------------------------------------------------
@@ -399,25 +385,81 @@ class _Pass:
                                  "(one negotiator per pool is assumed)")
         return real_cycles(ads[0])
 
-    def compare(self, prev: dict, subs: list[SubmitterObs], groups, cycles, real_matches,
-                acct_time: int | None, halflife: float):
-        from .core.compare import compare, priority_drift
-        prev_subs = self.ledger.submitters(prev["uuid"])
-        if acct_time is not None and prev.get("real_accountant_time"):
-            drift = priority_drift(prev_subs, int(prev["real_accountant_time"]), subs,
-                                   int(acct_time), halflife=halflife)
-            subs = [dataclasses.replace(o, predicted_rup=drift[o.name][0], drift=drift[o.name][1])
-                    if o.name in drift else o for o in subs]
-        comparison = compare(
-            shadow_pass=prev["uuid"], shadow_snapshot_time=int(prev["snapshot_time"]),
+    def read_matchlog(self, new_cycles: list[RealCycle]) -> list[MatchEntry] | None:
+        """The MatchLog's Matched lines of the real cycles first seen in this pass, from
+        the first one's start to the last one's end (the ad lists finished cycles only),
+        so no line is read by two passes. None without a MatchLog."""
+        if self.s.matchlog is None:
+            return None
+        if not new_cycles:
+            return []
+        from .adapters.observe import read_matchlog
+        until = max(c.end if c.end is not None else c.time for c in new_cycles)
+        try:
+            entries, _ = read_matchlog(self.s.matchlog, since=new_cycles[0].time, until=until,
+                                       tz=self.s.matchlog_tz)
+        except InputError as exc:
+            self.partial(f"MatchLog unreadable: {exc.one_line()}")
+            return None
+        return entries
+
+    def drift(self, last: dict | None, subs: list[SubmitterObs], cycles: list[RealCycle],
+              acct_time: int | None, halflife: float) -> list[SubmitterObs]:
+        """Our accountant's priorities against the real ones: from the last pass's real
+        records to this pass's, when exactly one real cycle (one UpdatePriorities) ran in
+        between; with several, claims that began or ended in between make a difference
+        that is not the accountant's, so no drift is recorded."""
+        if acct_time is None or last is None or not last.get("real_accountant_time"):
+            return subs
+        t0 = int(last["real_accountant_time"])
+        if sum(1 for c in cycles if t0 < c.time <= acct_time) != 1 or not any(
+                c.time <= t0 for c in cycles):
+            return subs           # not exactly one step, or the history does not tell
+        from .core.compare import priority_drift
+        drift = priority_drift(self.ledger.submitters(last["uuid"]), t0, subs, int(acct_time),
+                               halflife=halflife)
+        return [dataclasses.replace(o, predicted_rup=drift[o.name][0], drift=drift[o.name][1])
+                if o.name in drift else o for o in subs]
+
+    def compare(self, pool_name: str, subs, groups, cycles: list[RealCycle],
+                new_cycles: list[RealCycle], real_matches):
+        """Compare one earlier pass's cycle with the real cycle it predicted: the first
+        real cycle new in this pass that has a comparable pass before it (the newest one
+        whose snapshot was taken at or before that cycle began) not compared yet. None
+        when there is nothing new to compare (no negotiator ad, no new real cycle, no
+        such pass): that pass waits for the next real cycle, and no real cycle is
+        compared twice."""
+        for first in new_cycles:
+            prev = self.ledger.last_pass(pool_name, comparable=True, snapshot_until=first.time)
+            if prev is not None:
+                break
+        else:
+            return None
+        if self.ledger.compared(prev["uuid"]):
+            return None
+        snap = int(prev["snapshot_time"])
+        if not any(c.time < first.time and c.time <= snap for c in cycles):
+            # The ad's history (the last NEGOTIATION_CYCLE_STATS_LENGTH cycles, all in a
+            # row) starts after prev's snapshot: cycles between may have dropped out of it,
+            # so `first` may not be the one prev predicted.
+            from .core.records import Comparison
+            return Comparison(
+                shadow_pass=prev["uuid"], real_cycle_time=None,
+                real_cycles_between=len(new_cycles), real_matches=None,
+                shadow_matches=len(self.ledger.shadow_matches(prev["uuid"])), agreed=None,
+                real_in_shadow=None, shadow_in_real=None, count_agreement=None, source="gap",
+                notes=("the negotiator ad's history starts after the compared snapshot, so "
+                       "the real cycle that followed it may no longer be listed (run passes "
+                       "more often, or raise NEGOTIATION_CYCLE_STATS_LENGTH)",))
+        from .core.compare import compare
+        return compare(
+            shadow_pass=prev["uuid"], shadow_snapshot_time=snap,
             shadow_matches=self.ledger.shadow_matches(prev["uuid"]),
-            shadow_submitters=prev_subs, shadow_groups=self.ledger.groups(prev["uuid"]),
-            real_cycles=cycles, real_matches=real_matches, real_submitters=subs,
+            shadow_submitters=self.ledger.submitters(prev["uuid"]),
+            shadow_groups=self.ledger.groups(prev["uuid"]),
+            real_cycles=[c for c in new_cycles if c.time >= first.time],
+            real_matches=real_matches, real_submitters=subs,
             real_groups=groups, slot_classes=self.ledger.slot_classes(prev["uuid"]))
-        drifts = [abs(o.drift) for o in subs if o.drift is not None]
-        if drifts:
-            comparison = dataclasses.replace(comparison, max_abs_drift=max(drifts))
-        return subs, comparison
 
     def record_failed(self, reason: str, snapshot_dir: Path | None = None) -> PassRecord:
         self.loop.log.error("failed pass: %s", reason)
@@ -430,13 +472,33 @@ class _Pass:
         self.save(rec)
         return rec
 
-    def save(self, rec: PassRecord) -> None:
+    def save(self, rec: PassRecord, last: dict | None = None) -> None:
+        """Record the pass; then apply the retention, only after a complete pass and
+        never past the previous pass (a clock far ahead must not empty the ledger). A
+        retention that fails is a log line: the pass is recorded."""
         self.ledger.record_pass(rec)
-        if self.s.retention_days > 0:
-            removed = self.ledger.prune(rec.started_at - self.s.retention_days * 86400)
-            if removed:
-                self.loop.log.info("ledger retention: %d pass(es) older than %g days removed",
-                                   removed, self.s.retention_days)
+        if self.s.retention_days <= 0 or rec.status != "complete":
+            return
+        now = min(rec.started_at, float(last["started_at"])) if last else rec.started_at
+        from .adapters.ledger import LedgerError
+        try:
+            removed = self.ledger.prune(now - self.s.retention_days * 86400)
+        except LedgerError as exc:
+            self.loop.log.warning("ledger retention not applied: %s", exc.one_line())
+            return
+        if removed:
+            self.loop.log.info("ledger retention: %d pass(es) older than %g days removed",
+                               removed, self.s.retention_days)
+
+
+def _with_real_counts(subs, groups, comparison):
+    """The compared real cycle's matches per submitter and group, on this pass's records."""
+    ps, pg = comparison.per_submitter, comparison.per_group
+    subs = [dataclasses.replace(o, real_matches=ps[o.name].get("real"))
+            if o.name in ps and not o.is_group else o for o in subs]
+    groups = [dataclasses.replace(g, real_matches=pg[g.name].get("real_matches"))
+              if g.name in pg else g for g in groups]
+    return subs, groups
 
 
 # ---- after a pass --------------------------------------------------------------------------
@@ -471,29 +533,27 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
 
 
 def summary_line(rec: PassRecord) -> str:
-    """One line for logs and the terminal."""
-    c = rec.comparison
-    parts = [f"pass {rec.uuid[:8]} {rec.status}"]
-    if rec.reason:
-        parts.append(f"({rec.reason})")
+    """One line for logs and the terminal: this pass, then what it compared (an earlier
+    pass's cycle against the real cycle that followed it)."""
+    parts = [f"pass {rec.uuid[:8]} {rec.status}" + (f" ({rec.reason})" if rec.reason else "")]
     if rec.shadow_duration is not None:
-        parts.append(f"shadow matches {len(rec.shadow_matches)}, cycle {rec.shadow_duration:.2f} s")
+        parts.append(f"our cycle: {len(rec.shadow_matches)} matches in {rec.shadow_duration:.2f} s")
+    c = rec.comparison
     if c is not None:
-        if c.source == "none":
-            parts.append("no real cycle since the last pass")
+        head = f"pass {c.shadow_pass[:8]}'s cycle against the real cycle"
+        if c.source == "gap":
+            parts.append(f"{head}: not compared ({c.notes[0] if c.notes else 'gap'})")
         else:
-            parts.append(f"real matches {c.real_matches}")
-            if c.real_in_shadow is not None:
-                parts.append(f"agreement real-in-shadow {c.real_in_shadow:.0%}, "
-                             f"shadow-in-real {c.shadow_in_real:.0%}"
-                             if c.shadow_in_real is not None else
-                             f"agreement real-in-shadow {c.real_in_shadow:.0%}")
+            figures = [f"real matches {c.real_matches}, ours {c.shadow_matches}"]
             if c.equivalent_agreement is not None:
-                parts.append(f"up to identical slots {c.equivalent_agreement:.0%}")
+                figures.append(f"agreement up to identical slots {c.equivalent_agreement:.0%}")
+            if c.real_in_shadow is not None:
+                figures.append(f"same slot {c.real_in_shadow:.0%}")
             if c.count_agreement is not None:
-                parts.append(f"per-submitter count agreement {c.count_agreement:.0%}")
-        if c.max_abs_drift is not None:
-            parts.append(f"max priority drift {c.max_abs_drift:.2%}")
+                figures.append(f"per-submitter counts {c.count_agreement:.0%}")
+            if c.max_abs_drift is not None:
+                figures.append(f"max priority drift {c.max_abs_drift:.2%}")
+            parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures))
     return "; ".join(parts)
 
 

@@ -119,14 +119,82 @@ def test_a_pass_without_a_new_real_cycle_compares_nothing_and_records_no_duplica
     loop.clock.t += 30          # no new real cycle since pass 2
     third = loop.run_pass()
     assert third.status == "complete"
-    assert third.comparison.source == "none"
-    assert third.real_cycles == ()
+    assert third.comparison is None and third.real_cycles == () and third.real_matches == ()
     with open_ledger(loop.settings.ledger_url) as ledger:
-        con_cycles = [r for r in ledger.passes()]
-        assert len(con_cycles) == 3
-    db = sqlite3.connect(loop.settings.ledger_url)
-    times = [t for (t,) in db.execute("SELECT time FROM real_cycles")]
-    assert len(times) == len(set(times))
+        heads = ledger.passes()
+        assert [h["n_real_cycles"] for h in heads] == [2, 1, 0]
+        assert [h["n_comparisons"] for h in heads] == [0, 1, 0]
+        # pass 3's cycle waits for the next real cycle: nobody compared it yet
+        assert not ledger.compared(third.uuid) and ledger.compared(first.uuid)
+
+
+def test_a_cycle_is_compared_once_even_when_a_partial_pass_comes_between(tmp_path, mocker):
+    """Pass A (comparable), then B partial (a schedd timed out) seeing the real cycle X,
+    then C: X is compared with A once (by B), never again with 0 matches (by C)."""
+    fix, fake, loop, first, second = replay(tmp_path, mocker, "hgq_nested_hep_lep_surplus")
+    assert second.comparison.shadow_pass == first.uuid
+    fake.schedds["vm"] = TimeoutError("Timeout while reading from schedd")
+    loop.clock.t += 30
+    third = loop.run_pass()
+    assert third.status == "partial" and third.comparison is None
+
+
+def test_a_pass_without_the_negotiator_ad_leaves_the_comparison_to_the_next(tmp_path, mocker):
+    """Pass A before the real cycle X; pass B after X but without the negotiator's ad
+    (query failed); pass C sees X: A's cycle is compared with X (B's snapshot came after
+    X, so B did not predict it)."""
+    import htcondor2
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    fake = FakePool(fix).install(mocker)
+    before = negotiator_ad_before(fixture_ads("expected/negotiator.ads", fix)[0])
+    fake.negotiator = [before]
+    t0 = meta(fix)["captured_at"]
+    loop = ShadowLoop(settings(tmp_path, matchlog=str(fix / "expected" / "matchlog.txt"),
+                               matchlog_tz="UTC"), htcondor=htcondor2, clock=Clock(t0))
+    a = loop.run_pass()
+    fake.query_errors[htcondor2.AdTypes.Negotiator] = RuntimeError("negotiator ad query failed")
+    fake.accounting = fixture_ads("expected/accounting-after.ads", fix)
+    loop.clock.t = t0 + 30
+    b = loop.run_pass()
+    assert b.status == "partial" and b.comparison is None
+    del fake.query_errors[htcondor2.AdTypes.Negotiator]
+    fake.negotiator = fixture_ads("expected/negotiator.ads", fix)
+    loop.clock.t = t0 + 60
+    c = loop.run_pass()
+    assert c.comparison is not None and c.comparison.shadow_pass == a.uuid
+    assert c.comparison.real_matches == 27 and c.comparison.equivalent_agreement == 1.0
+
+
+def test_matchlog_lines_after_the_snapshot_but_within_the_cycle_are_read(tmp_path, mocker):
+    """The MatchLog window is the new real cycles' [start, end], not the pass's time: a
+    cycle that ended after the snapshot was taken loses no line."""
+    fix = FIXTURES / "pslot_consumption_policy_cpu"   # its matches are logged at its end second
+    _, _, _, first, second = replay(tmp_path, mocker, fix.name)
+    cyc = fixture_ads("expected/negotiator.ads", fix)[0]
+    assert cyc["LastNegotiationCycleEnd0"] > cyc["LastNegotiationCycleTime0"]
+    assert second.comparison.real_matches == 5 and len(second.real_matches) == 5
+
+
+def test_a_history_too_short_to_reach_back_is_a_gap_not_a_wrong_comparison(tmp_path, mocker):
+    import htcondor2
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    fake = FakePool(fix).install(mocker)
+    ad = fixture_ads("expected/negotiator.ads", fix)[0]
+    old = classad2.ClassAd()      # an ad whose newest cycle is long before the recorded ones
+    old["Name"] = ad["Name"]
+    old["LastNegotiationCycleTime0"] = 1795260000
+    old["LastNegotiationCycleEnd0"] = 1795260001
+    fake.negotiator = [old]
+    t0 = meta(fix)["captured_at"]
+    # pass 1 before all three recorded cycles: the cycle that followed it is not listed
+    loop = ShadowLoop(settings(tmp_path), htcondor=htcondor2, clock=Clock(1795265240))
+    loop.run_pass()
+    fake.negotiator = [ad]
+    loop.clock.t = t0 + 30
+    rec = loop.run_pass()
+    assert rec.comparison.source == "gap"
+    assert rec.comparison.real_matches is None and rec.comparison.count_agreement is None
+    assert "NEGOTIATION_CYCLE_STATS_LENGTH" in rec.comparison.notes[0]
 
 
 # ---- faults --------------------------------------------------------------------------------
@@ -216,24 +284,29 @@ def test_locked_ledger_raises_and_the_loop_goes_on(tmp_path, mocker):
 
 
 def test_a_failure_while_recording_loses_only_that_pass(tmp_path, mocker):
+    """A kill in the middle of the pass's transaction (here: while its submitter rows
+    are written) leaves the ledger as it was; the next pass is recorded whole."""
     fake, loop = _loop(tmp_path, mocker)
     first = loop.run_pass()
     from negotiator_ext.adapters import ledger as ledger_mod
-    real = ledger_mod.Ledger.record_pass
+    real = ledger_mod.Ledger._insert_rows
 
-    def dies(self, rec):
-        raise KeyboardInterrupt     # as a kill in the middle of the pass
+    def dies(self, table, rows):
+        if table == "submitters":
+            raise KeyboardInterrupt     # as a kill after the header and matches were written
+        return real(self, table, rows)
 
-    mocker.patch.object(ledger_mod.Ledger, "record_pass", dies)
+    mocker.patch.object(ledger_mod.Ledger, "_insert_rows", dies)
     loop.clock.t += 60
     with pytest.raises(KeyboardInterrupt):
         loop.run_pass()
-    mocker.patch.object(ledger_mod.Ledger, "record_pass", real)
+    mocker.patch.object(ledger_mod.Ledger, "_insert_rows", real)
     loop.clock.t += 60
     third = loop.run_pass()
     with open_ledger(loop.settings.ledger_url) as ledger:
         assert [r["uuid"] for r in ledger.passes()] == [first.uuid, third.uuid]
-    assert third.comparison.shadow_pass == first.uuid
+        assert ledger.verify() == []
+        assert len(ledger.shadow_matches(third.uuid)) == len(third.shadow_matches) > 0
 
 
 def test_newer_ledger_schema_is_refused_by_name(tmp_path, mocker):
@@ -278,7 +351,7 @@ def test_shadow_once_command_with_mocked_bindings(tmp_path, mocker, capsys):
                "--metrics-file", str(tmp_path / "m.prom")])
     out = capsys.readouterr().out
     assert rc == 0
-    assert "complete" in out and "shadow matches 27" in out
+    assert "complete" in out and "our cycle: 27 matches" in out
     assert (state / "ledger.sqlite").is_file()
     assert len(list((state / "snapshots").iterdir())) == 1
     assert "negotiator_ext_pass_complete 1.0" in (tmp_path / "m.prom").read_text()
@@ -299,13 +372,16 @@ def test_shadow_replay_of_the_bundled_example_and_ledger_show(tmp_path, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("pass ") and "partial" in out[0] and "no negotiator ad" in out[0]
     assert "complete" in out[1]
-    assert "real matches 27" in out[1] and "per-submitter count agreement 100%" in out[1]
-    assert "up to identical slots 100%" in out[1]
+    assert "real matches 27, ours 27" in out[1] and "per-submitter counts 100%" in out[1]
+    assert "agreement up to identical slots 100%" in out[1]
     assert "max priority drift 0.00%" in out[1]
     assert main(["ledger", "show", "--ledger", str(ledger)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 4 and "partial" in table[2] and "complete" in table[3]
-    assert "100%" in table[3]
+    # the row of pass 1 shows its cycle against the real cycle (compared by pass 2)
+    assert table[2].split()[3:12] == ["partial", "27", "27", "41%", "41%", "100%", "100%",
+                                      "0.00%", "0.01"]
+    assert "%" not in table[3]                  # pass 2's cycle: no real cycle after it yet
     assert main(["ledger", "export", "--ledger", str(ledger), "--format", "csv",
                  "-o", str(tmp_path / "csv")]) == 0
     assert (tmp_path / "csv" / "comparisons.csv").is_file()

@@ -225,6 +225,7 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
             pass_uuid TEXT PRIMARY KEY,
             pool TEXT NOT NULL,
             classes TEXT NOT NULL)""",
+        "CREATE INDEX comparisons_shadow_pass ON comparisons (shadow_pass)",
     )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -723,20 +724,22 @@ class Ledger:
                               n_submitters=len(rec.submitters), n_groups=len(rec.groups),
                               n_comparisons=1 if rec.comparison is not None else 0)
                 cols = list(header)
+                # rowcount, not RETURNING: RETURNING needs SQLite 3.35, older than many
+                # distributions' (EL8: 3.26); ON CONFLICT needs 3.24
                 inserted = self._db.execute(
                     f"INSERT INTO passes ({', '.join(_q(c) for c in cols)}) VALUES "
-                    f"({', '.join('?' for _ in cols)}) ON CONFLICT (uuid) DO NOTHING RETURNING id",
-                    tuple(header[c] for c in cols)).fetchall()
-                if not inserted:
+                    f"({', '.join('?' for _ in cols)}) ON CONFLICT (uuid) DO NOTHING",
+                    tuple(header[c] for c in cols)).rowcount
+                if inserted != 1:
                     return False
                 new_cycles = 0
                 for cycle in rec.real_cycles:
                     row = {"pool": rec.pool, "first_pass": rec.uuid, **_row_of(cycle)}
                     rcols = list(row)
-                    new_cycles += len(self._db.execute(
+                    new_cycles += max(0, self._db.execute(
                         f"INSERT INTO real_cycles ({', '.join(_q(c) for c in rcols)}) VALUES "
                         f"({', '.join('?' for _ in rcols)}) ON CONFLICT (pool, {_q('time')}) "
-                        "DO NOTHING RETURNING id", tuple(row[c] for c in rcols)).fetchall())
+                        "DO NOTHING", tuple(row[c] for c in rcols)).rowcount)
                 if new_cycles:
                     self._db.execute("UPDATE passes SET n_real_cycles = ? WHERE uuid = ?",
                                      (new_cycles, rec.uuid))
@@ -778,9 +781,14 @@ class Ledger:
         return (" WHERE " + " AND ".join(conds) if conds else ""), params
 
     def last_pass(self, pool: str | None = None, *, status: str | None = None,
-                  comparable: bool | None = None) -> dict | None:
-        """The newest recorded pass (of `pool`, with `status`, comparable or not), or None."""
+                  comparable: bool | None = None,
+                  snapshot_until: int | None = None) -> dict | None:
+        """The newest recorded pass (of `pool`, with `status`, comparable or not, with its
+        snapshot taken at or before `snapshot_until`), or None."""
         where, params = self._where(pool=pool, status=status, comparable=comparable)
+        if snapshot_until is not None:
+            where += (" AND" if where else " WHERE") + " snapshot_time <= ?"
+            params.append(int(snapshot_until))
         with self._guard():
             rows = self._query(f"SELECT * FROM passes{where} ORDER BY id DESC LIMIT 1", params)
         return _header_of(rows[0]) if rows else None
@@ -878,6 +886,19 @@ class Ledger:
                               groups=tuple(self.groups(uuid)),
                               comparison=self.comparison(uuid),
                               slot_classes=self.slot_classes(uuid))
+
+    def compared(self, uuid: str) -> bool:
+        """Whether some pass already compared pass `uuid`'s cycle with a real cycle."""
+        with self._guard():
+            return bool(self._db.execute("SELECT 1 FROM comparisons WHERE shadow_pass = ?",
+                                         (uuid,)).fetchall())
+
+    def newest_real_cycle(self, pool: str) -> int | None:
+        """The start time of the newest real cycle recorded for `pool`, or None."""
+        with self._guard():
+            rows = self._db.execute(f"SELECT MAX({_q('time')}) FROM real_cycles WHERE pool = ?",
+                                    (pool,)).fetchall()
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def real_cycle_seen(self, pool: str, time: int) -> bool:
         """Whether the real cycle that started at `time` in `pool` is recorded."""

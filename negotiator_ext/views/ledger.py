@@ -11,10 +11,12 @@ def _pct(x) -> str:
 
 
 def render_passes(rows: Sequence[dict], comparisons: Mapping[str, object]) -> str:
-    """One row per pass: when, status, our matches, the compared real cycle's matches,
-    agreement (real matches ours also made, to the same slot / ours the real one also
-    made / both up to identical slots / per-submitter counts), the largest priority
-    drift, and both cycles' durations."""
+    """One row per pass: when, status, its cycle's matches and duration, and, once a
+    later pass compared that cycle with the real cycle that followed the snapshot
+    (`comparisons`, keyed by the compared pass): the real cycle's matches, agreement
+    (real matches ours also made to the same slot / ours the real one also made / both
+    up to identical slots / per-submitter counts), the largest priority drift and the
+    real cycle's duration."""
     head = ("Pass      Started (UTC)        Status    Shadow  Real  RealInShadow  ShadowInReal  "
             "Identical  Counts  MaxDrift  Ours(s)  Real(s)  Reason")
     lines = [head, "-" * len(head)]
