@@ -136,9 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
                         description="From the ledger's recent complete passes, recommend "
                                     "condor_userprio changes (priority factors, ceilings and "
                                     "floors as leases that expire by themselves; stale records "
-                                    "to delete; priorities to reset where the real accountant "
-                                    "drifted), each with its reason and numbers. Nothing is "
-                                    "changed without --apply.")
+                                    "to delete), each with its reason and numbers, and advice "
+                                    "that is never applied (priority drift, group quotas). "
+                                    "Nothing is changed without --apply.")
     _add_ledger_args(rc)
     rc.add_argument("--pool", metavar="HOST[:PORT]",
                     help="the pool whose passes to use (default: knob NEGOTIATOR_EXT_POOL, "
@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--window", type=float, metavar="HOURS",
                     help="how far back to look (default: knob NEGOTIATOR_EXT_RECOMMEND_WINDOW, else 24)")
     rc.add_argument("--at", type=int, metavar="EPOCH",
-                    help="the time the window ends at (default: now)")
+                    help="the time the window ends at (default: now; not with --apply)")
     rc.add_argument("--json", action="store_true", help="one JSON document for machines")
     rc.add_argument("--script", metavar="FILE",
                     help="also write the condor_userprio commands as a reviewable shell "
@@ -437,57 +437,81 @@ def _pool_in_ledger(ledger, wanted: str | None) -> str | None:
     return pools[0] if pools else None
 
 
+def _knob_number(knobs, name: str, default: float) -> float:
+    text = knobs.get(name, default)
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a number: {text}") from None
+    if not value > 0 or value == float("inf"):
+        raise InputError(f"NEGOTIATOR_EXT_{name}", f"{text}: must be a positive number")
+    return value
+
+
 def cmd_recommend(args) -> int:
+    import subprocess
     import time as _time
     from .adapters.ledger import open_ledger
     from .core.recommend import RecommendPolicy, recommend
     from .views.recommend import render_json, render_script, render_table
     knobs = _knobs(args)
     policy = RecommendPolicy.from_knobs(knobs)
-    window = args.window
-    if window is None:
-        try:
-            window = float(knobs.get("RECOMMEND_WINDOW", 24))
-        except ValueError:
-            raise InputError("NEGOTIATOR_EXT_RECOMMEND_WINDOW",
-                             f"not a number: {knobs['RECOMMEND_WINDOW']}") from None
+    window = args.window if args.window is not None else _knob_number(
+        knobs, "RECOMMEND_WINDOW", 24)
     if not window > 0:
         raise InputError("--window", f"{window:g}: must be a positive number of hours")
+    if args.apply and args.at is not None:
+        raise InputError("--at", "not with --apply: changes are made, and their leases "
+                                 "recorded, at the real time")
+    max_age = _knob_number(knobs, "APPLY_MAX_AGE", 3600)
     now = int(args.at if args.at is not None else _time.time())
     with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
         passes = ledger.window(now - window * 3600, pool=pool)
         passes = [p for p in passes if float(p[0]["started_at"]) <= now]
-        recs = recommend(passes, policy, now)
+        applied = ledger.adjustments()
+        recs = recommend(passes, policy, now, applied=applied)
         target = None if pool in (None, "<local>") else pool
-        if args.script == "-":
-            sys.stdout.write(render_script(recs, pool=target, now=now))
-        elif args.json:
-            doc = render_json(recs, pool=target)
-            print(json.dumps({"window_hours": window, "at": now, "pool": pool,
-                              "passes": len(passes), **doc, "apply": bool(args.apply)},
-                             indent=2, default=str))
-        else:
-            print(f"{len(passes)} complete pass(es) of {pool or 'no pool'} in the last "
-                  f"{window:g} h; {len(recs)} recommendation(s)")
-            sys.stdout.write(render_table(recs))
         if args.script and args.script != "-":
             Path(args.script).write_text(render_script(recs, pool=target, now=now))
             os_chmod_exec(Path(args.script))
-        if not args.apply:
-            if recs and not args.json and args.script != "-":
-                print("Nothing was changed in the pool (use --apply to make these changes).")
-            return 0
-        from .adapters.apply import apply_recommendations
-        latest = {o.name: o for o in passes[-1][1]} if passes else {}
-        negotiator = _negotiator(target) if any(r.kind == "delete" for r in recs) else None
-        import subprocess
-        done = apply_recommendations(recs, ledger=ledger, now=now, pool=target,
-                                     negotiator=negotiator, current=latest, run=subprocess.run)
+        done = []
+        if args.apply:
+            newest = float(passes[-1][0]["started_at"]) if passes else None
+            if newest is None or now - newest > max_age:
+                raise InputError(ledger.source, "nothing applied: the newest complete pass is "
+                                 + ("missing" if newest is None else f"{now - newest:.0f} s old")
+                                 + f" (NEGOTIATOR_EXT_APPLY_MAX_AGE = {max_age:g} s): the "
+                                 "recommendations may no longer fit the pool")
+            from .adapters.apply import apply_recommendations
+            latest = {o.name: o for o in passes[-1][1]}
+            negotiator = _negotiator(target) if any(r.kind == "delete" for r in recs) else None
+            done = apply_recommendations(recs, ledger=ledger, now=now, pool=target,
+                                         negotiator=negotiator, current=latest,
+                                         run=subprocess.run, latest_pass_time=newest)
+    if args.script == "-":
+        sys.stdout.write(render_script(recs, pool=target, now=now))
+    elif args.json:
+        doc = render_json(recs, pool=target)
+        print(json.dumps({"window_hours": window, "at": now, "pool": pool,
+                          "passes": len(passes), **doc, "apply": bool(args.apply),
+                          "applied": [{"kind": a.kind, "name": a.name, "value": a.value,
+                                       "outcome": a.outcome, "command": a.command,
+                                       "lease_expires": a.lease_expires} for a in done]},
+                         indent=2, default=str))
+    else:
+        print(f"{len(passes)} complete pass(es) of {pool or 'no pool'} in the last "
+              f"{window:g} h; {len(recs)} recommendation(s)")
+        sys.stdout.write(render_table(recs))
+        if recs and not args.apply:
+            print("Nothing was changed in the pool (use --apply to make these changes).")
+    # the outcomes: on stdout after the table, on stderr when stdout is a document
+    out = sys.stderr if (args.json or args.script == "-") else sys.stdout
     failed = 0
     for adj in done:
-        print(f"{adj.outcome}: {adj.command}", file=sys.stderr if adj.outcome.startswith("failed") else sys.stdout)
         failed += adj.outcome.startswith("failed")
+        print(f"{adj.outcome}: {adj.command}",
+              file=sys.stderr if adj.outcome.startswith("failed") else out)
     return 1 if failed else 0
 
 

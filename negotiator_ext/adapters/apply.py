@@ -4,13 +4,16 @@ The only code that changes the pool. Each recommendation (`core.recommend`) is m
 the command `views.recommend.command_argv` builds, the same one the reviewable script
 shows, except a delete, which goes through `htcondor2.Negotiator.deleteUser` when a
 negotiator object is given. Leases need the command: the bindings' `setFactor` and
-`setCeiling` take no duration.
+`setCeiling` take no duration. Report-only kinds (setprio, group) are never run.
 
-Idempotent: a recommendation whose change (its `key`) the ledger shows applied and not
-yet expired, or whose value the pool already shows (`current`), is skipped and nothing is
-run; skips are returned but not recorded. Every change tried is recorded in the ledger
-right after it is tried, applied or failed, so a crash part way loses nothing already
-done. A failure (non-zero exit, an exception, a timeout) is recorded as
+Idempotent on (kind, name), not on the exact value: a leased change is in place while a
+lease of that kind we applied to that name has not ended, whatever its value (the
+negotiator refuses a second lease of a kind meanwhile, rule A25); a delete is in place
+until a complete pass newer than it shows the record again. A change the pool already
+shows (`current`: a running lease of that kind, or an absent record for a delete) is not
+made either. Skips are returned but not recorded. Every change tried is recorded in the
+ledger right after it is tried, applied or failed, so a crash part way loses nothing
+already done. A failure (non-zero exit, an exception, a timeout) is recorded as
 "failed: <first line of the error>" and the rest go on.
 """
 
@@ -20,7 +23,7 @@ import shlex
 import subprocess
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
-from ..core.recommend import Recommendation, key_value
+from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, lease_expires
 from ..core.records import Adjustment, SubmitterObs
 from ..views.recommend import command_argv
 
@@ -34,34 +37,45 @@ class Ledger(Protocol):
 
     def record_adjustment(self, adj: Adjustment) -> None: ...
 
-    def active_adjustment(self, key: str, now: int) -> Adjustment | None: ...
+    def adjustments(self, name: str | None = None,
+                    since: int | None = None) -> list[Adjustment]: ...
 
 
 def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now: int,
                           pool: str | None = None, negotiator: Any = None,
                           run: Callable[..., Any] = subprocess.run,
-                          current: Mapping[str, SubmitterObs] | None = None) -> list[Adjustment]:
-    """Make each recommended change unless it is already in place; returns one Adjustment
-    per recommendation, in order (outcome "applied", "failed: ..." or "skipped: ...").
+                          current: Mapping[str, SubmitterObs] | None = None,
+                          latest_pass_time: float | None = None) -> list[Adjustment]:
+    """Make each recommended change unless it is report-only or already in place; returns
+    one Adjustment per recommendation, in order (outcome "applied", "failed: ..." or
+    "skipped: ...").
 
-    ledger: `record_adjustment(adj)` and `active_adjustment(key, now)`; only an active
-    adjustment with outcome "applied" counts as in place. now: the clock (applied_at,
-    lease ends). pool: passed to condor_userprio as -pool. negotiator: an
-    htcondor2.Negotiator for deletes (else the command deletes). run: subprocess.run or a
-    stand-in. current: the latest records by name, to skip changes the pool already shows.
+    ledger: `record_adjustment(adj)` and `adjustments(name=...)`; only adjustments with
+    outcome "applied" count as in place. now: the clock (applied_at, lease ends). pool:
+    passed to condor_userprio as -pool. negotiator: an htcondor2.Negotiator for deletes
+    (else the command deletes). run: subprocess.run or a stand-in. current: the latest
+    complete pass's records by name, to skip what the pool already shows.
+    latest_pass_time: the start of the newest complete pass the recommendations come
+    from; an applied delete older than it no longer counts as in place (that pass still
+    recorded the name, so the record is back). None: an applied delete always counts.
 
-    A failed change is recorded with lease_expires = now (nothing took effect), so a
-    ledger that judges activity by lease end alone does not take it for a change in
-    place; the next run tries it again.
+    A report-only recommendation gets "skipped: report only" (command "<kind> <name>",
+    method "none"). A failed change is recorded with lease_expires = now (nothing took
+    effect), so a ledger that judges activity by lease end alone does not take it for a
+    change in place; the next run tries it again.
     """
     out: list[Adjustment] = []
     for rec in recs:
         argv = command_argv(rec, pool)
+        if argv is None or rec.kind in REPORT_ONLY_KINDS:
+            out.append(Adjustment(rec.key, rec.kind, rec.name, rec.value, now, None,
+                                  f"{rec.kind} {rec.name}", "none", "skipped: report only"))
+            continue
         use_bindings = rec.kind == "delete" and negotiator is not None
         method = "bindings" if use_bindings else "condor_userprio"
         command = (f"htcondor2.Negotiator.deleteUser({rec.name!r})" if use_bindings
                    else shlex.join(argv))
-        why = _in_place(rec, ledger, now, current)
+        why = _in_place(rec, ledger, now, current, latest_pass_time)
         if why is not None:
             out.append(Adjustment(rec.key, rec.kind, rec.name, rec.value, now, None, command,
                                   method, f"skipped: {why}"))
@@ -81,30 +95,34 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
 
 
 def _in_place(rec: Recommendation, ledger: Ledger, now: int,
-              current: Mapping[str, SubmitterObs] | None) -> str | None:
-    """Why `rec` needs nothing done (None: it does)."""
-    active = ledger.active_adjustment(rec.key, now)
-    if active is not None and active.outcome == "applied":
-        until = ("does not expire" if active.lease_expires is None
-                 else f"in effect until {active.lease_expires}")
-        return f"applied at {active.applied_at}, {until}"
+              current: Mapping[str, SubmitterObs] | None,
+              latest_pass_time: float | None) -> str | None:
+    """Why `rec` needs nothing done (None: it does), judged by (kind, name).
+
+    Leased kinds: a lease of that kind we applied to that name that has not ended (no
+    lease: a permanent change), or one the pool shows running (the negotiator would refuse
+    another, A25). Delete: a delete we applied that no complete pass since has
+    contradicted, or no record in the pool."""
+    for adj in reversed(ledger.adjustments(name=rec.name)):
+        if adj.kind != rec.kind or adj.name != rec.name or adj.outcome != "applied":
+            continue
+        if rec.kind in LEASED_KINDS and (adj.lease_expires is None or adj.lease_expires > now):
+            until = ("does not expire" if adj.lease_expires is None
+                     else f"in effect until {adj.lease_expires}")
+            return f"{rec.kind} applied at {adj.applied_at}, {until}"
+        if rec.kind == "delete" and (latest_pass_time is None
+                                     or adj.applied_at >= latest_pass_time):
+            return f"deleted at {adj.applied_at}, no complete pass has seen the record since"
     if current is None:
         return None
     obs = current.get(rec.name)
     if rec.kind == "delete":
         return "the record is already absent" if obs is None else None
-    if obs is None:
+    if obs is None or rec.kind not in LEASED_KINDS:
         return None
-    v = key_value(rec.kind, rec.value)
-    if (rec.kind == "factor" and obs.factor is not None and round(obs.factor, 2) == v
-            and obs.factor_lease_expires > now):
-        return f"factor {obs.factor:g} already leased until {obs.factor_lease_expires}"
-    if rec.kind == "ceiling" and obs.ceiling == v:
-        return f"ceiling {obs.ceiling} already set"
-    if rec.kind == "floor" and obs.floor == v:
-        return f"floor {obs.floor} already set"
-    if rec.kind == "setprio" and obs.real_rup is not None and round(obs.real_rup, 2) == v:
-        return f"real priority already {obs.real_rup:g}"
+    exp = lease_expires(obs, rec.kind)
+    if exp > now:
+        return f"a {rec.kind} lease runs until {exp} (the negotiator refuses another)"
     return None
 
 
