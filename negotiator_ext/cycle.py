@@ -362,6 +362,7 @@ def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
             "factor": acc.priority_factor(s.name),
             "share": rec.share if rec else None,
             "limit": rec.limit if rec else None,
+            "submitter_limit": acc.customers.get(s.name, {}).get("SubmitterLimit") if rec else None,
             "floor": acc.floor(s.name), "ceiling": ceiling if ceiling >= 0 else None,
             "usage_before": usage_before.get(s.name, 0.0),
             "usage_after": acc.weighted_usage(s.name),

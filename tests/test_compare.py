@@ -199,7 +199,8 @@ def test_compares_with_the_first_cycle_after_the_snapshot():
             m("b@x", "s3", 112), m("a@x", "s9", 130)]
     ours = [m("a@x", "p1"), m("a@x", "p1"), m("a@x", "p1"), m("b@x", "s2"), m("c@x", "s4")]
     c = compare(shadow_pass="p", shadow_snapshot_time=100, shadow_matches=ours,
-                shadow_submitters=[sub("a@x", shadow_share=0.5, shadow_limit=3.0),
+                shadow_submitters=[sub("a@x", shadow_share=0.5, shadow_limit=1.0,
+                                       shadow_submitter_limit=3.0),
                                    sub("c@x")],
                 shadow_groups=[], real_cycles=CYCLES, real_matches=real,
                 real_submitters=[sub("a@x", real_share=0.6, real_limit=2.5)])

@@ -57,7 +57,8 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
         real_share=0.25, real_limit=6.0, last_usage_time=1_699_999_000,
         begin_usage_time=1_699_000_000, claimed_weight=3.25, idle_jobs=11, running_jobs=3,
         shadow_eup=501.0, shadow_share=0.3, shadow_limit=6.5, shadow_matches=2,
-        shadow_match_weight=2.5, real_matches=1, predicted_rup=0.49, drift=0.0204)
+        shadow_match_weight=2.5, real_matches=1, predicted_rup=0.49, drift=0.0204,
+        shadow_submitter_limit=12.5)
         for i in range(n_submitters))
     return PassRecord(
         uuid=uuid, pool=pool, started_at=started_at, finished_at=started_at + 4.5,
@@ -453,13 +454,21 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 4
+    assert SCHEMA_VERSION == versions[-1] == 5
+
+
+# record columns later migrations added (version 1 wrote none of them)
+ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter_limit")
 
 
 def test_migration_from_v1(url, monkeypatch):
     # what version 1 could hold: no comparison columns of version 4, no slot classes
-    rec = dataclasses.replace(full_pass(), comparison=dataclasses.replace(
-        full_pass().comparison, agreed_equivalent=None, equivalent_agreement=None),
+    full = full_pass()
+    rec = dataclasses.replace(
+        full, comparison=dataclasses.replace(full.comparison, agreed_equivalent=None,
+                                             equivalent_agreement=None),
+        submitters=tuple(dataclasses.replace(o, shadow_submitter_limit=None)
+                         for o in full.submitters),
         slot_classes={})
     with ledger_mod._open(url, schema_target=1) as old:   # what version 1 wrote
         assert old.schema_version == 1
@@ -469,12 +478,12 @@ def test_migration_from_v1(url, monkeypatch):
             real_row_of = ledger_mod._row_of
             m.setattr(ledger_mod, "_row_of", lambda obj: {
                 k: v for k, v in real_row_of(obj).items()
-                if k not in ("agreed_equivalent", "equivalent_agreement")})
+                if k not in ADDED_AFTER_V1})
             assert old.record_pass(rec)
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()
     with open_ledger(url) as ledger:
-        assert ledger.schema_version == 4
+        assert ledger.schema_version == 5
         # version 3 takes an older pass as comparable when it was complete
         assert ledger.pass_record(rec.uuid) == dataclasses.replace(
             rec, comparable=rec.status == "complete")
@@ -489,7 +498,7 @@ def test_migration_from_v1(url, monkeypatch):
                                "WHERE key = 'schema_version'").fetchone()
         conn.close()
         assert {"adjustments", "adjustments_key", "passes_pool_started"} <= names
-        assert version == ("4",)
+        assert version == ("5",)
 
 
 # ---------------------------------------------------------------- retention, adjustments

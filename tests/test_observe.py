@@ -265,6 +265,7 @@ def test_observe_pass_exact_numbers(hgq_pass):
         real_rup=0.5, real_eup=500.0, real_usage=2.0, resources_used=2.0,
         claimed_weight=2.0, idle_jobs=30, running_jobs=0,
         shadow_eup=pytest.approx(500.156), shadow_share=1.0, shadow_limit=17.0,
+        shadow_submitter_limit=19.0,     # the real accountant published 19.0 after the cycle
         shadow_matches=17, shadow_match_weight=17.0)
     # a group record: its subtree's claims, as HierWeightedResourcesUsed counts them
     physics = by_name["group_physics"]

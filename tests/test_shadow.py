@@ -97,6 +97,11 @@ def test_replayed_fixture_gives_comparison_with_agreement(tmp_path, mocker, scen
     # the real negotiator's choice among identical slots is arbitrary: up to identical
     # slots, ours made every real match
     assert c.agreed_equivalent == n_real and c.equivalent_agreement == pytest.approx(1.0)
+    # the first spin's share and SubmitterLimit, as the real accountant published them
+    for name, row in c.per_submitter.items():
+        if row["real_share"] is not None and row["shadow_share"] is not None:
+            assert (name, row["shadow_share"]) == (name, pytest.approx(row["real_share"]))
+            assert (name, row["shadow_limit"]) == (name, pytest.approx(row["real_limit"]))
     # our accountant's priorities agree with the real accountant after its step
     assert c.max_abs_drift is not None and c.max_abs_drift < 1e-6
     with open_ledger(loop.settings.ledger_url) as ledger:

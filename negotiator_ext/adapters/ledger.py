@@ -227,6 +227,10 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
             classes TEXT NOT NULL)""",
         "CREATE INDEX comparisons_shadow_pass ON comparisons (shadow_pass)",
     )),
+    # 5: our SubmitterLimit as the real accountant publishes its own
+    (5, (
+        "ALTER TABLE submitters ADD COLUMN shadow_submitter_limit DOUBLE PRECISION",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

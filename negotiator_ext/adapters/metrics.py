@@ -189,7 +189,7 @@ def families(rec: PassRecord) -> list[Metric]:
     add(_labelled("submitter_share", "Submitter share of the pool: real last cycle, and ours",
                   lab, sided((("real", "real_share"), ("shadow", "shadow_share")))))
     add(_labelled("submitter_limit", "Submitter limit: real last cycle, and ours",
-                  lab, sided((("real", "real_limit"), ("shadow", "shadow_limit")))))
+                  lab, sided((("real", "real_limit"), ("shadow", "shadow_submitter_limit")))))
     ran = rec.shadow_duration is not None   # else our per-principal match counts are not known
     add(_labelled("submitter_matches", "Matches of the submitter: real compared cycle, and ours",
                   lab, sided((("real", "real_matches"),) + ((("shadow", "shadow_matches"),)

@@ -360,6 +360,7 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
             return {}
         return {"shadow_eup": _number(row.get("eup")), "shadow_share": _number(row.get("share")),
                 "shadow_limit": _number(row.get("limit")),
+                "shadow_submitter_limit": _number(row.get("submitter_limit")),
                 "shadow_matches": int(row.get("matched") or 0),
                 "shadow_match_weight": float(row.get("matched_weight") or 0.0)}
 

@@ -175,7 +175,7 @@ def _per_submitter(names, real_by_sub, shadow_by_sub, subs_shadow, subs_real
             "real_share": re_.real_share if re_ else None,
             "shadow_share": sh.shadow_share if sh else None,
             "real_limit": re_.real_limit if re_ else None,
-            "shadow_limit": sh.shadow_limit if sh else None,
+            "shadow_limit": sh.shadow_submitter_limit if sh else None,
         }
     return out
 

@@ -76,11 +76,14 @@ class SubmitterObs:
     running_jobs: int = 0
     shadow_eup: float | None = None
     shadow_share: float | None = None
-    shadow_limit: float | None = None
+    shadow_limit: float | None = None   # our first-spin limit, net of usage (what it may add)
     shadow_matches: int = 0
     shadow_match_weight: float = 0.0
     real_matches: int | None = None     # in the compared real cycle (MatchLog), else None
     predicted_rup: float | None = None  # our accountant's RUP for the real accountant's time
+    # our SubmitterLimit as the accountant publishes it (share x the pie's total, first
+    # spin: what `real_limit` is), unlike `shadow_limit`, which is net of usage
+    shadow_submitter_limit: float | None = None
     drift: float | None = None          # (real_rup - predicted_rup) / predicted_rup
 
 
