@@ -248,11 +248,9 @@ def test_sighup_during_start_up_does_not_end_the_daemon(tmp_path, no_config_chec
     assert "SIGHUP: reloading the configuration after the pass in flight" in ht.lines()
 
 
-def test_sighup_with_an_unreadable_config_keeps_the_running_settings(tmp_path, monkeypatch):
-    monkeypatch.setattr(daemon, "_check_config", lambda path: "cfg: line 3: not valid")
-    ht = FakeHtcondor()
-    seen = []
-
+def hup_then_term(seen: list):
+    """Two loop scripts: the first gets SIGHUP, the second notes the settings it runs
+    with, then gets SIGTERM."""
     def hup(loop, stop, on_pass):
         kill_self("SIGHUP")
         until_stopped(stop)
@@ -262,7 +260,15 @@ def test_sighup_with_an_unreadable_config_keeps_the_running_settings(tmp_path, m
         kill_self("SIGTERM")
         until_stopped(stop)
 
-    sh = FakeShadow([settings(tmp_path, name="a"), settings(tmp_path, name="b")], [hup, term])
+    return [hup, term]
+
+
+def test_sighup_with_an_unreadable_config_keeps_the_running_settings(tmp_path, monkeypatch):
+    monkeypatch.setattr(daemon, "_check_config", lambda path: "cfg: line 3: not valid")
+    ht = FakeHtcondor()
+    seen = []
+    sh = FakeShadow([settings(tmp_path, name="a"), settings(tmp_path, name="b")],
+                    hup_then_term(seen))
     assert run_main([], ht, sh) == 0
     assert seen == ["a"]
     assert ht.called("reload_config") == [] and len(sh.read) == 1
@@ -273,18 +279,8 @@ def test_sighup_with_an_unreadable_config_keeps_the_running_settings(tmp_path, m
 def test_sighup_with_bad_knobs_keeps_the_running_settings(tmp_path, no_config_check):
     ht = FakeHtcondor()
     seen = []
-
-    def hup(loop, stop, on_pass):
-        kill_self("SIGHUP")
-        until_stopped(stop)
-
-    def term(loop, stop, on_pass):
-        seen.append(loop.settings.name)
-        kill_self("SIGTERM")
-        until_stopped(stop)
-
     bad = InputError("NEGOTIATOR_EXT_INTERVAL", "not a number: abc")
-    sh = FakeShadow([settings(tmp_path, name="a"), bad], [hup, term])
+    sh = FakeShadow([settings(tmp_path, name="a"), bad], hup_then_term(seen))
     assert run_main([], ht, sh) == 0
     assert seen == ["a"]
     assert any("reconfiguration failed, the running settings stay: NEGOTIATOR_EXT_INTERVAL: "
