@@ -190,7 +190,8 @@ def m(submitter, slot, t=None, job="1.0"):
 
 
 CYCLES = [RealCycle(time=130, end=131, duration=1.0, matches=1),
-          RealCycle(time=110, end=112, duration=2.0, matches=4),
+          RealCycle(time=110, end=112, duration=2.0, matches=4,
+                    submitters_share_limit=("a@x",), submitters_out_of_time=("b@x",)),
           RealCycle(time=90, end=90, duration=0.0, matches=7)]
 
 
@@ -210,11 +211,14 @@ def test_compares_with_the_first_cycle_after_the_snapshot():
     assert c.count_agreement == (2 + 1 + 0) / 5
     assert c.per_submitter == {
         "a@x": {"real": 2, "shadow": 3, "real_share": 0.6, "shadow_share": 0.5,
-                "real_limit": 2.5, "shadow_limit": 3.0},
+                "real_limit": 2.5, "shadow_limit": 3.0,
+                "real_at_share_limit": True, "real_out_of_time": False},
         "c@x": {"real": 0, "shadow": 1, "real_share": None, "shadow_share": None,
-                "real_limit": None, "shadow_limit": None},
+                "real_limit": None, "shadow_limit": None,
+                "real_at_share_limit": False, "real_out_of_time": False},
         "b@x": {"real": 2, "shadow": 1, "real_share": None, "shadow_share": None,
-                "real_limit": None, "shadow_limit": None},
+                "real_limit": None, "shadow_limit": None,
+                "real_at_share_limit": False, "real_out_of_time": True},
     }
     assert c.notes == ("2 real cycles ran between the passes; compared with the first",
                        "real shares and limits are the newest real cycle's, not the compared one's")
@@ -251,7 +255,8 @@ def test_nothing_matched_on_either_side():
 
 def test_groups_of_real_matches_and_quotas():
     groups = [GroupObs(name="<none>", real_quota=1.0, shadow_quota=1.0, shadow_matches=0),
-              GroupObs(name="phys", real_quota=10.0, shadow_quota=12.0, shadow_matches=2),
+              GroupObs(name="phys", real_quota=10.0, shadow_quota=12.0, shadow_matches=2,
+                       real_usage=4.0, shadow_usage_after=6.0),
               GroupObs(name="phys.hep", real_quota=5.0, shadow_quota=6.0, shadow_matches=1)]
     shadow_subs = [sub("phys.hep.h@x", group="phys.hep")]
     real = [m("phys.hep.h@x", "s1", 110), m("phys.hep.z@x", "s2", 110),   # z: by its name
@@ -259,11 +264,14 @@ def test_groups_of_real_matches_and_quotas():
     c = compare(shadow_pass="p", shadow_snapshot_time=100, shadow_matches=[],
                 shadow_submitters=shadow_subs, shadow_groups=groups, real_cycles=CYCLES,
                 real_matches=real)
+    # without the later pass's ads, the quotas are the shadow pass's own, the usage unknown
     assert c.per_group == {
-        "<none>": {"real_quota": 1.0, "shadow_quota": 1.0, "real_matches": 2, "shadow_matches": 0},
-        "phys": {"real_quota": 10.0, "shadow_quota": 12.0, "real_matches": 1, "shadow_matches": 2},
+        "<none>": {"real_quota": 1.0, "shadow_quota": 1.0, "real_matches": 2, "shadow_matches": 0,
+                   "real_usage_after": None, "shadow_usage_after": None},
+        "phys": {"real_quota": 10.0, "shadow_quota": 12.0, "real_matches": 1, "shadow_matches": 2,
+                 "real_usage_after": None, "shadow_usage_after": 6.0},
         "phys.hep": {"real_quota": 5.0, "shadow_quota": 6.0, "real_matches": 2,
-                     "shadow_matches": 1},
+                     "shadow_matches": 1, "real_usage_after": None, "shadow_usage_after": None},
     }
     # the quotas of the later pass's Accounting ads, when given
     later = [GroupObs(name="phys", real_quota=11.0), GroupObs(name="chem", real_quota=3.0)]

@@ -134,9 +134,9 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
         real_matches=real_total, shadow_matches=shadow_total, agreed=agreed,
         real_in_shadow=real_in_shadow, shadow_in_real=shadow_in_real,
         count_agreement=count_agreement, source=source,
-        per_submitter=_per_submitter(
+        per_submitter=_flag_limits(_per_submitter(
             _submitter_names(shadow_submitters, shadow_by_sub, real_by_sub or ()),
-            real_by_sub, shadow_by_sub, subs_shadow, subs_real),
+            real_by_sub, shadow_by_sub, subs_shadow, subs_real), cycle),
         per_group=_per_group(shadow_groups, real_groups, real_group_counts, real=True),
         max_abs_drift=max_drift, real_duration=cycle.duration, notes=tuple(notes),
         agreed_equivalent=agreed_eq, equivalent_agreement=eq_agreement)
@@ -180,12 +180,21 @@ def _per_submitter(names, real_by_sub, shadow_by_sub, subs_shadow, subs_real
     return out
 
 
+def _flag_limits(rows: dict[str, dict[str, Any]], cycle: RealCycle) -> dict[str, dict[str, Any]]:
+    """Mark the submitters the real cycle names as stopped at their share limit
+    (LastNegotiationCycleSubmittersShareLimit) or out of time (...SubmittersOutOfTime)."""
+    for name, row in rows.items():
+        row["real_at_share_limit"] = name in cycle.submitters_share_limit
+        row["real_out_of_time"] = name in cycle.submitters_out_of_time
+    return rows
+
+
 def _per_group(shadow_groups, real_groups, real_counts, *, real: bool) -> dict[str, dict[str, Any]]:
     later = {g.name: g for g in real_groups}
     out = {}
     for g in list(shadow_groups) + [g for g in real_groups
                                     if g.name not in {s.name for s in shadow_groups}]:
-        quota = None
+        quota = src = None
         if real:
             src = later.get(g.name) if later else g
             quota = src.real_quota if src is not None else None
@@ -194,6 +203,10 @@ def _per_group(shadow_groups, real_groups, real_counts, *, real: bool) -> dict[s
             "shadow_quota": g.shadow_quota,
             "real_matches": real_counts.get(g.name, 0) if real_counts is not None else None,
             "shadow_matches": g.shadow_matches,
+            # weighted usage after each cycle: what each allocated, in quota units
+            "real_usage_after": (later[g.name].real_usage
+                                 if real and g.name in later else None),
+            "shadow_usage_after": g.shadow_usage_after,
         }
     return out
 
