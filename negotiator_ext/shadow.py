@@ -291,8 +291,10 @@ class _Pass:
         snap_time = pool.snapshot.captured_at
         if self.replay is not None and snap_time is not None:
             self.started = float(snap_time)
-        # whether our cycle ran on sound input, so that the next pass may compare it
-        comparable = not pool.snapshot.partial
+        # whether our cycle ran on sound input, so that the next pass may compare it: the
+        # negotiator's own ad is only the real side (its config comes by RemoteParam)
+        comparable = not (pool.snapshot.missing_schedds or set(
+            pool.snapshot.meta.get("errors") or ()) - {"collector:negotiator"})
         if last_any is not None and self.started < float(last_any["started_at"]):
             comparable = False
             self.partial(f"the clock went backwards: this pass at {self.started:.0f} is "

@@ -475,6 +475,7 @@ def test_migration_from_v1(url, monkeypatch):
         with monkeypatch.context() as m:                  # version 1 had no `comparable`
             m.setattr(ledger_mod, "_PASS_HEADER",
                       tuple(n for n in ledger_mod._PASS_HEADER if n != "comparable"))
+            m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
             real_row_of = ledger_mod._row_of
             m.setattr(ledger_mod, "_row_of", lambda obj: {
                 k: v for k, v in real_row_of(obj).items()
@@ -685,18 +686,26 @@ def test_kill_9_leaves_a_consistent_ledger(db_path):
         assert ledger.record_pass(small_pass("after-the-crash", 1e9))
 
 
-def test_slot_classes_are_kept_for_the_newest_comparable_pass_only(url):
-    def rec(uuid, t, comparable=True):
-        return dataclasses.replace(small_pass(uuid, started_at=t), comparable=comparable,
-                                   slot_classes={"slot1": 0, "slot2": 0, f"{uuid}-slot": 1})
+def test_slot_classes_are_kept_until_compared_for_a_few_passes(url):
+    def rec(uuid, t, comparable=True, compares=None):
+        r = dataclasses.replace(small_pass(uuid, started_at=t), comparable=comparable,
+                                slot_classes={"slot1": 0, "slot2": 0, f"{uuid}-slot": 1})
+        if compares:
+            r = dataclasses.replace(r, comparison=full_pass().comparison.__class__(
+                **{**dataclasses.asdict(full_pass().comparison), "shadow_pass": compares}))
+        return r
     with open_ledger(url) as ledger:
         ledger.record_pass(rec("a", 100.0))
         assert ledger.slot_classes("a") == {"slot1": 0, "slot2": 0, "a-slot": 1}
-        ledger.record_pass(rec("b", 200.0))
-        assert ledger.slot_classes("a") == {}            # replaced by the newer pass's
-        assert ledger.slot_classes("b")["b-slot"] == 1
-        ledger.record_pass(rec("c", 300.0, comparable=False))
-        assert ledger.slot_classes("c") == {}            # never compared: not kept
-        assert ledger.slot_classes("b") != {}            # still the one the next pass needs
-        assert ledger.prune(250.0) == 2
-        assert ledger.slot_classes("b") == {}
+        ledger.record_pass(rec("b", 200.0, comparable=False))
+        assert ledger.slot_classes("b") == {}            # never compared: not kept
+        ledger.record_pass(rec("c", 300.0, compares="a"))
+        assert ledger.slot_classes("a") == {}            # compared: no longer needed
+        assert ledger.slot_classes("c")["c-slot"] == 1
+        for i in range(6):
+            ledger.record_pass(rec(f"d{i}", 400.0 + i))
+        kept = [u for u in ["c"] + [f"d{i}" for i in range(6)] if ledger.slot_classes(u)]
+        assert kept == ["d1", "d2", "d3", "d4", "d5"]    # the newest five
+        assert ledger.prune(403.0) == 6
+        assert [u for u in ("d3", "d4", "d5") if ledger.slot_classes(u)] == ["d3", "d4", "d5"]
+        assert ledger.slot_classes("d1") == {}

@@ -250,6 +250,8 @@ def test_missing_negotiator_ad_is_partial(tmp_path, mocker):
     rec = loop.run_pass()
     assert rec.status == "partial"
     assert "negotiator" in rec.reason
+    assert rec.comparable          # the snapshot was whole: a later pass compares our cycle
+    assert rec.comparison is None and rec.real_cycles == ()
 
 
 def test_accounting_ad_without_its_priority_is_partial(tmp_path, mocker):
@@ -261,7 +263,8 @@ def test_accounting_ad_without_its_priority_is_partial(tmp_path, mocker):
     _, loop = _loop(tmp_path, mocker, fake)
     rec = loop.run_pass()
     assert rec.status == "partial", rec.reason
-    assert rec.reason
+    assert "Priority" in rec.reason
+    assert not rec.comparable      # our cycle started that record from scratch
 
 
 def test_clock_going_backwards_is_a_partial_pass(tmp_path, mocker):
@@ -271,6 +274,7 @@ def test_clock_going_backwards_is_a_partial_pass(tmp_path, mocker):
     rec = loop.run_pass()
     assert rec.status == "partial"
     assert "clock went backwards" in rec.reason
+    assert not rec.comparable and rec.slot_classes == {}
     with open_ledger(loop.settings.ledger_url) as ledger:
         assert len(ledger.passes()) == 2
 

@@ -217,7 +217,7 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
         "UPDATE passes SET comparable = CASE WHEN status = 'complete' THEN 1 ELSE 0 END",
     )),
     # 4: agreement up to interchangeable slots (Comparison.agreed_equivalent), and the
-    # slot classes of the newest comparable pass of each pool (PassRecord.slot_classes)
+    # slot classes of the newest comparable passes not compared yet (PassRecord.slot_classes)
     (4, (
         "ALTER TABLE comparisons ADD COLUMN agreed_equivalent BIGINT",
         "ALTER TABLE comparisons ADD COLUMN equivalent_agreement DOUBLE PRECISION",
@@ -754,14 +754,27 @@ class Ledger:
                                      ("groups", rec.groups),
                                      ("comparisons", comparison)):
                     self._insert_rows(table, [{"pass_uuid": rec.uuid, **_row_of(x)} for x in items])
-                if rec.comparable and rec.slot_classes:
-                    # only the newest comparable pass's classes are ever read (by the next
-                    # pass): a cache, replaced, not a record
-                    self._db.execute("DELETE FROM slot_classes WHERE pool = ?", (rec.pool,))
-                    self._db.execute(
-                        "INSERT INTO slot_classes (pass_uuid, pool, classes) VALUES (?, ?, ?)",
-                        (rec.uuid, rec.pool, _encode_classes(rec.slot_classes)))
+                self._keep_slot_classes(rec)
         return True
+
+    # slot classes are kept for the newest comparable passes not compared yet (a cache,
+    # not a record): one of them is what the next real cycle will be compared with
+    SLOT_CLASSES_KEPT = 5
+
+    def _keep_slot_classes(self, rec: PassRecord) -> None:
+        if rec.comparison is not None:
+            self._db.execute("DELETE FROM slot_classes WHERE pass_uuid = ?",
+                             (rec.comparison.shadow_pass,))
+        if not (rec.comparable and rec.slot_classes):
+            return
+        self._db.execute(
+            "INSERT INTO slot_classes (pass_uuid, pool, classes) VALUES (?, ?, ?)",
+            (rec.uuid, rec.pool, _encode_classes(rec.slot_classes)))
+        self._db.execute(
+            "DELETE FROM slot_classes WHERE pool = ? AND pass_uuid NOT IN ("
+            " SELECT s.pass_uuid FROM slot_classes s JOIN passes p ON p.uuid = s.pass_uuid"
+            " WHERE s.pool = ? ORDER BY p.id DESC LIMIT ?)",
+            (rec.pool, rec.pool, self.SLOT_CLASSES_KEPT))
 
     def slot_classes(self, uuid: str) -> dict[str, int]:
         """The slot classes recorded with pass `uuid` (empty: none kept)."""
