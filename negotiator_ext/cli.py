@@ -358,11 +358,19 @@ def _ledger_url(args, knobs) -> str:
 
 
 def _log_to_stderr() -> None:
+    """The shadow loop's log lines on stderr (once per process)."""
     import logging
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("negotiator-ext: %(levelname)s: %(message)s"))
+
+    class _Stderr(logging.StreamHandler):
+        def emit(self, record):            # whatever sys.stderr is now (tests swap it)
+            self.stream = sys.stderr
+            super().emit(record)
+
     log = logging.getLogger("negotiator_ext")
-    if not log.handlers:
+    if not any(isinstance(h, logging.StreamHandler) and type(h).__name__ == "_Stderr"
+               for h in log.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("negotiator-ext: %(levelname)s: %(message)s"))
         log.addHandler(handler)
     log.setLevel(logging.INFO)
 

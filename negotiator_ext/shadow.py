@@ -106,7 +106,10 @@ class ShadowSettings:
         state_dir = Path(state)
         ledger = o.get("ledger_url") or knobs.get("LEDGER") or str(state_dir / "ledger.sqlite")
         matchlog = o.get("matchlog") or knobs.get("MATCHLOG") or None
-        metrics = o.get("metrics_file") or knobs.get("METRICS_FILE") or None
+        # the Prometheus textfile: on by default (in the state directory), off when the
+        # knob is set empty
+        metrics = o.get("metrics_file") or knobs.get(
+            "METRICS_FILE", str(state_dir / "negotiator_ext.prom")) or None
         host = socket.getfqdn()
         s = cls(
             pool=o.get("pool") or knobs.get("POOL") or None,

@@ -26,3 +26,15 @@ def writable_copy(tmp_path, scenario, name=None):
     for p in d.rglob("*"):
         p.chmod(0o644 if p.is_file() else 0o755)
     return d
+
+
+@pytest.fixture(autouse=True)
+def _restore_negotiator_ext_logging():
+    """Commands called in-process (cli.main) add a stderr handler to the package logger,
+    as a real process does once: take it away after each test."""
+    import logging
+    log = logging.getLogger("negotiator_ext")
+    handlers, level = list(log.handlers), log.level
+    yield
+    log.handlers[:] = handlers
+    log.setLevel(level)
