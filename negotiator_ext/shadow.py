@@ -201,9 +201,8 @@ class ShadowLoop:
     """Passes beside one pool, recorded in one ledger.
 
     `htcondor` is the bindings module (default htcondor2, imported when first needed;
-    tests pass a mock). `clock` gives the wall time. `replay`, when given, is an
-    iterator of recorded snapshot directories used instead of live captures (each is a
-    pass at its own capture time)."""
+    tests pass a mock). `clock` gives the wall time. `run_pass(replay=DIR)` takes a
+    recorded snapshot directory instead of a live capture (a pass at its capture time)."""
 
     def __init__(self, settings: ShadowSettings, *, htcondor=None,
                  clock: Callable[[], float] = time.time, log: logging.Logger | None = None):
