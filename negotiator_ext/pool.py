@@ -108,7 +108,14 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
     if path is None:
         warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "
                         "using HTCondor's defaults")
-    config = load_config(path)
+    return build_pool(snap, load_config(path), warnings)
+
+
+def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | None = None
+               ) -> Pool:
+    """The Pool of a snapshot already in memory under a config already read (the
+    simulator builds one per cycle this way); `warnings` so far are kept."""
+    warnings = list(warnings or ())
     groups = GroupTree(config)
     warnings.extend(f"{config.source}: {w}" for w in config.warnings + tuple(groups.warnings))
     for knob, on, what in (

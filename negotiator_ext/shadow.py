@@ -336,8 +336,10 @@ class _Pass:
         if comparison is not None:
             subs, groups = _with_real_counts(subs, groups, comparison)
 
+        waits = job_waits(pool, {m.assigned_job for m in result.matches}, result.time)
         shadow_matches = tuple(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
-                                          preempting=m.preempting, group=m.group)
+                                          preempting=m.preempting, group=m.group,
+                                          wait=waits.get(m.assigned_job))
                                for m in result.matches)
         finished = self.loop.clock() if self.replay is None else self.started
         status = "partial" if self.partial_reasons else "complete"
@@ -349,7 +351,7 @@ class _Pass:
             real_cycle_time=newest if newest is not None else (seen or None),
             real_accountant_time=acct_time,
             shadow_duration=shadow_duration, capture_duration=capture_duration,
-            shadow_timings=dict(result.timings),
+            shadow_timings=dict(result.timings), pool_weight=result.pool_weight,
             real_cycles=tuple(new_cycles), shadow_matches=shadow_matches,
             real_matches=tuple(real_match_entries or ()),
             submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
@@ -493,6 +495,25 @@ class _Pass:
         if removed:
             self.loop.log.info("ledger retention: %d pass(es) older than %g days removed",
                                removed, self.s.retention_days)
+
+
+def job_waits(pool, job_ids: set[str], t: int) -> dict[str, float]:
+    """How long each of `job_ids` ("Cluster.Proc") had been idle at time `t`: from its
+    EnteredCurrentStatus (else QDate), read from the snapshot's job texts, one scan."""
+    out: dict[str, float] = {}
+    if not job_ids:
+        return out
+    for table in pool.snapshot.jobs.values():
+        for row in table.rows:
+            d = dict(row)
+            jid = f"{d.get('clusterid')}.{d.get('procid')}"
+            if jid in job_ids and jid not in out:
+                since = d.get("enteredcurrentstatus") or d.get("qdate")
+                try:
+                    out[jid] = max(0.0, float(t) - float(since))
+                except (TypeError, ValueError):   # not a literal number: unknown
+                    pass
+    return out
 
 
 def _with_real_counts(subs, groups, comparison):

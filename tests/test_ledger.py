@@ -65,13 +65,13 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
         snapshot_time=int(started_at) + 1, status="complete", reason="a reason",
         real_cycle_time=max(cycles) if cycles else None, real_accountant_time=1_699_999_950,
         shadow_duration=0.875, capture_duration=1.125,
-        shadow_timings={"match": 0.5, "quota": 0.125},
+        shadow_timings={"match": 0.5, "quota": 0.125}, pool_weight=40.0,
         real_cycles=real_cycles,
         shadow_matches=(MatchEntry("12.0", "user0@example.org", "slot1@host", preempting="9.0",
-                                   time=1_700_000_001, group="group_a"),
+                                   time=1_700_000_001, group="group_a", wait=120.0),
                         MatchEntry("12.1", "user1@example.org", "slot2@host")),
         real_matches=(MatchEntry("12.0", "user0@example.org", "slot1@host", time=1_699_999_901,
-                                 group="group_a"),),
+                                 group="group_a", wait=60.5),),
         submitters=subs,
         groups=(GroupObs("group_a", real_quota=10.0, config_quota=0.5, real_usage=4.0,
                          real_requested=12.0, shadow_quota=10.5, shadow_allocated=9.0,
@@ -454,11 +454,12 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 5
+    assert SCHEMA_VERSION == versions[-1] == 6
 
 
 # record columns later migrations added (version 1 wrote none of them)
-ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter_limit")
+ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter_limit",
+                  "wait")
 
 
 def test_migration_from_v1(url, monkeypatch):
@@ -469,12 +470,16 @@ def test_migration_from_v1(url, monkeypatch):
                                              equivalent_agreement=None),
         submitters=tuple(dataclasses.replace(o, shadow_submitter_limit=None)
                          for o in full.submitters),
+        shadow_matches=tuple(dataclasses.replace(m, wait=None) for m in full.shadow_matches),
+        real_matches=tuple(dataclasses.replace(m, wait=None) for m in full.real_matches),
+        pool_weight=None,
         slot_classes={})
     with ledger_mod._open(url, schema_target=1) as old:   # what version 1 wrote
         assert old.schema_version == 1
         with monkeypatch.context() as m:                  # version 1 had no `comparable`
             m.setattr(ledger_mod, "_PASS_HEADER",
-                      tuple(n for n in ledger_mod._PASS_HEADER if n != "comparable"))
+                      tuple(n for n in ledger_mod._PASS_HEADER
+                            if n not in ("comparable", "pool_weight")))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
             real_row_of = ledger_mod._row_of
             m.setattr(ledger_mod, "_row_of", lambda obj: {
@@ -484,7 +489,7 @@ def test_migration_from_v1(url, monkeypatch):
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()
     with open_ledger(url) as ledger:
-        assert ledger.schema_version == 5
+        assert ledger.schema_version == 6
         # version 3 takes an older pass as comparable when it was complete
         assert ledger.pass_record(rec.uuid) == dataclasses.replace(
             rec, comparable=rec.status == "complete")
@@ -499,7 +504,7 @@ def test_migration_from_v1(url, monkeypatch):
                                "WHERE key = 'schema_version'").fetchone()
         conn.close()
         assert {"adjustments", "adjustments_key", "passes_pool_started"} <= names
-        assert version == ("5",)
+        assert version == ("6",)
 
 
 # ---------------------------------------------------------------- retention, adjustments

@@ -81,6 +81,8 @@ def test_replayed_fixture_gives_comparison_with_agreement(tmp_path, mocker, scen
     assert first.status == "complete", first.reason
     assert second.status == "complete", second.reason
     assert first.comparison is None            # nothing before it to compare
+    assert first.pool_weight > 0
+    assert all(m.wait is not None and m.wait >= 0 for m in first.shadow_matches)
     c = second.comparison
     assert c is not None and c.shadow_pass == first.uuid
     assert c.source == "matchlog"

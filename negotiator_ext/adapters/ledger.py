@@ -231,6 +231,12 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (5, (
         "ALTER TABLE submitters ADD COLUMN shadow_submitter_limit DOUBLE PRECISION",
     )),
+    # 6: what the audit needs: the pool's size per pass, each match's queue wait
+    (6, (
+        "ALTER TABLE passes ADD COLUMN pool_weight DOUBLE PRECISION",
+        "ALTER TABLE shadow_matches ADD COLUMN wait DOUBLE PRECISION",
+        "ALTER TABLE real_matches ADD COLUMN wait DOUBLE PRECISION",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -42,6 +42,7 @@ class MatchEntry:
     preempting: str | None = None
     time: int | None = None     # real: the MatchLog line's time (epoch)
     group: str | None = None
+    wait: float | None = None   # seconds the matched job had been idle (JobStatus 1) by then
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,7 @@ class PassRecord:
     shadow_duration: float | None       # our cycle (s)
     capture_duration: float | None      # the snapshot (s)
     shadow_timings: dict[str, float] = field(default_factory=dict)
+    pool_weight: float | None = None    # our cycle's pool size (weighted), the pie's total
     real_cycles: tuple[RealCycle, ...] = ()          # cycles first seen in this pass
     shadow_matches: tuple[MatchEntry, ...] = ()
     real_matches: tuple[MatchEntry, ...] = ()        # MatchLog matches of new real cycles
