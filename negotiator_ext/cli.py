@@ -156,6 +156,22 @@ def build_parser() -> argparse.ArgumentParser:
                          "the negotiator); each is recorded in the ledger, and a change "
                          "already in effect is not made again")
 
+    from .audit_cli import add_audit_parser
+    add_audit_parser(sub)
+
+    sm = sub.add_parser("simulate", allow_abbrev=False,
+                        help="run the negotiator over simulated days of a scenario, into a ledger",
+                        description="Run the real negotiator core (accountant, quotas, "
+                                    "matchmaking) cycle after cycle over simulated time: jobs "
+                                    "arrive, start when matched, run for their duration and "
+                                    "leave. Every cycle is recorded in a ledger as shadow mode "
+                                    "records a pass, so `audit` works on it.")
+    sm.add_argument("scenario", metavar="SCENARIO", help="scenario file (YAML or JSON)")
+    sm.add_argument("-o", "--output", required=True, metavar="LEDGER",
+                    help="the ledger to write (a SQLite file or a postgresql:// URL)")
+    sm.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    sm.add_argument("--json", action="store_true", help="print the run's summary as JSON")
+
     lg = sub.add_parser("ledger", allow_abbrev=False, help="look into or export the ledger",
                         description="Look into the shadow ledger, or export it for analysis "
                                     "elsewhere.")
@@ -567,9 +583,47 @@ def cmd_ledger(args) -> int:
     return 0
 
 
+def cmd_simulate(args) -> int:
+    from .adapters.ledger import open_ledger
+    from .scenario import load_scenario
+    from .simulate import Simulation, progress_bar
+    sc = load_scenario(args.scenario)
+    pool_name = f"whatif:{sc.name}" if sc.replay_ledger or sc.replay_snapshots else sc.pool_name
+    progress = None if args.no_progress else progress_bar(sys.stderr)
+    with open_ledger(args.output) as ledger:
+        if ledger.last_pass(pool_name) is not None:
+            raise InputError(args.output, f"already holds passes of {pool_name}: write "
+                             "the simulation to another ledger (or delete this one)")
+        if pool_name == sc.pool_name:
+            report = Simulation(sc, ledger, progress=progress).run()
+    if pool_name != sc.pool_name:
+        from .simulate import replay_what_if
+        report = replay_what_if(sc, args.output, progress=None)
+        print(f"{sc.name}: {report.passes} recorded snapshot(s) re-run under the changed "
+              f"config in {report.wall:.1f} s ({report.skipped} no longer on disk): "
+              f"{report.matches} matches; ledger {args.output} (pool {pool_name})")
+        return 0
+    doc = {"scenario": sc.name, "pool": sc.pool_name, "ledger": args.output,
+           "passes": report.passes, "matches": report.matches,
+           "preemptions": report.preemptions, "simulated_seconds": report.span,
+           "wall_seconds": round(report.wall, 2)}
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    else:
+        print(f"{sc.name}: {report.passes} cycles over {report.span / 3600:g} h of pool time "
+              f"in {report.wall:.1f} s: {report.matches} matches, {report.preemptions} "
+              f"preemptions; ledger {args.output} (pool {sc.pool_name})")
+    return 0
+
+
+def _cmd_audit(args) -> int:
+    from .audit_cli import cmd_audit
+    return cmd_audit(args)
+
+
 _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
              "explain": cmd_explain, "shadow": cmd_shadow, "recommend": cmd_recommend,
-             "ledger": cmd_ledger}
+             "ledger": cmd_ledger, "simulate": cmd_simulate, "audit": _cmd_audit}
 
 
 if __name__ == "__main__":

@@ -136,7 +136,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
 
     # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8).
     # Without NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT `weighted` is untrimmedSlotWeightTotal.
-    weights = [pie_weight(ad, s.weight) for ad, s in zip(pool.slot_ads, pool.slots)]
+    weights = pool.pie_weights or [pie_weight(ad, s.weight) for ad, s in zip(*pool.every_slot())]
     min_weight = min(weights) if weights else DBL_MAX
     _, weighted, _ = pool.pool_sizes()
 

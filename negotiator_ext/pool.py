@@ -32,12 +32,34 @@ class Pool:
     accountant: AccountantState
     warnings: tuple[str, ...]
     slot_texts: tuple = ()          # each slot ad's (lower-case name, text) pairs, if read
+    # Every slot the collector has, when `slot_ads` holds only the ones a job can take
+    # this cycle (the simulator leaves out claimed slots when nothing can preempt them):
+    # the pool's size and the accountant count them all. Empty: the same as slot_ads.
+    all_slot_ads: tuple = ()
+    all_slots: tuple[SlotUsage, ...] = ()
+    # every slot's pie weight (weight x GhostMultiplier) and its contribution to the
+    # effective pool size, when the caller keeps them (the simulator: per slot, computed
+    # once per change); empty: computed here
+    pie_weights: tuple[float, ...] = ()
+    effective_sizes: tuple[float, ...] = ()
+
+    def every_slot(self) -> tuple[tuple, tuple]:
+        """(ads, usage) of every slot in the pool, candidates or not."""
+        if self.all_slot_ads:
+            return self.all_slot_ads, self.all_slots
+        return self.slot_ads, self.slots
 
     def pool_sizes(self) -> tuple[int, float, float]:
         """(cPoolsize, weightedPoolsize, effectivePoolsize), computed once."""
         got = self.__dict__.get("_sizes")
         if got is None:
-            got = pool_sizes(self.slot_ads, [s.weight for s in self.slots], self.config)
+            ads, usage = self.every_slot()
+            if self.pie_weights and not self.config.slot_poolsize_constraint:
+                count = len(self.pie_weights)
+                got = (count, sum(self.pie_weights) if self.config.use_slot_weights
+                       else float(count), sum(self.effective_sizes))
+            else:
+                got = pool_sizes(ads, [s.weight for s in usage], self.config)
             object.__setattr__(self, "_sizes", got)
         return got
 
@@ -46,7 +68,7 @@ class Pool:
         leases expired, priorities updated and matches checked (2.2 steps 1 and 7)."""
         acc = Accountant(self.accountant, self.config, self.groups)
         acc.initialize_groups()
-        acc.start_cycle(self.slots, t)
+        acc.start_cycle(self.every_slot()[1], t)
         return acc
 
     def hgq_pool_size(self) -> float:

@@ -92,11 +92,15 @@ class ShadowSettings:
     name: str
     config_path: Path | None = None     # the file our knobs were read from (None: this host)
     matchlog_tz: str | None = None      # the MatchLog's time zone (None: this host's)
+    cycle_config: Path | None = None    # what-if: our cycle under this config, not the pool's
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
         """Settings from knob values (names without the prefix); an override that is not
         None wins over its knob."""
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)} - {"ledger_url"}
+        if unknown:
+            raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
         o = {k: v for k, v in overrides.items() if v is not None}
         state = o.get("state_dir") or knobs.get("STATE_DIR")
         if not state:
@@ -128,6 +132,7 @@ class ShadowSettings:
             name=o.get("name") or knobs.get("NAME") or f"negotiator-ext@{host}",
             config_path=Path(o["config_path"]) if o.get("config_path") else None,
             matchlog_tz=o.get("matchlog_tz") or knobs.get("MATCHLOG_TIMEZONE") or None,
+            cycle_config=Path(o["cycle_config"]) if o.get("cycle_config") else None,
         )
         if s.matchlog_tz is not None:
             from zoneinfo import ZoneInfo
@@ -286,7 +291,7 @@ class _Pass:
 
         from .pool import load_pool
         try:
-            pool = load_pool(snap_dir)
+            pool = load_pool(snap_dir, self.s.cycle_config)
         except InputError as exc:
             return self.record_failed(f"snapshot unreadable: {exc.one_line()}",
                                       snapshot_dir=snap_dir)

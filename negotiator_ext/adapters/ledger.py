@@ -728,39 +728,50 @@ class Ledger:
         recorded by an earlier pass are not written again; the header counts those written."""
         with self._guard(f"pass {rec.uuid} not recorded"):
             with self._db.write():
-                header = {n: _encode(getattr(rec, n), _PASS_KINDS[n]) for n in _PASS_HEADER}
-                header.update(n_real_cycles=0, n_shadow_matches=len(rec.shadow_matches),
-                              n_real_matches=len(rec.real_matches),
-                              n_submitters=len(rec.submitters), n_groups=len(rec.groups),
-                              n_comparisons=1 if rec.comparison is not None else 0)
-                cols = list(header)
-                # rowcount, not RETURNING: RETURNING needs SQLite 3.35, older than many
-                # distributions' (EL8: 3.26); ON CONFLICT needs 3.24
-                inserted = self._db.execute(
-                    f"INSERT INTO passes ({', '.join(_q(c) for c in cols)}) VALUES "
-                    f"({', '.join('?' for _ in cols)}) ON CONFLICT (uuid) DO NOTHING",
-                    tuple(header[c] for c in cols)).rowcount
-                if inserted != 1:
-                    return False
-                new_cycles = 0
-                for cycle in rec.real_cycles:
-                    row = {"pool": rec.pool, "first_pass": rec.uuid, **_row_of(cycle)}
-                    rcols = list(row)
-                    new_cycles += max(0, self._db.execute(
-                        f"INSERT INTO real_cycles ({', '.join(_q(c) for c in rcols)}) VALUES "
-                        f"({', '.join('?' for _ in rcols)}) ON CONFLICT (pool, {_q('time')}) "
-                        "DO NOTHING", tuple(row[c] for c in rcols)).rowcount)
-                if new_cycles:
-                    self._db.execute("UPDATE passes SET n_real_cycles = ? WHERE uuid = ?",
-                                     (new_cycles, rec.uuid))
-                comparison = () if rec.comparison is None else (rec.comparison,)
-                for table, items in (("shadow_matches", rec.shadow_matches),
-                                     ("real_matches", rec.real_matches),
-                                     ("submitters", rec.submitters),
-                                     ("groups", rec.groups),
-                                     ("comparisons", comparison)):
-                    self._insert_rows(table, [{"pass_uuid": rec.uuid, **_row_of(x)} for x in items])
-                self._keep_slot_classes(rec)
+                return self._write_pass(rec)
+
+    def record_passes(self, recs: Sequence[PassRecord]) -> int:
+        """Several passes in one transaction (the simulator writes a batch of cycles at a
+        time: one commit, not one per cycle); how many were new. All or none."""
+        with self._guard(f"{len(recs)} passes not recorded"):
+            with self._db.write():
+                return sum(self._write_pass(rec) for rec in recs)
+
+    def _write_pass(self, rec: PassRecord) -> bool:
+        """One pass's rows, inside the caller's transaction; False if already recorded."""
+        header = {n: _encode(getattr(rec, n), _PASS_KINDS[n]) for n in _PASS_HEADER}
+        header.update(n_real_cycles=0, n_shadow_matches=len(rec.shadow_matches),
+                      n_real_matches=len(rec.real_matches),
+                      n_submitters=len(rec.submitters), n_groups=len(rec.groups),
+                      n_comparisons=1 if rec.comparison is not None else 0)
+        cols = list(header)
+        # rowcount, not RETURNING: RETURNING needs SQLite 3.35, older than many
+        # distributions' (EL8: 3.26); ON CONFLICT needs 3.24
+        inserted = self._db.execute(
+            f"INSERT INTO passes ({', '.join(_q(c) for c in cols)}) VALUES "
+            f"({', '.join('?' for _ in cols)}) ON CONFLICT (uuid) DO NOTHING",
+            tuple(header[c] for c in cols)).rowcount
+        if inserted != 1:
+            return False
+        new_cycles = 0
+        for cycle in rec.real_cycles:
+            row = {"pool": rec.pool, "first_pass": rec.uuid, **_row_of(cycle)}
+            rcols = list(row)
+            new_cycles += max(0, self._db.execute(
+                f"INSERT INTO real_cycles ({', '.join(_q(c) for c in rcols)}) VALUES "
+                f"({', '.join('?' for _ in rcols)}) ON CONFLICT (pool, {_q('time')}) "
+                "DO NOTHING", tuple(row[c] for c in rcols)).rowcount)
+        if new_cycles:
+            self._db.execute("UPDATE passes SET n_real_cycles = ? WHERE uuid = ?",
+                             (new_cycles, rec.uuid))
+        comparison = () if rec.comparison is None else (rec.comparison,)
+        for table, items in (("shadow_matches", rec.shadow_matches),
+                             ("real_matches", rec.real_matches),
+                             ("submitters", rec.submitters),
+                             ("groups", rec.groups),
+                             ("comparisons", comparison)):
+            self._insert_rows(table, [{"pass_uuid": rec.uuid, **_row_of(x)} for x in items])
+        self._keep_slot_classes(rec)
         return True
 
     # slot classes are kept for the newest comparable passes not compared yet (a cache,

@@ -1,0 +1,47 @@
+"""The ledger read into the DataFrames the fairness audit analyses (`core.audit`).
+
+One pool, one period (since <= a pass's start < until, either end open): every pass
+header, whatever its status (the audit counts the ones it leaves out); for the complete
+passes, their submitters, groups, our and the real matches; the comparisons recorded by
+the period's passes; and the adjustments applied in the period. Reads go through the
+ledger's reader API only (`adapters.ledger.Ledger`), so SQLite and PostgreSQL ledgers
+read the same.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.audit import AuditFrames, comparison_row, make_frames, pass_row, record_rows
+from .ledger import Ledger
+
+# `window` selects passes from a start time: before any real epoch when none is given
+_BEGINNING = -1e18
+
+
+def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None = None,
+                until: float | None = None) -> AuditFrames:
+    """The passes of `pool` (all pools: None) that started in [since, until), as
+    `core.audit.AuditFrames`. Children (submitters, groups, matches) are read for the
+    complete passes only: the others are not analysed."""
+    heads = ledger.passes(pool=pool, since=since, until=until)
+    complete = {h["uuid"] for h in heads if h["status"] == "complete"}
+    subs: list[dict[str, Any]] = []
+    grps: list[dict[str, Any]] = []
+    if complete:
+        start = since if since is not None else _BEGINNING
+        for head, s, g in ledger.window(start, pool=pool, complete_only=True):
+            if head["uuid"] in complete:
+                subs += record_rows(head["uuid"], s)
+                grps += record_rows(head["uuid"], g)
+    matches: list[dict[str, Any]] = []
+    for h in heads:
+        if h["uuid"] in complete:
+            matches += record_rows(h["uuid"], ledger.shadow_matches(h["uuid"]), source="shadow")
+            matches += record_rows(h["uuid"], ledger.real_matches(h["uuid"]), source="real")
+    comps = [comparison_row(h, c) for h, c in ledger.comparisons(pool=pool, since=since)
+             if until is None or float(h["started_at"]) < until]
+    adjustments = [a for a in ledger.adjustments(since=None if since is None else int(since))
+                   if (since is None or a.applied_at >= since)
+                   and (until is None or a.applied_at < until)]
+    return make_frames([pass_row(h) for h in heads], subs, grps, matches, comps, adjustments)

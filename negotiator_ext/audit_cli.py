@@ -1,0 +1,113 @@
+"""`negotiator-ext audit`: the fairness audit of a ledger's passes as a static report.
+
+  negotiator-ext audit --ledger URL [--pool P] [--since DATE] [--until DATE] -o DIR
+                       [--config FILE]
+
+DATE is an ISO 8601 date or date and time (UTC when it names no zone) or epoch seconds.
+The report (`views.audit`) analyses the complete passes of one pool that started in
+[--since, --until); `cli.py` wires `add_audit_parser` and `cmd_audit` in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .errors import InputError
+
+_EPOCH = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
+
+
+def parse_when(text: str | None, flag: str) -> float | None:
+    """A --since / --until value as epoch seconds: epoch seconds as a number, or an ISO
+    8601 date (midnight) or date and time, UTC unless it names its zone. None stays
+    None; anything else is an InputError naming `flag`."""
+    if text is None:
+        return None
+    s = str(text).strip()
+    if _EPOCH.match(s):
+        v = float(s)
+        if not math.isfinite(v):
+            raise InputError(flag, f"{text!r} is not a time")
+        return v
+    try:
+        when = datetime.fromisoformat(s)
+    except ValueError:
+        raise InputError(flag, f"{text!r} is not a date: use an ISO 8601 date or date and "
+                               "time (2025-03-01, 2025-03-01T12:00, UTC unless a zone is "
+                               "given) or epoch seconds") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.timestamp()
+
+
+def add_audit_parser(sub) -> argparse.ArgumentParser:
+    """Add the `audit` command to the `negotiator-ext` subparsers `sub`."""
+    p = sub.add_parser(
+        "audit", allow_abbrev=False,
+        help="a fairness audit report of the ledger's passes (HTML, plots, CSV, JSON)",
+        description="Write a static fairness report of one pool's complete passes in the "
+                    "ledger: deserved, demand-capped and delivered shares per submitter and "
+                    "group, who was over quota, borrowing or starved and for how long, queue "
+                    "wait times, priorities, preemptions, fairness over time, real-versus-"
+                    "shadow agreement and the recommendations applied. DIR gets index.html, "
+                    "the plots as PNG, every table as CSV and JSON under tables/, and "
+                    "report.json.")
+    p.add_argument("--ledger", metavar="URL",
+                   help="SQLite file or postgresql:// URL (default: knob NEGOTIATOR_EXT_LEDGER, "
+                        "else $(NEGOTIATOR_EXT_STATE_DIR)/ledger.sqlite)")
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="where the default ledger lives (default: knob NEGOTIATOR_EXT_STATE_DIR)")
+    p.add_argument("--config", metavar="FILE",
+                   help="HTCondor config to read our NEGOTIATOR_EXT_* knobs from "
+                        "(default: this host's configuration)")
+    p.add_argument("--pool", metavar="HOST[:PORT]",
+                   help="the pool whose passes to audit (default: knob NEGOTIATOR_EXT_POOL, "
+                        "else the ledger's only pool)")
+    p.add_argument("--since", metavar="DATE",
+                   help="first pass start to include: ISO 8601 date or date and time (UTC "
+                        "unless a zone is given) or epoch seconds (default: the first pass)")
+    p.add_argument("--until", metavar="DATE",
+                   help="passes that started before this (same forms; default: no end)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="directory for the report: new, empty, or an earlier audit's")
+    return p
+
+
+def cmd_audit(args) -> int:
+    """Read the period's passes, analyse them and write the report; prints the page's path
+    and one summary line."""
+    import time
+    from .adapters.audit_data import read_frames
+    from .adapters.ledger import open_ledger
+    from .cli import _knobs, _ledger_url, _pool_in_ledger
+    from .core.audit import analyse
+    from .views.audit import check_output, write_report
+    since = parse_when(args.since, "--since")
+    until = parse_when(args.until, "--until")
+    if since is not None and until is not None and until <= since:
+        raise InputError("--until", f"{args.until} is not after --since {args.since}")
+    out = Path(args.output)
+    check_output(out)               # refuse a foreign directory before reading anything
+    knobs = _knobs(args)
+    url = _ledger_url(args, knobs)
+    with open_ledger(url, create=False) as ledger:
+        pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
+        frames = read_frames(ledger, pool=pool, since=since, until=until)
+        source = ledger.source
+        known = ledger.pools()
+    audit = analyse(frames, pool=pool, since=since, until=until)
+    if pool is not None and known and pool not in known:
+        audit.summary["notes"].append(f"The ledger has no pass of pool {pool}; its pools: "
+                                      f"{', '.join(known)}.")
+    write_report(audit, out, ledger=source, generated_at=time.time())
+    p = audit.summary["passes"]
+    print(out / "index.html")
+    print(f"{p['analysed']} of {p['total']} pass(es) analysed"
+          + ("" if not audit.empty else ": nothing to analyse in this period"),
+          file=sys.stderr)
+    return 0

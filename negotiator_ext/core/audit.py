@@ -1,0 +1,922 @@
+"""The fairness audit (`negotiator-ext audit`): was the pool fair over a period, and to whom
+not? Plain DataFrames in (the ledger's passes, as `AuditFrames`), DataFrames and dicts out
+(`Audit`); `adapters.audit_data` reads a ledger into the frames, `views.audit` writes the
+report. No files, no clock.
+
+Only *complete* passes are analysed (a partial pass may lack the accountant's state or
+part of the queue); the others are counted and named in the report. Each analysed pass's
+state is taken to last until the next analysed pass (its `interval`; the last pass gets the
+median interval), which turns "how many passes" into "for how long".
+
+The yardsticks, per pass (`shares`):
+
+* **entitlement** of an accounting group: its own quota, `GroupObs.real_quota` (the real
+  negotiator's EffectiveQuota, rule G4). The root group `<none>` of a pool without
+  accounting groups is entitled to the whole pool (`PassRecord.pool_weight`); with groups
+  (HGQ), its own quota is what the groups leave (G4: Q - their quotas), which is what the
+  real accountant reports for it (`pool_weight` minus the top-level quotas when that
+  record is missing).
+* **deserved** share of a submitter: its group's entitlement split among the group's
+  submitters with demand (below; idle or running jobs, or weighted usage) in inverse
+  proportion to their effective priorities (EUP): the fair share by EUP within the quota,
+  what the pie would give if nobody were limited by demand.
+* **demand-capped** share: the same split by water-filling (`water_fill`), each
+  submitter capped at its demand, so what one cannot use goes to the others of its group.
+  Demand is the running weight (WeightedResourcesUsed; the running job count when no
+  weighted usage is recorded) plus the idle jobs, each idle job counted as one slot-weight
+  unit: the ledger records how many jobs are idle, not their weights.
+* **delivered**: what the submitter uses, the real WeightedResourcesUsed.
+* **gap** = delivered - demand-capped (and relative to demand-capped).
+
+A submitter is **starved** in a pass when it has idle jobs while delivered falls short of
+its demand-capped share by more than `STARVED_BELOW` (10%); **over its share** when it
+uses more than `OVER_ABOVE` (10%) above it. A group is **over quota** (borrowing surplus)
+when its usage exceeds its entitlement, and **starved** when it is below its quota while
+it requests more than it uses. A group over quota while another is starved *borrows*
+from it: the starved <-> borrowing pairs say how often and how long that happened.
+
+Fairness per pass is Jain's index of delivered / demand-capped across the submitters with
+demand: (sum x)^2 / (n sum x^2), 1 when each gets the same fraction of what it should.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .groups import ROOT
+from .records import Adjustment, Comparison, GroupObs, MatchEntry, PassRecord, SubmitterObs
+
+__all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "PASS_COLUMNS",
+           "frames_from_records", "make_frames", "pass_row", "record_rows",
+           "comparison_row", "water_fill", "jain_index", "pass_table", "entitlements",
+           "shares", "group_table", "spells", "pairs", "period_means", "fairness_by_pass",
+           "largest_gaps", "wait_stats", "wait_samples", "preemptions", "priorities",
+           "priority_summary", "agreement", "anchor", "divergent_passes", "divergence_details",
+           "adjustment_table", "summary_table", "analyse"]
+
+STARVED_BELOW = 0.10        # starved: delivered < (1 - this) x demand-capped, with idle jobs
+OVER_ABOVE = 0.10           # over its share: delivered > (1 + this) x demand-capped
+_EPS = 1e-9                 # slack for comparisons in floating point
+
+# ---------------------------------------------------------------- the input frames
+
+PASS_COLUMNS = ("uuid", "pool", "time", "started_at", "finished_at", "snapshot_time",
+                "status", "reason", "pool_weight")
+SUBMITTER_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(SubmitterObs))
+GROUP_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(GroupObs))
+MATCH_COLUMNS = ("pass_uuid", "source") + tuple(f.name for f in dataclasses.fields(MatchEntry))
+COMPARISON_COLUMNS = ("pass_uuid", "time") + tuple(f.name for f in dataclasses.fields(Comparison))
+ADJUSTMENT_COLUMNS = tuple(f.name for f in dataclasses.fields(Adjustment))
+
+
+@dataclass(frozen=True)
+class AuditFrames:
+    """The ledger's records for one pool and period, one DataFrame per kind.
+
+    passes: every pass of the period, any status (PASS_COLUMNS; `time` is the snapshot's
+    time, else the pass's start); submitters / groups: the SubmitterObs / GroupObs of the
+    complete passes, with `pass_uuid`; matches: our (`source` "shadow") and the real
+    (MatchLog, "real") matches of the complete passes; comparisons: the comparisons
+    recorded by the passes of the period (`pass_uuid` is the recording pass, `time` its
+    time); adjustments: the recommendations applied (or tried) in the period."""
+    passes: pd.DataFrame
+    submitters: pd.DataFrame
+    groups: pd.DataFrame
+    matches: pd.DataFrame
+    comparisons: pd.DataFrame
+    adjustments: pd.DataFrame
+
+
+def _frame(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
+    """A DataFrame of `rows` with exactly `columns` (no rows: an empty frame that still
+    has them)."""
+    return pd.DataFrame.from_records(list(rows), columns=list(columns))
+
+
+def pass_row(header: Mapping[str, Any]) -> dict[str, Any]:
+    """A `passes` row from a pass header (the ledger's dict, or a PassRecord's fields)."""
+    snap = header.get("snapshot_time")
+    return {"uuid": header["uuid"], "pool": header.get("pool"),
+            "time": float(snap if snap is not None else header["started_at"]),
+            "started_at": float(header["started_at"]), "finished_at": header.get("finished_at"),
+            "snapshot_time": snap, "status": header.get("status"),
+            "reason": header.get("reason"), "pool_weight": header.get("pool_weight")}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def record_rows(uuid: str, items: Iterable[Any], **extra: Any) -> list[dict[str, Any]]:
+    """Rows of record dataclasses (SubmitterObs, GroupObs, MatchEntry) of pass `uuid`
+    (their fields as they are: shallow, much faster than dataclasses.asdict)."""
+    rows = []
+    for x in items:
+        names = _FIELDS.get(type(x))
+        if names is None:
+            names = _FIELDS[type(x)] = tuple(f.name for f in dataclasses.fields(x))
+        rows.append({"pass_uuid": uuid, **extra, **{n: getattr(x, n) for n in names}})
+    return rows
+
+
+def comparison_row(header: Mapping[str, Any], comp: Comparison) -> dict[str, Any]:
+    row = pass_row(header)
+    return {"pass_uuid": row["uuid"], "time": row["time"],
+            **{f.name: getattr(comp, f.name) for f in dataclasses.fields(Comparison)}}
+
+
+def make_frames(passes: Sequence[Mapping[str, Any]], submitters: Sequence[Mapping[str, Any]],
+                groups: Sequence[Mapping[str, Any]], matches: Sequence[Mapping[str, Any]],
+                comparisons: Sequence[Mapping[str, Any]],
+                adjustments: Sequence[Adjustment]) -> AuditFrames:
+    """AuditFrames from rows (see `pass_row`, `record_rows`, `comparison_row`)."""
+    return AuditFrames(
+        passes=_frame(passes, PASS_COLUMNS),
+        submitters=_frame(submitters, SUBMITTER_COLUMNS),
+        groups=_frame(groups, GROUP_COLUMNS),
+        matches=_frame(matches, MATCH_COLUMNS),
+        comparisons=_frame(comparisons, COMPARISON_COLUMNS),
+        adjustments=_frame([dataclasses.asdict(a) for a in adjustments], ADJUSTMENT_COLUMNS))
+
+
+def frames_from_records(records: Sequence[PassRecord],
+                        adjustments: Sequence[Adjustment] = ()) -> AuditFrames:
+    """AuditFrames straight from PassRecords (tests, simulations): what the ledger reader
+    gives for the same passes. Child records are kept for complete passes only."""
+    passes, subs, grps, matches, comps = [], [], [], [], []
+    for rec in records:
+        head = {f.name: getattr(rec, f.name) for f in dataclasses.fields(PassRecord)}
+        passes.append(pass_row(head))
+        if rec.comparison is not None:
+            comps.append(comparison_row(head, rec.comparison))
+        if rec.status != "complete":
+            continue
+        subs += record_rows(rec.uuid, rec.submitters)
+        grps += record_rows(rec.uuid, rec.groups)
+        matches += record_rows(rec.uuid, rec.shadow_matches, source="shadow")
+        matches += record_rows(rec.uuid, rec.real_matches, source="real")
+    return make_frames(passes, subs, grps, matches, comps, adjustments)
+
+
+# ---------------------------------------------------------------- small pure helpers
+
+def water_fill(total: float, weights: Sequence[float], caps: Sequence[float]) -> list[float]:
+    """Split `total` in proportion to `weights`, no one getting more than its cap: what a
+    capped participant cannot use is split again among the others, until everyone is
+    capped or nothing is left. Participants with a zero weight or cap get 0. The result
+    sums to min(total, sum of the caps of those with a weight)."""
+    n = len(weights)
+    alloc = [0.0] * n
+    live = [i for i in range(n) if weights[i] > 0 and caps[i] > 0]
+    left = max(0.0, float(total))
+    while live and left > _EPS:
+        wsum = sum(weights[i] for i in live)
+        offer = {i: left * weights[i] / wsum for i in live}
+        full = [i for i in live if offer[i] >= caps[i] - alloc[i] - _EPS]
+        if not full:
+            for i in live:
+                alloc[i] += offer[i]
+            break
+        for i in full:
+            left -= caps[i] - alloc[i]
+            alloc[i] = float(caps[i])
+        live = [i for i in live if i not in full]
+    return alloc
+
+
+def jain_index(values: Iterable[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2) of the finite values: 1 when all are
+    equal, 1/n when one has everything. NaN without values or when all are 0."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
+    if len(x) == 0:
+        return float("nan")
+    sq = float((x * x).sum())
+    return float(x.sum() ** 2 / (len(x) * sq)) if sq > 0 else float("nan")
+
+
+def _num(s: pd.Series) -> pd.Series:
+    return pd.to_numeric(s, errors="coerce").astype(float)
+
+
+# ---------------------------------------------------------------- passes and shares
+
+def pass_table(passes: pd.DataFrame) -> pd.DataFrame:
+    """The analysed (complete) passes, oldest first, with `index` (0, 1, ...) and
+    `interval`: seconds until the next analysed pass (the last one: the median interval,
+    0 when there is only one), how long its state is taken to last."""
+    p = passes[passes["status"] == "complete"].copy()
+    p["time"] = _num(p["time"])
+    p["pool_weight"] = _num(p["pool_weight"])
+    p = p.sort_values(["time", "started_at"], kind="stable").reset_index(drop=True)
+    gaps = p["time"].diff().shift(-1)
+    last = float(gaps.dropna().median()) if gaps.notna().any() else 0.0
+    p["interval"] = gaps.fillna(last).clip(lower=0.0)
+    p["index"] = np.arange(len(p))
+    return p
+
+
+def entitlements(passes: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
+    """Per (pass, group): the group's entitlement (its own quota; see the module
+    docstring for the root group) and whether the pass has accounting groups (`hgq`).
+    Every analysed pass gets a root row."""
+    pt = passes[["uuid", "pool_weight"]].rename(columns={"uuid": "pass_uuid"})
+    g = groups[["pass_uuid", "name", "real_quota", "real_usage", "real_requested"]]
+    g = g[g["pass_uuid"].isin(pt["pass_uuid"])].rename(
+        columns={"name": "group", "real_usage": "usage", "real_requested": "requested"})
+    for c in ("real_quota", "usage", "requested"):
+        g[c] = _num(g[c])
+    named = g["group"].astype(str)
+    hgq = (named != ROOT).groupby(g["pass_uuid"]).any()
+    top = g[(named != ROOT) & ~named.str.contains(".", regex=False)]
+    top_sum = top.groupby("pass_uuid")["real_quota"].sum()
+    roots = pt[~pt["pass_uuid"].isin(g.loc[named == ROOT, "pass_uuid"])]
+    g = pd.concat([g, pd.DataFrame({"pass_uuid": roots["pass_uuid"], "group": ROOT,
+                                    "real_quota": np.nan, "usage": np.nan,
+                                    "requested": np.nan})], ignore_index=True)
+    g = g.merge(pt, on="pass_uuid", how="left")
+    g["hgq"] = g["pass_uuid"].isin(hgq.index[hgq.to_numpy(bool)])
+    left = (g["pool_weight"] - g["pass_uuid"].map(top_sum).fillna(0.0)).clip(lower=0.0)
+    root = g["group"] == ROOT
+    g["entitlement"] = np.where(~root, g["real_quota"],
+                                np.where(~g["hgq"], g["pool_weight"],
+                                         g["real_quota"].where(g["real_quota"].notna(), left)))
+    return g[["pass_uuid", "group", "entitlement", "hgq", "real_quota", "usage",
+              "requested"]].reset_index(drop=True)
+
+
+_SHARE_COLUMNS = ["pass_uuid", "index", "time", "interval", "pool_weight", "name", "group",
+                  "eup", "eup_source", "factor", "idle_jobs", "running_jobs", "demand",
+                  "demand_basis", "active", "entitlement", "deserved", "demand_capped",
+                  "delivered", "gap", "rel_gap", "starved", "over_share", "shortfall",
+                  "excess"]
+
+
+def _capped(ent: np.ndarray, w: np.ndarray, caps: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Water-filling (`water_fill`) of each run of equal `codes` (rows sorted by code):
+    its entitlement ent[first row] split by weights `w` under `caps`."""
+    out = np.zeros(len(codes))
+    if not len(codes):
+        return out
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], len(codes)]
+    for a, b in zip(starts, ends):
+        e = ent[a]
+        if math.isnan(e):
+            out[a:b] = np.nan
+        elif b - a == 1:
+            out[a] = min(max(e, 0.0), caps[a]) if w[a] > 0 else 0.0
+        else:
+            out[a:b] = water_fill(e, list(w[a:b]), list(caps[a:b]))
+    return out
+
+
+def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
+           entitled: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (analysed pass, submitter): demand, deserved, demand-capped and delivered
+    shares (slot-weight units), gap, relative gap, starved / over its share, and how much
+    (`shortfall` = demand-capped - delivered when starved, `excess` = delivered -
+    demand-capped when over). `passes` is `pass_table`'s output. Group records are not
+    submitters and are left out. Active (with demand) means demand > 0. `eup_source` says
+    which priority split the group: "real" (real EUP), "shadow" (ours, when the real one
+    is missing) or "equal" (some active submitter of the group had neither: an equal
+    split there)."""
+    if entitled is None:
+        entitled = entitlements(passes, groups)
+    s = submitters[(submitters["pass_uuid"].isin(passes["uuid"]))
+                   & ~submitters["is_group"].astype(bool)].copy()
+    if s.empty:
+        return pd.DataFrame(columns=_SHARE_COLUMNS)
+    for c in ("real_usage", "real_eup", "shadow_eup", "factor"):
+        s[c] = _num(s[c])
+    for c in ("idle_jobs", "running_jobs"):
+        s[c] = _num(s[c]).fillna(0.0)
+    s["real_usage"] = s["real_usage"].fillna(0.0)
+    weighted = s["real_usage"] > 0
+    s["demand_basis"] = np.where(weighted | (s["running_jobs"] == 0), "weighted", "count")
+    s["demand"] = np.where(weighted, s["real_usage"], s["running_jobs"]) + s["idle_jobs"]
+    s["active"] = s["demand"] > 0
+    real_ok = s["real_eup"] > 0
+    shadow_ok = s["shadow_eup"] > 0
+    s["eup"] = np.where(real_ok, s["real_eup"], np.where(shadow_ok, s["shadow_eup"], np.nan))
+    s["eup_source"] = np.where(real_ok, "real", np.where(shadow_ok, "shadow", "none"))
+    pt = passes[["uuid", "index", "time", "interval", "pool_weight"]].rename(
+        columns={"uuid": "pass_uuid"})
+    s = s.merge(pt, on="pass_uuid", how="inner")
+    s = s.merge(entitled[["pass_uuid", "group", "entitlement"]], on=["pass_uuid", "group"],
+                how="left")
+    s = s.sort_values(["index", "group", "name"], kind="stable").reset_index(drop=True)
+    key = [s["index"], s["group"]]
+    act = s["active"]
+    # a group where some active submitter has no EUP at all is split equally
+    equal = (act & s["eup"].isna()).groupby(key).transform("any")
+    w = np.where(act, np.where(equal, 1.0, 1.0 / s["eup"]), 0.0)
+    s.loc[act & equal, "eup_source"] = "equal"
+    wsum = pd.Series(w).groupby(key).transform("sum").to_numpy()
+    s["deserved"] = np.where(act, s["entitlement"] * w / np.where(wsum > 0, wsum, 1.0), 0.0)
+    a = s[act]
+    codes = a.groupby(["index", "group"], sort=False).ngroup().to_numpy()
+    s["demand_capped"] = 0.0
+    s.loc[act, "demand_capped"] = _capped(a["entitlement"].to_numpy(float), w[act.to_numpy()],
+                                          a["demand"].to_numpy(float), codes)
+    s["delivered"] = s["real_usage"]
+    s["gap"] = s["delivered"] - s["demand_capped"]
+    capped = s["demand_capped"].where(s["demand_capped"] > _EPS)
+    s["rel_gap"] = s["gap"] / capped
+    s["starved"] = ((s["idle_jobs"] > 0)
+                    & (s["delivered"] < (1 - STARVED_BELOW) * s["demand_capped"] - _EPS))
+    s["over_share"] = ((s["delivered"] > _EPS)
+                       & (s["delivered"] > (1 + OVER_ABOVE) * s["demand_capped"] + _EPS))
+    s["shortfall"] = np.where(s["starved"], s["demand_capped"] - s["delivered"], 0.0)
+    s["excess"] = np.where(s["over_share"], s["delivered"] - s["demand_capped"], 0.0)
+    return s[_SHARE_COLUMNS]
+
+
+_GROUP_COLUMNS = ["pass_uuid", "index", "time", "interval", "group", "hgq", "quota",
+                  "real_quota", "usage", "requested", "over_quota", "starved", "surplus",
+                  "shortfall", "submitters_active", "deserved", "demand_capped", "delivered",
+                  "gap"]
+
+
+def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFrame) -> pd.DataFrame:
+    """Per (analysed pass, group): quota (its entitlement), usage and requested (the real
+    accountant's), over quota (borrowing surplus: usage > quota) and starved (below quota
+    while requesting more than it uses), `surplus` = usage - quota when over,
+    `shortfall` = min(quota, requested) - usage when starved, and the sums of its
+    submitters' shares. A pool without accounting groups has only the root, whose
+    figures are its submitters' (quota: the pool; requested: their demand)."""
+    g = entitled.rename(columns={"entitlement": "quota"}).copy()
+    pt = passes[["uuid", "index", "time", "interval"]].rename(columns={"uuid": "pass_uuid"})
+    g = g.merge(pt, on="pass_uuid", how="inner")
+    cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
+    if share.empty:
+        sums = pd.DataFrame(columns=["pass_uuid", "group", "submitters_active"] + cols)
+    else:
+        sums = share.groupby(["pass_uuid", "group"], as_index=False).agg(
+            submitters_active=("active", "sum"), deserved=("deserved", "sum"),
+            demand_capped=("demand_capped", "sum"), delivered=("delivered", "sum"),
+            gap=("gap", "sum"), demand=("demand", "sum"))
+    g = g.merge(sums, on=["pass_uuid", "group"], how="left")
+    for c in cols + ["submitters_active"]:
+        g[c] = _num(g[c]).fillna(0.0)
+    g["submitters_active"] = g["submitters_active"].astype(int)
+    # without HGQ the root's Accounting record carries no quota or request: its
+    # submitters' figures are the ones that mean something
+    nohgq = ~g["hgq"].astype(bool)
+    g["usage"] = np.where(nohgq | g["usage"].isna(), g["delivered"], g["usage"])
+    g["requested"] = np.where(nohgq | g["requested"].isna(), g["demand"], g["requested"])
+    g["over_quota"] = g["hgq"].astype(bool) & (g["usage"] > g["quota"] + _EPS)
+    g["starved"] = (g["hgq"].astype(bool) & (g["usage"] < g["quota"] - _EPS)
+                    & (g["requested"] > g["usage"] + _EPS))
+    g["surplus"] = np.where(g["over_quota"], g["usage"] - g["quota"], 0.0)
+    g["shortfall"] = np.where(g["starved"],
+                              np.minimum(g["quota"], g["requested"]) - g["usage"], 0.0)
+    return g.sort_values(["index", "group"], kind="stable")[_GROUP_COLUMNS].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- how long, with whom
+
+def _streaks(indexes: Sequence[int], intervals: Sequence[float]) -> tuple[int, float]:
+    """The longest run of consecutive pass indexes: (passes, duration)."""
+    best = (0, 0.0)
+    run_n, run_d, prev = 0, 0.0, None
+    for i, d in zip(indexes, intervals):
+        if prev is not None and i == prev + 1:
+            run_n, run_d = run_n + 1, run_d + d
+        else:
+            run_n, run_d = 1, d
+        prev = i
+        if (run_n, run_d) > best:
+            best = (run_n, run_d)
+    return best
+
+
+_SPELL_COLUMNS = ["name", "passes", "duration", "longest_passes", "longest_duration",
+                  "first", "last", "mean_amount", "max_amount"]
+
+
+def spells(df: pd.DataFrame, key: str, flag: str, amount: str | None = None) -> pd.DataFrame:
+    """For each `key` value with `flag` set in some pass: in how many analysed passes,
+    for how long (sum of their intervals), the longest streak of consecutive analysed
+    passes (passes, duration), the first and last time, and the mean and largest
+    `amount` over those passes. `df` has `index`, `time` and `interval` (as `shares` and
+    `group_table` give); a pass where the key is not recorded breaks a streak."""
+    f = df[df[flag].astype(bool)].sort_values("index", kind="stable")
+    rows = []
+    for name, sub in f.groupby(key, sort=True):
+        n, d = _streaks(list(sub["index"]), list(sub["interval"]))
+        amt = sub[amount] if amount else pd.Series(dtype=float)
+        rows.append({"name": name, "passes": len(sub), "duration": float(sub["interval"].sum()),
+                     "longest_passes": n, "longest_duration": d,
+                     "first": float(sub["time"].min()), "last": float(sub["time"].max()),
+                     "mean_amount": float(amt.mean()) if len(amt) else float("nan"),
+                     "max_amount": float(amt.max()) if len(amt) else float("nan")})
+    return pd.DataFrame.from_records(rows, columns=_SPELL_COLUMNS).sort_values(
+        ["duration", "passes", "name"], ascending=[False, False, True], kind="stable"
+    ).reset_index(drop=True)
+
+
+_PAIR_COLUMNS = ["starved", "borrowing", "passes", "duration", "longest_passes",
+                 "longest_duration", "first", "last", "mean_shortfall", "mean_surplus"]
+
+
+def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
+          scope: str | None = None, shortfall: str = "shortfall",
+          surplus: str = "surplus") -> pd.DataFrame:
+    """The starved <-> borrowing pairs: for each (starved, borrowing) pair of different
+    `key` values flagged in the same pass (and the same `scope`, e.g. group, when given),
+    in how many passes, for how long, the longest streak, when first and last, and the
+    mean shortfall of the starved one and surplus of the borrowing one over those passes."""
+    scope_cols = ["index"] + ([scope] if scope else [])
+    keep = scope_cols + [key, "time", "interval"]
+    a = df[df[starved].astype(bool)][keep + [shortfall]]
+    b = df[df[borrowing].astype(bool)][scope_cols + [key, surplus]]
+    m = a.merge(b, on=scope_cols, suffixes=("_s", "_b"))
+    m = m[m[f"{key}_s"] != m[f"{key}_b"]]
+    rows = []
+    for (s, b_), sub in m.groupby([f"{key}_s", f"{key}_b"], sort=True):
+        sub = sub.drop_duplicates("index").sort_values("index")
+        n, d = _streaks(list(sub["index"]), list(sub["interval"]))
+        rows.append({"starved": s, "borrowing": b_, "passes": len(sub),
+                     "duration": float(sub["interval"].sum()), "longest_passes": n,
+                     "longest_duration": d, "first": float(sub["time"].min()),
+                     "last": float(sub["time"].max()),
+                     "mean_shortfall": float(sub[shortfall].mean()),
+                     "mean_surplus": float(sub[surplus].mean())})
+    return pd.DataFrame.from_records(rows, columns=_PAIR_COLUMNS).sort_values(
+        ["duration", "passes", "starved", "borrowing"], ascending=[False, False, True, True],
+        kind="stable").reset_index(drop=True)
+
+
+def period_means(df: pd.DataFrame, passes: pd.DataFrame, key: str, columns: Sequence[str]
+                 ) -> pd.DataFrame:
+    """Per `key` value: the time-weighted mean of `columns` over all analysed passes (a
+    pass where it is not recorded counts as 0), each pass weighted by its interval (all
+    equal when no interval is known, e.g. one pass)."""
+    w = passes.set_index("uuid")["interval"].astype(float)
+    if w.sum() <= 0:
+        w = pd.Series(1.0, index=w.index)
+    out = {}
+    for c in columns:
+        pv = df.pivot_table(index="pass_uuid", columns=key, values=c, aggfunc="sum")
+        pv = pv.reindex(w.index).fillna(0.0)
+        out[c] = pv.mul(w, axis=0).sum() / w.sum()
+    return pd.DataFrame(out).rename_axis(key).reset_index()
+
+
+# ---------------------------------------------------------------- fairness
+
+_FAIR_COLUMNS = ["pass_uuid", "index", "time", "active", "jain", "largest_gap_name",
+                 "largest_gap", "starved", "over_share"]
+
+
+def fairness_by_pass(share: pd.DataFrame, passes: pd.DataFrame) -> pd.DataFrame:
+    """Per analysed pass: the submitters with demand, Jain's index (`jain_index`) of
+    delivered / demand-capped across those with a demand-capped share, the submitter with
+    the largest absolute gap and its gap, and how many were starved / over their share."""
+    out = passes[["uuid", "index", "time"]].rename(columns={"uuid": "pass_uuid"})
+    act = share[share["active"].astype(bool)]
+    ok = act[act["demand_capped"] > _EPS]
+    x = ok["delivered"] / ok["demand_capped"]
+    agg = pd.DataFrame({"n": x.groupby(ok["pass_uuid"]).count(),
+                        "sx": x.groupby(ok["pass_uuid"]).sum(),
+                        "sxx": (x * x).groupby(ok["pass_uuid"]).sum()})
+    agg["jain"] = (agg["sx"] ** 2 / (agg["n"] * agg["sxx"])).where(agg["sxx"] > 0)
+    gaps = act[act["gap"].notna()]
+    big = gaps.loc[gaps["gap"].abs().groupby(gaps["pass_uuid"]).idxmax()].set_index("pass_uuid")
+    u = out["pass_uuid"]
+    out["active"] = u.map(act.groupby("pass_uuid").size()).fillna(0).astype(int)
+    out["jain"] = u.map(agg["jain"]).astype(float)
+    out["largest_gap_name"] = u.map(big["name"])
+    out["largest_gap"] = u.map(big["gap"]).astype(float)
+    for c in ("starved", "over_share"):
+        out[c] = u.map(act.groupby("pass_uuid")[c].sum()).fillna(0).astype(int)
+    return out[_FAIR_COLUMNS].reset_index(drop=True)
+
+
+def largest_gaps(share: pd.DataFrame, n: int = 10) -> pd.DataFrame:
+    """The `n` (pass, submitter) rows with the largest absolute gap."""
+    s = share[share["gap"].notna() & (share["gap"].abs() > _EPS)]
+    s = s.assign(abs_gap=s["gap"].abs()).sort_values(["abs_gap", "time", "name"],
+                                                      ascending=[False, True, True],
+                                                      kind="stable")
+    return s.head(n)[["time", "pass_uuid", "name", "group", "demand", "deserved",
+                      "demand_capped", "delivered", "gap", "rel_gap"]].reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- queue wait, preemption
+
+_WAIT_COLUMNS = ["source", "name", "matches", "p50", "p90", "max", "mean"]
+
+
+def _with_groups(matches: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
+    """Matches with their group: the match's own, else the submitter's in that pass."""
+    m = matches.copy()
+    look = submitters[["pass_uuid", "name", "group"]].rename(
+        columns={"name": "submitter", "group": "sub_group"}).drop_duplicates(
+        ["pass_uuid", "submitter"])
+    m = m.merge(look, on=["pass_uuid", "submitter"], how="left")
+    m["group"] = m["group"].where(m["group"].notna(), m["sub_group"]).fillna("(unknown)")
+    return m.drop(columns=["sub_group"])
+
+
+def wait_stats(matches: pd.DataFrame, submitters: pd.DataFrame, by: str = "submitter"
+               ) -> pd.DataFrame:
+    """Queue wait (seconds the matched job had been idle) per `source` ("shadow": the jobs
+    our cycle matched; "real": MatchLog matches with a known wait) and per submitter
+    (`by`="submitter") or group (`by`="group"): count, median, 90th percentile (linear
+    interpolation), maximum and mean."""
+    m = _with_groups(matches, submitters) if len(matches) else matches.assign(group=None)
+    m = m[_num(m["wait"]).notna()].assign(wait=lambda d: _num(d["wait"]))
+    rows = []
+    for (src, name), sub in m.groupby(["source", by], sort=True):
+        w = sub["wait"]
+        rows.append({"source": src, "name": name, "matches": len(w),
+                     "p50": float(w.quantile(0.5)), "p90": float(w.quantile(0.9)),
+                     "max": float(w.max()), "mean": float(w.mean())})
+    return pd.DataFrame.from_records(rows, columns=_WAIT_COLUMNS)
+
+
+def wait_samples(matches: pd.DataFrame, submitters: pd.DataFrame, by: str = "submitter",
+                 source: str = "shadow") -> dict[str, list[float]]:
+    """The waits themselves per submitter or group, for a distribution plot."""
+    if matches.empty:
+        return {}
+    m = _with_groups(matches, submitters)
+    m = m[(m["source"] == source) & _num(m["wait"]).notna()]
+    return {k: list(_num(v["wait"])) for k, v in m.groupby(by, sort=True)}
+
+
+_PREEMPT_COLUMNS = ["source", "preemptor", "preempted", "count", "passes"]
+
+
+def preemptions(matches: pd.DataFrame) -> pd.DataFrame:
+    """Who preempted whom: per source (ours / real), preempting submitter and preempted
+    user (MatchEntry.preempting), how many matches preempted and in how many passes."""
+    p = matches[matches["preempting"].notna() & (matches["preempting"].astype(str) != "")]
+    rows = []
+    for (src, who, whom), sub in p.groupby(["source", "submitter", "preempting"], sort=True):
+        rows.append({"source": src, "preemptor": who, "preempted": whom, "count": len(sub),
+                     "passes": int(sub["pass_uuid"].nunique())})
+    return pd.DataFrame.from_records(rows, columns=_PREEMPT_COLUMNS).sort_values(
+        ["source", "count"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- priorities
+
+_PRIO_COLUMNS = ["pass_uuid", "index", "time", "name", "group", "is_group", "real_rup",
+                 "predicted_rup", "real_eup", "shadow_eup", "factor", "drift"]
+
+
+def priorities(passes: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
+    """Per (analysed pass, accounting principal): the real RUP and EUP and the factor,
+    with our accountant's prediction of the RUP (`predicted_rup`, recorded when one real
+    priority update ran since the pass before) and the drift between them."""
+    pt = passes[["uuid", "index", "time"]].rename(columns={"uuid": "pass_uuid"})
+    s = submitters.merge(pt, on="pass_uuid", how="inner")
+    for c in ("real_rup", "predicted_rup", "real_eup", "shadow_eup", "factor", "drift"):
+        s[c] = _num(s[c])
+    s["is_group"] = s["is_group"].astype(bool)
+    return s.sort_values(["index", "name"], kind="stable")[_PRIO_COLUMNS].reset_index(drop=True)
+
+
+def priority_summary(prio: pd.DataFrame) -> pd.DataFrame:
+    """Per principal over the period: the first and last real RUP, the last EUP, the
+    smallest and largest factor and the largest |drift| of the real RUP from ours."""
+    rows = []
+    for name, sub in prio.sort_values("index").groupby("name", sort=True):
+        rup = sub["real_rup"].dropna()
+        drift = sub["drift"].dropna()
+        rows.append({"name": name, "group": sub["group"].iloc[-1],
+                     "is_group": bool(sub["is_group"].iloc[-1]), "passes": len(sub),
+                     "first_rup": float(rup.iloc[0]) if len(rup) else float("nan"),
+                     "last_rup": float(rup.iloc[-1]) if len(rup) else float("nan"),
+                     "last_predicted_rup": float(sub["predicted_rup"].dropna().iloc[-1])
+                     if sub["predicted_rup"].notna().any() else float("nan"),
+                     "last_eup": float(sub["real_eup"].dropna().iloc[-1])
+                     if sub["real_eup"].notna().any() else float("nan"),
+                     "min_factor": float(sub["factor"].min()),
+                     "max_factor": float(sub["factor"].max()),
+                     "max_abs_drift": float(drift.abs().max()) if len(drift) else float("nan")})
+    return pd.DataFrame.from_records(rows, columns=[
+        "name", "group", "is_group", "passes", "first_rup", "last_rup", "last_predicted_rup",
+        "last_eup", "min_factor", "max_factor", "max_abs_drift"])
+
+
+# ---------------------------------------------------------------- shadow agreement
+
+_AGREE_COLUMNS = ["pass_uuid", "anchor", "time", "shadow_pass", "source", "real_cycle_time",
+                  "real_matches", "shadow_matches", "agreed", "real_in_shadow",
+                  "shadow_in_real", "equivalent_agreement", "count_agreement", "worst",
+                  "max_abs_drift", "notes"]
+
+
+def anchor(uuid: str) -> str:
+    """The HTML anchor of a compared pass's details."""
+    return f"pass-{uuid[:12]}"
+
+
+def agreement(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """Real-versus-shadow agreement per comparison, oldest first: the recording pass, the
+    compared pass (`shadow_pass`), the figures of `core.compare`, and `worst`: the lower
+    of equivalent_agreement and count_agreement (NaN for a gap: no figures)."""
+    c = comparisons.copy()
+    for col in ("real_in_shadow", "shadow_in_real", "equivalent_agreement", "count_agreement",
+                "max_abs_drift", "time"):
+        c[col] = _num(c[col])
+    c["worst"] = c[["equivalent_agreement", "count_agreement"]].min(axis=1, skipna=True)
+    c["anchor"] = [anchor(u) for u in c["pass_uuid"]]
+    c["notes"] = ["; ".join(n) if isinstance(n, (list, tuple)) else (n or "")
+                  for n in c["notes"]]
+    return c.sort_values("time", kind="stable")[_AGREE_COLUMNS].reset_index(drop=True)
+
+
+def divergent_passes(agree: pd.DataFrame, n: int = 5) -> pd.DataFrame:
+    """The `n` comparisons where real and shadow diverged most (lowest `worst`, below 1),
+    most divergent first."""
+    a = agree[agree["worst"].notna() & (agree["worst"] < 1 - _EPS)]
+    return a.sort_values(["worst", "time"], kind="stable").head(n).reset_index(drop=True)
+
+
+_DETAIL_COLUMNS = ["anchor", "pass_uuid", "kind", "name", "real", "shadow", "difference",
+                   "real_share", "shadow_share", "real_limit", "shadow_limit",
+                   "real_at_share_limit", "real_out_of_time"]
+
+
+def divergence_details(comparisons: pd.DataFrame, uuids: Sequence[str]) -> pd.DataFrame:
+    """The per-submitter and per-group figures (real vs shadow matches, shares, limits)
+    of the comparisons recorded by passes `uuids`, in that order."""
+    by = {r["pass_uuid"]: r for r in comparisons.to_dict("records")}
+    rows = []
+    for u in uuids:
+        r = by.get(u)
+        if r is None:
+            continue
+        for kind, table in (("submitter", r.get("per_submitter") or {}),
+                            ("group", r.get("per_group") or {})):
+            for name, v in sorted(table.items()):
+                real = v.get("real", v.get("real_matches"))
+                shadow = v.get("shadow", v.get("shadow_matches"))
+                rows.append({"anchor": anchor(u), "pass_uuid": u, "kind": kind, "name": name,
+                             "real": real, "shadow": shadow,
+                             "difference": None if real is None or shadow is None
+                             else shadow - real,
+                             "real_share": v.get("real_share"),
+                             "shadow_share": v.get("shadow_share"),
+                             "real_limit": v.get("real_limit", v.get("real_quota")),
+                             "shadow_limit": v.get("shadow_limit", v.get("shadow_quota")),
+                             "real_at_share_limit": v.get("real_at_share_limit"),
+                             "real_out_of_time": v.get("real_out_of_time")})
+    return pd.DataFrame.from_records(rows, columns=_DETAIL_COLUMNS)
+
+
+# ---------------------------------------------------------------- adjustments
+
+def adjustment_table(adjustments: pd.DataFrame) -> pd.DataFrame:
+    """The recommendations applied (or tried) in the period, oldest first, with `result`:
+    applied / failed / skipped (the outcome's first word)."""
+    a = adjustments.copy()
+    a["result"] = [str(o).split(":", 1)[0].strip() for o in a["outcome"]]
+    return a.sort_values("applied_at", kind="stable").reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- summary
+
+_SUMMARY_COLUMNS = ["kind", "name", "group", "status", "passes", "duration", "longest_passes",
+                    "longest_duration", "mean_amount", "max_amount", "relative", "with"]
+
+
+def _partners(pair: pd.DataFrame, col: str, name: str, other: str) -> str:
+    sub = pair[pair[col] == name]
+    return ", ".join(f"{r[other]} ({r['passes']} pass{'es' if r['passes'] != 1 else ''})"
+                     for _, r in sub.iterrows())
+
+
+def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFrame,
+                  submitter_pairs: pd.DataFrame) -> pd.DataFrame:
+    """Who is over quota, borrowing, or starved: one row per (group or submitter, status)
+    with how many passes, for how long, the longest streak, how much (mean and largest
+    shortfall or excess, slot-weight units; `relative`: the mean over the mean quota or
+    demand-capped share of those passes) and with whom (the borrowing groups of a starved
+    group and the other way round; for submitters, the others of the same group).
+
+    Statuses: group "starved", group "borrowing" (over quota while another group was
+    starved) or "over quota" (the surplus nobody else asked for), submitter "starved",
+    submitter "over share"."""
+    rows = []
+
+    def add(kind, name, group, status, sp_row, ref, with_):
+        rows.append({"kind": kind, "name": name, "group": group, "status": status,
+                     "passes": int(sp_row["passes"]), "duration": sp_row["duration"],
+                     "longest_passes": int(sp_row["longest_passes"]),
+                     "longest_duration": sp_row["longest_duration"],
+                     "mean_amount": sp_row["mean_amount"], "max_amount": sp_row["max_amount"],
+                     "relative": sp_row["mean_amount"] / ref if ref and ref > _EPS
+                     else float("nan"), "with": with_})
+
+    for flag, amount, status in (("starved", "shortfall", "starved"),
+                                 ("over_quota", "surplus", None)):
+        for _, r in spells(grp, "group", flag, amount).iterrows():
+            sub = grp[(grp["group"] == r["name"]) & grp[flag]]
+            ref = float(sub["quota"].mean())
+            if status == "starved":
+                add("group", r["name"], "", "starved", r, ref,
+                    _partners(group_pairs, "starved", r["name"], "borrowing"))
+            else:
+                w = _partners(group_pairs, "borrowing", r["name"], "starved")
+                add("group", r["name"], "", "borrowing" if w else "over quota", r,
+                    ref, w)
+    for flag, amount, status in (("starved", "shortfall", "starved"),
+                                 ("over_share", "excess", "over share")):
+        for _, r in spells(share, "name", flag, amount).iterrows():
+            sub = share[(share["name"] == r["name"]) & share[flag]]
+            ref = float(sub["demand_capped"].mean())
+            w = (_partners(submitter_pairs, "starved", r["name"], "borrowing")
+                 if status == "starved" else
+                 _partners(submitter_pairs, "borrowing", r["name"], "starved"))
+            add("submitter", r["name"], sub["group"].iloc[-1], status, r, ref, w)
+    order = {"starved": 0, "borrowing": 1, "over quota": 2, "over share": 3}
+    out = pd.DataFrame.from_records(rows, columns=_SUMMARY_COLUMNS)
+    if out.empty:
+        return out
+    out["_o"] = [order[s] for s in out["status"]]
+    out["_k"] = [0 if k == "group" else 1 for k in out["kind"]]
+    return out.sort_values(["_k", "_o", "duration", "name"], ascending=[True, True, False, True],
+                           kind="stable").drop(columns=["_o", "_k"]).reset_index(drop=True)
+
+
+# ---------------------------------------------------------------- everything
+
+@dataclass
+class Audit:
+    """The analysis of one pool over one period: `tables` (name -> DataFrame, each
+    written as CSV and JSON) and `summary` (plain values for report.json and the page's
+    head); `series` holds the per-pass frames the plots draw and `waits` the wait
+    samples per submitter and group."""
+    pool: str | None
+    since: float | None
+    until: float | None
+    summary: dict[str, Any]
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    waits: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        """No complete pass in the period: nothing to analyse."""
+        return not self.summary["passes"]["analysed"]
+
+
+def _counts(passes: pd.DataFrame) -> dict[str, int]:
+    by = passes["status"].value_counts()
+    return {"total": int(len(passes)), "analysed": int(by.get("complete", 0)),
+            "partial": int(by.get("partial", 0)), "failed": int(by.get("failed", 0)),
+            "other": int(len(passes) - by.get("complete", 0) - by.get("partial", 0)
+                         - by.get("failed", 0))}
+
+
+def _f(x: Any) -> float | None:
+    """A float for JSON (NaN -> None)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None = None,
+            until: float | None = None, top_gaps: int = 10, divergent: int = 5) -> Audit:
+    """The whole audit of `frames` (one pool, one period): every table the report shows
+    and its summary. `since` / `until` are only recorded (the frames are already the
+    period's)."""
+    counts = _counts(frames.passes)
+    summary: dict[str, Any] = {"pool": pool, "since": since, "until": until, "passes": counts,
+                               "notes": []}
+    notes: list[str] = summary["notes"]
+    left = counts["total"] - counts["analysed"]
+    if left:
+        notes.append(f"{left} pass(es) not complete ({counts['partial']} partial, "
+                     f"{counts['failed']} failed) were left out of the analysis.")
+    pt = pass_table(frames.passes)
+    audit = Audit(pool=pool, since=since, until=until, summary=summary)
+    t = audit.tables
+    t["passes"] = frames.passes.sort_values(["time", "started_at"], kind="stable").reset_index(
+        drop=True)
+    adj = adjustment_table(frames.adjustments)
+    t["adjustments"] = adj
+    summary["adjustments"] = {k: int(v) for k, v in adj["result"].value_counts().items()}
+    agree = agreement(frames.comparisons)
+    div = divergent_passes(agree, divergent)
+    t["agreement_by_pass"] = agree
+    t["divergent_passes"] = div
+    t["divergent_details"] = divergence_details(frames.comparisons, list(div["pass_uuid"]))
+    summary["comparisons"] = {
+        "count": int(len(agree)),
+        "with_figures": int(agree["worst"].notna().sum()),
+        "mean_equivalent_agreement": _f(agree["equivalent_agreement"].mean()),
+        "mean_count_agreement": _f(agree["count_agreement"].mean()),
+        "lowest": [{"pass": r["pass_uuid"], "anchor": r["anchor"], "time": _f(r["time"]),
+                    "worst": _f(r["worst"])} for _, r in div.iterrows()]}
+    if pt.empty:
+        summary["period"] = {"first_pass": _f(frames.passes["time"].min()),
+                             "last_pass": _f(frames.passes["time"].max())}
+        return audit
+    summary["period"] = {"first_pass": _f(pt["time"].min()), "last_pass": _f(pt["time"].max()),
+                         "covered_seconds": _f(pt["interval"].sum())}
+    ent = entitlements(pt, frames.groups)
+    share = shares(pt, frames.submitters, frames.groups, ent)
+    grp = group_table(pt, ent, share)
+    t["submitter_shares_by_pass"] = share
+    t["group_quota_by_pass"] = grp
+    cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
+    if share.empty:
+        sub_period = pd.DataFrame(columns=["name", "group", "active_passes"] + cols
+                                  + ["rel_gap", "deserved_pct", "delivered_pct"])
+    else:
+        share_pct = share.assign(
+            deserved_pct=share["deserved"] / share["pool_weight"].where(share["pool_weight"] > 0),
+            delivered_pct=share["delivered"] / share["pool_weight"].where(share["pool_weight"] > 0))
+        sub_period = period_means(share_pct, pt, "name",
+                                  cols + ["deserved_pct", "delivered_pct"])
+        info = share.groupby("name").agg(group=("group", "last"),
+                                         active_passes=("active", "sum")).reset_index()
+        sub_period = info.merge(sub_period, on="name")
+        sub_period["rel_gap"] = sub_period["gap"] / sub_period["demand_capped"].where(
+            sub_period["demand_capped"] > _EPS)
+        sub_period["active_passes"] = sub_period["active_passes"].astype(int)
+    t["submitter_shares"] = sub_period
+    grp_period = period_means(grp, pt, "group", ["quota", "usage", "requested", "deserved",
+                                                 "demand_capped", "delivered", "gap"])
+    flags = grp.groupby("group").agg(over_quota_passes=("over_quota", "sum"),
+                                     starved_passes=("starved", "sum")).reset_index()
+    grp_period = grp_period.merge(flags, on="group", how="left")
+    grp_period["over_quota_passes"] = grp_period["over_quota_passes"].astype(int)
+    grp_period["starved_passes"] = grp_period["starved_passes"].astype(int)
+    t["group_quota"] = grp_period
+    gpairs = pairs(grp, "group", "starved", "over_quota")
+    spairs = pairs(share.assign(surplus=share["excess"]) if len(share) else
+                   share.assign(surplus=[]), "name", "starved", "over_share", scope="group")
+    t["starved_borrowing_pairs"] = gpairs
+    t["starved_over_share_submitters"] = spairs
+    t["starved_submitters"] = spells(share, "name", "starved", "shortfall")
+    t["starved_groups"] = spells(grp, "group", "starved", "shortfall")
+    t["summary"] = summary_table(share, grp, gpairs, spairs)
+    fair = fairness_by_pass(share, pt)
+    t["fairness_by_pass"] = fair
+    t["largest_gaps"] = largest_gaps(share, top_gaps)
+    for by in ("submitter", "group"):
+        t[f"wait_by_{by}"] = wait_stats(frames.matches, frames.submitters, by)
+        audit.waits[by] = wait_samples(frames.matches, frames.submitters, by)
+    t["preemptions"] = preemptions(frames.matches)
+    prio = priorities(pt, frames.submitters)
+    t["priorities_by_pass"] = prio
+    t["priorities"] = priority_summary(prio)
+    hgq = bool(ent["hgq"].any())
+    by_count = int((share["demand_basis"] == "count").sum()) if len(share) else 0
+    equal = (share.loc[share["eup_source"] == "equal", "pass_uuid"].nunique()
+             if len(share) else 0)
+    notes.append("Demand = running weight (the real WeightedResourcesUsed) + idle jobs; the "
+                 "ledger records how many jobs are idle, not their slot weights, so each idle "
+                 "job counts as one slot-weight unit.")
+    if by_count:
+        notes.append(f"In {by_count} (pass, submitter) observation(s) no weighted usage was "
+                     "recorded while jobs ran: the running job count stood for the running "
+                     "weight.")
+    if equal:
+        notes.append(f"In {equal} pass(es) a submitter had no effective priority recorded "
+                     "(real or ours): its group's entitlement was split equally there.")
+    if not hgq:
+        notes.append("No accounting groups (HGQ) in these passes: every submitter is "
+                     "entitled to a share of the whole pool.")
+    no_size = int(pt["pool_weight"].isna().sum())
+    if no_size:
+        notes.append(f"{no_size} pass(es) have no pool size recorded (ledgers written before "
+                     "schema 6): the root group's entitlement is unknown there.")
+    missing = share["deserved"].isna().sum() if len(share) else 0
+    if missing:
+        notes.append(f"{int(missing)} (pass, submitter) observation(s) belong to a group whose "
+                     "entitlement is unknown (no recorded quota or pool size): they have no "
+                     "deserved share and are left out of the fairness index.")
+    if not frames.matches.empty and _num(frames.matches["wait"]).isna().all():
+        notes.append("No match in these passes has a recorded queue wait.")
+    summary.update({
+        "hgq": hgq,
+        "submitters": int(share["name"].nunique()) if len(share) else 0,
+        "groups": sorted(grp.loc[grp["group"] != ROOT, "group"].unique().tolist()),
+        "jain": {"mean": _f(fair["jain"].mean()), "min": _f(fair["jain"].min()),
+                 "last": _f(fair["jain"].dropna().iloc[-1]) if fair["jain"].notna().any()
+                 else None},
+        "starved_submitters": t["starved_submitters"]["name"].tolist(),
+        "starved_groups": t["starved_groups"]["name"].tolist(),
+        "borrowing": sorted(set(gpairs["borrowing"])),
+        "borrowing_from": {b: sorted(sub["starved"]) for b, sub in
+                           gpairs.groupby("borrowing", sort=True)},
+        "over_quota": sorted(set(grp.loc[grp["over_quota"], "group"])),
+        "preemptions": {src: int(n) for src, n in
+                        t["preemptions"].groupby("source")["count"].sum().items()},
+        "starvation_threshold": STARVED_BELOW, "over_share_threshold": OVER_ABOVE,
+    })
+    return audit

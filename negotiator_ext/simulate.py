@@ -1,0 +1,751 @@
+"""The what-if simulator (`negotiator-ext simulate`): the real core, cycle after cycle,
+over simulated time.
+
+A `Scenario` (negotiator_ext.scenario) gives the slots, the config, the starting
+accountant, the workload and changes at given times. Each cycle at time `t`:
+
+1. jobs whose run ended by `t` leave, and free their slot (a dynamic slot goes back into
+   its partitionable slot); jobs that arrived by `t` join their submitter's queue;
+   changes due by `t` are made (a config change, a factor, slots leaving or joining);
+2. the pool is assembled in memory as the collector and the schedds would show it (slot
+   ads with their claims, the queue, submitter ads) and the accountant state carried from
+   the last cycle;
+3. `cycle.run_cycle` runs the real negotiation cycle on it (accountant step, quotas, pie,
+   matchmaking, preemption);
+4. what the schedds and startds make of the matches: a matched job starts on its slot (a
+   partitionable slot is split as the startd would) and runs for its duration; a preempted
+   job goes back to the queue and starts over;
+5. the cycle is recorded in the ledger as a pass, as shadow mode records one (so `audit`
+   works on simulations), with the exact queue wait of every match.
+
+The simulated pool is its own reality: each pass's "real" figures are the simulated
+accountant's, and there is nothing to compare.
+
+Speed: the schedd only needs to offer as many idle jobs as could start this cycle (a
+submitter's first `free cpus` jobs in its queue order; all of them when preemption is
+possible), and the submitter ads carry the true counts. When no claimed slot can be
+taken (no PREEMPTION_REQUIREMENTS and slots whose Rank cannot prefer another job), the
+claimed slots are left out of the candidates the matchmaker sees while still counting in
+the pool's size and the accountant (`Pool.all_slot_ads`); the result is the same.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import heapq
+import math
+import random
+import sys
+import time as _time
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import classad2
+
+from .core import classads
+from .core.accountant import AccountantState
+from .core.adtext import TextAds, TextStore
+from .core.records import GroupObs, MatchEntry, PassRecord, SubmitterObs
+from .errors import InputError
+from .scenario import Arrival, Change, Scenario, SlotShape
+
+SCHEDD_ADDR = "<10.255.0.1:9618>"
+
+
+# ---- the simulated pool ---------------------------------------------------------------------
+
+@dataclass
+class SimJob:
+    cluster: int
+    proc: int
+    arrival: Arrival
+    duration: float
+    qdate: int
+    idle_since: int
+    status: int = 1                   # 1 idle, 2 running
+    slot: "SimSlot | None" = None
+    end: float = math.inf
+    seq: int = 0                      # queue order within the submitter
+    queued: bool = False              # has an entry in its submitter's queue heap
+
+    @property
+    def id(self) -> str:
+        return f"{self.cluster}.{self.proc}"
+
+
+@dataclass
+class SimSlot:
+    name: str
+    machine: str
+    index: int
+    shape: SlotShape
+    cpus: float
+    memory: float
+    disk: float
+    gpus: float
+    partitionable: bool = False
+    dynamic: bool = False
+    parent: "SimSlot | None" = None
+    job: SimJob | None = None         # static or dynamic slot: its job
+    children: list = field(default_factory=list)   # p-slot: its dynamic slots
+    next_child: int = 1
+    gone: bool = False
+    _ad: classad2.ClassAd | None = None   # the ad as last built (rebuilt on change)
+
+    def changed(self) -> None:
+        self._ad = None
+
+
+class SimPool:
+    """Slots and queues of the simulated pool, and how they change."""
+
+    def __init__(self, scenario: Scenario, rng: random.Random):
+        self.sc = scenario
+        self.rng = rng
+        self.slots: list[SimSlot] = []
+        self.queues: dict[str, list[SimJob]] = {}     # submitter -> idle jobs (heap order)
+        self.running: list[tuple[float, int, SimJob]] = []   # heap of (end, seq, job)
+        self.counts: dict[str, list[int]] = {}        # submitter -> [idle, running]
+        self.next_cluster = 1
+        self._seq = 0
+        for shape in scenario.slots:
+            self.add_slots(shape, shape.count)
+
+    # -- slots
+    def add_slots(self, shape: SlotShape, count: int) -> None:
+        start = sum(1 for s in self.slots if s.shape is shape)
+        for k in range(count):
+            i = len(self.slots)
+            machine = shape.machine or f"{shape.name}{start + k + 1:05d}.{self.sc.domain}"
+            self.slots.append(SimSlot(
+                name=f"slot1@{machine}", machine=machine, index=i, shape=shape,
+                cpus=shape.cpus, memory=shape.memory, disk=shape.disk, gpus=shape.gpus,
+                partitionable=shape.partitionable))
+
+    def remove_slots(self, prefix: str, count: int, t: int) -> int:
+        """Up to `count` slots whose machine starts with `prefix` leave (their jobs go back
+        to the queue); the number removed."""
+        gone = 0
+        for s in list(self.slots):
+            if gone >= count:
+                break
+            if s.dynamic or not s.machine.startswith(prefix):
+                continue
+            for d in list(s.children):
+                self.evict(d.job, t)
+            if s.job is not None:
+                self.evict(s.job, t)
+            s.gone = True
+            self.slots.remove(s)
+            gone += 1
+        return gone
+
+    # -- jobs: each submitter's queue is a list sorted by (-JobPrio, submission order);
+    #    entries of jobs that started stay until they reach the front (only jobs near the
+    #    front are ever offered, so that is where they are)
+    def _push(self, name: str, job: SimJob) -> None:
+        if not job.queued:
+            job.queued = True
+            q = self.queues.setdefault(name, [])
+            key = (-job.arrival.job_prio, job.seq, job)
+            if not q or q[-1][:2] < key[:2]:
+                q.append(key)
+            else:
+                bisect.insort(q, key, key=lambda e: e[:2])
+
+    def submit(self, a: Arrival, count: int, t: int) -> None:
+        cluster = self.next_cluster
+        self.next_cluster += 1
+        name = a.submitter_name(self.sc.domain)
+        c = self.counts.setdefault(name, [0, 0])
+        for p in range(count):
+            self._seq += 1
+            job = SimJob(cluster=cluster, proc=p, arrival=a, duration=a.duration.draw(self.rng),
+                         qdate=t, idle_since=t, seq=self._seq)
+            self._push(name, job)
+        c[0] += count
+
+    def evict(self, job: SimJob | None, t: int) -> None:
+        """A job loses its slot (preempted, or its slot left): back to the queue, to start
+        over (a vanilla job restarts from the beginning)."""
+        if job is None or job.status != 2:
+            return
+        self._free(job)
+        job.status, job.idle_since, job.end = 1, t, math.inf
+        name = job.arrival.submitter_name(self.sc.domain)
+        self._push(name, job)
+        c = self.counts[name]
+        c[0] += 1
+        c[1] -= 1
+
+    def _free(self, job: SimJob) -> None:
+        s = job.slot
+        job.slot = None
+        if s is None:
+            return
+        s.job = None
+        s.changed()
+        if s.dynamic and s.parent is not None:
+            p = s.parent
+            p.cpus += s.cpus
+            p.memory += s.memory
+            p.disk += s.disk
+            p.gpus += s.gpus
+            if s in p.children:
+                p.children.remove(s)
+            p.changed()
+
+    def finish_until(self, t: float) -> int:
+        """Jobs whose run ended by `t` leave the pool; how many."""
+        n = 0
+        while self.running and self.running[0][0] <= t:
+            end, _, job = heapq.heappop(self.running)
+            if job.status != 2 or job.end != end:
+                continue          # evicted since (and requeued)
+            self._free(job)
+            job.status = 3
+            self.counts[job.arrival.submitter_name(self.sc.domain)][1] -= 1
+            n += 1
+        return n
+
+    def start(self, job: SimJob, slot: SimSlot, t: int) -> None:
+        name = job.arrival.submitter_name(self.sc.domain)
+        job.status, job.slot, job.end = 2, slot, t + job.duration
+        slot.job = job
+        slot.changed()
+        heapq.heappush(self.running, (job.end, job.seq, job))
+        c = self.counts[name]
+        c[0] -= 1
+        c[1] += 1
+
+    def idle_jobs(self, name: str, k: int) -> list[SimJob]:
+        """The submitter's first `k` idle jobs in the schedd's order (JobPrio, then
+        submission)."""
+        q = self.queues.get(name)
+        if not q or k <= 0:
+            return []
+        n = 0
+        while n < len(q) and q[n][2].status != 1:     # jobs that started since
+            q[n][2].queued = False
+            n += 1
+        if n:
+            del q[:n]
+        out: list[SimJob] = []
+        for _, _, job in q:
+            if job.status == 1:
+                out.append(job)
+                if len(out) >= k:
+                    break
+        return out
+
+    def carve(self, pslot: SimSlot, job: SimJob) -> SimSlot:
+        """The startd splits a partitionable slot for a matched job (its requests)."""
+        a = job.arrival
+        cpus = min(a.cpus, pslot.cpus)
+        mem = min(a.memory, pslot.memory)
+        disk = min(a.disk, pslot.disk)
+        gpus = min(a.gpus, pslot.gpus)
+        pslot.cpus -= cpus
+        pslot.memory -= mem
+        pslot.disk -= disk
+        pslot.gpus -= gpus
+        n = pslot.next_child
+        pslot.next_child += 1
+        d = SimSlot(name=f"slot1_{n}@{pslot.machine}", machine=pslot.machine,
+                    index=pslot.index, shape=pslot.shape, cpus=cpus, memory=mem, disk=disk,
+                    gpus=gpus, dynamic=True, parent=pslot)
+        pslot.children.append(d)
+        pslot.changed()
+        return d
+
+    def free_cpus(self) -> float:
+        total = 0.0
+        for s in self.slots:
+            if s.partitionable:
+                total += s.cpus
+            elif s.job is None:
+                total += s.cpus
+        return total
+
+
+# ---- ads --------------------------------------------------------------------------------------
+
+def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
+    """The slot's ad as its startd advertises it (cached until the slot changes)."""
+    if s._ad is not None:
+        return s._ad
+    ad = classad2.ClassAd()
+    ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
+    base = {"MyType": "Machine", "Name": s.name, "Machine": s.machine, "StartdIpAddr": ip,
+            "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX", "SlotID": 1,
+            "Cpus": _num(s.cpus), "Memory": _num(s.memory), "Disk": _num(s.disk),
+            "TotalCpus": _num(s.shape.cpus), "TotalMemory": _num(s.shape.memory),
+            "Rank": 0.0, "CurrentRank": 0.0, "START": True}
+    if s.shape.gpus:
+        base["GPUs"] = _num(s.gpus)
+    for k, v in base.items():
+        ad[k] = v
+    ad["Requirements"] = classad2.ExprTree("START")
+    if s.partitionable:
+        ad["PartitionableSlot"] = True
+        ad["SlotType"] = "Partitionable"
+        ad["NumDynamicSlots"] = len(s.children)
+        ad["NumClaims"] = int(s.cpus)     # the claim ids a consumption policy hands out
+    elif s.dynamic:
+        ad["DynamicSlot"] = True
+        ad["SlotType"] = "Dynamic"
+        ad["ParentSlotName"] = s.parent.name if s.parent else s.name
+    for k, text in s.shape.attrs.items():
+        ad[k] = classads.parse_expr(text)
+    job = s.job
+    if job is not None:
+        a = job.arrival
+        user = a.user_name(sc.domain)
+        ad["State"] = "Claimed"
+        ad["Activity"] = "Busy"
+        ad["RemoteUser"] = user
+        ad["RemoteOwner"] = user
+        ad["RemoteScheddName"] = sc.schedd
+        ad["JobId"] = job.id
+        ad["EnteredCurrentState"] = job.qdate
+        if a.group:
+            ad["AccountingGroup"] = a.submitter_name(sc.domain)
+            ad["RemoteGroup"] = a.group
+            ad["RemoteNegotiatingGroup"] = a.group
+        if a.concurrency_limits:
+            ad["ConcurrencyLimits"] = a.concurrency_limits
+    else:
+        ad["State"] = "Unclaimed"
+        ad["Activity"] = "Idle"
+    s._ad = ad
+    return ad
+
+
+def _num(x: float):
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _job_row(job: SimJob, sc: Scenario, store: TextAds) -> None:
+    a = job.arrival
+    user = a.user_name(sc.domain)
+    pairs = [("MyType", '"Job"'), ("TargetType", '"Machine"'), ("ClusterId", str(job.cluster)),
+             ("ProcId", str(job.proc)), ("JobStatus", "1"), ("JobUniverse", "5"),
+             ("Owner", _q(a.user)), ("User", _q(user)), ("QDate", str(job.qdate)),
+             ("EnteredCurrentStatus", str(job.idle_since)), ("JobPrio", str(a.job_prio)),
+             ("RequestCpus", _lit(a.cpus)), ("RequestMemory", _lit(a.memory)),
+             ("RequestDisk", _lit(a.disk)),
+             ("GlobalJobId", _q(f"{sc.schedd}#{job.id}#{job.qdate}")),
+             ("Requirements", a.requirements_text())]
+    if a.gpus:
+        pairs.append(("RequestGPUs", _lit(a.gpus)))
+    if a.group:
+        pairs.append(("AccountingGroup", _q(f"{a.group}.{a.user}")))
+        pairs.append(("AcctGroup", _q(a.group)))
+    if a.rank:
+        pairs.append(("Rank", a.rank))
+    if a.concurrency_limits:
+        pairs.append(("ConcurrencyLimits", _q(a.concurrency_limits)))
+    if a.nice_user:
+        pairs.append(("NiceUser", "true"))
+    for k, text in a.attrs.items():
+        pairs.append((k, text))
+    store.add(pairs)
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _lit(x: float) -> str:
+    return str(_num(x))
+
+
+# ---- the loop ---------------------------------------------------------------------------------
+
+@dataclass
+class SimReport:
+    passes: int
+    matches: int
+    preemptions: int
+    span: float
+    wall: float
+    ledger: str
+    skipped: int = 0          # replay: recorded snapshots no longer on disk
+
+
+class Simulation:
+    """One run of a scenario, recorded in a ledger (see the module docstring)."""
+
+    def __init__(self, scenario: Scenario, ledger, *, progress: Callable[[float, float, float], None] | None = None,
+                 batch: int = 200):
+        from .adapters.condor_config import load_config
+        from .core.groups import GroupTree
+        self.sc = scenario
+        self.ledger = ledger
+        self.progress = progress
+        self.batch = batch
+        self.rng = random.Random(scenario.seed)
+        self.pool = SimPool(scenario, self.rng)
+        self.config_extra: dict[str, str] = dict(scenario.knobs)
+        self.config = self._load_config(load_config)
+        self.groups = GroupTree(self.config)
+        self._check_groups()
+        self.state = self._initial_accountant()
+        self.pending: list[PassRecord] = []
+        self.arrivals = self._arrival_events()
+        self.changes = sorted(scenario.changes, key=lambda c: c.at)
+        self.matches = 0
+        self.preemptions = 0
+        self._offered: dict[str, SimJob] = {}
+        # the fewest cpus any job of the scenario requests (a p-slot with less is full)
+        self.least_cpus = min((a.cpus for a in scenario.workload), default=1)
+
+    # -- setup
+    def _load_config(self, load_config):
+        """The scenario's config file with its knob overrides appended, read through
+        HTCondor's own config system (a temporary file: the bindings read files)."""
+        import tempfile
+        text = self.sc.config_path.read_text() if self.sc.config_path else ""
+        extra = "".join(f"\n{k} = {v}" for k, v in self.config_extra.items())
+        with tempfile.NamedTemporaryFile("w", suffix=".config", delete=False) as f:
+            f.write(text + extra + "\n")
+            path = f.name
+        try:
+            cfg = load_config(path)
+        finally:
+            Path(path).unlink(missing_ok=True)
+        return dataclasses.replace(cfg, source=str(self.sc.config_path or self.sc.path))
+
+    def _check_groups(self) -> None:
+        """A workload group the config does not define is an error (HTCondor would quietly
+        run those jobs in the root group)."""
+        known = {n.name for n in self.groups.nodes}
+        bad = sorted({a.group for a in self.sc.workload if a.group and a.group not in known})
+        if bad:
+            raise InputError(str(self.sc.path), f"workload: unknown accounting group(s) "
+                             f"{', '.join(bad)}: GROUP_NAMES is "
+                             f"{', '.join(sorted(known - {'<none>'})) or 'empty'}")
+
+    def _initial_accountant(self) -> AccountantState:
+        if self.sc.accountant is None:
+            return AccountantState(last_update_time=self.sc.start)
+        from .adapters.accounting_ads import state_from_accounting_ads
+        from .adapters.adfiles import read_ads
+        state, _ = state_from_accounting_ads(read_ads(self.sc.accountant), (), self.groups,
+                                             str(self.sc.accountant))
+        return state
+
+    def _arrival_events(self) -> list[tuple[int, int, Arrival, int]]:
+        """(time, order, arrival, count) for every batch of jobs in the span."""
+        out = []
+        end = self.sc.start + self.sc.span
+        for i, a in enumerate(self.sc.workload):
+            t = self.sc.start + a.at
+            n = 0
+            while t <= end:
+                out.append((int(t), i, a, a.count))
+                n += 1
+                if not a.every or (a.repeat is not None and n >= a.repeat):
+                    break
+                t += a.every
+        heapq.heapify(out)
+        return out
+
+    # -- one cycle
+    def run(self) -> SimReport:
+        wall0 = _time.perf_counter()
+        sc = self.sc
+        n = 0
+        t = sc.start
+        end = sc.start + sc.span
+        while t <= end:
+            self.step(t)
+            n += 1
+            if len(self.pending) >= self.batch:
+                self.flush()
+            if self.progress is not None:
+                self.progress(t - sc.start, sc.span, _time.perf_counter() - wall0)
+            t += sc.interval
+        self.flush()
+        return SimReport(passes=n, matches=self.matches, preemptions=self.preemptions,
+                         span=sc.span, wall=_time.perf_counter() - wall0,
+                         ledger=self.ledger.source)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.ledger.record_passes(self.pending)
+            self.pending = []
+
+    def step(self, t: int) -> None:
+        from .cycle import run_cycle
+        p = self.pool
+        p.finish_until(t)
+        while self.arrivals and self.arrivals[0][0] <= t:
+            _, _, a, count = heapq.heappop(self.arrivals)
+            p.submit(a, count, t)
+        while self.changes and self.sc.start + self.changes[0].at <= t:
+            self._change(self.changes.pop(0), t)
+        pool = self._pool(t)
+        started = _time.perf_counter()
+        result = run_cycle(pool, t)
+        duration = _time.perf_counter() - started
+        self.state = result.accountant.to_state()
+        entries = self._apply(result, t)
+        self.pending.append(self._record(t, result, entries, duration))
+
+    def _change(self, c: Change, t: int) -> None:
+        from .adapters.condor_config import load_config
+        from .core.accountant import Accountant
+        from .core.groups import GroupTree
+        if c.kind == "config":
+            self.config_extra.update(c.knobs)
+            self.config = self._load_config(load_config)
+            self.groups = GroupTree(self.config)
+        elif c.kind in ("factor", "priority"):    # condor_userprio -setfactor / -setprio
+            acc = Accountant(self.state, self.config, self.groups)
+            if c.kind == "factor":
+                acc.set_priority_factor(c.name, c.value)
+            else:
+                acc.set_priority(c.name, c.value)
+            self.state = acc.to_state()
+        elif c.kind == "slots_leave":
+            self.pool.remove_slots(c.prefix, c.count, t)
+        elif c.kind == "slots_join":
+            self.pool.add_slots(c.shape, c.count)
+
+    def _preemption_possible(self) -> bool:
+        cfg = self.config
+        if not cfg.consider_preemption:
+            return False
+        if cfg.preemption_requirements not in (None, "False", "false", "FALSE"):
+            return True
+        return any("rank" in (k.lower() for k in s.attrs) for s in self.sc.slots)
+
+    def _pool(self, t: int):
+        from .adapters.snapshot import Snapshot
+        from .core.slots import slot_usage
+        from .pool import Pool
+        sc, p = self.sc, self.pool
+        preempt = self._preemption_possible()
+        ads, usage, pies, effs, cand_ads, cand_usage = [], [], [], [], [], []
+        least = self.least_cpus
+        for s in p.slots:
+            for x in ([s] + s.children if s.partitionable else [s]):
+                ad = _slot_ad(x, sc)
+                u, pie, eff = _facts(x, ad, self.config)
+                ads.append(ad)
+                usage.append(u)
+                pies.append(pie)
+                effs.append(eff)
+                # candidates: what a job can take this cycle (a p-slot with fewer cpus
+                # left than any job requests cannot match, as a claimed static slot
+                # cannot when nothing can preempt it)
+                if preempt or (x.partitionable and x.cpus >= least) or (
+                        not x.partitionable and x.job is None):
+                    cand_ads.append(classads.copy_ad(ad))
+                    cand_usage.append(u)
+        free = sum(s.cpus for s in p.slots if (s.partitionable or s.job is None))
+        cap = int(math.ceil(free)) if not preempt else sum(
+            int(math.ceil(s.shape.cpus)) for s in p.slots)
+        store = TextStore()
+        jobs = TextAds(store)
+        submitters = []
+        self._offered: dict[str, SimJob] = {}      # the jobs the schedd offers this cycle
+        for i, (name, (idle, running)) in enumerate(sorted(p.counts.items())):
+            if idle + running <= 0:
+                continue
+            for job in p.idle_jobs(name, min(idle, cap)):
+                _job_row(job, sc, jobs)
+                self._offered[job.id] = job
+            ad = classad2.ClassAd()
+            ad["MyType"] = "Submitter"
+            ad["Name"] = name
+            ad["ScheddName"] = sc.schedd
+            ad["ScheddIpAddr"] = SCHEDD_ADDR
+            ad["IdleJobs"] = idle
+            ad["RunningJobs"] = running
+            ad["WeightedIdleJobs"] = idle
+            ad["WeightedRunningJobs"] = running
+            ad["LastHeardFrom"] = 1000 + i
+            submitters.append(ad)
+        snap = Snapshot(directory=sc.path, slots_source=str(sc.path), slots=tuple(cand_ads),
+                        jobs={"jobs.ads": jobs}, submitters=tuple(submitters), accounting=(),
+                        accounting_source=None, config_path=None,
+                        meta={"captured_at": t, "schedd_files": {"jobs.ads": sc.schedd}})
+        return Pool(snapshot=snap, config=self.config, groups=self.groups,
+                    slot_ads=tuple(cand_ads), slots=tuple(cand_usage), accountant=self.state,
+                    warnings=(), all_slot_ads=tuple(ads), all_slots=tuple(usage),
+                    pie_weights=tuple(pies), effective_sizes=tuple(effs))
+
+    def _apply(self, result, t: int) -> list[MatchEntry]:
+        """The schedds and startds act on the matches; our match entries, with waits."""
+        p = self.pool
+        by_name = {}
+        for s in p.slots:
+            by_name[s.name] = s
+            for d in s.children:
+                by_name[d.name] = d
+        jobs = self._offered
+        out = []
+        for m in result.matches:
+            slot = by_name.get(m.slot)
+            job = jobs.get(m.assigned_job)
+            if slot is None or job is None or job.status != 1:
+                continue
+            if m.preempting:
+                victim = slot.job
+                if victim is not None:
+                    p.evict(victim, t)
+                    self.preemptions += 1
+            if slot.partitionable:
+                slot = p.carve(slot, job)
+            wait = float(t - job.idle_since)
+            p.start(job, slot, t)
+            self.matches += 1
+            out.append(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
+                                  preempting=m.preempting, time=t, group=m.group, wait=wait))
+        return out
+
+    def _record(self, t: int, result, entries: list[MatchEntry], duration: float) -> PassRecord:
+        acc = result.accountant
+        counts = self.pool.counts
+        rows = {r["name"]: r for r in result.submitters}
+        subs = []
+        for rec in acc.report(result.quotas or None):
+            name = rec["Name"]
+            is_group = bool(rec.get("IsAccountingGroup"))
+            r = rows.get(name, {})
+            idle, running = counts.get(name, (0, 0))
+            factor = rec.get("PriorityFactor")
+            eup = rec.get("Priority")
+            subs.append(SubmitterObs(
+                name=name, group=rec.get("AccountingGroup") or "<none>", is_group=is_group,
+                factor=factor, policy_factor=factor,
+                floor=int(rec.get("Floor") or 0), ceiling=int(rec.get("Ceiling", -1)),
+                real_rup=(eup / factor) if eup is not None and factor else None,
+                real_eup=eup, real_usage=float(rec.get("WeightedResourcesUsed") or 0.0),
+                resources_used=float(rec.get("ResourcesUsed") or 0.0),
+                hier_usage=float(rec.get("HierWeightedResourcesUsed") or 0.0),
+                real_share=rec.get("SubmitterShare"), real_limit=rec.get("SubmitterLimit"),
+                last_usage_time=int(rec.get("LastUsageTime") or 0),
+                begin_usage_time=int(rec.get("BeginUsageTime") or 0),
+                idle_jobs=idle, running_jobs=running,
+                shadow_eup=r.get("eup"), shadow_share=r.get("share"), shadow_limit=r.get("limit"),
+                shadow_submitter_limit=r.get("submitter_limit"),
+                shadow_matches=int(r.get("matched") or 0),
+                shadow_match_weight=float(r.get("matched_weight") or 0.0)))
+        groups = [GroupObs(name=g["name"], real_quota=g["effective_quota"],
+                           config_quota=g["config_quota"], real_usage=g["usage"],
+                           real_requested=g["requested"], shadow_quota=g["effective_quota"],
+                           shadow_allocated=g["allocated"], shadow_usage_after=g["usage"],
+                           shadow_matches=g["matched"])
+                  for g in result.groups]
+        uid = uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"negotiator-ext-sim:{self.sc.name}:{self.sc.seed}:{t}").hex
+        return PassRecord(
+            uuid=uid, pool=self.sc.pool_name, started_at=float(t), finished_at=float(t),
+            snapshot_time=t, status="complete", reason=None, real_cycle_time=t,
+            real_accountant_time=t, shadow_duration=round(duration, 4), capture_duration=0.0,
+            shadow_timings=dict(result.timings), pool_weight=result.pool_weight,
+            shadow_matches=tuple(entries), submitters=tuple(subs), groups=tuple(groups),
+            comparable=False, snapshot_dir=None)
+
+
+def _facts(s: SimSlot, ad, config):
+    """(SlotUsage, pie weight, effective size) of the slot's current ad, as the core
+    computes them, kept until the ad changes."""
+    from .core.slots import pie_weight, slot_usage
+    f = getattr(s, "_facts", None)
+    if f is None or f[0] is not ad:
+        u = slot_usage(ad, config)
+        eff = (classads.eval_number(ad, "Cpus") or 0.0) if s.partitionable else 1.0
+        f = (ad, (u, pie_weight(ad, u.weight), eff))
+        s._facts = f
+    return f[1]
+
+
+def progress_bar(stream=sys.stderr) -> Callable[[float, float, float], None]:
+    """Progress on `stream`: simulated time done, wall time so far, ETA. On a terminal one
+    line redrawn at most twice a second; otherwise (a log) a line every tenth."""
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    last = [0.0, -1]
+
+    def show(done: float, span: float, wall: float) -> None:
+        frac = done / span if span else 1.0
+        eta = wall / frac - wall if frac > 0 else 0.0
+        text = (f"{_dur(done)} of {_dur(span)} simulated, {wall:.0f} s, ETA {eta:.0f} s")
+        if tty:
+            now = _time.monotonic()
+            if now - last[0] < 0.5 and done < span:
+                return
+            last[0] = now
+            stream.write(f"\r[{'#' * int(frac * 30):<30}] {text} ")
+            if done >= span:
+                stream.write("\n")
+        else:
+            tenth = int(frac * 10)
+            if tenth == last[1]:
+                return
+            last[1] = tenth
+            stream.write(f"{int(frac * 100):3d}% {text}\n")
+        stream.flush()
+    return show
+
+
+def _dur(s: float) -> str:
+    d, rest = divmod(int(s), 86400)
+    h, rest = divmod(rest, 3600)
+    return f"{d}d{h:02d}h{rest // 60:02d}m" if d else f"{h}h{rest // 60:02d}m"
+
+
+# ---- what-if replay of recorded snapshots ------------------------------------------------------
+
+def replay_what_if(sc: Scenario, ledger_url: str,
+                   progress: Callable[[float, float, float], None] | None = None) -> SimReport:
+    """Re-run recorded snapshots under the scenario's config (`replay:` in the scenario):
+    each snapshot is one shadow pass (`shadow.ShadowLoop`, replay mode) whose cycle runs
+    under the scenario's config file (else the snapshot's own config) with its knobs
+    appended, beside what the real negotiator did, so `ledger show` and `audit` compare
+    the changed policy with the real one. Snapshots a shadow ledger names but that are no
+    longer on disk are skipped (counted in the report)."""
+    import tempfile
+    from .adapters.ledger import open_ledger
+    from .adapters.snapshot import read_meta
+    from .shadow import ShadowLoop, ShadowSettings
+    dirs = list(sc.replay_snapshots)
+    if sc.replay_ledger:
+        with open_ledger(sc.replay_ledger, create=False) as src:
+            pools = src.pools()
+            pool = sc.replay_pool or (pools[0] if len(pools) == 1 else None)
+            if pool is None:
+                raise InputError(sc.replay_ledger, "holds several pools "
+                                 f"({', '.join(pools)}): name one with replay.pool")
+            dirs = [Path(p["snapshot_dir"]) for p in src.passes(pool)
+                    if p.get("snapshot_dir") and p["status"] != "failed"]
+    present = [d for d in dirs if (d / "meta.json").is_file() or (d / "slots.ads").is_file()]
+    if not present:
+        raise InputError(str(sc.path), "replay: none of the recorded snapshots is on disk "
+                         f"({len(dirs)} named)")
+    present.sort(key=lambda d: int(read_meta(d).get("captured_at") or 0))
+    wall0 = _time.perf_counter()
+    matches = 0
+    with tempfile.TemporaryDirectory(prefix="negotiator-ext-whatif-") as tmp:
+        base = sc.config_path.read_text() if sc.config_path else None
+        extra = "".join(f"\n{k} = {v}" for k, v in sc.knobs.items())
+        for i, d in enumerate(present):
+            own = d / "config"
+            text = base if base is not None else (own.read_text() if own.is_file() else "")
+            cfg = Path(tmp) / f"config-{i}"
+            cfg.write_text(text + extra + "\n")
+            settings = ShadowSettings.from_knobs(
+                {"STATE_DIR": tmp, "ADVERTISE": "false", "METRICS_FILE": ""},
+                ledger_url=ledger_url, pool=f"whatif:{sc.name}", cycle_config=cfg)
+            rec = ShadowLoop(settings).run_pass(replay=d)
+            matches += len(rec.shadow_matches)
+            if progress is not None:
+                progress(i + 1, len(present), _time.perf_counter() - wall0)
+    return SimReport(passes=len(present), matches=matches, preemptions=0,
+                     span=float(len(present)), wall=_time.perf_counter() - wall0,
+                     ledger=ledger_url, skipped=len(dirs) - len(present))

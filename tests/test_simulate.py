@@ -1,0 +1,283 @@
+"""The simulator on the shipped example scenarios (examples/scenarios/): the numbers the
+manual and the seeds predict, the ledger it writes, the fast path's equivalence with the
+full one, changes over time, and bad scenarios."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from negotiator_ext.adapters.ledger import open_ledger
+from negotiator_ext.cli import main
+from negotiator_ext.errors import InputError
+from negotiator_ext.scenario import SCHEMA, load_scenario, validate
+from negotiator_ext.simulate import Simulation, progress_bar
+
+ROOT = Path(__file__).parent.parent
+SCENARIOS = ROOT / "examples" / "scenarios"
+HOUR = 3600
+
+
+def simulate(path: Path, tmp_path: Path, **changes):
+    sc = load_scenario(path)
+    if changes:
+        sc = dataclasses.replace(sc, **changes)
+    url = str(tmp_path / f"{sc.name}.sqlite")
+    with open_ledger(url) as ledger:
+        report = Simulation(sc, ledger).run()
+    return sc, url, report
+
+
+def rows(url: str, sql: str, *args):
+    return sqlite3.connect(url).execute(sql, args).fetchall()
+
+
+def at(sc, seconds: float) -> int:
+    """The cycle time at or after `seconds` into the scenario."""
+    n = -(-int(seconds) // sc.interval)
+    return sc.start + n * sc.interval
+
+
+def usage(url, t, name_like="%"):
+    return {n.split("@")[0]: u for n, u in rows(
+        url, "SELECT s.name, s.real_usage FROM submitters s JOIN passes p ON p.uuid = s.pass_uuid "
+             "WHERE p.snapshot_time = ? AND s.is_group = 0 AND s.name LIKE ?", t, name_like)}
+
+
+def sub_field(url, t, name, field):
+    (v,), = rows(url, f"SELECT s.{field} FROM submitters s JOIN passes p ON p.uuid = s.pass_uuid "
+                      "WHERE p.snapshot_time = ? AND s.name = ?", t, name)
+    return v
+
+
+def group_usage(url, t):
+    return {n: u for n, u in rows(
+        url, "SELECT g.name, g.real_usage FROM groups g JOIN passes p ON p.uuid = g.pass_uuid "
+             "WHERE p.snapshot_time = ? AND g.name <> '<none>'", t)}
+
+
+# ---- the manual's numbers ---------------------------------------------------------------
+
+def test_two_users_the_manuals_example(tmp_path):
+    """User A alone on 100 cores for 48 h of short jobs reaches a RUP of about 75; when B
+    arrives, A's share drops below one core and then recovers toward half the pool.
+    (Cycles every 5 minutes here to keep the test short: the jobs run 5 minutes, and the
+    accountant's decay does not depend on the step; the shipped file runs every minute.)"""
+    sc, url, report = simulate(SCENARIOS / "two-users" / "scenario.yaml", tmp_path,
+                               interval=300, span=60 * HOUR)
+    a, b = "a@sim.local", "b@sim.local"
+    before = at(sc, 48 * HOUR) - sc.interval
+    assert 74.5 <= sub_field(url, before, a, "real_rup") <= 75.5
+    assert usage(url, before) == {"a": 100.0}
+    arrival = at(sc, 48 * HOUR)
+    # B's first cycle: the pie gives A 0.5 / 75 of B's entitlement: less than one core
+    share = sub_field(url, arrival, a, "real_share")
+    assert share * 100 < 1.0
+    assert usage(url, arrival)["a"] <= 1.0 and usage(url, arrival)["b"] >= 99.0
+    # then A recovers, toward half of the pool
+    later = [usage(url, at(sc, h * HOUR))["a"] for h in (50, 54, 60)]
+    assert later == sorted(later) and later[0] < later[-1]
+    assert 20.0 <= later[-1] <= 50.0
+    assert report.matches > 0 and report.preemptions == 0
+
+
+def test_rup_growth_and_decay_the_manuals_figures(tmp_path):
+    """A new user runs 100 cores for 24 h, then nothing: RUP 0.5 -> about 50 at 24 h, and
+    it halves every day after (25 at 48 h, 12.5 at 72 h)."""
+    sc, url, _ = simulate(SCENARIOS / "rup-growth-decay" / "scenario.yaml", tmp_path,
+                          interval=600)
+    a = "a@sim.local"
+    rup = {h: sub_field(url, at(sc, h * HOUR), a, "real_rup") for h in (24, 48, 72)}
+    assert rup[24] == pytest.approx(100 * 0.5 + 0.5 * 0.5, abs=0.01)      # 50.25
+    assert rup[48] == pytest.approx(rup[24] / 2, abs=0.01)
+    assert rup[72] == pytest.approx(rup[24] / 4, abs=0.01)
+
+
+def test_group_quota_preemption_converges_to_5_5_5(tmp_path):
+    sc, url, report = simulate(SCENARIOS / "group-quota-preemption" / "scenario.yaml", tmp_path)
+    assert group_usage(url, at(sc, 9 * 60)) == {"A": 5.0, "B": 10.0, "C": 0.0}
+    assert group_usage(url, at(sc, 10 * 60)) == {"A": 5.0, "B": 5.0, "C": 5.0}
+    assert group_usage(url, sc.start + sc.span) == {"A": 5.0, "B": 5.0, "C": 5.0}
+    assert report.preemptions == 5
+    # who preempted whom: C's matches took B's slots, never A's
+    victims = {p for (p,) in rows(url, "SELECT preempting FROM shadow_matches WHERE preempting IS NOT NULL")}
+    assert victims and all(v.startswith("B.") for v in victims)
+
+
+def test_round_robin_rate_ends_the_starvation(tmp_path):
+    """Two groups both need the 20 big-memory slots: without a round-robin rate the first
+    takes all 20; with one they share them."""
+    one = 60 * 60
+    sc, url, _ = simulate(SCENARIOS / "round-robin-starvation" / "round-robin-off.yaml", tmp_path,
+                          span=one)
+    off = group_usage(url, sc.start + one)
+    assert sorted(off.values()) == [0.0, 20.0]
+    sc, url, _ = simulate(SCENARIOS / "round-robin-starvation" / "scenario.yaml", tmp_path,
+                          span=one)
+    assert group_usage(url, sc.start + one) == {"group_a": 10.0, "group_b": 10.0}
+
+
+def test_consumption_policy_loads_the_pool_in_one_cycle(tmp_path):
+    sc, url, _ = simulate(SCENARIOS / "consumption-policy" / "scenario.yaml", tmp_path)
+    assert rows(url, "SELECT snapshot_time - ?, n_shadow_matches FROM passes "
+                     "WHERE n_shadow_matches > 0", sc.start) == [(0, 160)]
+    sc, url, _ = simulate(SCENARIOS / "consumption-policy" / "consumption-policy-off.yaml", tmp_path)
+    per_cycle = rows(url, "SELECT n_shadow_matches FROM passes WHERE n_shadow_matches > 0 "
+                          "ORDER BY snapshot_time")
+    assert per_cycle == [(10,)] * 16            # one match per p-slot per cycle
+
+
+# ---- the ledger and the engine ------------------------------------------------------------
+
+def test_the_ledger_holds_one_complete_pass_per_cycle_with_waits(tmp_path):
+    sc, url, report = simulate(SCENARIOS / "group-quota-preemption" / "scenario.yaml", tmp_path)
+    with open_ledger(url) as ledger:
+        heads = ledger.passes(sc.pool_name)
+        assert len(heads) == report.passes == sc.span // sc.interval + 1
+        assert {h["status"] for h in heads} == {"complete"}
+        assert ledger.verify() == []
+        first = ledger.shadow_matches(heads[0]["uuid"])
+        assert len(first) == 15 and all(m.wait == 0.0 for m in first)
+        c_matches = [m for h in heads for m in ledger.shadow_matches(h["uuid"])
+                     if m.submitter.startswith("C.")]
+        assert [m.wait for m in c_matches] == [0.0] * 5    # C's jobs started as they arrived
+        assert heads[0]["pool_weight"] == 15.0
+
+
+def test_fast_path_gives_the_same_matches_as_offering_every_slot(tmp_path, monkeypatch):
+    """Leaving claimed slots out of the candidates (and offering only as many jobs as
+    could start) changes nothing: the same matches, cycle by cycle."""
+    path = ROOT / "bench" / "scenarios" / "week-1k.yaml"
+    sc = dataclasses.replace(load_scenario(path), span=2 * HOUR, interval=120)
+
+    def run(url, full: bool):
+        with open_ledger(url) as ledger:
+            sim = Simulation(sc, ledger)
+            if full:
+                monkeypatch.setattr(sim, "_preemption_possible", lambda: True)
+            sim.run()
+        return rows(url, "SELECT p.snapshot_time, m.job, m.submitter, m.slot FROM shadow_matches m "
+                         "JOIN passes p ON p.uuid = m.pass_uuid ORDER BY p.snapshot_time, m.id")
+    fast = run(str(tmp_path / "fast.sqlite"), False)
+    full = run(str(tmp_path / "full.sqlite"), True)
+    assert len(fast) > 500
+    assert fast == full
+
+
+def test_changes_slots_leave_and_join_and_a_factor(tmp_path):
+    doc = {
+        "name": "changes", "span": "2h", "interval": 300,
+        "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+        "slots": [{"count": 10, "name": "old"}],
+        "workload": [{"submitter": "u", "count": 100, "duration": "10h"}],
+        "changes": [{"at": "30m", "slots_leave": {"prefix": "old", "count": 4}},
+                    {"at": "1h", "slots_join": {"count": 3, "name": "new"}},
+                    {"at": "90m", "factor": {"submitter": "u", "value": 5}}]}
+    path = tmp_path / "changes.json"
+    path.write_text(json.dumps(doc))
+    sc, url, _ = simulate(path, tmp_path)
+    assert usage(url, at(sc, 25 * 60))["u"] == 10.0
+    assert usage(url, at(sc, 30 * 60))["u"] == 6.0        # 4 slots left, their jobs requeued
+    assert usage(url, at(sc, 60 * 60))["u"] == 9.0        # 3 new ones taken at once
+    assert sub_field(url, at(sc, 85 * 60), "u@sim.local", "factor") == 1.0
+    assert sub_field(url, at(sc, 90 * 60), "u@sim.local", "factor") == 5.0
+    assert sub_field(url, at(sc, 90 * 60), "u@sim.local", "idle_jobs") == 91
+
+
+def test_a_recorded_snapshot_as_the_pool(tmp_path):
+    doc = {"name": "from-snapshot", "span": "10m", "interval": 60,
+           "pool_snapshot": str(ROOT / "tests" / "data" / "fixtures" / "pie_three_submitters"),
+           "workload": [{"submitter": "x", "count": 100, "duration": "1h"}]}
+    path = tmp_path / "snap.json"
+    path.write_text(json.dumps(doc))
+    sc = load_scenario(path)
+    assert len(sc.slots) == 20 and sc.config_path is not None and sc.accountant is not None
+    sc, url, report = simulate(path, tmp_path)
+    assert report.matches == 20                # every recorded slot, claims dropped
+
+
+def test_what_if_replay_of_recorded_snapshots(tmp_path, capsys):
+    out = tmp_path / "whatif.sqlite"
+    assert main(["simulate", str(SCENARIOS / "what-if-quota" / "scenario.yaml"), "-o", str(out),
+                 "--no-progress"]) == 0
+    assert "2 recorded snapshot(s) re-run" in capsys.readouterr().out
+    by = dict(rows(str(out), "SELECT submitter, COUNT(*) FROM shadow_matches m JOIN passes p "
+                             "ON p.uuid = m.pass_uuid WHERE p.snapshot_time = 1795265266 "
+                             "GROUP BY submitter"))
+    # the real negotiator matched 10 for chemistry under its quota of 10; with 20, 20
+    assert by["group_chemistry.curie@refcondor.local"] == 20
+    quota, = rows(str(out), "SELECT g.shadow_quota FROM groups g JOIN passes p ON p.uuid = g.pass_uuid "
+                            "WHERE p.snapshot_time = 1795265266 AND g.name = 'group_chemistry'")
+    assert quota == (20.0,)
+
+
+# ---- the command, bad input ---------------------------------------------------------------
+
+def test_simulate_command_and_refusing_to_mix_runs(tmp_path, capsys):
+    out = tmp_path / "l.sqlite"
+    args = ["simulate", str(SCENARIOS / "consumption-policy" / "scenario.yaml"), "-o", str(out),
+            "--no-progress", "--json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passes"] == 31 and doc["matches"] == 160 and doc["pool"] == "sim:consumption-policy"
+    assert main(args) == 2
+    assert "already holds passes of sim:consumption-policy" in capsys.readouterr().err
+
+
+def test_every_problem_of_a_bad_scenario_is_listed_with_its_path(tmp_path):
+    bad = {"name": "bad name!", "span": "soon", "slots": [{"count": 0, "cpus": -1}],
+           "workload": [{"submitter": "a", "count": 5, "duration": {"exponential": "x"},
+                         "repeat": 3, "colour": "red"}],
+           "changes": [{"at": "1h"}]}
+    errors = validate(bad)
+    paths = [e.split(":")[0] for e in errors]
+    for want in ("name", "span", "slots[0].count", "slots[0].cpus", "workload[0].duration",
+                 "workload[0]", "changes[0]"):
+        assert want in paths, (want, errors)
+    path = tmp_path / "bad.yaml"
+    import yaml
+    path.write_text(yaml.safe_dump(bad))
+    with pytest.raises(InputError) as e:
+        load_scenario(path)
+    assert str(path) in str(e.value) and "slots[0].cpus" in str(e.value)
+    assert f"{len(errors)} problem(s)" in str(e.value)
+
+
+def test_not_yaml_and_unknown_group_are_input_errors(tmp_path):
+    p = tmp_path / "x.yaml"
+    p.write_text("name: [unclosed\n")
+    with pytest.raises(InputError, match="not valid YAML"):
+        load_scenario(p)
+    p.write_text("name: g\nspan: 1h\nslots: [{count: 1}]\n"
+                 "workload: [{submitter: a, group: group_nope, count: 1, duration: 60}]\n")
+    sc = load_scenario(p)
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        with pytest.raises(InputError, match="unknown accounting group.*group_nope"):
+            Simulation(sc, ledger)
+
+
+def test_shipped_schema_file_is_the_one_the_code_validates_with():
+    shipped = json.loads((ROOT / "examples" / "scenario.schema.json").read_text())
+    assert shipped == SCHEMA
+
+
+def test_every_shipped_scenario_validates():
+    files = sorted(SCENARIOS.rglob("*.yaml")) + sorted((ROOT / "bench" / "scenarios").glob("*.yaml"))
+    assert len(files) >= 8
+    for f in files:
+        load_scenario(f)
+
+
+def test_progress_bar_in_a_log_writes_a_line_per_tenth():
+    out = io.StringIO()
+    show = progress_bar(out)
+    for i in range(101):
+        show(i * 36.0, 3600.0, i * 0.1)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 11 and lines[-1].startswith("100% 1h00m of 1h00m simulated")
+    assert "ETA" in lines[5]
