@@ -168,12 +168,19 @@ class SimPool:
             self._push(name, job)
         c[0] += count
 
-    def evict(self, job: SimJob | None, t: int) -> None:
+    def evict(self, job: SimJob | None, t: int, keep_slot: bool = False) -> None:
         """A job loses its slot (preempted, or its slot left): back to the queue, to start
-        over (a vanilla job restarts from the beginning)."""
+        over (a vanilla job restarts from the beginning). `keep_slot`: the slot stays as
+        it is for the job that preempts this one (a dynamic slot is not given back to its
+        partitionable slot: the preempting job takes over the claim)."""
         if job is None or job.status != 2:
             return
-        self._free(job)
+        if keep_slot and job.slot is not None:
+            job.slot.job = None
+            job.slot.changed()
+            job.slot = None
+        else:
+            self._free(job)
         job.status, job.idle_since, job.end = 1, t, math.inf
         name = job.arrival.submitter_name(self.sc.domain)
         self._push(name, job)
@@ -598,7 +605,7 @@ class Simulation:
             if m.preempting:
                 victim = slot.job
                 if victim is not None:
-                    p.evict(victim, t)
+                    p.evict(victim, t, keep_slot=True)
                     self.preemptions += 1
             if slot.partitionable:
                 slot = p.carve(slot, job)
