@@ -57,14 +57,8 @@ def add_audit_parser(sub) -> argparse.ArgumentParser:
                     "shadow agreement and the recommendations applied. DIR gets index.html, "
                     "the plots as PNG, every table as CSV and JSON under tables/, and "
                     "report.json.")
-    p.add_argument("--ledger", metavar="URL",
-                   help="SQLite file or postgresql:// URL (default: knob NEGOTIATOR_EXT_LEDGER, "
-                        "else $(NEGOTIATOR_EXT_STATE_DIR)/ledger.sqlite)")
-    p.add_argument("--state-dir", metavar="DIR",
-                   help="where the default ledger lives (default: knob NEGOTIATOR_EXT_STATE_DIR)")
-    p.add_argument("--config", metavar="FILE",
-                   help="HTCondor config to read our NEGOTIATOR_EXT_* knobs from "
-                        "(default: this host's configuration)")
+    from .cli import _add_ledger_args
+    _add_ledger_args(p)
     p.add_argument("--pool", metavar="HOST[:PORT]",
                    help="the pool whose passes to audit (default: knob NEGOTIATOR_EXT_POOL, "
                         "else the ledger's only pool)")
