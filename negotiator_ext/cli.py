@@ -588,15 +588,20 @@ def cmd_simulate(args) -> int:
     from .scenario import load_scenario
     from .simulate import Simulation, progress_bar
     sc = load_scenario(args.scenario)
-    pool_name = f"whatif:{sc.name}" if sc.replay_ledger or sc.replay_snapshots else sc.pool_name
+    pool_name = sc.pool_name
     progress = None if args.no_progress else progress_bar(sys.stderr)
     with open_ledger(args.output) as ledger:
         if ledger.last_pass(pool_name) is not None:
             raise InputError(args.output, f"already holds passes of {pool_name}: write "
                              "the simulation to another ledger (or delete this one)")
-        if pool_name == sc.pool_name:
-            report = Simulation(sc, ledger, progress=progress).run()
-    if pool_name != sc.pool_name:
+        if not sc.is_replay:
+            sim = Simulation(sc, ledger, progress=progress)
+            _warn(sim.warnings)
+            report = sim.run()
+            if sim.unresolved:
+                _warn([f"{sim.unresolved} match(es) named a slot or job the simulated pool "
+                       "does not have, and were not made"])
+    if sc.is_replay:
         from .simulate import replay_what_if
         report = replay_what_if(sc, args.output, progress=None)
         print(f"{sc.name}: {report.passes} recorded snapshot(s) re-run under the changed "

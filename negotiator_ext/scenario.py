@@ -46,7 +46,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -194,6 +194,18 @@ class SlotShape:
     partitionable: bool = False
     attrs: Mapping[str, str] = field(default_factory=dict)   # name -> expression text
     machine: str | None = None      # one recorded slot's own machine name (pool_snapshot)
+    slot_name: str | None = None    # ... and its own slot name
+
+    def ranks_jobs(self) -> bool:
+        """Whether its Rank can prefer one job to another (not a constant)."""
+        text = next((v for k, v in self.attrs.items() if k.lower() == "rank"), None)
+        if text is None:
+            return False
+        try:
+            float(text)
+            return False
+        except ValueError:
+            return True
 
 
 @dataclass(frozen=True)
@@ -272,7 +284,13 @@ class Scenario:
 
     @property
     def pool_name(self) -> str:
-        return f"sim:{self.name}"
+        """The ledger's pool name for this run: `sim:<name>`, or `whatif:<name>` for a
+        replay of recorded snapshots."""
+        return f"whatif:{self.name}" if self.is_replay else f"sim:{self.name}"
+
+    @property
+    def is_replay(self) -> bool:
+        return bool(self.replay_ledger or self.replay_snapshots)
 
 
 # ---- reading ----------------------------------------------------------------------------------
@@ -311,6 +329,8 @@ def load_scenario(path: str | Path) -> Scenario:
     except Exception as exc:   # noqa: BLE001 - any parser error, reported in one line
         raise InputError(str(p), f"not valid {'JSON' if p.suffix.lower() == '.json' else 'YAML'}: "
                          + " ".join(str(exc).split())) from None
+    if isinstance(doc, dict) and isinstance(doc.get("start"), (datetime, date)):
+        doc["start"] = doc["start"].isoformat()      # YAML reads a bare timestamp as one
     errors = validate(doc)
     if errors:
         raise InputError(str(p), f"{len(errors)} problem(s): " + "; ".join(errors))
@@ -347,6 +367,38 @@ def validate(doc: Any) -> list[str]:
         for key in ("span", "interval"):
             if key in doc and parse_duration(doc[key]) <= 0 and not doc.get("replay"):
                 out.append(f"{key}: must be more than 0 seconds")
+        if "interval" in doc and 0 < parse_duration(doc["interval"]) < 1:
+            out.append("interval: must be at least 1 second (cycles are whole seconds)")
+        if isinstance(doc.get("start"), str):
+            try:
+                _start(doc["start"])
+            except ValueError:
+                out.append(f"start: {doc['start']!r} is not an ISO 8601 date and time")
+        out.extend(_expression_errors(doc))
+    return out
+
+
+def _expression_errors(doc: Mapping[str, Any]) -> list[str]:
+    """Every ClassAd expression of the scenario (slot attributes, job requirements, rank,
+    attributes) that classad2 does not parse, with its path."""
+    from .core.classads import parse_expr
+    found: list[tuple[str, str]] = []
+    for i, s in enumerate(doc.get("slots") or ()):
+        found += [(f"slots[{i}].attrs.{k}", v) for k, v in (s.get("attrs") or {}).items()]
+    for i, a in enumerate(doc.get("workload") or ()):
+        for key in ("requirements", "rank"):
+            if key in a:
+                found.append((f"workload[{i}].{key}", a[key]))
+        found += [(f"workload[{i}].attrs.{k}", v) for k, v in (a.get("attrs") or {}).items()]
+    for i, c in enumerate(doc.get("changes") or ()):
+        attrs = (c.get("slots_join") or {}).get("attrs") or {}
+        found += [(f"changes[{i}].slots_join.attrs.{k}", v) for k, v in attrs.items()]
+    out = []
+    for where, text in found:
+        try:
+            parse_expr(_text(text))
+        except Exception:   # noqa: BLE001 - classad2 raises several types for bad text
+            out.append(f"{where}: {_text(text)!r} is not a ClassAd expression")
     return out
 
 
@@ -483,7 +535,7 @@ def snapshot_pool(directory: Path) -> tuple[list[SlotShape], Path | None, Path |
         pslot = eval_bool(ad, "PartitionableSlot") is True
 
         def total(attr: str, default: float) -> float:
-            v = eval_number(ad, f"Total{attr}" if pslot else attr)
+            v = eval_number(ad, f"TotalSlot{attr}" if pslot else attr)
             if v is None:
                 v = eval_number(ad, attr)
             return default if v is None or math.isnan(v) else v
@@ -493,6 +545,7 @@ def snapshot_pool(directory: Path) -> tuple[list[SlotShape], Path | None, Path |
             name = "n" + name
         attrs = {k: v for k, v in attribute_texts(ad) if k.lower() not in _SIM_OWNED}
         shapes.append(SlotShape(count=1, name=name, machine=str(ad.get("Machine") or name),
+                                slot_name=str(ad.get("Name")),
                                 cpus=total("Cpus", 1),
                                 memory=total("Memory", 0), disk=total("Disk", 0),
                                 gpus=total("GPUs", 0), partitionable=pslot, attrs=attrs))

@@ -69,7 +69,8 @@ class SimJob:
     slot: "SimSlot | None" = None
     end: float = math.inf
     seq: int = 0                      # queue order within the submitter
-    queued: bool = False              # has an entry in its submitter's queue heap
+    queued: bool = False              # has an entry in its class's queue
+    started: int = 0                  # when its current run began
 
     @property
     def id(self) -> str:
@@ -92,7 +93,7 @@ class SimSlot:
     job: SimJob | None = None         # static or dynamic slot: its job
     children: list = field(default_factory=list)   # p-slot: its dynamic slots
     next_child: int = 1
-    gone: bool = False
+    rank_of_job: float | None = None  # the slot's Rank for the job it runs (CurrentRank)
     _ad: classad2.ClassAd | None = None   # the ad as last built (rebuilt on change)
 
     def changed(self) -> None:
@@ -106,7 +107,9 @@ class SimPool:
         self.sc = scenario
         self.rng = rng
         self.slots: list[SimSlot] = []
-        self.queues: dict[str, list[SimJob]] = {}     # submitter -> idle jobs (heap order)
+        # (submitter, arrival) -> its idle jobs in queue order: one autocluster each, so
+        # that each can be offered its own first jobs
+        self.queues: dict[tuple[str, int], list] = {}
         self.running: list[tuple[float, int, SimJob]] = []   # heap of (end, seq, job)
         self.counts: dict[str, list[int]] = {}        # submitter -> [idle, running]
         self.next_cluster = 1
@@ -116,12 +119,21 @@ class SimPool:
 
     # -- slots
     def add_slots(self, shape: SlotShape, count: int) -> None:
-        start = sum(1 for s in self.slots if s.shape is shape)
+        """`count` slots of `shape`: a recorded slot keeps its name; others are numbered
+        per machine name prefix across the whole pool (slots that join later continue
+        the numbering)."""
+        self._numbered = getattr(self, "_numbered", {})
         for k in range(count):
             i = len(self.slots)
-            machine = shape.machine or f"{shape.name}{start + k + 1:05d}.{self.sc.domain}"
+            if shape.machine:
+                machine, name = shape.machine, shape.slot_name or f"slot1@{shape.machine}"
+            else:
+                n = self._numbered.get(shape.name, 0) + 1
+                self._numbered[shape.name] = n
+                machine = f"{shape.name}{n:05d}.{self.sc.domain}"
+                name = f"slot1@{machine}"
             self.slots.append(SimSlot(
-                name=f"slot1@{machine}", machine=machine, index=i, shape=shape,
+                name=name, machine=machine, index=i, shape=shape,
                 cpus=shape.cpus, memory=shape.memory, disk=shape.disk, gpus=shape.gpus,
                 partitionable=shape.partitionable))
 
@@ -138,7 +150,6 @@ class SimPool:
                 self.evict(d.job, t)
             if s.job is not None:
                 self.evict(s.job, t)
-            s.gone = True
             self.slots.remove(s)
             gone += 1
         return gone
@@ -149,7 +160,7 @@ class SimPool:
     def _push(self, name: str, job: SimJob) -> None:
         if not job.queued:
             job.queued = True
-            q = self.queues.setdefault(name, [])
+            q = self.queues.setdefault((name, id(job.arrival)), [])
             key = (-job.arrival.job_prio, job.seq, job)
             if not q or q[-1][:2] < key[:2]:
                 q.append(key)
@@ -157,6 +168,7 @@ class SimPool:
                 bisect.insort(q, key, key=lambda e: e[:2])
 
     def submit(self, a: Arrival, count: int, t: int) -> None:
+        """`count` jobs of arrival `a` are submitted at time `t` (their QDate)."""
         cluster = self.next_cluster
         self.next_cluster += 1
         name = a.submitter_name(self.sc.domain)
@@ -221,6 +233,7 @@ class SimPool:
     def start(self, job: SimJob, slot: SimSlot, t: int) -> None:
         name = job.arrival.submitter_name(self.sc.domain)
         job.status, job.slot, job.end = 2, slot, t + job.duration
+        job.started = t
         slot.job = job
         slot.changed()
         heapq.heappush(self.running, (job.end, job.seq, job))
@@ -229,24 +242,31 @@ class SimPool:
         c[1] += 1
 
     def idle_jobs(self, name: str, k: int) -> list[SimJob]:
-        """The submitter's first `k` idle jobs in the schedd's order (JobPrio, then
-        submission)."""
-        q = self.queues.get(name)
-        if not q or k <= 0:
+        """The submitter's idle jobs the schedd offers: the first `k` of each of its job
+        classes (an arrival: one autocluster), in the schedd's order (JobPrio, then
+        submission). Each class gets its own `k`, so jobs that cannot match never hide
+        the ones behind them."""
+        if k <= 0:
             return []
-        n = 0
-        while n < len(q) and q[n][2].status != 1:     # jobs that started since
-            q[n][2].queued = False
-            n += 1
-        if n:
-            del q[:n]
-        out: list[SimJob] = []
-        for _, _, job in q:
-            if job.status == 1:
-                out.append(job)
-                if len(out) >= k:
-                    break
-        return out
+        out: list = []
+        for (owner, _), q in self.queues.items():
+            if owner != name or not q:
+                continue
+            n = 0
+            while n < len(q) and q[n][2].status != 1:     # jobs that started since
+                q[n][2].queued = False
+                n += 1
+            if n:
+                del q[:n]
+            got = 0
+            for e in q:
+                if e[2].status == 1:
+                    out.append(e)
+                    got += 1
+                    if got >= k:
+                        break
+        out.sort(key=lambda e: e[:2])
+        return [e[2] for e in out]
 
     def carve(self, pslot: SimSlot, job: SimJob) -> SimSlot:
         """The startd splits a partitionable slot for a matched job (its requests)."""
@@ -267,15 +287,6 @@ class SimPool:
         pslot.children.append(d)
         pslot.changed()
         return d
-
-    def free_cpus(self) -> float:
-        total = 0.0
-        for s in self.slots:
-            if s.partitionable:
-                total += s.cpus
-            elif s.job is None:
-                total += s.cpus
-        return total
 
 
 # ---- ads --------------------------------------------------------------------------------------
@@ -317,7 +328,10 @@ def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
         ad["RemoteOwner"] = user
         ad["RemoteScheddName"] = sc.schedd
         ad["JobId"] = job.id
-        ad["EnteredCurrentState"] = job.qdate
+        ad["EnteredCurrentState"] = job.started
+        ad["JobStart"] = job.started
+        if s.rank_of_job is not None:
+            ad["CurrentRank"] = s.rank_of_job
         if a.group:
             ad["AccountingGroup"] = a.submitter_name(sc.domain)
             ad["RemoteGroup"] = a.group
@@ -329,6 +343,30 @@ def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
         ad["Activity"] = "Idle"
     s._ad = ad
     return ad
+
+
+def _rank_of(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
+    """The slot's Rank for the job it now runs: its CurrentRank (rank preemption needs a
+    better one)."""
+    rank = next(v for k, v in slot.shape.attrs.items() if k.lower() == "rank")
+    row = TextAds(TextStore())
+    _job_row(job, sc, row)
+    slot.changed()
+    got = classads.eval_match(classads.parse_expr(rank), _slot_ad(slot, sc), row.ad(0))
+    slot.changed()
+    return float(got) if classads.is_number(got) else 0.0
+
+
+def config_with_knobs(config_path: Path | None, knobs: dict[str, str],
+                      directory: str | None = None) -> str:
+    """A temporary config file: `config_path`'s text (if any) with `knobs` after it; its
+    path (the caller removes it)."""
+    import tempfile
+    text = config_path.read_text() if config_path else ""
+    extra = "".join(f"\n{k} = {v}" for k, v in knobs.items())
+    with tempfile.NamedTemporaryFile("w", suffix=".config", delete=False, dir=directory) as f:
+        f.write(text + extra + "\n")
+        return f.name
 
 
 def _num(x: float):
@@ -351,6 +389,8 @@ def _job_row(job: SimJob, sc: Scenario, store: TextAds) -> None:
     if a.group:
         pairs.append(("AccountingGroup", _q(f"{a.group}.{a.user}")))
         pairs.append(("AcctGroup", _q(a.group)))
+    elif a.nice_user:      # condor_submit's nice_user: NICE_USER_ACCOUNTING_GROUP_NAME
+        pairs.append(("AccountingGroup", _q(f"nice-user.{a.user}")))
     if a.rank:
         pairs.append(("Rank", a.rank))
     if a.concurrency_limits:
@@ -386,18 +426,28 @@ class SimReport:
 class Simulation:
     """One run of a scenario, recorded in a ledger (see the module docstring)."""
 
-    def __init__(self, scenario: Scenario, ledger, *, progress: Callable[[float, float, float], None] | None = None,
-                 batch: int = 200):
-        from .adapters.condor_config import load_config
+    def __init__(self, scenario: Scenario, ledger, *,
+                 progress: Callable[[float, float, float], None] | None = None,
+                 batch: int = 200, shortcuts: bool = True):
+        """`shortcuts=False` offers every idle job and every slot to every cycle (slow; the
+        tests compare it with the default)."""
         from .core.groups import GroupTree
         self.sc = scenario
         self.ledger = ledger
         self.progress = progress
         self.batch = batch
+        self.shortcuts = shortcuts
         self.rng = random.Random(scenario.seed)
         self.pool = SimPool(scenario, self.rng)
-        self.config_extra: dict[str, str] = dict(scenario.knobs)
-        self.config = self._load_config(load_config)
+        # every config the run will use, read now: a bad knob in a change is found before
+        # the run, named with the scenario
+        self.configs: dict[int, object] = {}
+        knobs = dict(scenario.knobs)
+        self.config = self._load_config(knobs, "config/knobs")
+        for k, c in enumerate(sorted(scenario.changes, key=lambda c: c.at)):
+            if c.kind == "config":
+                knobs.update(c.knobs)
+                self.configs[id(c)] = self._load_config(dict(knobs), f"changes (at {c.at:g} s)")
         self.groups = GroupTree(self.config)
         self._check_groups()
         self.state = self._initial_accountant()
@@ -406,22 +456,31 @@ class Simulation:
         self.changes = sorted(scenario.changes, key=lambda c: c.at)
         self.matches = 0
         self.preemptions = 0
+        self.unresolved = 0          # matches naming a slot or job the pool does not have
         self._offered: dict[str, SimJob] = {}
         # the fewest cpus any job of the scenario requests (a p-slot with less is full)
         self.least_cpus = min((a.cpus for a in scenario.workload), default=1)
+        shapes = list(scenario.slots) + [c.shape for c in scenario.changes if c.shape]
+        self.ranked_slots = any(s.ranks_jobs() for s in shapes)
+        self.warnings: list[str] = []
+        texts = [scenario.config_path.read_text()] if scenario.config_path else []
+        texts += list(knobs.values()) + [v for s in shapes for v in s.attrs.values()]
+        if any("time()" in t.replace(" ", "") for t in texts):
+            self.warnings.append(
+                f"{scenario.path}: an expression uses time(): ClassAd time() is this "
+                "machine's clock, not the simulated time, so it sees the wrong ages")
 
     # -- setup
-    def _load_config(self, load_config):
-        """The scenario's config file with its knob overrides appended, read through
-        HTCondor's own config system (a temporary file: the bindings read files)."""
-        import tempfile
-        text = self.sc.config_path.read_text() if self.sc.config_path else ""
-        extra = "".join(f"\n{k} = {v}" for k, v in self.config_extra.items())
-        with tempfile.NamedTemporaryFile("w", suffix=".config", delete=False) as f:
-            f.write(text + extra + "\n")
-            path = f.name
+    def _load_config(self, knobs: dict[str, str], where: str):
+        """The scenario's config file with `knobs` appended, read through HTCondor's own
+        config system (from a temporary file: the bindings read files); errors name the
+        scenario."""
+        from .adapters.condor_config import load_config
+        path = config_with_knobs(self.sc.config_path, knobs)
         try:
             cfg = load_config(path)
+        except InputError as exc:
+            raise InputError(str(self.sc.path), f"{where}: {exc.message}") from None
         finally:
             Path(path).unlink(missing_ok=True)
         return dataclasses.replace(cfg, source=str(self.sc.config_path or self.sc.path))
@@ -430,7 +489,9 @@ class Simulation:
         """A workload group the config does not define is an error (HTCondor would quietly
         run those jobs in the root group)."""
         known = {n.name for n in self.groups.nodes}
-        bad = sorted({a.group for a in self.sc.workload if a.group and a.group not in known})
+        lower = {k.lower() for k in known}      # HTCondor group names ignore case
+        bad = sorted({a.group for a in self.sc.workload
+                      if a.group and a.group.lower() not in lower})
         if bad:
             raise InputError(str(self.sc.path), f"workload: unknown accounting group(s) "
                              f"{', '.join(bad)}: GROUP_NAMES is "
@@ -491,8 +552,8 @@ class Simulation:
         p = self.pool
         p.finish_until(t)
         while self.arrivals and self.arrivals[0][0] <= t:
-            _, _, a, count = heapq.heappop(self.arrivals)
-            p.submit(a, count, t)
+            t_arrival, _, a, count = heapq.heappop(self.arrivals)
+            p.submit(a, count, t_arrival)
         while self.changes and self.sc.start + self.changes[0].at <= t:
             self._change(self.changes.pop(0), t)
         pool = self._pool(t)
@@ -504,12 +565,10 @@ class Simulation:
         self.pending.append(self._record(t, result, entries, duration))
 
     def _change(self, c: Change, t: int) -> None:
-        from .adapters.condor_config import load_config
         from .core.accountant import Accountant
         from .core.groups import GroupTree
         if c.kind == "config":
-            self.config_extra.update(c.knobs)
-            self.config = self._load_config(load_config)
+            self.config = self.configs[id(c)]
             self.groups = GroupTree(self.config)
         elif c.kind in ("factor", "priority"):    # condor_userprio -setfactor / -setprio
             acc = Accountant(self.state, self.config, self.groups)
@@ -524,19 +583,22 @@ class Simulation:
             self.pool.add_slots(c.shape, c.count)
 
     def _preemption_possible(self) -> bool:
+        """Whether a claimed slot could be taken this cycle: priority preemption unless
+        PREEMPTION_REQUIREMENTS is literally False (as the matcher reads it: an empty
+        value allows it), or rank preemption by a slot whose Rank is not a constant."""
         cfg = self.config
         if not cfg.consider_preemption:
             return False
-        if cfg.preemption_requirements not in (None, "False", "false", "FALSE"):
+        if (cfg.preemption_requirements or "").strip().lower() != "false":
             return True
-        return any("rank" in (k.lower() for k in s.attrs) for s in self.sc.slots)
+        return self.ranked_slots
 
     def _pool(self, t: int):
         from .adapters.snapshot import Snapshot
         from .core.slots import slot_usage
         from .pool import Pool
         sc, p = self.sc, self.pool
-        preempt = self._preemption_possible()
+        preempt = self._preemption_possible() or not self.shortcuts
         ads, usage, pies, effs, cand_ads, cand_usage = [], [], [], [], [], []
         least = self.least_cpus
         for s in p.slots:
@@ -557,6 +619,8 @@ class Simulation:
         free = sum(s.cpus for s in p.slots if (s.partitionable or s.job is None))
         cap = int(math.ceil(free)) if not preempt else sum(
             int(math.ceil(s.shape.cpus)) for s in p.slots)
+        if not self.shortcuts:
+            cap = 1 << 40                 # every idle job
         store = TextStore()
         jobs = TextAds(store)
         submitters = []
@@ -601,6 +665,7 @@ class Simulation:
             slot = by_name.get(m.slot)
             job = jobs.get(m.assigned_job)
             if slot is None or job is None or job.status != 1:
+                self.unresolved += 1
                 continue
             if m.preempting:
                 victim = slot.job
@@ -611,6 +676,8 @@ class Simulation:
                 slot = p.carve(slot, job)
             wait = float(t - job.idle_since)
             p.start(job, slot, t)
+            if slot.shape.ranks_jobs():
+                slot.rank_of_job = _rank_of(slot, job, self.sc)
             self.matches += 1
             out.append(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
                                   preempting=m.preempting, time=t, group=m.group, wait=wait))
@@ -739,16 +806,13 @@ def replay_what_if(sc: Scenario, ledger_url: str,
     wall0 = _time.perf_counter()
     matches = 0
     with tempfile.TemporaryDirectory(prefix="negotiator-ext-whatif-") as tmp:
-        base = sc.config_path.read_text() if sc.config_path else None
-        extra = "".join(f"\n{k} = {v}" for k, v in sc.knobs.items())
         for i, d in enumerate(present):
             own = d / "config"
-            text = base if base is not None else (own.read_text() if own.is_file() else "")
-            cfg = Path(tmp) / f"config-{i}"
-            cfg.write_text(text + extra + "\n")
+            base = sc.config_path or (own if own.is_file() else None)
+            cfg = Path(config_with_knobs(base, dict(sc.knobs), tmp))
             settings = ShadowSettings.from_knobs(
                 {"STATE_DIR": tmp, "ADVERTISE": "false", "METRICS_FILE": ""},
-                ledger_url=ledger_url, pool=f"whatif:{sc.name}", cycle_config=cfg)
+                ledger_url=ledger_url, pool=sc.pool_name, cycle_config=cfg)
             rec = ShadowLoop(settings).run_pass(replay=d)
             matches += len(rec.shadow_matches)
             if progress is not None:

@@ -149,24 +149,67 @@ def test_the_ledger_holds_one_complete_pass_per_cycle_with_waits(tmp_path):
         assert heads[0]["pool_weight"] == 15.0
 
 
-def test_fast_path_gives_the_same_matches_as_offering_every_slot(tmp_path, monkeypatch):
-    """Leaving claimed slots out of the candidates (and offering only as many jobs as
-    could start) changes nothing: the same matches, cycle by cycle."""
-    path = ROOT / "bench" / "scenarios" / "week-1k.yaml"
-    sc = dataclasses.replace(load_scenario(path), span=2 * HOUR, interval=120)
+def _matches(url):
+    return rows(url, "SELECT p.snapshot_time, m.job, m.submitter, m.slot, m.preempting "
+                     "FROM shadow_matches m JOIN passes p ON p.uuid = m.pass_uuid "
+                     "ORDER BY p.snapshot_time, m.id")
 
-    def run(url, full: bool):
+
+def _both_ways(sc, tmp_path):
+    out = []
+    for shortcuts in (True, False):
+        url = str(tmp_path / f"{sc.name}-{shortcuts}.sqlite")
         with open_ledger(url) as ledger:
-            sim = Simulation(sc, ledger)
-            if full:
-                monkeypatch.setattr(sim, "_preemption_possible", lambda: True)
-            sim.run()
-        return rows(url, "SELECT p.snapshot_time, m.job, m.submitter, m.slot FROM shadow_matches m "
-                         "JOIN passes p ON p.uuid = m.pass_uuid ORDER BY p.snapshot_time, m.id")
-    fast = run(str(tmp_path / "fast.sqlite"), False)
-    full = run(str(tmp_path / "full.sqlite"), True)
-    assert len(fast) > 500
+            Simulation(sc, ledger, shortcuts=shortcuts).run()
+        out.append(_matches(url))
+    return out
+
+
+def test_shortcuts_give_the_same_matches_as_offering_every_job_and_slot(tmp_path):
+    """Offering only each job class's first jobs and leaving claimed slots out of the
+    candidates changes nothing, cycle by cycle: on the benchmark pool (groups, surplus,
+    partitionable slots)..."""
+    sc = dataclasses.replace(load_scenario(ROOT / "bench" / "scenarios" / "week-1k.yaml"),
+                             span=2 * HOUR, interval=120)
+    fast, full = _both_ways(sc, tmp_path)
+    assert len(fast) > 500 and fast == full
+
+
+@pytest.mark.parametrize("case", ["classes", "limits", "empty-preemption-requirements", "rank"])
+def test_shortcuts_on_the_cases_they_could_get_wrong(tmp_path, case):
+    """...and where they could go wrong: jobs at the head of the queue that cannot match
+    (big-memory jobs ahead of small ones; a concurrency limit), priority preemption with
+    an empty PREEMPTION_REQUIREMENTS (which allows it), a slot Rank preferring one user."""
+    doc = {"name": case, "span": "40m", "interval": 120, "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "slots": [{"count": 10, "name": "small", "memory": 2048},
+                     {"count": 2, "name": "big", "memory": 65536}],
+           "workload": [{"submitter": "a", "count": 20, "duration": "2h", "memory": 32000},
+                        {"submitter": "a", "count": 10, "duration": "2h"}]}
+    if case == "limits":
+        doc["knobs"]["X_LIMIT"] = 2
+        doc["workload"][0] = {"submitter": "a", "count": 20, "duration": "2h",
+                              "concurrency_limits": "x"}
+    if case == "empty-preemption-requirements":
+        doc["knobs"]["PREEMPTION_REQUIREMENTS"] = ""
+        doc["workload"].append({"submitter": "b", "at": "10m", "count": 12, "duration": "2h"})
+        doc["changes"] = [{"at": "5m", "priority": {"submitter": "a", "value": 500}}]
+    if case == "rank":
+        doc["slots"] = [{"count": 10, "name": "r",
+                         "attrs": {"Rank": 'TARGET.Owner == "b"'}}]
+        doc["workload"].append({"submitter": "b", "at": "10m", "count": 5, "duration": "2h"})
+    path = tmp_path / f"{case}.json"
+    path.write_text(json.dumps(doc))
+    fast, full = _both_ways(load_scenario(path), tmp_path)
     assert fast == full
+    if case == "classes":
+        assert len(fast) == 12          # 2 big-memory jobs, and the 10 small ones behind
+    if case == "limits":
+        assert len(fast) == 10 + 2       # the limit lets 2 of the first class run
+    if case == "empty-preemption-requirements":
+        assert any(m[4] for m in fast)   # b preempts a
+    if case == "rank":
+        # b's 5 jobs take 5 of a's slots by rank, once: b never preempts itself
+        assert sum(1 for m in fast if m[4]) == 5
 
 
 def test_changes_slots_leave_and_join_and_a_factor(tmp_path):
@@ -312,3 +355,61 @@ def test_preempting_a_dynamic_slot_keeps_the_partitionable_slots_whole(tmp_path)
         sim.flush()
     running = [d.job.arrival.user for s in sim.pool.slots for d in s.children]
     assert sim.preemptions == 8 and running == ["b"] * 8
+
+
+def test_slot_names_are_unique_across_shapes_and_recorded_slots(tmp_path):
+    doc = {"name": "names", "span": "3m", "interval": 60, "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "slots": [{"count": 2, "name": "n"}, {"count": 2, "name": "n", "memory": 8192}],
+           "workload": [{"submitter": "a", "count": 10, "duration": "1h"}],
+           "changes": [{"at": "1m", "slots_join": {"count": 2, "name": "n"}}]}
+    path = tmp_path / "n.json"
+    path.write_text(json.dumps(doc))
+    sc, url, report = simulate(path, tmp_path)
+    slots = [s for (s,) in rows(url, "SELECT slot FROM shadow_matches")]
+    assert len(slots) == len(set(slots)) == 6 and report.matches == 6
+
+
+def test_nice_user_jobs_run_under_their_nice_user_name(tmp_path):
+    doc = {"name": "nice", "span": "1m", "interval": 60, "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "slots": [{"count": 4}],
+           "workload": [{"submitter": "a", "count": 3, "duration": "1h", "nice_user": True}]}
+    path = tmp_path / "nice.json"
+    path.write_text(json.dumps(doc))
+    sc, url, report = simulate(path, tmp_path)
+    assert report.matches == 3
+    assert {s for (s,) in rows(url, "SELECT submitter FROM shadow_matches")} == \
+        {"nice-user.a@sim.local"}
+
+
+def test_queue_wait_counts_from_the_arrival_not_the_next_cycle(tmp_path):
+    doc = {"name": "wait", "span": "10m", "interval": 300, "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "slots": [{"count": 1}],
+           "workload": [{"submitter": "a", "at": "100s", "count": 1, "duration": "1h"}]}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    sc, url, _ = simulate(path, tmp_path)
+    assert rows(url, "SELECT wait FROM shadow_matches") == [(200.0,)]   # arrived 100 s in
+
+
+def test_more_bad_scenarios_are_found_before_the_run(tmp_path):
+    base = {"name": "b", "span": "1h", "slots": [{"count": 1}],
+            "workload": [{"submitter": "a", "count": 1, "duration": 60}]}
+    assert validate({**base, "interval": 0.5}) == [
+        "interval: must be at least 1 second (cycles are whole seconds)"]
+    assert validate({**base, "start": "next tuesday"})[0].startswith("start:")
+    bad_expr = {**base, "slots": [{"count": 1, "attrs": {"Big": "a &&"}}],
+                "workload": [{"submitter": "a", "count": 1, "duration": 60,
+                              "requirements": "(("}]}
+    assert validate(bad_expr) == [
+        "slots[0].attrs.Big: 'a &&' is not a ClassAd expression",
+        "workload[0].requirements: '((' is not a ClassAd expression"]
+    p = tmp_path / "date.yaml"
+    p.write_text("name: d\nspan: 1h\nstart: 2026-01-05T00:00:00Z\nslots: [{count: 1}]\n")
+    assert load_scenario(p).start == 1767571200
+    p.write_text("name: k\nspan: 1h\nslots: [{count: 1}]\n"
+                 "changes: [{at: 10m, config: {PRIORITY_HALFLIFE: abc}}]\n")
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        with pytest.raises(InputError) as e:
+            Simulation(load_scenario(p), ledger)
+    assert str(p) in str(e.value) and "PRIORITY_HALFLIFE" in str(e.value)
+    assert "changes (at 600 s)" in str(e.value)
