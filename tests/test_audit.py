@@ -368,6 +368,14 @@ def test_pass_intervals_count_complete_passes_only():
     assert "2 pass(es) not complete (1 partial, 1 failed)" in a.summary["notes"][0]
 
 
+def test_an_outage_is_not_counted_as_time_in_the_state_before_it():
+    # passes a minute apart, then none for an hour: the pass before the outage lasts at
+    # most three median intervals
+    recs = [rec(0), rec(1), rec(2), rec(62), rec(63)]
+    pt = A.pass_table(A.frames_from_records(recs).passes)
+    assert list(pt["interval"]) == [60.0, 60.0, 180.0, 60.0, 60.0]
+
+
 def test_spells_streaks_and_starved_borrowing_pairs():
     rows = []
     for i in range(6):

@@ -208,14 +208,16 @@ def _num(s: pd.Series) -> pd.Series:
 def pass_table(passes: pd.DataFrame) -> pd.DataFrame:
     """The analysed (complete) passes, oldest first, with `index` (0, 1, ...) and
     `interval`: seconds until the next analysed pass (the last one: the median interval,
-    0 when there is only one), how long its state is taken to last."""
+    0 when there is only one), how long its state is taken to last; at most three median
+    intervals, so that an outage (no pass for hours) is not counted as time spent in the
+    state of the pass before it."""
     p = passes[passes["status"] == "complete"].copy()
     p["time"] = _num(p["time"])
     p["pool_weight"] = _num(p["pool_weight"])
     p = p.sort_values(["time", "started_at"], kind="stable").reset_index(drop=True)
     gaps = p["time"].diff().shift(-1)
-    last = float(gaps.dropna().median()) if gaps.notna().any() else 0.0
-    p["interval"] = gaps.fillna(last).clip(lower=0.0)
+    median = float(gaps.dropna().median()) if gaps.notna().any() else 0.0
+    p["interval"] = gaps.fillna(median).clip(lower=0.0, upper=3 * median)
     p["index"] = np.arange(len(p))
     return p
 
