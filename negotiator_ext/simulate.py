@@ -41,14 +41,14 @@ import time as _time
 import uuid as uuidlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import classad2
 
 from .core import classads
 from .core.accountant import AccountantState
 from .core.adtext import TextAds, TextStore
-from .core.records import GroupObs, MatchEntry, PassRecord, SubmitterObs
+from .core.records import MatchEntry, PassRecord
 from .errors import InputError
 from .scenario import Arrival, Change, Scenario, SlotShape
 
@@ -562,7 +562,7 @@ class Simulation:
         duration = _time.perf_counter() - started
         self.state = result.accountant.to_state()
         entries = self._apply(result, t)
-        self.pending.append(self._record(t, result, entries, duration))
+        self.pending.append(self._record(t, pool, result, entries, duration))
 
     def _change(self, c: Change, t: int) -> None:
         from .core.accountant import Accountant
@@ -595,7 +595,6 @@ class Simulation:
 
     def _pool(self, t: int):
         from .adapters.snapshot import Snapshot
-        from .core.slots import slot_usage
         from .pool import Pool
         sc, p = self.sc, self.pool
         preempt = self._preemption_possible() or not self.shortcuts
@@ -683,48 +682,25 @@ class Simulation:
                                   preempting=m.preempting, time=t, group=m.group, wait=wait))
         return out
 
-    def _record(self, t: int, result, entries: list[MatchEntry], duration: float) -> PassRecord:
-        acc = result.accountant
-        counts = self.pool.counts
-        rows = {r["name"]: r for r in result.submitters}
-        subs = []
-        for rec in acc.report(result.quotas or None):
-            name = rec["Name"]
-            is_group = bool(rec.get("IsAccountingGroup"))
-            r = rows.get(name, {})
-            idle, running = counts.get(name, (0, 0))
-            factor = rec.get("PriorityFactor")
-            eup = rec.get("Priority")
-            subs.append(SubmitterObs(
-                name=name, group=rec.get("AccountingGroup") or "<none>", is_group=is_group,
-                factor=factor, policy_factor=factor,
-                floor=int(rec.get("Floor") or 0), ceiling=int(rec.get("Ceiling", -1)),
-                real_rup=(eup / factor) if eup is not None and factor else None,
-                real_eup=eup, real_usage=float(rec.get("WeightedResourcesUsed") or 0.0),
-                resources_used=float(rec.get("ResourcesUsed") or 0.0),
-                hier_usage=float(rec.get("HierWeightedResourcesUsed") or 0.0),
-                real_share=rec.get("SubmitterShare"), real_limit=rec.get("SubmitterLimit"),
-                last_usage_time=int(rec.get("LastUsageTime") or 0),
-                begin_usage_time=int(rec.get("BeginUsageTime") or 0),
-                idle_jobs=idle, running_jobs=running,
-                shadow_eup=r.get("eup"), shadow_share=r.get("share"), shadow_limit=r.get("limit"),
-                shadow_submitter_limit=r.get("submitter_limit"),
-                shadow_matches=int(r.get("matched") or 0),
-                shadow_match_weight=float(r.get("matched_weight") or 0.0)))
-        groups = [GroupObs(name=g["name"], real_quota=g["effective_quota"],
-                           config_quota=g["config_quota"], real_usage=g["usage"],
-                           real_requested=g["requested"], shadow_quota=g["effective_quota"],
-                           shadow_allocated=g["allocated"], shadow_usage_after=g["usage"],
-                           shadow_matches=g["matched"])
-                  for g in result.groups]
-        uid = uuidlib.uuid5(uuidlib.NAMESPACE_URL, f"negotiator-ext-sim:{self.sc.name}:{self.sc.seed}:{t}").hex
+    def _record(self, t: int, pool, result, entries: list[MatchEntry],
+                duration: float) -> PassRecord:
+        """The cycle as a ledger pass. The simulated pool is its own reality: its
+        "real" accountant is the one after our cycle (its report, read as shadow mode reads
+        a pool's Accounting ads, by `observe_pass`)."""
+        from .adapters.observe import observe_pass
+        report = tuple(result.accountant.report(result.quotas or None))
+        after = dataclasses.replace(pool, snapshot=dataclasses.replace(pool.snapshot,
+                                                                       accounting=report))
+        obs = observe_pass(after, result)
+        uid = uuidlib.uuid5(uuidlib.NAMESPACE_URL,
+                            f"negotiator-ext-sim:{self.sc.name}:{self.sc.seed}:{t}").hex
         return PassRecord(
             uuid=uid, pool=self.sc.pool_name, started_at=float(t), finished_at=float(t),
             snapshot_time=t, status="complete", reason=None, real_cycle_time=t,
             real_accountant_time=t, shadow_duration=round(duration, 4), capture_duration=0.0,
             shadow_timings=dict(result.timings), pool_weight=result.pool_weight,
-            shadow_matches=tuple(entries), submitters=tuple(subs), groups=tuple(groups),
-            comparable=False, snapshot_dir=None)
+            shadow_matches=tuple(entries), submitters=tuple(obs.submitters),
+            groups=tuple(obs.groups), comparable=False, snapshot_dir=None)
 
 
 def _facts(s: SimSlot, ad, config):

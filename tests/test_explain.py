@@ -14,7 +14,7 @@ from negotiator_ext.core.explain import explain_job, job_index
 from negotiator_ext.core.negotiation import job_id
 from negotiator_ext.cycle import find_job, run_cycle
 from negotiator_ext.pool import load_pool
-from poolmaker import DOMAIN, SCHEDD, Expr, accounting, job, make_pool, slot
+from poolmaker import DOMAIN, Expr, accounting, job, make_pool, slot
 
 HGQ = FIXTURES / "hgq_nested_hep_lep_surplus"
 

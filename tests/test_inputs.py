@@ -3,7 +3,6 @@
 import json
 import shutil
 
-import classad2
 import pytest
 
 from conftest import FIXTURES, SCENARIOS, writable_copy

@@ -20,8 +20,7 @@ from negotiator_ext.adapters.live import BASE_JOB_ATTRS, CaptureReport, capture_
 from negotiator_ext.adapters.snapshot import load_snapshot
 from negotiator_ext.errors import InputError
 
-from fakepool import (FIX, FakeCollector, FakePool, FakeRemoteParam, FakeSchedd,  # noqa: E402,F401
-                      fixture_ads, fixture_config_knobs, forbidden, location, restrict)
+from fakepool import FakeCollector, FakePool, fixture_ads, fixture_config_knobs
 
 NOW = 1795265300
 SLOT_LOCAL = {"start", "withinresourcelimits", "cpus", "memory", "disk", "gpus"}

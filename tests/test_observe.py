@@ -12,7 +12,7 @@ from collections import Counter
 import classad2
 import pytest
 
-from conftest import FIXTURES, SCENARIOS, writable_copy
+from conftest import FIXTURES, SCENARIOS
 from negotiator_ext.adapters.adfiles import read_ads
 from negotiator_ext.adapters.observe import observe_pass, read_matchlog, real_cycles
 from negotiator_ext.core.records import GroupObs, MatchEntry, RealCycle, SubmitterObs

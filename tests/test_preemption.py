@@ -10,7 +10,7 @@ from collections import Counter
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 from poolmaker import (DOMAIN, Expr, accounting, apply_matches, claimed, job, make_pool,
-                       running_by_submitter, slot, submitters_for)
+                       running_by_submitter, submitters_for)
 
 ALICE, BOB, CAROL = (f"{u}@{DOMAIN}" for u in ("alice", "bob", "carol"))
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import pytest
-
 from negotiator_ext.core.matchmaking import REASON_NO_MATCH
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool

@@ -70,7 +70,7 @@ def test_two_users_the_manuals_example(tmp_path):
     accountant's decay does not depend on the step; the shipped file runs every minute.)"""
     sc, url, report = simulate(SCENARIOS / "two-users" / "scenario.yaml", tmp_path,
                                interval=300, span=60 * HOUR)
-    a, b = "a@sim.local", "b@sim.local"
+    a = "a@sim.local"
     before = at(sc, 48 * HOUR) - sc.interval
     assert 74.5 <= sub_field(url, before, a, "real_rup") <= 75.5
     assert usage(url, before) == {"a": 100.0}

@@ -339,7 +339,7 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
     # claims in the slot ads
     claimed: dict[str, float] = {}
     hier_claimed: dict[str, float] = {}
-    for s in pool.slots:
+    for s in pool.every_slot()[1]:
         c = s.charged_customer(pool.config.discount_suspended_resources)
         if c is None:
             continue
@@ -449,7 +449,8 @@ def _real_group(d: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     return {"real_quota": _number(d.get("EffectiveQuota")),
             "config_quota": _number(d.get("ConfigQuota")),
-            "real_usage": _number(d.get("WeightedResourcesUsed")),
+            # a record without it has none (the accountant writes only what is not 0)
+            "real_usage": _float_or(d, "WeightedResourcesUsed", 0.0),
             "real_requested": _number(d.get("Requested"))}
 
 

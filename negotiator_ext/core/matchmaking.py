@@ -568,7 +568,6 @@ class Matcher:
     def profile_slot(self, slot: Slot) -> None:
         """Second pass, once the jobs are known: the slot's class key and its static
         (job-independent) ranks."""
-        ad = slot.ad
         key_names: set[str] = set()
         dependent: list[str] = []
         static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
