@@ -288,11 +288,8 @@ def cmd_snapshot(args) -> int:
     pool = args.pool or knobs.get("POOL") or None
     timeout = args.timeout
     if timeout is None:
-        try:
-            timeout = int(float(knobs.get("SNAPSHOT_TIMEOUT", 30)))
-        except (ValueError, OverflowError):
-            raise InputError("NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT",
-                             f"not a number: {knobs['SNAPSHOT_TIMEOUT']}") from None
+        from .core.config import ext_number
+        timeout = ext_number(knobs, "SNAPSHOT_TIMEOUT", 30, kind=int, minimum=1)
     report = capture_snapshot(pool, Path(args.output), timeout=timeout)
     for name in report.missing_schedds:
         msg = report.errors.get(name, "did not answer")
@@ -411,8 +408,7 @@ def cmd_shadow(args) -> int:
         interval=args.interval, matchlog=args.matchlog, matchlog_tz=args.matchlog_timezone,
         timeout=args.timeout,
         metrics_file=args.metrics_file,
-        advertise=False if (args.no_advertise or args.replay) else None,
-        config_path=args.config)
+        advertise=False if (args.no_advertise or args.replay) else None)
     loop = ShadowLoop(settings)
 
     def report(rec) -> None:
@@ -461,33 +457,23 @@ def _pool_in_ledger(ledger, wanted: str | None) -> str | None:
     return pools[0] if pools else None
 
 
-def _knob_number(knobs, name: str, default: float) -> float:
-    text = knobs.get(name, default)
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a number: {text}") from None
-    if not value > 0 or value == float("inf"):
-        raise InputError(f"NEGOTIATOR_EXT_{name}", f"{text}: must be a positive number")
-    return value
-
-
 def cmd_recommend(args) -> int:
     import subprocess
     import time as _time
     from .adapters.ledger import open_ledger
+    from .core.config import ext_number
     from .core.recommend import RecommendPolicy, recommend
     from .views.recommend import render_json, render_script, render_table
     knobs = _knobs(args)
     policy = RecommendPolicy.from_knobs(knobs)
-    window = args.window if args.window is not None else _knob_number(
-        knobs, "RECOMMEND_WINDOW", 24)
+    window = args.window if args.window is not None else ext_number(
+        knobs, "RECOMMEND_WINDOW", 24, positive=True)
     if not window > 0:
         raise InputError("--window", f"{window:g}: must be a positive number of hours")
     if args.apply and args.at is not None:
         raise InputError("--at", "not with --apply: changes are made, and their leases "
                                  "recorded, at the real time")
-    max_age = _knob_number(knobs, "APPLY_MAX_AGE", 3600)
+    max_age = ext_number(knobs, "APPLY_MAX_AGE", 3600, positive=True)
     now = int(args.at if args.at is not None else _time.time())
     with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))

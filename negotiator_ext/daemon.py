@@ -10,8 +10,8 @@ without being told to. So:
     NEGOTIATOR_EXT_DEBUG (without NEGOTIATOR_EXT_LOG the bindings fall back to
     $(LOG)/ToolLog). The package's Python logging goes there through `htcondor2.log`
     (DEBUG as D_FULLDEBUG, ERROR as D_ERROR). The loop's settings come from
-    `shadow.read_settings` (our NEGOTIATOR_EXT_* knobs); the daemon itself reads only
-    NEGOTIATOR_EXT_METRICS_ADDRESS (default 127.0.0.1) in-process.
+    `shadow.read_settings` (our NEGOTIATOR_EXT_* knobs, NEGOTIATOR_EXT_METRICS_ADDRESS
+    among them).
   * `set_ready_state("Ready")` once the loop starts its first pass (condor_who and the
     master then see it as Ready; outside condor_master it is skipped).
   * SIGHUP (condor_reconfig): after the pass in flight, the configuration is reloaded
@@ -58,7 +58,6 @@ from .errors import InputError
 from .shadow import publish, summary_line
 
 SUBSYSTEM = "NEGOTIATOR_EXT"
-METRICS_ADDRESS_KNOB = "NEGOTIATOR_EXT_METRICS_ADDRESS"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1"
 STOP_SIGNALS = ("SIGTERM", "SIGQUIT", "SIGINT")
 RELOAD_SIGNALS = ("SIGHUP",)
@@ -143,18 +142,11 @@ class ShadowDaemon:
         self.settings, self.loop = settings, loop
         self._configure_metrics()
 
-    def _metrics_address(self) -> str:
-        try:
-            addr = self.htcondor.param.get(METRICS_ADDRESS_KNOB)
-        except Exception:
-            addr = None
-        return str(addr).strip() if addr and str(addr).strip() else DEFAULT_METRICS_ADDRESS
-
     def _configure_metrics(self) -> None:
         """(Re)start the metrics endpoint when its port or address changed; a port that
         cannot be bound is logged and the loop runs without the endpoint."""
         port = int(getattr(self.settings, "metrics_port", 0) or 0)
-        addr = self._metrics_address()
+        addr = getattr(self.settings, "metrics_address", DEFAULT_METRICS_ADDRESS)
         current = self.metrics
         if current is not None and current.port == port and current.addr == addr:
             return

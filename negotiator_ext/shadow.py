@@ -38,42 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
+from .core.config import ext_bool, ext_number
 from .core.records import MatchEntry, PassRecord, RealCycle, SubmitterObs
 from .errors import InputError
 
 LOG = logging.getLogger("negotiator_ext.shadow")
-
-_DEFAULTS = {
-    "INTERVAL": "60",
-    "SNAPSHOT_TIMEOUT": "30",
-    "RETENTION_DAYS": "90",
-    "KEEP_SNAPSHOTS": "48",
-    "ADVERTISE": "true",
-    "METRICS_PORT": "0",
-}
-
-
-def _number(knobs: Mapping[str, str], name: str, kind=float, minimum: float | None = None):
-    text = knobs.get(name, _DEFAULTS.get(name))
-    try:
-        value = kind(float(text)) if kind is int else float(text)
-    except (TypeError, ValueError, OverflowError):
-        raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a number: {text}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a finite number: {text}")
-    if minimum is not None and value < minimum:
-        raise InputError(f"NEGOTIATOR_EXT_{name}", f"{text}: must be at least {minimum:g}")
-    return value
-
-
-def _bool(knobs: Mapping[str, str], name: str) -> bool:
-    text = str(knobs.get(name, _DEFAULTS.get(name, "false"))).strip().lower()
-    if text in ("true", "yes", "1", "on"):
-        return True
-    if text in ("false", "no", "0", "off"):
-        return False
-    raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a boolean: {text}")
-
 
 @dataclass(frozen=True)
 class ShadowSettings:
@@ -90,7 +59,7 @@ class ShadowSettings:
     metrics_file: Path | None
     metrics_port: int
     name: str
-    config_path: Path | None = None     # the file our knobs were read from (None: this host)
+    metrics_address: str = "127.0.0.1"  # where the daemon serves its metrics
     matchlog_tz: str | None = None      # the MatchLog's time zone (None: this host's)
     cycle_config: Path | None = None    # what-if: our cycle under this config, not the pool's
 
@@ -98,7 +67,7 @@ class ShadowSettings:
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
         """Settings from knob values (names without the prefix); an override that is not
         None wins over its knob."""
-        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)} - {"ledger_url"}
+        unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
         o = {k: v for k, v in overrides.items() if v is not None}
@@ -120,17 +89,17 @@ class ShadowSettings:
             ledger_url=str(ledger),
             state_dir=state_dir,
             interval=float(o["interval"]) if "interval" in o else
-            _number(knobs, "INTERVAL", minimum=1),
+            ext_number(knobs, "INTERVAL", 60, minimum=1),
             matchlog=Path(matchlog) if matchlog else None,
             timeout=int(o["timeout"]) if "timeout" in o else
-            _number(knobs, "SNAPSHOT_TIMEOUT", int, minimum=1),
-            retention_days=_number(knobs, "RETENTION_DAYS", minimum=0),
-            keep_snapshots=_number(knobs, "KEEP_SNAPSHOTS", int, minimum=0),
-            advertise=o["advertise"] if "advertise" in o else _bool(knobs, "ADVERTISE"),
+            ext_number(knobs, "SNAPSHOT_TIMEOUT", 30, kind=int, minimum=1),
+            retention_days=ext_number(knobs, "RETENTION_DAYS", 90, minimum=0),
+            keep_snapshots=ext_number(knobs, "KEEP_SNAPSHOTS", 48, kind=int, minimum=0),
+            advertise=o["advertise"] if "advertise" in o else ext_bool(knobs, "ADVERTISE", True),
             metrics_file=Path(metrics) if metrics else None,
-            metrics_port=_number(knobs, "METRICS_PORT", int, minimum=0),
+            metrics_port=ext_number(knobs, "METRICS_PORT", 0, kind=int, minimum=0),
+            metrics_address=o.get("metrics_address") or knobs.get("METRICS_ADDRESS") or "127.0.0.1",
             name=o.get("name") or knobs.get("NAME") or f"negotiator-ext@{host}",
-            config_path=Path(o["config_path"]) if o.get("config_path") else None,
             matchlog_tz=o.get("matchlog_tz") or knobs.get("MATCHLOG_TIMEZONE") or None,
             cycle_config=Path(o["cycle_config"]) if o.get("cycle_config") else None,
         )
@@ -151,7 +120,7 @@ def read_settings(config_path: str | Path | None = None, **overrides) -> ShadowS
     htcondor2.param, with `overrides` (command-line flags) winning."""
     from .adapters.condor_config import local_ext_knobs
     knobs = local_ext_knobs(config_path)
-    return ShadowSettings.from_knobs(knobs, config_path=config_path, **overrides)
+    return ShadowSettings.from_knobs(knobs, **overrides)
 
 
 class Busy(Exception):

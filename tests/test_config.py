@@ -131,3 +131,22 @@ def test_python_only_number_syntax_is_refused(tmp_path):
     f.write_text("DEFAULT_PRIO_FACTOR = 1_000\n")
     with pytest.raises(InputError, match="DEFAULT_PRIO_FACTOR = 1_000: not a number"):
         load_config(f)
+
+
+def test_our_knobs_are_read_one_way():
+    """Every NEGOTIATOR_EXT_* number and boolean goes through ext_number / ext_bool."""
+    from negotiator_ext.core.config import ext_bool, ext_number
+    knobs = {"A": "90.5", "B": "abc", "C": "0", "D": "-1", "E": "inf", "T": "t", "N": "No"}
+    assert ext_number(knobs, "A", 1) == 90.5
+    assert ext_number(knobs, "A", 1, kind=int) == 90
+    assert ext_number(knobs, "MISSING", 7) == 7
+    for name, kw, msg in (("B", {}, "not a number: abc"), ("E", {}, "not a finite number"),
+                          ("D", {"minimum": 0}, "must be at least 0"),
+                          ("C", {"positive": True}, "must be more than 0")):
+        with pytest.raises(InputError, match=msg) as e:
+            ext_number(knobs, name, 1, **kw)
+        assert e.value.source == f"NEGOTIATOR_EXT_{name}"
+    assert (ext_bool(knobs, "T", False), ext_bool(knobs, "N", True)) == (True, False)
+    assert ext_bool(knobs, "MISSING", True) is True
+    with pytest.raises(InputError, match="NEGOTIATOR_EXT_A: not a boolean"):
+        ext_bool(knobs, "A", True)

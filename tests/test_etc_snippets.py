@@ -31,9 +31,7 @@ def test_every_knob_the_code_reads_is_in_the_snippet():
     root = Path(__file__).parent.parent / "negotiator_ext"
     code = "\n".join(p.read_text() for p in root.rglob("*.py"))
     read = set(re.findall(r'knobs(?:\.get)?\(?\[?"([A-Z_]+)"', code))
-    read |= set(re.findall(r'_number\(\s*knobs, "([A-Z_]+)"', code))
-    read |= set(re.findall(r'_bool\(knobs, "([A-Z_]+)"', code))
-    read |= set(re.findall(r'_knob_number\(\s*knobs, "([A-Z_]+)"', code))
+    read |= set(re.findall(r'ext_(?:number|bool)\(\s*knobs, "([A-Z_]+)"', code))
     # RecommendPolicy's table of (knob, field) pairs
     read |= set(re.findall(r'\("([A-Z_]+)", "[a-z_]+"\)',
                            (root / "core" / "recommend.py").read_text()))

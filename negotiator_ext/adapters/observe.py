@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..core import classads
 from ..core.accountant import round6
-from ..core.groups import dotted_prefixes, is_group_name
+from ..core.groups import is_group_name
 from ..core.records import GroupObs, MatchEntry, RealCycle, SubmitterObs
 from ..errors import InputError
 from .accounting_ads import plain_ad
@@ -288,15 +288,6 @@ def _accounting_dicts(ads: Iterable[Any] | None) -> list[dict[str, Any]]:
     return [plain_ad(ad) if isinstance(ad, classads.ClassAd) else dict(ad) for ad in ads or ()]
 
 
-# Numeric fields of an Accounting ad: a value that is there but not a number is reported.
-_ACCOUNTING_NUMBERS = (
-    "Priority", "PriorityFactor", "WeightedResourcesUsed", "ResourcesUsed",
-    "HierWeightedResourcesUsed", "SubmitterShare", "SubmitterLimit", "Floor", "Ceiling",
-    "LastUsageTime", "BeginUsageTime", "LastUpdate", "EffectiveQuota", "ConfigQuota",
-    "Requested", "PriorityFactorLeaseExpiration", "PriorityFactorPreLeaseValue",
-    "FloorLeaseExpiration", "CeilingLeaseExpiration")
-
-
 class Observation(NamedTuple):
     """What `observe_pass` returns: a named 4-tuple (unpack all four, or index it)."""
     submitters: list[SubmitterObs]
@@ -321,12 +312,12 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
       * one GroupObs per group: our cycle's group rows in tree order, then groups only
         the Accounting ads name.
       * the real accountant's LastUpdate (the largest of the ads; None without ads);
-      * warnings, one line each: an Accounting ad skipped (no Name, or a second ad of the
-        same name), a record without its Priority or PriorityFactor (its real priority
-        is unknown), a field that is there but not a number.
+      * warnings, one line each: a record without its Priority or PriorityFactor (its real
+        priority is unknown).
 
-    Accounting ads with missing or non-numeric fields do not stop the pass: the field
-    takes the SubmitterObs default (None for the priorities)."""
+    The ads have passed `load_pool` (adapters.accounting_ads refuses an ad without a
+    Name, a repeated record and a field that is not a number); a missing field takes the
+    SubmitterObs default (None for the priorities)."""
     warnings: list[str] = []
     source = pool.snapshot.accounting_source or str(pool.snapshot.directory)
     ads = _accounting_dicts(pool.snapshot.accounting)
@@ -344,7 +335,7 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
         if c is None:
             continue
         claimed[c] = claimed.get(c, 0.0) + s.weight
-        for part in dotted_prefixes(pool.groups.assigned_group(c).name):
+        for part in pool.groups.charged_records(c)[1]:
             hier_claimed[part] = hier_claimed.get(part, 0.0) + s.weight
     # jobs in the submitter ads
     jobs: dict[str, list[int]] = {}
@@ -373,18 +364,8 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
     real_groups: dict[str, dict[str, Any]] = {}
     seen: set[str] = set()
     for i, d in enumerate(ads, start=1):
-        name = d.get("Name")
-        if not isinstance(name, str) or not name:
-            warnings.append(f"{source}: accounting ad {i} has no Name: skipped")
-            continue
-        if name in seen:
-            warnings.append(f"{source}: accounting ad {i} ({name}) repeats a record: skipped")
-            continue
+        name = d["Name"]
         seen.add(name)
-        bad = [a for a in _ACCOUNTING_NUMBERS if a in d and _number(d[a]) is None]
-        if bad:
-            warnings.append(f"{source}: accounting ad {i} ({name}): not a number: "
-                            f"{', '.join(bad)}")
         lacking = [a for a in ("Priority", "PriorityFactor") if a not in d]
         if lacking:
             warnings.append(f"{source}: accounting ad {i} ({name}) has no "

@@ -360,6 +360,38 @@ def ext_knobs(params: Mapping[str, Any]) -> dict[str, str]:
             if str(k).upper().startswith(EXT_PREFIX) and v is not None}
 
 
+def ext_number(knobs: Mapping[str, str], name: str, default: float, *, kind=float,
+               minimum: float | None = None, positive: bool = False):
+    """Our knob NEGOTIATOR_EXT_<name> (names without the prefix, as `ext_knobs` gives
+    them) as a finite number of `kind` (float or int), `default` when unset; InputError
+    naming the knob for text that is not one, or below `minimum` / not above 0."""
+    text = knobs.get(name, default)
+    knob = f"NEGOTIATOR_EXT_{name}"
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise InputError(knob, f"not a number: {text}") from None
+    if not math.isfinite(value):
+        raise InputError(knob, f"not a finite number: {text}")
+    if kind is int:
+        value = int(value)
+    if minimum is not None and value < minimum:
+        raise InputError(knob, f"{text}: must be at least {minimum:g}")
+    if positive and not value > 0:
+        raise InputError(knob, f"{text}: must be more than 0")
+    return value
+
+
+def ext_bool(knobs: Mapping[str, str], name: str, default: bool) -> bool:
+    """Our knob NEGOTIATOR_EXT_<name> as a boolean, read as HTCondor reads one."""
+    if name not in knobs:
+        return default
+    got = _to_bool(knobs[name])
+    if got is None:
+        raise InputError(f"NEGOTIATOR_EXT_{name}", f"not a boolean: {knobs[name]}")
+    return got
+
+
 def _is_limit_name(name: str) -> bool:
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", name) is not None
 
