@@ -241,6 +241,14 @@ class _Pass:
         self.started = loop.clock()
         self.partial_reasons: list[str] = []
         self.warnings: list[str] = []
+        self._submitters: dict[str, list[SubmitterObs]] = {}
+
+    def recorded_submitters(self, uuid: str) -> list[SubmitterObs]:
+        """An earlier pass's submitter rows (read once: the drift and the comparison
+        usually want the same pass's)."""
+        if uuid not in self._submitters:
+            self._submitters[uuid] = self.ledger.submitters(uuid)
+        return self._submitters[uuid]
 
     def partial(self, reason: str) -> None:
         self.loop.log.warning("partial pass: %s", reason)
@@ -396,7 +404,7 @@ class _Pass:
                 c.time <= t0 for c in cycles):
             return subs           # not exactly one step, or the history does not tell
         from .core.compare import priority_drift
-        drift = priority_drift(self.ledger.submitters(last["uuid"]), t0, subs, int(acct_time),
+        drift = priority_drift(self.recorded_submitters(last["uuid"]), t0, subs, int(acct_time),
                                halflife=halflife)
         return [dataclasses.replace(o, predicted_rup=drift[o.name][0], drift=drift[o.name][1])
                 if o.name in drift else o for o in subs]
@@ -426,7 +434,7 @@ class _Pass:
             return Comparison(
                 shadow_pass=prev["uuid"], real_cycle_time=None,
                 real_cycles_between=len(new_cycles), real_matches=None,
-                shadow_matches=len(self.ledger.shadow_matches(prev["uuid"])), agreed=None,
+                shadow_matches=int(prev["n_shadow_matches"]), agreed=None,
                 real_in_shadow=None, shadow_in_real=None, count_agreement=None, source="gap",
                 notes=("the negotiator ad's history starts after the compared snapshot, so "
                        "the real cycle that followed it may no longer be listed (run passes "
@@ -435,7 +443,7 @@ class _Pass:
         return compare(
             shadow_pass=prev["uuid"], shadow_snapshot_time=snap,
             shadow_matches=self.ledger.shadow_matches(prev["uuid"]),
-            shadow_submitters=self.ledger.submitters(prev["uuid"]),
+            shadow_submitters=self.recorded_submitters(prev["uuid"]),
             shadow_groups=self.ledger.groups(prev["uuid"]),
             real_cycles=[c for c in new_cycles if c.time >= first.time],
             real_matches=real_matches, real_submitters=subs,

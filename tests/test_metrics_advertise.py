@@ -18,7 +18,8 @@ from negotiator_ext.core.records import (Comparison, GroupObs, MatchEntry, PassR
 COMPARISON = Comparison(
     shadow_pass="prev", real_cycle_time=990, real_cycles_between=1, real_matches=10,
     shadow_matches=8, agreed=7, real_in_shadow=0.7, shadow_in_real=0.875,
-    count_agreement=0.8, source="matchlog", max_abs_drift=0.25, real_duration=1.5)
+    count_agreement=0.8, source="matchlog", max_abs_drift=0.25, real_duration=1.5,
+    agreed_equivalent=9, equivalent_agreement=0.9)
 
 REC = PassRecord(
     uuid="u1", pool="cm.example.org", started_at=1000.5, finished_at=1012.0,
@@ -83,6 +84,7 @@ def test_exact_metric_lines():
         "negotiator_ext_matches_agreed 7.0",
         'negotiator_ext_match_agreement_ratio{direction="real_in_shadow"} 0.7',
         'negotiator_ext_match_agreement_ratio{direction="shadow_in_real"} 0.875',
+        'negotiator_ext_match_agreement_ratio{direction="equivalent"} 0.9',
         'negotiator_ext_match_agreement_ratio{direction="count"} 0.8',
         'negotiator_ext_comparison_info{source="matchlog"} 1.0',
         "negotiator_ext_priority_drift_max_ratio 0.25",
@@ -218,6 +220,7 @@ def test_shadow_ad_attributes_exact():
         "ClassAdLifetime": 900, "RealCycleDuration": 1.5, "RealMatches": 10,
         "ShadowMatches": 8, "AgreedMatches": 7, "RealInShadow": 0.7, "ShadowInReal": 0.875,
         "CountAgreement": 0.8, "ComparisonSource": "matchlog",
+        "EquivalentAgreement": 0.9, "AgreedEquivalent": 9,
     }
     assert type(d["RealMatches"]) is int and type(d["ShadowCycleDuration"]) is float
     # What condor_status would print is a well-formed ad: it reads back the same.

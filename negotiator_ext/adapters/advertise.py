@@ -69,6 +69,8 @@ def shadow_ad(rec: PassRecord, *, name: str, now: int,
             "AgreedMatches": c.agreed,
             "RealInShadow": c.real_in_shadow,
             "ShadowInReal": c.shadow_in_real,
+            "EquivalentAgreement": c.equivalent_agreement,
+            "AgreedEquivalent": c.agreed_equivalent,
             "CountAgreement": c.count_agreement,
             "ComparisonSource": c.source,
         })

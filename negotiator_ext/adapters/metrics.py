@@ -24,7 +24,7 @@ than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
                   negotiator_ext_real_cycles_between,
                   negotiator_ext_matches{side="real"|"shadow"}, negotiator_ext_matches_agreed,
                   negotiator_ext_match_agreement_ratio{direction="real_in_shadow"|
-                  "shadow_in_real"|"count"}, negotiator_ext_comparison_info{source},
+                  "shadow_in_real"|"equivalent"|"count"}, negotiator_ext_comparison_info{source},
                   negotiator_ext_priority_drift_max_ratio (largest |drift| of the pass)
   per submitter   labels {submitter, group}; group records are left out (they are the
                   per-group metrics): negotiator_ext_submitter_usage_weighted{side="real"},
@@ -98,10 +98,8 @@ def _labelled(name: str, doc: str, labelnames: tuple[str, ...],
 
 
 def max_abs_drift(rec: PassRecord) -> float | None:
-    """The largest |drift| of the pass: the comparison's figure, else the submitters' own
-    (a pass with no comparison, the first one, still knows its drift)."""
-    if rec.comparison is not None and rec.comparison.max_abs_drift is not None:
-        return rec.comparison.max_abs_drift
+    """The largest |drift| of the pass's submitters (what its comparison, if any, also
+    carries: compare() takes it from the same records)."""
     drifts = [abs(s.drift) for s in rec.submitters if s.drift is not None]
     return max(drifts) if drifts else None
 
@@ -153,10 +151,11 @@ def families(rec: PassRecord) -> list[Metric]:
                    c.agreed))
         add(_labelled("match_agreement_ratio",
                       "Agreement of the compared cycles: agreed/real, agreed/shadow, "
-                      "and per-submitter match counts",
+                      "up to identical slots, and per-submitter match counts",
                       ("direction",),
                       ((("real_in_shadow",), c.real_in_shadow),
                        (("shadow_in_real",), c.shadow_in_real),
+                       (("equivalent",), c.equivalent_agreement),
                        (("count",), c.count_agreement))))
         if c.source:
             add(_labelled("comparison_info", "Where the real matches compared came from",
