@@ -72,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     sn.add_argument("--config", metavar="FILE",
                     help="HTCondor config to read our NEGOTIATOR_EXT_* knobs from "
                          "(default: this host's configuration)")
+    sn.add_argument("--keep", type=int, nargs="?", const=-1, metavar="N",
+                    help="afterwards keep only the newest N snapshots named <epoch> beside "
+                         "DIR (0 keeps all; without N: knob NEGOTIATOR_EXT_KEEP_SNAPSHOTS, "
+                         "else 48), as hooks/capture-snapshot does")
     ng = sub.add_parser("negotiate", allow_abbrev=False,
                         help="run one negotiation cycle on a snapshot and say what the "
                              "negotiator should do",
@@ -291,6 +295,12 @@ def cmd_snapshot(args) -> int:
         from .core.config import ext_number
         timeout = ext_number(knobs, "SNAPSHOT_TIMEOUT", 30, kind=int, minimum=1)
     report = capture_snapshot(pool, Path(args.output), timeout=timeout)
+    if args.keep is not None:
+        from .core.config import ext_number
+        from .shadow import prune_snapshots
+        keep = args.keep if args.keep >= 0 else ext_number(knobs, "KEEP_SNAPSHOTS", 48,
+                                                            kind=int, minimum=0)
+        prune_snapshots(report.directory.parent, keep, exclude=report.directory)
     for name in report.missing_schedds:
         msg = report.errors.get(name, "did not answer")
         print(f"negotiator-ext: warning: schedd {name}: {msg}", file=sys.stderr)

@@ -404,3 +404,61 @@ def test_shadow_replay_of_the_bundled_example_and_ledger_show(tmp_path, capsys):
     assert main(["ledger", "export", "--ledger", str(ledger), "--format", "csv",
                  "-o", str(tmp_path / "csv")]) == 0
     assert (tmp_path / "csv" / "comparisons.csv").is_file()
+
+
+def test_prune_snapshots_keeps_the_newest_epoch_directories_only(tmp_path):
+    from negotiator_ext.shadow import prune_snapshots
+    for name in ("100", "200", "200-abcdef12", "300", "notes", ".capture-tmp"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "400").write_text("a file, not a snapshot")
+    prune_snapshots(tmp_path, 2, exclude=tmp_path / "100")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".capture-tmp", "100", "200-abcdef12", "300", "400", "notes"]
+    prune_snapshots(tmp_path, 0)                      # 0 keeps all
+    assert len(list(tmp_path.iterdir())) == 6
+
+
+def test_snapshot_keep_prunes_beside_the_new_snapshot(tmp_path, mocker, capsys):
+    FakePool().install(mocker)
+    root = tmp_path / "snapshots"
+    for t in (100, 200, 300):
+        (root / str(t)).mkdir(parents=True)
+        (root / str(t) / "meta.json").write_text("{}")
+    conf = tmp_path / "c.conf"
+    conf.write_text("NEGOTIATOR_EXT_KEEP_SNAPSHOTS = 2\n")
+    assert main(["snapshot", "-o", str(root / "400"), "--keep", "--config", str(conf)]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["300", "400"]
+    assert main(["snapshot", "-o", str(root / "500"), "--keep", "0", "--config", str(conf)]) == 0
+    assert sorted(p.name for p in root.iterdir()) == ["300", "400", "500"]
+
+
+def test_retention_counts_from_the_older_of_this_and_the_last_pass(tmp_path, mocker):
+    """Passes older than RETENTION_DAYS go after a complete pass, counted back from the
+    earlier of this pass and the one before, so a clock far ahead cannot empty the
+    ledger; a partial pass prunes nothing."""
+    fake = FakePool().install(mocker)
+    import htcondor2
+    s = ShadowSettings.from_knobs({"STATE_DIR": str(tmp_path / "state"), "ADVERTISE": "false",
+                                   "RETENTION_DAYS": "1"})
+    loop = ShadowLoop(s, htcondor=htcondor2, clock=Clock(1795265266))
+    day = 86400
+    first = loop.run_pass()
+    loop.clock.t += 0.5 * day
+    second = loop.run_pass()
+    loop.clock.t += 30 * day            # the clock jumps a month ahead
+    third = loop.run_pass()
+    with open_ledger(s.ledger_url) as ledger:
+        # counted from the second pass (half a day after the first): nothing is old enough
+        assert [p["uuid"] for p in ledger.passes()] == [first.uuid, second.uuid, third.uuid]
+    fake.schedds["vm"] = TimeoutError("Timeout while reading from schedd")
+    loop.clock.t += 2 * day
+    assert loop.run_pass().status == "partial"
+    with open_ledger(s.ledger_url) as ledger:
+        assert len(ledger.passes()) == 4          # a partial pass prunes nothing
+    del fake.schedds["vm"]
+    fake.schedds["vm"] = fixture_ads("jobs.ads")
+    loop.clock.t += 60
+    loop.run_pass()
+    with open_ledger(s.ledger_url) as ledger:
+        # counted from the partial pass before it, a day ago and more: the first three go
+        assert len(ledger.passes()) == 2
