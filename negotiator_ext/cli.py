@@ -562,7 +562,7 @@ def cmd_ledger(args) -> int:
                 print(path)
             return 0
         from .views.ledger import render_passes
-        rows = ledger.passes()[-args.last:] if args.last > 0 else []
+        rows = ledger.passes(last=args.last) if args.last > 0 else []
         # each pass's own cycle against the real cycle that followed it (recorded by a
         # later pass)
         shown = {r["uuid"] for r in rows}

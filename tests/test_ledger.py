@@ -230,8 +230,8 @@ def test_a_real_cycle_is_recorded_once_across_passes(url):
         assert [c.time for c in ledger.real_cycles("b")] == [30]
         assert [c.time for c in ledger.real_cycles("c")] == [20]   # another pool's cycle
         assert [p["n_real_cycles"] for p in ledger.passes()] == [2, 1, 1]
-        assert ledger.real_cycle_seen("p", 20) and ledger.real_cycle_seen("q", 20)
-        assert not ledger.real_cycle_seen("q", 10)
+        assert (ledger.newest_real_cycle("p"), ledger.newest_real_cycle("q")) == (30, 20)
+        assert ledger.newest_real_cycle("r") is None
         assert ledger.verify() == []
 
 
@@ -279,7 +279,7 @@ def test_a_failed_write_leaves_nothing_behind(url, monkeypatch):
         # ...and rolled back with the header and the real cycle
         assert [p["uuid"] for p in ledger.passes()] == ["first"]
         assert ledger.shadow_matches("doomed") == [] and ledger.real_matches("doomed") == []
-        assert not ledger.real_cycle_seen(doomed.pool, 2)
+        assert ledger.real_cycles("doomed") == []
         assert ledger.pass_record("first") == first
         assert ledger.verify() == []
         assert ledger.record_pass(doomed) is True                     # and it can be retried
@@ -375,7 +375,7 @@ def test_full_sqlite_ledger(db_path):
             ledger.record_pass(big)
         assert str(db_path) in str(e.value)
         assert [p["uuid"] for p in ledger.passes()] == ["first"]
-        assert ledger.submitters("big") == [] and not ledger.real_cycle_seen(big.pool, 5)
+        assert ledger.submitters("big") == [] and ledger.real_cycles("big") == []
         assert ledger.pass_record("first") == first
         assert ledger.verify() == []
     with open_ledger(str(db_path)) as ledger:            # room again: the pass goes in
@@ -520,28 +520,21 @@ def test_prune_deletes_old_passes_and_keeps_adjustments(url):
             assert ledger.submitters(gone) == [] and ledger.groups(gone) == []
             assert ledger.shadow_matches(gone) == [] and ledger.comparison(gone) is None
             assert ledger.real_cycles(gone) == []
-        assert not ledger.real_cycle_seen("pool.example.org", 100)
+        assert ledger.newest_real_cycle("pool.example.org") == 300     # 100 and 200 gone
         assert ledger.pass_record("p2") == full_pass("p2", started_at=300.0, cycles=(300,))
         assert ledger.adjustments() == [adjustment(applied_at=50)]
         assert ledger.prune(250.0) == 0
         assert ledger.verify() == []
 
 
-def test_active_adjustment_leases(url):
+def test_adjustments_by_name_and_time(url):
     with open_ledger(url) as ledger:
         ledger.record_adjustment(adjustment(applied_at=100, lease=200, value=2.0))
         ledger.record_adjustment(adjustment(applied_at=150, outcome="failed: no such user"))
         ledger.record_adjustment(adjustment(applied_at=160, outcome="skipped: unchanged"))
         ledger.record_adjustment(adjustment(key="factor:bob", name="bob", applied_at=170))
-        assert ledger.active_adjustment("factor:alice", 150).value == 2.0
-        assert ledger.active_adjustment("factor:alice", 199).applied_at == 100
-        assert ledger.active_adjustment("factor:alice", 200) is None       # lease ran out
-        assert ledger.active_adjustment("factor:carol", 150) is None
         ledger.record_adjustment(adjustment(applied_at=300, lease=None, value=3.0))
-        assert ledger.active_adjustment("factor:alice", 10**9).value == 3.0  # permanent
         ledger.record_adjustment(adjustment(applied_at=400, lease=500, value=4.0))
-        assert ledger.active_adjustment("factor:alice", 450).value == 4.0    # the newest
-        assert ledger.active_adjustment("factor:alice", 600).value == 3.0    # lease over
         assert [a.applied_at for a in ledger.adjustments(name="alice")] == [100, 150, 160, 300, 400]
         assert [a.applied_at for a in ledger.adjustments(since=160)] == [160, 170, 300, 400]
         assert ledger.adjustments()[1] == adjustment(applied_at=150, outcome="failed: no such user")
@@ -714,3 +707,11 @@ def test_slot_classes_are_kept_until_compared_for_a_few_passes(url):
         assert ledger.prune(403.0) == 6
         assert [u for u in ("d3", "d4", "d5") if ledger.slot_classes(u)] == ["d3", "d4", "d5"]
         assert ledger.slot_classes("d1") == {}
+
+
+def test_passes_last_n(url):
+    with open_ledger(url) as ledger:
+        for i in range(5):
+            ledger.record_pass(small_pass(f"p{i}", 100.0 + i))
+        assert [p["uuid"] for p in ledger.passes(last=2)] == ["p3", "p4"]
+        assert [p["uuid"] for p in ledger.passes(last=9)] == [f"p{i}" for i in range(5)]

@@ -608,7 +608,6 @@ class Ledger:
     def __init__(self, db: _SQLite | _Postgres, url: str, *, create: bool,
                  schema_target: int = SCHEMA_VERSION):
         self._db = db
-        self.url = url
         self.source = db.source
         self._closed = False
         try:
@@ -618,11 +617,6 @@ class Ledger:
             raise
 
     # -- plumbing
-
-    @property
-    def dialect(self) -> str:
-        """"sqlite" or "postgresql"."""
-        return self._db.dialect
 
     @property
     def schema_version(self) -> int:
@@ -828,9 +822,15 @@ class Ledger:
         return _header_of(rows[0]) if rows else None
 
     def passes(self, pool: str | None = None, since: float | None = None,
-               until: float | None = None) -> list[dict]:
-        """Pass headers with since <= started_at < until, in the order recorded."""
+               until: float | None = None, last: int | None = None) -> list[dict]:
+        """Pass headers with since <= started_at < until (only the newest `last` of them),
+        in the order recorded."""
         where, params = self._where(pool=pool, since=since, until=until)
+        if last is not None:
+            with self._guard():
+                rows = self._query(f"SELECT * FROM passes{where} ORDER BY id DESC LIMIT ?",
+                                   (*params, int(last)))
+            return [_header_of(r) for r in reversed(rows)]
         with self._guard():
             return [_header_of(r) for r in
                     self._query(f"SELECT * FROM passes{where} ORDER BY id", params)]
@@ -934,13 +934,6 @@ class Ledger:
                                     (pool,)).fetchall()
         return int(rows[0][0]) if rows and rows[0][0] is not None else None
 
-    def real_cycle_seen(self, pool: str, time: int) -> bool:
-        """Whether the real cycle that started at `time` in `pool` is recorded."""
-        with self._guard():
-            return bool(self._db.execute(
-                f"SELECT 1 FROM real_cycles WHERE pool = ? AND {_q('time')} = ?",
-                (pool, time)).fetchall())
-
     def verify(self) -> list[str]:
         """One line per pass whose child rows do not match its header's counts (empty: every
         recorded pass is whole)."""
@@ -981,16 +974,6 @@ class Ledger:
         with self._guard():
             rows = self._query(f"SELECT * FROM adjustments{where} ORDER BY id", params)
         return [_record_of(Adjustment, r) for r in rows]
-
-    def active_adjustment(self, key: str, now: int) -> Adjustment | None:
-        """The newest adjustment with `key` that was applied and whose lease runs past `now`
-        (no lease: permanent), or None."""
-        with self._guard():
-            rows = self._query(
-                f"SELECT * FROM adjustments WHERE {_q('key')} = ? AND outcome = ? AND "
-                "(lease_expires IS NULL OR lease_expires > ?) "
-                "ORDER BY applied_at DESC, id DESC LIMIT 1", (key, "applied", now))
-        return _record_of(Adjustment, rows[0]) if rows else None
 
     # -- retention and export
 
