@@ -410,7 +410,6 @@ def _parse_url(url: str) -> tuple[str, str]:
 class _SQLite:
     """One sqlite3 connection in autocommit mode; transactions are explicit."""
 
-    dialect = "sqlite"
     id_type = "INTEGER PRIMARY KEY AUTOINCREMENT"
 
     def __init__(self, path: str, lock_timeout: float, create: bool):
@@ -515,7 +514,6 @@ class _SQLite:
 class _Postgres:
     """One psycopg 3 connection in autocommit mode; transactions are explicit."""
 
-    dialect = "postgresql"
     id_type = "BIGSERIAL PRIMARY KEY"
 
     def __init__(self, url: str, lock_timeout: float, create: bool):
