@@ -400,7 +400,8 @@ def _log_to_stderr() -> None:
 
 def cmd_shadow(args) -> int:
     import threading
-    from .shadow import Busy, ShadowLoop, ShadowSettings, pass_lock, publish, replay_passes, summary_line
+    from .shadow import Busy, ShadowLoop, ShadowSettings, pass_lock, publish, replay_passes
+    from .views.ledger import summary_line
     _log_to_stderr()
     knobs = _knobs(args)
     state_dir = args.state_dir

@@ -55,7 +55,8 @@ from typing import Any, Callable, Sequence
 
 from .adapters.metrics import MetricsServer
 from .errors import InputError
-from .shadow import publish, summary_line
+from .shadow import publish
+from .views.ledger import summary_line
 
 SUBSYSTEM = "NEGOTIATOR_EXT"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1"

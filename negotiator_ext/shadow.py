@@ -539,31 +539,6 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
     return problems
 
 
-def summary_line(rec: PassRecord) -> str:
-    """One line for logs and the terminal: this pass, then what it compared (an earlier
-    pass's cycle against the real cycle that followed it)."""
-    parts = [f"pass {rec.uuid[:8]} {rec.status}" + (f" ({rec.reason})" if rec.reason else "")]
-    if rec.shadow_duration is not None:
-        parts.append(f"our cycle: {len(rec.shadow_matches)} matches in {rec.shadow_duration:.2f} s")
-    c = rec.comparison
-    if c is not None:
-        head = f"pass {c.shadow_pass[:8]}'s cycle against the real cycle"
-        if c.source == "gap":
-            parts.append(f"{head}: not compared ({c.notes[0] if c.notes else 'gap'})")
-        else:
-            figures = [f"real matches {c.real_matches}, ours {c.shadow_matches}"]
-            if c.equivalent_agreement is not None:
-                figures.append(f"agreement up to identical slots {c.equivalent_agreement:.0%}")
-            if c.real_in_shadow is not None:
-                figures.append(f"same slot {c.real_in_shadow:.0%}")
-            if c.count_agreement is not None:
-                figures.append(f"per-submitter counts {c.count_agreement:.0%}")
-            if c.max_abs_drift is not None:
-                figures.append(f"max priority drift {c.max_abs_drift:.2%}")
-            parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures))
-    return "; ".join(parts)
-
-
 def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> list[PassRecord]:
     """Replay recorded snapshot directories as passes, in capture-time order."""
     from .adapters.snapshot import read_meta

@@ -1,42 +1,66 @@
-"""`negotiator-ext ledger show`: the recent passes, one line each."""
+"""One shadow pass in a line (`shadow`, the daemon's log) and the recent passes as a
+table (`negotiator-ext ledger show`)."""
 
 from __future__ import annotations
 
 import time
 from typing import Mapping, Sequence
 
+from ..core.records import Comparison, PassRecord
+from .tables import pct, table
 
-def _pct(x) -> str:
-    return "" if x is None else f"{x:.0%}"
+
+def summary_line(rec: PassRecord) -> str:
+    """One line for logs and the terminal: this pass, then what it compared (an earlier
+    pass's cycle against the real cycle that followed it)."""
+    parts = [f"pass {rec.uuid[:8]} {rec.status}" + (f" ({rec.reason})" if rec.reason else "")]
+    if rec.shadow_duration is not None:
+        parts.append(f"our cycle: {len(rec.shadow_matches)} matches in {rec.shadow_duration:.2f} s")
+    c = rec.comparison
+    if c is not None:
+        head = f"pass {c.shadow_pass[:8]}'s cycle against the real cycle"
+        if c.source == "gap":
+            parts.append(f"{head}: not compared ({c.notes[0] if c.notes else 'gap'})")
+        else:
+            figures = [f"real matches {c.real_matches}, ours {c.shadow_matches}"]
+            figures += [f"{label} {text}" for label, text in _agreement(c) if text]
+            parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures))
+    return "; ".join(parts)
 
 
-def render_passes(rows: Sequence[dict], comparisons: Mapping[str, object]) -> str:
+def _agreement(c: Comparison | None) -> list[tuple[str, str]]:
+    """The comparison's agreement figures, labelled, in the order both views show them
+    (empty text: unknown)."""
+    get = (lambda a: None) if c is None else (lambda a: getattr(c, a))
+    return [("agreement up to identical slots", pct(get("equivalent_agreement"))),
+            ("same slot", pct(get("real_in_shadow"))),
+            ("same slot, of ours", pct(get("shadow_in_real"))),
+            ("per-submitter counts", pct(get("count_agreement"))),
+            ("max priority drift", pct(get("max_abs_drift"), 2))]
+
+
+def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -> str:
     """One row per pass: when, status, its cycle's matches and duration, and, once a
     later pass compared that cycle with the real cycle that followed the snapshot
     (`comparisons`, keyed by the compared pass): the real cycle's matches, agreement
-    (real matches ours also made to the same slot / ours the real one also made / both
-    up to identical slots / per-submitter counts), the largest priority drift and the
+    (both up to identical slots / real matches ours also made to the same slot / ours
+    the real one also made / per-submitter counts), the largest priority drift and the
     real cycle's duration."""
-    head = ("Pass      Started (UTC)        Status    Shadow  Real  RealInShadow  ShadowInReal  "
-            "Identical  Counts  MaxDrift  Ours(s)  Real(s)  Reason")
-    lines = [head, "-" * len(head)]
+    lines = []
     for r in rows:
         c = comparisons.get(r["uuid"])
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(r["started_at"])))
-        shadow = r.get("n_shadow_matches")
         real = getattr(c, "real_matches", None)
-        ours = r.get("shadow_duration")
-        theirs = getattr(c, "real_duration", None)
-        lines.append(
-            f"{r['uuid'][:8]:<9} {started:<20} {r['status']:<9} "
-            f"{'' if shadow is None else shadow:>6}  {'' if real is None else real:>4}  "
-            f"{_pct(getattr(c, 'real_in_shadow', None)):>12}  "
-            f"{_pct(getattr(c, 'shadow_in_real', None)):>12}  "
-            f"{_pct(getattr(c, 'equivalent_agreement', None)):>9}  "
-            f"{_pct(getattr(c, 'count_agreement', None)):>6}  "
-            f"{'' if getattr(c, 'max_abs_drift', None) is None else format(c.max_abs_drift, '.2%'):>8}  "
-            f"{'' if ours is None else format(ours, '.2f'):>7}  "
-            f"{'' if theirs is None else format(theirs, '.2f'):>7}  {r.get('reason') or ''}")
+        ours, theirs = r.get("shadow_duration"), getattr(c, "real_duration", None)
+        lines.append([r["uuid"][:8],
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(r["started_at"]))),
+                      r["status"], str(r.get("n_shadow_matches") or 0),
+                      "" if real is None else str(real),
+                      *(text for _, text in _agreement(c)),
+                      "" if ours is None else f"{ours:.2f}",
+                      "" if theirs is None else f"{theirs:.2f}", r.get("reason") or ""])
+    out = table(["Pass", "Started (UTC)", "Status", "Shadow", "Real", "Identical",
+                 "RealInShadow", "ShadowInReal", "Counts", "MaxDrift", "Ours(s)", "Real(s)",
+                 "Reason"], lines, set(range(3, 12)))
     if not rows:
-        lines.append("(no passes recorded)")
-    return "\n".join(lines) + "\n"
+        out.append("(no passes recorded)")
+    return "\n".join(out) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from .tables import table
 
 
 def _num(v, fmt="{:.2f}") -> str:
@@ -12,19 +13,6 @@ def _num(v, fmt="{:.2f}") -> str:
     if isinstance(v, float) and abs(v) >= 1e15:
         return f"{v:.4g}"
     return fmt.format(v)
-
-
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [len(h) for h in headers]
-    for r in rows:
-        widths = [max(w, len(c)) for w, c in zip(widths, r)]
-
-    def line(cells):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    out = [line(headers), line(["-" * w for w in widths])]
-    out += [line(r) for r in rows]
-    return out
 
 
 def render_cycle(doc: dict) -> str:
@@ -39,14 +27,14 @@ def render_cycle(doc: dict) -> str:
                  _num(g["subtree_quota"]), g["surplus_policy"] or "-", _num(g["requested"]),
                  _num(g["allocated"]), _num(g["usage_before"]), str(g["matched"]),
                  _num(g["usage"]), _num(g["sort_key"], "{:.4g}")] for g in groups]
-        out += _table(["Group", "Config", "Effective", "Subtree", "Surplus", "Requested",
+        out += table(["Group", "Config", "Effective", "Subtree", "Surplus", "Requested",
                        "Allocated", "InUse", "Matched", "InUseAfter", "SortKey"], rows,
                       set(range(1, 11)) - {4})
         out.append("")
     rows = [[s["name"], s["group"], _num(s["eup"]), _num(s["share"], "{:.4f}"),
              _num(s["limit"]), _num(s["usage_before"]), str(s["matched"]),
              _num(s["matched_weight"]), _num(s["usage_after"])] for s in doc["submitters"]]
-    out += _table(["Submitter", "Group", "EUP", "Share", "Limit", "InUse", "Matched",
+    out += table(["Submitter", "Group", "EUP", "Share", "Limit", "InUse", "Matched",
                    "MatchedWeight", "InUseAfter"], rows, set(range(2, 9)))
     out.append("")
     matches = doc["matches"]
@@ -57,11 +45,11 @@ def render_cycle(doc: dict) -> str:
         rows = [[m["job"], m["submitter"], m["slot"], m["reason"], m["preempting"] or "-",
                  _num(m["cost"], "{:g}")] for m in matches]
         if rows:
-            out += _table(["Job", "Submitter", "Slot", "Reason", "Preempting", "Cost"], rows, {5})
+            out += table(["Job", "Submitter", "Slot", "Reason", "Preempting", "Cost"], rows, {5})
     limits = doc.get("concurrency_limits") or []
     if limits:
         out += ["", "Concurrency limits:"]
-        out += _table(["Limit", "Max", "InUse", "InUseAfter"],
+        out += table(["Limit", "Max", "InUse", "InUseAfter"],
                       [[x["name"], _num(x["max"], "{:g}"), _num(x["count_before"], "{:g}"),
                         _num(x["count"], "{:g}")] for x in limits], {1, 2, 3})
     rej = Counter((r["submitter"], r["reason"]) for r in doc["rejections"])

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, key_value
 from .userprio import format_time_nosecs
+from .tables import table
 
 __all__ = ["command_argv", "command_text", "render_table", "render_json", "render_script"]
 
@@ -95,15 +96,6 @@ def _recommended(rec: Recommendation) -> str:
     return f"{rec.value:.2f}"
 
 
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(c) for c in col) for col in zip(headers, *rows)]
-
-    def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
-    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
-
-
 def render_table(recs: Sequence[Recommendation]) -> str:
     """One line per recommendation: Kind, Name, Current, Recommended, Lease, Reason;
     numbers right-aligned, times as days+hh:mm, like condor_userprio prints them."""
@@ -111,7 +103,7 @@ def render_table(recs: Sequence[Recommendation]) -> str:
         return "No recommendations.\n"
     rows = [[r.kind, _printable(r.name), _current(r), _recommended(r), _lease(r.lease),
              _printable(r.reason)] for r in recs]
-    lines = _table(["Kind", "Name", "Current", "Recommended", "Lease", "Reason"], rows,
+    lines = table(["Kind", "Name", "Current", "Recommended", "Lease", "Reason"], rows,
                    {2, 3, 4})
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,19 @@
+"""Plain-text tables and figures, as condor_userprio-style output prints them."""
+
+from __future__ import annotations
+
+
+def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
+    """The lines of a table: a header, a rule, one line per row; columns as wide as their
+    widest cell, those in `right` right-aligned."""
+    widths = [max(len(c) for c in col) for col in zip(headers, *rows)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
+
+
+def pct(x, digits: int = 0) -> str:
+    """A ratio as a percentage; empty when unknown."""
+    return "" if x is None else f"{x:.{digits}%}"
