@@ -133,13 +133,10 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
     return build_pool(snap, load_config(path), warnings)
 
 
-def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | None = None
-               ) -> Pool:
-    """The Pool of a snapshot already in memory under a config already read (the
-    simulator builds one per cycle this way); `warnings` so far are kept."""
-    warnings = list(warnings or ())
-    groups = GroupTree(config)
-    warnings.extend(f"{config.source}: {w}" for w in config.warnings + tuple(groups.warnings))
+def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:
+    """What to tell about a config before a cycle runs under it: its own and the group
+    tree's warnings, and every knob that changes decisions but is not modelled."""
+    warnings = [f"{config.source}: {w}" for w in config.warnings + tuple(groups.warnings)]
     for knob, on, what in (
             ("ALLOW_PSLOT_PREEMPTION", config.allow_pslot_preemption and config.consider_preemption,
              "preempting a partitionable slot's dynamic slots (pslotMultiMatch)"),
@@ -154,6 +151,15 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
         if on:
             warnings.append(f"{config.source}: {knob} is set, but {what} is not modelled: "
                             "the cycle runs as if it were off")
+    return warnings
+
+
+def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | None = None
+               ) -> Pool:
+    """The Pool of a snapshot already in memory under a config already read; `warnings`
+    so far are kept."""
+    groups = GroupTree(config)
+    warnings = list(warnings or ()) + config_warnings(config, groups)
 
     ads, slots, texts = [], [], []
     rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)

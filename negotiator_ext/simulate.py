@@ -48,8 +48,10 @@ import classad2
 from .core import classads
 from .core.accountant import AccountantState
 from .core.adtext import TextAds, TextStore
+from .core.config import priority_preemption_off
 from .core.records import MatchEntry, PassRecord
 from .errors import InputError
+from .pool import config_warnings
 from .scenario import Arrival, Change, Scenario, SlotShape
 
 SCHEDD_ADDR = "<10.255.0.1:9618>"
@@ -71,6 +73,7 @@ class SimJob:
     seq: int = 0                      # queue order within the submitter
     queued: bool = False              # has an entry in its class's queue
     started: int = 0                  # when its current run began
+    texts: list | None = None         # its ad's (name, text) pairs while it waits
 
     @property
     def id(self) -> str:
@@ -88,13 +91,17 @@ class SimSlot:
     disk: float
     gpus: float
     partitionable: bool = False
-    dynamic: bool = False
-    parent: "SimSlot | None" = None
+    parent: "SimSlot | None" = None   # a dynamic slot's partitionable slot
     job: SimJob | None = None         # static or dynamic slot: its job
     children: list = field(default_factory=list)   # p-slot: its dynamic slots
     next_child: int = 1
     rank_of_job: float | None = None  # the slot's Rank for the job it runs (CurrentRank)
     _ad: classad2.ClassAd | None = None   # the ad as last built (rebuilt on change)
+    _facts: tuple | None = None       # (ad, config, facts) as `_facts` computed them
+
+    @property
+    def dynamic(self) -> bool:
+        return self.parent is not None
 
     def changed(self) -> None:
         self._ad = None
@@ -114,6 +121,8 @@ class SimPool:
         self.counts: dict[str, list[int]] = {}        # submitter -> [idle, running]
         self.next_cluster = 1
         self._seq = 0
+        self._numbered: dict[str, int] = {}           # machine name prefix -> last number
+        self._addresses = 0                           # each slot gets its own address
         for shape in scenario.slots:
             self.add_slots(shape, shape.count)
 
@@ -122,9 +131,9 @@ class SimPool:
         """`count` slots of `shape`: a recorded slot keeps its name; others are numbered
         per machine name prefix across the whole pool (slots that join later continue
         the numbering)."""
-        self._numbered = getattr(self, "_numbered", {})
-        for k in range(count):
-            i = len(self.slots)
+        for _ in range(count):
+            self._addresses += 1
+            i = self._addresses
             if shape.machine:
                 machine, name = shape.machine, shape.slot_name or f"slot1@{shape.machine}"
             else:
@@ -144,7 +153,7 @@ class SimPool:
         for s in list(self.slots):
             if gone >= count:
                 break
-            if s.dynamic or not s.machine.startswith(prefix):
+            if not s.machine.startswith(prefix):
                 continue
             for d in list(s.children):
                 self.evict(d.job, t)
@@ -193,7 +202,7 @@ class SimPool:
             job.slot = None
         else:
             self._free(job)
-        job.status, job.idle_since, job.end = 1, t, math.inf
+        job.status, job.idle_since, job.end, job.texts = 1, t, math.inf, None
         name = job.arrival.submitter_name(self.sc.domain)
         self._push(name, job)
         c = self.counts[name]
@@ -207,14 +216,13 @@ class SimPool:
             return
         s.job = None
         s.changed()
-        if s.dynamic and s.parent is not None:
-            p = s.parent
+        p = s.parent
+        if p is not None:                       # a dynamic slot goes back into its p-slot
             p.cpus += s.cpus
             p.memory += s.memory
             p.disk += s.disk
             p.gpus += s.gpus
-            if s in p.children:
-                p.children.remove(s)
+            p.children.remove(s)
             p.changed()
 
     def finish_until(self, t: float) -> int:
@@ -283,7 +291,7 @@ class SimPool:
         pslot.next_child += 1
         d = SimSlot(name=f"slot1_{n}@{pslot.machine}", machine=pslot.machine,
                     index=pslot.index, shape=pslot.shape, cpus=cpus, memory=mem, disk=disk,
-                    gpus=gpus, dynamic=True, parent=pslot)
+                    gpus=gpus, parent=pslot)
         pslot.children.append(d)
         pslot.changed()
         return d
@@ -312,10 +320,10 @@ def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
         ad["SlotType"] = "Partitionable"
         ad["NumDynamicSlots"] = len(s.children)
         ad["NumClaims"] = int(s.cpus)     # the claim ids a consumption policy hands out
-    elif s.dynamic:
+    elif s.parent is not None:
         ad["DynamicSlot"] = True
         ad["SlotType"] = "Dynamic"
-        ad["ParentSlotName"] = s.parent.name if s.parent else s.name
+        ad["ParentSlotName"] = s.parent.name
     for k, text in s.shape.attrs.items():
         ad[k] = classads.parse_expr(text)
     job = s.job
@@ -350,10 +358,9 @@ def _rank_of(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
     better one)."""
     rank = next(v for k, v in slot.shape.attrs.items() if k.lower() == "rank")
     row = TextAds(TextStore())
-    _job_row(job, sc, row)
-    slot.changed()
+    row.add(_job_texts(job, sc))
     got = classads.eval_match(classads.parse_expr(rank), _slot_ad(slot, sc), row.ad(0))
-    slot.changed()
+    slot.changed()          # its CurrentRank is set now
     return float(got) if classads.is_number(got) else 0.0
 
 
@@ -373,7 +380,15 @@ def _num(x: float):
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _job_row(job: SimJob, sc: Scenario, store: TextAds) -> None:
+def _job_texts(job: SimJob, sc: Scenario) -> list[tuple[str, str]]:
+    """The job's ad as the schedd offers it, as (name, text) pairs; kept while it waits
+    (only an eviction changes them: EnteredCurrentStatus)."""
+    if job.texts is None:
+        job.texts = _texts_of(job, sc)
+    return job.texts
+
+
+def _texts_of(job: SimJob, sc: Scenario) -> list[tuple[str, str]]:
     a = job.arrival
     user = a.user_name(sc.domain)
     pairs = [("MyType", '"Job"'), ("TargetType", '"Machine"'), ("ClusterId", str(job.cluster)),
@@ -399,7 +414,7 @@ def _job_row(job: SimJob, sc: Scenario, store: TextAds) -> None:
         pairs.append(("NiceUser", "true"))
     for k, text in a.attrs.items():
         pairs.append((k, text))
-    store.add(pairs)
+    return pairs
 
 
 def _q(s: str) -> str:
@@ -441,19 +456,22 @@ class Simulation:
         self.pool = SimPool(scenario, self.rng)
         # every config the run will use, read now: a bad knob in a change is found before
         # the run, named with the scenario
+        self.changes = sorted(scenario.changes, key=lambda c: c.at)
         self.configs: dict[int, object] = {}
         knobs = dict(scenario.knobs)
+        texts = list(knobs.values())
         self.config = self._load_config(knobs, "config/knobs")
-        for k, c in enumerate(sorted(scenario.changes, key=lambda c: c.at)):
+        for c in self.changes:
             if c.kind == "config":
                 knobs.update(c.knobs)
+                texts += list(c.knobs.values())
                 self.configs[id(c)] = self._load_config(dict(knobs), f"changes (at {c.at:g} s)")
         self.groups = GroupTree(self.config)
+        self.warnings: list[str] = config_warnings(self.config, self.groups)
         self._check_groups()
         self.state = self._initial_accountant()
         self.pending: list[PassRecord] = []
         self.arrivals = self._arrival_events()
-        self.changes = sorted(scenario.changes, key=lambda c: c.at)
         self.matches = 0
         self.preemptions = 0
         self.unresolved = 0          # matches naming a slot or job the pool does not have
@@ -462,9 +480,11 @@ class Simulation:
         self.least_cpus = min((a.cpus for a in scenario.workload), default=1)
         shapes = list(scenario.slots) + [c.shape for c in scenario.changes if c.shape]
         self.ranked_slots = any(s.ranks_jobs() for s in shapes)
-        self.warnings: list[str] = []
-        texts = [scenario.config_path.read_text()] if scenario.config_path else []
-        texts += list(knobs.values()) + [v for s in shapes for v in s.attrs.values()]
+        if scenario.config_path:
+            texts.append(scenario.config_path.read_text())
+        texts += [v for s in shapes for v in s.attrs.values()]
+        for a in scenario.workload:
+            texts += [a.requirements or "", a.rank or "", *a.attrs.values()]
         if any("time()" in t.replace(" ", "") for t in texts):
             self.warnings.append(
                 f"{scenario.path}: an expression uses time(): ClassAd time() is this "
@@ -488,14 +508,12 @@ class Simulation:
     def _check_groups(self) -> None:
         """A workload group the config does not define is an error (HTCondor would quietly
         run those jobs in the root group)."""
-        known = {n.name for n in self.groups.nodes}
-        lower = {k.lower() for k in known}      # HTCondor group names ignore case
         bad = sorted({a.group for a in self.sc.workload
-                      if a.group and a.group.lower() not in lower})
+                      if a.group and self.groups.get(a.group) is None})
         if bad:
+            known = sorted(n.name for n in self.groups.nodes if not n.is_root)
             raise InputError(str(self.sc.path), f"workload: unknown accounting group(s) "
-                             f"{', '.join(bad)}: GROUP_NAMES is "
-                             f"{', '.join(sorted(known - {'<none>'})) or 'empty'}")
+                             f"{', '.join(bad)}: GROUP_NAMES is {', '.join(known) or 'empty'}")
 
     def _initial_accountant(self) -> AccountantState:
         if self.sc.accountant is None:
@@ -506,15 +524,15 @@ class Simulation:
                                              str(self.sc.accountant))
         return state
 
-    def _arrival_events(self) -> list[tuple[int, int, Arrival, int]]:
-        """(time, order, arrival, count) for every batch of jobs in the span."""
+    def _arrival_events(self) -> list[tuple[int, int, Arrival]]:
+        """(time, order, arrival) for every batch of jobs in the span."""
         out = []
         end = self.sc.start + self.sc.span
         for i, a in enumerate(self.sc.workload):
             t = self.sc.start + a.at
             n = 0
             while t <= end:
-                out.append((int(t), i, a, a.count))
+                out.append((int(t), i, a))
                 n += 1
                 if not a.every or (a.repeat is not None and n >= a.repeat):
                     break
@@ -552,8 +570,8 @@ class Simulation:
         p = self.pool
         p.finish_until(t)
         while self.arrivals and self.arrivals[0][0] <= t:
-            t_arrival, _, a, count = heapq.heappop(self.arrivals)
-            p.submit(a, count, t_arrival)
+            t_arrival, _, a = heapq.heappop(self.arrivals)
+            p.submit(a, a.count, t_arrival)
         while self.changes and self.sc.start + self.changes[0].at <= t:
             self._change(self.changes.pop(0), t)
         pool = self._pool(t)
@@ -570,6 +588,7 @@ class Simulation:
         if c.kind == "config":
             self.config = self.configs[id(c)]
             self.groups = GroupTree(self.config)
+            self.warnings += config_warnings(self.config, self.groups)
         elif c.kind in ("factor", "priority"):    # condor_userprio -setfactor / -setprio
             acc = Accountant(self.state, self.config, self.groups)
             if c.kind == "factor":
@@ -589,9 +608,7 @@ class Simulation:
         cfg = self.config
         if not cfg.consider_preemption:
             return False
-        if (cfg.preemption_requirements or "").strip().lower() != "false":
-            return True
-        return self.ranked_slots
+        return not priority_preemption_off(cfg) or self.ranked_slots
 
     def _pool(self, t: int):
         from .adapters.snapshot import Snapshot
@@ -603,17 +620,22 @@ class Simulation:
         for s in p.slots:
             for x in ([s] + s.children if s.partitionable else [s]):
                 ad = _slot_ad(x, sc)
-                u, pie, eff = _facts(x, ad, self.config)
+                fetched, u, pie, eff = _facts(x, ad, self.config)
+                if not fetched:                 # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
+                    continue
                 ads.append(ad)
                 usage.append(u)
                 pies.append(pie)
                 effs.append(eff)
                 # candidates: what a job can take this cycle (a p-slot with fewer cpus
                 # left than any job requests cannot match, as a claimed static slot
-                # cannot when nothing can preempt it)
+                # cannot when nothing can preempt it). The cycle writes into claimed
+                # slots' ads (the remote user's figures) and, with
+                # NEGOTIATOR_MATCH_EXPRS, into every ad: only those need a copy.
                 if preempt or (x.partitionable and x.cpus >= least) or (
                         not x.partitionable and x.job is None):
-                    cand_ads.append(classads.copy_ad(ad))
+                    cand_ads.append(classads.copy_ad(ad) if x.job is not None
+                                    or self.config.match_exprs else ad)
                     cand_usage.append(u)
         free = sum(s.cpus for s in p.slots if (s.partitionable or s.job is None))
         cap = int(math.ceil(free)) if not preempt else sum(
@@ -628,7 +650,7 @@ class Simulation:
             if idle + running <= 0:
                 continue
             for job in p.idle_jobs(name, min(idle, cap)):
-                _job_row(job, sc, jobs)
+                jobs.add(_job_texts(job, sc))
                 self._offered[job.id] = job
             ad = classad2.ClassAd()
             ad["MyType"] = "Submitter"
@@ -704,16 +726,17 @@ class Simulation:
 
 
 def _facts(s: SimSlot, ad, config):
-    """(SlotUsage, pie weight, effective size) of the slot's current ad, as the core
-    computes them, kept until the ad changes."""
-    from .core.slots import pie_weight, slot_usage
-    f = getattr(s, "_facts", None)
-    if f is None or f[0] is not ad:
+    """(fetched, SlotUsage, pie weight, effective size) of the slot's current ad under
+    `config`, as the core computes them (fetched: NEGOTIATOR_SLOT_CONSTRAINT keeps it);
+    kept until the ad or the config changes."""
+    from .core.slots import matches_constraint, slot_size, slot_usage
+    f = s._facts
+    if f is None or f[0] is not ad or f[1] is not config:
         u = slot_usage(ad, config)
-        eff = (classads.eval_number(ad, "Cpus") or 0.0) if s.partitionable else 1.0
-        f = (ad, (u, pie_weight(ad, u.weight), eff))
+        f = (ad, config, (matches_constraint(ad, config.slot_constraint), u,
+                          *slot_size(ad, u.weight)))
         s._facts = f
-    return f[1]
+    return f[2]
 
 
 def progress_bar(stream=sys.stderr) -> Callable[[float, float, float], None]:

@@ -413,3 +413,40 @@ def test_more_bad_scenarios_are_found_before_the_run(tmp_path):
             Simulation(load_scenario(p), ledger)
     assert str(p) in str(e.value) and "PRIORITY_HALFLIFE" in str(e.value)
     assert "changes (at 600 s)" in str(e.value)
+
+
+def test_a_config_change_reaches_every_slot_and_the_slot_constraint_holds(tmp_path):
+    """SLOT_WEIGHT changed mid-run weighs every slot anew (the slots' own figures are
+    kept per config); NEGOTIATOR_SLOT_CONSTRAINT leaves slots out of the pool; the
+    config's warnings (an unmodelled knob) reach the run's."""
+    doc = {"name": "weights", "span": "10m", "interval": 60,
+           "knobs": {"DEFAULT_PRIO_FACTOR": 1, "NEGOTIATOR_SLOT_CONSTRAINT": "Cpus > 2"},
+           "slots": [{"count": 10, "name": "quad", "cpus": 4},
+                     {"count": 5, "name": "one", "cpus": 1}],
+           "workload": [{"submitter": "a", "count": 30, "duration": "1h"}],
+           "changes": [{"at": "5m", "config": {"SLOT_WEIGHT": "1",
+                                               "NEGOTIATOR_DEPTH_FIRST": "true"}}]}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(doc))
+    sc = load_scenario(path)
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        sim = Simulation(sc, ledger)
+        sim.run()
+    weights = [w for (w,) in rows(str(tmp_path / "l.sqlite"),
+                                  "SELECT pool_weight FROM passes ORDER BY snapshot_time")]
+    assert weights[:5] == [40.0] * 5 and weights[5:] == [10.0] * 6
+    slots = {s for (s,) in rows(str(tmp_path / "l.sqlite"), "SELECT slot FROM shadow_matches")}
+    assert len(slots) == 10 and all(s.startswith("slot1@quad") for s in slots)
+    assert any("NEGOTIATOR_DEPTH_FIRST is set" in w for w in sim.warnings)
+
+
+def test_time_in_a_job_expression_is_warned_about(tmp_path):
+    doc = {"name": "clock", "span": "1m", "slots": [{"count": 1}],
+           "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "workload": [{"submitter": "a", "count": 1, "duration": 60,
+                         "requirements": "time() > 0"}]}
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(doc))
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        sim = Simulation(load_scenario(path), ledger)
+    assert any("time()" in w for w in sim.warnings)

@@ -360,6 +360,12 @@ def ext_knobs(params: Mapping[str, Any]) -> dict[str, str]:
             if str(k).upper().startswith(EXT_PREFIX) and v is not None}
 
 
+def priority_preemption_off(config: "NegotiatorConfig") -> bool:
+    """PREEMPTION_REQUIREMENTS is literally False: no priority preemption at all (an
+    empty value is None, which allows it: 4.5 step 10)."""
+    return (config.preemption_requirements or "").strip().lower() == "false"
+
+
 def ext_number(knobs: Mapping[str, str], name: str, default: float, *, kind=float,
                minimum: float | None = None, positive: bool = False):
     """Our knob NEGOTIATOR_EXT_<name> (names without the prefix, as `ext_knobs` gives

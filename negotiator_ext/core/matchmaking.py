@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable
 
 from . import adtext, classads, consumption
 from .classads import DBL_MAX, FLT_MAX, f32
+from .config import priority_preemption_off
 from .slots import CURRENT_USER_ATTRS
 
 PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
@@ -431,7 +432,7 @@ class Matcher:
         self.preq = parse(config.preemption_requirements) if config.preemption_requirements else None
         self.prank = parse(config.preemption_rank) if config.preemption_rank else None
         # PREEMPTION_REQUIREMENTS = False (the default): no priority preemption at all
-        self.preq_false = (config.preemption_requirements or "").strip().lower() == "false"
+        self.preq_false = priority_preemption_off(config)
         # the slot-side expressions, each with the names it mentions (4.5, 4.6, 4.8)
         self._families = [(fam, e, classads.names_in(e)) for fam, e in (
             ("req", self.req_expr), ("rankcond", self.rank_gt), ("pre", self.pre),

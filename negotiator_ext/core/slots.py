@@ -100,6 +100,16 @@ def pie_weight(ad: classads.ClassAd, weight: float) -> float:
     return weight
 
 
+def slot_size(ad: classads.ClassAd, weight: float) -> tuple[float, float]:
+    """What one slot adds to the pool's size (step 8): its pie weight, and its
+    effective size (a partitionable slot counts its Cpus, any other slot 1)."""
+    if classads.eval_bool(ad, "PartitionableSlot"):
+        effective = classads.eval_number(ad, "Cpus") or 0.0
+    else:
+        effective = 1.0
+    return pie_weight(ad, weight), effective
+
+
 def pool_sizes(ads, weights: list[float], config: NegotiatorConfig) -> tuple[int, float, float]:
     """Step 8 of the cycle: (cPoolsize, weightedPoolsize, effectivePoolsize) over the ads
     matching NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT (all ads when it is unset).
@@ -110,11 +120,9 @@ def pool_sizes(ads, weights: list[float], config: NegotiatorConfig) -> tuple[int
         if not matches_constraint(ad, config.slot_poolsize_constraint):
             continue
         count += 1
-        weighted += pie_weight(ad, w)
-        if classads.eval_bool(ad, "PartitionableSlot"):
-            effective += classads.eval_number(ad, "Cpus") or 0.0
-        else:
-            effective += 1
+        pie, eff = slot_size(ad, w)
+        weighted += pie
+        effective += eff
     if not config.use_slot_weights:
         weighted = float(count)
     return count, weighted, effective
