@@ -332,11 +332,11 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
     hier_claimed: dict[str, float] = {}
     for s in pool.every_slot()[1]:
         c = s.charged_customer(pool.config.discount_suspended_resources)
-        if c is None:
-            continue
-        claimed[c] = claimed.get(c, 0.0) + s.weight
+        if c is not None:
+            claimed[c] = claimed.get(c, 0.0) + s.weight
+    for c, w in claimed.items():             # once per customer, not per slot
         for part in pool.groups.charged_records(c)[1]:
-            hier_claimed[part] = hier_claimed.get(part, 0.0) + s.weight
+            hier_claimed[part] = hier_claimed.get(part, 0.0) + w
     # jobs in the submitter ads
     jobs: dict[str, list[int]] = {}
     for d in pool.submitter_ads():
