@@ -11,38 +11,23 @@ The report (`views.audit`) analyses the complete passes of one pool that started
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
 
 from .errors import InputError
-
-_EPOCH = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?$")
-
+from .when import epoch_of
 
 def parse_when(text: str | None, flag: str) -> float | None:
-    """A --since / --until value as epoch seconds: epoch seconds as a number, or an ISO
-    8601 date (midnight) or date and time, UTC unless it names its zone. None stays
-    None; anything else is an InputError naming `flag`."""
+    """A --since / --until value as epoch seconds (`when.epoch_of`): None stays None;
+    anything else is an InputError naming `flag`."""
     if text is None:
         return None
-    s = str(text).strip()
-    if _EPOCH.match(s):
-        v = float(s)
-        if not math.isfinite(v):
-            raise InputError(flag, f"{text!r} is not a time")
-        return v
     try:
-        when = datetime.fromisoformat(s)
+        return epoch_of(text)
     except ValueError:
         raise InputError(flag, f"{text!r} is not a date: use an ISO 8601 date or date and "
                                "time (2025-03-01, 2025-03-01T12:00, UTC unless a zone is "
                                "given) or epoch seconds") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return when.timestamp()
 
 
 def add_audit_parser(sub) -> argparse.ArgumentParser:

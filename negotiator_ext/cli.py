@@ -600,7 +600,7 @@ def cmd_simulate(args) -> int:
                        "does not have, and were not made"])
     if sc.is_replay:
         from .simulate import replay_what_if
-        report = replay_what_if(sc, args.output, progress=None)
+        report = replay_what_if(sc, args.output)
         print(f"{sc.name}: {report.passes} recorded snapshot(s) re-run under the changed "
               f"config in {report.wall:.1f} s ({report.skipped} no longer on disk): "
               f"{report.matches} matches; ledger {args.output} (pool {pool_name})")

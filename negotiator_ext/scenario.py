@@ -46,16 +46,20 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Mapping
 
+from .core.accountant import NICE_USER_PREFIX
 from .errors import InputError
+from .when import epoch_of
 
 DEFAULT_START = 1_700_000_000
 
+# a duration: seconds, or a number with a unit (the one grammar: schema and parse_duration)
+_DURATION_TEXT = r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*"
 _DURATION = {"oneOf": [{"type": "number", "minimum": 0},
-                       {"type": "string", "pattern": r"^\s*\d+(\.\d+)?\s*[smhdw]?\s*$"}]}
+                       {"type": "string", "pattern": f"^{_DURATION_TEXT}$"}]}
 _EXPR = {"type": "string", "minLength": 1}
 _ATTRS = {"type": "object", "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
           "additionalProperties": {"type": ["string", "number", "boolean"]}}
@@ -145,7 +149,7 @@ SCHEMA: dict[str, Any] = {
         "name": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+$"},
         "description": {"type": "string"},
         "start": {"oneOf": [{"type": "integer", "minimum": 0},
-                            {"type": "string", "format": "date-time"}]},
+                            {"type": "string"}]},
         "span": _DURATION,
         "interval": _DURATION,
         "seed": {"type": "integer"},
@@ -208,6 +212,13 @@ class SlotShape:
             return True
 
 
+def submitter_name(user: str, group: str | None, domain: str, *, nice: bool = False) -> str:
+    """The accounting principal a user's jobs negotiate under (in `group`, as a nice
+    user)."""
+    base = f"{NICE_USER_PREFIX}.{user}" if nice else user
+    return f"{group}.{base}@{domain}" if group else f"{base}@{domain}"
+
+
 @dataclass(frozen=True)
 class Arrival:
     user: str
@@ -233,8 +244,14 @@ class Arrival:
 
     def submitter_name(self, domain: str) -> str:
         """The name it negotiates under (its accounting principal)."""
-        base = f"nice-user.{self.user}" if self.nice_user else self.user
-        return f"{self.group}.{base}@{domain}" if self.group else f"{base}@{domain}"
+        return submitter_name(self.user, self.group, domain, nice=self.nice_user)
+
+    def accounting_group(self) -> str | None:
+        """The job's AccountingGroup, as condor_submit sets it (nice_user: the
+        NICE_USER_ACCOUNTING_GROUP_NAME prefix)."""
+        if self.group:
+            return f"{self.group}.{self.user}"
+        return f"{NICE_USER_PREFIX}.{self.user}" if self.nice_user else None
 
     def requirements_text(self) -> str:
         """The job's Requirements as condor_submit writes them: the user's, and the
@@ -299,7 +316,7 @@ def parse_duration(v: Any) -> float:
     """Seconds from a number or a text with a unit (s, m, h, d, w)."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return float(v)
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(v))
+    m = re.fullmatch(_DURATION_TEXT, str(v))
     if not m:
         raise ValueError(f"not a duration: {v!r}")
     return float(m.group(1)) * {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400,
@@ -340,8 +357,10 @@ def load_scenario(path: str | Path) -> Scenario:
 def validate(doc: Any) -> list[str]:
     """Every problem of a scenario document, as "path: message", in document order."""
     import jsonschema
-    v = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker())
-    errs = sorted(v.iter_errors(doc), key=lambda e: [str(x) for x in e.absolute_path])
+    v = jsonschema.Draft202012Validator(SCHEMA)
+    errs = sorted(v.iter_errors(doc),     # document order: workload[2] before workload[10]
+                  key=lambda e: [(isinstance(x, int), x if isinstance(x, int) else str(x))
+                                 for x in e.absolute_path])
     out = [f"{_path(e)}: {_message(e)}" for e in errs]
     if not out and isinstance(doc, dict):
         if doc.get("replay"):
@@ -434,14 +453,7 @@ def _shape(d: Mapping[str, Any]) -> SlotShape:
 
 
 def _start(v: Any) -> int:
-    if v is None:
-        return DEFAULT_START
-    if isinstance(v, int):
-        return v
-    dt = datetime.fromisoformat(str(v).replace("Z", "+00:00"))
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp())
+    return DEFAULT_START if v is None else int(epoch_of(v))
 
 
 def _typed(doc: Mapping[str, Any], path: Path) -> Scenario:
@@ -487,9 +499,8 @@ def _typed(doc: Mapping[str, Any], path: Path) -> Scenario:
         elif "factor" in c or "priority" in c:
             kind = "factor" if "factor" in c else "priority"
             f = c[kind]
-            who = Arrival(user=f["submitter"], count=1, duration=Duration("fixed", 0),
-                          group=f.get("group"))
-            changes.append(Change(at, kind, name=who.submitter_name(domain),
+            changes.append(Change(at, kind,
+                                  name=submitter_name(f["submitter"], f.get("group"), domain),
                                   value=float(f["value"])))
         elif "slots_leave" in c:
             changes.append(Change(at, "slots_leave", prefix=c["slots_leave"]["prefix"],
@@ -527,7 +538,7 @@ def snapshot_pool(directory: Path) -> tuple[list[SlotShape], Path | None, Path |
     accounting files if it has them."""
     from .adapters.snapshot import load_snapshot
     from .core.classads import attribute_texts, eval_bool, eval_number
-    snap = load_snapshot(directory)
+    snap = load_snapshot(directory, jobs=False)
     shapes = []
     for ad in snap.slots:
         if eval_bool(ad, "DynamicSlot") is True:

@@ -401,11 +401,10 @@ def _texts_of(job: SimJob, sc: Scenario) -> list[tuple[str, str]]:
              ("Requirements", a.requirements_text())]
     if a.gpus:
         pairs.append(("RequestGPUs", _lit(a.gpus)))
+    if a.accounting_group():
+        pairs.append(("AccountingGroup", _q(a.accounting_group())))
     if a.group:
-        pairs.append(("AccountingGroup", _q(f"{a.group}.{a.user}")))
         pairs.append(("AcctGroup", _q(a.group)))
-    elif a.nice_user:      # condor_submit's nice_user: NICE_USER_ACCOUNTING_GROUP_NAME
-        pairs.append(("AccountingGroup", _q(f"nice-user.{a.user}")))
     if a.rank:
         pairs.append(("Rank", a.rank))
     if a.concurrency_limits:
@@ -775,8 +774,7 @@ def _dur(s: float) -> str:
 
 # ---- what-if replay of recorded snapshots ------------------------------------------------------
 
-def replay_what_if(sc: Scenario, ledger_url: str,
-                   progress: Callable[[float, float, float], None] | None = None) -> SimReport:
+def replay_what_if(sc: Scenario, ledger_url: str) -> SimReport:
     """Re-run recorded snapshots under the scenario's config (`replay:` in the scenario):
     each snapshot is one shadow pass (`shadow.ShadowLoop`, replay mode) whose cycle runs
     under the scenario's config file (else the snapshot's own config) with its knobs
@@ -804,18 +802,17 @@ def replay_what_if(sc: Scenario, ledger_url: str,
     present.sort(key=lambda d: int(read_meta(d).get("captured_at") or 0))
     wall0 = _time.perf_counter()
     matches = 0
+    loops: dict[Path | None, ShadowLoop] = {}     # one per base config file
     with tempfile.TemporaryDirectory(prefix="negotiator-ext-whatif-") as tmp:
-        for i, d in enumerate(present):
+        for d in present:
             own = d / "config"
             base = sc.config_path or (own if own.is_file() else None)
-            cfg = Path(config_with_knobs(base, dict(sc.knobs), tmp))
-            settings = ShadowSettings.from_knobs(
-                {"STATE_DIR": tmp, "ADVERTISE": "false", "METRICS_FILE": ""},
-                ledger_url=ledger_url, pool=sc.pool_name, cycle_config=cfg)
-            rec = ShadowLoop(settings).run_pass(replay=d)
-            matches += len(rec.shadow_matches)
-            if progress is not None:
-                progress(i + 1, len(present), _time.perf_counter() - wall0)
-    return SimReport(passes=len(present), matches=matches, preemptions=0,
-                     span=float(len(present)), wall=_time.perf_counter() - wall0,
-                     ledger=ledger_url, skipped=len(dirs) - len(present))
+            if base not in loops:
+                cfg = Path(config_with_knobs(base, dict(sc.knobs), tmp))
+                loops[base] = ShadowLoop(ShadowSettings.from_knobs(
+                    {"STATE_DIR": tmp, "ADVERTISE": "false", "METRICS_FILE": ""},
+                    ledger_url=ledger_url, pool=sc.pool_name, cycle_config=cfg))
+            matches += len(loops[base].run_pass(replay=d).shadow_matches)
+    return SimReport(passes=len(present), matches=matches, preemptions=0, span=0.0,
+                     wall=_time.perf_counter() - wall0, ledger=ledger_url,
+                     skipped=len(dirs) - len(present))

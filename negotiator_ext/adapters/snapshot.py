@@ -94,8 +94,9 @@ def read_meta(directory: Path) -> dict:
     return meta
 
 
-def load_snapshot(path: str | Path) -> Snapshot:
-    """Read a snapshot directory. Raises InputError naming the file on bad input."""
+def load_snapshot(path: str | Path, *, jobs: bool = True) -> Snapshot:
+    """Read a snapshot directory (without its job files when not `jobs`: a simulation
+    takes only a recorded pool's slots). Raises InputError naming the file on bad input."""
     directory = Path(path)
     if not directory.exists():
         raise InputError(str(directory), "no such snapshot directory")
@@ -111,11 +112,11 @@ def load_snapshot(path: str | Path) -> Snapshot:
         if not isinstance(ad.get("Name"), str):
             raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
 
-    jobs = {}
+    queues = {}
     store = TextStore()       # job ads share most of their lines: keep each line once
-    for p in sorted(directory.glob("jobs*")):
+    for p in sorted(directory.glob("jobs*")) if jobs else ():
         if p.suffix in (".ads", ".json") and p.is_file():
-            jobs[p.name] = read_text_ads(p, store)
+            queues[p.name] = read_text_ads(p, store)
 
     def optional(stem: str):
         f = _one_of(directory, stem)
@@ -130,7 +131,7 @@ def load_snapshot(path: str | Path) -> Snapshot:
         slots_source=str(slots_file),
         slots=slots,
         slot_texts=slot_texts,
-        jobs=jobs,
+        jobs=queues,
         submitters=submitters,
         accounting=accounting,
         accounting_source=str(accounting_file) if accounting_file else None,
