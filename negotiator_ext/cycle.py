@@ -362,6 +362,10 @@ def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
             "factor": acc.priority_factor(s.name),
             "share": rec.share if rec else None,
             "limit": rec.limit if rec else None,
+            # what the accountant publishes (SubmitterShare / SubmitterLimit): the last
+            # spin 1 of the cycle writes them (after a floor round, the main round's), as
+            # the real accountant's Accounting ads show them
+            "submitter_share": acc.customers.get(s.name, {}).get("SubmitterShare") if rec else None,
             "submitter_limit": acc.customers.get(s.name, {}).get("SubmitterLimit") if rec else None,
             "floor": acc.floor(s.name), "ceiling": ceiling if ceiling >= 0 else None,
             "usage_before": usage_before.get(s.name, 0.0),

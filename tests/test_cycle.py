@@ -83,6 +83,13 @@ def test_floor_round_gives_floor_on_top_of_usage(tmp_path):
     assert floor_rec[0].limit == 5          # min(Floor 5, share limit), usage 2 not deducted
     # the floor round's 5, and nothing more: f's share of the main round is ~0
     assert sum(1 for m in r.matches if m.submitter.startswith("f@")) == 5
+    # the report's first figures are the floor round's; what the accountant publishes
+    # (SubmitterShare, SubmitterLimit = share x pool) is the main round's spin 1
+    f = next(row for row in r.submitters if row["name"] == f"f@{DOMAIN}")
+    main = next(x for x in r.limits if x.submitter == f"f@{DOMAIN}" and not x.floor_round)
+    assert (f["share"], f["limit"]) == (1.0, 5.0)
+    assert f["submitter_share"] == pytest.approx(main.share) and main.share < 0.01
+    assert f["submitter_limit"] == pytest.approx(main.share * r.pool_weight)
 
 
 def test_ceiling_truncates_usage_and_allows_overshoot(tmp_path):

@@ -349,7 +349,8 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
         row = shadow.get(name)
         if row is None:
             return {}
-        return {"shadow_eup": _number(row.get("eup")), "shadow_share": _number(row.get("share")),
+        return {"shadow_eup": _number(row.get("eup")),
+                "shadow_share": _number(row.get("submitter_share")),
                 "shadow_limit": _number(row.get("limit")),
                 "shadow_submitter_limit": _number(row.get("submitter_limit")),
                 "shadow_matches": int(row.get("matched") or 0),

@@ -76,7 +76,7 @@ class SubmitterObs:
     idle_jobs: int = 0                  # from its submitter ads (0 when it has none)
     running_jobs: int = 0
     shadow_eup: float | None = None
-    shadow_share: float | None = None
+    shadow_share: float | None = None   # our SubmitterShare as the accountant publishes it
     shadow_limit: float | None = None   # our first-spin limit, net of usage (what it may add)
     shadow_matches: int = 0
     shadow_match_weight: float = 0.0
