@@ -36,7 +36,7 @@ import time
 import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from .core.config import ext_bool, ext_number
 from .core.records import MatchEntry, PassRecord, RealCycle, SubmitterObs
@@ -318,11 +318,9 @@ class _Pass:
         if comparison is not None:
             subs, groups = _with_real_counts(subs, groups, comparison)
 
-        waits = job_waits(pool, {m.assigned_job for m in result.matches}, result.time)
         shadow_matches = tuple(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
-                                          preempting=m.preempting, group=m.group,
-                                          wait=waits.get(m.assigned_job))
-                               for m in result.matches)
+                                          preempting=m.preempting, group=m.group, wait=wait)
+                               for m, wait in zip(result.matches, job_waits(result)))
         finished = self.loop.clock() if self.replay is None else self.started
         status = "partial" if self.partial_reasons else "complete"
         newest = max((c.time for c in cycles), default=None)
@@ -479,22 +477,24 @@ class _Pass:
                                removed, self.s.retention_days)
 
 
-def job_waits(pool, job_ids: set[str], t: int) -> dict[str, float]:
-    """How long each of `job_ids` ("Cluster.Proc") had been idle at time `t`: from its
-    EnteredCurrentStatus (else QDate), read from the snapshot's job texts, one scan."""
-    out: dict[str, float] = {}
-    if not job_ids:
-        return out
-    for table in pool.snapshot.jobs.values():
-        for row in table.rows:
-            d = dict(row)
-            jid = f"{d.get('clusterid')}.{d.get('procid')}"
-            if jid in job_ids and jid not in out:
-                since = d.get("enteredcurrentstatus") or d.get("qdate")
-                try:
-                    out[jid] = max(0.0, float(t) - float(since))
-                except (TypeError, ValueError):   # not a literal number: unknown
-                    pass
+def job_waits(result) -> list[float | None]:
+    """How long each of the cycle's matched jobs had been idle when matched: from its
+    EnteredCurrentStatus (else QDate), read from the queue the cycle was offered (the
+    job of that submitter at that schedd: job ids repeat across schedds). None when the
+    job ad does not give it as a number."""
+    rows: dict[tuple, dict[str, Any]] = {}      # (submitter, schedd) -> job id -> row
+    out: list[float | None] = []
+    for m in result.matches:
+        key = (m.submitter, m.schedd)
+        if key not in rows:
+            queue = result.queues.get(key)
+            rows[key] = {e[0]: e[3] for e in (queue.jobs if queue is not None else ())}
+        d = dict(rows[key].get(m.assigned_job) or ())
+        since = d.get("enteredcurrentstatus") or d.get("qdate")
+        try:
+            out.append(max(0.0, float(result.time) - float(since)))
+        except (TypeError, ValueError):           # not a literal number: unknown
+            out.append(None)
     return out
 
 

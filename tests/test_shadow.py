@@ -462,3 +462,18 @@ def test_retention_counts_from_the_older_of_this_and_the_last_pass(tmp_path, moc
     with open_ledger(s.ledger_url) as ledger:
         # counted from the partial pass before it, a day ago and more: the first three go
         assert len(ledger.passes()) == 2
+
+
+def test_job_waits_are_each_matched_jobs_idle_time(tmp_path):
+    """job_waits reads the matched job's EnteredCurrentStatus from the queue the cycle
+    was offered: exactly the cycle time minus it."""
+    from negotiator_ext.cycle import run_cycle
+    from negotiator_ext.pool import load_pool
+    from negotiator_ext.shadow import job_waits
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    result = run_cycle(load_pool(fix))
+    entered = {f"{a['ClusterId']}.{a['ProcId']}": a["EnteredCurrentStatus"]
+               for a in fixture_ads("jobs.ads", fix)}
+    waits = job_waits(result)
+    assert len(waits) == len(result.matches) == 27
+    assert waits == [float(result.time - entered[m.assigned_job]) for m in result.matches]
