@@ -49,6 +49,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .fairshare import jain_index, water_fill
 from .groups import ROOT
 from .records import Adjustment, Comparison, GroupObs, MatchEntry, PassRecord, SubmitterObs
 
@@ -164,40 +165,6 @@ def frames_from_records(records: Sequence[PassRecord],
 
 
 # ---------------------------------------------------------------- small pure helpers
-
-def water_fill(total: float, weights: Sequence[float], caps: Sequence[float]) -> list[float]:
-    """Split `total` in proportion to `weights`, no one getting more than its cap: what a
-    capped participant cannot use is split again among the others, until everyone is
-    capped or nothing is left. Participants with a zero weight or cap get 0. The result
-    sums to min(total, sum of the caps of those with a weight)."""
-    n = len(weights)
-    alloc = [0.0] * n
-    live = [i for i in range(n) if weights[i] > 0 and caps[i] > 0]
-    left = max(0.0, float(total))
-    while live and left > _EPS:
-        wsum = sum(weights[i] for i in live)
-        offer = {i: left * weights[i] / wsum for i in live}
-        full = [i for i in live if offer[i] >= caps[i] - alloc[i] - _EPS]
-        if not full:
-            for i in live:
-                alloc[i] += offer[i]
-            break
-        for i in full:
-            left -= caps[i] - alloc[i]
-            alloc[i] = float(caps[i])
-        live = [i for i in live if i not in full]
-    return alloc
-
-
-def jain_index(values: Iterable[float]) -> float:
-    """Jain's fairness index (sum x)^2 / (n sum x^2) of the finite values: 1 when all are
-    equal, 1/n when one has everything. NaN without values or when all are 0."""
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=float)
-    if len(x) == 0:
-        return float("nan")
-    sq = float((x * x).sum())
-    return float(x.sum() ** 2 / (len(x) * sq)) if sq > 0 else float("nan")
-
 
 def _num(s: pd.Series) -> pd.Series:
     return pd.to_numeric(s, errors="coerce").astype(float)
@@ -484,10 +451,7 @@ def fairness_by_pass(share: pd.DataFrame, passes: pd.DataFrame) -> pd.DataFrame:
     act = share[share["active"].astype(bool)]
     ok = act[act["demand_capped"] > _EPS]
     x = ok["delivered"] / ok["demand_capped"]
-    agg = pd.DataFrame({"n": x.groupby(ok["pass_uuid"]).count(),
-                        "sx": x.groupby(ok["pass_uuid"]).sum(),
-                        "sxx": (x * x).groupby(ok["pass_uuid"]).sum()})
-    agg["jain"] = (agg["sx"] ** 2 / (agg["n"] * agg["sxx"])).where(agg["sxx"] > 0)
+    agg = pd.DataFrame({"jain": x.groupby(ok["pass_uuid"]).agg(jain_index)})
     gaps = act[act["gap"].notna()]
     big = gaps.loc[gaps["gap"].abs().groupby(gaps["pass_uuid"]).idxmax()].set_index("pass_uuid")
     u = out["pass_uuid"]

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import InputError
+from .fairshare import water_fill
 from .records import Adjustment, GroupObs, SubmitterObs
 
 __all__ = ["RecommendPolicy", "Recommendation", "KINDS", "LEASED_KINDS", "REPORT_ONLY_KINDS",
@@ -198,32 +199,11 @@ def fair_shares(subs: Sequence[SubmitterObs]) -> dict[str, float]:
     for members in _by_group(subs).values():
         pie = sum(max(0.0, s.real_usage) for s in members)
         caps = {s.name: (None if s.idle_jobs > 0 else max(0.0, s.real_usage)) for s in members}
+        names = sorted(caps)
         weights = {s.name: 1.0 / _weight_factor(s) for s in members}
-        out.update(_water_fill(pie, weights, caps))
+        out.update(zip(names, water_fill(pie, [weights[n] for n in names],
+                                         [caps[n] for n in names])))
     return out
-
-
-def _water_fill(pie: float, weights: Mapping[str, float],
-                caps: Mapping[str, float | None]) -> dict[str, float]:
-    """Weighted max-min split of `pie`: raise a common level L, each member gets
-    min(cap, L x weight), until the pie is used. Members whose cap lies below the current
-    level are fixed at their cap and the level is recomputed for the rest; the level only
-    rises as members are fixed, so one pass per round suffices."""
-    shares: dict[str, float] = {}
-    active = sorted(weights)
-    remaining = pie
-    while active:
-        level = max(0.0, remaining) / sum(weights[n] for n in active)
-        fixed = [n for n in active if caps[n] is not None and caps[n] <= level * weights[n]]
-        if not fixed:
-            for n in active:
-                shares[n] = level * weights[n]
-            break
-        for n in fixed:
-            shares[n] = caps[n]
-            remaining -= caps[n]
-        active = [n for n in active if n not in fixed]
-    return shares
 
 
 def _peer_eups(subs: Sequence[SubmitterObs]) -> dict[str, float | None]:
