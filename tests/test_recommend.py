@@ -534,21 +534,21 @@ def test_policy_from_knobs():
 
 
 @pytest.mark.parametrize("knob, value, message", [
-    ("RECOMMEND_GAP", "abc", "NEGOTIATOR_EXT_RECOMMEND_GAP = abc: not a number"),
-    ("DRIFT_THRESHOLD", "-0.1", "NEGOTIATOR_EXT_DRIFT_THRESHOLD = -0.1: cannot be negative"),
-    ("MAX_FACTOR_STEP", "1", "NEGOTIATOR_EXT_MAX_FACTOR_STEP = 1: must be greater than 1"),
-    ("RECOMMEND_PERSISTENCE", "0", "NEGOTIATOR_EXT_RECOMMEND_PERSISTENCE = 0: must be a fraction"),
-    ("RECOMMEND_PERSISTENCE", "1.5", "NEGOTIATOR_EXT_RECOMMEND_PERSISTENCE = 1.5: must be a frac"),
-    ("RECOMMEND_MIN_PASSES", "2.5", "NEGOTIATOR_EXT_RECOMMEND_MIN_PASSES = 2.5: must be a whole"),
-    ("RECOMMEND_MIN_HOURS", "-1", "NEGOTIATOR_EXT_RECOMMEND_MIN_HOURS = -1: cannot be negative"),
-    ("LEASE_DURATION", "nan", "NEGOTIATOR_EXT_LEASE_DURATION = nan: not a finite number"),
-    ("STALE_DAYS", "0", "NEGOTIATOR_EXT_STALE_DAYS = 0: must be greater than 0"),
+    ("RECOMMEND_GAP", "abc", "not a number: abc"),
+    ("DRIFT_THRESHOLD", "-0.1", "-0.1: must be at least 0"),
+    ("MAX_FACTOR_STEP", "1", "1: must be greater than 1"),
+    ("RECOMMEND_PERSISTENCE", "0", "0: must be a fraction"),
+    ("RECOMMEND_PERSISTENCE", "1.5", "1.5: must be a frac"),
+    ("RECOMMEND_MIN_PASSES", "2.5", "2.5: must be a whole"),
+    ("RECOMMEND_MIN_HOURS", "-1", "-1: must be at least 0"),
+    ("LEASE_DURATION", "nan", "not a finite number: nan"),
+    ("STALE_DAYS", "0", "0: must be greater than 0"),
 ])
 def test_policy_bad_knobs(knob, value, message):
     with pytest.raises(InputError) as e:
-        RecommendPolicy.from_knobs({knob: value}, source="condor_config")
-    assert e.value.source == "condor_config"
-    assert str(e.value).startswith("condor_config: " + message)
+        RecommendPolicy.from_knobs({knob: value})
+    assert e.value.source == f"NEGOTIATOR_EXT_{knob}"
+    assert str(e.value).startswith(f"NEGOTIATOR_EXT_{knob}: {message}")
 
 
 def test_key_rounds_the_value():

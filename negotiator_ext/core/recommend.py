@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from ..errors import InputError
+from .config import ext_number
 from .fairshare import water_fill
 from .records import Adjustment, GroupObs, SubmitterObs
 
@@ -74,33 +75,26 @@ class RecommendPolicy:
     drift: float = 0.05             # relative RUP drift that counts
 
     @classmethod
-    def from_knobs(cls, knobs: Mapping[str, str], source: str = "<config>") -> "RecommendPolicy":
+    def from_knobs(cls, knobs: Mapping[str, str]) -> "RecommendPolicy":
         """The policy from our knobs: names without the NEGOTIATOR_EXT_ prefix (any case),
         values as text (what `NegotiatorConfig.ext` holds); unset knobs keep the defaults.
 
-        Raises InputError naming the knob for a value that is not a number, is negative,
-        or makes no sense: MAX_FACTOR_STEP <= 1 (the factor could not move),
-        RECOMMEND_PERSISTENCE outside (0, 1], RECOMMEND_MIN_PASSES not a whole number >= 1,
-        LEASE_DURATION not a whole number of seconds >= 1, STALE_DAYS 0 (every idle record
-        would be stale at once). RECOMMEND_MIN_HOURS 0 drops the span requirement."""
-        up = {str(k).upper(): v for k, v in knobs.items()}
+        Read as every knob of ours is (`config.ext_number`: a finite number, not
+        negative); InputError naming the knob also for values that make no sense:
+        MAX_FACTOR_STEP <= 1 (the factor could not move), RECOMMEND_PERSISTENCE outside
+        (0, 1], RECOMMEND_MIN_PASSES or LEASE_DURATION not a whole number >= 1,
+        STALE_DAYS 0 (every idle record would be stale at once). RECOMMEND_MIN_HOURS 0
+        drops the span requirement."""
+        up = {str(k).upper(): v for k, v in knobs.items() if v is not None and str(v).strip()}
         kw: dict[str, Any] = {}
         for knob, attr in _KNOBS:
-            if knob not in up or up[knob] is None or not str(up[knob]).strip():
+            if knob not in up:
                 continue
-            text = str(up[knob]).strip()
+            v = ext_number(up, knob, 0, minimum=0)
 
             def bad(what: str) -> InputError:
-                return InputError(source, f"NEGOTIATOR_EXT_{knob} = {text}: {what}")
+                return InputError(f"NEGOTIATOR_EXT_{knob}", f"{up[knob]}: {what}")
 
-            try:
-                v = float(text)
-            except ValueError:
-                raise bad("not a number") from None
-            if not math.isfinite(v):
-                raise bad("not a finite number")
-            if v < 0:
-                raise bad("cannot be negative")
             if attr == "max_factor_step" and v <= 1:
                 raise bad("must be greater than 1 (the ratio a factor may move by)")
             if attr == "persistence" and not 0 < v <= 1:
