@@ -55,6 +55,9 @@ class CycleResult:
     # slot name -> class number: slots matchmaking cannot tell apart (same class key,
     # same job-independent ranks), for comparing with the real negotiator's choice
     slot_classes: dict = field(default_factory=dict)
+    # each group's round-robin time after the cycle (the next cycle's rr_times; the
+    # negotiator keeps them from one cycle to the next)
+    rr_times: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
@@ -123,7 +126,17 @@ class _Phases:
 
 # ---- the cycle -------------------------------------------------------------------------
 
-def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
+def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
+              ) -> CycleResult:
+    """One cycle at `now` (default: the snapshot's time). `rr_times`: each group's
+    round-robin time from the cycle before (the result's `rr_times` are the next cycle's;
+    default 0 for all, as after a negotiator restart).
+
+    The slot ads of `pool` are the cycle's own: the cycle inserts the negotiator's
+    attributes into them (the current user's figures on claimed slots, and
+    NEGOTIATOR_MATCH_EXPRS), as the negotiator does into the ads it fetched; a slot with
+    a consumption policy is copied first, since its assets change during the cycle.
+    Callers that need the ads as fetched keep copies."""
     cfg = pool.config
     snap = pool.snapshot
     t = pool.cycle_time(now)
@@ -301,7 +314,7 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
     neg = Negotiation(
         config=cfg, accountant=acc, groups=groups, matcher=matcher, slots=slots,
         submitters=submitters, now=t, min_slot_weight=min_weight, pool_weight=weighted)
-    outcome = neg.run(quotas)
+    outcome = neg.run(quotas, rr_times)
 
     clock.lap("negotiation")
     return CycleResult(
@@ -315,7 +328,8 @@ def run_cycle(pool: Pool, now: float | None = None) -> CycleResult:
             {"name": n, "max": cfg.concurrency_limit_max(n),
              "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
             for n in sorted(set(limits_before) | set(acc.limits))],
-        quotas=quotas, queues=queues, slot_classes=slot_classes)
+        quotas=quotas, queues=queues, slot_classes=slot_classes,
+        rr_times=dict(outcome.rr_times) if outcome is not None else {})
 
 
 def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:

@@ -470,6 +470,7 @@ class Simulation:
         self._check_groups()
         self.state = self._initial_accountant()
         self.pending: list[PassRecord] = []
+        self.rr_times: dict[str, float] = {}
         self.arrivals = self._arrival_events()
         self.matches = 0
         self.preemptions = 0
@@ -575,9 +576,10 @@ class Simulation:
             self._change(self.changes.pop(0), t)
         pool = self._pool(t)
         started = _time.perf_counter()
-        result = run_cycle(pool, t)
+        result = run_cycle(pool, t, self.rr_times)
         duration = _time.perf_counter() - started
         self.state = result.accountant.to_state()
+        self.rr_times = result.rr_times         # carried, as the negotiator does
         entries = self._apply(result, t)
         self.pending.append(self._record(t, pool, result, entries, duration))
 

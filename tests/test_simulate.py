@@ -450,3 +450,28 @@ def test_time_in_a_job_expression_is_warned_about(tmp_path):
     with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
         sim = Simulation(load_scenario(path), ledger)
     assert any("time()" in w for w in sim.warnings)
+
+
+def test_round_robin_times_are_carried_from_cycle_to_cycle(tmp_path, monkeypatch):
+    """Each cycle starts from the groups' round-robin times the cycle before left, as
+    the negotiator keeps them (HgqOutcome.rr_times)."""
+    import negotiator_ext.cycle as cycle_mod
+    seen = []
+    original = cycle_mod.run_cycle
+
+    def spy(pool, now=None, rr_times=None):
+        seen.append(dict(rr_times or {}))
+        result = original(pool, now, rr_times)
+        seen.append(("out", dict(result.rr_times)))
+        return result
+
+    monkeypatch.setattr(cycle_mod, "run_cycle", spy)
+    sc = dataclasses.replace(load_scenario(SCENARIOS / "round-robin-starvation" / "scenario.yaml"),
+                             span=180)
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        Simulation(sc, ledger).run()
+    assert seen[0] == {}                                  # the first cycle starts at 0
+    outs = [x[1] for x in seen if isinstance(x, tuple)]
+    ins = [x for x in seen if not isinstance(x, tuple)]
+    assert ins[1:] == outs[:-1]                           # each next cycle gets the last's
+    assert set(outs[0]) >= {"group_a", "group_b"}
