@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .config import NegotiatorConfig, strtod
+from .config import NegotiatorConfig, is_limit_name, strtod
 from .groups import GroupQuota, GroupTree
 from .slots import SlotUsage
 
@@ -471,7 +471,6 @@ def _domain(name: str) -> str:
     return name[i + 1:] if i >= 0 else ""
 
 
-_LIMIT_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")   # IsValidAttrName
 
 
 def parse_concurrency_limits(text: str) -> list[tuple[str, float]]:
@@ -491,8 +490,7 @@ def parse_concurrency_limits(text: str) -> list[tuple[str, float]]:
         amount = strtod(amount_text)[0] if amount_text else 1.0
         if not amount > 0:
             amount = 1.0
-        first, dot, rest = name.partition(".")
-        if not _LIMIT_PART.fullmatch(first) or (dot and not _LIMIT_PART.fullmatch(rest)):
+        if not is_limit_name(name):
             continue
         out.append((name.lower(), amount))
     return out

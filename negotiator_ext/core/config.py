@@ -327,7 +327,7 @@ class NegotiatorConfig:
         for key, v in up.items():
             if key.startswith("CONCURRENCY_LIMIT_DEFAULT_"):
                 into, name = defaults, key[len("CONCURRENCY_LIMIT_DEFAULT_"):]
-            elif key.endswith("_LIMIT") and len(key) > len("_LIMIT") and _is_limit_name(key[:-6]):
+            elif key.endswith("_LIMIT") and len(key) > len("_LIMIT") and is_limit_name(key[:-6]):
                 into, name = limits, key[:-6]
             else:
                 continue
@@ -398,7 +398,9 @@ def ext_bool(knobs: Mapping[str, str], name: str, default: bool) -> bool:
     return got
 
 
-def _is_limit_name(name: str) -> bool:
+def is_limit_name(name: str) -> bool:
+    """A concurrency limit's name: an attribute name, or two joined by a dot (IsValidAttrName
+    on each part)."""
     return re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?", name) is not None
 
 

@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterable
 from . import adtext, classads, consumption
 from .classads import DBL_MAX, FLT_MAX, f32
 from .config import priority_preemption_off
-from .slots import CURRENT_USER_ATTRS
+from .slots import current_user
 
 PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
 STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTION: "NoPreemption"}
@@ -979,8 +979,7 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
         total = classads.eval_number(ad, "TotalSlots")
         for n in range(1, int(total) + 1 if total is not None and total > 0 else 1):
             prefix = f"{cross_slot_prefix}{n}_"
-            user = next((u for u in (classads.eval_string(ad, prefix + a)
-                                     for a in CURRENT_USER_ATTRS) if u is not None), None)
+            user = current_user(ad, prefix)
             if user is not None:
                 users.append((prefix, user))
     written = ["RemoteUserFloor"] if slot.current_user is not None else []

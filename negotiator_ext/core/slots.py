@@ -133,9 +133,11 @@ CURRENT_USER_ATTRS = ("PreemptingAccountingGroup", "PreemptingUser", "Accounting
                       "RemoteUser")
 
 
-def current_user(ad: classads.ClassAd) -> str | None:
+def current_user(ad: classads.ClassAd, prefix: str = "") -> str | None:
+    """Whoever holds the slot now (4.5 step 8); with `prefix`, the cross-slot copy of
+    another slot's attributes (`<prefix>AccountingGroup`, ...)."""
     for attr in CURRENT_USER_ATTRS:
-        user = classads.eval_string(ad, attr)
+        user = classads.eval_string(ad, prefix + attr)
         if user is not None:
             return user
     return None
