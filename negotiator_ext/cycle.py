@@ -24,7 +24,7 @@ from .core.matchmaking import (STATE_NAMES, Matcher, Slot, add_remote_user_attrs
                                 live_remote_usage)
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter, job_id)
-from .core.slots import current_user, pie_weight, trimmed
+from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight
 from .pool import Pool
 
 classad_semantics.enable()
@@ -177,7 +177,7 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
         cp = consumption.supports_policy(ad)
         if cp:
             ad = classads.copy_ad(ad)   # its assets change during the cycle
-            if "SlotWeight" not in ad or cfg.force_negotiator_slot_weight:
+            if uses_negotiator_slot_weight(ad, cfg):
                 # obtainAdsFromCollector inserts SLOT_WEIGHT: the match cost is its drop
                 ad["SlotWeight"] = classads.parse_expr(cfg.slot_weight)
         holder = current_user(ad)

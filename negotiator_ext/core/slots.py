@@ -47,13 +47,19 @@ class SlotUsage:
         return self.charged_customer(discount_suspended) == customer
 
 
+def uses_negotiator_slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> bool:
+    """The negotiator's SLOT_WEIGHT stands for the ad's SlotWeight: the ad has none, or
+    FORCE_NEGOTIATOR_SLOT_WEIGHT (obtainAdsFromCollector inserts it)."""
+    return "SlotWeight" not in ad or config.force_negotiator_slot_weight
+
+
 def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
     """Rule A15: 1.0 without slot weights; else the ad's SlotWeight (the negotiator's
     SLOT_WEIGHT when the ad has none, or always with FORCE_NEGOTIATOR_SLOT_WEIGHT),
     1.0 when it does not evaluate to a number >= 0. Zero is a legal weight."""
     if not config.use_slot_weights:
         return 1.0
-    if "SlotWeight" in ad and not config.force_negotiator_slot_weight:
+    if not uses_negotiator_slot_weight(ad, config):
         w = classads.eval_number(ad, "SlotWeight")
     else:
         w = classads.as_number(classads.eval_expr(config.slot_weight, ad))
