@@ -408,12 +408,13 @@ def cmd_shadow(args) -> int:
     if state_dir is None and not knobs.get("STATE_DIR") and args.ledger and args.replay:
         # a replay needs no state of its own: the lock goes beside a SQLite ledger file,
         # or in the temporary directory
-        if args.ledger.startswith(("postgresql:", "postgres:")):
+        from .adapters.ledger import parse_url
+        kind, where = parse_url(args.ledger)
+        if kind == "sqlite":
+            state_dir = str(Path(where).parent)
+        else:
             import tempfile
             state_dir = str(Path(tempfile.gettempdir()) / "negotiator-ext-replay")
-        else:
-            state_dir = str(Path(args.ledger.removeprefix("sqlite://")
-                                 .removeprefix("sqlite:")).parent)
     settings = ShadowSettings.from_knobs(
         knobs, pool=args.pool, ledger_url=args.ledger, state_dir=state_dir,
         interval=args.interval, matchlog=args.matchlog, matchlog_tz=args.matchlog_timezone,

@@ -379,7 +379,7 @@ def _mask(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
-def _parse_url(url: str) -> tuple[str, str]:
+def parse_url(url: str) -> tuple[str, str]:
     """("sqlite", path) or ("postgresql", url)."""
     text = str(url).strip()
     if not text:
@@ -1064,7 +1064,7 @@ class Ledger:
 
 def _open(url: str, *, lock_timeout: float = 10.0, create: bool = True,
           schema_target: int = SCHEMA_VERSION) -> Ledger:
-    kind, where = _parse_url(url)
+    kind, where = parse_url(url)
     db: _SQLite | _Postgres
     if kind == "sqlite":
         db = _SQLite(where, lock_timeout, create)
