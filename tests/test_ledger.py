@@ -715,3 +715,14 @@ def test_passes_last_n(url):
             ledger.record_pass(small_pass(f"p{i}", 100.0 + i))
         assert [p["uuid"] for p in ledger.passes(last=2)] == ["p3", "p4"]
         assert [p["uuid"] for p in ledger.passes(last=9)] == [f"p{i}" for i in range(5)]
+
+
+def test_window_until_and_matches_in(url):
+    with open_ledger(url) as ledger:
+        for i, status in enumerate(("complete", "partial", "complete", "complete")):
+            ledger.record_pass(small_pass(f"p{i}", 100.0 * (i + 1), status=status))
+        assert [h["uuid"] for h, _, _ in ledger.window(150.0, until=400.0)] == ["p2"]
+        assert [h["uuid"] for h, _, _ in ledger.window(None)] == ["p0", "p2", "p3"]
+        got = ledger.matches_in(150.0, None)
+        assert sorted(got) == ["p2", "p3"]
+        assert got["p2"] == ([MatchEntry("p2.0", "alice", "slot1")], [])

@@ -15,9 +15,6 @@ from typing import Any
 from ..core.audit import AuditFrames, comparison_row, make_frames, pass_row, record_rows
 from .ledger import Ledger
 
-# `window` selects passes from a start time: before any real epoch when none is given
-_BEGINNING = -1e18
-
 
 def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None = None,
                 until: float | None = None) -> AuditFrames:
@@ -25,20 +22,15 @@ def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None 
     `core.audit.AuditFrames`. Children (submitters, groups, matches) are read for the
     complete passes only: the others are not analysed."""
     heads = ledger.passes(pool=pool, since=since, until=until)
-    complete = {h["uuid"] for h in heads if h["status"] == "complete"}
     subs: list[dict[str, Any]] = []
     grps: list[dict[str, Any]] = []
-    if complete:
-        start = since if since is not None else _BEGINNING
-        for head, s, g in ledger.window(start, pool=pool, complete_only=True):
-            if head["uuid"] in complete:
-                subs += record_rows(head["uuid"], s)
-                grps += record_rows(head["uuid"], g)
+    for head, s, g in ledger.window(since, pool=pool, until=until):
+        subs += record_rows(head["uuid"], s)
+        grps += record_rows(head["uuid"], g)
     matches: list[dict[str, Any]] = []
-    for h in heads:
-        if h["uuid"] in complete:
-            matches += record_rows(h["uuid"], ledger.shadow_matches(h["uuid"]), source="shadow")
-            matches += record_rows(h["uuid"], ledger.real_matches(h["uuid"]), source="real")
+    for uuid, (ours, real) in ledger.matches_in(since, until, pool=pool).items():
+        matches += record_rows(uuid, ours, source="shadow")
+        matches += record_rows(uuid, real, source="real")
     comps = [comparison_row(h, c) for h, c in ledger.comparisons(pool=pool, since=since)
              if until is None or float(h["started_at"]) < until]
     adjustments = [a for a in ledger.adjustments(since=None if since is None else int(since))

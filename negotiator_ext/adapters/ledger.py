@@ -883,11 +883,13 @@ class Ledger:
         by_pass = {c["pass_uuid"]: _record_of(Comparison, c) for c in comps}
         return [(_header_of(h), by_pass[h["uuid"]]) for h in heads if h["uuid"] in by_pass]
 
-    def window(self, since: float, pool: str | None = None, complete_only: bool = True
+    def window(self, since: float | None, pool: str | None = None, complete_only: bool = True,
+               until: float | None = None
                ) -> list[tuple[dict, list[SubmitterObs], list[GroupObs]]]:
-        """The passes that started at or after `since` (complete ones only, by default),
-        oldest first, each with its submitters and groups: what recommendations read."""
-        where, params = self._where(pool=pool, since=since,
+        """The passes that started in [since, until) (complete ones only, by default),
+        oldest first, each with its submitters and groups: what recommendations and the
+        audit read."""
+        where, params = self._where(pool=pool, since=since, until=until,
                                     status="complete" if complete_only else None)
         with self._guard(), self._db.read():
             heads = self._query(f"SELECT * FROM passes{where} ORDER BY started_at, id", params)
@@ -902,6 +904,22 @@ class Ledger:
         for r in grps:
             g_by.setdefault(r["pass_uuid"], []).append(_record_of(GroupObs, r))
         return [(_header_of(h), s_by.get(h["uuid"], []), g_by.get(h["uuid"], [])) for h in heads]
+
+    def matches_in(self, since: float | None = None, until: float | None = None,
+                   pool: str | None = None, complete_only: bool = True
+                   ) -> dict[str, tuple[list[MatchEntry], list[MatchEntry]]]:
+        """Our and the real matches of every pass in [since, until), by pass uuid: one
+        query per table, not two per pass."""
+        where, params = self._where(pool=pool, since=since, until=until,
+                                    status="complete" if complete_only else None)
+        out: dict[str, tuple[list[MatchEntry], list[MatchEntry]]] = {}
+        with self._guard(), self._db.read():
+            for side, table in enumerate(("shadow_matches", "real_matches")):
+                for r in self._query(f"SELECT * FROM {table} WHERE pass_uuid IN "
+                                     f"(SELECT uuid FROM passes{where}) ORDER BY id", params):
+                    out.setdefault(r["pass_uuid"], ([], []))[side].append(
+                        _record_of(MatchEntry, r))
+        return out
 
     def pass_record(self, uuid: str) -> PassRecord | None:
         """The PassRecord as recorded (its real_cycles: those it recorded first), or None."""
