@@ -361,6 +361,8 @@ def _rank_of(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
     row.add(_job_texts(job, sc))
     got = classads.eval_match(classads.parse_expr(rank), _slot_ad(slot, sc), row.ad(0))
     slot.changed()          # its CurrentRank is set now
+    if isinstance(got, bool):                 # a boolean Rank ranks as 1 or 0
+        return float(got)
     return float(got) if classads.is_number(got) else 0.0
 
 
