@@ -38,3 +38,21 @@ def _restore_negotiator_ext_logging():
     yield
     log.handlers[:] = handlers
     log.setLevel(level)
+
+
+@pytest.fixture(scope="session")
+def two_users_run(tmp_path_factory):
+    """The shipped two-users scenario simulated once for the whole test session (the
+    simulator's and the audit's tests read the same ledger): every 5 minutes instead of
+    every minute (its jobs run 5 minutes; the accountant's decay does not depend on the
+    step), over 60 hours. (scenario, ledger path)."""
+    import dataclasses
+    from negotiator_ext.adapters.ledger import open_ledger
+    from negotiator_ext.scenario import load_scenario
+    from negotiator_ext.simulate import Simulation
+    path = Path(__file__).parent.parent / "examples" / "scenarios" / "two-users" / "scenario.yaml"
+    sc = dataclasses.replace(load_scenario(path), interval=300, span=60 * 3600)
+    url = str(tmp_path_factory.mktemp("two-users") / "ledger.sqlite")
+    with open_ledger(url) as ledger:
+        report = Simulation(sc, ledger).run()
+    return sc, url, report

@@ -356,6 +356,38 @@ def test_group_entitlement_is_its_quota_and_the_root_keeps_what_groups_leave():
     assert e.loc["<none>", "entitlement"] == 1.0 and bool(e.loc["<none>", "hgq"])
 
 
+def test_share_thresholds_caps_relative_gap_and_eup_sources():
+    """Exact edges: starved below 90% of the demand-capped share (with idle jobs), over
+    its share above 110%; a group's only active submitter gets at most its demand; the
+    relative gap is over the demand-capped share; a submitter without a real EUP uses
+    ours; one member of a group without any EUP makes the split equal for the group."""
+    subs = [  # group_a (quota 40): four submitters with equal EUPs, 10 each
+        sub("s95", "group_a", usage=9.5, idle=5, eup=1.0), sub("s85", "group_a", usage=8.5, idle=5, eup=1.0),
+        sub("o105", "group_a", usage=10.5, idle=5, eup=1.0), sub("o115", "group_a", usage=11.5, idle=5, eup=1.0),
+        # group_b (quota 10): its only submitter wants 3
+        sub("lone", "group_b", usage=2.0, idle=1, running=2, eup=1.0),
+        # group_c (quota 12): one knows only our EUP (2.0), the other the real one (1.0)
+        SubmitterObs(name="ours", group="group_c", is_group=False, factor=1.0, idle_jobs=9,
+                     real_eup=None, shadow_eup=2.0),
+        sub("real", "group_c", idle=9, eup=1.0),
+        # group_d (quota 6): one member without any EUP -> equal split for both
+        sub("d1", "group_d", idle=9, eup=1.0), sub("d2", "group_d", idle=9)]
+    groups = [grp("group_a", 40.0), grp("group_b", 10.0), grp("group_c", 12.0),
+              grp("group_d", 6.0)]
+    s = A.analyse(A.frames_from_records([rec(0, subs, groups, weight=68.0)])
+                  ).tables["submitter_shares_by_pass"].set_index("name")
+    assert [bool(s.loc[n, "starved"]) for n in ("s95", "s85")] == [False, True]
+    assert [bool(s.loc[n, "over_share"]) for n in ("o105", "o115")] == [False, True]
+    assert s.loc["s85", "rel_gap"] == pytest.approx(-0.15)
+    assert s.loc["lone", "demand_capped"] == pytest.approx(3.0)      # not its quota of 10
+    assert s.loc["lone", "gap"] == pytest.approx(-1.0)
+    assert s.loc["lone", "rel_gap"] == pytest.approx(-1 / 3)         # of 3, not of 10
+    assert s.loc["ours", "eup_source"] == "shadow"
+    assert list(s.loc[["real", "ours"], "deserved"]) == pytest.approx([8.0, 4.0])
+    assert list(s.loc[["d1", "d2"], "eup_source"]) == ["equal", "equal"]
+    assert list(s.loc[["d1", "d2"], "deserved"]) == pytest.approx([3.0, 3.0])
+
+
 def test_pass_intervals_count_complete_passes_only():
     recs = [rec(0), rec(1), rec(2, status="partial"), rec(3), rec(5, status="failed")]
     pt = A.pass_table(A.frames_from_records(recs).passes)

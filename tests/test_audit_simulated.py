@@ -38,9 +38,8 @@ def conf(tmp_path) -> Path:
     return p
 
 
-def test_two_users_audit_shows_the_manuals_numbers(tmp_path, conf, capsys):
-    # every 5 minutes (the jobs run 5 minutes): the same story in fewer cycles
-    url, sc = simulated(tmp_path, "two-users", interval=300, span=60 * HOUR)
+def test_two_users_audit_shows_the_manuals_numbers(tmp_path, conf, capsys, two_users_run):
+    sc, url, _ = two_users_run
     out = tmp_path / "report"
     audit(url, out, conf)
     by = {}
@@ -69,9 +68,16 @@ def test_group_quota_preemption_audit(tmp_path, conf):
     url, sc = simulated(tmp_path, "group-quota-preemption")
     out = tmp_path / "report"
     audit(url, out, conf)
-    groups = {r["group"]: r for r in table(out, "group_quota")}
-    assert {g: round(groups[g]["quota"]) for g in "ABC"} == {"A": 5, "B": 5, "C": 5}
-    pre = table(out, "preemptions")
-    assert sum(r["count"] for r in pre) == 5
+    # B borrowed C's unused quota for the 10 minutes before C's jobs came, by 5 slots;
+    # nobody was starved meanwhile, so it is over quota, not borrowing from anyone
+    summary = {(r["kind"], r["name"]): r for r in table(out, "summary")}
+    assert set(summary) == {("group", "B"), ("submitter", "B.user@sim.local")}
+    b = summary[("group", "B")]
+    assert (b["status"], b["passes"], b["duration"], b["mean_amount"], b["with"]) == \
+        ("over quota", 10, 600.0, 5.0, "")
+    assert table(out, "starved_borrowing_pairs") == []
+    # who preempted whom: C took B's slots, five of them, in one cycle
+    assert [(r["preemptor"], r["preempted"], r["count"], r["passes"])
+            for r in table(out, "preemptions")] == [("C.user@sim.local", "B.user@sim.local", 5, 1)]
     if CHROMIUM is not None:
         check_in_chromium(out, tmp_path)

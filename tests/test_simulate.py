@@ -63,13 +63,11 @@ def group_usage(url, t):
 
 # ---- the manual's numbers ---------------------------------------------------------------
 
-def test_two_users_the_manuals_example(tmp_path):
+def test_two_users_the_manuals_example(two_users_run):
     """User A alone on 100 cores for 48 h of short jobs reaches a RUP of about 75; when B
     arrives, A's share drops below one core and then recovers toward half the pool.
-    (Cycles every 5 minutes here to keep the test short: the jobs run 5 minutes, and the
-    accountant's decay does not depend on the step; the shipped file runs every minute.)"""
-    sc, url, report = simulate(SCENARIOS / "two-users" / "scenario.yaml", tmp_path,
-                               interval=300, span=60 * HOUR)
+    (Cycles every 5 minutes here to keep the test short: see conftest.two_users_run.)"""
+    sc, url, report = two_users_run
     a = "a@sim.local"
     before = at(sc, 48 * HOUR) - sc.interval
     assert 74.5 <= sub_field(url, before, a, "real_rup") <= 75.5
@@ -170,7 +168,7 @@ def test_shortcuts_give_the_same_matches_as_offering_every_job_and_slot(tmp_path
     candidates changes nothing, cycle by cycle: on the benchmark pool (groups, surplus,
     partitionable slots)..."""
     sc = dataclasses.replace(load_scenario(ROOT / "bench" / "scenarios" / "week-1k.yaml"),
-                             span=2 * HOUR, interval=120)
+                             span=HOUR, interval=120)
     fast, full = _both_ways(sc, tmp_path)
     assert len(fast) > 500 and fast == full
 
