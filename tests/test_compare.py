@@ -168,6 +168,10 @@ def test_priority_drift_exact_numbers():
     want = round(50.0 * aging + 10.0 * (1 - aging), 6)
     assert drift == {bob.name: (want, pytest.approx(0.0, abs=1e-12))}
     assert want == 49.996791
+    # a real priority below ours: the drift is (real - ours) / ours
+    low = [SubmitterObs(name=bob.name, group="<none>", is_group=False, real_rup=49.0)]
+    (predicted, d), = priority_drift(prev, t0, low, t0 + 10, halflife=86400.0).values()
+    assert (predicted, d) == (49.996791, pytest.approx((49.0 - 49.996791) / 49.996791))
     # a half-life the real accountant did not use shows as drift
     (predicted, d), = priority_drift(prev, t0, cur, t0 + 10, halflife=3600.0).values()
     assert predicted < 49.99 and d > 1e-5
@@ -308,3 +312,8 @@ def test_agreement_up_to_identical_slots():
                       shadow_submitters=(), shadow_groups=(), real_cycles=[cyc],
                       real_matches=real)
     assert without.agreed_equivalent is None and without.equivalent_agreement is None
+    # over the larger side: the real cycle made 2 matches, ours 3 -> 2 of 3
+    two = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                  shadow_submitters=(), shadow_groups=(), real_cycles=[cyc],
+                  real_matches=real[:2], slot_classes={"A": 0, "B": 0, "C": 0, "D": 1})
+    assert (two.agreed_equivalent, two.equivalent_agreement) == (2, pytest.approx(2 / 3))

@@ -199,6 +199,9 @@ def test_factor_persistence_threshold():
                                "span_hours": 14.0, "fair_share": 5.0, "usage": 7.625,
                                "policy_factor": 2.0, "step": 1.5}
     assert "over the 8 passes in which it ran, beyond 20% in 7 of them" in recs[0].reason
+    # exactly the persistence (8 of 10 = 0.8) is enough
+    recs = recommend(window(*[fair] * 2, *[over] * 8), POLICY, NOW)
+    assert [(r.kind, r.name) for r in recs] == [("factor", "a"), ("factor", "b")]
 
 
 def test_too_few_passes_say_nothing():
@@ -482,6 +485,9 @@ def test_setprio_is_advice_on_persistent_drift():
     assert recommend(window(*[[s(d)] for d in unknown]), POLICY, NOW) == []
     # 8 passes within 7 minutes: not persistent in time
     assert recommend(window(*[[s(d)] for d in drifts], step=60), POLICY, NOW) == []
+    # below our prediction as persistently: the same advice, with a negative drift
+    (low,) = recommend(window(*[[s(-0.1)] for _ in range(8)]), POLICY, NOW)
+    assert (low.kind, low.value, low.numbers["mean_drift"]) == ("setprio", 100.0, -0.1)
 
 
 # ---- rule f: groups (report only) --------------------------------------------------------
@@ -514,6 +520,13 @@ def test_group_below_its_quota_with_demand_or_above_while_another_is_short():
     assert [(r.kind, r.name) for r in recs] == [("group", "group_c.x")]
     # too short a span: nothing
     assert recommend(window(*[[]] * 6, groups=[a, b], step=60), POLICY, NOW) == []
+    # within the gap (20%) of the quota is no evidence either way: 35/40 and 70/60 are
+    # fine, only group_e (10/40 with demand) is short
+    near_a = GroupObs("group_a", real_quota=40.0, real_usage=35.0, real_requested=50.0)
+    near_b = GroupObs("group_b", real_quota=60.0, real_usage=70.0, real_requested=95.0)
+    e = GroupObs("group_e", real_quota=40.0, real_usage=10.0, real_requested=30.0)
+    recs = recommend(window(*[[]] * 6, groups=[near_a, near_b, e]), POLICY, NOW)
+    assert [(r.kind, r.name) for r in recs] == [("group", "group_e")]
 
 
 # ---- policy knobs ------------------------------------------------------------------------
