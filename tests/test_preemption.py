@@ -229,3 +229,16 @@ def test_live_usage_in_the_jobs_rank(tmp_path):
     config = PREEMPT + "PREEMPTION_REQUIREMENTS = True\nNEGOTIATOR_MATCHLIST_CACHING = False\n"
     r = one_cycle(tmp_path, slots, jobs, config, acc)
     assert preempted(r) == {ALICE: 4, CAROL: 2}
+
+
+def test_remote_user_floor_is_the_current_users_floor(tmp_path):
+    """RemoteUserFloor on a claimed slot is its current user's Floor (4.10): a policy
+    that spares users below their floor lets bob take carol's slots (no floor) and none
+    of alice's (Floor 20, above her usage of 5)."""
+    slots, jobs = victims(["alice"] * 5 + ["carol"] * 5)
+    jobs += [job(1, p, "bob") for p in range(10)]
+    acc = [accounting(ALICE, priority=5000.0, Floor=20), accounting(CAROL, priority=5000.0),
+           accounting(BOB, priority=500.0)]
+    config = PREEMPT + "PREEMPTION_REQUIREMENTS = RemoteUserResourcesInUse > RemoteUserFloor\n"
+    r = one_cycle(tmp_path, slots, jobs, config, acc)
+    assert preempted(r) == {CAROL: 5}
