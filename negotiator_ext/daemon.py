@@ -26,6 +26,12 @@ without being told to. So:
     the metrics textfile written (when configured) and the ShadowNegotiator ad sent to
     the collector (when configured). None of these can stop the loop: a failure is a
     log line.
+  * a ledger that cannot be written for a lasting reason (cannot be opened or created,
+    read-only, full, corrupt, of a newer schema) stops the daemon: the reason is logged
+    once at error level and it exits with status 99, HTCondor's DAEMON_NO_RESTART, so
+    that condor_master does not restart it into the same failure; once the ledger is
+    fixed, `condor_on -daemon NEGOTIATOR_EXT` starts it again. A ledger locked by
+    another process is retried every interval by the loop itself.
 
 Threads: the loop runs in a worker thread and the main thread only waits for signals.
 A Python signal handler runs in the main thread between bytecodes; if the main thread
@@ -53,6 +59,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .adapters.ledger import LedgerError
 from .adapters.metrics import MetricsServer
 from .errors import InputError
 from .shadow import publish
@@ -64,6 +71,8 @@ STOP_SIGNALS = ("SIGTERM", "SIGQUIT", "SIGINT")
 RELOAD_SIGNALS = ("SIGHUP",)
 PACKAGE_LOGGER = "negotiator_ext"   # the loop's own loggers propagate to it
 SIGNAL_POLL = 0.25                  # s: how soon the main thread notices a signal
+NO_RESTART = 99                     # HTCondor's DAEMON_NO_RESTART exit status (exit.h):
+                                    # condor_master does not restart the daemon
 
 _log = logging.getLogger(__name__)
 _DONE = object()     # the worker has ended
@@ -132,6 +141,7 @@ class ShadowDaemon:
         self.metrics: MetricsServer | None = None
         self.ready = False
         self._advertise_error: str | None = None
+        self.fatal: str | None = None   # why the daemon stopped by itself (the ledger)
 
     # -- configuration ---------------------------------------------------------------
     def configure(self) -> None:
@@ -226,9 +236,11 @@ class ShadowDaemon:
         self.ready = True
 
     def work(self) -> None:
-        """Run the loop until `shutdown`; rebuild it on `reload`. A loop that raises (the
-        loop itself retries a ledger it cannot write; anything else escaping it) is
-        logged and restarted one interval later, never a crash loop."""
+        """Run the loop until `shutdown`; rebuild it on `reload`. A ledger that cannot be
+        written for a lasting reason (a LedgerError that is not transient) ends it:
+        `fatal` says why, logged once. Anything else escaping the loop (it retries a
+        locked ledger itself) is logged and the loop restarted one interval later, never
+        a crash loop."""
         while not self.shutdown.is_set():
             if self.reload.is_set():
                 self.reload.clear()
@@ -243,7 +255,11 @@ class ShadowDaemon:
                 self._set_ready()
             try:
                 self.loop.run_forever(self.stop, on_pass=self.on_pass)
-            except Exception:
+            except Exception as exc:
+                if isinstance(exc, LedgerError) and not exc.transient:
+                    self.fatal = exc.one_line()
+                    self.log.error("stopping: the ledger cannot be written: %s", self.fatal)
+                    return
                 interval = float(getattr(self.settings, "interval", 60) or 60)
                 self.log.exception("the shadow loop stopped on an error; restarting it in %g s",
                                    interval)
@@ -284,7 +300,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
          clock: Callable[[], float] = time.time) -> int:
     """Run the shadow loop until SIGTERM/SIGQUIT/SIGINT. Returns 0 after a requested stop,
-    1 when it cannot start (settings unreadable), 2 on bad arguments."""
+    1 when it cannot start (settings unreadable) or its worker failed, 2 on bad
+    arguments, NO_RESTART (99) when the ledger cannot be written (see the module
+    docstring)."""
     try:
         args = _parse(sys.argv[1:] if argv is None else argv)
     except InputError as exc:
@@ -372,6 +390,11 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
                 daemon.shutdown.set()
             daemon.stop.set()
         worker.join()
+        if daemon.fatal is not None:
+            log.info("negotiator-ext shadow daemon stopped (exit status %d: condor_master "
+                     "does not restart it; condor_on -daemon NEGOTIATOR_EXT once the ledger "
+                     "is fixed)", NO_RESTART)
+            return NO_RESTART
         log.info("negotiator-ext shadow daemon stopped")
         return status
     finally:

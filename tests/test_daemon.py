@@ -287,12 +287,12 @@ def test_sighup_with_bad_knobs_keeps_the_running_settings(tmp_path, no_config_ch
                "not a number: abc" in l for l in ht.lines())
 
 
-def test_a_ledger_error_escaping_the_loop_does_not_stop_the_daemon(tmp_path):
+def test_a_transient_ledger_error_escaping_the_loop_does_not_stop_the_daemon(tmp_path):
     ht = FakeHtcondor()
     prom = tmp_path / "m.prom"
 
     def broken(loop, stop, on_pass):
-        raise LedgerError("ledger.sqlite", "database is locked")
+        raise LedgerError("ledger.sqlite", "database is locked", transient=True)
 
     def works(loop, stop, on_pass):
         on_pass(record("p2"))
@@ -306,6 +306,28 @@ def test_a_ledger_error_escaping_the_loop_does_not_stop_the_daemon(tmp_path):
     err = [m for lvl, m in ht.logged if lvl == htcondor2.LogLevel.Error]
     assert err and err[0].startswith("ERROR: the shadow loop stopped on an error; restarting it in")
     assert "database is locked" in err[0]
+
+
+def test_an_unwritable_ledger_stops_the_daemon_without_a_restart(tmp_path):
+    """A lasting ledger failure (the loop raises it after its first pass): logged once at
+    error level, exit status 99 (DAEMON_NO_RESTART: condor_master does not restart it),
+    the loop not restarted."""
+    ht = FakeHtcondor()
+
+    def unwritable(loop, stop, on_pass):
+        raise LedgerError("/var/lib/negotiator-ext/ledger.sqlite",
+                          "cannot be written (read-only file, directory or file system)")
+
+    sh = FakeShadow([settings(tmp_path)], [unwritable])
+    assert run_main([], ht, sh) == daemon.NO_RESTART == 99
+    assert sh.runs == 1
+    err = [m for lvl, m in ht.logged if lvl == htcondor2.LogLevel.Error]
+    assert err == ["ERROR: stopping: the ledger cannot be written: "
+                   "/var/lib/negotiator-ext/ledger.sqlite: cannot be written (read-only file, "
+                   "directory or file system)"]
+    assert ht.lines()[-1] == ("negotiator-ext shadow daemon stopped (exit status 99: "
+                              "condor_master does not restart it; condor_on -daemon "
+                              "NEGOTIATOR_EXT once the ledger is fixed)")
 
 
 def test_cannot_start_without_settings(tmp_path, capsys):

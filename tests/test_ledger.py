@@ -295,11 +295,111 @@ def test_sqlite_settings_and_url_forms(tmp_path, monkeypatch):
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2     # FULL
         ledger.record_pass(small_pass("x"))
-    with open_ledger(f"sqlite://{path}") as ledger:                       # sqlite:///abs
+    with open_ledger(f"sqlite:///{path}") as ledger:                      # sqlite:////abs
         assert ledger.last_pass()["uuid"] == "x"
     monkeypatch.chdir(tmp_path)
+    with open_ledger("sqlite:///a/b/ledger.db", create=False) as ledger:  # sqlite:///relative
+        assert ledger.last_pass()["uuid"] == "x"
     with open_ledger("sqlite:a/b/ledger.db", create=False) as ledger:    # sqlite:relative
         assert ledger.last_pass()["uuid"] == "x"
+
+
+@pytest.mark.parametrize("form, where", [
+    ("{abs}", "abs/plain.db"),                          # a plain absolute path
+    ("rel/plain.db", "cwd/rel/plain.db"),               # a plain relative path
+    ("sqlite:///rel/three.db", "cwd/rel/three.db"),     # SQLAlchemy: 3 slashes, relative
+    ("sqlite:///three.db", "cwd/three.db"),
+    ("sqlite:///{abs}", "abs/four.db"),                 # SQLAlchemy: 4 slashes, absolute
+    ("SQLite:///{abs}", "abs/four-upper.db"),
+    ("sqlite:rel/colon.db", "cwd/rel/colon.db"),        # sqlite:PATH, as before
+    ("sqlite:{abs}", "abs/colon-abs.db"),
+])
+def test_each_url_form_opens_the_right_file(tmp_path, monkeypatch, form, where):
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    target = tmp_path / where
+    url = form.format(abs=tmp_path / "abs" / target.name) if "{abs}" in form else form
+    with open_ledger(url) as ledger:
+        ledger.record_pass(small_pass("x"))
+    with open_ledger(str(target), create=False) as ledger:     # that file, nowhere else
+        assert ledger.last_pass()["uuid"] == "x"
+    made = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.db"))
+    assert made == [where]
+
+
+@pytest.mark.parametrize("url, source", [
+    ("mysql://db/ledger", "mysql://db/ledger"),
+    ("mysql://me:s3cret@db/ledger", "mysql://me:***@db/ledger"),
+    ("sqlite://host/ledger", "sqlite://host/ledger"),
+    ("sqlite://", "sqlite://"),
+    ("sqlite:", "sqlite:"),
+    ("sqlite:///", "sqlite:///"),
+    ("sqlite:////", "sqlite:////"),
+])
+def test_refused_urls_name_the_accepted_forms(tmp_path, monkeypatch, url, source):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(LedgerError) as e:
+        open_ledger(url)
+    assert str(e.value) == (f"{source}: unsupported ledger URL: use a file path, "
+                            "sqlite:///relative/path, sqlite:////absolute/path or "
+                            "postgresql://user@host/db")
+    assert not e.value.transient and list(tmp_path.iterdir()) == []
+    with pytest.raises(LedgerError) as e:
+        open_ledger("  ")
+    assert str(e.value) == ("ledger: empty ledger URL: use a file path, "
+                            "sqlite:///relative/path, sqlite:////absolute/path or "
+                            "postgresql://user@host/db")
+
+
+def test_sqlite_three_slashes_meaning_an_absolute_ledger_is_refused_not_a_new_one(
+        tmp_path, monkeypatch):
+    """sqlite:///abs/path meant /abs/path before the SQLAlchemy reading: where the
+    relative reading names nothing and the absolute one does, it is refused."""
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    path = tmp_path / "ledger.db"
+    with open_ledger(str(path)) as ledger:
+        ledger.record_pass(small_pass("x"))
+    rel = str(path).lstrip("/")
+    with pytest.raises(LedgerError) as e:
+        open_ledger(f"sqlite:///{rel}")
+    assert str(e.value) == (
+        f"sqlite:///{rel}: sqlite:/// is a path relative to the current directory "
+        f"({tmp_path / 'cwd'}), where {rel} is not, but {path} is: for the absolute path "
+        f"write sqlite:////{rel} (a new ledger here: sqlite:{rel})")
+    with pytest.raises(LedgerError, match=f"where {Path(rel).parent} is not, but "
+                                          f"{tmp_path} is: .* sqlite:////{rel[:-3]}new.db"):
+        open_ledger(f"sqlite:///{rel[:-3]}new.db")          # the directory exists from /
+    assert list((tmp_path / "cwd").iterdir()) == []         # nothing created here
+    with open_ledger(f"sqlite:////{rel}") as ledger:
+        assert ledger.last_pass()["uuid"] == "x"
+
+
+def test_missing_parent_directory(tmp_path, capsys):
+    """A writer creates the missing directories; where it cannot, and for a reader, one
+    line naming the path."""
+    made = tmp_path / "new" / "dirs" / "ledger.sqlite"
+    with open_ledger(str(made)) as ledger:
+        ledger.record_pass(small_pass("x"))
+    assert made.is_file()
+    missing = tmp_path / "absent" / "ledger.sqlite"
+    with pytest.raises(LedgerError) as e:
+        open_ledger(str(missing), create=False)
+    assert str(e.value) == f"{missing}: no ledger here (the file does not exist)"
+    assert not missing.parent.exists()
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    target = blocker / "sub" / "ledger.sqlite"
+    with pytest.raises(LedgerError) as e:
+        open_ledger(f"sqlite:///{target}")
+    assert str(e.value) == (f"{target}: cannot create the directory {target.parent}: "
+                            "Not a directory")
+    assert not e.value.transient
+    from negotiator_ext.cli import main
+    capsys.readouterr()
+    assert main(["ledger", "show", "--ledger", str(missing)]) == 2
+    assert capsys.readouterr().err == (f"negotiator-ext: error: {missing}: no ledger here "
+                                       "(the file does not exist)\n")
 
 
 def test_bad_urls_and_paths(tmp_path):
@@ -309,7 +409,7 @@ def test_bad_urls_and_paths(tmp_path):
     assert e.value.source == str(missing) and not missing.exists()
     with pytest.raises(LedgerError, match="unsupported ledger URL"):
         open_ledger("mysql://db/ledger")
-    with pytest.raises(LedgerError, match="sqlite:///absolute/path"):
+    with pytest.raises(LedgerError, match="sqlite:////absolute/path"):
         open_ledger("sqlite://host/ledger")
     with pytest.raises(LedgerError, match="is a directory"):
         open_ledger(str(tmp_path))
@@ -341,6 +441,7 @@ def test_locked_sqlite_ledger(db_path):
             assert str(db_path) in msg
             assert "is locked by another process (waited 0.2 s)" in msg and "\n" not in msg
             assert "pass blocked not recorded" in msg
+            assert e.value.transient                   # the shadow loop tries again
     finally:
         other.execute("ROLLBACK")
         other.close()
@@ -356,8 +457,10 @@ def test_locked_postgres_ledger(pg_url):
     with psycopg.connect(pg_url) as other:               # a transaction holds the table
         other.execute("LOCK TABLE passes IN ACCESS EXCLUSIVE MODE")
         with open_ledger(pg_url, lock_timeout=0.2) as ledger:
-            with pytest.raises(LedgerError, match=r"is locked by another process \(waited 0.2 s\)"):
+            with pytest.raises(LedgerError,
+                               match=r"is locked by another process \(waited 0.2 s\)") as e:
                 ledger.record_pass(small_pass("blocked", 200.0))
+            assert e.value.transient
         other.rollback()
     with open_ledger(pg_url) as ledger:
         assert [p["uuid"] for p in ledger.passes()] == ["before"]
@@ -373,7 +476,7 @@ def test_full_sqlite_ledger(db_path):
         big = full_pass("big", started_at=200.0, cycles=(5,), n_submitters=2000)
         with pytest.raises(LedgerError, match="is full") as e:
             ledger.record_pass(big)
-        assert str(db_path) in str(e.value)
+        assert str(db_path) in str(e.value) and not e.value.transient
         assert [p["uuid"] for p in ledger.passes()] == ["first"]
         assert ledger.submitters("big") == [] and ledger.real_cycles("big") == []
         assert ledger.pass_record("first") == first
@@ -388,7 +491,7 @@ def test_garbage_file_is_not_a_ledger(tmp_path):
     path.write_bytes(b"this is not an SQLite database, it is a shopping list\n" * 200)
     with pytest.raises(LedgerError, match="is not a ledger database") as e:
         open_ledger(str(path))
-    assert e.value.source == str(path)
+    assert e.value.source == str(path) and not e.value.transient
     assert path.read_bytes().startswith(b"this is not")   # left as it was
 
 
@@ -444,6 +547,7 @@ def test_a_newer_schema_is_refused(url):
         open_ledger(url)
     assert (f"ledger schema version {SCHEMA_VERSION + 7} is newer than this negotiator-ext "
             f"supports ({SCHEMA_VERSION}): upgrade negotiator-ext") in str(e.value)
+    assert not e.value.transient
     _set_schema_version(url, SCHEMA_VERSION)             # nothing else was touched
     with open_ledger(url) as ledger:
         assert [p["uuid"] for p in ledger.passes()] == ["kept"]

@@ -12,9 +12,15 @@ never touches.
 Where the ledger lives is a URL:
 
   /var/lib/negotiator-ext/ledger.sqlite     a plain path: SQLite (the standard library)
-  sqlite:///abs/path  |  sqlite:rel/path    SQLite
+  sqlite:////abs/path                       SQLite, an absolute path (four slashes)
+  sqlite:///rel/path  |  sqlite:rel/path    SQLite, relative to the current directory
   postgresql://user@host/db  |  postgres://…  PostgreSQL through psycopg 3 (optional
                                             extra `negotiator-ext[postgres]`)
+
+The sqlite:// forms are SQLAlchemy's: three slashes and a relative path, four slashes
+and an absolute one. (Before, sqlite:///abs/path meant /abs/path: such a URL whose
+relative reading names nothing while its absolute one does is refused, naming the
+four-slash form, rather than silently starting a new ledger.)
 
 SQLite runs in WAL mode with synchronous=FULL, so a committed pass survives kill -9 and
 power loss; writers take the lock up front (`BEGIN IMMEDIATE`) and wait `lock_timeout`
@@ -29,7 +35,8 @@ migration is the dialect's auto-increment key, floats are DOUBLE PRECISION, inte
 BIGINT, booleans 0/1 and lists and mappings JSON text.
 
 Every database problem (locked, full, corrupt, newer schema, cannot open or write) is a
-`LedgerError`: an InputError naming the ledger, printed by the CLI in one line.
+`LedgerError`: an InputError naming the ledger, printed by the CLI in one line; its
+`transient` tells a lock (worth trying again) from a lasting problem.
 
 A `Ledger` holds one connection: use it from one thread.
 """
@@ -55,7 +62,16 @@ from ..errors import InputError
 
 class LedgerError(InputError):
     """The ledger cannot be opened, read or written; `source` is the ledger's URL or path
-    (a PostgreSQL password masked)."""
+    (a PostgreSQL password masked).
+
+    `transient`: the same operation may well succeed later without anybody acting (the
+    ledger locked by another process beyond the lock timeout; a PostgreSQL server that
+    cannot be reached). False for lasting conditions: the ledger cannot be opened or
+    created, is read-only, full, corrupt, not a ledger, of a newer schema, a bad URL."""
+
+    def __init__(self, source: str, message: str, *, transient: bool = False, **kw: Any):
+        super().__init__(source, message, **kw)
+        self.transient = transient
 
 
 # ---------------------------------------------------------------- schema and migrations
@@ -379,29 +395,61 @@ def _mask(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
+URL_FORMS = ("a file path, sqlite:///relative/path, sqlite:////absolute/path or "
+             "postgresql://user@host/db")
+
+
+def _bad_url(text: str) -> LedgerError:
+    return LedgerError(_mask(text) if "@" in text else text,
+                       f"unsupported ledger URL: use {URL_FORMS}")
+
+
+def _meant_absolute(path: str) -> tuple[str, str] | None:
+    """For sqlite:///PATH (PATH relative): (what is missing here, what exists from /)
+    when /PATH was likely meant, as sqlite:///PATH meant here before the SQLAlchemy
+    reading: PATH is not there relative to the current directory but /PATH is, or PATH's
+    directory is not there but /PATH's is. None: nothing points that way."""
+    rel, absolute = Path(path), Path("/" + path)
+    if rel.exists():
+        return None
+    if absolute.exists():
+        return str(rel), str(absolute)
+    if not rel.parent.is_dir() and absolute.parent.is_dir():
+        return str(rel.parent), str(absolute.parent)
+    return None
+
+
 def parse_url(url: str) -> tuple[str, str]:
-    """("sqlite", path) or ("postgresql", url)."""
+    """("sqlite", path) or ("postgresql", url). SQLite URLs follow SQLAlchemy:
+    sqlite:///relative/path, sqlite:////absolute/path; also sqlite:PATH. Anything else
+    with a scheme, an empty URL or a SQLite URL naming no file is a LedgerError listing
+    the accepted forms."""
     text = str(url).strip()
     if not text:
-        raise LedgerError("ledger", "empty ledger URL")
+        raise LedgerError("ledger", f"empty ledger URL: use {URL_FORMS}")
     low = text.lower()
     if low.startswith(("postgresql://", "postgres://")):
         return "postgresql", text
     if low.startswith("sqlite:"):
         rest = text[len("sqlite:"):]
-        if rest.startswith("///"):
-            path = rest[2:]                     # sqlite:///abs/path -> /abs/path
-        elif rest.startswith("//"):
-            raise LedgerError(text, "a SQLite ledger URL is sqlite:///absolute/path or "
-                                    "sqlite:relative/path")
+        if rest.startswith("//"):
+            if not rest.startswith("///"):
+                raise _bad_url(text)            # sqlite://host/x, sqlite:// (in memory)
+            path = rest[3:]                     # sqlite:///rel -> rel, sqlite:////abs -> /abs
+            meant = _meant_absolute(path) if path and not path.startswith("/") else None
+            if meant is not None:
+                raise LedgerError(text, f"sqlite:/// is a path relative to the current "
+                                        f"directory ({os.getcwd()}), where {meant[0]} is "
+                                        f"not, but {meant[1]} is: for the absolute path "
+                                        f"write sqlite:////{path} (a new ledger here: "
+                                        f"sqlite:{path})")
         else:
-            path = rest
-        if not path:
-            raise LedgerError(text, "the SQLite ledger URL names no file")
+            path = rest                         # sqlite:rel/path (and sqlite:/abs/path)
+        if not path or path.endswith("/"):
+            raise _bad_url(text)                # sqlite:, sqlite:///, a directory
         return "sqlite", path
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", text):
-        raise LedgerError(_mask(text), "unsupported ledger URL: use a file path, sqlite:PATH or "
-                                       "postgresql://…")
+        raise _bad_url(text)
     return "sqlite", text
 
 
@@ -428,8 +476,10 @@ class _SQLite:
                                         f"{exc.strerror or exc}") from exc
         self.errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
         try:
-            self.conn = sqlite3.connect(f"file:{quote(str(p))}?mode={'rwc' if create else 'rw'}",
-                                        uri=True, timeout=lock_timeout, isolation_level=None)
+            # file:// + an absolute path: a path starting with // is no URI authority
+            self.conn = sqlite3.connect(
+                f"file://{quote(str(p.absolute()))}?mode={'rwc' if create else 'rw'}",
+                uri=True, timeout=lock_timeout, isolation_level=None)
         except sqlite3.Error as exc:
             raise self.ledger_error(exc) from exc
         try:
@@ -487,8 +537,10 @@ class _SQLite:
         base = code & 0xFF if isinstance(code, int) else None
         text = str(exc)
         low = text.lower()
+        transient = False
         if base in (5, 6) or "database is locked" in low or "database table is locked" in low:
             msg = f"is locked by another process (waited {self.lock_timeout:g} s)"
+            transient = True
         elif base == 13 or "is full" in low:
             msg = "is full (no space left on the disk, or the database size limit reached)"
         elif base == 26 or "not a database" in low:
@@ -505,7 +557,8 @@ class _SQLite:
             msg = f"I/O error ({text})"
         else:
             msg = f"database error: {text}"
-        return LedgerError(self.source, _one_line(msg + (f"; {action}" if action else "")))
+        return LedgerError(self.source, _one_line(msg + (f"; {action}" if action else "")),
+                           transient=transient)
 
     def close(self) -> None:
         self.conn.close()
@@ -576,6 +629,10 @@ class _Postgres:
     def ledger_error(self, exc: BaseException, action: str | None = None) -> LedgerError:
         state = getattr(exc, "sqlstate", None) or ""
         text = _one_line(str(exc))
+        # transient: a lock or a conflict, a connection lost or refused, a server
+        # starting or shutting down, too many connections
+        transient = (state in ("55P03", "40P01", "40001", "53300", "57P01", "57P02", "57P03")
+                     or state.startswith("08"))
         if state in ("55P03", "40P01"):
             msg = f"is locked by another process (waited {self.lock_timeout:g} s)"
         elif state == "53100" or state.startswith("53"):
@@ -588,9 +645,13 @@ class _Postgres:
             msg = f"cannot be written (read-only transaction: {text})"
         elif not state and isinstance(exc, self.psycopg.OperationalError):
             msg = f"cannot connect ({text})"
+            # a server down or unreachable, not refused credentials or a missing database
+            transient = not re.search(r"authentication|pg_hba|password|does not exist|"
+                                      r"permission denied|ssl", text, re.I)
         else:
             msg = f"database error: {text}"
-        return LedgerError(self.source, _one_line(msg + (f"; {action}" if action else "")))
+        return LedgerError(self.source, _one_line(msg + (f"; {action}" if action else "")),
+                           transient=transient)
 
     def close(self) -> None:
         self.conn.close()
@@ -1094,8 +1155,9 @@ def _open(url: str, *, lock_timeout: float = 10.0, create: bool = True,
 def open_ledger(url: str, *, lock_timeout: float = 10.0, create: bool = True) -> Ledger:
     """Open (and by default create) the ledger at `url`, its schema brought up to date.
 
-    `url`: a file path, sqlite:///abs/path, sqlite:rel/path, or postgresql://… /
-    postgres://…. `lock_timeout`: seconds to wait for another process's lock before a
-    LedgerError. `create=False`: a missing ledger is a LedgerError instead of a new one.
+    `url`: a file path, sqlite:///relative/path (also sqlite:relative/path),
+    sqlite:////absolute/path, or postgresql://… / postgres://…. `lock_timeout`: seconds
+    to wait for another process's lock before a LedgerError (a transient one).
+    `create=False`: a missing ledger is a LedgerError instead of a new one.
     """
     return _open(url, lock_timeout=lock_timeout, create=create)
