@@ -123,9 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ledger_args(sh)
     sh.add_argument("--matchlog", metavar="FILE",
                     help="the real negotiator's MatchLog (default: knob NEGOTIATOR_EXT_MATCHLOG)")
+    sh.add_argument("--negotiator-log", metavar="FILE",
+                    help="the real negotiator's NegotiatorLog, for the start and end of every "
+                         "real cycle (default: knob NEGOTIATOR_EXT_NEGOTIATOR_LOG)")
     sh.add_argument("--matchlog-timezone", metavar="ZONE",
-                    help="the time zone the MatchLog's times are in, e.g. UTC (default: knob "
-                         "NEGOTIATOR_EXT_MATCHLOG_TIMEZONE, else this host's)")
+                    help="the time zone the MatchLog's and NegotiatorLog's times are in, e.g. "
+                         "UTC (default: knob NEGOTIATOR_EXT_MATCHLOG_TIMEZONE, else this host's)")
     sh.add_argument("--timeout", type=int, metavar="SECONDS",
                     help="per-schedd query timeout (default: knob NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT, else 30)")
     sh.add_argument("--metrics-file", metavar="FILE",
@@ -198,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_ledger_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ledger", metavar="URL",
-                   help="SQLite file or postgresql:// URL (default: knob NEGOTIATOR_EXT_LEDGER, "
+                   help="a SQLite file path, sqlite:///relative/path, sqlite:////absolute/path "
+                        "or postgresql://user@host/db (default: knob NEGOTIATOR_EXT_LEDGER, "
                         "else $(NEGOTIATOR_EXT_STATE_DIR)/ledger.sqlite)")
     p.add_argument("--state-dir", metavar="DIR",
                    help="where snapshots, the lock and the default ledger live (default: knob "
@@ -418,6 +422,7 @@ def cmd_shadow(args) -> int:
     settings = ShadowSettings.from_knobs(
         knobs, pool=args.pool, ledger_url=args.ledger, state_dir=state_dir,
         interval=args.interval, matchlog=args.matchlog, matchlog_tz=args.matchlog_timezone,
+        negotiator_log=args.negotiator_log,
         timeout=args.timeout,
         metrics_file=args.metrics_file,
         advertise=False if (args.no_advertise or args.replay) else None)
@@ -454,6 +459,8 @@ def cmd_shadow(args) -> int:
     import signal
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
+        # a ledger that cannot be written for a lasting reason ends the loop with its
+        # LedgerError: main prints it in one line, exit status 2
         loop.run_forever(stop, on_pass=report)
     except KeyboardInterrupt:
         stop.set()

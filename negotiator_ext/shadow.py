@@ -62,6 +62,7 @@ class ShadowSettings:
     metrics_address: str = "127.0.0.1"  # where the daemon serves its metrics
     matchlog_tz: str | None = None      # the MatchLog's time zone (None: this host's)
     cycle_config: Path | None = None    # what-if: our cycle under this config, not the pool's
+    negotiator_log: Path | None = None  # the real NegotiatorLog: every cycle's start and end
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
@@ -79,6 +80,7 @@ class ShadowSettings:
         state_dir = Path(state)
         ledger = o.get("ledger_url") or knobs.get("LEDGER") or str(state_dir / "ledger.sqlite")
         matchlog = o.get("matchlog") or knobs.get("MATCHLOG") or None
+        negotiator_log = o.get("negotiator_log") or knobs.get("NEGOTIATOR_LOG") or None
         # the Prometheus textfile: on by default (in the state directory), off when the
         # knob is set empty
         metrics = o.get("metrics_file") or knobs.get(
@@ -102,6 +104,7 @@ class ShadowSettings:
             name=o.get("name") or knobs.get("NAME") or f"negotiator-ext@{host}",
             matchlog_tz=o.get("matchlog_tz") or knobs.get("MATCHLOG_TIMEZONE") or None,
             cycle_config=Path(o["cycle_config"]) if o.get("cycle_config") else None,
+            negotiator_log=Path(negotiator_log) if negotiator_log else None,
         )
         if s.matchlog_tz is not None:
             from zoneinfo import ZoneInfo
@@ -204,9 +207,14 @@ class ShadowLoop:
     def run_forever(self, stop: threading.Event,
                     on_pass: Callable[[PassRecord], None] | None = None) -> None:
         """A pass every `interval` seconds (measured from each pass's start) until `stop`
-        is set. A pass that cannot be recorded (LedgerError) is logged and tried again
-        at the next interval; nothing else stops the loop."""
+        is set. A ledger that cannot be written for a lasting reason (cannot be opened or
+        created, read-only, full, corrupt, of a newer schema: `LedgerError.transient`
+        false) ends the loop: its LedgerError is raised, not logged, for the caller to
+        report once. A transient one (locked by another process beyond the lock timeout)
+        is tried again at the next interval, logged when it starts and when it clears,
+        not every pass. Nothing else stops the loop."""
         from .adapters.ledger import LedgerError
+        failing: tuple[str, str] | None = None   # (since when, ledger) a transient error
         while not stop.is_set():
             t0 = time.monotonic()
             try:
@@ -215,18 +223,34 @@ class ShadowLoop:
             except Busy as exc:
                 self.log.warning("%s; skipping this interval", exc)
             except LedgerError as exc:
-                self.log.error("pass not recorded: %s", exc.one_line())
+                if not exc.transient:
+                    raise
+                if failing is None:
+                    failing = (_local_time(self.clock()), exc.source)
+                    self.log.warning("pass not recorded: %s; trying again every %g s",
+                                     exc.one_line(), self.settings.interval)
+                else:
+                    self.log.debug("ledger not written since %s; still retrying: %s",
+                                   failing[0], exc.one_line())
             except InputError as exc:
                 self.log.error("pass failed: %s", exc.one_line())
             except Exception:   # never a crash loop: log it with its traceback, go on
                 self.log.exception("pass failed with an internal error")
             else:
+                if failing is not None:
+                    self.log.info("ledger %s written again (it was not since %s)",
+                                  failing[1], failing[0])
+                    failing = None
                 if on_pass is not None:
                     try:
                         on_pass(rec)
                     except Exception:
                         self.log.exception("reporting the pass failed")
             stop.wait(max(0.0, self.settings.interval - (time.monotonic() - t0)))
+
+
+def _local_time(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
 class _Pass:
@@ -306,10 +330,13 @@ class _Pass:
                 s.remote_user for s in pool.slots))):
             comparable = False
             self.partial("no Accounting ads: the real accountant's state is unknown")
-        cycles = self.read_real_cycles(pool, real_cycles)
         seen = self.ledger.newest_real_cycle(pool_name) or 0
+        cycles = self.read_real_cycles(pool, real_cycles, since=self.log_since(last_any, seen,
+                                                                               snap_time))
         new_cycles = sorted((c for c in cycles if c.time > seen), key=lambda c: c.time)
         real_match_entries = self.read_matchlog(new_cycles)
+        if real_match_entries is not None:
+            new_cycles = _with_matchlog_counts(new_cycles, real_match_entries)
 
         # 4. the comparison, the priority drift
         subs = self.drift(last_any, subs, cycles, acct_time, pool.config.priority_halflife)
@@ -357,19 +384,53 @@ class _Pass:
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
         return out
 
-    def read_real_cycles(self, pool, real_cycles) -> list[RealCycle]:
+    @staticmethod
+    def log_since(last: dict | None, seen: int, snap_time: int | None) -> int:
+        """How far back the NegotiatorLog is read: to the last pass's snapshot (the cycle
+        after it is the one a comparison needs) and the newest real cycle recorded."""
+        times = [int(seen)] if seen else []
+        if last is not None:
+            times.append(int(float(last.get("snapshot_time") or last["started_at"])))
+        if snap_time is not None:
+            times.append(int(snap_time))
+        return min(times) if times else 0
+
+    def read_real_cycles(self, pool, real_cycles, *, since: int) -> list[RealCycle]:
+        """The real cycles: the negotiator ad's history, and with a NegotiatorLog every
+        finished cycle it shows since `since` (the ad's figures kept where it lists the
+        same cycle). Without the log, a pass says when the ad's history cannot hold
+        every cycle between two of its updates."""
+        unreadable = False
         try:
-            ads = pool.snapshot.negotiator_ads()
+            ads = pool.snapshot.negotiator_ads() or []
         except InputError as exc:
             self.partial(f"negotiator ad unreadable: {exc.one_line()}")
+            ads, unreadable = [], True
+        if len(ads) > 1:
+            self.warnings.append(f"{len(ads)} negotiator ads; comparing with the first "
+                                 "(one negotiator per pool is assumed)")
+        from_ad = real_cycles(ads[0]) if ads else []
+        if self.s.negotiator_log is not None:
+            from .adapters.observe import merge_cycles, read_negotiator_log
+            try:
+                from_log, _ = read_negotiator_log(self.s.negotiator_log, since=since,
+                                                  tz=self.s.matchlog_tz)
+            except InputError as exc:
+                self.partial(f"NegotiatorLog unreadable: {exc.one_line()}")
+            else:
+                if not ads and not unreadable:
+                    self.warnings.append("no negotiator ad: the real cycles are the "
+                                         "NegotiatorLog's, without the ad's figures")
+                return merge_cycles(from_log, from_ad)
+        if unreadable:
             return []
         if not ads:
             self.partial("no negotiator ad: what the real negotiator did is unknown")
             return []
-        if len(ads) > 1:
-            self.warnings.append(f"{len(ads)} negotiator ads; comparing with the first "
-                                 "(one negotiator per pool is assumed)")
-        return real_cycles(ads[0])
+        unseen = unseen_cycles_warning(pool.config)
+        if unseen:
+            self.warnings.append(unseen)
+        return from_ad
 
     def read_matchlog(self, new_cycles: list[RealCycle]) -> list[MatchEntry] | None:
         """The MatchLog's Matched lines of the real cycles first seen in this pass, from
@@ -475,6 +536,39 @@ class _Pass:
         if removed:
             self.loop.log.info("ledger retention: %d pass(es) older than %g days removed",
                                removed, self.s.retention_days)
+
+
+def _with_matchlog_counts(cycles: list[RealCycle], entries: Sequence[MatchEntry]
+                          ) -> list[RealCycle]:
+    """Cycles whose match count is unknown (the NegotiatorLog's, which the ad does not
+    list) with the MatchLog's count in their [start, end]."""
+    out = []
+    for c in cycles:
+        if c.matches is None and c.end is not None:
+            c = dataclasses.replace(c, matches=sum(
+                1 for e in entries if e.time is not None and c.time <= e.time <= c.end))
+        out.append(c)
+    return out
+
+
+def unseen_cycles_warning(config) -> str | None:
+    """Why the negotiator ad alone cannot show every real cycle, naming the knobs that fix
+    it; None when it can. The ad reaches the collector every NEGOTIATOR_UPDATE_INTERVAL
+    (unless NEGOTIATOR_UPDATE_AFTER_CYCLE) and lists the last
+    NEGOTIATION_CYCLE_STATS_LENGTH cycles, which start every NEGOTIATOR_INTERVAL at most."""
+    if config.negotiator_update_after_cycle:
+        return None
+    every, keep = config.negotiator_update_interval, config.cycle_stats_length
+    span = config.negotiator_interval * keep
+    if every <= span:
+        return None
+    return (f"the negotiator ad reaches the collector every {every} s "
+            f"(NEGOTIATOR_UPDATE_INTERVAL) and keeps {keep} cycles "
+            f"(NEGOTIATION_CYCLE_STATS_LENGTH) of up to one every "
+            f"{config.negotiator_interval} s (NEGOTIATOR_INTERVAL): real cycles between two "
+            "updates are not seen, so not compared; on the central manager set "
+            "NEGOTIATOR_EXT_NEGOTIATOR_LOG (and NEGOTIATOR_EXT_MATCHLOG), or set "
+            "NEGOTIATOR_UPDATE_AFTER_CYCLE = True for the negotiator")
 
 
 def job_waits(result) -> list[float | None]:

@@ -352,3 +352,81 @@ def test_observe_pass_counts_claims_in_slot_ads():
     assert by_name["alice@refcondor.local"].claimed_weight == 0.0
     assert by_name["<none>"].claimed_weight == 10.0     # the root's own submitters
 
+
+
+# ---- the NegotiatorLog's cycle boundaries -----------------------------------------------
+
+def _log_line(t: int, text: str) -> str:
+    return datetime.datetime.fromtimestamp(t, UTC).strftime("%m/%d/%y %H:%M:%S ") + text + "\n"
+
+
+def _cycle_lines(start: int, end: int) -> str:
+    return (_log_line(start, "---------- Started Negotiation Cycle ----------")
+            + _log_line(start, "Phase 1:  Obtaining ads from collector ...")
+            + _log_line(end, "---------- Finished Negotiation Cycle ----------"))
+
+
+def test_negotiator_log_of_a_fixture_is_one_cycle():
+    from negotiator_ext.adapters.observe import read_negotiator_log
+    log = FIXTURES / HGQ / "expected" / "negotiator-cycle.log"
+    ad_cycle = real_cycles(negotiator_ad(HGQ))[0]       # the newest: the recorded one
+    cycles, reached = read_negotiator_log(log, since=ad_cycle.time, tz="UTC")
+    assert [(c.time, c.end) for c in cycles] == [(ad_cycle.time, ad_cycle.end)]
+    assert reached is False        # the file starts with that cycle: nothing older shown
+
+
+def test_negotiator_log_cycles_since_with_the_one_before_and_an_aborted_one(tmp_path):
+    from negotiator_ext.adapters.observe import read_negotiator_log
+    t0 = 1_795_000_000
+    text = (_cycle_lines(t0, t0 + 2) + _cycle_lines(t0 + 20, t0 + 21)
+            + _log_line(t0 + 40, "---------- Started Negotiation Cycle ----------")
+            + _log_line(t0 + 40, "Aborting negotiation cycle")
+            + _cycle_lines(t0 + 60, t0 + 63)
+            + _log_line(t0 + 80, "---------- Started Negotiation Cycle ----------"))  # running
+    (tmp_path / "NegotiatorLog").write_text(text)
+    cycles, reached = read_negotiator_log(tmp_path / "NegotiatorLog", since=t0 + 30, tz="UTC")
+    assert reached is True
+    # the last cycle started before `since`, then the finished ones after it; not the
+    # aborted one nor the one still running
+    assert [(c.time, c.end, c.duration) for c in cycles] == [
+        (t0 + 20, t0 + 21, 1.0), (t0 + 60, t0 + 63, 3.0)]
+
+
+def test_negotiator_log_reads_the_rotated_log_and_a_byte_budget(tmp_path):
+    from negotiator_ext.adapters.observe import read_negotiator_log
+    t0 = 1_795_000_000
+    (tmp_path / "NegotiatorLog.old").write_text(_cycle_lines(t0, t0 + 1)
+                                                + _cycle_lines(t0 + 20, t0 + 22))
+    (tmp_path / "NegotiatorLog").write_text(_cycle_lines(t0 + 40, t0 + 41))
+    cycles, reached = read_negotiator_log(tmp_path / "NegotiatorLog", since=t0 + 10, tz="UTC")
+    assert reached is True
+    assert [c.time for c in cycles] == [t0, t0 + 20, t0 + 40]
+    cycles, reached = read_negotiator_log(tmp_path / "NegotiatorLog", since=t0 + 10, tz="UTC",
+                                          max_bytes=250)
+    assert reached is False and [c.time for c in cycles] == [t0 + 40]
+    with pytest.raises(InputError, match="cannot read the NegotiatorLog"):
+        read_negotiator_log(tmp_path / "missing", since=t0, tz="UTC")
+
+
+def test_merge_cycles_keeps_the_logs_times_and_the_ads_figures():
+    from negotiator_ext.adapters.observe import merge_cycles
+    log = [RealCycle(time=100, end=102, duration=2.0), RealCycle(time=120, end=121, duration=1.0)]
+    ad = [RealCycle(time=90, end=91, duration=1.0, matches=1),     # older than the log
+          RealCycle(time=101, end=102, duration=1.4, matches=7)]   # the log's first, +1 s
+    merged = merge_cycles(log, ad)
+    assert [(c.time, c.end, c.matches, c.duration) for c in merged] == [
+        (90, 91, 1, 1.0), (100, 102, 7, 1.4), (120, 121, None, 1.0)]
+
+
+def test_unseen_cycles_warning_names_the_knobs():
+    from negotiator_ext.core.config import NegotiatorConfig
+    from negotiator_ext.shadow import unseen_cycles_warning
+    msg = unseen_cycles_warning(NegotiatorConfig(negotiator_interval=20))
+    assert msg is not None
+    for knob in ("NEGOTIATOR_UPDATE_INTERVAL", "NEGOTIATION_CYCLE_STATS_LENGTH",
+                 "NEGOTIATOR_EXT_NEGOTIATOR_LOG", "NEGOTIATOR_UPDATE_AFTER_CYCLE"):
+        assert knob in msg
+    assert "every 300 s" in msg and "keeps 3 cycles" in msg
+    assert unseen_cycles_warning(NegotiatorConfig(negotiator_interval=100)) is None
+    assert unseen_cycles_warning(NegotiatorConfig(negotiator_interval=20,
+                                                  negotiator_update_after_cycle=True)) is None

@@ -6,6 +6,7 @@ with that real cycle must show the agreement the fixtures' summaries imply."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sqlite3
@@ -288,18 +289,144 @@ def test_locked_ledger_raises_and_the_loop_goes_on(tmp_path, mocker):
     holder.execute("BEGIN EXCLUSIVE")
     mocker.patch("negotiator_ext.adapters.ledger.open_ledger",
                  side_effect=lambda url, **kw: open_ledger(url, lock_timeout=0.2))
-    with pytest.raises(LedgerError, match="locked"):
+    with pytest.raises(LedgerError, match="locked") as e:
         loop.run_pass()
+    assert e.value.transient
     stop = threading.Event()
-    errors = []
+    warnings = []
     loop.log = mocker.Mock()
-    loop.log.error.side_effect = lambda *a: (errors.append(a), stop.set())
+    loop.log.warning.side_effect = lambda *a: (warnings.append(a), stop.set())
     loop.run_forever(stop)                     # logs, does not raise, stops on the event
-    assert errors and "not recorded" in errors[0][0]
+    assert warnings and "not recorded" in warnings[0][0]
+    loop.log.error.assert_not_called()
     holder.rollback()
     holder.close()
     with open_ledger(loop.settings.ledger_url) as ledger:
         assert len(ledger.passes()) == 1       # nothing lost, nothing half-written
+
+
+def _count_passes(loop, mocker, stop, limit=3, before=None):
+    """Wrap loop.run_pass: count the passes, call `before(n)` first, and set `stop` after
+    `limit` of them (a loop that does not end by itself then ends, failing the test
+    instead of hanging it)."""
+    real = loop.run_pass
+    calls = []
+
+    def counted(*a, **kw):
+        calls.append(1)
+        if before is not None:
+            before(len(calls))
+        if len(calls) >= limit:
+            stop.set()
+        return real(*a, **kw)
+
+    mocker.patch.object(loop, "run_pass", side_effect=counted)
+    return calls
+
+
+def test_a_locked_ledger_is_logged_when_it_starts_and_when_it_clears(tmp_path, mocker):
+    fake = FakePool()
+    fake.install(mocker)
+    import htcondor2
+    loop = ShadowLoop(dataclasses.replace(settings(tmp_path), interval=0.01),
+                      htcondor=htcondor2, clock=Clock(1795265266))
+    loop.run_pass()
+    holder = sqlite3.connect(loop.settings.ledger_url, timeout=0)
+    holder.execute("BEGIN EXCLUSIVE")
+    mocker.patch("negotiator_ext.adapters.ledger.open_ledger",
+                 side_effect=lambda url, **kw: open_ledger(url, lock_timeout=0.05))
+    stop = threading.Event()
+
+    def before(n):
+        loop.clock.t += 60
+        if n == 4:                             # three passes found it locked
+            holder.rollback()
+            holder.close()
+
+    calls = _count_passes(loop, mocker, stop, limit=5, before=before)
+    loop.log = mocker.Mock()
+    recorded = []
+    loop.run_forever(stop, on_pass=recorded.append)
+    assert len(calls) == 5 and len(recorded) == 2
+    assert loop.log.warning.call_count == 1    # once when it started, not every pass
+    fmt, *args = loop.log.warning.call_args[0]
+    assert (fmt % tuple(args)).startswith(f"pass not recorded: {loop.settings.ledger_url}: "
+                                          "is locked by another process (waited 0.05 s)")
+    assert (fmt % tuple(args)).endswith("; trying again every 0.01 s")
+    assert loop.log.debug.call_count == 2      # the passes in between: debug only
+    assert "ledger not written since" in loop.log.debug.call_args[0][0]
+    assert loop.log.info.call_count == 1       # once when it cleared
+    fmt, *args = loop.log.info.call_args[0]
+    assert (fmt % tuple(args)).startswith(f"ledger {loop.settings.ledger_url} written again "
+                                          "(it was not since ")
+    loop.log.error.assert_not_called()
+    loop.log.exception.assert_not_called()
+    with open_ledger(loop.settings.ledger_url) as ledger:
+        assert len(ledger.passes()) == 3
+
+
+@pytest.mark.parametrize("damage", ["newer schema", "not a database", "no directory"])
+def test_an_unwritable_ledger_ends_the_loop_after_the_first_failed_pass(tmp_path, mocker,
+                                                                         damage):
+    fake = FakePool()
+    fake.install(mocker)
+    import htcondor2
+    s = dataclasses.replace(settings(tmp_path), interval=0.01)
+    if damage == "no directory":
+        (tmp_path / "file").write_text("x")
+        s = dataclasses.replace(s, ledger_url=str(tmp_path / "file" / "sub" / "ledger.sqlite"))
+    loop = ShadowLoop(s, htcondor=htcondor2, clock=Clock(1795265266))
+    if damage == "newer schema":
+        loop.run_pass()
+        db = sqlite3.connect(s.ledger_url)
+        db.execute("UPDATE ledger_meta SET value = '999' WHERE key = 'schema_version'")
+        db.commit()
+        db.close()
+    elif damage == "not a database":
+        Path(s.ledger_url).parent.mkdir(parents=True)
+        Path(s.ledger_url).write_bytes(b"not a ledger\n" * 500)
+    stop = threading.Event()
+    calls = _count_passes(loop, mocker, stop)
+    loop.log = mocker.Mock()
+    recorded = []
+    with pytest.raises(LedgerError) as e:
+        loop.run_forever(stop, on_pass=recorded.append)
+    assert len(calls) == 1 and recorded == [] and not stop.is_set()
+    assert not e.value.transient and "\n" not in str(e.value)
+    assert str(e.value).startswith(s.ledger_url + ": ")
+    assert {"newer schema": "ledger schema version 999 is newer",
+            "not a database": "is not a ledger database",
+            "no directory": "cannot create the directory"}[damage] in str(e.value)
+    assert loop.log.mock_calls == []           # raised for the caller to report, not logged
+
+
+def test_shadow_interval_command_stops_on_an_unwritable_ledger(tmp_path, mocker, capsys):
+    """`shadow --interval` with a ledger it cannot write: one line on stderr, status 2,
+    after the first pass (not a pass every interval for ever)."""
+    import signal
+    FakePool().install(mocker)
+    ledger = tmp_path / "ledger.sqlite"
+    ledger.write_bytes(b"not a ledger\n" * 500)
+    passes = []
+    real = ShadowLoop.run_pass
+
+    def counted(self, *a, **kw):
+        passes.append(1)
+        if len(passes) > 3:
+            raise KeyboardInterrupt            # the loop went on: end it, fail below
+        return real(self, *a, **kw)
+
+    mocker.patch.object(ShadowLoop, "run_pass", counted)
+    old = signal.getsignal(signal.SIGTERM)
+    try:
+        rc = main(["shadow", "--interval", "1", "--state-dir", str(tmp_path / "state"),
+                   "--ledger", str(ledger), "--no-advertise"])
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    out, err = capsys.readouterr()
+    assert (rc, len(passes), out) == (2, 1, "")
+    assert err == (f"negotiator-ext: error: {ledger}: is not a ledger database (corrupt, or "
+                   "not an SQLite file)\n")
 
 
 def test_a_failure_while_recording_loses_only_that_pass(tmp_path, mocker):

@@ -15,11 +15,12 @@ Nothing here decides anything: `core.compare` compares, the ledger records.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, NamedTuple, Sequence
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..core import classads
@@ -280,6 +281,100 @@ def _read_back(f, lines: _Lines, since: int, out: list) -> bool:
             return True
         out.append(got)
     return False
+
+
+# ---- the NegotiatorLog's cycle boundaries ------------------------------------------------
+
+# "---------- Started Negotiation Cycle ----------" / "... Finished ..." (D_ALWAYS, so at
+# every debug level), after the same time prefixes as the MatchLog's lines. A cycle the
+# negotiator aborts in phase 1 ("Aborting negotiation cycle") has a Started line and no
+# Finished line; it is no cycle (it keeps no statistics either).
+_CYCLE_LINE = re.compile(
+    r"\s*(?:(?P<mdy>\d{2}/\d{2}/\d{2})\s+(?P<hms>\d{1,2}:\d{2}:\d{2})(?:[.,]\d+)?"
+    r"|(?P<ymd>\d{4}-\d{2}-\d{2})[T ](?P<hms2>\d{1,2}:\d{2}:\d{2})(?:[.,]\d+)?"
+    r"|(?P<epoch>\d{9,11})(?:\.\d+)?)"
+    r"\s+(?:\([^()\s]*\)\s+)*-+ (?P<kind>Started|Finished) Negotiation Cycle -+\s*$")
+_CYCLE_MARK = (b"Started Negotiation Cycle", b"Finished Negotiation Cycle")
+
+
+def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
+                        max_bytes: int = 256 << 20) -> tuple[list[RealCycle], bool]:
+    """The negotiation cycles the NegotiatorLog at `path` shows finished, from the last
+    one that started before `since` on, oldest first, as RealCycles with only `time` (the
+    Started line's second: the ad's LastNegotiationCycleTime) and `end` (the Finished
+    line's) known; and whether the log reaches back to `since` (a Started line older than
+    `since` was met, in `path` or in its rotated `<path>.old`), so that no cycle after
+    `since` is missing. A cycle still running (no Finished line yet) is not listed.
+
+    The file is read backwards from its end and at most `max_bytes` of it (and of the
+    rotated log) are read: a log that does not reach back within that says so through
+    the flag. Times are the central manager's local time in `tz`, as for the MatchLog.
+    A missing or unreadable `path` raises InputError naming it."""
+    p = Path(path)
+    zone_lines = _Lines(_zone(tz))
+    events: list[tuple[int, str]] = []        # newest first
+    budget = [max_bytes]
+
+    def back(f) -> bool:
+        for raw in _backward(f):
+            budget[0] -= len(raw) + 1
+            if budget[0] < 0:
+                return False
+            if _CYCLE_MARK[0] not in raw and _CYCLE_MARK[1] not in raw:
+                continue
+            m = _CYCLE_LINE.match(_decode(raw))
+            if m is None:
+                continue
+            t = zone_lines._time(m)
+            if t is None:
+                continue
+            events.append((t, m["kind"]))
+            if m["kind"] == "Started" and t < since:
+                return True
+        return False
+
+    try:
+        with open(p, "rb") as f:
+            reached = back(f)
+    except OSError as exc:
+        raise InputError(str(p), f"cannot read the NegotiatorLog: {exc.strerror or exc}") from None
+    if not reached and budget[0] > 0:
+        try:
+            with open(p.with_name(p.name + ".old"), "rb") as f:
+                reached = back(f)
+        except OSError:
+            pass                # no rotated log: the history starts with this file
+    cycles: list[RealCycle] = []
+    start: int | None = None
+    for t, kind in reversed(events):          # oldest first
+        if kind == "Started":
+            start = t                         # a Started without Finished was aborted
+        elif start is not None:
+            cycles.append(RealCycle(time=start, end=t, duration=float(t - start)))
+            start = None
+    return cycles, reached
+
+
+def merge_cycles(from_log: Sequence[RealCycle], from_ad: Sequence[RealCycle]
+                 ) -> list[RealCycle]:
+    """The NegotiatorLog's cycles with the negotiator ad's figures where the ad lists the
+    same cycle (its start within a second: the log line and the cycle's clock reading
+    are taken one after the other; the log's times are kept), oldest first; the ad's cycles the log does not show
+    (older than the log's reach) are kept as they are."""
+    ad = sorted(from_ad, key=lambda c: c.time)
+    used: set[int] = set()
+    out: list[RealCycle] = []
+    for c in from_log:
+        hit = next((i for i, a in enumerate(ad) if i not in used and abs(a.time - c.time) <= 1
+                    and (a.end is None or c.end is None or abs(a.end - c.end) <= 1)), None)
+        if hit is None:
+            out.append(c)
+        else:           # the log's times, so that a cycle keeps one identity in the ledger
+            used.add(hit)
+            out.append(dataclasses.replace(ad[hit], time=c.time, end=c.end))
+    first = min((c.time for c in from_log), default=None)
+    out.extend(a for i, a in enumerate(ad) if i not in used and (first is None or a.time < first))
+    return sorted(out, key=lambda c: c.time)
 
 
 # ---- one pass: the real accountant and our cycle, per principal -------------------------

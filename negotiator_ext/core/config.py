@@ -39,6 +39,9 @@ _SCALAR_KNOBS: tuple[tuple[str, str, str], ...] = (
     # cycle timing (section 2.1)
     ("negotiator_interval", "NEGOTIATOR_INTERVAL", "int"),
     ("negotiator_min_interval", "NEGOTIATOR_MIN_INTERVAL", "int"),
+    ("negotiator_update_interval", "NEGOTIATOR_UPDATE_INTERVAL", "int"),
+    ("negotiator_update_after_cycle", "NEGOTIATOR_UPDATE_AFTER_CYCLE", "bool"),
+    ("cycle_stats_length", "NEGOTIATION_CYCLE_STATS_LENGTH", "int"),
     ("negotiator_cycle_delay", "NEGOTIATOR_CYCLE_DELAY", "int"),
     ("max_time_per_cycle", "NEGOTIATOR_MAX_TIME_PER_CYCLE", "int"),
     ("max_time_per_submitter", "NEGOTIATOR_MAX_TIME_PER_SUBMITTER", "int"),
@@ -153,6 +156,11 @@ class NegotiatorConfig:
     # timing
     negotiator_interval: int = 60
     negotiator_min_interval: int = 5
+    # how often the negotiator's ad (with its cycle history) reaches the collector, and
+    # how many cycles that history keeps
+    negotiator_update_interval: int = 300
+    negotiator_update_after_cycle: bool = False
+    cycle_stats_length: int = 3
     negotiator_cycle_delay: int = 20
     max_time_per_cycle: int = 1200
     max_time_per_submitter: int = 60
