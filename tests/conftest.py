@@ -56,3 +56,28 @@ def two_users_run(tmp_path_factory):
     with open_ledger(url) as ledger:
         report = Simulation(sc, ledger).run()
     return sc, url, report
+
+
+@pytest.fixture(scope="session")
+def live_pool():
+    """One personal HTCondor pool of real daemons for the session's live tests (see
+    tests/livepool.py); the tests skip, with one line saying how to enable them, where
+    no HTCondor install is found."""
+    from livepool import SKIP_REASON, find_release, start_pool
+    release = find_release()
+    if release is None:
+        pytest.skip(SKIP_REASON)
+    pool = start_pool(release)
+    try:
+        yield pool
+    finally:
+        pool.stop()
+        shutil.rmtree(pool.root, ignore_errors=True)
+
+
+@pytest.fixture
+def clean_pool(live_pool):
+    """The session's pool with no jobs and no test configuration, before and after."""
+    live_pool.reset()
+    yield live_pool
+    live_pool.reset()

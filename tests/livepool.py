@@ -1,0 +1,375 @@
+"""A personal HTCondor pool of real daemons on loopback, for the live tests (`-m live`).
+
+The daemons come from an HTCondor install found through `NEGOTIATOR_EXT_TEST_HTCONDOR`
+(its release directory: `bin/`, `sbin/`, `lib/`) or, without it, through `condor_master`
+on `PATH`. `find_release()` returns None when there is none, and the live tests skip.
+
+One pool serves the whole test session: a scratch directory with its config, a free
+loopback port for the collector, the master started as an unprivileged user (the schedd
+refuses jobs owned by root, so when the tests run as root the pool and every
+`condor_submit` run as the user `negotiator-ext-test`, created when missing). Tests
+change its configuration with `reconfig()` (a file in `config.d`, then
+`condor_reconfig`) rather than restarting it, and put it back with `reset()`.
+
+Jobs are `/bin/sh` loops that end when the test touches their flag file
+(`finish(cluster, proc)`), so a test decides exactly when a job finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+ENV_VAR = "NEGOTIATOR_EXT_TEST_HTCONDOR"
+TEST_USER = "negotiator-ext-test"
+SKIP_REASON = (f"no HTCondor install: set {ENV_VAR}=<release dir> (with sbin/condor_master) "
+               "or put condor_master on PATH to run the live tests")
+
+
+def find_release() -> Path | None:
+    """The release directory of an HTCondor install, or None."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        p = Path(env)
+        return p if (p / "sbin" / "condor_master").exists() else None
+    master = shutil.which("condor_master")
+    if master:
+        return Path(master).resolve().parent.parent
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+BASE_CONFIG = """\
+RELEASE_DIR = {release}
+LOCAL_DIR = {local}
+LOG = $(LOCAL_DIR)/log
+SPOOL = $(LOCAL_DIR)/spool
+EXECUTE = $(LOCAL_DIR)/execute
+LOCK = $(LOCAL_DIR)/lock
+RUN = $(LOCAL_DIR)/run
+LOCAL_CONFIG_FILE =
+LOCAL_CONFIG_DIR = $(LOCAL_DIR)/config.d
+CONDOR_IDS = {uid}.{gid}
+CONDOR_ADMIN =
+MAIL = /bin/true
+
+CONDOR_HOST = 127.0.0.1
+COLLECTOR_HOST = 127.0.0.1:{port}
+NETWORK_INTERFACE = 127.0.0.1
+BIND_ALL_INTERFACES = False
+USE_SHARED_PORT = False
+UID_DOMAIN = negotiator-ext.test
+FILESYSTEM_DOMAIN = negotiator-ext.test
+DAEMON_LIST = MASTER, COLLECTOR, NEGOTIATOR, SCHEDD, STARTD
+
+SEC_DEFAULT_AUTHENTICATION_METHODS = FS, CLAIMTOBE
+SEC_CLIENT_AUTHENTICATION_METHODS = FS, CLAIMTOBE
+ALLOW_READ = *
+ALLOW_WRITE = *
+ALLOW_DAEMON = *
+ALLOW_NEGOTIATOR = *
+ALLOW_ADMINISTRATOR = *
+ALLOW_ADVERTISE_STARTD = *
+ALLOW_ADVERTISE_SCHEDD = *
+ALLOW_ADVERTISE_MASTER = *
+
+# fast, predictable cycles: the negotiator runs on its own interval only
+NEGOTIATOR_INTERVAL = {negotiator_interval}
+NEGOTIATOR_MIN_INTERVAL = 1
+NEGOTIATOR_CYCLE_DELAY = 1
+SCHEDD_INTERVAL = 2
+SCHEDD_MIN_INTERVAL = 1
+UPDATE_INTERVAL = 2
+STARTER_UPDATE_INTERVAL = 2
+SCHEDD_SEND_RESCHEDULE = False
+NEGOTIATOR_MATCH_LOG = $(LOG)/MatchLog
+NEGOTIATOR_DEBUG = D_FULLDEBUG
+MAX_NEGOTIATOR_LOG = 100000000
+CLAIM_WORKLIFE = 0
+MATCH_TIMEOUT = 10
+JOB_START_DELAY = 0
+JOB_START_COUNT = 100
+MASTER_UPDATE_INTERVAL = 5
+MASTER_BACKOFF_CONSTANT = 1
+MASTER_NEW_BINARY_RESTART = NEVER
+
+# the execute side: 4 static 1-core slots and a 4-core partitionable one
+NUM_CPUS = 8
+MEMORY = 16384
+SLOT_TYPE_1 = cpus=1, memory=1024
+NUM_SLOTS_TYPE_1 = 4
+SLOT_TYPE_2 = cpus=4, memory=8192
+SLOT_TYPE_2_PARTITIONABLE = True
+NUM_SLOTS_TYPE_2 = 1
+START = True
+SUSPEND = False
+PREEMPT = False
+KILL = False
+WANT_SUSPEND = False
+WANT_VACATE = False
+STARTD_NOCLAIM_SHUTDOWN = 0
+RUNBENCHMARKS = False
+STARTD_DETECT_GPUS =
+HIBERNATE_CHECK_INTERVAL = 0
+
+# two accounting groups, with surplus
+GROUP_NAMES = group_a, group_b
+GROUP_QUOTA_group_a = 4
+GROUP_QUOTA_group_b = 4
+GROUP_ACCEPT_SURPLUS = True
+"""
+
+
+class LivePool:
+    """A running personal pool. `env` is the environment every HTCondor tool (and our own
+    CLI) is run with: CONDOR_CONFIG pointing at the pool's config."""
+
+    def __init__(self, release: Path, root: Path, *, negotiator_interval: int = 8):
+        self.release = release
+        self.root = root
+        self.local = root / "local"
+        self.config_file = root / "condor_config"
+        self.port = free_port()
+        self.negotiator_interval = negotiator_interval
+        self.user = self._pool_user()
+        self.env = dict(os.environ)
+        for k in list(self.env):
+            if k.upper().startswith("_CONDOR_"):
+                del self.env[k]
+        self.env["CONDOR_CONFIG"] = str(self.config_file)
+        self.env["PATH"] = f"{release / 'bin'}:{release / 'sbin'}:{self.env.get('PATH', '')}"
+        self.master: subprocess.Popen | None = None
+        self.flags = self.local / "flags"
+
+    # -- who runs it ---------------------------------------------------------------------
+
+    @staticmethod
+    def _pool_user() -> pwd.struct_passwd | None:
+        """The unprivileged user the pool runs as when the tests run as root (else None:
+        the pool runs as the current user)."""
+        if os.geteuid() != 0:
+            return None
+        try:
+            return pwd.getpwnam(TEST_USER)
+        except KeyError:
+            subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh",
+                            TEST_USER], check=True, capture_output=True)
+            return pwd.getpwnam(TEST_USER)
+
+    def as_user(self, argv: list[str]) -> list[str]:
+        if self.user is None:
+            return argv
+        return ["setpriv", f"--reuid={self.user.pw_uid}", f"--regid={self.user.pw_gid}",
+                "--init-groups", "--"] + argv
+
+    # -- start and stop --------------------------------------------------------------------
+
+    def write_config(self) -> None:
+        uid = self.user.pw_uid if self.user else os.getuid()
+        gid = self.user.pw_gid if self.user else os.getgid()
+        for d in ("log", "spool", "execute", "lock", "run", "config.d", "flags"):
+            (self.local / d).mkdir(parents=True, exist_ok=True)
+        self.config_file.write_text(BASE_CONFIG.format(
+            release=self.release, local=self.local, uid=uid, gid=gid, port=self.port,
+            negotiator_interval=self.negotiator_interval))
+        if self.user is not None:
+            for p in [self.root, *self.root.rglob("*")]:
+                os.chown(p, uid, gid)
+        os.chmod(self.root, 0o755)
+        os.chmod(self.flags, 0o777)
+
+    def start(self, timeout: float = 60) -> None:
+        self.write_config()
+        self.master = subprocess.Popen(
+            self.as_user([str(self.release / "sbin" / "condor_master"), "-f"]),
+            env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        self.wait_for(lambda: self.daemons_up(), timeout, "the pool's daemons to start")
+
+    def daemons_up(self) -> bool:
+        out = self.tool("condor_status", "-any", "-af", "MyType", check=False).stdout
+        kinds = set(out.split())
+        return {"Collector", "Negotiator", "Scheduler", "Machine"} <= kinds
+
+    def stop(self) -> None:
+        if self.master is None:
+            return
+        with contextlib.suppress(Exception):
+            self.tool("condor_off", "-master", check=False, timeout=20)
+        try:
+            self.master.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.master.pid, signal.SIGKILL)
+            self.master.wait(timeout=10)
+        # the daemons of its process group, if any outlived the master
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.master.pid, signal.SIGKILL)
+        self.master = None
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def tool(self, name: str, *args: str, check: bool = True, timeout: float = 60,
+             user: bool = False, input: str | None = None) -> subprocess.CompletedProcess:
+        """Run an HTCondor tool of the install against this pool."""
+        exe = self.release / "bin" / name
+        if not exe.exists():
+            exe = self.release / "sbin" / name
+        argv = [str(exe), *args]
+        if user:
+            argv = self.as_user(argv)
+        proc = subprocess.run(argv, env=self.env, capture_output=True, text=True,
+                              timeout=timeout, input=input)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{name} {' '.join(args)} failed ({proc.returncode}): "
+                               f"{proc.stderr.strip() or proc.stdout.strip()}")
+        return proc
+
+    def wait_for(self, cond: Callable[[], object], timeout: float, what: str,
+                 every: float = 0.5):
+        deadline = time.monotonic() + timeout
+        while True:
+            got = cond()
+            if got:
+                return got
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+            time.sleep(every)
+
+    @property
+    def collector(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.local / "log"
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def reconfig(self, name: str, text: str, *, wait: float = 3.0) -> None:
+        """Add (or replace) `config.d/<name>` and tell every daemon to re-read it."""
+        path = self.local / "config.d" / name
+        path.write_text(text)
+        if self.user is not None:
+            os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        self.tool("condor_reconfig")
+        time.sleep(wait)
+
+    def reset(self) -> None:
+        """Remove every test's config.d file and every job; the accountant is kept."""
+        changed = False
+        for p in (self.local / "config.d").glob("*"):
+            p.unlink()
+            changed = True
+        self.remove_all_jobs()
+        if changed:
+            self.tool("condor_reconfig")
+            time.sleep(2)
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    def submit(self, *, count: int, group: str | None = None, user: str = "alice",
+               request_cpus: int = 1, extra: Iterable[str] = ()) -> int:
+        """Submit `count` jobs that run until `finish()`; returns the cluster id."""
+        lines = [
+            "universe = vanilla",
+            "executable = /bin/sh",
+            f"arguments = \"-c 'while [ ! -e {self.flags}/$(Cluster).$(Process) ]; do "
+            "sleep 0.2; done'\"",
+            "transfer_executable = false",
+            "should_transfer_files = NO",
+            f"initialdir = {self.flags}",
+            "log = /dev/null",
+            f"request_cpus = {request_cpus}",
+            "request_memory = 64",
+            "request_disk = 1024",
+        ]
+        if group is not None:
+            lines += [f"accounting_group = {group}", f"accounting_group_user = {user}"]
+        lines += list(extra)
+        lines.append(f"queue {count}")
+        out = self.tool("condor_submit", "-terse", "-", user=True,
+                        input="\n".join(lines) + "\n").stdout
+        m = re.match(r"\s*(\d+)\.", out)
+        if not m:
+            raise RuntimeError(f"condor_submit printed {out!r}")
+        return int(m.group(1))
+
+    def finish(self, cluster: int, proc: int | None = None) -> None:
+        """Let job cluster.proc (or every job of the cluster) end on its own."""
+        ids = [proc] if proc is not None else [
+            int(p) for p in self.tool("condor_q", "-allusers", str(cluster), "-af", "ProcId"
+                                      ).stdout.split()]
+        for p in ids:
+            f = self.flags / f"{cluster}.{p}"
+            f.touch()
+            os.chmod(f, 0o666)
+
+    def remove_all_jobs(self) -> None:
+        # no -forcex: a job forced out of the queue leaves its claim busy until its lease
+        # ends; a removed job's claim is released as the job leaves
+        self.tool("condor_rm", "-all", check=False, user=True)
+        self.wait_for(lambda: not self.tool("condor_q", "-allusers", "-af", "ClusterId",
+                                            check=False).stdout.strip(),
+                      60, "the queue to empty")
+        self.wait_for(self.slots_free, 60, "every slot to be free")
+
+    def slots_free(self) -> bool:
+        """Every slot Unclaimed in the collector, no dynamic slot left."""
+        rows = [ln.split() for ln in self.tool("condor_status", "-af", "Name", "State",
+                                               check=False).stdout.splitlines() if ln.strip()]
+        return bool(rows) and all(st == "Unclaimed" and "_" not in name.split("@")[0]
+                                  for name, st in rows)
+
+    def submitters(self) -> dict[str, int]:
+        """The collector's submitter ads: name -> IdleJobs."""
+        out = self.tool("condor_status", "-submitters", "-af", "Name", "IdleJobs",
+                        check=False).stdout
+        return {n: int(k) for n, k in (ln.split() for ln in out.splitlines() if ln.strip())}
+
+    def jobs(self, *attrs: str, constraint: str = "true") -> list[list[str]]:
+        out = self.tool("condor_q", "-allusers", "-constraint", constraint, "-af:t", *attrs
+                        ).stdout
+        return [ln.split("\t") for ln in out.splitlines() if ln.strip()]
+
+    # -- the negotiator's logs -------------------------------------------------------------
+
+    def cycles_finished(self) -> int:
+        """How many negotiation cycles the NegotiatorLog shows finished so far."""
+        log = self.log_dir / "NegotiatorLog"
+        if not log.exists():
+            return 0
+        return log.read_bytes().count(b"Finished Negotiation Cycle")
+
+    def wait_cycle(self, timeout: float = 60) -> int:
+        """Wait until one more negotiation cycle has finished; returns the new count."""
+        n = self.cycles_finished()
+        return self.wait_for(lambda: self.cycles_finished() > n and self.cycles_finished(),
+                             timeout, "a negotiation cycle", every=0.2)
+
+
+def start_pool(release: Path, **kw) -> LivePool:
+    root = Path(tempfile.mkdtemp(prefix="negext-pool-"))
+    pool = LivePool(release, root, **kw)
+    try:
+        pool.start()
+    except BaseException:
+        pool.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    return pool

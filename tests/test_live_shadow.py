@@ -1,0 +1,239 @@
+"""Beside a real HTCondor pool (tests/livepool.py): capture, shadow passes compared with
+the real negotiator's cycles, and our cycle's decisions against a real cycle.
+
+These run only where an HTCondor install is found (see tests/livepool.py); elsewhere
+they skip with one line saying how to enable them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from negotiator_ext.adapters.adfiles import format_ads_long, parse_ads_text, read_ads
+from negotiator_ext.pool import load_pool
+
+pytestmark = pytest.mark.live
+
+# a job attribute with quotes, backslashes and non-ASCII text, as a user writes it in a
+# submit file (the schedd keeps ClassAd strings in the old syntax: only \" is an escape)
+WEIRD_SUBMIT = r'"line1\nline2 \"quoted\" back\\slash café 日本"'
+
+
+def cli(pool, *args, check=True, timeout=120):
+    proc = subprocess.run([sys.executable, "-m", "negotiator_ext", *map(str, args)],
+                          env=pool.env, capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"negotiator-ext {' '.join(map(str, args))} exited "
+                             f"{proc.returncode}: {proc.stderr.strip()}")
+    return proc
+
+
+# ---- reading the real negotiator's logs independently of the product ----------------------
+
+_TS = re.compile(r"(\d{2}/\d{2}/\d{2} \d{2}:\d{2}:\d{2})")
+
+
+def _epoch(stamp: str) -> int:
+    return int(dt.datetime.strptime(stamp, "%m/%d/%y %H:%M:%S").timestamp())
+
+
+def real_cycles_from_logs(pool) -> list[tuple[int, int, Counter]]:
+    """(start, end, matches per submitter) of every finished cycle of the pool's
+    NegotiatorLog, with the MatchLog's Matched lines inside [start, end]."""
+    cycles, start = [], None
+    for line in (pool.log_dir / "NegotiatorLog").read_text(errors="replace").splitlines():
+        m = _TS.match(line)
+        if not m:
+            continue
+        if "Started Negotiation Cycle" in line:
+            start = _epoch(m.group(1))
+        elif "Finished Negotiation Cycle" in line and start is not None:
+            cycles.append([start, _epoch(m.group(1)), Counter()])
+            start = None
+    matchlog = pool.log_dir / "MatchLog"
+    lines = matchlog.read_text(errors="replace").splitlines() if matchlog.exists() else []
+    for line in lines:
+        m = _TS.match(line)
+        if not m or "Matched" not in line:
+            continue
+        t = _epoch(m.group(1))
+        submitter = line.split("Matched", 1)[1].split()[1]
+        for c in cycles:
+            if c[0] <= t <= c[1]:
+                c[2][submitter] += 1
+                break
+    return [tuple(c) for c in cycles]
+
+
+# ---- 1. capture ----------------------------------------------------------------------------
+
+def test_capture_round_trips_a_real_pool(clean_pool, tmp_path):
+    pool = clean_pool
+    pool.submit(count=4, group="group_a", user="alice")
+    pool.submit(count=2, group="group_b", user="bob", request_cpus=2)
+    weird = pool.submit(count=3, group="group_b", user="carol",
+                        extra=[f"+Weird = {WEIRD_SUBMIT}",
+                               # the job's own Requirements read it: the capture projects it
+                               'requirements = MY.Weird =!= "x"'])
+    # 4 + 2x2 + 3 = 11 cores asked of 8: some jobs run (two on dynamic slots of the
+    # partitionable slot), some stay idle
+    pool.wait_for(lambda: len(pool.jobs("ClusterId", constraint="JobStatus == 2")) >= 5,
+                  60, "jobs to start")
+    pool.wait_for(lambda: any("_" in n for n in pool.tool(
+        "condor_status", "-af", "Name").stdout.split()), 30, "a dynamic slot")
+    time.sleep(3)                           # every daemon's ad updated
+
+    snap = tmp_path / "snap"
+    out = cli(pool, "snapshot", "--pool", pool.collector, "-o", snap)
+    meta = json.loads((snap / "meta.json").read_text())
+    assert meta["partial"] is False and meta["missing_schedds"] == [] and meta["errors"] == {}
+    assert str(meta["htcondor_version"]).startswith("$CondorVersion: 25.14")
+
+    # the same slots and jobs as the pool's own tools show
+    names = sorted(pool.tool("condor_status", "-af", "Name").stdout.split())
+    slots = read_ads(snap / "slots.ads")
+    assert sorted(s["Name"] for s in slots) == names
+    assert sum(1 for n in names if "_" in n) >= 1          # real dynamic slots
+    assert any(s.get("PartitionableSlot") is True for s in slots)
+    assert meta["counts"]["slots"] == len(names)
+    (jobs_file,) = sorted(snap.glob("jobs-*.ads"))
+    jobs = read_ads(jobs_file)
+    queue = {(int(c), int(p)): (int(s), int(r)) for c, p, s, r in
+             pool.jobs("ClusterId", "ProcId", "JobStatus", "RequestCpus")}
+    assert {(j["ClusterId"], j["ProcId"]) for j in jobs} == set(queue)
+    assert {(j["ClusterId"], j["ProcId"]): j["RequestCpus"] for j in jobs} == {
+        k: v[1] for k, v in queue.items()}
+    assert Counter(j["JobStatus"] for j in jobs) == Counter(v[0] for v in queue.values())
+    # the hostile string arrives as the schedd holds it (condor_q -json: another reader)
+    (held,) = {d["Weird"] for d in json.loads(pool.tool(
+        "condor_q", "-allusers", str(weird), "-json", "-attributes", "Weird").stdout)}
+    assert '"quoted"' in held and "\\" in held and "café 日本" in held
+    weird_jobs = [j for j in jobs if j["ClusterId"] == weird]
+    assert len(weird_jobs) == 3 and {j["Weird"] for j in weird_jobs} == {held}
+    # the policy knobs came from the real negotiator, with no undefined ones written
+    config = (snap / "config").read_text()
+    assert re.search(r"(?m)^GROUP_NAMES = group_a, group_b$", config)
+    assert "Not defined" not in config
+    assert "NEGOTIATOR_SLOT_CONSTRAINT" not in config
+
+    # the snapshot loads, and writing its ads again reads back the same ads
+    loaded = load_pool(snap)
+    assert len(loaded.slots) == len(names)
+    for path in [snap / "slots.ads", jobs_file, snap / "accounting.ads", snap / "submitters.ads"]:
+        ads = read_ads(path)
+        again = parse_ads_text(format_ads_long(ads), str(path))
+        assert [dict(a.items()) for a in again] == [dict(a.items()) for a in ads]
+    assert out.stderr.strip() == "" or "partial" not in out.stderr
+
+
+# ---- 3. our cycle against one real cycle --------------------------------------------------
+
+def test_our_cycle_equals_a_real_cycle_per_submitter_and_group(clean_pool, tmp_path):
+    pool = clean_pool
+    for attempt in range(3):
+        pool.wait_cycle()                   # right after a cycle: the next is 8 s away
+        pool.submit(count=6, group="group_a", user="dora")
+        pool.submit(count=3, group="group_b", user="erin")
+        pool.submit(count=3, group="group_b", user="finn")
+        pool.wait_for(lambda: sum(v for k, v in pool.submitters().items() if k.split(".")[1]
+                                  .startswith(("dora@", "erin@", "finn@"))) == 12,
+                      10, "the submitter ads")
+        snap = tmp_path / f"snap{attempt}"
+        cli(pool, "snapshot", "--pool", pool.collector, "-o", snap)
+        taken = json.loads((snap / "meta.json").read_text())["captured_at"]
+        n = pool.wait_cycle()
+        start, end, real = real_cycles_from_logs(pool)[n - 1]
+        if taken <= start:
+            break
+        pool.remove_all_jobs()              # the cycle began during the capture: again
+    else:
+        pytest.fail("no snapshot could be taken between two cycles")
+
+    ours = json.loads(cli(pool, "negotiate", snap, "--at", start, "--json").stdout)
+    by_submitter = Counter(m["submitter"] for m in ours["matches"])
+    assert by_submitter == real
+    # 4 static slots and one partitionable slot, which the negotiator matches once a
+    # cycle (no consumption policy): group_a's quota of 4, then one group_b job
+    assert sum(real.values()) == 5 and real["group_a.dora@negotiator-ext.test"] == 4
+    groups_real = Counter()
+    for sub, k in real.items():
+        groups_real[sub.split(".")[0]] += k
+    assert Counter(m["group"] for m in ours["matches"]) == groups_real
+
+
+# ---- 2. shadow passes beside the real negotiator ------------------------------------------
+
+def _ledger_rows(path: Path, sql: str) -> list[sqlite3.Row]:
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_shadow_loop_compares_every_real_cycle_and_agrees(clean_pool, tmp_path):
+    pool = clean_pool
+    state = tmp_path / "state"
+    ledger = state / "ledger.sqlite"
+    shadow = subprocess.Popen(
+        [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
+         "--interval", "2", "--state-dir", str(state),
+         "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
+         "--matchlog", str(pool.log_dir / "MatchLog"), "--no-advertise"],
+        env=pool.env, stdout=(tmp_path / "out").open("w"), stderr=(tmp_path / "err").open("w"))
+    try:
+        pool.wait_for(lambda: ledger.exists() and _ledger_rows(
+            ledger, "SELECT count(*) FROM passes WHERE status = 'complete'")[0][0] > 0,
+            60, "the first complete pass")
+        first_cycle = pool.wait_cycle()
+        pool.submit(count=3, group="group_a", user="gina")
+        pool.submit(count=4, group="group_b", user="hugo")
+        pool.submit(count=2, group="group_b", user="ines", request_cpus=2)
+        for step in range(5):
+            pool.wait_cycle()
+            time.sleep(1.5)                 # the cycle's matches start running
+            running = pool.jobs("ClusterId", "ProcId", constraint="JobStatus == 2")
+            for cluster, proc in running[:2]:
+                pool.finish(int(cluster), int(proc))   # jobs end between two cycles
+            if step in (1, 3):
+                pool.submit(count=2, group="group_a", user="gina")
+        last_cycle = pool.wait_cycle()
+        time.sleep(4)                       # a pass after the last cycle reads it
+    finally:
+        shadow.send_signal(signal.SIGTERM)
+        shadow.wait(timeout=60)
+    assert shadow.returncode == 0, (tmp_path / "err").read_text()[-2000:]
+
+    cycles = real_cycles_from_logs(pool)[first_cycle:last_cycle]
+    with_matches = [c for c in cycles if sum(c[2].values())]
+    assert len(with_matches) >= 4
+    comparisons = {r["real_cycle_time"]: r for r in _ledger_rows(
+        ledger, "SELECT * FROM comparisons WHERE source = 'matchlog'")}
+    compared = [c for c in with_matches if c[0] in comparisons]
+    print(f"\nlive shadow: {len(cycles)} real cycles, {len(with_matches)} with matches, "
+          f"{len(compared)} compared")
+    assert [c[0] for c in compared] == [c[0] for c in with_matches]
+    for start, end, real in with_matches:
+        row = comparisons[start]
+        per = json.loads(row["per_submitter"])
+        assert {n: v["real"] for n, v in per.items() if v.get("real")} == dict(real)
+        assert {n: v["shadow"] for n, v in per.items() if v.get("shadow")} == dict(real), (
+            f"cycle at {start}: ours {per}")
+        assert row["count_agreement"] == 1.0
+        assert row["equivalent_agreement"] == 1.0
+    passes = _ledger_rows(ledger, "SELECT status, reason, shadow_duration, capture_duration "
+                                  "FROM passes")
+    assert passes and all(p["status"] == "complete" for p in passes), [
+        (p["status"], p["reason"]) for p in passes if p["status"] != "complete"]
