@@ -464,6 +464,12 @@ def cmd_shadow(args) -> int:
         loop.run_forever(stop, on_pass=report)
     except KeyboardInterrupt:
         stop.set()
+    finally:
+        if settings.advertise:      # a clean stop takes the ShadowNegotiator ad away
+            from .adapters.advertise import withdraw
+            err = withdraw(loop.htcondor, settings.pool, settings.name)
+            if err:
+                print(f"negotiator-ext: {err}", file=sys.stderr)
     return 0
 
 

@@ -4,9 +4,16 @@ newest pass went next to the real negotiator's own ad.
 
 The ad is sent with UPDATE_AD_GENERIC, a DAEMON-level command at the collector (the
 ADVERTISE_* levels do not cover it): the host running the loop needs DAEMON authorization
-there. The collector keys a Generic ad by MyType and Name, so each pass replaces the
-previous one; it stamps LastHeardFrom itself and drops the ad ClassAdLifetime seconds
-(default CLASSAD_LIFETIME, 900) after the last update, so a stopped loop's ad goes away.
+there. The collector keeps Generic ads in one table per MyType, keyed by Name, so each
+pass replaces the previous one; it stamps LastHeardFrom itself and drops the ad
+ClassAdLifetime seconds (default CLASSAD_LIFETIME, 900) after the last update. A loop
+that stops cleanly withdraws its ad (INVALIDATE_ADS_GENERIC); a killed one's ad lives out
+its lifetime.
+
+Finding it: `condor_status -any -constraint 'MyType == "ShadowNegotiator"'`, or the
+Generic-ads query of its own table, `condor_status -subsystem ShadowNegotiator`. From
+Python, `Collector.query(AdTypes.Any, 'MyType == "ShadowNegotiator"')`: htcondor2's
+`AdTypes.Generic` asks only for the table of MyType "Generic".
 
 Attributes (a figure the pass does not know is left out, never advertised as 0):
 
@@ -30,6 +37,7 @@ from .metrics import max_abs_drift
 
 MY_TYPE = "ShadowNegotiator"
 COMMAND = "UPDATE_AD_GENERIC"
+INVALIDATE = "INVALIDATE_ADS_GENERIC"
 
 
 def ad_lifetime(interval: float) -> int:
@@ -103,4 +111,22 @@ def advertise(htcondor, pool: str | None, ad: classad2.ClassAd) -> str | None:
         detail = " ".join(str(exc).split()) or type(exc).__name__
         return (f"advertising the {MY_TYPE} ad to {where} failed: {detail} "
                 f"({COMMAND} needs DAEMON authorization at the collector)")
+    return None
+
+
+def withdraw(htcondor, pool: str | None, name: str) -> str | None:
+    """Remove the ad of the shadow loop called `name` from the collector of `pool`
+    (INVALIDATE_ADS_GENERIC, the same authorization as advertising it). Returns None on
+    success, else one line saying why not; never raises."""
+    query = classad2.ClassAd()
+    query["MyType"] = "Query"
+    query["TargetType"] = MY_TYPE
+    query["Name"] = name
+    query["Requirements"] = classad2.ExprTree(f"TARGET.Name == {classad2.quote(name)}")
+    try:
+        htcondor.Collector(pool).advertise([query], INVALIDATE)
+    except Exception as exc:
+        detail = " ".join(str(exc).split()) or type(exc).__name__
+        return (f"withdrawing the {MY_TYPE} ad from {pool or 'the local collector'} failed: "
+                f"{detail}")
     return None
