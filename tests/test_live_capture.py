@@ -15,12 +15,12 @@ import pytest
 
 from negotiator_ext.adapters import live
 from negotiator_ext.adapters.adfiles import read_ads
-from negotiator_ext.adapters.condor_config import load_config
+from negotiator_ext.adapters.condor_config import load_config, read_params
 from negotiator_ext.adapters.live import BASE_JOB_ATTRS, CaptureReport, capture_snapshot
 from negotiator_ext.adapters.snapshot import load_snapshot
 from negotiator_ext.errors import InputError
 
-from fakepool import FakeCollector, FakePool, fixture_ads, fixture_config_knobs
+from fakepool import FakeCollector, FakePool, FakeRemoteParam, fixture_ads, fixture_config_knobs
 
 NOW = 1795265300
 SLOT_LOCAL = {"start", "withinresourcelimits", "cpus", "memory", "disk", "gpus"}
@@ -332,6 +332,128 @@ def test_config_from_remote_param_parses_back_with_the_knob_values(pool, tmp_pat
     assert cfg.concurrency_limits["license"] == 3.0  # (HTCondor defaults add other *_LIMIT knobs)
     assert dict(cfg.match_exprs) == {"NegotiatorMatchExprSite": '"north"'}
     assert cfg.preemption_requirements == "False"
+
+
+def test_knobs_remote_param_reports_as_not_defined_are_left_out(pool, tmp_path):
+    # htcondor2.RemoteParam lists knobs that have no value and returns the daemon's
+    # CONFIG_VAL reply for them, the string "Not defined" (HTCondor 25.14 pool)
+    pool.remote = dict(
+        fixture_config_knobs(),
+        NEGOTIATOR_SLOT_CONSTRAINT="Not defined",
+        NEGOTIATOR_JOB_CONSTRAINT="Not defined",
+        PREEMPTION_RANK="Not defined",
+        NEGOTIATOR_MATCH_EXPRS="Not defined",
+        # real values that only look alike are kept as they are
+        NEGOTIATOR_SUBMITTER_CONSTRAINT='Owner =!= "Not defined"',
+        GROUP_NOTE_A="not defined",
+        GROUP_NOTE_B="Not defined.",
+        GROUP_NOTE_C='"Not defined"',
+    )
+    out = tmp_path / "snap"
+    report = capture_snapshot(None, out, now=NOW)
+    assert report.partial is False and dict(report.errors) == {}
+
+    lines = (out / "config").read_text().splitlines()
+    knobs = [ln.split(" = ", 1)[0].rstrip(" =") for ln in lines if ln and not ln.startswith("#")]
+    for name in ("NEGOTIATOR_SLOT_CONSTRAINT", "NEGOTIATOR_JOB_CONSTRAINT", "PREEMPTION_RANK",
+                 "NEGOTIATOR_MATCH_EXPRS"):
+        assert name not in knobs
+    assert not any(ln.endswith("= Not defined") for ln in lines)
+    assert 'NEGOTIATOR_SUBMITTER_CONSTRAINT = Owner =!= "Not defined"' in lines
+    assert "GROUP_NOTE_A = not defined" in lines
+    assert "GROUP_NOTE_B = Not defined." in lines
+    assert 'GROUP_NOTE_C = "Not defined"' in lines
+    # each value is still fetched once at most
+    fetched = [k for rp in pool.remote_params for k in rp.fetched]
+    assert len(fetched) == len(set(fetched)) and "NEGOTIATOR_SLOT_CONSTRAINT" in fetched
+
+    # the snapshot reads back, with HTCondor's defaults for the knobs left out
+    cfg = load_config(out / "config")
+    assert cfg.slot_constraint is None and cfg.job_constraint is None
+    assert dict(cfg.match_exprs) == {}
+    assert cfg.submitter_constraint == 'Owner =!= "Not defined"'
+    assert len(load_snapshot(out).slots) == 40
+
+
+def test_select_policy_knobs_drops_only_the_bindings_undefined_marker():
+    remote = FakeRemoteParam({
+        "NEGOTIATOR_SLOT_CONSTRAINT": "Not defined",
+        "NEGOTIATOR.PREEMPTION_RANK": "Not defined",
+        "PRIORITY_HALFLIFE": "Not defined ",      # not the marker (HTCondor trims values)
+        "GROUP_QUOTA_a": "NOT DEFINED",
+        "NEGOTIATOR_CYCLE_DELAY": "20",
+        "NEGOTIATOR_X\ninclude command : touch /tmp/x": "1",   # not a knob name: ignored
+        "SCHEDD_INTERVAL": "Not defined",                      # not a policy knob
+    })
+    assert live.REMOTE_PARAM_UNDEFINED == "Not defined"
+    assert live.select_policy_knobs(remote) == {
+        "PRIORITY_HALFLIFE": "Not defined ", "GROUP_QUOTA_a": "NOT DEFINED",
+        "NEGOTIATOR_CYCLE_DELAY": "20"}
+    assert "SCHEDD_INTERVAL" not in remote.fetched
+
+
+def _changed_knobs(config: Path, baseline: Path) -> dict:
+    """The knobs HTCondor's config reads (htcondor2, in a child process) from `config`
+    that differ from those it reads from `baseline` (an empty file in the same directory),
+    less the ones that differ between two reads of the baseline (PID, random values)."""
+    base, _ = read_params(baseline)
+    again, _ = read_params(baseline)
+    got, _ = read_params(config)
+    volatile = {k for k in set(base) | set(again) if base.get(k) != again.get(k)}
+    return {k: v for k, v in got.items() if k not in volatile and base.get(k) != v}
+
+
+def test_config_from_hostile_names_and_values_holds_exactly_the_knobs_given(tmp_path):
+    pwned = tmp_path / "pwned"
+    knobs = {
+        "NEGOTIATOR_HOSTILE_A": f"1\ninclude command : touch {pwned}",
+        "GROUP_HOSTILE_B": "C:\\dir\\",                  # a trailing backslash continues a line
+        "GROUP_HOSTILE_C": "before\\\nGROUP_HOSTILE_INJECTED = 1",
+        "GROUP_HOSTILE_D": "a\rb\x1bc\x00d\x7fe\tf",
+        "GROUP_HOSTILE_E": "x\n@=END\nGROUP_HOSTILE_INJECTED = 2\n@END",
+        "GROUP_HOSTILE_F": "p\u2028if false\u2029q\x85r\x0bs\x0ct\x1cu",
+        "GROUP_HOSTILE_G": "\n\nelse\n",
+        "PREEMPTION_REQUIREMENTS": "RemoteUserPrio >\n  SubmitterUserPrio * 1.2",
+    }
+    negotiator = classad2.ClassAd({
+        "Name": f"neg\ninclude command : touch {pwned}",
+        "MyAddress": "<10.0.0.1:9618>\r\nGROUP_HOSTILE_INJECTED = 3\\",
+    })
+    pool_name = "cm.example.org\n#opt:oldcomment\\\nGROUP_HOSTILE_INJECTED = 4\u202e\x1b[2J"
+    text = live.format_config(knobs, negotiator=negotiator, pool=pool_name, captured_at=NOW)
+    config, baseline = tmp_path / "config", tmp_path / "empty"
+    config.write_text(text)
+    baseline.write_text("")
+
+    lines = text.split("\n")
+    assert lines[-1] == "" and "\r" not in text
+    assert len([ln for ln in lines if ln.startswith("#")]) == 5
+    for ln in lines:
+        assert ln == "" or ln.startswith("# ") or ln.split(" = ", 1)[0] in knobs, ln
+        assert not ln.endswith("\\"), ln
+        assert all(c == "\t" or c.isprintable() for c in ln), ln
+    assert lines[0] == ("# Policy knobs of the negotiator neg\\x0ainclude command : touch "
+                        f"{pwned} (<10.0.0.1:9618>\\x0d\\x0aGROUP_HOSTILE_INJECTED = 3\\x5c)")
+    assert lines[1].startswith("# in pool cm.example.org\\x0a#opt:oldcomment\\x5c\\x0a"
+                               "GROUP_HOSTILE_INJECTED = 4\\u202e\\x1b[2J, read with")
+
+    changed = _changed_knobs(config, baseline)
+    assert {k.upper() for k in changed} == {k.upper() for k in knobs}
+    assert changed["NEGOTIATOR_HOSTILE_A"] == f"1 include command : touch {pwned}"
+    assert changed["GROUP_HOSTILE_B"] == "C:\\dir\\x5c"
+    assert changed["GROUP_HOSTILE_C"] == "before\\ GROUP_HOSTILE_INJECTED = 1"
+    assert changed["GROUP_HOSTILE_D"] == "a b\\x1bc\\x00d\\x7fe\tf"
+    assert changed["GROUP_HOSTILE_E"] == "x @=END GROUP_HOSTILE_INJECTED = 2 @END"
+    assert changed["GROUP_HOSTILE_F"] == "p if false q r s t u"
+    assert changed["GROUP_HOSTILE_G"] == "else"
+    assert changed["PREEMPTION_REQUIREMENTS"] == "RemoteUserPrio >   SubmitterUserPrio * 1.2"
+    assert not pwned.exists()
+
+
+@pytest.mark.parametrize("name", ["GROUP_QUOTA_a b", "GROUP_QUOTA_a\nb", "X=1", "if", "ELSE", ""])
+def test_config_refuses_a_name_that_is_not_a_knob_name(name):
+    with pytest.raises(ValueError, match="not a knob name"):
+        live.format_config({name: "1"})
 
 
 @pytest.mark.parametrize("failure", ["not-located", "locate-raises", "remote-raises"])

@@ -5,6 +5,12 @@ syntax, ads separated by blank lines) and `-json` output (a JSON array of ads). 
 is parsed by classad2. classad2's old-syntax parser silently drops a line it cannot
 parse, so each ad's attribute count is checked against its lines and a dropped line is
 reported, naming the file, the line, the ad and the attribute.
+
+Old syntax has one escape only (`\\"` in a string, written by printOld) and is read one
+line per attribute, so a string holding a newline cannot be written in it: such an
+attribute is written as `Name = eval("<classad2's new-syntax unparse>")`, an expression
+that evaluates to the same value, and read back as the value itself (see
+`_attribute_lines`). Files are UTF-8; a carriage return is a line end only in `\\r\\n`.
 """
 
 from __future__ import annotations
@@ -19,7 +25,6 @@ from typing import Iterable
 import classad2
 
 from ..core.adtext import TextAds, TextStore
-from ..core.classads import attribute_texts
 from ..errors import InputError
 
 _ATTR_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=")
@@ -37,9 +42,15 @@ def is_json_text(text: str) -> bool:
 def read_ads(path: str | Path) -> list[classad2.ClassAd]:
     """All ads in `path`, in file order. Raises InputError naming the file on bad input."""
     p = Path(path)
-    with _reading(p):
-        text = p.read_text()
+    with _reading(p), _open(p) as f:
+        text = f.read()
     return parse_ads_text(text, str(p))
+
+
+def _open(p: Path):
+    """An ad file for reading: UTF-8, newlines as they are (`_lf_chunks` turns `\\r\\n`
+    into `\\n`; a lone `\\r` may be a character of a string value)."""
+    return p.open(encoding="utf-8", newline="")
 
 
 @contextmanager
@@ -132,7 +143,7 @@ def _parse_one(text: str, parser_type) -> classad2.ClassAd:
 def _blocks(text: str) -> Iterable[tuple[int, list[str]]]:
     """(first line number, lines) of each blank-line-separated block with content."""
     start, cur = 0, []
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(text.split("\n"), start=1):
         if line.strip() == "":
             if cur:
                 yield start, cur
@@ -146,10 +157,10 @@ def _blocks(text: str) -> Iterable[tuple[int, list[str]]]:
 
 
 def _parse_old(text: str, source: str) -> list[classad2.ClassAd]:
-    """Ads in old syntax, every ad parsed by classad2 (read as files are: newlines
-    translated, ads cut at blank lines)."""
+    """Ads in old syntax, every ad parsed by classad2 (read as files are: `\\r\\n` read
+    as a newline, ads cut at blank lines)."""
     ads: list = []
-    _read_old_texts(io.StringIO(text, newline=None), source, TextAds(), ads)
+    _read_old_texts(io.StringIO(text, newline=""), source, TextAds(), ads)
     return ads
 
 
@@ -173,12 +184,12 @@ def read_ads_and_texts(path: str | Path) -> tuple[list[classad2.ClassAd], TextAd
 def _read_texts(path, store, keep: list | None) -> TextAds:
     p = Path(path)
     out = TextAds(store)
-    with _reading(p), p.open() as f:
+    with _reading(p), _open(p) as f:
         head = f.read(4096)
         f.seek(0)
         if head.strip() and (is_json_text(head) or head.lstrip().startswith("[")):
             for ad in parse_ads_text(f.read(), str(p)):
-                out.add(attribute_texts(ad))
+                out.add(_texts_of(ad))
                 if keep is not None:
                     keep.append(ad)
         else:
@@ -189,7 +200,9 @@ def _read_texts(path, store, keep: list | None) -> TextAds:
 def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     """Old-syntax ads, read in large chunks and cut at blank lines: each ad parsed by
     classad2 (to report bad input as read_ads does), its lines kept as shared pairs (a
-    line seen before costs one lookup)."""
+    line seen before costs one lookup). The texts are the lines classad2 parsed; in the
+    ads kept (`keep`), an attribute written as `eval("...")` by `_attribute_lines` is the
+    value it stands for (the text evaluates to that same value)."""
     lines: dict = {}                # a line of this file -> its shared pair
     count = 0
 
@@ -219,15 +232,18 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
                     row[i] = lines[ln] = out.pair(*_split_line(ln))
         if n != len(body) and n != len({name for name, _ in row}):
             # classad2 did not read one attribute per line: take its own texts
-            row = [out.pair(name, text) for name, text in attribute_texts(ad)]
+            row = [out.pair(name, text) for name, text in _texts_of(ad)]
         out.add_row(tuple(row))
         if keep is not None:
+            if _WRAP in text:
+                _unwrap_attributes(ad, body)
             keep.append(ad)
 
     lineno = 1                      # the line `buf` starts at
     buf = ""
+    chunks = _lf_chunks(f)
     while True:
-        chunk = f.read(1 << 22)
+        chunk = next(chunks, "")
         if chunk:
             buf += chunk
             cut = buf.rfind("\n\n")
@@ -247,6 +263,23 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
         lineno = nxt
         if not chunk:
             break
+
+
+def _lf_chunks(f) -> Iterable[str]:
+    """The text of `f` in large chunks, `\\r\\n` read as `\\n` (also across two chunks); a
+    lone `\\r` is kept: it can only be a character of a string value."""
+    held = ""
+    while True:
+        chunk = f.read(1 << 22)
+        if not chunk:
+            if held:
+                yield held
+            return
+        chunk = held + chunk
+        held = ""
+        if chunk.endswith("\r"):
+            chunk, held = chunk[:-1], "\r"
+        yield chunk.replace("\r\n", "\n")
 
 
 def _needs_care(block: str, body: list) -> bool:
@@ -288,10 +321,11 @@ def _ad_label(index: int, ad: classad2.ClassAd) -> str:
 
 
 def format_ads_long(ads: Iterable[classad2.ClassAd]) -> str:
-    """Ads in `-long` form (old syntax, blank line after each ad), attributes sorted."""
+    """Ads in `-long` form (old syntax, blank line after each ad), attributes sorted, one
+    line each (see `_attribute_lines`)."""
     out = []
     for ad in ads:
-        lines = ad.printOld().strip().splitlines()
+        lines = _attribute_lines(ad)
         out.append("\n".join(sorted(lines, key=lambda s: s.split("=", 1)[0].strip().lower())))
     return "".join(block + "\n\n" for block in out)
 
@@ -300,5 +334,137 @@ def write_ads(path: str | Path, ads: Iterable[classad2.ClassAd]) -> None:
     """Write ads in `-long` form, atomically (a temporary file renamed into place)."""
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(format_ads_long(ads))
+    tmp.write_text(format_ads_long(ads), encoding="utf-8")
     tmp.replace(p)
+
+
+# ---- one line per attribute ----------------------------------------------------------
+#
+# classad2's printOld writes a string as `"` + the string + `"` with only `"` escaped (as
+# `\"`): a newline, tab, carriage return, backslash, control or non-ASCII character is
+# written as it is. The old-syntax reader takes every character but a newline literally,
+# and a backslash only escapes a quote (a quote right after a backslash ends the string
+# only at the end of the line). So printOld's line reads back as the same value unless
+# the value holds a newline (the line is cut), a NUL (printOld's text stops there), a
+# string ending in a backslash that is not last on its line (`{ "a\\", "b" }`), or bytes
+# that are not UTF-8 (printOld raises). Such an attribute is written as
+# `Name = eval("<classad2's new-syntax unparse of the value>")`: that unparse escapes
+# every control and non-ASCII character in a string, so the line is printable ASCII
+# (the newlines it lays a list or a nested ad out with are written as spaces); HTCondor
+# evaluates it to the same value, and `_unwrap_attributes` turns it back into the value.
+
+_WRAP = 'eval("'
+
+
+def _attribute_lines(ad: classad2.ClassAd) -> list[str]:
+    """The ad's `Name = value` lines: printOld's own (what condor_status -long prints)
+    when each reads back as the same value, else per attribute (`_attribute_line`)."""
+    try:
+        text = ad.printOld()
+    except UnicodeDecodeError:      # a string that is not UTF-8
+        text = None
+    if text is not None and text.endswith("\n") and text.count("\n") == len(ad):
+        lines = text[:-1].split("\n") if text else []
+        # a backslash before a quote is the only sequence the old syntax reads specially
+        if ('\\"' not in text and "\\'" not in text) or all(
+                ('\\"' not in ln and "\\'" not in ln) or _reads_back_in(ln, ad) for ln in lines):
+            return lines
+    return [_attribute_line(ad, k) for k in ad.keys()]
+
+
+def _attribute_line(ad: classad2.ClassAd, name: str) -> str:
+    """One attribute's line: printOld's when it reads back as the same value, else the
+    `eval("...")` form; ValueError when neither does (a string holding a NUL, which
+    classad2 can neither print nor parse)."""
+    tree = ad.lookup(name)
+    line = _plain_line(name, tree)
+    if line is not None:
+        return line
+    # classad2's unparse: every newline in a string or a quoted name is escaped, so its
+    # newlines are the layout of a list or a nested ad, which a space replaces
+    unparse = str(tree).replace("\n", " ")
+    one = classad2.ClassAd()
+    one[name] = classad2.ExprTree("eval(%s)" % classad2.quote(unparse))
+    text = one.printOld()
+    line = text[:-1]
+    back = _parse_one(line, classad2.ParserType.Old)
+    inner = (_unwrapped(back.lookup(next(iter(back.keys()))))
+             if text.count("\n") == 1 and len(back) == 1 else None)
+    if inner is None or str(inner) != str(tree):
+        raise ValueError(f"attribute {name}: classad2 cannot write its value {str(tree)[:60]} "
+                         "so that it reads back the same")
+    return line
+
+
+def _plain_line(name: str, tree) -> str | None:
+    """printOld's line for attribute `name` = `tree`, if it is one line that classad2
+    reads back as the same expression."""
+    one = classad2.ClassAd()
+    one[name] = tree
+    try:
+        text = one.printOld()
+    except UnicodeDecodeError:
+        return None
+    if not text.endswith("\n") or text.count("\n") != 1:
+        return None
+    line = text[:-1]
+    return line if _reads_back(line, tree) else None
+
+
+def _reads_back(line: str, tree) -> bool:
+    """Whether classad2 reads the old-syntax `line` as one attribute whose expression is
+    `tree` (compared by classad2's unparse, which escapes everything). (An attribute
+    named by a reserved word, `'true' = 1`, reads back under its quoted name: a name is
+    written as printOld writes it.)"""
+    got = _parse_one(line, classad2.ParserType.Old)
+    return len(got) == 1 and str(got.lookup(next(iter(got.keys())))) == str(tree)
+
+
+def _reads_back_in(line: str, ad: classad2.ClassAd) -> bool:
+    """Whether classad2 reads the old-syntax `line` as one attribute of `ad`, with the
+    same expression."""
+    got = _parse_one(line, classad2.ParserType.Old)
+    if len(got) != 1:
+        return False
+    (name,) = got.keys()
+    return name in ad and str(got.lookup(name)) == str(ad.lookup(name))
+
+
+def _unwrapped(tree):
+    """The expression an `eval("...")` line of `_attribute_line` stands for, or None if
+    `tree` is not such a line: the argument must be one string literal, classad2 must
+    parse it, and its expression must be one that printOld cannot write (so a plain
+    `eval("...")` of another file stays as it is)."""
+    s = str(tree)
+    if not (s.startswith(_WRAP) and s.endswith('")')):
+        return None
+    arg = s[len("eval("):-1]
+    try:
+        inner = classad2.ExprTree(arg).eval()
+    except Exception:
+        return None
+    if not isinstance(inner, str) or classad2.quote(inner) != arg:
+        return None
+    try:
+        expr = classad2.ExprTree(inner)
+    except Exception:
+        return None
+    if _plain_line("V", expr) is not None:
+        return None
+    return expr
+
+
+def _unwrap_attributes(ad: classad2.ClassAd, body: list) -> None:
+    """Set each attribute of `ad` written as `eval("...")` to the value it stands for."""
+    for line in body:
+        if _WRAP in line:
+            name, _ = _split_line(line)
+            if name in ad:
+                expr = _unwrapped(ad.lookup(name))
+                if expr is not None:
+                    ad[name] = expr
+
+
+def _texts_of(ad: classad2.ClassAd) -> list[tuple[str, str]]:
+    """(Name, text) of each attribute, as `format_ads_long` writes its line."""
+    return [_split_line(line) for line in _attribute_lines(ad)]

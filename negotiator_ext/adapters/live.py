@@ -25,7 +25,7 @@ Bindings calls made by one capture (`htcondor2` is the module used):
   RemoteParam(negotiator location)                               1 (fetches the key list)
   remote_param[name] for each selected policy knob               1 each (the bindings have
                                                                    no bulk read: one
-                                                                   DC_CONFIG_VAL per value)
+                                                                   CONFIG_VAL per value)
   collector.query(AdTypes.Collector, projection=[...])           0 or 1 (only when no
                                                                    negotiator ad carries a
                                                                    CondorVersion)
@@ -54,6 +54,7 @@ import re
 import shutil
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -112,6 +113,18 @@ POLICY_KNOBS: frozenset[str] = frozenset({
 })
 POLICY_KNOB_SUFFIXES: tuple[str, ...] = ("_LIMIT",)
 _SUBSYS = "NEGOTIATOR."
+
+# What htcondor2.RemoteParam returns for a listed knob that has no value: the bindings
+# read a value with the CONFIG_VAL command, and the daemon answers a knob for which its
+# param() has no value (unset, or empty once expanded) with exactly this string. The
+# knob is left out of the snapshot's config, so HTCondor's default applies, as in the
+# negotiator.
+REMOTE_PARAM_UNDEFINED = "Not defined"
+
+# A knob name HTCondor's config accepts (is_valid_param_name: letters, digits, "_./"),
+# and names its config reads as the start of a statement even before "=".
+_KNOB_NAME = re.compile(r"[A-Za-z0-9_./]+")
+_CONFIG_KEYWORDS = frozenset({"if", "elif", "else", "endif"})
 
 # HTCondor's own client-side timeouts (seconds), set for the duration of a capture.
 _TIMEOUT_KNOBS = ("QUERY_TIMEOUT", "Q_QUERY_TIMEOUT")
@@ -374,11 +387,13 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
 
     RemoteParam lists the daemon's knob names in one round trip and fetches each value
     separately, so only the selected names are read. A "NEGOTIATOR.<knob>" override wins
-    over <knob> (it is what the negotiator itself uses) and is written as <knob>.
+    over <knob> (it is what the negotiator itself uses) and is written as <knob>. A knob
+    listed without a value (RemoteParam gives REMOTE_PARAM_UNDEFINED) is left out, and so
+    is a name that is not a knob name HTCondor's config accepts.
     """
     names: dict[str, str] = {}  # upper-cased name -> name as the daemon lists it
     for key in remote.keys():
-        if key and key.upper() not in names:
+        if key and _KNOB_NAME.fullmatch(key) and key.upper() not in names:
             names[key.upper()] = key
 
     fetched: dict[str, str | None] = {}
@@ -387,7 +402,7 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
         if upper not in fetched:
             key = names.get(_SUBSYS + upper) or names.get(upper)
             v = remote[key] if key is not None else None
-            fetched[upper] = None if v is None else str(v)
+            fetched[upper] = None if v is None or v == REMOTE_PARAM_UNDEFINED else str(v)
         return fetched[upper]
 
     wanted: dict[str, str] = {}  # upper -> name to write
@@ -416,28 +431,68 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
 
 def format_config(knobs: Mapping[str, str], *, negotiator=None, pool: str | None = None,
                   captured_at: int | None = None) -> str:
-    """HTCondor config syntax: a header comment, then `NAME = value` lines, sorted."""
+    """HTCondor config syntax: a header comment, then `NAME = value` lines, sorted.
+
+    Every line is one statement of HTCondor's config: the names and the pool written
+    into the comment have each control, line-separator or format character and each
+    backslash as its `\\xNN` (`\\uNNNN`) escape; a knob's value has its lines joined with
+    spaces, its other control characters (but tabs) escaped the same way, and a trailing
+    backslash (which would continue the line onto the next knob) escaped. A knob name
+    HTCondor's config would not read as one (see _KNOB_NAME) is a ValueError.
+    """
     who = "the negotiator"
     if negotiator is not None:
         name, addr = negotiator.get("Name"), negotiator.get("MyAddress")
         if isinstance(name, str):
-            who += f" {name}"
+            who += f" {_comment_text(name)}"
         if isinstance(addr, str):
-            who += f" ({addr})"
+            who += f" ({_comment_text(addr)})"
     when = (time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(captured_at))
             if captured_at is not None else "unknown time")
     lines = [
         f"# Policy knobs of {who}",
-        f"# in pool {pool or '<local>'}, read with htcondor2.RemoteParam (what",
+        f"# in pool {_comment_text(pool or '<local>')}, read with htcondor2.RemoteParam (what",
         f"# `condor_config_val -name <negotiator>` shows) by {TOOL} at {when}.",
         "# Only the knobs the negotiator's policy uses are listed; every other knob",
         "# takes the HTCondor default when this file is loaded.",
         "",
     ]
     for name in sorted(knobs, key=str.upper):
-        v = " ".join(str(knobs[name]).splitlines()).strip()
+        if not _KNOB_NAME.fullmatch(name) or name.lower() in _CONFIG_KEYWORDS:
+            raise ValueError(f"not a knob name HTCondor's config can hold: {name!r}")
+        v = _config_value(knobs[name])
         lines.append(f"{name} = {v}" if v else f"{name} =")
     return "\n".join(lines) + "\n"
+
+
+def _escape(c: str) -> str:
+    o = ord(c)
+    return f"\\x{o:02x}" if o <= 0xFF else f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"
+
+
+# Control characters, surrogates, and (in comments) line separators and invisible format
+# characters (bidi overrides and the like).
+_VALUE_ESCAPED = frozenset({"Cc", "Cs"})
+_COMMENT_ESCAPED = frozenset({"Cc", "Cs", "Cf", "Zl", "Zp"})
+
+
+def _comment_text(text: str) -> str:
+    """`text` for a comment line: one line of visible characters; each control, line
+    separator or format character and each backslash (so that the line cannot end in
+    one) as its escape."""
+    return "".join(_escape(c) if c == "\\" or unicodedata.category(c) in _COMMENT_ESCAPED
+                   else c for c in text)
+
+
+def _config_value(value) -> str:
+    """A knob's value as one line of HTCondor config: line breaks joined with spaces,
+    other control characters but tabs escaped, no trailing backslash."""
+    v = " ".join(str(value).splitlines()).strip()
+    v = "".join(_escape(c) if c != "\t" and unicodedata.category(c) in _VALUE_ESCAPED
+                else c for c in v).strip()
+    if v.endswith("\\"):
+        v = v[:-1] + _escape("\\")
+    return v
 
 
 # ---------------------------------------------------------------- job projection
