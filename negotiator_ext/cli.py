@@ -426,6 +426,8 @@ def cmd_shadow(args) -> int:
         timeout=args.timeout,
         metrics_file=args.metrics_file,
         advertise=False if (args.no_advertise or args.replay) else None)
+    from .adapters.ledger import parse_url
+    parse_url(settings.ledger_url)      # a bad ledger URL changes nothing on disk
     loop = ShadowLoop(settings)
 
     def report(rec) -> None:

@@ -126,6 +126,9 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None) -> P
     if snap.partial:
         warnings.append(f"{snap.directory}: partial snapshot (did not answer: "
                         f"{', '.join(snap.unanswered)})")
+    meta_warnings = snap.meta.get("warnings")
+    if isinstance(meta_warnings, list):     # what the capture noted (config_source, ...)
+        warnings.extend(f"{snap.directory}: {w}" for w in meta_warnings if isinstance(w, str))
     path = config_path if config_path is not None else snap.config_path
     if path is None:
         warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "

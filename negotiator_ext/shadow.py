@@ -172,6 +172,17 @@ def prune_snapshots(root: Path, keep: int, *, exclude: Path | None = None) -> No
             shutil.rmtree(p, ignore_errors=True)
 
 
+def newest_config(root: Path, *, exclude: Path | None = None) -> Path | None:
+    """The `config` of the newest snapshot under `root` that has one: the negotiator's
+    config to use when a capture cannot read it."""
+    if not root.is_dir():
+        return None
+    names = sorted((p for p in root.iterdir() if p.is_dir() and _SNAP_NAME.match(p.name)
+                    and p != exclude), key=lambda p: (int(p.name.split("-")[0]), p.name),
+                   reverse=True)
+    return next((p / "config" for p in names if (p / "config").is_file()), None)
+
+
 # ---- one pass ----------------------------------------------------------------------------
 
 class ShadowLoop:
@@ -283,12 +294,15 @@ class _Pass:
         last_any = self.ledger.last_pass(pool_name)
 
         # 1. the snapshot
-        t_capture = time.perf_counter()
+        # on the loop's clock, as the pass's start: a comparison needs the capture over
+        # before the real cycle began (started_at + capture_duration); a replay takes none
+        t_capture = self.loop.clock()
         try:
             snap_dir = self.take_snapshot()
         except InputError as exc:
             return self.record_failed(f"no snapshot: {exc.one_line()}")
-        capture_duration = round(time.perf_counter() - t_capture, 3)
+        capture_duration = (0.0 if self.replay is not None
+                            else round(max(0.0, self.loop.clock() - t_capture), 3))
 
         from .pool import load_pool
         try:
@@ -308,8 +322,10 @@ class _Pass:
             self.partial(f"the clock went backwards: this pass at {self.started:.0f} is "
                          f"before the last recorded pass at {float(last_any['started_at']):.0f}")
         if pool.snapshot.partial:
-            self.partial("partial snapshot (did not answer: "
-                         f"{', '.join(pool.snapshot.unanswered) or 'unknown'})")
+            errors = pool.snapshot.meta.get("errors") or {}
+            why = [f"{name}: {str(errors[name])[:160]}" if isinstance(errors, dict)
+                   and errors.get(name) else name for name in pool.snapshot.unanswered]
+            self.partial(f"partial snapshot (did not answer: {'; '.join(why) or 'unknown'})")
         self.warnings.extend(pool.warnings)
 
         # 3. our cycle
@@ -378,7 +394,8 @@ class _Pass:
         t = int(self.started)
         out = _snapshot_path(root, t, self.uuid)
         report = capture_snapshot(self.s.pool, out, timeout=self.s.timeout, now=t,
-                                  htcondor=self.loop.htcondor)
+                                  htcondor=self.loop.htcondor,
+                                  earlier_config=newest_config(root, exclude=out))
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
@@ -472,12 +489,15 @@ class _Pass:
                 new_cycles: list[RealCycle], real_matches):
         """Compare one earlier pass's cycle with the real cycle it predicted: the first
         real cycle new in this pass that has a comparable pass before it (the newest one
-        whose snapshot was taken at or before that cycle began) not compared yet. None
+        whose capture was over before that cycle's first second) not compared yet. None
         when there is nothing new to compare (no negotiator ad, no new real cycle, no
         such pass): that pass waits for the next real cycle, and no real cycle is
         compared twice."""
         for first in new_cycles:
-            prev = self.ledger.last_pass(pool_name, comparable=True, snapshot_until=first.time)
+            # the snapshot's capture over before the cycle's first second: a capture that
+            # overlaps the cycle may have read the pool half before, half after it
+            prev = self.ledger.last_pass(pool_name, comparable=True, snapshot_until=first.time,
+                                         captured_by=first.time)
             if prev is not None:
                 break
         else:

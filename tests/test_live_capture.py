@@ -562,3 +562,28 @@ def test_write_failure_leaves_nothing_behind(pool, tmp_path, mocker):
         capture_snapshot(None, tmp_path / "snap", now=NOW)
     assert calls[0] == "slots.ads"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unlocatable_negotiator_takes_an_earlier_snapshots_config(pool, tmp_path):
+    """A restarted collector knows no negotiator until its next update: a capture given an
+    earlier snapshot's config uses it, says so, and is not partial for that."""
+    first = tmp_path / "1"
+    capture_snapshot(None, first, now=NOW)
+    earlier = (first / "config").read_text()
+    pool.locate_result = None
+    out = tmp_path / "2"
+    report = capture_snapshot(None, out, now=NOW + 60, earlier_config=first / "config")
+    assert report.partial is False and dict(report.errors) == {}
+    assert (out / "config").read_text() == earlier
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["config_source"] == f"an earlier snapshot: {first / 'config'}"
+    (warning,) = meta["warnings"]
+    assert warning.startswith(f"the negotiator's config is {first / 'config'}'s (this capture: ")
+    assert "the collector knows no negotiator" in warning
+    from negotiator_ext.pool import load_pool
+    loaded = load_pool(out)
+    assert any("the negotiator's config is" in w for w in loaded.warnings)
+    # no earlier config to fall back on: partial, as before
+    report = capture_snapshot(None, tmp_path / "3", now=NOW + 120,
+                              earlier_config=tmp_path / "missing" / "config")
+    assert report.partial is True and set(report.errors) == {"negotiator"}

@@ -604,3 +604,13 @@ def test_job_waits_are_each_matched_jobs_idle_time(tmp_path):
     waits = job_waits(result)
     assert len(waits) == len(result.matches) == 27
     assert waits == [float(result.time - entered[m.assigned_job]) for m in result.matches]
+
+
+def test_a_bad_ledger_url_changes_nothing_on_disk(tmp_path, capsys):
+    state = tmp_path / "state"
+    rc = main(["shadow", "--once", "--state-dir", str(state), "--no-advertise",
+               "--ledger", "mysql://admin@db/ledger"])
+    assert rc == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "sqlite:////absolute/path" in line
+    assert not state.exists()           # no state directory, no lock file

@@ -142,7 +142,8 @@ class CaptureReport:
 
 
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
-                     now: int | None = None, htcondor=None) -> CaptureReport:
+                     now: int | None = None, htcondor=None,
+                     earlier_config: Path | None = None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -151,6 +152,12 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     queried for slot ads, InputError is raised and nothing is written. An existing
     non-empty `out_dir` is replaced (atomically, by rename) only if it is an earlier
     snapshot (has meta.json); otherwise InputError.
+
+    `earlier_config`: the `config` of an earlier snapshot of the same pool, used when the
+    negotiator cannot be located or read (a restarted collector knows no negotiator until
+    its next update, NEGOTIATOR_UPDATE_INTERVAL later): the snapshot is then not partial
+    for that, and meta.json says where its config came from ("config_source") and why
+    ("warnings").
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -177,12 +184,19 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
         neg_location, knobs = _read_negotiator_config(htcondor, collector, errors)
         version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
+        warnings: list[str] = []
+        earlier_text = None
+        if knobs is None and earlier_config is not None and "negotiator" in errors:
+            earlier_text, knobs = _earlier_config(earlier_config)
+            if earlier_text is not None:
+                warnings.append(f"the negotiator's config is {earlier_config}'s (this "
+                                f"capture: {errors.pop('negotiator')})")
 
         projection = job_projection(slots, knobs)
         schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors)
 
-    config_text = None
-    if knobs is not None:
+    config_text = earlier_text
+    if knobs is not None and config_text is None:
         config_text = format_config(knobs, negotiator=neg_location, pool=pool,
                                     captured_at=captured_at)
 
@@ -198,6 +212,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         "partial": partial,
         "missing_schedds": list(missing),
         "errors": dict(errors),
+        **({"config_source": f"an earlier snapshot: {earlier_config}", "warnings": warnings}
+           if earlier_text is not None else {}),
         "counts": {
             "slots": len(slots),
             "jobs": n_jobs,
@@ -355,6 +371,21 @@ def _condor_version(htcondor, collector, negotiator_ads, neg_location) -> str | 
 
 
 # ---------------------------------------------------------------- negotiator config
+
+def _earlier_config(path: Path) -> tuple[str | None, dict[str, str] | None]:
+    """The text of an earlier snapshot's config (as format_config wrote it: one
+    `NAME = value` line per knob) and its knobs, or (None, None) when it cannot be read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None, None
+    knobs: dict[str, str] = {}
+    for line in text.splitlines():
+        name, eq, value = line.partition("=")
+        if eq and not line.lstrip().startswith("#") and _KNOB_NAME.fullmatch(name.strip()):
+            knobs[name.strip()] = value.strip()
+    return text, knobs
+
 
 def is_policy_knob(name: str) -> bool:
     """The knobs of the negotiator's policy written to the snapshot's config file."""
