@@ -74,7 +74,7 @@ SIGNAL_POLL = 0.25                  # s: how soon the main thread notices a sign
 NO_RESTART = 99                     # HTCondor's DAEMON_NO_RESTART exit status (exit.h):
                                     # condor_master does not restart the daemon
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("negotiator_ext.daemon")   # also when run as __main__
 _DONE = object()     # the worker has ended
 _FAILED = object()   # ... on an error it did not handle
 
@@ -332,7 +332,7 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
     pkg.setLevel(logging.DEBUG)
     for h in handlers:
         pkg.addHandler(h)
-    log = logging.getLogger(__name__)
+    log = logging.getLogger("negotiator_ext.daemon")   # __name__ is __main__ under -m
     daemon = ShadowDaemon(htcondor, shadow, config_path=config_path, clock=clock, log=log)
     events: queue.SimpleQueue = queue.SimpleQueue()
     previous: dict[int, Any] = {}
@@ -395,6 +395,14 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
                      "does not restart it; condor_on -daemon NEGOTIATOR_EXT once the ledger "
                      "is fixed)", NO_RESTART)
             return NO_RESTART
+        settings = daemon.settings
+        if settings is not None and getattr(settings, "advertise", False):
+            # a clean stop takes the ShadowNegotiator ad away (a killed daemon's ad lives
+            # out its ClassAdLifetime)
+            from .adapters.advertise import withdraw
+            err = withdraw(htcondor, settings.pool, settings.name)
+            if err:
+                log.warning("%s", err)
         log.info("negotiator-ext shadow daemon stopped")
         return status
     finally:

@@ -180,10 +180,13 @@ def test_sigterm_stops_after_the_pass_in_flight(tmp_path):
     assert ("enable_log",) in ht.calls
     assert ht.called("set_ready_state") == [("set_ready_state", "Ready")]
     assert 'negotiator_ext_matches{side="real"} 4.0' in prom.read_text().splitlines()
-    (pool, [ad], command), = ht.advertised
+    (pool, [ad], command), (pool2, [query], command2) = ht.advertised
     assert (pool, command) == ("cm.example.org", "UPDATE_AD_GENERIC")
     assert ad["Name"] == "negotiator-ext@test" and ad["LastHeardFrom"] == 1010   # the pass's end
     assert ad["ClassAdLifetime"] == 900
+    # the clean stop withdraws the ad
+    assert (pool2, command2) == ("cm.example.org", "INVALIDATE_ADS_GENERIC")
+    assert query["TargetType"] == "ShadowNegotiator" and query["Name"] == "negotiator-ext@test"
     lines = ht.lines()
     assert "SIGTERM: stopping after the pass in flight" in lines
     assert any(l.startswith("pass p1 complete; our cycle:") for l in lines)
