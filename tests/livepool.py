@@ -347,6 +347,23 @@ class LivePool:
                         ).stdout
         return [ln.split("\t") for ln in out.splitlines() if ln.strip()]
 
+    def master_tool(self, name: str, *args: str, **kw) -> subprocess.CompletedProcess:
+        """condor_on/off/reconfig sent to the master by its address file, so that it works
+        while the collector knows no daemon (not condor_restart: sent by address, it
+        restarts the master itself)."""
+        addr = (self.log_dir / ".master_address").read_text().splitlines()[0].strip()
+        return self.tool(name, "-addr", addr, *args, **kw)
+
+    def daemon_pid(self, daemon: str) -> int:
+        """The pid of the pool's newest `daemon` (e.g. "schedd"), from the MasterLog's
+        'Started DaemonCore process ".../condor_<daemon>", pid and pgroup = N' lines."""
+        text = (self.log_dir / "MasterLog").read_text(errors="replace")
+        pids = re.findall(rf'Started DaemonCore process "[^"]*condor_{daemon}", pid and '
+                          r"pgroup = (\d+)", text)
+        if not pids:
+            raise RuntimeError(f"the MasterLog names no condor_{daemon}")
+        return int(pids[-1])
+
     # -- the negotiator's logs -------------------------------------------------------------
 
     def cycles_finished(self) -> int:

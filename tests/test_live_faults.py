@@ -1,0 +1,214 @@
+"""Faults with real daemons (tests/livepool.py): a shadow loop beside a pool whose
+collector stops, whose schedd stops answering, whose negotiator restarts, whose group
+quotas change under it and whose MatchLog rotates; and a pass that cannot see every real
+cycle says so."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.live
+
+
+def rows(ledger: Path, sql: str, *args) -> list[sqlite3.Row]:
+    con = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
+class Loop:
+    """`negotiator-ext shadow --interval 2` beside the pool, its output in files."""
+
+    def __init__(self, pool, tmp_path: Path, *extra: str, logs: bool = True):
+        self.pool = pool
+        self.dir = tmp_path
+        self.ledger = tmp_path / "state" / "ledger.sqlite"
+        argv = [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
+                "--interval", "2", "--timeout", "3", "--state-dir", str(tmp_path / "state"),
+                "--no-advertise", *extra]
+        if logs:
+            argv += ["--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
+                     "--matchlog", str(pool.log_dir / "MatchLog")]
+        self.proc = subprocess.Popen(argv, env=pool.env, stdout=(tmp_path / "out").open("w"),
+                                     stderr=(tmp_path / "err").open("w"))
+
+    def passes(self) -> list[sqlite3.Row]:
+        if not self.ledger.exists():
+            return []
+        return rows(self.ledger, "SELECT * FROM passes ORDER BY started_at")
+
+    def wait_passes(self, cond, timeout=60, what="passes"):
+        return self.pool.wait_for(lambda: cond(self.passes()), timeout, what)
+
+    def new_passes(self, n: int, timeout=60) -> list[sqlite3.Row]:
+        """Wait for `n` passes after those recorded now; return them."""
+        seen = len(self.passes())
+        got = self.wait_passes(lambda p: len(p) >= seen + n and p, timeout, f"{n} more passes")
+        return got[seen:]
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+    def err(self) -> str:
+        return (self.dir / "err").read_text()
+
+
+@pytest.fixture
+def loop(clean_pool, tmp_path):
+    loops = []
+
+    def start(*extra, logs=True):
+        lp = Loop(clean_pool, tmp_path, *extra, logs=logs)
+        loops.append(lp)
+        lp.wait_passes(lambda p: p, 60, "the first pass")
+        return lp
+    yield start
+    for lp in loops:
+        if lp.proc.poll() is None:
+            lp.stop()
+
+
+def test_collector_stopped_mid_loop_gives_failed_passes_then_resumes(clean_pool, loop):
+    pool = clean_pool
+    lp = loop()
+    lp.new_passes(1)
+    pool.master_tool("condor_off", "-daemon", "COLLECTOR")
+    try:
+        failed = lp.wait_passes(lambda p: [r for r in p if r["status"] == "failed"], 30,
+                                "a failed pass")
+        assert "no snapshot: " in failed[0]["reason"]
+        assert "cannot query the collector" in failed[0]["reason"]
+        assert lp.proc.poll() is None           # the loop goes on
+    finally:
+        pool.master_tool("condor_on", "-daemon", "COLLECTOR")
+    # the daemons advertise again within UPDATE_INTERVAL; the loop resumes by itself
+    # a new collector knows no negotiator until the negotiator's next update (every
+    # NEGOTIATOR_UPDATE_INTERVAL): the passes take the negotiator's config from the
+    # previous snapshot meanwhile, and are complete
+    after = lp.wait_passes(lambda p: p[-1]["status"] == "complete" and p, 60,
+                           "a complete pass after the collector came back")
+    meta = json.loads((Path(after[-1]["snapshot_dir"]) / "meta.json").read_text())
+    assert meta["config_source"].startswith("an earlier snapshot: ")
+    assert "the collector knows no negotiator" in meta["warnings"][0]
+    assert meta["errors"] == {} and meta["partial"] is False
+    assert lp.stop() == 0
+    # for the other tests: a reconfig makes the negotiator advertise itself again
+    pool.master_tool("condor_reconfig")
+    pool.wait_for(lambda: pool.tool("condor_status", "-negotiator", "-af", "Name",
+                                    check=False).stdout.strip(), 60, "the negotiator's ad")
+
+
+def test_schedd_not_answering_gives_partial_passes_naming_it(clean_pool, loop):
+    pool = clean_pool
+    pool.submit(count=2, group="group_a", user="kim")
+    lp = loop()
+    pid = pool.daemon_pid("schedd")
+    os.kill(pid, signal.SIGSTOP)                # advertised, but silent
+    try:
+        partial = lp.wait_passes(lambda p: [r for r in p if r["status"] == "partial"], 60,
+                                 "a partial pass")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    reason = partial[0]["reason"]
+    assert reason.startswith("partial snapshot (did not answer: vm"), reason
+    assert "Failed to fetch ads from schedd" in reason, reason     # HTCondor's own words
+    assert partial[0]["comparable"] == 0       # never compared, never recommended from
+    lp.wait_passes(lambda p: p[-1]["status"] == "complete" and p, 60, "a complete pass again")
+    assert lp.stop() == 0
+
+
+def test_negotiator_restart_makes_no_false_comparison(clean_pool, loop):
+    pool = clean_pool
+    # the negotiator ad as the only source: sent after every cycle
+    pool.reconfig("ad.config", "NEGOTIATOR_UPDATE_AFTER_CYCLE = True\n")
+    lp = loop(logs=False)
+    pool.submit(count=3, group="group_a", user="lena")
+    pool.wait_cycle()
+    pool.tool("condor_restart", "-daemon", "NEGOTIATOR")
+    pool.wait_cycle(timeout=60)             # the restarted negotiator's first cycle
+    pool.submit(count=2, group="group_b", user="mona")
+    for _ in range(2):
+        pool.wait_cycle(timeout=60)
+    time.sleep(5)
+    assert lp.stop() == 0
+    comps = rows(lp.ledger, "SELECT c.*, p.snapshot_time FROM comparisons c "
+                            "JOIN passes p ON p.uuid = c.shadow_pass")
+    real = rows(lp.ledger, "SELECT time, matches FROM real_cycles ORDER BY time")
+    assert len(real) >= 3
+    for c in comps:
+        if c["source"] == "gap":
+            continue
+        # a pass is only ever compared with a real cycle that began after its snapshot
+        assert c["real_cycle_time"] >= c["snapshot_time"]
+        if c["real_matches"]:
+            assert c["real_matches"] == c["shadow_matches"], dict(c)
+    # each real cycle recorded once, however many passes saw it
+    assert len({r["time"] for r in real}) == len(real)
+
+
+def test_group_quota_change_is_visible_in_the_next_pass(clean_pool, loop):
+    pool = clean_pool
+    lp = loop()
+    before = lp.new_passes(1)[0]
+    quota = {r["name"]: r for r in rows(lp.ledger, 'SELECT * FROM "groups" WHERE pass_uuid = ?',
+                                        before["uuid"])}
+    assert quota["group_a"]["config_quota"] == 4
+    pool.reconfig("quota.config", "GROUP_QUOTA_group_a = 2\n", wait=1)
+    changed = lp.wait_passes(lambda p: [r for r in p if r["started_at"] > before["started_at"]
+                                        and _config_quota(lp.ledger, r["uuid"]) == 2],
+                             30, "a pass with the new quota")
+    snap = Path(changed[0]["snapshot_dir"])
+    assert "GROUP_QUOTA_group_a = 2" in (snap / "config").read_text()
+    assert lp.stop() == 0
+
+
+def _config_quota(ledger, uuid):
+    got = rows(ledger, 'SELECT config_quota FROM "groups" WHERE pass_uuid = ? AND name = ?',
+               uuid, "group_a")
+    return got[0]["config_quota"] if got else None
+
+
+def test_matchlog_rotation_keeps_the_comparison_whole(clean_pool, loop):
+    pool = clean_pool
+    # a MatchLog of at most ~1 kB: a cycle of a few matches rotates it to MatchLog.old
+    pool.reconfig("matchlog.config", "MAX_NEGOTIATOR_MATCH_LOG = 1000\n")
+    lp = loop()
+    pool.wait_cycle()
+    pool.submit(count=5, group="group_a", user="nina")
+    n = pool.wait_cycle()
+    pool.wait_for(lambda: (pool.log_dir / "MatchLog.old").exists(), 20, "a rotated MatchLog")
+    time.sleep(5)                            # a pass after that cycle compares it
+    assert lp.stop() == 0
+    comps = [c for c in rows(lp.ledger, "SELECT * FROM comparisons WHERE source = 'matchlog'")
+             if c["real_matches"]]
+    assert comps, "no comparison of the cycle with matches"
+    c = comps[-1]
+    assert c["real_matches"] == c["shadow_matches"] == 5
+    assert c["count_agreement"] == 1.0
+
+
+def test_a_pass_without_the_logs_names_the_knobs_that_show_every_cycle(clean_pool, tmp_path):
+    pool = clean_pool
+    out = subprocess.run(
+        [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector, "--once",
+         "--state-dir", str(tmp_path / "state"), "--no-advertise", "--json"],
+        env=pool.env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rec = json.loads(out.stdout)
+    (warning,) = [w for w in rec["warnings"] if "NEGOTIATOR_UPDATE_INTERVAL" in w]
+    assert "every 300 s" in warning and "keeps 3 cycles" in warning
+    assert "NEGOTIATOR_EXT_NEGOTIATOR_LOG" in warning
+    assert "NEGOTIATOR_UPDATE_AFTER_CYCLE = True" in warning
