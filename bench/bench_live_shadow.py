@@ -1,0 +1,118 @@
+"""A shadow loop beside a real personal HTCondor pool, with jobs flowing: how many real
+cycles it sees and compares, how well they agree, and how long a pass takes.
+
+    NEGOTIATOR_EXT_TEST_HTCONDOR=/opt/htcondor python bench/bench_live_shadow.py [MINUTES]
+
+The pool is tests/livepool.py's (4 static 1-core slots and a 4-core partitionable slot,
+groups group_a and group_b with quota 4 each and surplus, NEGOTIATOR_INTERVAL 8 s, the
+negotiator ad at its default cadence: NEGOTIATOR_UPDATE_INTERVAL 300 s). Three users
+submit jobs that each run 5 to 30 s (ending at random times, not in step with the
+cycles) and new jobs arrive every 10 s; `negotiator-ext shadow --interval 2` runs beside
+it with the NegotiatorLog and the MatchLog. At the end the ledger is read: real cycles
+seen, cycles with matches, compared, per-submitter agreement, pass times.
+
+A real cycle whose pool changed between the shadow's last capture and the cycle's start
+(a job ended or was submitted in those seconds) can differ from our cycle on the
+snapshot without either being wrong: the cycles that disagree are listed with their
+per-submitter counts, for a look at the logs.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from livepool import SKIP_REASON, find_release, start_pool  # noqa: E402
+
+
+def main() -> int:
+    minutes = float(sys.argv[1]) if len(sys.argv) > 1 else 3.0
+    release = find_release()
+    if release is None:
+        print(SKIP_REASON)
+        return 0
+    pool = start_pool(release)
+    work = Path(tempfile.mkdtemp(prefix="negext-bench-"))
+    ledger = work / "state" / "ledger.sqlite"
+    rng = random.Random(7)
+    loop = subprocess.Popen(
+        [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
+         "--interval", "2", "--state-dir", str(work / "state"), "--no-advertise",
+         "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
+         "--matchlog", str(pool.log_dir / "MatchLog")],
+        env=pool.env, stdout=(work / "out").open("w"), stderr=(work / "err").open("w"))
+    ends: dict[tuple[int, int], float] = {}
+    users = [("group_a", "ann"), ("group_b", "ben"), ("group_b", "cid")]
+    t_end = time.monotonic() + minutes * 60
+    next_submit = 0.0
+    try:
+        while time.monotonic() < t_end:
+            now = time.monotonic()
+            if now >= next_submit:
+                group, user = rng.choice(users)
+                cluster = pool.submit(count=rng.randint(1, 4), group=group, user=user)
+                next_submit = now + 10
+            for cluster, proc in pool.jobs("ClusterId", "ProcId", constraint="JobStatus == 2"):
+                key = (int(cluster), int(proc))
+                if key not in ends:
+                    ends[key] = now + rng.uniform(5, 30)
+                elif ends[key] <= now:
+                    pool.finish(*key)
+                    ends[key] = float("inf")
+            time.sleep(0.5)
+    finally:
+        loop.send_signal(signal.SIGTERM)
+        loop.wait(timeout=60)
+        pool.stop()
+    con = sqlite3.connect(ledger)
+    con.row_factory = sqlite3.Row
+    passes = con.execute("SELECT * FROM passes ORDER BY started_at").fetchall()
+    first, last = passes[0]["started_at"], passes[-1]["started_at"]
+    cycles = con.execute("SELECT * FROM real_cycles WHERE time > ? AND time < ? ORDER BY time",
+                         (first, last)).fetchall()
+    comps = {r["real_cycle_time"]: r for r in con.execute(
+        "SELECT * FROM comparisons WHERE source = 'matchlog'")}
+    with_matches = [c for c in cycles if c["matches"]]
+    compared = [c for c in with_matches if c["time"] in comps]
+    agree = [c for c in compared if comps[c["time"]]["count_agreement"] == 1.0]
+    durations = [p["finished_at"] - p["started_at"] for p in passes if p["status"] == "complete"]
+    report = {
+        "minutes": minutes,
+        "passes": len(passes),
+        "passes_complete": sum(p["status"] == "complete" for p in passes),
+        "real_cycles_seen": len(cycles),
+        "real_cycles_with_matches": len(with_matches),
+        "compared": len(compared),
+        "compared_fraction": round(len(compared) / len(with_matches), 3) if with_matches else None,
+        "per_submitter_counts_agree": len(agree),
+        "real_matches": sum(comps[c["time"]]["real_matches"] for c in compared),
+        "equal_per_submitter_matches": sum(
+            sum(min(v["real"] or 0, v["shadow"] or 0)
+                for v in json.loads(comps[c["time"]]["per_submitter"]).values())
+            for c in compared),
+        "pass_seconds_median": round(statistics.median(durations), 3) if durations else None,
+        "pass_seconds_max": round(max(durations), 3) if durations else None,
+        "disagreeing_cycles": [
+            {"time": c["time"], "per_submitter": {
+                k: (v["real"], v["shadow"]) for k, v in
+                json.loads(comps[c["time"]]["per_submitter"]).items()
+                if v["real"] != v["shadow"]}}
+            for c in compared if c not in agree],
+    }
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
