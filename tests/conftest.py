@@ -8,6 +8,27 @@ DATA = Path(__file__).parent / "data"
 FIXTURES = DATA / "fixtures"
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "slots.ads").is_file())
 
+_LIVE_SKIPPED: list[str] = []
+
+
+def pytest_collection_modifyitems(config, items):
+    """Without an HTCondor install the live tests are left out, and the run says so in
+    one line (pytest_terminal_summary) instead of one skip line per test."""
+    from livepool import find_release
+    if find_release() is not None:
+        return
+    live = [item for item in items if item.get_closest_marker("live")]
+    if live:
+        items[:] = [item for item in items if not item.get_closest_marker("live")]
+        config.hook.pytest_deselected(items=live)
+        _LIVE_SKIPPED.extend(item.nodeid for item in live)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _LIVE_SKIPPED:
+        from livepool import SKIP_REASON
+        terminalreporter.write_line(f"{len(_LIVE_SKIPPED)} live tests skipped: {SKIP_REASON}")
+
 
 @pytest.fixture
 def utc(monkeypatch):
