@@ -6,15 +6,16 @@ cycles it sees and compares, how well they agree, and how long a pass takes.
 The pool is tests/livepool.py's (4 static 1-core slots and a 4-core partitionable slot,
 groups group_a and group_b with quota 4 each and surplus, NEGOTIATOR_INTERVAL 8 s, the
 negotiator ad at its default cadence: NEGOTIATOR_UPDATE_INTERVAL 300 s). Three users
-submit jobs that each run 5 to 30 s (ending at random times, not in step with the
-cycles) and new jobs arrive every 10 s; `negotiator-ext shadow --interval 2` runs beside
+submit jobs that each run 20 to 60 s (ending at random times, not in step with the
+cycles) and new jobs arrive every 16 s; `negotiator-ext shadow --interval 2` runs beside
 it with the NegotiatorLog and the MatchLog. At the end the ledger is read: real cycles
 seen, cycles with matches, compared, per-submitter agreement, pass times.
 
 A real cycle whose pool changed between the shadow's last capture and the cycle's start
 (a job ended or was submitted in those seconds) can differ from our cycle on the
-snapshot without either being wrong: the cycles that disagree are listed with their
-per-submitter counts, for a look at the logs.
+snapshot without either being wrong: the figures count the *undisturbed* cycles (no
+submission or job end from 3 s before the compared capture to the cycle's start)
+separately, and list those of them that disagree.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def main() -> int:
          "--matchlog", str(pool.log_dir / "MatchLog")],
         env=pool.env, stdout=(work / "out").open("w"), stderr=(work / "err").open("w"))
     ends: dict[tuple[int, int], float] = {}
+    events: list[float] = []            # wall times of submissions and job ends
     users = [("group_a", "ann"), ("group_b", "ben"), ("group_b", "cid")]
     t_end = time.monotonic() + minutes * 60
     next_submit = 0.0
@@ -61,13 +63,16 @@ def main() -> int:
             now = time.monotonic()
             if now >= next_submit:
                 group, user = rng.choice(users)
-                cluster = pool.submit(count=rng.randint(1, 4), group=group, user=user)
-                next_submit = now + 10
+                events.append(time.time())
+                pool.submit(count=rng.randint(1, 4), group=group, user=user)
+                events.append(time.time())
+                next_submit = now + 16
             for cluster, proc in pool.jobs("ClusterId", "ProcId", constraint="JobStatus == 2"):
                 key = (int(cluster), int(proc))
                 if key not in ends:
-                    ends[key] = now + rng.uniform(5, 30)
+                    ends[key] = now + rng.uniform(20, 60)
                 elif ends[key] <= now:
+                    events.append(time.time())
                     pool.finish(*key)
                     ends[key] = float("inf")
             time.sleep(0.5)
@@ -86,6 +91,14 @@ def main() -> int:
     with_matches = [c for c in cycles if c["matches"]]
     compared = [c for c in with_matches if c["time"] in comps]
     agree = [c for c in compared if comps[c["time"]]["count_agreement"] == 1.0]
+    started = {p["uuid"]: p["started_at"] for p in passes}
+
+    def undisturbed(c) -> bool:
+        """No job submitted or ended between the compared capture and the cycle (a job's
+        end reaches the collector a second or two after its flag)."""
+        t0 = started[comps[c["time"]]["shadow_pass"]] - 3
+        return not any(t0 <= e < c["time"] + 1 for e in events)
+    quiet = [c for c in compared if undisturbed(c)]
     durations = [p["finished_at"] - p["started_at"] for p in passes if p["status"] == "complete"]
     report = {
         "minutes": minutes,
@@ -96,6 +109,8 @@ def main() -> int:
         "compared": len(compared),
         "compared_fraction": round(len(compared) / len(with_matches), 3) if with_matches else None,
         "per_submitter_counts_agree": len(agree),
+        "undisturbed_cycles": len(quiet),
+        "undisturbed_cycles_agreeing": sum(c in agree for c in quiet),
         "real_matches": sum(comps[c["time"]]["real_matches"] for c in compared),
         "equal_per_submitter_matches": sum(
             sum(min(v["real"] or 0, v["shadow"] or 0)
@@ -103,12 +118,12 @@ def main() -> int:
             for c in compared),
         "pass_seconds_median": round(statistics.median(durations), 3) if durations else None,
         "pass_seconds_max": round(max(durations), 3) if durations else None,
-        "disagreeing_cycles": [
+        "disagreeing_undisturbed_cycles": [
             {"time": c["time"], "per_submitter": {
                 k: (v["real"], v["shadow"]) for k, v in
                 json.loads(comps[c["time"]]["per_submitter"]).items()
                 if v["real"] != v["shadow"]}}
-            for c in compared if c not in agree],
+            for c in compared if c not in agree and c in quiet],
     }
     print(json.dumps(report, indent=2))
     return 0
