@@ -4,9 +4,10 @@ A pass, in order:
 
 1. Take a snapshot of the pool through the bindings (`adapters.live.capture_snapshot`,
    READ only), or, when replaying, use a recorded snapshot directory as it is.
-2. Read what the real negotiator did: its ad's `LastNegotiationCycle*` history, the
-   Accounting ads, the claims in the slot ads (`adapters.observe`) and, when a path is
-   configured, the MatchLog lines of the real cycles new since the last pass.
+2. Read what the real negotiator did: its ad's `LastNegotiationCycle*` history (and,
+   when configured, every cycle's start and end from the NegotiatorLog), the Accounting
+   ads, the claims in the slot ads (`adapters.observe`) and, when a path is configured,
+   the MatchLog lines of the real cycles new since the last pass.
 3. Run our cycle on the same snapshot (`cycle.run_cycle`), starting from the real
    accountant's state (the snapshot's Accounting ads).
 4. Compare the previous complete pass's cycle with the real cycle that followed its
@@ -17,8 +18,9 @@ Faults never stop the loop and never make a recommendation: a collector that doe
 answer gives a recorded *failed* pass; a schedd that times out, a missing negotiator ad,
 an Accounting ad without its priority, or a clock that went backwards give a recorded
 *partial* pass. Only complete passes feed `recommend`. A ledger that cannot be written
-(locked, full, from a newer version) raises LedgerError: nothing is half-written, and the
-next pass tries again.
+raises LedgerError: nothing is half-written; a locked one is tried again at the next
+interval, one that cannot be written for a lasting reason (full, read-only, from a newer
+version) ends the loop (`run_forever`).
 """
 
 from __future__ import annotations
