@@ -450,12 +450,14 @@ def test_daemon_hook_runs_main():
     assert proc.stderr.startswith("negotiator-ext-daemon: usage")
 
 
-def test_daemon_snippet_is_valid_htcondor_config(tmp_path):
-    from negotiator_ext.adapters.condor_config import read_params
+def test_daemon_snippet_is_valid_htcondor_config(tmp_path, monkeypatch):
+    from negotiator_ext.adapters.condor_config import LOCAL, read_params
     cfg = tmp_path / "condor_config"
     cfg.write_text(f"LOG = {tmp_path}\nDAEMON_LIST = MASTER, COLLECTOR, NEGOTIATOR\n"
                    f"include : {ROOT / 'etc/condor_config.d/61-negotiator-ext-daemon.conf'}\n")
-    params, _ = read_params(cfg)
+    # a host's own config (not a snapshot's, where includes are refused)
+    monkeypatch.setenv("CONDOR_CONFIG", str(cfg))
+    params, _ = read_params(LOCAL)
     assert params["DAEMON_LIST"].split()[-1] == "NEGOTIATOR_EXT"
     assert params["NEGOTIATOR_EXT"] == "/usr/local/libexec/negotiator-ext-daemon"
     assert params["NEGOTIATOR_EXT_LOG"] == f"{tmp_path}/NegotiatorExtLog"

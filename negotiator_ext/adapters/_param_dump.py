@@ -1,23 +1,47 @@
 """Child-process side of the config adapter: load HTCondor config, print every knob as JSON.
 
-Run as `python -m negotiator_ext.adapters._param_dump` with CONDOR_CONFIG set. It is a
-separate process because htcondor2.reload_config() ends the process on a malformed config
-file, and because the bindings' config is process-global state.
+Run as `python -m negotiator_ext.adapters._param_dump [--memory BYTES] [ROOT]` with
+CONDOR_CONFIG set: without ROOT the bindings read the config CONDOR_CONFIG names; with
+ROOT (a root config condor_config wrote, CONDOR_CONFIG=ONLY_ENV) they read that one, which
+sets _NEGOTIATOR_EXT_ROOT_READ. It is a separate process because htcondor2.reload_config()
+ends the process on a malformed config file, and because the bindings' config is
+process-global state. --memory limits the address space (set once the bindings are
+loaded, before the config is read).
 """
 
 import json
 import sys
 
+_OURS = "_NEGOTIATOR_EXT_"      # the reader's own knobs, never reported
 
-def main() -> int:
+
+def main(argv=None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    memory = None
+    if args[:1] == ["--memory"]:
+        memory = int(args[1])
+        del args[:2]
+    root = args[0] if args else None
+
     import htcondor2
 
+    if memory is not None:      # after the import: the limit is for reading the config
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            memory = min(memory, hard)
+        if soft == resource.RLIM_INFINITY or soft > memory:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, hard))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
     htcondor2.set_subsystem("NEGOTIATOR")
-    htcondor2.reload_config()
+    htcondor2.reload_config(root)
     p = htcondor2.param
+    if root is not None and _OURS + "ROOT_READ" not in set(p.keys()):
+        print(f"HTCondor did not read the root config {root}", file=sys.stderr)
+        return 3
     params, raw = {}, {}
     for key in list(p.keys()):
-        if not key:
+        if not key or key.upper().startswith(_OURS):
             continue
         names = [key]
         if key.upper().startswith("NEGOTIATOR."):

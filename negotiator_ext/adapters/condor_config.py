@@ -5,6 +5,12 @@ reads `htcondor2.param` (subsystem NEGOTIATOR, so `NEGOTIATOR.<knob>` overrides 
 then types the result into a `NegotiatorConfig`. The bindings run in a child process: a
 malformed config file makes reload_config() end the process it runs in, and the loaded
 config is process-global state that must not leak between snapshots.
+
+A config file that is not this host's own (a snapshot's `config`, a `--config FILE`) comes
+from elsewhere and is read as data: config_guard checks it first, and the child reads a
+private copy of the checked bytes through a root config that includes it and then resets
+the knobs HTCondor would act on while reading (config_guard.NEUTRALIZED), in an
+environment that holds nothing of this host's. Every read has a time and a memory limit.
 """
 
 from __future__ import annotations
@@ -12,15 +18,31 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from ..core.config import NegotiatorConfig, ext_knobs
 from ..errors import InputError
+from . import config_guard
 
 
 LOCAL = "<local>"
+
+# Every config read: HTCondor's reader in the child gets this long and this much address
+# space (a circular macro spins or grows without end inside HTCondor).
+CONFIG_READ_TIMEOUT = 20.0              # seconds
+CONFIG_READ_MEMORY = 2 * 1024 ** 3      # bytes (RLIMIT_AS)
+
+# What of this process's environment the child reading a config from elsewhere keeps:
+# what Python and the loader need to start it (`$ENV(NAME)` sees only these).
+_CHILD_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH")
+_SENTINEL = "_NEGOTIATOR_EXT_ROOT_READ"
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+,@%=-]+")   # held in HTCondor config text as-is
+_VALUE_OK = re.compile(r"[^\s$\\\x00-\x1f\x7f](?:[^$\\\x00-\x1f\x7f]*[^\s$\\\x00-\x1f\x7f])?")
 
 
 def _source(path: str | Path | None) -> str:
@@ -34,28 +56,56 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
     """Every knob HTCondor knows for config file `path` (None: HTCondor's defaults only;
     LOCAL: this host's own configuration, as every HTCondor tool here finds it).
 
-    Returns (params, raw): typed values as htcondor2.param returns them, and the text of
-    the typed ones.
+    A file that is not this host's own configuration (the one CONDOR_CONFIG names) is read
+    as data (module docstring, config_guard). Returns (params, raw): typed values as
+    htcondor2.param returns them, and the text of the typed ones.
     """
-    env = dict(os.environ)
     source = _source(path)
-    if path != LOCAL:   # LOCAL: this host's CONDOR_CONFIG and _CONDOR_* variables apply
-        if path is None:
-            env["CONDOR_CONFIG"] = os.devnull
-        else:
-            p = Path(path)
-            if not p.is_file():
-                raise InputError(source, "config file not found")
+    argv = [sys.executable, "-m", "negotiator_ext.adapters._param_dump",
+            "--memory", str(CONFIG_READ_MEMORY)]
+    checked, tmpdir, data = None, None, None
+    if path == LOCAL:   # this host's CONDOR_CONFIG and _CONDOR_* variables apply
+        env = dict(os.environ)
+    elif path is None:  # HTCondor's defaults: no config file, no user config
+        env = _child_env()
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(source, "config file not found")
+        if _is_host_config(p):
+            env = dict(os.environ)
             env["CONDOR_CONFIG"] = str(p.resolve())
-        # _CONDOR_* variables would silently change the knobs; a snapshot's config is its own.
-        for k in list(env):
-            if k.upper().startswith("_CONDOR_"):
-                del env[k]
-    proc = subprocess.run([sys.executable, "-m", "negotiator_ext.adapters._param_dump"],
-                          env=env, capture_output=True, text=True)
+            # _CONDOR_* variables would silently change the knobs; the file is its own.
+            for k in list(env):
+                if k.upper().startswith("_CONDOR_"):
+                    del env[k]
+        else:
+            data = _read_capped(p, source)
+            checked = config_guard.check(data, source)
+            env = _child_env()
+    try:
+        if data is not None:
+            try:
+                tmpdir = Path(_private_dir())
+                argv.append(str(_write_root(tmpdir, data, p.resolve().parent)))
+            except OSError as exc:
+                raise InputError(source, "cannot copy it for HTCondor to read: "
+                                         f"{exc.filename or ''}: {exc.strerror or exc}") from None
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                              errors="replace", timeout=CONFIG_READ_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        cycle = checked.possible_cycle if checked else None
+        raise InputError(source, f"HTCondor did not finish reading it within "
+                                 f"{CONFIG_READ_TIMEOUT:g} s: a circular macro"
+                                 + (f" ({cycle})?" if cycle else "?")) from None
+    finally:
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
     if proc.returncode != 0:
-        raise InputError(source, _config_error(proc.stderr + proc.stdout,
-                                               None if path == LOCAL else path))
+        output = proc.stderr + proc.stdout
+        if tmpdir is not None:      # name the file, not the private copy
+            output = output.replace(str(tmpdir / "config"), source).replace(str(tmpdir), source)
+        raise InputError(source, _failure(proc.returncode, output, path, data, checked))
     try:
         doc = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -63,12 +113,86 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
     return doc["params"], doc["raw"]
 
 
-def _config_error(output: str, path) -> str:
-    m = re.search(r"Configuration Error Line (\d+)", output)
+def _is_host_config(p: Path) -> bool:
+    """Whether file `p` is this host's own configuration: the one CONDOR_CONFIG names (as
+    the shadow daemon's --config sets it). HTCondor reads that one as it is."""
+    env = os.environ.get("CONDOR_CONFIG")
+    if not env or env.upper() == "ONLY_ENV":
+        return False
+    try:
+        return Path(env).resolve() == p.resolve()
+    except OSError:
+        return False
+
+
+def _child_env() -> dict[str, str]:
+    env = {k: os.environ[k] for k in _CHILD_ENV if k in os.environ}
+    env["CONDOR_CONFIG"] = "ONLY_ENV"   # importing the bindings reads no file
+    return env
+
+
+def _read_capped(p: Path, source: str) -> bytes:
+    try:
+        with open(p, "rb") as f:
+            return f.read(config_guard.MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise InputError(source, f"cannot read it: {exc.strerror or exc}") from None
+
+
+def _private_dir() -> str:
+    d = tempfile.mkdtemp(prefix="negotiator-ext-config-")
+    if not _PLAIN_PATH.fullmatch(d):            # a TMPDIR that config text would not hold
+        shutil.rmtree(d, ignore_errors=True)
+        d = tempfile.mkdtemp(prefix="negotiator-ext-config-", dir="/tmp")
+    return d
+
+
+def _write_root(tmpdir: Path, data: bytes, config_root: Path) -> Path:
+    """The child's root config: the checked bytes (a private copy, so that HTCondor reads
+    what was checked) included, then the resets; CONFIG_ROOT stays the file's directory."""
+    (tmpdir / "config").write_bytes(data)
+    lines = []
+    if _VALUE_OK.fullmatch(str(config_root)):      # else CONFIG_ROOT is the private copy's
+        lines.append(f"CONFIG_ROOT = {config_root}\n")
+    lines.append(f"include : {tmpdir / 'config'}\n")
+    lines.append(config_guard.reset_text())
+    lines.append(f"{_SENTINEL} = 1\n")
+    root = tmpdir / "root"
+    root.write_text("".join(lines))
+    return root
+
+
+def _failure(returncode: int, output: str, path, data: bytes | None, checked) -> str:
+    """Why the child reading config `path` failed, in one line."""
+    cycle = checked.possible_cycle if checked else None
+    if returncode < 0:
+        try:
+            sig = signal.Signals(-returncode).name
+        except ValueError:
+            sig = f"signal {-returncode}"
+        return (f"HTCondor's config reader died ({sig}) reading it: a circular macro"
+                + (f" ({cycle})?" if cycle else " (for example A = $INT(A))?"))
+    # A failed allocation: Python's MemoryError, C++'s bad_alloc, or HTCondor's
+    # ASSERT(rval) on a NULL malloc() while it expands a macro (config.cpp).
+    m = re.search(r"MemoryError|bad_alloc|[Oo]ut of memory|Cannot allocate memory"
+                  r"|Assertion ERROR on \(\w+\)", output)
+    if m:
+        return (f"HTCondor ran out of memory reading it ({m.group(0)}; the limit is "
+                f"{CONFIG_READ_MEMORY / 2**30:g} GiB): a macro that grows without end?")
+    return _config_error(output, None if path == LOCAL else path, data)
+
+
+def _config_error(output: str, path, data: bytes | None = None) -> str:
+    if data is not None:    # a checked file: HTCondor names it (its copy) and the line
+        m = re.search(r'Error "%s", Line (\d+)' % re.escape(str(path)), output)
+    else:
+        m = re.search(r"Configuration Error Line (\d+)", output)
     if m and path is not None:
         n = int(m.group(1))
         try:
-            line = Path(path).read_text(errors="replace").splitlines()[n - 1].strip()
+            lines = (data.decode("utf-8", errors="replace").split("\n") if data is not None
+                     else Path(path).read_text(errors="replace").splitlines())
+            line = lines[n - 1].strip()
         except (OSError, IndexError):
             line = ""
         return f"line {n}: not valid HTCondor configuration" + (f": {line!r}" if line else "")
