@@ -498,8 +498,7 @@ class _Pass:
         for first in new_cycles:
             # the snapshot's capture over before the cycle's first second: a capture that
             # overlaps the cycle may have read the pool half before, half after it
-            prev = self.ledger.last_pass(pool_name, comparable=True, snapshot_until=first.time,
-                                         captured_by=first.time)
+            prev = self.ledger.last_pass(pool_name, comparable=True, captured_by=first.time)
             if prev is not None:
                 break
         else:

@@ -257,6 +257,22 @@ def test_pass_queries(url):
         assert groups == [GroupObs("g")]
 
 
+def test_last_pass_captured_by_the_real_cycles_first_second(url):
+    with open_ledger(url) as ledger:
+        ledger.record_pass(small_pass("b", 200.0, status="partial"))
+        ledger.record_pass(small_pass("d", 400.0))
+        # a comparison's pass: its capture over by the real cycle's first second
+        ledger.record_pass(dataclasses.replace(small_pass("e", 498.6), capture_duration=0.4))
+        ledger.record_pass(dataclasses.replace(small_pass("f", 499.7), capture_duration=0.4))
+        assert ledger.last_pass("p", captured_by=498.9)["uuid"] == "d"     # e: 498.6 + 0.4
+        assert ledger.last_pass("p", captured_by=499.0)["uuid"] == "e"
+        assert ledger.last_pass("p", captured_by=500.0)["uuid"] == "e"     # f: 499.7 + 0.4
+        assert ledger.last_pass("p", captured_by=500.1)["uuid"] == "f"     # 500.1 <= 500.1
+        assert ledger.last_pass("p", captured_by=400.0)["uuid"] == "d"     # no duration: 0
+        assert ledger.last_pass("p", captured_by=399.0)["uuid"] == "b"
+        assert ledger.last_pass("p", captured_by=399.0, comparable=True) is None
+
+
 def test_a_failed_write_leaves_nothing_behind(url, monkeypatch):
     first = small_pass("first", 100.0, cycles=(1,))
     doomed = full_pass("doomed", started_at=200.0, cycles=(2,))

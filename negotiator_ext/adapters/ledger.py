@@ -869,15 +869,11 @@ class Ledger:
 
     def last_pass(self, pool: str | None = None, *, status: str | None = None,
                   comparable: bool | None = None,
-                  snapshot_until: int | None = None,
                   captured_by: float | None = None) -> dict | None:
         """The newest recorded pass (of `pool`, with `status`, comparable or not, with its
-        snapshot taken at or before `snapshot_until`, with its capture over by
-        `captured_by`: started_at + capture_duration <= captured_by), or None."""
+        capture over by `captured_by`: started_at + capture_duration <= captured_by), or
+        None."""
         where, params = self._where(pool=pool, status=status, comparable=comparable)
-        if snapshot_until is not None:
-            where += (" AND" if where else " WHERE") + " snapshot_time <= ?"
-            params.append(int(snapshot_until))
         if captured_by is not None:
             where += ((" AND" if where else " WHERE")
                       + " started_at + COALESCE(capture_duration, 0) <= ?")
