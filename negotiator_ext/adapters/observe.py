@@ -99,11 +99,12 @@ def real_cycles(negotiator_ad: Any) -> list[RealCycle]:
 # The line's time, as dprintf writes it: the default DEBUG_TIME_FORMAT "%m/%d/%y %H:%M:%S"
 # (with D_SUB_SECOND: ".mmm"), an ISO-like "%Y-%m-%d %H:%M:%S", or a Unix time
 # (D_TIMESTAMP). dprintf's optional headers ("(pid:123)", "(D_MATCH)", ...) may follow.
-_LINE = re.compile(
+_TIME_PREFIX = (
     r"\s*(?:(?P<mdy>\d{2}/\d{2}/\d{2})\s+(?P<hms>\d{1,2}:\d{2}:\d{2})(?:[.,]\d+)?"
     r"|(?P<ymd>\d{4}-\d{2}-\d{2})[T ](?P<hms2>\d{1,2}:\d{2}:\d{2})(?:[.,]\d+)?"
     r"|(?P<epoch>\d{9,11})(?:\.\d+)?)"
-    r"\s+(?:\([^()\s]*\)\s+)*(?P<kind>Matched|Rejected)\s+(?P<rest>.*)")
+    r"\s+(?:\([^()\s]*\)\s+)*")
+_LINE = re.compile(_TIME_PREFIX + r"(?P<kind>Matched|Rejected)\s+(?P<rest>.*)")
 # Matched <job> <submitter> <schedd sinful> preempting <none | user (AccountingGroup=g)>
 #   <startd sinful> <slot name>[ (offline)]
 _MATCHED = re.compile(
@@ -138,7 +139,7 @@ class _Lines:
         self._times: dict[tuple[str | None, ...], int | None] = {}
         self.unparsed = 0
 
-    def _time(self, m: re.Match) -> int | None:
+    def time_of(self, m: re.Match) -> int | None:
         key = (m["mdy"], m["hms"], m["ymd"], m["hms2"], m["epoch"])
         if key in self._times:
             return self._times[key]
@@ -170,7 +171,7 @@ class _Lines:
             if line.strip():
                 self.unparsed += 1
             return None
-        t = self._time(m)
+        t = self.time_of(m)
         if t is None:
             self.unparsed += 1
             return None
@@ -289,11 +290,8 @@ def _read_back(f, lines: _Lines, since: int, out: list) -> bool:
 # every debug level), after the same time prefixes as the MatchLog's lines. A cycle the
 # negotiator aborts in phase 1 ("Aborting negotiation cycle") has a Started line and no
 # Finished line; it is no cycle (it keeps no statistics either).
-_CYCLE_LINE = re.compile(
-    r"\s*(?:(?P<mdy>\d{2}/\d{2}/\d{2})\s+(?P<hms>\d{1,2}:\d{2}:\d{2})(?:[.,]\d+)?"
-    r"|(?P<ymd>\d{4}-\d{2}-\d{2})[T ](?P<hms2>\d{1,2}:\d{2}:\d{2})(?:[.,]\d+)?"
-    r"|(?P<epoch>\d{9,11})(?:\.\d+)?)"
-    r"\s+(?:\([^()\s]*\)\s+)*-+ (?P<kind>Started|Finished) Negotiation Cycle -+\s*$")
+_CYCLE_LINE = re.compile(_TIME_PREFIX
+                         + r"-+ (?P<kind>Started|Finished) Negotiation Cycle -+\s*$")
 _CYCLE_MARK = (b"Started Negotiation Cycle", b"Finished Negotiation Cycle")
 
 
@@ -325,7 +323,7 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
             m = _CYCLE_LINE.match(_decode(raw))
             if m is None:
                 continue
-            t = zone_lines._time(m)
+            t = zone_lines.time_of(m)
             if t is None:
                 continue
             events.append((t, m["kind"]))
@@ -359,8 +357,8 @@ def merge_cycles(from_log: Sequence[RealCycle], from_ad: Sequence[RealCycle]
                  ) -> list[RealCycle]:
     """The NegotiatorLog's cycles with the negotiator ad's figures where the ad lists the
     same cycle (its start within a second: the log line and the cycle's clock reading
-    are taken one after the other; the log's times are kept), oldest first; the ad's cycles the log does not show
-    (older than the log's reach) are kept as they are."""
+    are taken one after the other; the log's times are kept), oldest first; the ad's
+    cycles the log does not show (older than the log's reach) are kept as they are."""
     ad = sorted(from_ad, key=lambda c: c.time)
     used: set[int] = set()
     out: list[RealCycle] = []
