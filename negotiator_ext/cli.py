@@ -404,7 +404,8 @@ def _log_to_stderr() -> None:
 
 def cmd_shadow(args) -> int:
     import threading
-    from .shadow import Busy, ShadowLoop, ShadowSettings, pass_lock, publish, replay_passes
+    from .shadow import (Busy, ShadowLoop, ShadowSettings, pass_lock, publish, replay_passes,
+                         unpublish)
     from .views.ledger import summary_line
     _log_to_stderr()
     knobs = _knobs(args)
@@ -467,11 +468,9 @@ def cmd_shadow(args) -> int:
     except KeyboardInterrupt:
         stop.set()
     finally:
-        if settings.advertise:      # a clean stop takes the ShadowNegotiator ad away
-            from .adapters.advertise import withdraw
-            err = withdraw(loop.htcondor, settings.pool, settings.name)
-            if err:
-                print(f"negotiator-ext: {err}", file=sys.stderr)
+        err = unpublish(settings, htcondor=loop.htcondor)
+        if err:
+            print(f"negotiator-ext: {err}", file=sys.stderr)
     return 0
 
 

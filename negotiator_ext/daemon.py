@@ -62,7 +62,7 @@ from typing import Any, Callable, Sequence
 from .adapters.ledger import LedgerError
 from .adapters.metrics import MetricsServer
 from .errors import InputError
-from .shadow import publish
+from .shadow import publish, unpublish
 from .views.ledger import summary_line
 
 SUBSYSTEM = "NEGOTIATOR_EXT"
@@ -390,19 +390,15 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
                 daemon.shutdown.set()
             daemon.stop.set()
         worker.join()
+        if daemon.settings is not None:     # a clean stop takes the ad away
+            err = unpublish(daemon.settings, htcondor=htcondor)
+            if err:
+                log.warning("%s", err)
         if daemon.fatal is not None:
             log.info("negotiator-ext shadow daemon stopped (exit status %d: condor_master "
                      "does not restart it; condor_on -daemon NEGOTIATOR_EXT once the ledger "
                      "is fixed)", NO_RESTART)
             return NO_RESTART
-        settings = daemon.settings
-        if settings is not None and getattr(settings, "advertise", False):
-            # a clean stop takes the ShadowNegotiator ad away (a killed daemon's ad lives
-            # out its ClassAdLifetime)
-            from .adapters.advertise import withdraw
-            err = withdraw(htcondor, settings.pool, settings.name)
-            if err:
-                log.warning("%s", err)
         log.info("negotiator-ext shadow daemon stopped")
         return status
     finally:

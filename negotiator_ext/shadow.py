@@ -654,6 +654,18 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
     return problems
 
 
+def unpublish(settings: ShadowSettings, *, htcondor=None) -> str | None:
+    """On a clean stop: withdraw the ShadowNegotiator ad `publish` advertised (a killed
+    loop's ad lives out its ClassAdLifetime). Returns why it failed, for the caller to
+    log; None when done or when nothing was advertised."""
+    if not settings.advertise:
+        return None
+    from .adapters.advertise import withdraw
+    if htcondor is None:
+        import htcondor2 as htcondor
+    return withdraw(htcondor, settings.pool, settings.name)
+
+
 def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> list[PassRecord]:
     """Replay recorded snapshot directories as passes, in capture-time order."""
     from .adapters.snapshot import read_meta

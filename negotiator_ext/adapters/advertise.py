@@ -108,8 +108,7 @@ def advertise(htcondor, pool: str | None, ad: classad2.ClassAd) -> str | None:
     try:
         htcondor.Collector(pool).advertise([ad], COMMAND)
     except Exception as exc:   # HTCondorException, bad address, ... : reported, not raised
-        detail = " ".join(str(exc).split()) or type(exc).__name__
-        return (f"advertising the {MY_TYPE} ad to {where} failed: {detail} "
+        return (f"advertising the {MY_TYPE} ad to {where} failed: {_detail(exc)} "
                 f"({COMMAND} needs DAEMON authorization at the collector)")
     return None
 
@@ -126,7 +125,10 @@ def withdraw(htcondor, pool: str | None, name: str) -> str | None:
     try:
         htcondor.Collector(pool).advertise([query], INVALIDATE)
     except Exception as exc:
-        detail = " ".join(str(exc).split()) or type(exc).__name__
         return (f"withdrawing the {MY_TYPE} ad from {pool or 'the local collector'} failed: "
-                f"{detail}")
+                f"{_detail(exc)}")
     return None
+
+
+def _detail(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
