@@ -577,6 +577,10 @@ def test_unlocatable_negotiator_takes_an_earlier_snapshots_config(pool, tmp_path
     assert (out / "config").read_text() == earlier
     meta = json.loads((out / "meta.json").read_text())
     assert meta["config_source"] == f"an earlier snapshot: {first / 'config'}"
+    # the policy expressions, as HTCondor reads the earlier config (its defaults too:
+    # NEGOTIATOR_PRE_JOB_RANK reads KFlops, ...), project at least what the first did
+    assert set(json.loads((first / "meta.json").read_text())["job_projection"]) < set(
+        meta["job_projection"])
     (warning,) = meta["warnings"]
     assert warning.startswith(f"the negotiator's config is {first / 'config'}'s (this capture: ")
     assert "the collector knows no negotiator" in warning

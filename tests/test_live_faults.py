@@ -148,6 +148,8 @@ def test_negotiator_restart_makes_no_false_comparison(clean_pool, loop):
                             "JOIN passes p ON p.uuid = c.shadow_pass")
     real = rows(lp.ledger, "SELECT time, matches FROM real_cycles ORDER BY time")
     assert len(real) >= 3
+    # the cycles after the restart that matched lena's and mona's jobs were compared
+    assert sum(c["real_matches"] or 0 for c in comps if c["source"] == "negotiator-ad") == 5
     for c in comps:
         if c["source"] == "gap":
             continue

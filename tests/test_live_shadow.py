@@ -95,7 +95,7 @@ def test_capture_round_trips_a_real_pool(clean_pool, tmp_path):
     time.sleep(3)                           # every daemon's ad updated
 
     snap = tmp_path / "snap"
-    out = cli(pool, "snapshot", "--pool", pool.collector, "-o", snap)
+    cli(pool, "snapshot", "--pool", pool.collector, "-o", snap)
     meta = json.loads((snap / "meta.json").read_text())
     assert meta["partial"] is False and meta["missing_schedds"] == [] and meta["errors"] == {}
     assert str(meta["htcondor_version"]).startswith("$CondorVersion: 25.14")
@@ -134,7 +134,6 @@ def test_capture_round_trips_a_real_pool(clean_pool, tmp_path):
         ads = read_ads(path)
         again = parse_ads_text(format_ads_long(ads), str(path))
         assert [dict(a.items()) for a in again] == [dict(a.items()) for a in ads]
-    assert out.stderr.strip() == "" or "partial" not in out.stderr
 
 
 # ---- 3. our cycle against one real cycle --------------------------------------------------

@@ -614,3 +614,12 @@ def test_a_bad_ledger_url_changes_nothing_on_disk(tmp_path, capsys):
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "sqlite:////absolute/path" in line
     assert not state.exists()           # no state directory, no lock file
+
+
+def test_the_negotiator_log_is_read_back_to_the_last_pass_and_the_newest_cycle():
+    from negotiator_ext.shadow import _Pass
+    assert _Pass.log_since(None, 0, 1000) == 1000                       # a first pass
+    assert _Pass.log_since({"snapshot_time": 900, "started_at": 900.5}, 950, 1000) == 900
+    assert _Pass.log_since({"snapshot_time": None, "started_at": 980.7}, 950, 1000) == 950
+    assert _Pass.log_since({"snapshot_time": 990, "started_at": 990.0}, 0, None) == 990
+    assert _Pass.log_since(None, 0, None) == 0

@@ -373,18 +373,15 @@ def _condor_version(htcondor, collector, negotiator_ads, neg_location) -> str | 
 # ---------------------------------------------------------------- negotiator config
 
 def _earlier_config(path: Path) -> tuple[str | None, dict[str, str] | None]:
-    """The text of an earlier snapshot's config (as format_config wrote it: one
-    `NAME = value` line per knob) and its knobs, or (None, None) when it cannot be read."""
+    """The text of an earlier snapshot's config and its knobs as HTCondor reads them (the
+    job projection needs the policy expressions), or (None, None) when it cannot be read."""
+    from .condor_config import read_params
     try:
         text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        params, _ = read_params(path)
+    except (OSError, UnicodeDecodeError, InputError):
         return None, None
-    knobs: dict[str, str] = {}
-    for line in text.splitlines():
-        name, eq, value = line.partition("=")
-        if eq and not line.lstrip().startswith("#") and _KNOB_NAME.fullmatch(name.strip()):
-            knobs[name.strip()] = value.strip()
-    return text, knobs
+    return text, {k: str(v) for k, v in params.items() if v is not None}
 
 
 def is_policy_knob(name: str) -> bool:
