@@ -148,8 +148,12 @@ def test_negotiator_restart_makes_no_false_comparison(clean_pool, loop):
                             "JOIN passes p ON p.uuid = c.shadow_pass")
     real = rows(lp.ledger, "SELECT time, matches FROM real_cycles ORDER BY time")
     assert len(real) >= 3
-    # the cycles after the restart that matched lena's and mona's jobs were compared
-    assert sum(c["real_matches"] or 0 for c in comps if c["source"] == "negotiator-ad") == 5
+    # mona's cycle, after the restart, was compared; lena's, right before it, only if a
+    # pass read the old negotiator's ad in the moment between (the new one's history
+    # starts empty): compared or unseen, never compared with the wrong pass
+    compared = sorted(c["real_matches"] for c in comps
+                      if c["source"] == "negotiator-ad" and c["real_matches"])
+    assert compared in ([2], [2, 3]), compared
     for c in comps:
         if c["source"] == "gap":
             continue
