@@ -25,6 +25,7 @@ from .core.matchmaking import (STATE_NAMES, Matcher, Slot, add_remote_user_attrs
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter, job_id)
 from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight
+from .errors import InputError
 from .pool import Pool
 
 classad_semantics.enable()
@@ -237,11 +238,13 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
     job_key, idle = matcher.job_key, view.idle
     for file_name, table in job_tables.items():
         names = table.store.names
-        for row in table.rows:
+        for index, row in enumerate(table.rows, start=1):
             job = Job(row, names, values)
             head = idle(job)
             if head is None:
                 continue
+            if min(head[1][-2:]) < 0:
+                _bad_job_id(snap.directory / file_name, index, job)
             if job_constraint is not None and not job_constraint(job):
                 continue
             schedd = schedd_of(file_name, job)
@@ -330,6 +333,17 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
             for n in sorted(set(limits_before) | set(acc.limits))],
         quotas=quotas, queues=queues, slot_classes=slot_classes,
         rr_times=dict(outcome.rr_times) if outcome is not None else {})
+
+
+def _bad_job_id(path, index: int, job) -> None:
+    """An idle job without a whole ClusterId and ProcId (from 0 up): the schedd gives
+    every job both, so the file was made or edited by hand; refused, naming the job."""
+    for attr in ("ClusterId", "ProcId"):
+        v = job.value(attr.lower())
+        if not classads.is_number(v) or not math.isfinite(v) or v < 0 or v != int(v):
+            shown = ("missing" if v is classads.UNDEFINED
+                     else f"not a whole number from 0 up: {job.texts.get(attr.lower())}")
+            raise InputError(str(path), shown, ad=str(index), attribute=attr)
 
 
 def find_job(pool: Pool, job: str) -> list[tuple[str | None, Any]]:

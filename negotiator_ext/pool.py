@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
+from .adapters.accounting_ads import check_number, plain_ad, state_from_accounting_ads
 from .adapters.condor_config import load_config
 from .adapters.snapshot import Snapshot, load_snapshot
 from .core import classads
@@ -157,6 +157,30 @@ def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:
     return warnings
 
 
+_SUBMITTER_NUMBERS = ("IdleJobs", "RunningJobs", "WeightedIdleJobs", "WeightedRunningJobs",
+                      "JobPrio")
+_SUBMITTER_STRINGS = ("Name", "ScheddName", "ScheddIpAddr")
+
+
+def _check_submitters(snap: Snapshot) -> None:
+    """Refuse a submitter ad whose counts, LastHeardFrom or names are not what a schedd
+    sends (numbers: finite and of sane magnitude; names: strings), naming the attribute."""
+    source = snap.submitters_source or str(snap.directory / "submitters")
+    for i, ad in enumerate(snap.submitters or (), start=1):
+        label = str(i)
+        for attr in _SUBMITTER_STRINGS:
+            v = classads.eval_attr(ad, attr)
+            if attr in ad and not isinstance(v, str):
+                raise InputError(source, f"not a string: {classads.source_text(ad, attr)}",
+                                 ad=label, attribute=attr)
+            if attr == "Name" and attr in ad:
+                label = f"{i} ({v})"
+        for attr in _SUBMITTER_NUMBERS + ("LastHeardFrom",):
+            if attr in ad:
+                check_number(ad, attr, classads.eval_attr(ad, attr), source, label,
+                             epoch=attr == "LastHeardFrom")
+
+
 def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | None = None
                ) -> Pool:
     """The Pool of a snapshot already in memory under a config already read; `warnings`
@@ -169,15 +193,17 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     for i, (ad, row) in enumerate(zip(snap.slots, rows), start=1):
         name = classads.eval_string(ad, "Name")
         for attr in _NUMERIC_SLOT_ATTRS:
-            if attr in ad and classads.eval_number(ad, attr) is None:
-                raise InputError(snap.slots_source, f"not a number: {classads.source_text(ad, attr)}",
-                                 ad=f"{i} ({name})", attribute=attr)
+            if attr in ad:
+                v = classads.eval_attr(ad, attr)
+                check_number(ad, attr, float(v) if isinstance(v, bool) else v,
+                             snap.slots_source, f"{i} ({name})")
         if not matches_constraint(ad, config.slot_constraint):
             continue
         ads.append(ad)
         texts.append(row)
         slots.append(slot_usage(ad, config))
 
+    _check_submitters(snap)
     if snap.accounting is not None:
         state, w = state_from_accounting_ads(snap.accounting, slots, groups, snap.accounting_source)
         warnings.extend(w)

@@ -25,6 +25,7 @@ from ..core.accountant import AccountantState, round6
 from ..core.groups import GroupTree, is_group_name
 from ..core.slots import SlotUsage
 from ..errors import InputError
+from ..limits import epoch_problem, number_problem
 
 PENDING_SUFFIX = "#pending-match"
 
@@ -35,6 +36,13 @@ _NUMERIC = ("Priority", "PriorityFactor", "ResourcesUsed", "WeightedResourcesUse
             "SubtreeQuota", "GroupSortKey", "Requested",
             "CeilingLeaseExpiration", "CeilingPreLeaseValue", "FloorLeaseExpiration",
             "FloorPreLeaseValue", "PriorityFactorLeaseExpiration", "PriorityFactorPreLeaseValue")
+
+# times in seconds since 1970 (0: never)
+_TIMES = ("BeginUsageTime", "LastUsageTime", "LastUpdate", "CeilingLeaseExpiration",
+          "FloorLeaseExpiration", "PriorityFactorLeaseExpiration")
+
+# kept by the accountant as C ints
+_INTS = ("Ceiling", "Floor", "ResourcesUsed")
 
 # Kept on the record as the pool reported them (reporting fields of groups included, so a
 # view of the imported state shows the real negotiator's last quotas).
@@ -48,6 +56,22 @@ def plain_ad(ad: classads.ClassAd) -> dict[str, Any]:
         v = classads.eval_attr(ad, k)
         out[k] = v if classads.is_value(v) else None
     return out
+
+
+def check_number(ad: classads.ClassAd, attr: str, value: Any, source: str, label: str, *,
+                 epoch: bool = False, int32: bool = False) -> None:
+    """Refuse an attribute that must be a number (limits: finite, of sane magnitude; a
+    time from 1970 to 9999 when `epoch`; within a C int when `int32`), naming the file,
+    the ad and the attribute."""
+    if not classads.is_number(value):
+        raise InputError(source, f"not a number: {classads.source_text(ad, attr)}",
+                         ad=label, attribute=attr)
+    why = epoch_problem(value) if epoch else number_problem(value)
+    if why is None and int32 and not -2 ** 31 <= value < 2 ** 31:
+        why = "out of range (a C int: -2147483648 to 2147483647)"
+    if why:
+        raise InputError(source, f"{why}: {classads.source_text(ad, attr)}", ad=label,
+                         attribute=attr)
 
 
 def state_from_accounting_ads(ads: Sequence[classads.ClassAd], slots: Iterable[SlotUsage],
@@ -65,9 +89,9 @@ def state_from_accounting_ads(ads: Sequence[classads.ClassAd], slots: Iterable[S
         if not isinstance(name, str) or not name:
             raise InputError(source, "accounting ad has no Name", ad=str(i))
         for attr in _NUMERIC:
-            v = d.get(attr)
-            if attr in ad and not classads.is_number(v):
-                raise InputError(source, f"not a number: {classads.source_text(ad, attr)}", ad=f"{i} ({name})", attribute=attr)
+            if attr in ad:
+                check_number(ad, attr, d.get(attr), source, f"{i} ({name})",
+                             epoch=attr in _TIMES, int32=attr in _INTS)
         if name in customers:
             raise InputError(source, "the same accountant record appears twice", ad=f"{i} ({name})")
         rec: dict[str, Any] = {a: d[a] for a in _KEPT if d.get(a) is not None}

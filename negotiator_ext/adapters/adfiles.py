@@ -26,6 +26,7 @@ import classad2
 
 from ..core.adtext import TextAds, TextStore
 from ..errors import InputError
+from ..limits import MAX_EXPR_OPERATORS, too_large_expression
 
 _ATTR_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=")
 
@@ -72,7 +73,7 @@ def parse_ads_text(text: str, source: str) -> list[classad2.ClassAd]:
     if text.lstrip().startswith("["):
         try:
             json.loads(text)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             return _parse_new(text, source)
         return _parse_json(text, source)  # valid JSON, but not an array of objects
     return _parse_old(text, source)
@@ -87,19 +88,24 @@ def _parse_new(text: str, source: str) -> list[classad2.ClassAd]:
 
 
 def _parse_json(text: str, source: str) -> list[classad2.ClassAd]:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(source, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    doc = load_json(text, source)
     if isinstance(doc, dict):
         doc = [doc]
     if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
         raise InputError(source, "expected a JSON array of ClassAds, as condor_status -json prints")
+    for i, d in enumerate(doc, start=1):
+        for k, v in d.items():
+            if isinstance(v, str) and len(v) > MAX_EXPR_OPERATORS and (why := too_large_expression(v)):
+                raise InputError(source, why, ad=str(i), attribute=k)
     # classad2 reads one JSON object at a time reliably (its multi-ad JSON reader stops
     # at nested values), so the array is cut into its objects' own text (keeping the
     # "\/Expr(...)\/" escapes) and classad2 parses each.
     ads = []
     for i, (d, piece) in enumerate(zip(doc, _json_object_texts(text)), start=1):
+        try:
+            piece = _unescape_non_ascii(piece)
+        except ValueError as exc:
+            raise InputError(source, str(exc), ad=str(i)) from None
         ad = _parse_one(piece, classad2.ParserType.JSON)
         bad_expr = [k for k, v in d.items() if isinstance(v, str) and v.startswith("/Expr(")
                     and not isinstance(ad.get(k), classad2.ExprTree)]
@@ -110,6 +116,48 @@ def _parse_json(text: str, source: str) -> list[classad2.ClassAd]:
                              attribute=missing[0] if missing else None)
         ads.append(ad)
     return ads
+
+
+def load_json(text: str, source: str):
+    """A JSON document, or InputError naming `source` (bad JSON, or nested too deeply
+    for Python's parser; NaN and Infinity, which JSON does not have, are refused)."""
+    def no_constant(name):
+        raise ValueError(f"{name} is not a JSON value")
+    try:
+        return json.loads(text, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise InputError(source, f"not valid JSON: {exc.msg}", line=exc.lineno) from None
+    except ValueError as exc:
+        raise InputError(source, f"not valid JSON: {exc}") from None
+    except RecursionError:
+        raise InputError(source, "not valid JSON: nested too deeply") from None
+
+
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})(?:\\u([dD][c-fC-F][0-9a-fA-F]{2}))?|.)")
+
+
+def _unescape_non_ascii(text: str) -> str:
+    """JSON text with every `\\uXXXX` escape of a non-ASCII character (a surrogate pair
+    as one) written as the character itself: classad2's JSON reader turns such escapes
+    into wrong bytes (`"\\u00e9"` into `"\\x03\\x01"`), while it reads UTF-8 text and
+    the escapes of ASCII characters right. ValueError for a lone surrogate (no
+    character)."""
+    if "\\u" not in text:
+        return text
+
+    def one(m: re.Match) -> str:
+        hi, lo = m.group(1), m.group(2)
+        if hi is None:
+            return m.group(0)
+        code = int(hi, 16)
+        if lo is not None and 0xD800 <= code <= 0xDBFF:
+            return chr(0x10000 + ((code - 0xD800) << 10) + (int(lo, 16) - 0xDC00))
+        half = hi if 0xD800 <= code <= 0xDFFF else lo
+        if half is not None:
+            raise ValueError(f"\\u{half}: half of a UTF-16 surrogate pair, no character")
+        return m.group(0) if code < 0x80 else chr(code)
+
+    return _JSON_ESCAPE.sub(one, text)
 
 
 def _json_object_texts(text: str) -> Iterable[str]:
@@ -220,6 +268,8 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     def one(first: int, raw: list, body: list, text: str) -> None:
         nonlocal count
         count += 1
+        if len(text) > MAX_EXPR_OPERATORS:
+            _check_expression_sizes(source, first, raw, count)
         ad = _parse_one(text, classad2.ParserType.Old)
         n = len(ad)
         if n < len(body):           # a dropped line (an error) or a duplicate (fine)
@@ -295,18 +345,35 @@ def _split_line(line: str) -> tuple[str, str]:
 
 
 def _report_dropped_line(source, first, lines, ad, index) -> None:
-    """Find the line classad2 dropped; duplicates of an attribute are not an error."""
+    """Find the line classad2 dropped. An attribute may be given twice (the last one
+    counts, as in HTCondor), but each of its lines must parse: a line whose attribute
+    appears again is parsed on its own."""
     keys = {k.lower() for k in ad.keys()}
+    names = [m.group(1).lower() if (m := _ATTR_LINE.match(line)) else None for line in lines]
     for offset, line in enumerate(lines):
         if line.lstrip().startswith(("#", "//")):
             continue
-        m = _ATTR_LINE.match(line)
-        if not m:
+        name = names[offset]
+        if name is None:
             raise InputError(source, f"not an attribute assignment: {line.strip()[:60]!r}",
                              line=first + offset, ad=_ad_label(index, ad))
-        if m.group(1).lower() not in keys:
+        if name not in keys or (names.count(name) > 1
+                                and len(_parse_one(line, classad2.ParserType.Old)) != 1):
             raise InputError(source, f"cannot parse value {line.split('=', 1)[1].strip()[:60]!r}",
-                             line=first + offset, ad=_ad_label(index, ad), attribute=m.group(1))
+                             line=first + offset, ad=_ad_label(index, ad),
+                             attribute=_ATTR_LINE.match(line).group(1))
+
+
+def _check_expression_sizes(source, first, lines, index) -> None:
+    """Refuse an attribute whose expression is too large for classad2 to walk safely
+    (limits.MAX_EXPR_OPERATORS), naming its line."""
+    for offset, line in enumerate(lines):
+        if len(line) > MAX_EXPR_OPERATORS:
+            why = too_large_expression(line.partition("=")[2])
+            if why:
+                m = _ATTR_LINE.match(line)
+                raise InputError(source, why, line=first + offset, ad=str(index),
+                                 attribute=m.group(1) if m else None)
 
 
 def _ad_label(index: int, ad: classad2.ClassAd) -> str:

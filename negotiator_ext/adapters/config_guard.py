@@ -78,6 +78,13 @@ def check(data: bytes, source: str) -> Checked:
         n = data[:data.index(b"\0")].count(b"\n") + 1
         raise InputError(source, "a NUL byte (HTCondor's reader would cut the line there)",
                          line=n)
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # HTCondor would take the bytes as they are, but the bindings hand values over as
+        # UTF-8 text: a knob or a group name would silently change on the way
+        n = data[:exc.start].count(b"\n") + 1
+        raise InputError(source, f"byte 0x{data[exc.start]:02x} is not UTF-8 text", line=n)
     text = data.decode("latin-1")       # one character per byte, as HTCondor reads it
     problems: list[tuple[int, str]] = []
     for old in (False, True):

@@ -27,7 +27,8 @@ import classad2
 
 from ..errors import InputError
 from ..core.adtext import TextAds, TextStore
-from .adfiles import read_ads, read_ads_and_texts, read_text_ads
+from ..limits import epoch_problem
+from .adfiles import load_json, read_ads, read_ads_and_texts, read_text_ads
 
 SNAPSHOT_FORMAT = 1
 
@@ -47,6 +48,7 @@ class Snapshot:
     # the negotiator's own ad (for shadow mode); read only when asked for, so a bad
     # negotiator.ads cannot stop a command that does not use it
     negotiator_source: Path | None = None
+    submitters_source: str | None = None
 
     @property
     def partial(self) -> bool:
@@ -82,16 +84,50 @@ def _one_of(directory: Path, stem: str) -> Path | None:
 
 
 def read_meta(directory: Path) -> dict:
+    """meta.json, with the keys the product reads checked (InputError naming the key)."""
     p = directory / "meta.json"
     if not p.is_file():
         return {}
     try:
-        meta = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(str(p), f"not valid JSON: {getattr(exc, 'msg', exc)}") from None
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(str(p), "not valid JSON: not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
+    meta = load_json(text, str(p))
     if not isinstance(meta, dict):
         raise InputError(str(p), "expected a JSON object")
+    _check_meta(meta, str(p))
     return meta
+
+
+def _check_meta(meta: dict, source: str) -> None:
+    def bad(key: str, what: str):
+        raise InputError(source, f"{key}: {what}, not {json.dumps(meta[key])[:60]}")
+
+    def strings(v) -> bool:
+        return isinstance(v, list) and all(isinstance(s, str) for s in v)
+
+    v = meta.get("captured_at")
+    if v is not None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            bad("captured_at", "expected a time in seconds since 1970")
+        why = epoch_problem(v)
+        if why:
+            bad("captured_at", why)
+    if meta.get("partial") is not None and not isinstance(meta["partial"], bool):
+        bad("partial", "expected true or false")
+    for key in ("missing_schedds", "warnings"):
+        if meta.get(key) is not None and not strings(meta[key]):
+            bad(key, "expected a list of strings")
+    errors = meta.get("errors")
+    if errors is not None and not strings(errors) and not (
+            isinstance(errors, dict) and all(isinstance(s, str) for s in errors.values())):
+        bad("errors", "expected a list of names or an object of name: message")
+    files = meta.get("schedd_files")
+    if files is not None and not (isinstance(files, dict)
+                                  and all(isinstance(s, str) for s in files.values())):
+        bad("schedd_files", "expected an object of file: schedd name")
 
 
 def load_snapshot(path: str | Path, *, jobs: bool = True) -> Snapshot:
@@ -118,11 +154,8 @@ def load_snapshot(path: str | Path, *, jobs: bool = True) -> Snapshot:
         if p.suffix in (".ads", ".json") and p.is_file():
             queues[p.name] = read_text_ads(p, store)
 
-    def optional(stem: str):
-        f = _one_of(directory, stem)
-        return tuple(read_ads(f)) if f else None
-
-    submitters = optional("submitters")     # read in this order: the first bad file is named
+    submitters_file = _one_of(directory, "submitters")  # read in this order: the first bad file is named
+    submitters = tuple(read_ads(submitters_file)) if submitters_file else None
     accounting_file = _one_of(directory, "accounting")
     accounting = tuple(read_ads(accounting_file)) if accounting_file else None
     config = directory / "config"
@@ -133,6 +166,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True) -> Snapshot:
         slot_texts=slot_texts,
         jobs=queues,
         submitters=submitters,
+        submitters_source=str(submitters_file) if submitters_file else None,
         accounting=accounting,
         accounting_source=str(accounting_file) if accounting_file else None,
         negotiator_source=_one_of(directory, "negotiator"),

@@ -48,6 +48,25 @@ def is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, (bool, classad2.Value))
 
 
+def lookup_int32(v: Any) -> int | None:
+    """A value as HTCondor's `LookupInteger` into an `int` gives it, or None when it is no
+    number: a real is cast to a 64-bit integer (truncated toward zero; NaN, infinities
+    and reals out of range give the x86-64 cast's INT64_MIN), then the low 32 bits are
+    kept as a signed int. So NaN, INF or 1e300 read as 0, and 2**32 + 5 as 5."""
+    n = as_number(v)
+    if n is None:
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        wide = v
+    elif math.isfinite(n) and -2.0 ** 63 <= n < 2.0 ** 63:
+        wide = int(n)
+    else:
+        wide = -(1 << 63)
+    wide &= (1 << 64) - 1
+    low = wide & 0xFFFFFFFF
+    return low - (1 << 32) if low >= 1 << 31 else low
+
+
 def eval_attr(ad: ClassAd, attr: str) -> Any:
     """Evaluate attribute `attr` of `ad` (MY = ad); UNDEFINED when absent."""
     if attr not in ad:
@@ -84,11 +103,13 @@ def eval_bool(ad: ClassAd, attr: str) -> bool | None:
 
 
 def source_text(ad: ClassAd, attr: str) -> str:
-    """The attribute's expression as ClassAd syntax (strings quoted), for messages."""
+    """The attribute's expression as ClassAd syntax (strings quoted), for messages: on
+    one line, at most 60 characters."""
     try:
-        return str(ad.lookup(attr))
+        text = " ".join(str(ad.lookup(attr)).split())
     except Exception:
         return "?"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 @functools.lru_cache(maxsize=1024)

@@ -305,8 +305,10 @@ class NegotiatorConfig:
         kw["group_quota_round_robin_rate"] = max(
             1.0, _typed(source, "GROUP_QUOTA_ROUND_ROBIN_RATE", rate, "float", None)
         ) if rate is not None else default["group_quota_round_robin_rate"]
-        if kw["priority_halflife"] < 1e-5:
-            kw["priority_halflife"] = 1e-5  # param_double's lower bound (a daemon would stop; kept)
+        if not kw["priority_halflife"] >= 1e-5:
+            # below param_double's range for it: the negotiator stops at start-up
+            raise InputError(source, f"PRIORITY_HALFLIFE = {kw['priority_halflife']:g}: too "
+                             "low (at least 1e-05 s; HTCondor's negotiator refuses to start)")
 
         # NEGOTIATOR_MATCH_EXPRS: a list of macro names whose values become slot attributes.
         names = _split_list(lookup("NEGOTIATOR_MATCH_EXPRS") or "")

@@ -14,6 +14,7 @@ Everything is plain data in, decisions out: no files, no clock, no bindings.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +56,15 @@ def job_submitter(job) -> str | None:
 
 
 def job_id(job) -> tuple[int, int]:
-    c = classads.as_number(job.value("clusterid"))
-    p = classads.as_number(job.value("procid"))
-    return (int(c) if c is not None else -1, int(p) if p is not None else -1)
+    """(ClusterId, ProcId); -1 for one that is not a whole number from 0 up (the schedd
+    gives every job both: the cycle refuses a queue file with such a job)."""
+    return _id_part(job.value("clusterid")), _id_part(job.value("procid"))
+
+
+def _id_part(v) -> int:
+    if not classads.is_number(v) or not math.isfinite(v) or v < 0 or v != int(v):
+        return -1
+    return int(v)
 
 
 def job_is_idle(job) -> bool:
@@ -66,8 +73,10 @@ def job_is_idle(job) -> bool:
 
 
 def job_prio_key(job) -> tuple:
-    """The first part of the schedd's job order (M2): the prio attributes, descending."""
-    return tuple(-(classads.as_number(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS)
+    """The first part of the schedd's job order (M2): the prio attributes, descending,
+    each read as the schedd reads it (LookupInteger into an int: a real is truncated,
+    NaN or INF from a user's `condor_qedit` reads as 0; no value: 0)."""
+    return tuple(-(classads.lookup_int32(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS)
 
 
 class QueueView:

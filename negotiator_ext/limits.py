@@ -1,0 +1,89 @@
+"""Bounds on untrusted input, and the stack the ClassAd library needs to stay within them.
+
+A snapshot may come from another site and a job ad from any user, so every number and
+expression that reaches arithmetic or the ClassAd library is bounded where it enters:
+
+* Numbers: a value that is NaN, infinite or larger in magnitude than `MAX_MAGNITUDE`
+  (FLT_MAX, the largest number the accountant itself writes) is refused where a number
+  is needed (slot resources, accountant records, submitter counts): sums and products
+  of larger values could overflow into infinities and NaN. Times (epochs) must lie in `[0, MAX_EPOCH]` (year 9999, the last
+  time a calendar date can be printed for).
+* Expressions: classad2 walks an expression's tree recursively (to unparse it, to find
+  the attributes it reads, to evaluate it). Its parser stops nesting at 500 levels, but
+  a chain of one binary operator (`A || B || C ...`) is parsed without recursion into a
+  tree as deep as the chain is long, and walking a chain of some 35,000 operators
+  overflows the default 8 MiB stack (a SIGSEGV, not an exception). So `raise_stack_limit`
+  lets the main thread's stack grow to 1 GiB (address space reserved only as it is
+  used; a chain of 2,000,000 operators then walks safely), and an attribute of an ad
+  file with more than `MAX_EXPR_OPERATORS` operators is refused when read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+MAX_MAGNITUDE = 3.4028234663852886e38     # FLT_MAX: the accountant writes it (GroupSortKey)
+MAX_EPOCH = 253402300799            # 9999-12-31 23:59:59 UTC
+MAX_EXPR_OPERATORS = 200_000
+STACK_BYTES = 1 << 30
+
+# an operator token of the ClassAd language (outside string literals); each adds at most
+# one level to an expression's tree
+_OPERATOR = re.compile(r"\|\||&&|=\?=|=!=|[=!<>]=|>>>|<<|>>|[-+*/%<>|&^.?:\[!~]"
+                       r"|\bis\b|\bisnt\b", re.IGNORECASE)
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"?')
+
+
+def raise_stack_limit() -> None:
+    """Let the main thread's stack grow to STACK_BYTES (or the hard limit, if lower), so
+    classad2's recursive walks of a long operator chain cannot overflow it. Linux grows
+    the main thread's stack on demand up to the soft limit in force at the time."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+    except (ImportError, OSError, ValueError):
+        return
+    want = STACK_BYTES if hard == resource.RLIM_INFINITY else min(STACK_BYTES, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+        except (OSError, ValueError):
+            pass
+
+
+def expression_operators(text: str) -> int:
+    """How many operator tokens an expression's text holds outside string literals: an
+    upper bound on how deep its tree's operator chains go."""
+    if len(text) <= MAX_EXPR_OPERATORS:     # each token is at least one character
+        return 0
+    return len(_OPERATOR.findall(_STRING.sub('""', text)))
+
+
+def too_large_expression(text: str) -> str | None:
+    """Why the expression `text` is refused (None: it is not)."""
+    n = expression_operators(text)
+    if n > MAX_EXPR_OPERATORS:
+        return (f"expression too large to evaluate safely ({n} operators; at most "
+                f"{MAX_EXPR_OPERATORS})")
+    return None
+
+
+def number_problem(v: float) -> str | None:
+    """Why the number `v` cannot be used (None: it can)."""
+    if math.isnan(v):
+        return "not a number (NaN)"
+    if math.isinf(v):
+        return "not a finite number"
+    if abs(v) > MAX_MAGNITUDE:
+        return f"out of range (magnitude above {MAX_MAGNITUDE:g})"
+    return None
+
+
+def epoch_problem(v: float) -> str | None:
+    """Why `v` cannot be a time in seconds since 1970 (None: it can)."""
+    if math.isnan(v):
+        return "not a number (NaN)"
+    if not 0 <= v <= MAX_EPOCH:
+        return f"not a time from 1970 to 9999 ({v:g} s)"
+    return None
