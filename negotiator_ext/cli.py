@@ -14,6 +14,7 @@ from typing import Sequence
 
 from . import __version__
 from .errors import InputError
+from .limits import raise_stack_limit
 
 
 class _Parser(argparse.ArgumentParser):
@@ -213,6 +214,7 @@ def _add_ledger_args(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    raise_stack_limit()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
