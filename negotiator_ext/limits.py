@@ -6,7 +6,8 @@ expression that reaches arithmetic or the ClassAd library is bounded where it en
 * Numbers: a value that is NaN, infinite or larger in magnitude than `MAX_MAGNITUDE`
   (FLT_MAX, the largest number the accountant itself writes) is refused where a number
   is needed (slot resources, accountant records, submitter counts): sums and products
-  of larger values could overflow into infinities and NaN. Times (epochs) must lie in `[0, MAX_EPOCH]` (year 9999, the last
+  of larger values could overflow into infinities and NaN. A number knob of the
+  config may go up to `MAX_KNOB_MAGNITUDE` (HTCondor's largest default), never infinity. Times (epochs) must lie in `[0, MAX_EPOCH]` (year 9999, the last
   time a calendar date can be printed for).
 * Expressions: classad2 walks an expression's tree recursively (to unparse it, to find
   the attributes it reads, to evaluate it). Its parser stops nesting at 500 levels, but
@@ -24,6 +25,7 @@ import math
 import re
 
 MAX_MAGNITUDE = 3.4028234663852886e38     # FLT_MAX: the accountant writes it (GroupSortKey)
+MAX_KNOB_MAGNITUDE = 1e100          # a number knob (GROUP_QUOTA_ROUND_ROBIN_RATE's default)
 MAX_EPOCH = 253402300799            # 9999-12-31 23:59:59 UTC
 MAX_EXPR_OPERATORS = 200_000
 STACK_BYTES = 1 << 30

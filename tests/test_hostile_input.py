@@ -251,3 +251,15 @@ def _numbers(doc):
             yield from _numbers(v)
     else:
         yield doc
+
+
+@pytest.mark.parametrize("line,why", [
+    ("DEFAULT_PRIO_FACTOR = inf", "DEFAULT_PRIO_FACTOR = inf: not a finite number"),
+    ("DEFAULT_PRIO_FACTOR = 1e300",
+     "DEFAULT_PRIO_FACTOR = 1e300: out of range (magnitude above 1e+100, HTCondor's largest default)"),
+])
+def test_infinite_or_absurd_number_knobs_are_refused(snap, capsys, line, why):
+    # found by the fuzzer: HTCondor takes inf, and every priority became infinite
+    with open(snap / "config", "a") as f:
+        f.write(f"\n{line}\n")
+    assert error_line(capsys, "negotiate", snap, "--json") == f"{snap}/config: {why}"

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from ..errors import InputError
+from ..limits import MAX_KNOB_MAGNITUDE
 from . import classads
 
 EXT_PREFIX = "NEGOTIATOR_EXT_"
@@ -444,6 +445,12 @@ def _typed(source: str, knob: str, value: Any, kind: str, raw: str | None) -> An
     num = _param_integer(text) if kind == "int" else _param_double(text)
     if num is None or math.isnan(num):
         raise bad("not a number")
+    if math.isinf(num):
+        # HTCondor would take it (priorities and shares would be infinite or NaN)
+        raise bad("not a finite number")
+    if abs(num) > MAX_KNOB_MAGNITUDE:
+        raise bad(f"out of range (magnitude above {MAX_KNOB_MAGNITUDE:g}, HTCondor's "
+                  "largest default)")
     return num
 
 
