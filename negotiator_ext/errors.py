@@ -7,6 +7,8 @@ that names the input. The CLI prints it as one line and exits with status 2; no 
 
 from __future__ import annotations
 
+from .views.text import printable
+
 
 class InputError(Exception):
     """Bad input, reported as `<source>: [line N: ][ad <ad>: ][attribute <attr>: ]<message>`."""
@@ -21,6 +23,9 @@ class InputError(Exception):
         super().__init__(self.one_line())
 
     def one_line(self) -> str:
+        """The error in one line for people: a newline in the message becomes a space,
+        and every other control character (also any in the source, ad or attribute,
+        which can be names from untrusted input) is escaped (`views.text.printable`)."""
         parts = [self.source]
         if self.line is not None:
             parts.append(f"line {self.line}")
@@ -28,5 +33,6 @@ class InputError(Exception):
             parts.append(f"ad {self.ad}")
         if self.attribute:
             parts.append(f"attribute {self.attribute}")
-        parts.append(self.message)
-        return ": ".join(parts).replace("\n", " ")
+        parts = [printable(str(p)) for p in parts]
+        parts.append(printable(str(self.message).replace("\r\n", " ").replace("\n", " ")))
+        return ": ".join(parts)

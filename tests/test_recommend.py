@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import subprocess
 
 import pytest
 
@@ -685,19 +686,19 @@ def test_script_quotes_every_name_and_argument():
             Recommendation("delete", HOSTILE, None, None, None, "stale", {})]
     script = render_script(recs, pool="cm; reboot", now=NOW)
     commands = [ln for ln in script.splitlines() if ln and not ln.startswith("#")]
+    # the newline is written as an escape inside bash's $'...': every command is one
+    # line of the script, and no part of a name can pass for a command of its own
+    assert script.startswith("#!/bin/bash\n")
     assert commands == [
         "set -e",
         "condor_userprio -pool 'cm; reboot' -setfactor "
-        "'o'\"'\"'brien; rm -rf / @x y\n$(touch pwned)' 2.5 -duration 86400".split("\n")[0],
-        "$(touch pwned)' 2.5 -duration 86400",
-        "condor_userprio -pool 'cm; reboot' -delete 'o'\"'\"'brien; rm -rf / @x y",
-        "$(touch pwned)'"]
-    # the newline only ever appears inside a quoted argument: the shell reads back exactly
-    # the argument lists command_argv builds
-    body = script.split("set -e\n", 1)[1]
-    argvs = [shlex.split(block.split("\n# ")[-1].split("\n", 1)[1])
-             for block in body.strip().split("\n\n")]
-    assert argvs == [command_argv(r, "cm; reboot") for r in recs]
+        "$'o\\'brien; rm -rf / @x y\\x0a$(touch pwned)' 2.5 -duration 86400",
+        "condor_userprio -pool 'cm; reboot' -delete $'o\\'brien; rm -rf / @x y\\x0a$(touch pwned)'"]
+    # bash reads back exactly the argument lists command_argv builds
+    for rec, line in zip(recs, commands[1:]):
+        got = subprocess.run(["bash", "-c", "printf '%s\\0' " + line.split(" ", 1)[1]],
+                             capture_output=True, check=True).stdout
+        assert got.split(b"\0")[:-1] == [a.encode() for a in command_argv(rec, "cm; reboot")[1:]]
     # comments escape control characters, so the name cannot end a comment line
     assert "# about o'brien; rm -rf / @x y\\x0a$(touch pwned)" in script
     assert "# starved o'brien; rm -rf / @x y\\x0a$(touch pwned)" in script

@@ -14,7 +14,15 @@ shows (`current`: a running lease of that kind, or an absent record for a delete
 made either. Skips are returned but not recorded. Every change tried is recorded in the
 ledger right after it is tried, applied or failed, so a crash part way loses nothing
 already done. A failure (non-zero exit, an exception, a timeout) is recorded as
-"failed: <first line of the error>" and the rest go on.
+"failed: <first line of the error>" and the rest go on. A command no command line can
+carry (a NUL in the name: `views.recommend.unrunnable`) is skipped, not tried.
+
+A name beginning with "-" is passed as it is, right after its option: condor_userprio's
+main() (src/condor_tools/user_prio.cpp, HTCondor 25.14) takes the argument after
+-setfactor, -setceiling, -setfloor and -delete as the name without checking it, so it
+is never read as an option (see `views.recommend`). The Adjustment keeps the true name
+and command (shlex quoting, control characters and all); whoever shows them to people
+escapes them (`views.text.printable`).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, lease_expires
 from ..core.records import Adjustment, SubmitterObs
-from ..views.recommend import command_argv
+from ..views.recommend import command_argv, unrunnable
 
 __all__ = ["Ledger", "apply_recommendations", "TIMEOUT"]
 
@@ -75,7 +83,7 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
         method = "bindings" if use_bindings else "condor_userprio"
         command = (f"htcondor2.Negotiator.deleteUser({rec.name!r})" if use_bindings
                    else shlex.join(argv))
-        why = _in_place(rec, ledger, now, current, latest_pass_time)
+        why = unrunnable(argv) or _in_place(rec, ledger, now, current, latest_pass_time)
         if why is not None:
             out.append(Adjustment(rec.key, rec.kind, rec.name, rec.value, now, None, command,
                                   method, f"skipped: {why}"))

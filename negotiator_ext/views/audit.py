@@ -32,6 +32,7 @@ import pandas as pd
 from .. import __version__
 from ..core.audit import Audit
 from ..errors import InputError
+from .text import printable
 
 TEMPLATE = "audit.html.j2"
 MAX_ROWS = 50               # rows of a table shown on the page (all are in its CSV)
@@ -256,7 +257,17 @@ def _marker(n: int) -> str | None:
 
 
 def _short(name: str, n: int = 40) -> str:
+    """A name for a plot's title or legend: `printable`, cut to n characters."""
+    name = printable(str(name))
     return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def _shown(value: Any) -> Any:
+    """What the page shows of a template value: strings `printable` (not Markup)."""
+    import markupsafe
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return printable(value)
+    return value
 
 
 def plot_shares(share: pd.DataFrame, out: Path) -> Plot | None:
@@ -739,8 +750,11 @@ def render_html(audit: Audit, plots: dict[str, Plot | None], files: list[dict[st
     """The page, from the audit, the plots drawn and the table files written."""
     import jinja2
     text = resources.files(__package__).joinpath("templates", TEMPLATE).read_text("utf-8")
+    # autoescape makes names safe for HTML (<, &, quotes) but leaves control characters
+    # and bidi overrides from untrusted names as they are: every value the template
+    # shows is made `printable` first (macro output, already Markup, is left alone)
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
+                             keep_trailing_newline=True, finalize=_shown)
     tmpl = env.from_string(text)
     empty_text = ""
     if audit.empty:

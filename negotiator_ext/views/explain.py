@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .negotiate import _num
+from .text import printable
 
 
 def _g(v) -> str:
@@ -14,6 +15,8 @@ def _counts(d: dict) -> str:
 
 
 def render_explain(doc: dict) -> str:
+    """The job's story for people. Every line is passed through `printable`: the job's
+    attributes, its submitter, schedd, slot and group names come from untrusted ads."""
     j = doc["job"]
     out = [f"Job {j['id']}: {doc['verdict']}", ""]
     out.append(f"  schedd      {j['schedd'] or '-'}")
@@ -78,4 +81,4 @@ def render_explain(doc: dict) -> str:
                     else f"rejected: {a['reason']} (request {a['request_job']})"
                     if a["outcome"] == "rejected" else "not matched, never offered")
             out.append(f"  {a['job']:>12}  {what}")
-    return "\n".join(out) + "\n"
+    return "".join(printable(line) + "\n" for line in out)

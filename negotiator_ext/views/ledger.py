@@ -8,11 +8,13 @@ from typing import Mapping, Sequence
 
 from ..core.records import Comparison, PassRecord
 from .tables import pct, table
+from .text import printable
 
 
 def summary_line(rec: PassRecord) -> str:
     """One line for logs and the terminal: this pass, then what it compared (an earlier
-    pass's cycle against the real cycle that followed it)."""
+    pass's cycle against the real cycle that followed it). Shown `printable`: a reason
+    or note can carry a schedd's or a daemon's text."""
     parts = [f"pass {rec.uuid[:8]} {rec.status}" + (f" ({rec.reason})" if rec.reason else "")]
     if rec.shadow_duration is not None:
         parts.append(f"our cycle: {len(rec.shadow_matches)} matches in {rec.shadow_duration:.2f} s")
@@ -25,7 +27,7 @@ def summary_line(rec: PassRecord) -> str:
             figures = [f"real matches {c.real_matches}, ours {c.shadow_matches}"]
             figures += [f"{label} {text}" for label, text in _agreement(c) if text]
             parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures))
-    return "; ".join(parts)
+    return printable("; ".join(parts))
 
 
 def _agreement(c: Comparison | None) -> list[tuple[str, str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from .tables import table
+from .text import printable
 
 
 def _num(v, fmt="{:.2f}") -> str:
@@ -16,6 +17,9 @@ def _num(v, fmt="{:.2f}") -> str:
 
 
 def render_cycle(doc: dict) -> str:
+    """The cycle for people. Names (submitters, groups, slots, jobs, limits) come from
+    untrusted ads: table cells are escaped by `table`, and every line is passed through
+    `printable` so no control character reaches the terminal."""
     c = doc["cycle"]
     when = time.strftime("%m/%d/%y %H:%M:%S", time.gmtime(c["time"]))
     out = [f"Negotiation cycle at {when} UTC ({c['time']}): {c['slots']} slots, "
@@ -56,4 +60,4 @@ def render_cycle(doc: dict) -> str:
     if rej:
         out += ["", "Rejections:"]
         out += [f"  {n:4d}  {sub}: {reason}" for (sub, reason), n in sorted(rej.items())]
-    return "\n".join(out) + "\n"
+    return "".join(printable(line) + "\n" for line in out)

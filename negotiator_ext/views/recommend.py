@@ -14,10 +14,24 @@ Commands (condor_userprio; `-duration` makes a lease, rule A25, and exists from 
   delete   condor_userprio [-pool P] -delete NAME
   setprio, group: none (REPORT_ONLY_KINDS: advice for an admin; the script shows them as
            comments only)
+
+A NAME that begins with "-" is passed as it is: condor_userprio takes the argument after
+-setfactor, -setceiling, -setfloor, -delete (and -setprio, -setaccum, -setbegin,
+-setlast, -resetusage, -cancel*lease) as the name whatever it looks like. Its main()
+(src/condor_tools/user_prio.cpp, HTCondor 25.14) loops over argv and, on one of those
+options, only remembers the option's index and skips the next one or two arguments
+(the name, and the value) without looking at them; only the argument in an option's
+place is matched against option names (is_dash_arg_prefix, in
+src/condor_utils/match_prefix.cpp, which needs a leading "-"). There is no "--": a bare
+"--" is matched by no option, is not a user name (main's last else: a display name must
+begin with a letter or be "<none>") and gives the usage message. So
+`condor_userprio -setfactor -x@y 2 -duration 60` sets the factor of "-x@y" (checked
+against the 25.14 binary: it goes on to contact the negotiator, no usage message).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from typing import Any, Sequence
@@ -25,8 +39,10 @@ from typing import Any, Sequence
 from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, key_value
 from .userprio import format_time_nosecs
 from .tables import table
+from .text import printable
 
-__all__ = ["command_argv", "command_text", "render_table", "render_json", "render_script"]
+__all__ = ["command_argv", "command_text", "script_command", "shell_word", "unrunnable",
+           "render_table", "render_json", "render_script"]
 
 _OPTION = {"factor": "-setfactor", "ceiling": "-setceiling", "floor": "-setfloor",
            "delete": "-delete"}
@@ -55,6 +71,9 @@ def command_argv(rec: Recommendation, pool: str | None = None) -> list[str] | No
     argv = ["condor_userprio"]
     if pool:
         argv += ["-pool", pool]
+    # the name right after the option, also one beginning with "-": condor_userprio's
+    # main() (user_prio.cpp) takes the argument after -setfactor/-setceiling/-setfloor/
+    # -delete as the name without checking it (see the module's docstring)
     argv += [_OPTION[rec.kind], rec.name]
     if rec.kind != "delete":
         argv.append(format_value(rec.kind, rec.value))
@@ -65,9 +84,57 @@ def command_argv(rec: Recommendation, pool: str | None = None) -> list[str] | No
 
 def command_text(rec: Recommendation, pool: str | None = None) -> str | None:
     """`command_argv` as one shell line, every argument quoted with shlex.quote; None for
-    a report-only kind."""
+    a report-only kind. The true text (the JSON and the ledger hold it): an argument's
+    control characters stay in it, inside quotes; show it to people `printable`, or
+    write it into a script with `script_command`."""
     argv = command_argv(rec, pool)
     return None if argv is None else shlex.join(argv)
+
+
+def _ansi_c_needed(arg: str) -> bool:
+    """Whether shlex quoting would leave a control character in the script: any
+    character `printable` escapes, the newline included (inside single quotes it would
+    break the line, and the rest of a name could pass for a command of its own to the
+    reviewer)."""
+    return any(not c.isprintable() for c in arg)
+
+
+def shell_word(arg: str) -> str:
+    """`arg` as one word for bash that holds no raw control character: shlex.quote, or,
+    when that would leave a control character (ESC, CR, DEL, C1, U+2028, bidi
+    overrides, ...) in the text, bash's $'...' quoting, every such character written as
+    its UTF-8 bytes in \\xHH escapes (read back the same in any locale), "\\" and "'"
+    escaped. Needs bash (render_script then starts with #!/bin/bash)."""
+    if not _ansi_c_needed(arg):
+        return shlex.quote(arg)
+    out = []
+    for c in arg:
+        if c in "\\'":
+            out.append("\\" + c)
+        elif c.isprintable():
+            out.append(c)
+        else:
+            out.append("".join(f"\\x{b:02x}" for b in os.fsencode(c)))
+    return "$'" + "".join(out) + "'"
+
+
+def script_command(argv: Sequence[str]) -> str:
+    """A command line for the script: each argument `shell_word`; the same as
+    shlex.join for arguments without control characters."""
+    return " ".join(shell_word(a) for a in argv)
+
+
+def unrunnable(argv: Sequence[str]) -> str | None:
+    """Why no command line can carry `argv` (None: it can): a NUL character (the C
+    strings of argv end at it), or a character the file-system encoding cannot write."""
+    for a in argv:
+        if "\0" in a:
+            return "an argument holds a NUL character, which no command line can carry"
+        try:
+            os.fsencode(a)
+        except UnicodeEncodeError:
+            return "an argument holds a character no command line can carry"
+    return None
 
 
 def _lease(lease: int | None) -> str:
@@ -101,8 +168,8 @@ def render_table(recs: Sequence[Recommendation]) -> str:
     numbers right-aligned, times as days+hh:mm, like condor_userprio prints them."""
     if not recs:
         return "No recommendations.\n"
-    rows = [[r.kind, _printable(r.name), _current(r), _recommended(r), _lease(r.lease),
-             _printable(r.reason)] for r in recs]
+    rows = [[r.kind, r.name, _current(r), _recommended(r), _lease(r.lease), r.reason]
+            for r in recs]                    # `table` shows every cell printable
     lines = table(["Kind", "Name", "Current", "Recommended", "Lease", "Reason"], rows,
                    {2, 3, 4})
     return "\n".join(lines) + "\n"
@@ -119,48 +186,54 @@ def render_json(recs: Sequence[Recommendation], pool: str | None = None) -> dict
                  "report_only": r.kind in REPORT_ONLY_KINDS} for r in recs]}
 
 
-def _printable(text: str) -> str:
-    """`text` with control characters (newlines, escapes) written as \\xNN, so a name
-    cannot end a comment line in the script or break the table."""
-    return "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256
-                   else f"\\u{ord(c):04x}" for c in text)
-
-
 def _figure(v: Any) -> str:
     if isinstance(v, float):
         return format(v, ".10g")
     if isinstance(v, (list, tuple)):
         return ", ".join(_figure(x) for x in v) or "-"
-    return _printable(str(v))
+    return printable(str(v))
 
 
 def render_script(recs: Sequence[Recommendation], *, pool: str | None = None, now: int) -> str:
-    """A `#!/bin/sh` script making the recommended changes, meant to be read before it is
+    """A shell script making the recommended changes, meant to be read before it is
     run: one block per recommendation with its reason and figures as comments; a
     report-only item (setprio, group) is a block of comments only, with no command.
-    `set -e` stops at the first command that fails. Every argument is shell-quoted; names
-    in comments have their control characters escaped."""
+    `set -e` stops at the first command that fails. Every argument is shell-quoted
+    (`script_command`); names in comments have their control characters escaped
+    (`printable`), so the script holds no control character but its line ends. It is a
+    `#!/bin/sh` script, or `#!/bin/bash` when an argument needs bash's $'...' quoting.
+    A command no command line can carry (`unrunnable`) is a comment saying why."""
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
-    out = ["#!/bin/sh",
-           f"# condor_userprio adjustments recommended by negotiator-ext at {when} UTC ({now}).",
-           "# Review before running. Factor, ceiling and floor changes are leases that expire",
-           "# by themselves; a delete does not expire. condor_userprio has -duration (leases)",
-           "# from HTCondor 25.12 on; 25.0 LTS does not have it.",
-           "# setprio and group items are advice to check by hand: comments only, nothing runs.",
-           "set -e", ""]
+    blocks: list[str] = []
+    bash = False
     if not recs:
-        out.append("# Nothing to do.")
+        blocks.append("# Nothing to do.")
     for r in recs:
         change = f"{_current(r)} -> {_recommended(r)}"
         lease = f" for {_lease(r.lease)} (days+hh:mm)" if r.lease else ""
         advice = " (report only: nothing to run)" if r.kind in REPORT_ONLY_KINDS else ""
-        out.append(f"# {r.kind} {_printable(r.name)}: {change}{lease}{advice}")
-        out.append(f"# {_printable(r.reason)}")
+        blocks.append(f"# {r.kind} {printable(r.name)}: {change}{lease}{advice}")
+        blocks.append(f"# {printable(r.reason)}")
         if r.numbers:
-            out.append("# " + "; ".join(f"{_printable(str(k))} {_figure(v)}"
-                                         for k, v in r.numbers.items()))
-        command = command_text(r, pool)
-        if command is not None:
-            out.append(command)
-        out.append("")
+            blocks.append("# " + "; ".join(f"{printable(str(k))} {_figure(v)}"
+                                            for k, v in r.numbers.items()))
+        argv = command_argv(r, pool)
+        if argv is not None:
+            why = unrunnable(argv)
+            if why is not None:
+                blocks.append(f"# not run: {why}: {printable(shlex.join(argv))}")
+            else:
+                bash = bash or any(_ansi_c_needed(a) for a in argv)
+                blocks.append(script_command(argv))
+        blocks.append("")
+    out = ["#!/bin/bash" if bash else "#!/bin/sh",
+           f"# condor_userprio adjustments recommended by negotiator-ext at {when} UTC ({now}).",
+           "# Review before running. Factor, ceiling and floor changes are leases that expire",
+           "# by themselves; a delete does not expire. condor_userprio has -duration (leases)",
+           "# from HTCondor 25.12 on; 25.0 LTS does not have it.",
+           "# setprio and group items are advice to check by hand: comments only, nothing runs."]
+    if bash:
+        out.append("# Names holding control characters are written in bash's $'...' quoting "
+                   "(\\xHH: the byte HH).")
+    out += ["set -e", ""] + blocks
     return "\n".join(out).rstrip("\n") + "\n"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from .text import printable
+
 
 def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
     """The lines of a table: a header, a rule, one line per row; columns as wide as their
-    widest cell, those in `right` right-aligned."""
+    widest cell, those in `right` right-aligned. Every cell is shown `printable` (its
+    control characters escaped), and measured so."""
+    headers = [printable(str(c)) for c in headers]
+    rows = [[printable(str(c)) for c in r] for r in rows]
     widths = [max(len(c) for c in col) for col in zip(headers, *rows)]
 
     def line(cells: list[str]) -> str:

@@ -30,6 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
+from .text import printable
+
 __all__ = ["UserprioOptions", "render_table", "COLUMNS", "Column", "cxx_sort"]
 
 
@@ -728,11 +730,13 @@ def _print_info(tm_last: int, recs: list[_LineRec], st: _State) -> str:
                 continue
             st.hide_none_group = False      # if we show any groups, then show the none group
 
+        # names come from untrusted ads: shown (and measured, _name_width) `printable`,
+        # which changes nothing in an ordinary name
         if not st.hier or r.is_group:
-            name_part = _pad(r.name, name_w + 1)
+            name_part = _pad(printable(r.name), name_w + 1)
         else:
             short = r.name[len(r.acct_group) + 1:] if r.group_id > 0 else r.name
-            name_part = "  " + _pad(short, name_w + 1 - 2)
+            name_part = "  " + _pad(printable(short), name_w + 1 - 2)
         lines.append(row(name_part, lambda col: _cell(col, r, tm_last)))
 
         if not r.is_group:
@@ -765,15 +769,16 @@ def _print_info(tm_last: int, recs: list[_LineRec], st: _State) -> str:
 
 
 def _name_width(recs: list[_LineRec], st: _State) -> int:
-    """The width of the name column (max_name in PrintInfo)."""
+    """The width of the name column (max_name in PrintInfo), of the names as shown
+    (`printable`)."""
     max_name = 10
     for r in recs:
         if r.last_usage >= st.min_last_usage:
-            length = len(r.name)
+            length = len(printable(r.name))
             if st.hier and not r.is_group:
                 length += 2
                 if r.group_id != 0:
-                    length -= len(r.acct_group)
+                    length -= len(printable(r.acct_group))
             max_name = max(max_name, length)
     max_name = min(max_name, MAX_NAME_COLUMN_WIDTH)
     max_name = max(max_name, len("Number of users: %d" % len(recs)))
