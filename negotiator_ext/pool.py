@@ -22,6 +22,11 @@ from .errors import InputError
 _NUMERIC_SLOT_ATTRS = ("Cpus", "Memory", "Disk", "SlotWeight")
 
 
+# what C's isspace() takes for white space (the C locale): IsValidSubmitterName refuses a
+# name holding one; other Unicode spaces (U+0085, U+00A0, U+2028) are valid name bytes
+_C_SPACE = re.compile(r"[ \t\n\v\f\r]")
+
+
 @dataclass(frozen=True)
 class Pool:
     snapshot: Snapshot
@@ -78,7 +83,7 @@ class Pool:
 
     def submitter_ads(self) -> list[dict]:
         """Submitter ads as the negotiator keeps them (2.2 step 3): within
-        NEGOTIATOR_SUBMITTER_CONSTRAINT, with a Name free of whitespace
+        NEGOTIATOR_SUBMITTER_CONSTRAINT, with a Name free of C white space
         (IsValidSubmitterName) and a ScheddIpAddr, and with jobs."""
         out = []
         for ad in self.snapshot.submitters or ():
@@ -86,7 +91,7 @@ class Pool:
                 continue
             d = plain_ad(ad)
             name = d.get("Name")
-            if not isinstance(name, str) or re.search(r"\s", name):
+            if not isinstance(name, str) or _C_SPACE.search(name):
                 continue
             if not isinstance(d.get("ScheddIpAddr"), str):
                 continue

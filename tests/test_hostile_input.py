@@ -263,3 +263,16 @@ def test_infinite_or_absurd_number_knobs_are_refused(snap, capsys, line, why):
     with open(snap / "config", "a") as f:
         f.write(f"\n{line}\n")
     assert error_line(capsys, "negotiate", snap, "--json") == f"{snap}/config: {why}"
+
+
+@pytest.mark.parametrize("char,kept", [("\x85", True), ("\u2028", True), ("\xa0", True),
+                                       ("\r", False), ("\x0b", False), ("\t", False)])
+def test_submitter_names_are_refused_only_for_c_white_space(snap, char, kept):
+    # IsValidSubmitterName uses C isspace (C locale): U+0085 and friends are valid bytes
+    from negotiator_ext.pool import load_pool
+    subs = snap / "submitters.ads"
+    name = f"group_chemistry.cu{char}rie@refcondor.local"
+    subs.write_text(subs.read_text().replace("group_chemistry.curie@refcondor.local", name),
+                    encoding="utf-8")
+    names = [d["Name"] for d in load_pool(snap).submitter_ads()]
+    assert (name in names) is kept
