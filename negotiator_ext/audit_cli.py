@@ -74,7 +74,7 @@ def cmd_audit(args) -> int:
     check_output(out)               # refuse a foreign directory before reading anything
     knobs = _knobs(args)
     url = _ledger_url(args, knobs)
-    with open_ledger(url, create=False) as ledger:
+    with open_ledger(url, read_only=True) as ledger:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
         frames = read_frames(ledger, pool=pool, since=since, until=until)
         source = ledger.source

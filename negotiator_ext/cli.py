@@ -232,8 +232,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _warn(lines) -> None:
+    from .views.text import printable
     for w in lines:
-        print(f"negotiator-ext: warning: {w}", file=sys.stderr)
+        print(f"negotiator-ext: warning: {printable(str(w))}", file=sys.stderr)
 
 
 def _load_pool(args):
@@ -244,6 +245,10 @@ def _load_pool(args):
     last = pool.accountant.last_update_time
     if args.at is not None and last and args.at < last:
         raise InputError("--at", f"{args.at} is before the accountant's last update {last}")
+    if args.at is None and last and pool.cycle_time() < last:
+        _warn([f"{pool.snapshot.accounting_source}: the capture time {pool.cycle_time()} is "
+               f"before the accountant's LastUpdate {last} (a cycle began during the "
+               "capture?): the accountant takes no time step"])
     return pool
 
 
@@ -390,10 +395,15 @@ def _log_to_stderr() -> None:
     """The shadow loop's log lines on stderr (once per process)."""
     import logging
 
+    from .views.text import printable
+
     class _Stderr(logging.StreamHandler):
         def emit(self, record):            # whatever sys.stderr is now (tests swap it)
             self.stream = sys.stderr
             super().emit(record)
+
+        def format(self, record):          # names from the pool's ads: no raw controls
+            return printable(super().format(record))
 
     log = logging.getLogger("negotiator_ext")
     if not any(isinstance(h, logging.StreamHandler) and type(h).__name__ == "_Stderr"
@@ -503,17 +513,16 @@ def cmd_recommend(args) -> int:
                                  "recorded, at the real time")
     max_age = ext_number(knobs, "APPLY_MAX_AGE", 3600, positive=True)
     now = int(args.at if args.at is not None else _time.time())
-    with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
+    # without --apply nothing is written to the ledger: it is opened read-only
+    with open_ledger(_ledger_url(args, knobs), create=False,
+                     read_only=not args.apply) as ledger:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
         passes = ledger.window(now - window * 3600, pool=pool)
         passes = [p for p in passes if float(p[0]["started_at"]) <= now]
         applied = ledger.adjustments()
         recs = recommend(passes, policy, now, applied=applied)
         target = None if pool in (None, "<local>") else pool
-        if args.script and args.script != "-":
-            Path(args.script).write_text(render_script(recs, pool=target, now=now))
-            os_chmod_exec(Path(args.script))
-        done = []
+        # every refusal comes before the script is written: a refused run writes nothing
         if args.apply:
             newest = float(passes[-1][0]["started_at"]) if passes else None
             if newest is None or now - newest > max_age:
@@ -521,9 +530,25 @@ def cmd_recommend(args) -> int:
                                  + ("missing" if newest is None else f"{now - newest:.0f} s old")
                                  + f" (NEGOTIATOR_EXT_APPLY_MAX_AGE = {max_age:g} s): the "
                                  "recommendations may no longer fit the pool")
+            ledger.check_writable("nothing applied (--apply records every change it makes "
+                                  "in the ledger)")
+            negotiator = _negotiator(target) if any(r.kind == "delete" for r in recs) else None
+        if args.script and args.script != "-":
+            script, opened = Path(args.script), False
+            try:
+                with open(script, "w") as f:
+                    opened = True
+                    f.write(render_script(recs, pool=target, now=now))
+                os_chmod_exec(script)
+            except OSError as exc:
+                if opened:              # a script cut short (a full disk) is not left to run
+                    script.unlink(missing_ok=True)
+                raise InputError(args.script, f"cannot write the script: "
+                                              f"{exc.strerror or exc}") from None
+        done = []
+        if args.apply:
             from .adapters.apply import apply_recommendations
             latest = {o.name: o for o in passes[-1][1]}
-            negotiator = _negotiator(target) if any(r.kind == "delete" for r in recs) else None
             done = apply_recommendations(recs, ledger=ledger, now=now, pool=target,
                                          negotiator=negotiator, current=latest,
                                          run=subprocess.run, latest_pass_time=newest)
@@ -548,7 +573,8 @@ def cmd_recommend(args) -> int:
     failed = 0
     for adj in done:
         failed += adj.outcome.startswith("failed")
-        print(f"{adj.outcome}: {adj.command}",
+        from .views.text import printable   # names from untrusted ads: escaped for display
+        print(printable(f"{adj.outcome}: {adj.command}"),
               file=sys.stderr if adj.outcome.startswith("failed") else out)
     return 1 if failed else 0
 
@@ -574,7 +600,7 @@ def cmd_ledger(args) -> int:
     if args.ledger_command is None:
         raise InputError("ledger", "name an action: export or show")
     knobs = _knobs(args)
-    with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
+    with open_ledger(_ledger_url(args, knobs), read_only=True) as ledger:
         if args.ledger_command == "export":
             for path in ledger.export(Path(args.output), args.format, args.table):
                 print(path)

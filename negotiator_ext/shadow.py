@@ -135,18 +135,32 @@ class Busy(Exception):
 @contextlib.contextmanager
 def pass_lock(state_dir: Path) -> Iterator[None]:
     """One pass at a time per state directory (cron runs that overlap, a daemon and a
-    cron entry side by side): an exclusive, non-blocking flock on `shadow.lock`. The
-    kernel drops it when the process dies, so a kill -9 never leaves it stale."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    cron entry side by side): an exclusive, non-blocking flock on `shadow.lock`, which
+    holds the pid of its holder. The kernel drops it when the process dies, so a kill -9
+    never leaves it stale. The state directory is created when missing; one that cannot
+    be created, or a lock file that cannot be created or written (a read-only or full
+    disk), is an InputError naming it."""
     path = state_dir / "shadow.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(str(state_dir), f"cannot create the state directory: "
+                                         f"{exc.strerror or exc}") from None
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise InputError(str(path), f"cannot create the lock file: {exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise Busy(f"{path}: another shadow pass is running") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:
+            raise InputError(str(path), f"cannot write the lock file: "
+                                        f"{exc.strerror or exc}") from None
         yield
     finally:
         os.close(fd)
@@ -200,6 +214,7 @@ class ShadowLoop:
         self._htcondor = htcondor
         self.clock = clock
         self.log = log or LOG
+        self.warned_cycle_time = False      # a capture before LastUpdate is logged once
 
     @property
     def htcondor(self):
@@ -323,6 +338,7 @@ class _Pass:
             comparable = False
             self.partial(f"the clock went backwards: this pass at {self.started:.0f} is "
                          f"before the last recorded pass at {float(last_any['started_at']):.0f}")
+        self.check_cycle_time(pool)
         if pool.snapshot.partial:
             errors = pool.snapshot.meta.get("errors") or {}
             why = [f"{name}: {str(errors[name])[:160]}" if isinstance(errors, dict)
@@ -382,17 +398,39 @@ class _Pass:
             submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
             snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable,
             slot_classes=result.slot_classes if comparable else {})
-        self.save(rec, last_any)
-        return rec
+        return self.save(rec, last_any)
 
     # -- steps -----------------------------------------------------------------------------
+
+    def check_cycle_time(self, pool) -> None:
+        """Our cycle runs at the snapshot's capture time, which should not be before the
+        real accountant's LastUpdate (the accountant cannot go back in time). A capture
+        reads the Accounting ads last, so a real cycle that began during the capture (or
+        the capturing host's clock behind the central manager's) gives such a time, live
+        or in a replay of the loop's own snapshots: the pass goes on, with a warning
+        recorded in it and logged once per loop. (`negotiate --at` refuses such a time:
+        there it is the user's own choice.)"""
+        t, last = pool.cycle_time(), pool.accountant.last_update_time
+        if not last or t >= last:
+            return
+        warning = (f"the capture time {t} is before the accountant's LastUpdate {last} (a "
+                   "real cycle began during the capture, or the capturing host's clock is "
+                   "behind the central manager's): our accountant took no time step")
+        self.warnings.append(warning)
+        if not self.loop.warned_cycle_time:
+            self.loop.warned_cycle_time = True
+            self.loop.log.warning("%s (logged once)", warning)
 
     def take_snapshot(self) -> Path:
         if self.replay is not None:
             return Path(self.replay)
         from .adapters.live import capture_snapshot
         root = self.s.state_dir / "snapshots"
-        root.mkdir(parents=True, exist_ok=True)
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(str(root), f"cannot create the snapshots directory: "
+                                        f"{exc.strerror or exc}") from None
         t = int(self.started)
         out = _snapshot_path(root, t, self.uuid)
         report = capture_snapshot(self.s.pool, out, timeout=self.s.timeout, now=t,
@@ -494,7 +532,8 @@ class _Pass:
         whose capture was over before that cycle's first second) not compared yet. None
         when there is nothing new to compare (no negotiator ad, no new real cycle, no
         such pass): that pass waits for the next real cycle, and no real cycle is
-        compared twice."""
+        compared twice. (`compared` only spares the work: whether another process compared
+        that pass meanwhile is decided again as the pass is recorded, `Ledger.record`.)"""
         for first in new_cycles:
             # the snapshot's capture over before the cycle's first second: a capture that
             # overlaps the cycle may have read the pool half before, half after it
@@ -537,26 +576,28 @@ class _Pass:
                          real_cycle_time=None, real_accountant_time=None,
                          shadow_duration=None, capture_duration=None,
                          snapshot_dir=str(snapshot_dir) if snapshot_dir else None)
-        self.save(rec)
-        return rec
+        return self.save(rec)
 
-    def save(self, rec: PassRecord, last: dict | None = None) -> None:
-        """Record the pass; then apply the retention, only after a complete pass and
-        never past the previous pass (a clock far ahead must not empty the ledger). A
-        retention that fails is a log line: the pass is recorded."""
-        self.ledger.record_pass(rec)
+    def save(self, rec: PassRecord, last: dict | None = None) -> PassRecord:
+        """Record the pass, and return it as recorded (without its comparison when another
+        process compared that earlier pass first: `Ledger.record`); then apply the
+        retention, only after a complete pass and never past the previous pass (a clock
+        far ahead must not empty the ledger). A retention that fails is a log line: the
+        pass is recorded."""
+        rec = self.ledger.record(rec) or rec
         if self.s.retention_days <= 0 or rec.status != "complete":
-            return
+            return rec
         now = min(rec.started_at, float(last["started_at"])) if last else rec.started_at
         from .adapters.ledger import LedgerError
         try:
             removed = self.ledger.prune(now - self.s.retention_days * 86400)
         except LedgerError as exc:
             self.loop.log.warning("ledger retention not applied: %s", exc.one_line())
-            return
+            return rec
         if removed:
             self.loop.log.info("ledger retention: %d pass(es) older than %g days removed",
                                removed, self.s.retention_days)
+        return rec
 
 
 def _with_matchlog_counts(cycles: list[RealCycle], entries: Sequence[MatchEntry]
@@ -666,9 +707,12 @@ def unpublish(settings: ShadowSettings, *, htcondor=None) -> str | None:
     return withdraw(htcondor, settings.pool, settings.name)
 
 
-def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> list[PassRecord]:
-    """Replay recorded snapshot directories as passes, in capture-time order."""
+def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> Iterator[PassRecord]:
+    """Replay recorded snapshot directories as passes, in capture-time order, each pass
+    yielded once recorded. A snapshot refused (an InputError) ends the replay there: the
+    passes before it stay recorded."""
     from .adapters.snapshot import read_meta
     dirs = sorted((Path(d) for d in directories),
                   key=lambda d: int(read_meta(d).get("captured_at") or 0))
-    return [loop.run_pass(replay=d) for d in dirs]
+    for d in dirs:
+        yield loop.run_pass(replay=d)

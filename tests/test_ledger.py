@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import uuid as uuidlib
 import warnings
 from pathlib import Path
@@ -99,6 +100,12 @@ def small_pass(uuid, started_at=1000.0, pool="p", cycles=(), status="complete") 
         submitters=(SubmitterObs("alice", "<none>", False, factor=1.0),
                     SubmitterObs("bob", "<none>", False, factor=2.0)),
         groups=(GroupObs("g"),))
+
+
+def _comparing(rec: PassRecord, earlier: str) -> PassRecord:
+    """`rec` comparing pass `earlier`'s cycle (each pass is compared once)."""
+    return dataclasses.replace(rec, comparison=dataclasses.replace(rec.comparison,
+                                                                   shadow_pass=earlier))
 
 
 def adjustment(key="factor:alice", applied_at=100, lease=None, outcome="applied", value=2.0,
@@ -300,6 +307,79 @@ def test_a_failed_write_leaves_nothing_behind(url, monkeypatch):
         assert ledger.verify() == []
         assert ledger.record_pass(doomed) is True                     # and it can be retried
         assert ledger.pass_record("doomed") == doomed
+
+
+def test_a_pass_is_compared_once_across_processes(url):
+    """Two shadow processes (two state directories) on one ledger both find pass
+    "earlier" not compared yet (`compared`, before either records) and compare it: the
+    check made again under the write lock records one comparison. The second pass is
+    recorded without it, and without the compared cycle's counts on its submitters and
+    groups."""
+    with open_ledger(url) as one, open_ledger(url) as two:
+        one.record_pass(small_pass("earlier", 100.0))
+        assert not one.compared("earlier") and not two.compared("earlier")
+        first = _comparing(full_pass("first", started_at=200.0, cycles=(150,)), "earlier")
+        second = _comparing(full_pass("second", started_at=201.0, cycles=(151,)), "earlier")
+        assert one.record(first) == first
+        got = two.record(second)
+        assert got.comparison is None
+        assert all(o.real_matches is None for o in got.submitters + got.groups)
+        assert got.warnings[:-1] == second.warnings
+        assert "pass earlier's cycle was compared by another pass meanwhile" in got.warnings[-1]
+        assert two.pass_record("second") == got
+        assert [h["n_comparisons"] for h in two.passes()] == [0, 1, 0]
+        assert [(h["uuid"], c.shadow_pass) for h, c in one.comparisons()] == [("first",
+                                                                               "earlier")]
+        assert one.verify() == []
+
+
+def test_compare_once_waits_for_the_writer_that_compares_first(url):
+    """The other process's transaction is still open when this one records its
+    comparison of the same pass: this one waits for the lock (SQLite: BEGIN IMMEDIATE;
+    PostgreSQL: an advisory lock, as READ COMMITTED would not show the other's row before
+    its commit), then finds the pass compared and records none."""
+    first = _comparing(full_pass("first", started_at=200.0, cycles=(150,)), "earlier")
+    second = _comparing(full_pass("second", started_at=201.0, cycles=(151,)), "earlier")
+    got = []
+
+    def other_process():
+        with open_ledger(url) as two:
+            got.append(two.record(second))
+
+    with open_ledger(url) as one:
+        one.record_pass(small_pass("earlier", 100.0))
+        with one._guard(), one._db.write():
+            assert one._write_pass(first) == first
+            other = threading.Thread(target=other_process)
+            other.start()
+            other.join(0.5)
+            assert other.is_alive()             # waiting for this transaction
+        other.join(10)
+        assert not other.is_alive() and got and got[0].comparison is None
+        assert [c.shadow_pass for _, c in one.comparisons()] == ["earlier"]
+        assert one.comparison("first") == first.comparison
+        assert one.verify() == []
+
+
+def test_a_ledger_opened_read_only_is_read_and_never_written(url):
+    with open_ledger(url) as ledger:
+        ledger.record_pass(small_pass("a"))
+    with open_ledger(url, read_only=True) as reader:
+        assert [p["uuid"] for p in reader.passes()] == ["a"]
+        with pytest.raises(LedgerError, match=r"cannot be written \(read-only") as e:
+            reader.record_pass(small_pass("b"))
+        assert not e.value.transient
+    with open_ledger(url) as ledger:
+        assert [p["uuid"] for p in ledger.passes()] == ["a"]
+
+
+def test_a_reader_brings_an_older_schema_up_to_date(url):
+    """Opened read-only, a ledger of an older schema is opened for writing once, to
+    migrate it, as before: readers never see an old schema."""
+    with ledger_mod._open(url, schema_target=1) as old:
+        assert old.schema_version == 1
+    with open_ledger(url, read_only=True) as reader:
+        assert reader.schema_version == SCHEMA_VERSION and reader.passes() == []
 
 
 # ---------------------------------------------------------------- failure modes
@@ -632,7 +712,8 @@ def test_migration_from_v1(url, monkeypatch):
 def test_prune_deletes_old_passes_and_keeps_adjustments(url):
     with open_ledger(url) as ledger:
         for i, t in enumerate((100.0, 200.0, 300.0)):
-            ledger.record_pass(full_pass(f"p{i}", started_at=t, cycles=(int(t),)))
+            ledger.record_pass(_comparing(full_pass(f"p{i}", started_at=t, cycles=(int(t),)),
+                                          f"p{i - 1}"))
         ledger.record_adjustment(adjustment(applied_at=50))
         assert ledger.prune(250.0) == 2
         assert [p["uuid"] for p in ledger.passes()] == ["p2"]
@@ -641,7 +722,8 @@ def test_prune_deletes_old_passes_and_keeps_adjustments(url):
             assert ledger.shadow_matches(gone) == [] and ledger.comparison(gone) is None
             assert ledger.real_cycles(gone) == []
         assert ledger.newest_real_cycle("pool.example.org") == 300     # 100 and 200 gone
-        assert ledger.pass_record("p2") == full_pass("p2", started_at=300.0, cycles=(300,))
+        assert ledger.pass_record("p2") == _comparing(full_pass("p2", started_at=300.0,
+                                                                cycles=(300,)), "p1")
         assert ledger.adjustments() == [adjustment(applied_at=50)]
         assert ledger.prune(250.0) == 0
         assert ledger.verify() == []

@@ -6,6 +6,10 @@ the real cycles first seen in it (`real_cycles`, one row per (pool, time) howeve
 passes see the cycle), our and the real matches, the per-submitter and per-group
 observations and the comparison. A write that fails rolls back: nothing is half-written
 and the passes recorded before stay intact. Recording a pass uuid twice changes nothing.
+An earlier pass's cycle is compared once: whether it was compared already is read inside
+the transaction that records the comparison, under the write lock, so of two processes
+(two state directories on one ledger) comparing the same pass, the second records its
+pass without the comparison.
 Applied `condor_userprio` changes go to `adjustments`, the audit trail, which `prune`
 never touches.
 
@@ -26,6 +30,11 @@ SQLite runs in WAL mode with synchronous=FULL, so a committed pass survives kill
 power loss; writers take the lock up front (`BEGIN IMMEDIATE`) and wait `lock_timeout`
 seconds for another process (busy timeout). PostgreSQL waits the same time for a lock
 (`lock_timeout`).
+
+Readers (`ledger show`, `audit`, `recommend` without --apply) open the ledger read-only
+(`open_ledger(..., read_only=True)`): SQLite `mode=ro`, a PostgreSQL session whose
+transactions are read-only. So a ledger on a read-only file system, or one this user
+may not write, can be read.
 
 The schema is versioned: `ledger_meta.schema_version`, brought up to `SCHEMA_VERSION` on
 open by the ordered `MIGRATIONS`, all missing steps in one transaction. A ledger written
@@ -72,6 +81,11 @@ class LedgerError(InputError):
     def __init__(self, source: str, message: str, *, transient: bool = False, **kw: Any):
         super().__init__(source, message, **kw)
         self.transient = transient
+
+
+class _OlderSchema(LedgerError):
+    """A ledger opened read-only is of an older schema (`open_ledger` opens it for
+    writing, to bring it up to date)."""
 
 
 # ---------------------------------------------------------------- schema and migrations
@@ -263,6 +277,7 @@ TABLES = ("passes", "real_cycles", "shadow_matches", "real_matches", "submitters
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
 
 _PG_MIGRATION_LOCK = 0x6E6567_6F7478  # pg_advisory_xact_lock key: one migrator at a time
+_PG_COMPARISON_LOCK = 0x6E6567_636D70  # and one writer of a comparison at a time
 
 # PassRecord fields stored in their own tables, not in the header row
 _PASS_CHILDREN = ("real_cycles", "shadow_matches", "real_matches", "submitters", "groups",
@@ -380,6 +395,19 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _without_comparison(rec: PassRecord) -> PassRecord:
+    """`rec` as recorded when another pass compared its earlier pass first: without the
+    comparison, and without the compared real cycle's match counts it put on the
+    submitters and groups; a warning says so."""
+    return dataclasses.replace(
+        rec, comparison=None,
+        submitters=tuple(dataclasses.replace(o, real_matches=None) for o in rec.submitters),
+        groups=tuple(dataclasses.replace(g, real_matches=None) for g in rec.groups),
+        warnings=(*rec.warnings, f"pass {rec.comparison.shadow_pass}'s cycle was compared "
+                                 "by another pass meanwhile (another shadow process on this "
+                                 "ledger): not compared again"))
+
+
 # ---------------------------------------------------------------- URLs
 
 def _mask(url: str) -> str:
@@ -456,13 +484,18 @@ def parse_url(url: str) -> tuple[str, str]:
 # ---------------------------------------------------------------- database backends
 
 class _SQLite:
-    """One sqlite3 connection in autocommit mode; transactions are explicit."""
+    """One sqlite3 connection in autocommit mode; transactions are explicit.
+
+    A new ledger's directory is made with it, parents and all (a new state directory's
+    default ledger, a --ledger path the admin chose); one that cannot be made is a
+    LedgerError naming it. `read_only`: `mode=ro`, nothing made (`_connect_read_only`)."""
 
     id_type = "INTEGER PRIMARY KEY AUTOINCREMENT"
 
-    def __init__(self, path: str, lock_timeout: float, create: bool):
+    def __init__(self, path: str, lock_timeout: float, create: bool, read_only: bool = False):
         self.source = path
         self.lock_timeout = lock_timeout
+        self.read_only = read_only
         p = Path(path).expanduser()
         if p.is_dir():
             raise LedgerError(path, "is a directory, not a ledger file")
@@ -475,20 +508,62 @@ class _SQLite:
                 raise LedgerError(path, f"cannot create the directory {p.parent}: "
                                         f"{exc.strerror or exc}") from exc
         self.errors: tuple[type[BaseException], ...] = (sqlite3.Error,)
-        try:
-            # file:// + an absolute path: a path starting with // is no URI authority
-            self.conn = sqlite3.connect(
-                f"file://{quote(str(p.absolute()))}?mode={'rwc' if create else 'rw'}",
-                uri=True, timeout=lock_timeout, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise self.ledger_error(exc) from exc
+        if read_only:
+            self.conn = self._connect_read_only(p)
+        else:
+            try:
+                # file:// + an absolute path: a path starting with // is no URI authority
+                self.conn = sqlite3.connect(
+                    f"file://{quote(str(p.absolute()))}?mode={'rwc' if create else 'rw'}",
+                    uri=True, timeout=lock_timeout, isolation_level=None)
+            except sqlite3.Error as exc:
+                raise self.ledger_error(exc) from exc
         try:
             self.conn.execute(f"PRAGMA busy_timeout = {max(0, int(lock_timeout * 1000))}")
-            self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
-            self.conn.execute("PRAGMA synchronous = FULL")
+            if not read_only:
+                self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
+                self.conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
             self.conn.close()
             raise self.ledger_error(exc) from exc
+
+    def _connect_read_only(self, p: Path) -> sqlite3.Connection:
+        """A connection that cannot write: `mode=ro`. SQLite reads a WAL ledger through its
+        `-shm` file, which it creates beside the ledger when missing; where it cannot (a
+        read-only file system, a directory this user may not write) and no write-ahead
+        log is left (its last writer closed it: the file alone is the whole ledger), the
+        file is read as immutable, as it then is: nobody can be writing it there."""
+        uri = f"file://{quote(str(p.absolute()))}?mode=ro"
+        try:
+            return self._probe(sqlite3.connect(uri, uri=True, timeout=self.lock_timeout,
+                                               isolation_level=None))
+        except sqlite3.Error as exc:
+            code = getattr(exc, "sqlite_errorcode", None)
+            if not isinstance(code, int) or code & 0xFF not in (8, 14):   # READONLY, CANTOPEN
+                raise self.ledger_error(exc) from exc
+            wal = p.with_name(p.name + "-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise LedgerError(self.source, f"cannot be read here: its write-ahead log "
+                                               f"{wal.name} holds writes not in the file yet, "
+                                               f"and reading it needs {p.name}-shm created "
+                                               "beside it, which this directory does not "
+                                               "allow") from exc
+        try:
+            return self._probe(sqlite3.connect(uri + "&immutable=1", uri=True,
+                                               timeout=self.lock_timeout, isolation_level=None))
+        except sqlite3.Error as exc:
+            raise self.ledger_error(exc) from exc
+
+    @staticmethod
+    def _probe(conn: sqlite3.Connection) -> sqlite3.Connection:
+        """`conn` once a first read worked (SQLite opens the file, and a WAL's -shm,
+        lazily); closed when it did not."""
+        try:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+        except sqlite3.Error:
+            conn.close()
+            raise
+        return conn
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self.conn.execute(sql, params)
@@ -522,6 +597,9 @@ class _SQLite:
                 self.conn.execute("ROLLBACK")
 
     def lock_for_migration(self) -> None:
+        pass                                    # BEGIN IMMEDIATE is the lock
+
+    def lock_for_comparison(self) -> None:
         pass                                    # BEGIN IMMEDIATE is the lock
 
     def has_table(self, name: str) -> bool:
@@ -563,15 +641,25 @@ class _SQLite:
     def close(self) -> None:
         self.conn.close()
 
+    def cannot_write(self) -> str | None:
+        """Why this ledger cannot be written (None: it can): SQLite opens a file it may
+        not write read-only without a word, and fails only at the first write."""
+        p = Path(self.source).expanduser()
+        for what, where in (("the file", p), ("its directory", p.parent)):
+            if not os.access(where, os.W_OK):
+                return f"{what} cannot be written (read-only file system or permissions)"
+        return None
+
 
 class _Postgres:
     """One psycopg 3 connection in autocommit mode; transactions are explicit."""
 
     id_type = "BIGSERIAL PRIMARY KEY"
 
-    def __init__(self, url: str, lock_timeout: float, create: bool):
+    def __init__(self, url: str, lock_timeout: float, create: bool, read_only: bool = False):
         self.source = _mask(url)
         self.lock_timeout = lock_timeout
+        self.read_only = read_only
         try:
             import psycopg
         except ImportError as exc:
@@ -590,6 +678,9 @@ class _Postgres:
             # 0 means "wait for ever" to PostgreSQL; 1 ms is the nearest to "do not wait"
             self.conn.execute("SELECT set_config('lock_timeout', %s, false)",
                               (f"{max(1, int(lock_timeout * 1000))}ms",))
+            if read_only:
+                self.conn.execute("SELECT set_config('default_transaction_read_only', 'on', "
+                                  "false)")
         except psycopg.Error as exc:
             self.conn.close()
             raise self.ledger_error(exc) from exc
@@ -618,6 +709,10 @@ class _Postgres:
 
     def lock_for_migration(self) -> None:
         self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_MIGRATION_LOCK,))
+
+    def lock_for_comparison(self) -> None:
+        # READ COMMITTED: the statements after the lock see what its last holder committed
+        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_COMPARISON_LOCK,))
 
     def has_table(self, name: str) -> bool:
         row = self.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
@@ -743,6 +838,10 @@ class Ledger:
                 return version
             if version is None and not create:
                 raise LedgerError(self.source, "no ledger here (no ledger_meta table)")
+            if self._db.read_only:
+                raise _OlderSchema(self.source, f"is of schema version {version}, which this "
+                                                f"negotiator-ext brings up to {target} before "
+                                                "reading it")
             with self._db.write():
                 self._db.lock_for_migration()
                 version = self._read_version()  # again, under the lock
@@ -776,9 +875,17 @@ class Ledger:
     # -- writing passes
 
     def record_pass(self, rec: PassRecord) -> bool:
-        """Write the pass with everything it carries in one transaction. False (and nothing
-        written) when a pass with this uuid is already recorded. Real cycles (pool, time)
-        recorded by an earlier pass are not written again; the header counts those written."""
+        """Write the pass with everything it carries in one transaction (see `record`).
+        False (and nothing written) when a pass with this uuid is already recorded."""
+        return self.record(rec) is not None
+
+    def record(self, rec: PassRecord) -> PassRecord | None:
+        """Write the pass with everything it carries in one transaction; the pass as
+        recorded, or None (and nothing written) when a pass with this uuid is already
+        recorded. Real cycles (pool, time) recorded by an earlier pass are not written
+        again; the header counts those written. A comparison of an earlier pass that
+        another pass compared already is not written (compare-once, decided under the
+        write lock): the pass is recorded without it (`_without_comparison`)."""
         with self._guard(f"pass {rec.uuid} not recorded"):
             with self._db.write():
                 return self._write_pass(rec)
@@ -788,10 +895,16 @@ class Ledger:
         time: one commit, not one per cycle); how many were new. All or none."""
         with self._guard(f"{len(recs)} passes not recorded"):
             with self._db.write():
-                return sum(self._write_pass(rec) for rec in recs)
+                return sum(self._write_pass(rec) is not None for rec in recs)
 
-    def _write_pass(self, rec: PassRecord) -> bool:
-        """One pass's rows, inside the caller's transaction; False if already recorded."""
+    def _write_pass(self, rec: PassRecord) -> PassRecord | None:
+        """One pass's rows, inside the caller's write transaction: the pass as recorded,
+        None if already recorded."""
+        if rec.comparison is not None:
+            self._db.lock_for_comparison()
+            if self._db.execute("SELECT 1 FROM comparisons WHERE shadow_pass = ?",
+                                (rec.comparison.shadow_pass,)).fetchall():
+                rec = _without_comparison(rec)
         header = {n: _encode(getattr(rec, n), _PASS_KINDS[n]) for n in _PASS_HEADER}
         header.update(n_real_cycles=0, n_shadow_matches=len(rec.shadow_matches),
                       n_real_matches=len(rec.real_matches),
@@ -805,7 +918,7 @@ class Ledger:
             f"({', '.join('?' for _ in cols)}) ON CONFLICT (uuid) DO NOTHING",
             tuple(header[c] for c in cols)).rowcount
         if inserted != 1:
-            return False
+            return None
         new_cycles = 0
         for cycle in rec.real_cycles:
             row = {"pool": rec.pool, "first_pass": rec.uuid, **_row_of(cycle)}
@@ -825,7 +938,7 @@ class Ledger:
                              ("comparisons", comparison)):
             self._insert_rows(table, [{"pass_uuid": rec.uuid, **_row_of(x)} for x in items])
         self._keep_slot_classes(rec)
-        return True
+        return rec
 
     # slot classes are kept for the newest comparable passes not compared yet (a cache,
     # not a record): one of them is what the next real cycle will be compared with
@@ -1000,8 +1113,15 @@ class Ledger:
                               comparison=self.comparison(uuid),
                               slot_classes=self.slot_classes(uuid))
 
+    def check_writable(self, why: str) -> None:
+        """LedgerError when the ledger cannot be written; `why` says what needed it."""
+        cannot = getattr(self._db, "cannot_write", lambda: None)()
+        if self._db.read_only or cannot:
+            raise LedgerError(self.source, f"{cannot or 'opened read-only'}: {why}")
+
     def compared(self, uuid: str) -> bool:
-        """Whether some pass already compared pass `uuid`'s cycle with a real cycle."""
+        """Whether some pass already compared pass `uuid`'s cycle with a real cycle (so far:
+        `record` decides again, under the write lock)."""
         with self._guard():
             return bool(self._db.execute("SELECT 1 FROM comparisons WHERE shadow_pass = ?",
                                          (uuid,)).fetchall())
@@ -1144,22 +1264,36 @@ class Ledger:
 
 
 def _open(url: str, *, lock_timeout: float = 10.0, create: bool = True,
-          schema_target: int = SCHEMA_VERSION) -> Ledger:
+          schema_target: int = SCHEMA_VERSION, read_only: bool = False) -> Ledger:
     kind, where = parse_url(url)
     db: _SQLite | _Postgres
     if kind == "sqlite":
-        db = _SQLite(where, lock_timeout, create)
+        db = _SQLite(where, lock_timeout, create, read_only)
     else:
-        db = _Postgres(where, lock_timeout, create)
+        db = _Postgres(where, lock_timeout, create, read_only)
     return Ledger(db, str(url), create=create, schema_target=schema_target)
 
 
-def open_ledger(url: str, *, lock_timeout: float = 10.0, create: bool = True) -> Ledger:
+def open_ledger(url: str, *, lock_timeout: float = 10.0, create: bool = True,
+                read_only: bool = False) -> Ledger:
     """Open (and by default create) the ledger at `url`, its schema brought up to date.
 
     `url`: a file path, sqlite:///relative/path (also sqlite:relative/path),
     sqlite:////absolute/path, or postgresql://… / postgres://…. `lock_timeout`: seconds
     to wait for another process's lock before a LedgerError (a transient one).
     `create=False`: a missing ledger is a LedgerError instead of a new one.
+    `read_only=True` (implies create=False): for readers; the ledger is opened so that
+    nothing can be written to it, so one on a read-only file system or that this user
+    may not write can be read. Only a ledger of an older schema is opened for writing,
+    once, to bring it up to date: where it cannot be written, that is the LedgerError.
     """
-    return _open(url, lock_timeout=lock_timeout, create=create)
+    if not read_only:
+        return _open(url, lock_timeout=lock_timeout, create=create)
+    try:
+        return _open(url, lock_timeout=lock_timeout, create=False, read_only=True)
+    except _OlderSchema as older:
+        try:
+            return _open(url, lock_timeout=lock_timeout, create=False)
+        except LedgerError as exc:
+            raise LedgerError(exc.source, f"{older.message}, but it {exc.message}",
+                              transient=exc.transient) from exc
