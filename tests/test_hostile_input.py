@@ -276,3 +276,13 @@ def test_submitter_names_are_refused_only_for_c_white_space(snap, char, kept):
                     encoding="utf-8")
     names = [d["Name"] for d in load_pool(snap).submitter_ads()]
     assert (name in names) is kept
+
+
+def test_capture_time_before_the_accountants_last_update_is_warned(snap, capsys):
+    meta = snap / "meta.json"
+    meta.write_text(meta.read_text().replace('"captured_at": 1795265266', '"captured_at": 1795265250'))
+    rc, out, err = run(capsys, "negotiate", snap, "--json")
+    assert rc == 0
+    assert (f"negotiator-ext: warning: {snap}/accounting.ads: the capture time 1795265250 is "
+            "before the accountant's LastUpdate 1795265253 (a cycle began during the "
+            "capture?): the accountant takes no time step\n") in err
