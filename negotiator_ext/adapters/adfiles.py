@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
@@ -350,6 +351,7 @@ def _report_dropped_line(source, first, lines, ad, index) -> None:
     appears again is parsed on its own."""
     keys = {k.lower() for k in ad.keys()}
     names = [m.group(1).lower() if (m := _ATTR_LINE.match(line)) else None for line in lines]
+    times = Counter(names)
     for offset, line in enumerate(lines):
         if line.lstrip().startswith(("#", "//")):
             continue
@@ -357,7 +359,7 @@ def _report_dropped_line(source, first, lines, ad, index) -> None:
         if name is None:
             raise InputError(source, f"not an attribute assignment: {line.strip()[:60]!r}",
                              line=first + offset, ad=_ad_label(index, ad))
-        if name not in keys or (names.count(name) > 1
+        if name not in keys or (times[name] > 1
                                 and len(_parse_one(line, classad2.ParserType.Old)) != 1):
             raise InputError(source, f"cannot parse value {line.split('=', 1)[1].strip()[:60]!r}",
                              line=first + offset, ad=_ad_label(index, ad),
