@@ -21,7 +21,11 @@ without being told to. So:
     the process on it): it is checked in a child process first.
   * SIGTERM (graceful) and SIGQUIT (fast), and SIGINT: stop after the pass in flight and
     exit 0. The ledger loses at most that pass; the master sends SIGKILL only after
-    SHUTDOWN_GRACEFUL_TIMEOUT + SHUTDOWN_FAST_TIMEOUT.
+    SHUTDOWN_GRACEFUL_TIMEOUT + SHUTDOWN_FAST_TIMEOUT. A read of the negotiator's
+    configuration (a child process: adapters/live.py) still in flight STOP_READ_GRACE
+    seconds after the signal is abandoned (`live.abort_remote_reads`), so a negotiator
+    stuck expanding a circular macro cannot hold the stop up: that pass ends without the
+    negotiator's config, and is recorded. (An honest read takes milliseconds.)
   * after each pass: the metrics endpoint is updated (NEGOTIATOR_EXT_METRICS_PORT > 0),
     the metrics textfile written (when configured) and the ShadowNegotiator ad sent to
     the collector (when configured). None of these can stop the loop: a failure is a
@@ -64,6 +68,7 @@ from .adapters.metrics import MetricsServer
 from .errors import InputError
 from .shadow import publish, unpublish
 from .views.ledger import summary_line
+from .views.text import log_text
 
 SUBSYSTEM = "NEGOTIATOR_EXT"
 DEFAULT_METRICS_ADDRESS = "127.0.0.1"
@@ -71,6 +76,8 @@ STOP_SIGNALS = ("SIGTERM", "SIGQUIT", "SIGINT")
 RELOAD_SIGNALS = ("SIGHUP",)
 PACKAGE_LOGGER = "negotiator_ext"   # the loop's own loggers propagate to it
 SIGNAL_POLL = 0.25                  # s: how soon the main thread notices a signal
+STOP_READ_GRACE = 2.0               # s: after a stop signal, a configuration read still in
+                                    # flight is abandoned
 NO_RESTART = 99                     # HTCondor's DAEMON_NO_RESTART exit status (exit.h):
                                     # condor_master does not restart the daemon
 
@@ -94,7 +101,7 @@ class CondorLogHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             levels = self.htcondor.LogLevel
-            msg = self.format(record)
+            msg = log_text(record, self.formatter)     # names from the pool's ads
             if record.levelno >= logging.ERROR:
                 level, msg = levels.Error, "ERROR: " + msg
             elif record.levelno >= logging.WARNING:
@@ -277,6 +284,26 @@ class ShadowDaemon:
             self.metrics = None
 
 
+def _abort_remote_reads(log: logging.Logger) -> None:
+    """Stopping: kill the child reading a daemon's configuration, if one runs (it may wait
+    without end on a negotiator stuck expanding a circular macro); the pass in flight
+    then ends without that config."""
+    try:
+        from .adapters.live import abort_remote_reads
+        if abort_remote_reads():
+            log.info("abandoned the read of the negotiator's configuration in flight")
+    except Exception as exc:     # never in the way of stopping
+        log.debug("could not abandon the configuration read in flight: %s", exc)
+
+
+def _allow_remote_reads() -> None:
+    try:
+        from .adapters.live import allow_remote_reads
+        allow_remote_reads()
+    except Exception:
+        pass
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # noqa: D401 - argparse API
         raise InputError(f"usage ({self.prog} --help)", message)
@@ -339,6 +366,7 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
     def on_signal(signum, _frame):   # only this: see the module docstring
         events.put(signum)
 
+    _allow_remote_reads()
     try:
         # Before anything slow: a condor_reconfig during start-up must not end the
         # process (SIGHUP's default action); signals wait in `events` until the loop runs.
@@ -369,12 +397,16 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
         worker = threading.Thread(target=run, name="shadow-loop", daemon=True)
         worker.start()
         status = 0
+        abort_at: float | None = None     # when to abandon a configuration read in flight
         while True:
             try:
                 # A timeout, not a plain get(): the kernel may deliver a signal to any
                 # thread, and the Python handler only runs once the main thread wakes up.
                 item = events.get(timeout=SIGNAL_POLL)
             except queue.Empty:
+                if abort_at is not None and time.monotonic() >= abort_at:
+                    abort_at = None
+                    _abort_remote_reads(log)
                 continue
             if item is _DONE:
                 break
@@ -388,6 +420,8 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
             else:
                 log.info("%s: stopping after the pass in flight", name)
                 daemon.shutdown.set()
+                if abort_at is None:
+                    abort_at = time.monotonic() + STOP_READ_GRACE
             daemon.stop.set()
         worker.join()
         if daemon.settings is not None:     # a clean stop takes the ad away
@@ -404,6 +438,7 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        _allow_remote_reads()
         daemon.close()
         for h in handlers:
             pkg.removeHandler(h)

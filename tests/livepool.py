@@ -364,6 +364,35 @@ class LivePool:
             raise RuntimeError(f"the MasterLog names no condor_{daemon}")
         return int(pids[-1])
 
+    def negotiator_address(self) -> str:
+        """The negotiator's MyAddress as the collector has it ("" when it has none)."""
+        return self.tool("condor_status", "-negotiator", "-af", "MyAddress",
+                         check=False).stdout.strip()
+
+    def unstick_negotiator(self, timeout: float = 90) -> None:
+        """Kill -9 the negotiator (one stuck expanding a circular macro answers no command
+        and handles no signal but SIGKILL) and wait until the master has started a new one
+        and the collector has its ad, at a new address."""
+        old_pid, old_addr = self.daemon_pid("negotiator"), self.negotiator_address()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(old_pid, signal.SIGKILL)
+        self.wait_for(lambda: self.daemon_pid("negotiator") != old_pid, timeout,
+                      "the master to start a new negotiator")
+        self.wait_for(lambda: self.negotiator_address() not in ("", old_addr), timeout,
+                      "the new negotiator's ad")
+
+    def children(self, pid: int) -> list[int]:
+        """The pids of the processes whose parent is `pid` (from /proc)."""
+        out = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if fields[1:2] == [str(pid)]:
+                out.append(int(stat.parent.name))
+        return out
+
     # -- the negotiator's logs -------------------------------------------------------------
 
     def cycles_finished(self) -> int:

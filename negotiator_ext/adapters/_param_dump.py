@@ -1,4 +1,7 @@
-"""Child-process side of the config adapter: load HTCondor config, print every knob as JSON.
+"""Child-process side of the config readers: HTCondor config, printed as JSON.
+
+Two modes. `--remote SECONDS`: the live capture's read of a daemon's configuration through
+htcondor2.RemoteParam (see `remote_main`). Otherwise the local one:
 
 Run as `python -m negotiator_ext.adapters._param_dump [--memory BYTES] [ROOT]` with
 CONDOR_CONFIG set: without ROOT the bindings read the config CONDOR_CONFIG names; with
@@ -11,12 +14,15 @@ loaded, before the config is read).
 
 import json
 import sys
+import time
 
 _OURS = "_NEGOTIATOR_EXT_"      # the reader's own knobs, never reported
 
 
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["--remote"]:
+        return remote_main(int(args[1]))
     memory = None
     if args[:1] == ["--memory"]:
         memory = int(args[1])
@@ -75,6 +81,57 @@ def main(argv=None) -> int:
             except Exception:
                 pass
     json.dump({"params": params, "raw": raw}, sys.stdout)
+    return 0
+
+
+def _emit(record: dict) -> None:
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+class _Traced:
+    """A RemoteParam that says which knob it is about to fetch before fetching it: the
+    daemon expands the value while the request waits, and a value whose expansion never
+    ends (`A = $(B)`, `B = $(A)`) never comes back, so the last knob named is the one."""
+
+    def __init__(self, remote):
+        self.remote = remote
+
+    def keys(self):
+        return self.remote.keys()
+
+    def __getitem__(self, key):
+        _emit({"reading": key, "at": time.time()})
+        return self.remote[key]
+
+
+def remote_main(alarm: int) -> int:
+    """`--remote SECONDS`: read the policy knobs of the daemon whose location ad (ClassAd
+    text) is on stdin through htcondor2.RemoteParam, as `live.select_policy_knobs` selects
+    them, and print JSON lines: {"listed": N} once the daemon has listed its knob names,
+    {"reading": NAME, "at": EPOCH} before each value is fetched, and at the end
+    {"knobs": {...}}, or {"error": TEXT} (exit status 1).
+
+    The bindings wait for a daemon's answer inside C++ code with the interpreter lock
+    held, and without a time limit: the parent kills this process when it takes too long,
+    and SIGALRM's default action ends it after SECONDS should the parent be gone."""
+    import signal
+    if alarm > 0:
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(alarm)
+    try:
+        import classad2
+        import htcondor2
+
+        from negotiator_ext.adapters.live import select_policy_knobs
+        location = classad2.parseOne(sys.stdin.read())
+        remote = htcondor2.RemoteParam(location)
+        _emit({"listed": len(remote.keys())})
+        knobs = select_policy_knobs(_Traced(remote))
+    except Exception as exc:
+        _emit({"error": " ".join(str(exc).split()) or type(exc).__name__})
+        return 1
+    _emit({"knobs": knobs})
     return 0
 
 

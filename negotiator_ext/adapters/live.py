@@ -26,6 +26,8 @@ Bindings calls made by one capture (`htcondor2` is the module used):
   remote_param[name] for each selected policy knob               1 each (the bindings have
                                                                    no bulk read: one
                                                                    CONFIG_VAL per value)
+    (these two in a child process with a time limit: see "Reading the negotiator's
+    configuration" below)
   collector.query(AdTypes.Collector, projection=[...])           0 or 1 (only when no
                                                                    negotiator ad carries a
                                                                    CondorVersion)
@@ -43,16 +45,39 @@ query of a schedd, the jobs' own expressions (Requirements, Rank, RequestMemory,
 checked the same way for MY./unscoped references that were not projected, and the names
 in each job's AutoClusterAttrs are added; if anything new turns up, that schedd is queried
 once more with the extended projection (never more than twice per schedd).
+
+What a schedd answers must be job ads: a list of ClassAds, each with integer ClusterId
+and ProcId, no job twice, each writable to the snapshot. An answer that is not is refused
+as a whole, the schedd named in `missing_schedds` and `errors` with the first thing wrong,
+as if it had not answered (the snapshot is partial).
+
+Reading the negotiator's configuration: the daemon expands each value it is asked for
+while the request waits, and the bindings wait for the answer inside C++ code, holding
+the interpreter lock, with no time limit. A value whose expansion never ends (`A = $(B)`,
+`B = $(A)`) therefore never comes back and, read in this process, would freeze it (signal
+handlers included). So the real bindings' RemoteParam is read by a child process
+(`_param_dump --remote`), killed when it takes longer than the capture's `timeout`; it
+names each knob before fetching it, so the knob it hung on is named in the error
+("negotiator": `reading KNOB from the negotiator NAME did not end within N s ...`), and
+the capture goes on without the negotiator's config (an earlier snapshot's when there is
+one). The negotiator itself then stays busy expanding the value (HTCondor's expand_macro
+has no limit either) until it is restarted. `abort_remote_reads()` (the shadow daemon on
+SIGTERM) kills such a child at once. A RemoteParam that is not the bindings' own (a fake)
+is read in this process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 import unicodedata
 from dataclasses import dataclass
@@ -129,6 +154,11 @@ _CONFIG_KEYWORDS = frozenset({"if", "elif", "else", "endif"})
 # HTCondor's own client-side timeouts (seconds), set for the duration of a capture.
 _TIMEOUT_KNOBS = ("QUERY_TIMEOUT", "Q_QUERY_TIMEOUT")
 
+# The time limit of the negotiator's configuration read when the capture has none.
+DEFAULT_REMOTE_READ_TIMEOUT = 30.0
+_REMOTE_POLL = 0.05        # s: how often the child's end (and an abort) is checked
+_REMOTE_ALARM_EXTRA = 5    # s: the child's own alarm, should this process be gone
+
 
 @dataclass(frozen=True)
 class CaptureReport:
@@ -182,7 +212,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         accounting = _optional_query(collector, htcondor.AdTypes.Accounting,
                                      "collector:accounting", errors)
 
-        neg_location, knobs = _read_negotiator_config(htcondor, collector, errors)
+        neg_location, knobs = _read_negotiator_config(htcondor, collector, errors, timeout)
         version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
         warnings: list[str] = []
         earlier_text = None
@@ -201,56 +231,100 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                     captured_at=captured_at)
 
     files = _schedd_file_names([name for name, _ in schedd_jobs])
-    n_jobs = sum(len(jobs) for _, jobs in schedd_jobs)
-    partial = bool(errors) or bool(missing)
-    meta = {
-        "format": SNAPSHOT_FORMAT,
-        "captured_at": captured_at,
-        "pool": pool or "<local>",
-        "tool": TOOL,
-        "htcondor_version": version,
-        "partial": partial,
-        "missing_schedds": list(missing),
-        "errors": dict(errors),
-        **({"config_source": f"an earlier snapshot: {earlier_config}", "warnings": warnings}
-           if earlier_text is not None else {}),
-        "counts": {
-            "slots": len(slots),
-            "jobs": n_jobs,
-            "submitters": len(submitters) if submitters is not None else 0,
-            "accounting": len(accounting) if accounting is not None else 0,
-        },
-        "schedd_files": {files[name]: name for name, _ in schedd_jobs},
-        "job_projection": list(projection),
-    }
-    if len(raw_slots) != len(slots):
-        meta["skipped_startd_ads"] = len(raw_slots) - len(slots)
+    optional = {"submitters": submitters, "accounting": accounting,
+                "negotiator": negotiator_ads}
+
+    def refuse_schedd(name: str, why: str) -> None:
+        """A schedd whose answer cannot be written is one that did not answer."""
+        errors[name] = why
+        missing.append(name)
+        answered.remove(name)
+        schedd_jobs[:] = [(n, jobs) for n, jobs in schedd_jobs if n != name]
+
+    def make_meta() -> dict:
+        meta = {
+            "format": SNAPSHOT_FORMAT,
+            "captured_at": captured_at,
+            "pool": pool or "<local>",
+            "tool": TOOL,
+            "htcondor_version": version,
+            "partial": bool(errors) or bool(missing),
+            "missing_schedds": list(missing),
+            "errors": dict(errors),
+            **({"config_source": f"an earlier snapshot: {earlier_config}",
+                "warnings": warnings} if earlier_text is not None else {}),
+            "counts": {
+                "slots": len(slots),
+                "jobs": sum(len(jobs) for _, jobs in schedd_jobs),
+                "submitters": len(optional["submitters"] or ()),
+                "accounting": len(optional["accounting"] or ()),
+            },
+            "schedd_files": {files[name]: name for name, _ in schedd_jobs},
+            "job_projection": list(projection),
+        }
+        if len(raw_slots) != len(slots):
+            meta["skipped_startd_ads"] = len(raw_slots) - len(slots)
+        return meta
 
     def write(tmp: Path) -> None:
-        write_ads(tmp / "slots.ads", slots)
-        for name, jobs in schedd_jobs:
-            write_ads(tmp / files[name], jobs)
-        for stem, ads in (("submitters", submitters), ("accounting", accounting),
-                          ("negotiator", negotiator_ads)):
-            if ads is not None:
+        # A value classad2 cannot write (write_ads: ValueError) is the failure of the
+        # daemon that sent it; a file-system error is the snapshot's (OSError, raised).
+        try:
+            write_ads(tmp / "slots.ads", slots)
+        except OSError:
+            raise
+        except Exception as exc:
+            raise _Unwritable(f"cannot write the collector's slot ads: {_one_line(exc)}") \
+                from None
+        for name, jobs in list(schedd_jobs):
+            try:
+                write_ads(tmp / files[name], jobs)
+            except OSError:
+                raise
+            except Exception as exc:
+                _remove_written(tmp / files[name])
+                refuse_schedd(name, f"cannot write its job ads: {_one_line(exc)}")
+        for stem, ads in list(optional.items()):
+            if ads is None:
+                continue
+            try:
                 write_ads(tmp / f"{stem}.ads", ads)
+            except OSError:
+                raise
+            except Exception as exc:
+                _remove_written(tmp / f"{stem}.ads")
+                errors[f"collector:{stem}"] = f"cannot write its ads: {_one_line(exc)}"
+                if stem != "negotiator":    # its ads also gave the version: keep them
+                    optional[stem] = None
         if config_text is not None:
             (tmp / "config").write_text(config_text)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (tmp / "meta.json").write_text(json.dumps(make_meta(), indent=2) + "\n")
 
     try:
         _write_atomically(out, write)
+    except _Unwritable as exc:
+        raise InputError(source, str(exc)) from None
     except OSError as exc:
         raise InputError(str(out), f"cannot write the snapshot: {exc.strerror or _one_line(exc)}") from None
     return CaptureReport(
         directory=out,
         slots=len(slots),
-        jobs=n_jobs,
+        jobs=sum(len(jobs) for _, jobs in schedd_jobs),
         schedds=tuple(answered),
         missing_schedds=tuple(missing),
         errors=MappingProxyType(dict(errors)),
-        partial=partial,
+        partial=bool(errors) or bool(missing),
     )
+
+
+class _Unwritable(Exception):
+    """The collector's slot ads hold a value that cannot be written to the snapshot."""
+
+
+def _remove_written(path: Path) -> None:
+    for p in (path, path.with_name(path.name + ".tmp")):
+        with contextlib.suppress(OSError):
+            p.unlink()
 
 
 # ---------------------------------------------------------------- destination directory
@@ -391,8 +465,10 @@ def is_policy_knob(name: str) -> bool:
             or u.endswith(POLICY_KNOB_SUFFIXES))
 
 
-def _read_negotiator_config(htcondor, collector, errors: dict):
-    """(negotiator location ad or None, {knob: value} or None)."""
+def _read_negotiator_config(htcondor, collector, errors: dict, timeout: float | None = None):
+    """(negotiator location ad or None, {knob: value} or None). The bindings' own
+    RemoteParam is read in a child process with a time limit (`read_remote_policy_knobs`;
+    `timeout`, or DEFAULT_REMOTE_READ_TIMEOUT), any other (a fake) in this process."""
     try:
         location = collector.locate(htcondor.DaemonTypes.Negotiator)
     except Exception as exc:
@@ -402,12 +478,185 @@ def _read_negotiator_config(htcondor, collector, errors: dict):
         errors["negotiator"] = "the collector knows no negotiator"
         return None, None
     try:
-        remote = htcondor.RemoteParam(location)
-        knobs = select_policy_knobs(remote)
+        if _bindings_remote_param(htcondor):
+            limit = float(timeout) if timeout and timeout > 0 else DEFAULT_REMOTE_READ_TIMEOUT
+            knobs = read_remote_policy_knobs(location, timeout=limit,
+                                             daemon=f"the negotiator {_daemon_name(location)}")
+        else:
+            remote = htcondor.RemoteParam(location)
+            knobs = select_policy_knobs(remote)
+    except RemoteReadError as exc:
+        errors["negotiator"] = str(exc)
+        return location, None
     except Exception as exc:
         errors["negotiator"] = f"cannot read the negotiator's configuration: {_one_line(exc)}"
         return location, None
     return location, knobs
+
+
+def _bindings_remote_param(htcondor) -> bool:
+    """Whether `htcondor.RemoteParam` is the bindings' own class (not a test's fake)."""
+    rp = getattr(htcondor, "RemoteParam", None)
+    return isinstance(rp, type) and str(getattr(rp, "__module__", "")).startswith("htcondor2.")
+
+
+def _daemon_name(location) -> str:
+    """A daemon's name for a message: its Name (else its address), every control, line
+    separator or format character escaped."""
+    for attr in ("Name", "MyAddress"):
+        try:
+            v = location.get(attr)
+        except Exception:
+            v = None
+        if isinstance(v, str) and v:
+            return _comment_text(v)
+    return "(unnamed)"
+
+
+class RemoteReadError(Exception):
+    """A daemon's configuration could not be read through RemoteParam: one line, naming
+    the daemon and, where it is known, the knob."""
+
+
+# The children of reads in flight, and whether this process is stopping (see
+# abort_remote_reads): a shadow daemon's main thread kills them while its worker waits.
+_READS_LOCK = threading.Lock()
+_READS_IN_FLIGHT: set = set()
+_STOPPING = threading.Event()
+
+
+def abort_remote_reads() -> int:
+    """This process is stopping: kill every child reading a daemon's configuration now
+    (its read fails as abandoned), and abandon any read started from now on, until
+    `allow_remote_reads()`. Returns how many were killed. Safe from any thread (not from
+    inside a signal handler)."""
+    _STOPPING.set()
+    with _READS_LOCK:
+        procs = list(_READS_IN_FLIGHT)
+    killed = 0
+    for proc in procs:
+        with contextlib.suppress(OSError):
+            if proc.poll() is None:
+                proc.kill()
+                killed += 1
+    return killed
+
+
+def allow_remote_reads() -> None:
+    """Undo `abort_remote_reads()` (a new run of the daemon in the same process)."""
+    _STOPPING.clear()
+
+
+def _remote_reader_argv(alarm: int) -> list[str]:
+    return [sys.executable, "-m", "negotiator_ext.adapters._param_dump", "--remote", str(alarm)]
+
+
+def read_remote_policy_knobs(location, *, timeout: float, daemon: str = "the daemon",
+                             argv: list[str] | None = None) -> dict[str, str]:
+    """The policy knobs (`select_policy_knobs`) of the daemon at `location`, read through
+    htcondor2.RemoteParam by a child process (`_param_dump --remote`) that is killed
+    after `timeout` seconds. RemoteReadError, naming `daemon` and the knob the read hung
+    on, when it does not end in time, is abandoned (`abort_remote_reads`) or fails.
+    `argv`: the child's command (tests)."""
+    alarm = int(math.ceil(timeout)) + _REMOTE_ALARM_EXTRA
+    cmd = list(argv) if argv is not None else _remote_reader_argv(alarm)
+    with tempfile.TemporaryDirectory(prefix="negotiator-ext-remote-param-") as tmp:
+        ad_file, out_file, err_file = (Path(tmp) / n for n in ("location", "out", "err"))
+        ad_file.write_text(str(location), encoding="utf-8")
+        how = _run_bounded(cmd, ad_file, out_file, err_file, timeout)
+        records = _json_lines(out_file)
+        err_text = _text(err_file)
+    ended_at = time.time()
+    listed = any("listed" in r for r in records)
+    reading = [r for r in records if isinstance(r.get("reading"), str)]
+    knob = _comment_text(reading[-1]["reading"]) if reading else None
+    at = reading[-1].get("at") if reading else None
+    # the knob in flight for at least half the time: that one hung (else the daemon is
+    # merely slow, and the knob is only where the read was)
+    stuck = (isinstance(at, (int, float)) and not isinstance(at, bool)
+             and ended_at - at >= timeout / 2)
+    for r in records:
+        if isinstance(r.get("knobs"), dict) and how == "ended":
+            return {str(k): str(v) for k, v in r["knobs"].items()}
+    if how == "abandoned":
+        raise RemoteReadError(f"reading the configuration of {daemon} was abandoned: "
+                              "negotiator-ext is stopping")
+    if how == "timeout":
+        if knob is not None and stuck:
+            raise RemoteReadError(
+                f"reading {knob} from {daemon} did not end within {timeout:g} s: its value "
+                "never ends expanding (a circular macro such as A = $(B), B = $(A)?); fix "
+                "it, then restart the daemon, which may stay stuck expanding it")
+        if listed:
+            raise RemoteReadError(f"reading the configuration of {daemon} did not end "
+                                  f"within {timeout:g} s" + (f" (it was at {knob})"
+                                                             if knob is not None else ""))
+        raise RemoteReadError(f"{daemon} did not answer a configuration query within "
+                              f"{timeout:g} s (stuck, or busy in a long negotiation cycle?)")
+    errs = [r["error"] for r in records if isinstance(r.get("error"), str)]
+    why = errs[-1] if errs else (" ".join(err_text.split()[-40:]) or "the reader ended "
+                                 "without an answer")
+    where = f" ({knob})" if knob is not None and errs and listed else ""
+    raise RemoteReadError(f"cannot read the configuration of {daemon}{where}: "
+                          f"{_comment_text(why)[:300]}")
+
+
+def _run_bounded(cmd: list[str], stdin: Path, stdout: Path, stderr: Path,
+                 timeout: float) -> str:
+    """Run `cmd` with its output in files; "ended", "timeout" (killed after `timeout`
+    seconds) or "abandoned" (killed by abort_remote_reads)."""
+    if _STOPPING.is_set():
+        return "abandoned"
+    with open(stdin, "rb") as fin, open(stdout, "wb") as fout, open(stderr, "wb") as ferr:
+        proc = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=ferr)
+    with _READS_LOCK:
+        _READS_IN_FLIGHT.add(proc)
+    how = "ended"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                proc.wait(timeout=_REMOTE_POLL)
+            except subprocess.TimeoutExpired:
+                pass
+            else:
+                break
+            if _STOPPING.is_set():
+                how = "abandoned"
+                break
+            if time.monotonic() >= deadline:
+                how = "timeout"
+                break
+        if how == "ended" and _STOPPING.is_set() and proc.returncode is not None \
+                and proc.returncode < 0:
+            how = "abandoned"      # killed by abort_remote_reads between two polls
+    finally:
+        with _READS_LOCK:
+            _READS_IN_FLIGHT.discard(proc)
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+        proc.wait()
+    return how
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:       # the child never started
+        return ""
+
+
+def _json_lines(path: Path) -> list[dict]:
+    out = []
+    for line in _text(path).splitlines():
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(r, dict):
+            out.append(r)
+    return out
 
 
 def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
@@ -628,32 +877,97 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict):
     missing: list[str] = []
     seen: set[str] = set()
     for i, loc in enumerate(locations, start=1):
-        name = loc.get("Name")
-        if not isinstance(name, str) or not name:
-            addr = loc.get("MyAddress")
-            name = addr if isinstance(addr, str) and addr else f"schedd-{i}"
+        try:
+            name = loc.get("Name")
+            if not isinstance(name, str) or not name:
+                addr = loc.get("MyAddress")
+                name = addr if isinstance(addr, str) and addr else f"schedd-{i}"
+        except Exception:
+            errors["collector:schedds"] = (f"schedd location {i} is not an ad "
+                                           f"(a {type(loc).__name__})")
+            continue
         if name in seen:
             continue  # the same schedd advertised twice
         seen.add(name)
         try:
             schedd = htcondor.Schedd(loc)
-            jobs = list(schedd.query(constraint=JOB_CONSTRAINT, projection=list(projection)))
+            answer = schedd.query(constraint=JOB_CONSTRAINT, projection=list(projection))
         except Exception as exc:
             errors[name] = _one_line(exc)
             missing.append(name)
             continue
-        extra = job_refs_missing(jobs, projection)
+        try:
+            jobs = checked_job_ads(answer)
+            extra = job_refs_missing(jobs, projection)
+        except Exception as exc:
+            errors[name] = _bad_answer(exc)
+            missing.append(name)
+            continue
         if extra:
             try:
-                jobs = list(schedd.query(constraint=JOB_CONSTRAINT,
-                                         projection=list(projection) + extra))
+                again = schedd.query(constraint=JOB_CONSTRAINT,
+                                     projection=list(projection) + extra)
             except Exception as exc:
                 errors[name] = ("second query (projection extended by "
                                 f"{', '.join(extra)}) failed, jobs kept from the first: "
                                 f"{_one_line(exc)}")
+            else:
+                try:
+                    jobs = checked_job_ads(again)
+                except Exception as exc:
+                    errors[name] = ("second query (projection extended by "
+                                    f"{', '.join(extra)}): jobs kept from the first, "
+                                    f"{_bad_answer(exc)}")
         results.append((name, jobs))
         answered.append(name)
     return results, answered, missing
+
+
+class BadAnswer(ValueError):
+    """What a schedd answered is not job ads."""
+
+
+def _bad_answer(exc: Exception) -> str:
+    if isinstance(exc, BadAnswer):
+        return str(exc)
+    return f"its answer could not be read as job ads: {_comment_text(_one_line(exc))[:200]}"
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def checked_job_ads(answer) -> list:
+    """A schedd's answer to a job query as a list of job ads: ClassAds, each with
+    integer ClusterId >= 0 and ProcId >= 0, no job twice. BadAnswer, naming the first
+    thing wrong, otherwise."""
+    if answer is None or isinstance(answer, (str, bytes, bytearray, dict, classad2.ClassAd)):
+        raise BadAnswer(f"answered with {_kind(answer)} instead of a list of job ads")
+    try:
+        items = list(answer)
+    except Exception as exc:
+        raise BadAnswer(f"answered with {_kind(answer)} instead of a list of job ads "
+                        f"({_comment_text(_one_line(exc))[:120]})") from None
+    seen: set[tuple[int, int]] = set()
+    for i, ad in enumerate(items, start=1):
+        if not isinstance(ad, classad2.ClassAd):
+            raise BadAnswer(f"answered with something that is not a job ad: item {i} of "
+                            f"{len(items)} is {_kind(ad)}")
+        ids = []
+        for attr in ("ClusterId", "ProcId"):
+            v = ad.get(attr)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                shown = _comment_text(str(v))[:40] if v is not None else "missing"
+                raise BadAnswer(f"answered with an ad that is not a job ad: item {i} of "
+                                f"{len(items)} has {attr} {shown}")
+            ids.append(v)
+        if tuple(ids) in seen:
+            raise BadAnswer(f"answered with job {ids[0]}.{ids[1]} twice")
+        seen.add(tuple(ids))
+    return items
 
 
 def _safe(name: str) -> str:
