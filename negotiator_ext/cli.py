@@ -395,7 +395,7 @@ def _log_to_stderr() -> None:
     """The shadow loop's log lines on stderr (once per process)."""
     import logging
 
-    from .views.text import printable
+    from .views.text import log_text
 
     class _Stderr(logging.StreamHandler):
         def emit(self, record):            # whatever sys.stderr is now (tests swap it)
@@ -403,14 +403,12 @@ def _log_to_stderr() -> None:
             super().emit(record)
 
         def format(self, record):          # names from the pool's ads: no raw controls
-            return printable(super().format(record))
+            return f"negotiator-ext: {record.levelname}: {log_text(record, self.formatter)}"
 
     log = logging.getLogger("negotiator_ext")
     if not any(isinstance(h, logging.StreamHandler) and type(h).__name__ == "_Stderr"
                for h in log.handlers):
-        handler = _Stderr()
-        handler.setFormatter(logging.Formatter("negotiator-ext: %(levelname)s: %(message)s"))
-        log.addHandler(handler)
+        log.addHandler(_Stderr())
     log.setLevel(logging.INFO)
 
 

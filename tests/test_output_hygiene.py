@@ -415,3 +415,18 @@ def test_audit_page_escapes_names(hostile_ledger, config, tmp_path, capsys):
     # the tables for machines keep the true names
     shares = json.loads((out_dir / "tables" / "submitter_shares.json").read_text())
     assert ALICE in {r["name"] for r in shares}
+
+
+def test_log_lines_escape_names_and_keep_tracebacks():
+    import logging
+    from negotiator_ext.views.text import log_text
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        import sys
+        rec = logging.LogRecord("negotiator_ext", logging.WARNING, __file__, 1,
+                                "pass of %s", ("evil\x1b[2J\nFAKE LINE",), sys.exc_info())
+    text = log_text(rec, None)
+    first, *rest = text.split("\n")
+    assert first == "pass of evil\\x1b[2J\\x0aFAKE LINE"
+    assert rest[0] == "Traceback (most recent call last):" and rest[-1] == "ValueError: boom"

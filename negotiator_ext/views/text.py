@@ -10,7 +10,9 @@ strings through `printable`; JSON keeps the true values (json.dumps escapes cont
 
 from __future__ import annotations
 
-__all__ = ["printable"]
+import logging
+
+__all__ = ["printable", "log_text"]
 
 
 def _escape(c: str) -> str:
@@ -33,3 +35,12 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def log_text(record, formatter) -> str:
+    """A log record's message with control characters escaped (the loop logs names from
+    the pool's ads), and its traceback, if one is attached, as it is."""
+    text = printable(record.getMessage())
+    if record.exc_info:
+        text += "\n" + (formatter or logging.Formatter()).formatException(record.exc_info)
+    return text
