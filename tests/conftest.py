@@ -1,3 +1,4 @@
+import math
 import shutil
 import time
 from pathlib import Path
@@ -38,6 +39,15 @@ def utc(monkeypatch):
     yield
     monkeypatch.undo()
     time.tzset()
+
+
+def non_finite_numbers(doc) -> list:
+    """Every NaN or infinity among the numbers of a JSON document (parsed)."""
+    if isinstance(doc, dict):
+        return [v for x in doc.values() for v in non_finite_numbers(x)]
+    if isinstance(doc, list):
+        return [v for x in doc for v in non_finite_numbers(x)]
+    return [doc] if isinstance(doc, float) and not math.isfinite(doc) else []
 
 
 def writable_copy(tmp_path, scenario, name=None):

@@ -12,7 +12,6 @@ minute); a failure names its seed, and `NEGOTIATOR_EXT_FUZZ_SEED=<seed>` reruns 
 
 import hashlib
 import json
-import math
 import os
 import random
 import re
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import writable_copy
+from conftest import non_finite_numbers, writable_copy
 from negotiator_ext import cli
 
 CASES = int(os.environ.get("NEGOTIATOR_EXT_FUZZ_CASES", "300"))
@@ -118,17 +117,6 @@ def _mutate(rng: random.Random, snap: Path, canary: Path) -> str:
     return what
 
 
-def _numbers(doc):
-    if isinstance(doc, dict):
-        for v in doc.values():
-            yield from _numbers(v)
-    elif isinstance(doc, list):
-        for v in doc:
-            yield from _numbers(v)
-    elif isinstance(doc, float):
-        yield doc
-
-
 def _check(capsys, argv, snap: Path, what: str, want_json: bool) -> int:
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(DEADLINE)
@@ -146,7 +134,7 @@ def _check(capsys, argv, snap: Path, what: str, want_json: bool) -> int:
         assert str(snap) in lines[0], f"{what}: the error does not name the input: {lines[0]}"
     elif want_json:
         doc = json.loads(out, parse_constant=lambda c: pytest.fail(f"{what}: {c} in the JSON"))
-        bad = [v for v in _numbers(doc) if not math.isfinite(v)]
+        bad = non_finite_numbers(doc)
         assert not bad, f"{what}: non-finite numbers in the JSON: {bad[:3]}"
     else:
         assert not re.search(r"\b(nan|inf)\b", out, re.I), f"{what}: nan/inf in the table"

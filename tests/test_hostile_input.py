@@ -3,12 +3,11 @@ line naming the file, the ad and the attribute (exit 2), never in a traceback, a
 a hang or a silently wrong number."""
 
 import json
-import math
 import re
 
 import pytest
 
-from conftest import writable_copy
+from conftest import non_finite_numbers, writable_copy
 from negotiator_ext import cli
 from negotiator_ext.core.classads import lookup_int32
 from negotiator_ext.limits import MAX_EXPR_OPERATORS
@@ -239,18 +238,8 @@ def test_no_non_finite_number_in_json_output(snap, capsys):
     rc, out, err = run(capsys, "negotiate", snap, "--json")
     assert rc == 0
     json.loads(out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
-    assert not any(isinstance(v, float) and not math.isfinite(v) for v in _numbers(json.loads(out)))
+    assert non_finite_numbers(json.loads(out)) == []
 
-
-def _numbers(doc):
-    if isinstance(doc, dict):
-        for v in doc.values():
-            yield from _numbers(v)
-    elif isinstance(doc, list):
-        for v in doc:
-            yield from _numbers(v)
-    else:
-        yield doc
 
 
 @pytest.mark.parametrize("line,why", [

@@ -710,6 +710,9 @@ class _Postgres:
     def lock_for_migration(self) -> None:
         self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_MIGRATION_LOCK,))
 
+    def cannot_write(self) -> str | None:
+        return None                             # the server says so at the first write
+
     def lock_for_comparison(self) -> None:
         # READ COMMITTED: the statements after the lock see what its last holder committed
         self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_COMPARISON_LOCK,))
@@ -1115,7 +1118,7 @@ class Ledger:
 
     def check_writable(self, why: str) -> None:
         """LedgerError when the ledger cannot be written; `why` says what needed it."""
-        cannot = getattr(self._db, "cannot_write", lambda: None)()
+        cannot = self._db.cannot_write()
         if self._db.read_only or cannot:
             raise LedgerError(self.source, f"{cannot or 'opened read-only'}: {why}")
 
