@@ -255,3 +255,64 @@ def test_preemption_states_follow_their_rules(tmp_path_factory, p):
     if p["slots"][0] == ("a", 2048, 1, 1) and p["jobs"] == [("b", 1), ("b", 0), ("b", 1)]:
         # the fixed example reaches every state
         assert sorted(m.state for m in r.matches) == [0, 1, 2], r.matches
+
+
+# ---- the cached MatchList taking off whole classes the submitter limit refuses -------------
+
+refusal_pools = st.fixed_dictionaries({
+    # many alike slots (one big class, a few others), submitters with more jobs of one
+    # shape than their fair share: the limits refuse entries of a cached MatchList
+    "slots": st.lists(st.tuples(st.sampled_from([None, None, None, "a", "b"]),
+                                st.sampled_from([1, 1, 1, 2]), st.sampled_from([2048, 2048, 1024])),
+                      min_size=4, max_size=24),
+    "users": st.lists(st.tuples(st.integers(0, 12), st.sampled_from([0, 1]),
+                                st.sampled_from([256, 256, 1500]),
+                                st.sampled_from([None, "g1", "g2"])),
+                      min_size=3, max_size=3),
+    "prios": st.tuples(*[st.sampled_from([500.0, 700.0, 5000.0])] * 3),
+    "quotas": st.tuples(st.integers(1, 5), st.integers(1, 5)),
+    "surplus": st.booleans(),
+})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=refusal_pools)
+def test_refused_classes_taken_off_whole_change_no_decision(tmp_path_factory, p, monkeypatch):
+    """MatchList.pop(refused) drops a class whose members all cost at least what the
+    submitter limit refused in the call; the negotiator refuses them one by one. The
+    cycle's whole result (matches, rejections and their reasons, submitters, groups)
+    is the same either way."""
+    from negotiator_ext.core.matchmaking import MatchList
+    from poolmaker import DOMAIN, accounting, claimed, running_by_submitter, submitters_for
+    d = tmp_path_factory.mktemp("pool")
+    slots, jobs = [], []
+    for i, (owner, cpus, mem) in enumerate(p["slots"]):
+        name = f"slot1@n{i}.test.local"
+        if owner is None:
+            slots.append(slot(name, Cpus=cpus, Memory=mem))
+        else:
+            running = job(900 + i, 0, owner, JobStatus=2)
+            jobs.append(running)
+            slots.append(claimed(name, running, f"{owner}@{DOMAIN}", Cpus=cpus, Memory=mem))
+    for u, (n, prio, mem, group) in zip("abc", p["users"]):
+        cluster = 100 + len(jobs)
+        jobs.extend(job(cluster, k, u, group, JobPrio=prio, RequestMemory=mem) for k in range(n))
+    acc = [accounting(f"{u}@{DOMAIN}", priority=pr) for u, pr in zip("abc", p["prios"])]
+    subs = submitters_for(jobs, running_by_submitter(jobs))
+    q1, q2 = p["quotas"]
+    config = (f"GROUP_NAMES = g1, g2\nGROUP_QUOTA_g1 = {q1}\nGROUP_QUOTA_g2 = {q2}\n"
+              f"GROUP_ACCEPT_SURPLUS = {p['surplus']}\n"
+              "PREEMPTION_REQUIREMENTS = TARGET.JobPrio > 0\n")
+    pool_dir = make_pool(d, slots=slots, jobs=jobs, submitters=subs, accounting_ads=acc,
+                         config=config)
+
+    def result():
+        doc = run_cycle(load_pool(pool_dir)).to_json()
+        doc.pop("timings", None)
+        return doc
+
+    fast = result()
+    one_by_one = MatchList.pop
+    monkeypatch.setattr(MatchList, "pop", lambda self, refused=None: one_by_one(self, None))
+    assert result() == fast
+    monkeypatch.undo()

@@ -361,9 +361,11 @@ class MatchList:
 
     def add_class(self, cls: SlotClass, v: Verdict, state: int) -> None:
         it = iter(cls.members)
-        self._push(it, v, state)
+        # the cost of every member (a class's members have the representative's weight;
+        # a consumption-policy p-slot's cost depends on the request: None)
+        self._push(it, v, state, None if cls.rep.cp else cls.rep.weight)
 
-    def _push(self, it, v: Verdict, state: int) -> None:
+    def _push(self, it, v: Verdict, state: int, cost: float | None) -> None:
         for slot in it:
             if slot.removed:
                 continue
@@ -375,24 +377,31 @@ class MatchList:
                 prank = v.prank if v.prank is not None else slot.static[2]
             # slot.index is unique, so entries never compare past the key
             key = (-pre, -v.jrank, -post, -state, -prank, slot.index)
-            heapq.heappush(self._heap, (key, slot, it, v, state))
+            heapq.heappush(self._heap, (key, slot, it, v, state, cost))
             return
 
     def peek(self) -> tuple[Slot, int, float] | None:
         """The entry `pop` would return next, left in place: (slot, preemption state,
         the PREEMPTION_RANK value it was sorted by)."""
         while self._heap:
-            key, slot, it, v, state = self._heap[0]
+            key, slot, it, v, state, cost = self._heap[0]
             if not slot.removed:
                 return slot, state, -key[4]
             heapq.heappop(self._heap)
-            self._push(it, v, state)
+            self._push(it, v, state, cost)
         return None
 
-    def pop(self) -> tuple[Slot, int] | None:
+    def pop(self, refused: tuple[float, float] | None = None) -> tuple[Slot, int] | None:
+        """The best entry left, taken off the list. `refused`: the least cost the
+        submitter limit refused so far in this call, (without preempting, preempting);
+        the limit only ever refuses more as the cost grows, so a class whose members all
+        cost at least that is taken off whole, each of its entries refused in turn as the
+        negotiator would refuse them (which is all it would do with them)."""
         while self._heap:
-            _, slot, it, v, state = heapq.heappop(self._heap)
-            self._push(it, v, state)
+            _, slot, it, v, state, cost = heapq.heappop(self._heap)
+            if refused is not None and cost is not None and cost >= refused[state != NO_PREEMPTION]:
+                continue
+            self._push(it, v, state, cost)
             if slot.removed:
                 continue
             return slot, state
@@ -400,7 +409,7 @@ class MatchList:
 
     def push_slot(self, slot: Slot, v: Verdict, state: int) -> None:
         """Put a (reduced) consumption-policy p-slot back (P5)."""
-        self._push(iter([slot]), v, state)
+        self._push(iter([slot]), v, state, None)
 
 
 class Matcher:

@@ -499,8 +499,15 @@ class Negotiation:
         if (self._matchlist is not None and self._matchlist[0] == cache_key
                 and self._cache_still_valid(req, self._matchlist[1])):
             ml: MatchList = self._matchlist[1]
+            # The least cost the submitter limit refused in this call (without
+            # preempting, preempting): within the call the limits and usage stand still,
+            # so every entry costing as much is refused too, and a class of such entries
+            # is taken off the list whole (the negotiator refuses them one by one: one
+            # pop each, millions on a large pool). Not with per-candidate concurrency
+            # limits, whose rejections are reported by name.
+            refused = [math.inf, math.inf] if check is None else None
             while True:
-                got = ml.pop()
+                got = ml.pop(refused)
                 if got is None:
                     ml.rejections.concurrency_names = tuple(sorted(self._rejected_limits))
                     return None, None, ml.rejections
@@ -513,6 +520,9 @@ class Negotiation:
                 if permits(used_unclaimed, unclaimed, cost):
                     return slot, state, ml.rejections
                 ml.rejections.submitter_limit += 1
+                if refused is not None:
+                    kind = state != NO_PREEMPTION
+                    refused[kind] = min(refused[kind], cost)
         self._matchlist = None
         ml = self.matcher.scan(req, s.name, only_rank, used, limit, used_unclaimed, unclaimed,
                                lambda slot: self._cost(req, slot), check)
