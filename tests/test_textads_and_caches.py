@@ -449,3 +449,26 @@ def test_slot_job_slot_job_chain_reaches_a_fixed_point(tmp_path):
     r = cycle(tmp_path, slots=slots, jobs=jobs)
     assert [(m.assigned_job, m.slot) for m in r.matches] == [("2.0", "slot1@m1.test.local")]
     assert [(x.job, x.reason) for x in r.rejections] == [("1.0", REASON_NO_MATCH)]
+
+
+def test_slot_class_walk_skips_the_removed_front_once_and_reads_like_a_list_iterator():
+    from types import SimpleNamespace
+    from negotiator_ext.core.matchmaking import SlotClass
+    slots = [SimpleNamespace(n=i, removed=False) for i in range(6)]
+    cls = SlotClass(("k",), slots[0], 1)
+    cls.members.extend(slots)
+    first = cls.walk()
+    assert next(first).n == 0
+    for s in slots[:4]:
+        s.removed = True                    # matched by other requests meanwhile
+    # the same live members as a list iterator would give
+    assert [s.n for s in first if not s.removed] == [4, 5]
+    # a walk that passes the removed front moves the class's start over it ...
+    assert [s.n for s in cls.walk() if not s.removed] == [4, 5] and cls.start == 4
+    # ... and every walk after it starts there, without looking at them
+    assert [s.n for s in cls.walk()] == [4, 5]
+    # a member removed from the list (a consumption-policy p-slot re-profiled) moves the
+    # indices: start goes back to 0, and the walk is a list iterator's again
+    cls.members.remove(slots[4])
+    cls.start = 0
+    assert [s.n for s in cls.walk() if not s.removed] == [5]
