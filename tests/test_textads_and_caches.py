@@ -472,3 +472,19 @@ def test_slot_class_walk_skips_the_removed_front_once_and_reads_like_a_list_iter
     cls.members.remove(slots[4])
     cls.start = 0
     assert [s.n for s in cls.walk() if not s.removed] == [5]
+
+
+@pytest.mark.parametrize("text", ["0", "7", "158", "123456789012345678", "007", "-5", "1e3",
+                                  "1234567890123456789", "12 ", "١٢"])
+def test_plain_integer_texts_read_as_classad2_reads_them(text):
+    # decimal integers skip classad2's parser: the value must be the parser's
+    from negotiator_ext.core import classads
+    from negotiator_ext.core.adtext import TextValues
+    values = TextValues()
+    try:
+        want = (True, classads.eval_expr(classads.parse_old_value(text)))
+    except ValueError:
+        want = (True, classads.ERROR)
+    got = values.literal(text)
+    assert got == want and type(got[1]) is type(want[1])
+    assert values.names(text) == frozenset()

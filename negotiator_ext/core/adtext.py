@@ -18,6 +18,8 @@ here parses ClassAd syntax itself.
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
@@ -82,6 +84,9 @@ def row_ad(row: Pairs, names: dict):
     return classads.parse_old_ad("\n".join(f"{names.get(n, n)} = {t}" for n, t in row))
 
 
+_PLAIN_INT = re.compile(r"0|[1-9][0-9]{0,17}")
+
+
 class TextValues:
     """Attribute texts evaluated once per distinct text.
 
@@ -97,6 +102,12 @@ class TextValues:
     def literal(self, text: str) -> tuple[bool, object]:
         got = self._lit.get(text)
         if got is None:
+            if _PLAIN_INT.fullmatch(text):
+                # a decimal integer (every ClusterId, ProcId, QDate...): its value without
+                # classad2's parser, the same value it gives (no sign, no leading zero,
+                # well inside 64 bits)
+                got = self._lit[text] = (True, int(text))
+                return got
             try:
                 tree = classads.parse_old_value(text)
             except ValueError:
@@ -114,6 +125,8 @@ class TextValues:
         (`target.x`) except MY's."""
         got = self._names.get(text)
         if got is None:
+            if _PLAIN_INT.fullmatch(text):
+                return frozenset()
             try:
                 tree = classads.parse_old_value(text)
             except ValueError:
