@@ -296,3 +296,16 @@ def test_property_written_ads_read_back_equal(tmp_path, dicts):
         same_values(a, b)
         for name, t in row:
             assert values.literal(t) == (True, a.eval(name))
+
+
+def test_lines_read_before_are_not_parsed_again_but_new_ones_are(tmp_path):
+    # ad 2 repeats ad 1's lines: only its new lines are parsed, and a bad one is named
+    f = tmp_path / "jobs.ads"
+    f.write_text('A = 1\nB = "x"\n\nA = 1\nB = "x"\nC = ( 2\n')
+    with pytest.raises(InputError) as e:
+        read_text_ads(f)
+    assert e.value.one_line() == f"{f}: line 6: ad 2: attribute C: cannot parse value '( 2'"
+    # a name given twice across known lines is read as classad2 reads it: the last wins
+    f.write_text('A = 1\nB = "x"\n\nA = 1\nB = "x"\nA = 3\n')
+    rows = read_text_ads(f).rows
+    assert dict(rows[1])["a"] == "3" and len(rows) == 2

@@ -248,11 +248,12 @@ def _read_texts(path, store, keep: list | None) -> TextAds:
 
 def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     """Old-syntax ads, read in large chunks and cut at blank lines: each ad parsed by
-    classad2 (to report bad input as read_ads does), its lines kept as shared pairs (a
-    line seen before costs one lookup). The texts are the lines classad2 parsed; in the
+    classad2 (to report bad input as read_ads does) unless every line of it was read
+    whole in an earlier ad, its lines kept as shared pairs (a line seen before costs one
+    lookup). The texts are the lines classad2 parsed; in the
     ads kept (`keep`), an attribute written as `eval("...")` by `_attribute_lines` is the
     value it stands for (the text evaluates to that same value)."""
-    lines: dict = {}                # a line of this file -> its shared pair
+    lines: dict = {}                # a line of an ad classad2 read whole -> its shared pair
     count = 0
 
     def ad_of(first: int, block: str) -> None:
@@ -271,6 +272,22 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
         count += 1
         if len(text) > MAX_EXPR_OPERATORS:
             _check_expression_sizes(source, first, raw, count)
+        if keep is None:
+            # An old-syntax line means the same in any ad: a line read before, in an ad
+            # classad2 read whole, one attribute per line, is not parsed again; only the
+            # new lines are, on their own (most of a queue's lines repeat from job to
+            # job). When they are all read and no name repeats, so is the ad.
+            row = list(map(lines.get, body))
+            new = [i for i, pair in enumerate(row) if pair is None]
+            if len(new) < len(body) and (not new or len(_parse_one(
+                    "\n".join(body[i] for i in new), classad2.ParserType.Old)) == len(new)):
+                for i in new:
+                    row[i] = out.pair(*_split_line(body[i]))
+                if len({name for name, _ in row}) == len(row):    # names lower-cased
+                    for i in new:
+                        lines[body[i]] = row[i]
+                    out.add_row(tuple(row))
+                    return
         ad = _parse_one(text, classad2.ParserType.Old)
         n = len(ad)
         if n < len(body):           # a dropped line (an error) or a duplicate (fine)
@@ -280,7 +297,9 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
             for i, pair in enumerate(row):
                 if pair is None:
                     ln = body[i]
-                    row[i] = lines[ln] = out.pair(*_split_line(ln))
+                    row[i] = out.pair(*_split_line(ln))
+                    if n == len(body):
+                        lines[ln] = row[i]
         if n != len(body) and n != len({name for name, _ in row}):
             # classad2 did not read one attribute per line: take its own texts
             row = [out.pair(name, text) for name, text in _texts_of(ad)]
