@@ -1,6 +1,7 @@
 """Benchmark: one negotiation cycle on synthetic pools of several sizes.
 
     python bench/bench_cycle.py [--sizes 1k,10k,100k] [--repeat N] [--seed 1] [--json]
+    python bench/bench_cycle.py --shape groups --sizes 100000x500000 --autoclusters 2000
 
 For each size, a pool is generated with bench/synth.py (cached under bench/.cache/, keyed
 by the arguments and by synth.py's own text), then a fresh Python process loads it with
@@ -71,13 +72,18 @@ def parse_size(text: str) -> tuple[str, int, int]:
     return text, int(slots), int(jobs)
 
 
-def cached_pool(slots: int, jobs: int, seed: int, autoclusters: int, use_cache: bool) -> tuple[Path, float]:
+def cached_pool(slots: int, jobs: int, seed: int, autoclusters: int, use_cache: bool,
+                shape: str = "synth") -> tuple[Path, float]:
     """The pool's directory under bench/.cache/, generated when missing; and the seconds
-    generation took (0.0 when it was cached)."""
-    import synth
-
-    version = hashlib.sha256(Path(synth.__file__).read_bytes()).hexdigest()[:10]
-    prefix = f"s{slots}-j{jobs}-seed{seed}-ac{autoclusters}-"
+    generation took (0.0 when it was cached). `shape`: "synth" (bench/synth.py) or
+    "groups" (bench/synth_groups.py: 1,000 submitters in 100 groups, alike slots)."""
+    if shape == "groups":
+        import synth_groups as gen
+        prefix = f"groups-s{slots}-j{jobs}-ac{autoclusters}-"
+    else:
+        import synth as gen
+        prefix = f"s{slots}-j{jobs}-seed{seed}-ac{autoclusters}-"
+    version = hashlib.sha256(Path(gen.__file__).read_bytes()).hexdigest()[:10]
     directory = CACHE / (prefix + version)
     CACHE.mkdir(parents=True, exist_ok=True)
     for old in CACHE.glob(prefix + "*"):         # pools of an older synth.py
@@ -89,7 +95,10 @@ def cached_pool(slots: int, jobs: int, seed: int, autoclusters: int, use_cache: 
     tmp = CACHE / f".tmp-{prefix}{version}"
     shutil.rmtree(tmp, ignore_errors=True)
     t = time.perf_counter()
-    synth.generate(tmp, slots=slots, jobs=jobs, seed=seed, autoclusters=autoclusters)
+    if shape == "groups":
+        gen.generate(tmp, slots=slots, jobs=jobs, autoclusters=autoclusters)
+    else:
+        gen.generate(tmp, slots=slots, jobs=jobs, seed=seed, autoclusters=autoclusters)
     seconds = time.perf_counter() - t
     tmp.rename(directory)                        # only complete pools are ever cached
     return directory, seconds
@@ -99,7 +108,8 @@ def run_size(label: str, slots: int, jobs: int, args) -> dict:
     """One size, `args.repeat` times in fresh processes: the run with the median cycle
     time is reported (this machine's timings vary by 10-20% from run to run), with every
     run's cycle time and the highest peak RSS."""
-    directory, gen_s = cached_pool(slots, jobs, args.seed, args.autoclusters, not args.no_cache)
+    directory, gen_s = cached_pool(slots, jobs, args.seed, args.autoclusters, not args.no_cache,
+                                   args.shape)
     runs = [_run_once(label, slots, jobs, directory, gen_s, args) for _ in range(max(1, args.repeat))]
     ok = [r for r in runs if "cycle_s" in r]
     if not ok:
@@ -181,6 +191,9 @@ def main() -> None:
     ap.add_argument("--sizes", default="1k,10k", help="comma-separated: 1k, 10k, 100k or SLOTSxJOBS")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--autoclusters", type=int, default=300)
+    ap.add_argument("--shape", choices=("synth", "groups"), default="synth",
+                    help="synth: bench/synth.py's mixed pool; groups: bench/synth_groups.py's "
+                         "1,000 submitters in 100 groups on alike slots (issue 15's shape)")
     ap.add_argument("--no-cache", action="store_true", help="regenerate even when cached")
     ap.add_argument("--json", action="store_true", help="print the results as JSON")
     ap.add_argument("--repeat", type=int, default=1,
