@@ -14,8 +14,8 @@ expression that reaches arithmetic or the ClassAd library is bounded where it en
   a chain of one binary operator (`A || B || C ...`) is parsed without recursion into a
   tree as deep as the chain is long, and walking a chain of some 35,000 operators
   overflows the default 8 MiB stack (a SIGSEGV, not an exception). So `raise_stack_limit`
-  lets the main thread's stack grow to 1 GiB (address space reserved only as it is
-  used; a chain of 2,000,000 operators then walks safely), and an attribute of an ad
+  lets the main thread's stack grow to 256 MiB (address space reserved only as it is
+  used; a chain of 800,000 operators then walks safely), and an attribute of an ad
   file with more than `MAX_EXPR_OPERATORS` operators is refused when read.
 """
 
@@ -28,7 +28,8 @@ MAX_MAGNITUDE = 3.4028234663852886e38     # FLT_MAX: the accountant writes it (G
 MAX_KNOB_MAGNITUDE = 1e100          # a number knob (GROUP_QUOTA_ROUND_ROBIN_RATE's default)
 MAX_EPOCH = 253402300799            # 9999-12-31 23:59:59 UTC
 MAX_EXPR_OPERATORS = 200_000
-STACK_BYTES = 1 << 30
+STACK_BYTES = 256 << 20            # x4 what MAX_EXPR_OPERATORS needs; also the default
+                                    # thread stack of the commands we start, so not more
 
 # an operator token of the ClassAd language (outside string literals); each adds at most
 # one level to an expression's tree
