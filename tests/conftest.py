@@ -59,6 +59,14 @@ def writable_copy(tmp_path, scenario, name=None):
     return d
 
 
+@pytest.fixture
+def config(tmp_path) -> str:
+    """An empty HTCondor config file, for `--config`: this host's knobs are never read."""
+    path = tmp_path / "empty.conf"
+    path.write_text("")
+    return str(path)
+
+
 @pytest.fixture(autouse=True)
 def _restore_negotiator_ext_logging():
     """Commands called in-process (cli.main) add a stderr handler to the package logger,

@@ -59,13 +59,6 @@ def assert_one_line_error(err: str, path: Path | str, message: str = "") -> None
 
 
 @pytest.fixture
-def config(tmp_path) -> str:
-    path = tmp_path / "empty.conf"
-    path.write_text("")
-    return str(path)
-
-
-@pytest.fixture
 def example_ledger(tmp_path, config, capsys) -> Path:
     """The README's replay: the example before its real cycle, then after it."""
     path = tmp_path / "made" / "example.sqlite"

@@ -196,13 +196,6 @@ def hostile_ledger(tmp_path) -> str:
     return url
 
 
-@pytest.fixture
-def config(tmp_path):
-    path = tmp_path / "empty.conf"
-    path.write_text("")
-    return str(path)
-
-
 def recommend(capsys, url, config, *args) -> tuple[int, str, str]:
     args = list(args)
     argv = ["recommend", "--ledger", url, "--config", config]

@@ -57,13 +57,6 @@ def _ledger(tmp_path, alice_eup: float, bob_eup: float, extra=()) -> str:
 
 
 @pytest.fixture
-def config(tmp_path):
-    path = tmp_path / "empty.conf"
-    path.write_text("")
-    return str(path)
-
-
-@pytest.fixture
 def ledger_url(tmp_path):
     """Equal priorities (EUP 500 each): the pie should split evenly, yet alice gets 4 x
     what bob gets: alice is favoured (raise its factor) and bob starved (factor 1
