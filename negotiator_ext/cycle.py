@@ -23,7 +23,7 @@ from .core.adtext import Job, TextValues, as_text_ads
 from .core.matchmaking import (STATE_NAMES, Matcher, Slot, add_remote_user_attrs,
                                 live_remote_usage)
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
-                               QueueView, Submitter, job_id)
+                               QueueView, Submitter, id_number, job_id)
 from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight
 from .errors import InputError
 from .pool import Pool
@@ -340,7 +340,7 @@ def _bad_job_id(path, index: int, job) -> None:
     every job both, so the file was made or edited by hand; refused, naming the job."""
     for attr in ("ClusterId", "ProcId"):
         v = job.value(attr.lower())
-        if not classads.is_number(v) or not math.isfinite(v) or v < 0 or v != int(v):
+        if id_number(v) is None:
             shown = ("missing" if v is classads.UNDEFINED
                      else f"not a whole number from 0 up: {job.texts.get(attr.lower())}")
             raise InputError(str(path), shown, ad=str(index), attribute=attr)

@@ -275,3 +275,12 @@ def test_capture_time_before_the_accountants_last_update_is_warned(snap, capsys)
     assert (f"negotiator-ext: warning: {snap}/accounting.ads: the capture time 1795265250 is "
             "before the accountant's LastUpdate 1795265253 (a cycle began during the "
             "capture?): the accountant takes no time step\n") in err
+
+
+@pytest.mark.parametrize("value,expected", [
+    (0, 0), (158, 158), (3.0, 3), (2.5, None), (-1, None), (float("nan"), None),
+    (float("inf"), None), ("1", None), (True, None), (None, None)])
+def test_a_job_id_is_a_whole_number_from_0_up(value, expected):
+    # one rule for the cycle (files) and the capture (a schedd's answer)
+    from negotiator_ext.core.negotiation import id_number
+    assert id_number(value) == expected

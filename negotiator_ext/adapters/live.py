@@ -87,6 +87,7 @@ from typing import Any, Iterable, Mapping
 
 import classad2
 
+from ..core.negotiation import id_number
 from ..errors import InputError
 from .adfiles import write_ads
 from .snapshot import SNAPSHOT_FORMAT
@@ -959,11 +960,12 @@ def checked_job_ads(answer) -> list:
         ids = []
         for attr in ("ClusterId", "ProcId"):
             v = ad.get(attr)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            number = id_number(v)
+            if number is None:
                 shown = _comment_text(str(v))[:40] if v is not None else "missing"
                 raise BadAnswer(f"answered with an ad that is not a job ad: item {i} of "
                                 f"{len(items)} has {attr} {shown}")
-            ids.append(v)
+            ids.append(number)
         if tuple(ids) in seen:
             raise BadAnswer(f"answered with job {ids[0]}.{ids[1]} twice")
         seen.add(tuple(ids))

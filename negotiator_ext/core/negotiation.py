@@ -56,14 +56,17 @@ def job_submitter(job) -> str | None:
 
 
 def job_id(job) -> tuple[int, int]:
-    """(ClusterId, ProcId); -1 for one that is not a whole number from 0 up (the schedd
-    gives every job both: the cycle refuses a queue file with such a job)."""
-    return _id_part(job.value("clusterid")), _id_part(job.value("procid"))
+    """(ClusterId, ProcId); -1 for one that is not an `id_number` (the schedd gives every
+    job both: the cycle refuses a queue file with such a job, the capture such an answer)."""
+    c, p = id_number(job.value("clusterid")), id_number(job.value("procid"))
+    return (-1 if c is None else c), (-1 if p is None else p)
 
 
-def _id_part(v) -> int:
+def id_number(v) -> int | None:
+    """A ClusterId or ProcId value as the schedd gives it, a whole number from 0 up;
+    None for anything else (missing, a string, NaN, 2.5, -1)."""
     if not classads.is_number(v) or not math.isfinite(v) or v < 0 or v != int(v):
-        return -1
+        return None
     return int(v)
 
 
