@@ -267,34 +267,31 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             meta["skipped_startd_ads"] = len(raw_slots) - len(slots)
         return meta
 
-    def write(tmp: Path) -> None:
-        # A value classad2 cannot write (write_ads: ValueError) is the failure of the
-        # daemon that sent it; a file-system error is the snapshot's (OSError, raised).
+    def unwritable(path: Path, ads) -> str | None:
+        """None once `ads` are written to `path`; else why not, when a value cannot be
+        written (write_ads: the failure of the daemon that sent it, the partial file
+        removed). A file-system error is the snapshot's own: raised (OSError)."""
         try:
-            write_ads(tmp / "slots.ads", slots)
+            write_ads(path, ads)
         except OSError:
             raise
         except Exception as exc:
-            raise _Unwritable(f"cannot write the collector's slot ads: {_one_line(exc)}") \
-                from None
+            _remove_written(path)
+            return _one_line(exc)
+        return None
+
+    def write(tmp: Path) -> None:
+        why = unwritable(tmp / "slots.ads", slots)
+        if why:
+            raise _Unwritable(f"cannot write the collector's slot ads: {why}")
         for name, jobs in list(schedd_jobs):
-            try:
-                write_ads(tmp / files[name], jobs)
-            except OSError:
-                raise
-            except Exception as exc:
-                _remove_written(tmp / files[name])
-                refuse_schedd(name, f"cannot write its job ads: {_one_line(exc)}")
+            why = unwritable(tmp / files[name], jobs)
+            if why:
+                refuse_schedd(name, f"cannot write its job ads: {why}")
         for stem, ads in list(optional.items()):
-            if ads is None:
-                continue
-            try:
-                write_ads(tmp / f"{stem}.ads", ads)
-            except OSError:
-                raise
-            except Exception as exc:
-                _remove_written(tmp / f"{stem}.ads")
-                errors[f"collector:{stem}"] = f"cannot write its ads: {_one_line(exc)}"
+            why = unwritable(tmp / f"{stem}.ads", ads) if ads is not None else None
+            if why:
+                errors[f"collector:{stem}"] = f"cannot write its ads: {why}"
                 if stem != "negotiator":    # its ads also gave the version: keep them
                     optional[stem] = None
         if config_text is not None:
