@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .adapters.ledger import LedgerError
+from .adapters.live import abort_remote_reads, allow_remote_reads
 from .adapters.metrics import MetricsServer
 from .errors import InputError
 from .shadow import publish, unpublish
@@ -288,20 +289,8 @@ def _abort_remote_reads(log: logging.Logger) -> None:
     """Stopping: kill the child reading a daemon's configuration, if one runs (it may wait
     without end on a negotiator stuck expanding a circular macro); the pass in flight
     then ends without that config."""
-    try:
-        from .adapters.live import abort_remote_reads
-        if abort_remote_reads():
-            log.info("abandoned the read of the negotiator's configuration in flight")
-    except Exception as exc:     # never in the way of stopping
-        log.debug("could not abandon the configuration read in flight: %s", exc)
-
-
-def _allow_remote_reads() -> None:
-    try:
-        from .adapters.live import allow_remote_reads
-        allow_remote_reads()
-    except Exception:
-        pass
+    if abort_remote_reads():
+        log.info("abandoned the read of the negotiator's configuration in flight")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -366,7 +355,7 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
     def on_signal(signum, _frame):   # only this: see the module docstring
         events.put(signum)
 
-    _allow_remote_reads()
+    allow_remote_reads()
     try:
         # Before anything slow: a condor_reconfig during start-up must not end the
         # process (SIGHUP's default action); signals wait in `events` until the loop runs.
@@ -438,7 +427,7 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        _allow_remote_reads()
+        allow_remote_reads()
         daemon.close()
         for h in handlers:
             pkg.removeHandler(h)
