@@ -410,7 +410,7 @@ class MatchList:
             self._push(it, v, state, cost)
         return None
 
-    def pop(self, refused: tuple[float, float] | None = None) -> tuple[Slot, int] | None:
+    def pop(self, refused: list[float] | None = None) -> tuple[Slot, int] | None:
         """The best entry left, taken off the list. `refused`: the least cost the
         submitter limit refused so far in this call, (without preempting, preempting);
         the limit only ever refuses more as the cost grows, so a class whose members all
