@@ -17,12 +17,19 @@ expression that reaches arithmetic or the ClassAd library is bounded where it en
   lets the main thread's stack grow to 256 MiB (address space reserved only as it is
   used; a chain of 800,000 operators then walks safely), and an attribute of an ad
   file with more than `MAX_EXPR_OPERATORS` operators is refused when read.
+
+`check_number` is the one check of an ad's number (slots, accountant records, submitter
+ads): an InputError naming the file, the ad and the attribute.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from typing import Any
+
+from .core import classads
+from .errors import InputError
 
 MAX_MAGNITUDE = 3.4028234663852886e38     # FLT_MAX: the accountant writes it (GroupSortKey)
 MAX_KNOB_MAGNITUDE = 1e100          # a number knob (GROUP_QUOTA_ROUND_ROBIN_RATE's default)
@@ -90,3 +97,19 @@ def epoch_problem(v: float) -> str | None:
     if not 0 <= v <= MAX_EPOCH:
         return f"not a time from 1970 to 9999 ({v:g} s)"
     return None
+
+
+def check_number(ad: classads.ClassAd, attr: str, value: Any, source: str, label: str, *,
+                 epoch: bool = False, int32: bool = False) -> None:
+    """Refuse an attribute that must be a number (limits: finite, of sane magnitude; a
+    time from 1970 to 9999 when `epoch`; within a C int when `int32`), naming the file,
+    the ad and the attribute."""
+    if not classads.is_number(value):
+        raise InputError(source, f"not a number: {classads.source_text(ad, attr)}",
+                         ad=label, attribute=attr)
+    why = epoch_problem(value) if epoch else number_problem(value)
+    if why is None and int32 and not -2 ** 31 <= value < 2 ** 31:
+        why = "out of range (a C int: -2147483648 to 2147483647)"
+    if why:
+        raise InputError(source, f"{why}: {classads.source_text(ad, attr)}", ad=label,
+                         attribute=attr)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .adapters.accounting_ads import check_number, plain_ad, state_from_accounting_ads
+from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import load_config
 from .adapters.snapshot import Snapshot, load_snapshot
 from .core import classads
@@ -16,6 +16,7 @@ from .core.config import NegotiatorConfig
 from .core.groups import GroupQuota, GroupTree, group_demand
 from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_usage
 from .errors import InputError
+from .limits import check_number
 
 # Slot attributes that must be numbers when present (HTCondor would otherwise quietly
 # treat the slot as weight 1 or as unable to run anything).

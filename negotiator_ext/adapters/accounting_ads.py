@@ -25,7 +25,7 @@ from ..core.accountant import AccountantState, round6
 from ..core.groups import GroupTree, is_group_name
 from ..core.slots import SlotUsage
 from ..errors import InputError
-from ..limits import epoch_problem, number_problem
+from ..limits import check_number
 
 PENDING_SUFFIX = "#pending-match"
 
@@ -56,22 +56,6 @@ def plain_ad(ad: classads.ClassAd) -> dict[str, Any]:
         v = classads.eval_attr(ad, k)
         out[k] = v if classads.is_value(v) else None
     return out
-
-
-def check_number(ad: classads.ClassAd, attr: str, value: Any, source: str, label: str, *,
-                 epoch: bool = False, int32: bool = False) -> None:
-    """Refuse an attribute that must be a number (limits: finite, of sane magnitude; a
-    time from 1970 to 9999 when `epoch`; within a C int when `int32`), naming the file,
-    the ad and the attribute."""
-    if not classads.is_number(value):
-        raise InputError(source, f"not a number: {classads.source_text(ad, attr)}",
-                         ad=label, attribute=attr)
-    why = epoch_problem(value) if epoch else number_problem(value)
-    if why is None and int32 and not -2 ** 31 <= value < 2 ** 31:
-        why = "out of range (a C int: -2147483648 to 2147483647)"
-    if why:
-        raise InputError(source, f"{why}: {classads.source_text(ad, attr)}", ad=label,
-                         attribute=attr)
 
 
 def state_from_accounting_ads(ads: Sequence[classads.ClassAd], slots: Iterable[SlotUsage],
