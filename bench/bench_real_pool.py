@@ -1,0 +1,360 @@
+"""Our shadow pass beside the real negotiator's cycle, on the same big pool, in one run.
+
+    NEGOTIATOR_EXT_TEST_HTCONDOR=/opt/htcondor python bench/bench_real_pool.py [--shape 11k]
+
+A personal pool of real 25.x daemons (tests/livepool.py) is loaded with issue 15's shapes:
+
+    11k   10,000 static 1-core slots + 1,000 8-core partitionable slots, 49,800 idle jobs
+          in 300 autoclusters, 100 submitters in 10 groups (dynamic quotas, surplus)
+    100k  90,000 static + 10,000 partitionable slots, 500,000 idle jobs in 2,000
+          autoclusters, 1,000 submitters in 100 groups
+
+The slots are fake: copies of the real startd's own two slot ads (one static, one
+partitionable) advertised with `condor_advertise -multiple -tcp -fake-private-ad
+UPDATE_STARTD_AD`, each with `MyAddress` on a closed loopback port, so the schedd's claims
+fail, the jobs stay idle and every cycle sees the same pool, while the negotiator's
+decisions are real. The real startd's own slots refuse every job (`START = False`). The
+jobs are submitted in one `condor_submit` (one cluster per autocluster and submitter). The
+schedd's per-user match limit is off (`SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False`: we do
+not model it yet, issue 17); the negotiator's time limits are HTCondor's defaults.
+
+Then, in this order:
+  1. `negotiator-ext shadow --once` (pass 1: capture, our cycle, ledger);
+  2. one real cycle (`condor_reschedule -addr <negotiator>`), its duration and phases
+     read from the negotiator's ad (`LastNegotiationCycleDuration0`, `...Phase1Duration0`, ...);
+  3. `negotiator-ext shadow --once` again (pass 2: it sees the real cycle of step 2 and
+     compares it with pass 1's cycle: per-submitter match counts).
+Reported (stdout, and JSON with --json): the pool, the real cycle's figures, each pass's
+wall time, peak RSS, capture and cycle time, and the comparison. Setup (advertising,
+submitting, waiting for the schedd) is timed but not part of any figure. A benchmark,
+not a test; submitting 500,000 jobs takes minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from livepool import SKIP_REASON, LivePool, find_release, free_port  # noqa: E402
+
+SHAPES = {
+    #        static, partitionable, jobs, autoclusters, submitters, groups
+    "1k": (900, 100, 5_000, 30, 10, 2),
+    "11k": (10_000, 1_000, 49_800, 300, 100, 10),
+    "30k": (27_000, 3_000, 150_000, 600, 300, 30),
+    "100k": (90_000, 10_000, 500_000, 2_000, 1_000, 100),
+}
+
+STARTD_CONFIG = """\
+# bench_real_pool: the real startd has one static 1-core slot and one 8-core
+# partitionable slot (the templates of the fake slots) and refuses every job
+NUM_CPUS = 9
+MEMORY = 18432
+NUM_SLOTS_TYPE_1 = 1
+SLOT_TYPE_1 = cpus=1, mem=2048
+NUM_SLOTS_TYPE_2 = 1
+SLOT_TYPE_2 = cpus=8, mem=16384
+SLOT_TYPE_2_PARTITIONABLE = True
+START = False
+"""
+
+
+def pool_config(groups: int, interval: int) -> str:
+    names = [f"group_{g}" for g in range(groups)]
+    lines = [
+        "# bench_real_pool: the pool's policy",
+        f"NEGOTIATOR_INTERVAL = {interval}",
+        "NEGOTIATOR_UPDATE_AFTER_CYCLE = True",
+        "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False",
+        "MAX_JOBS_PER_OWNER = 10000000",
+        "MAX_JOBS_PER_SUBMISSION = 10000000",
+        "MAX_JOBS_SUBMITTED = 10000000",
+        "MAX_JOBS_RUNNING = 10000000",
+        "SCHEDD_INTERVAL = 10",
+        "CLASSAD_LIFETIME = 86400",
+        "COLLECTOR_UPDATE_INTERVAL = 86400",
+        f"GROUP_NAMES = {', '.join(names)}",
+        "GROUP_ACCEPT_SURPLUS = True",
+    ]
+    lines += [f"GROUP_QUOTA_DYNAMIC_{n} = {1.0 / groups:.6g}" for n in names]
+    return "\n".join(lines) + "\n"
+
+
+class BenchPool(LivePool):
+    """tests/livepool.py's pool with this benchmark's startd and policy in config.d
+    before the daemons start (a startd's slot layout is read only at its start)."""
+
+    def __init__(self, release, root, *, groups: int):
+        super().__init__(release, root, negotiator_interval=86400)
+        self.groups = groups
+
+    def write_config(self) -> None:
+        super().write_config()
+        for name, text in (("50-startd", STARTD_CONFIG),
+                           ("60-policy", pool_config(self.groups, 86400))):
+            path = self.local / "config.d" / name
+            path.write_text(text)
+            if self.user is not None:
+                os.chown(path, self.user.pw_uid, self.user.pw_gid)
+
+
+# -- the fake slots --------------------------------------------------------------------------
+
+_DROP = re.compile(r"^(LastHeardFrom|AddressV1|MyCurrentTime|AuthenticatedIdentity|"
+                   r"AuthenticationMethod|LastUpdate|UpdatesLost|UpdatesSequenced|"
+                   r"UpdatesTotal|UpdatesHistory|UpdatesInitial|CondorLoadAvg|LoadAvg|"
+                   r"TotalCondorLoadAvg|TotalLoadAvg|KeyboardIdle|ConsoleIdle) = ",
+                   re.IGNORECASE)
+
+
+def template(pool: LivePool, constraint: str) -> list[str]:
+    text = pool.tool("condor_status", "-long", "-constraint", constraint).stdout
+    ad = text.strip().split("\n\n")[0]
+    return [line for line in ad.splitlines() if line.strip() and not _DROP.match(line)]
+
+
+def fake_ad(lines: list[str], machine: str, address: str) -> str:
+    out = []
+    for line in lines:
+        name = line.split(" = ", 1)[0].lower()
+        if name == "name":
+            line = f'Name = "slot1@{machine}"'
+        elif name == "machine":
+            line = f'Machine = "{machine}"'
+        elif name in ("myaddress", "startdipaddr"):
+            line = f'{line.split(" = ", 1)[0]} = "{address}"'
+        elif name == "start":
+            line = "Start = true"
+        out.append(line)
+    out.append("ClassAdLifetime = 86400")
+    return "\n".join(out)
+
+
+def advertise(pool: LivePool, static: int, partitionable: int, work: Path) -> float:
+    """Advertise the fake slots; returns the seconds it took."""
+    st = template(pool, 'SlotType == "Static"')
+    ps = template(pool, 'SlotType == "Partitionable"')
+    closed = free_port()         # nothing listens there: every claim fails
+    address = f"<127.0.0.1:{closed}>"
+    ads = [fake_ad(st, f"fake-s{i:06d}.bench", address) for i in range(static)]
+    ads += [fake_ad(ps, f"fake-p{i:06d}.bench", address) for i in range(partitionable)]
+    t0 = time.monotonic()
+    chunk = 10_000
+    for k in range(0, len(ads), chunk):
+        f = work / f"slots-{k // chunk}.ads"
+        f.write_text("\n\n".join(ads[k:k + chunk]) + "\n")
+        pool.tool("condor_advertise", "-multiple", "-tcp", "-fake-private-ad",
+                  "UPDATE_STARTD_AD", str(f), timeout=600)
+    want = static + partitionable + 2
+    pool.wait_for(lambda: slot_count(pool) >= want, 600, f"{want} slots in the collector",
+                  every=2)
+    return time.monotonic() - t0
+
+
+def slot_count(pool: LivePool) -> int:
+    return len(pool.tool("condor_status", "-af", "Name", check=False).stdout.splitlines())
+
+
+# -- the jobs ---------------------------------------------------------------------------------
+
+def submit_jobs(pool: LivePool, jobs: int, autoclusters: int, submitters: int,
+                groups: int) -> float:
+    """One condor_submit: each submitter has autoclusters/submitters autoclusters (a
+    request_memory of its own each), the jobs spread evenly over them."""
+    per_sub = autoclusters // submitters
+    per_ac = jobs // autoclusters
+    lines = ["universe = vanilla", "executable = /bin/true", "transfer_executable = false",
+             "should_transfer_files = NO", f"initialdir = {pool.flags}", "log = /dev/null",
+             "request_cpus = 1", "request_disk = 1024"]
+    ac = 0
+    for s in range(submitters):
+        g = s % groups
+        lines += [f"accounting_group = group_{g}", f"accounting_group_user = u{s:04d}"]
+        for _ in range(per_sub):
+            lines += [f"request_memory = {64 + ac}", f"queue {per_ac}"]
+            ac += 1
+    t0 = time.monotonic()
+    pool.tool("condor_submit", "-terse", "-", user=True, timeout=7200,
+              input="\n".join(lines) + "\n")
+    total = per_ac * ac
+    pool.wait_for(lambda: idle_in_submitter_ads(pool) >= total, 1200,
+                  f"the schedd to publish {total} idle jobs", every=2)
+    return time.monotonic() - t0
+
+
+def idle_in_submitter_ads(pool: LivePool) -> int:
+    out = pool.tool("condor_status", "-submitters", "-af", "IdleJobs", check=False).stdout
+    return sum(int(x) for x in out.split() if x.isdigit())
+
+
+# -- the real cycle -----------------------------------------------------------------------------
+
+_CYCLE_ATTRS = ["LastNegotiationCycleEnd0", "LastNegotiationCycleDuration0",
+                "LastNegotiationCyclePhase1Duration0", "LastNegotiationCyclePhase2Duration0",
+                "LastNegotiationCyclePhase3Duration0", "LastNegotiationCyclePhase4Duration0",
+                "LastNegotiationCycleMatches0", "LastNegotiationCycleRejections0",
+                "LastNegotiationCycleCandidateSlots0", "LastNegotiationCycleActiveSubmitterCount0",
+                "LastNegotiationCycleNumIdleJobs0", "LastNegotiationCycleCpu0",
+                "LastNegotiationCycleMatchRate0", "LastNegotiationCycleSubmittersOutOfTime0"]
+
+
+def negotiator_ad(pool: LivePool) -> dict:
+    out = pool.tool("condor_status", "-negotiator", "-json", "-attributes",
+                    ",".join(_CYCLE_ATTRS), check=False).stdout
+    try:
+        ads = json.loads(out) if out.strip() else []
+    except ValueError:
+        return {}
+    return ads[0] if ads else {}
+
+
+def real_cycle(pool: LivePool, timeout: float) -> tuple[dict, float]:
+    """One real cycle, now: RESCHEDULE sent to the negotiator itself (a 25.x schedd takes
+    `condor_reschedule` as a no-op and decides alone when to ask for a cycle)."""
+    ad = negotiator_ad(pool)
+    before = ad.get("LastNegotiationCycleEnd0", 0)
+    t0 = time.monotonic()
+    pool.tool("condor_reschedule", "-addr", pool.negotiator_address())
+    ad = pool.wait_for(lambda: (lambda a: a if a.get("LastNegotiationCycleEnd0", 0) > before
+                                else None)(negotiator_ad(pool)),
+                       timeout, "the real negotiation cycle", every=1)
+    return ad, time.monotonic() - t0
+
+
+# -- our pass -----------------------------------------------------------------------------------
+
+def shadow_pass(pool: LivePool, work: Path) -> dict:
+    argv = [sys.executable, "-c",
+            "import resource, runpy, sys, time\n"
+            "t = time.monotonic()\n"
+            "sys.argv = ['negotiator-ext'] + sys.argv[1:]\n"
+            "from negotiator_ext.cli import main\n"
+            "rc = main(sys.argv[1:])\n"
+            "print('BENCH', time.monotonic() - t, "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)\n",
+            "shadow", "--once", "--pool", pool.collector, "--state-dir", str(work / "state"),
+            "--no-advertise", "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
+            "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
+    t0 = time.monotonic()
+    proc = subprocess.run(argv, env=pool.env, capture_output=True, text=True, cwd=ROOT)
+    wall = time.monotonic() - t0
+    m = re.search(r"^BENCH (\S+) (\d+) (\S+)$", proc.stderr, re.M)
+    if proc.returncode != 0 or m is None:
+        raise RuntimeError(f"shadow --once failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    rec = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+    return {"wall_s": round(wall, 2), "in_process_s": round(float(m.group(1)), 2),
+            "peak_rss_mib": round(int(m.group(2)) / 1024), "record": rec}
+
+
+def pass_summary(p: dict) -> dict:
+    rec = p["record"]
+    comp = rec.get("comparison") or {}
+    return {
+        "wall_s": p["wall_s"], "in_process_s": p["in_process_s"],
+        "peak_rss_mib": p["peak_rss_mib"], "status": rec.get("status"),
+        "reason": rec.get("reason"),
+        "capture_s": rec.get("capture_duration"), "cycle_s": rec.get("shadow_duration"),
+        "our_matches": len(rec.get("shadow_matches") or ()),
+        "phases_s": rec.get("shadow_timings") or {},
+        "comparison": {k: comp.get(k) for k in (
+            "source", "real_matches", "shadow_matches", "agreed", "count_agreement",
+            "agreed_equivalent", "equivalent_agreement", "real_duration")} if comp else None,
+        "submitters_equal_counts": sum(
+            1 for v in (comp.get("per_submitter") or {}).values()
+            if v.get("real") == v.get("shadow")) if comp else None,
+        "submitters_compared": len(comp.get("per_submitter") or {}) if comp else None,
+    }
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--shape", default="11k", choices=sorted(SHAPES))
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the pool's directory")
+    ap.add_argument("--hold", type=float, default=0, metavar="SECONDS",
+                    help="leave the pool up this long after the report (to profile a pass "
+                         "by hand: CONDOR_CONFIG and the collector are printed)")
+    args = ap.parse_args(argv)
+    release = find_release()
+    if release is None:
+        print(SKIP_REASON)
+        return 0
+    static, partitionable, jobs, acs, subs, groups = SHAPES[args.shape]
+    root = Path(tempfile.mkdtemp(prefix="negext-bigpool-"))
+    work = Path(tempfile.mkdtemp(prefix="negext-bigpass-"))
+    pool = BenchPool(release, root, groups=groups)
+    report: dict = {"shape": args.shape, "slots": static + partitionable,
+                    "static": static, "partitionable": partitionable, "jobs": jobs,
+                    "autoclusters": acs, "submitters": subs, "groups": groups}
+    try:
+        t0 = time.monotonic()
+        pool.start()
+        # the negotiator's cycle at its start (nothing to match yet) out of the way
+        pool.wait_for(lambda: negotiator_ad(pool).get("LastNegotiationCycleEnd0"), 120,
+                      "the negotiator's first cycle")
+        report["setup_advertise_s"] = round(advertise(pool, static, partitionable, work), 1)
+        report["setup_submit_s"] = round(submit_jobs(pool, jobs, acs, subs, groups), 1)
+        report["setup_total_s"] = round(time.monotonic() - t0, 1)
+        p1 = shadow_pass(pool, work)
+        ad, waited = real_cycle(pool, timeout=7200)
+        p2 = shadow_pass(pool, work)
+        report["real_cycle"] = {k.removeprefix("LastNegotiationCycle").removesuffix("0"): v
+                                for k, v in ad.items() if k.startswith("LastNegotiation")}
+        report["pass1"] = pass_summary(p1)
+        report["pass2"] = pass_summary(p2)
+        if args.hold:
+            print(f"holding the pool for {args.hold:g} s: CONDOR_CONFIG={pool.config_file} "
+                  f"collector {pool.collector}", file=sys.stderr, flush=True)
+            time.sleep(args.hold)
+    finally:
+        pool.stop()
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        rc = report["real_cycle"]
+        print(f"pool {args.shape}: {report['slots']:,} slots ({static:,} static, "
+              f"{partitionable:,} partitionable), {jobs:,} idle jobs, {acs:,} autoclusters, "
+              f"{subs:,} submitters in {groups} groups")
+        print(f"setup: advertise {report['setup_advertise_s']} s, submit "
+              f"{report['setup_submit_s']} s")
+        print(f"real negotiator: cycle {rc.get('Duration')} s (phases "
+              + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
+              + f" s), {rc.get('Matches')} matches, CPU {rc.get('Cpu')} s, "
+              f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
+        for name in ("pass1", "pass2"):
+            p = report[name]
+            print(f"our {name}: {p['wall_s']} s wall ({p['in_process_s']} s in process; "
+                  f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
+                  f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
+                  + (f" ({p['reason']})" if p["reason"] else ""))
+        c = report["pass2"]["comparison"]
+        if c is None:
+            print("comparison: none (pass 2 compared no real cycle)")
+        else:
+            print(f"comparison ({c['source']}): real {c['real_matches']} matches, ours "
+                  f"{c['shadow_matches']}; count agreement {c['count_agreement']}, "
+                  f"same (submitter, slot) {c['agreed']}, same (submitter, slot class) "
+                  f"{c['agreed_equivalent']}; "
+                  f"{report['pass2']['submitters_equal_counts']}/"
+                  f"{report['pass2']['submitters_compared']} submitters with equal counts")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
