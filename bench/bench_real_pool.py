@@ -36,9 +36,7 @@ import argparse
 import json
 import os
 import re
-import resource
 import shutil
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -279,6 +277,40 @@ def pass_summary(p: dict) -> dict:
     }
 
 
+def show(report: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        rc = report["real_cycle"]
+        static, partitionable, jobs, acs, subs, groups = (report[k] for k in (
+            "static", "partitionable", "jobs", "autoclusters", "submitters", "groups"))
+        print(f"pool {report['shape']}: {report['slots']:,} slots ({static:,} static, "
+              f"{partitionable:,} partitionable), {jobs:,} idle jobs, {acs:,} autoclusters, "
+              f"{subs:,} submitters in {groups} groups")
+        print(f"setup: advertise {report['setup_advertise_s']} s, submit "
+              f"{report['setup_submit_s']} s")
+        print(f"real negotiator: cycle {rc.get('Duration')} s (phases "
+              + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
+              + f" s), {rc.get('Matches')} matches, CPU {rc.get('Cpu')} s, "
+              f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
+        for name in ("pass1", "pass2"):
+            p = report[name]
+            print(f"our {name}: {p['wall_s']} s wall ({p['in_process_s']} s in process; "
+                  f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
+                  f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
+                  + (f" ({p['reason']})" if p["reason"] else ""))
+        c = report["pass2"]["comparison"]
+        if c is None:
+            print("comparison: none (pass 2 compared no real cycle)")
+        else:
+            print(f"comparison ({c['source']}): real {c['real_matches']} matches, ours "
+                  f"{c['shadow_matches']}; count agreement {c['count_agreement']}, "
+                  f"same (submitter, slot) {c['agreed']}, same (submitter, slot class) "
+                  f"{c['agreed_equivalent']}; "
+                  f"{report['pass2']['submitters_equal_counts']}/"
+                  f"{report['pass2']['submitters_compared']} submitters with equal counts")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", default="11k", choices=sorted(SHAPES))
@@ -315,6 +347,7 @@ def main(argv=None) -> int:
                                 for k, v in ad.items() if k.startswith("LastNegotiation")}
         report["pass1"] = pass_summary(p1)
         report["pass2"] = pass_summary(p2)
+        show(report, args.json)
         if args.hold:
             print(f"holding the pool for {args.hold:g} s: CONDOR_CONFIG={pool.config_file} "
                   f"collector {pool.collector}", file=sys.stderr, flush=True)
@@ -324,35 +357,6 @@ def main(argv=None) -> int:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
             shutil.rmtree(work, ignore_errors=True)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        rc = report["real_cycle"]
-        print(f"pool {args.shape}: {report['slots']:,} slots ({static:,} static, "
-              f"{partitionable:,} partitionable), {jobs:,} idle jobs, {acs:,} autoclusters, "
-              f"{subs:,} submitters in {groups} groups")
-        print(f"setup: advertise {report['setup_advertise_s']} s, submit "
-              f"{report['setup_submit_s']} s")
-        print(f"real negotiator: cycle {rc.get('Duration')} s (phases "
-              + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
-              + f" s), {rc.get('Matches')} matches, CPU {rc.get('Cpu')} s, "
-              f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
-        for name in ("pass1", "pass2"):
-            p = report[name]
-            print(f"our {name}: {p['wall_s']} s wall ({p['in_process_s']} s in process; "
-                  f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
-                  f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
-                  + (f" ({p['reason']})" if p["reason"] else ""))
-        c = report["pass2"]["comparison"]
-        if c is None:
-            print("comparison: none (pass 2 compared no real cycle)")
-        else:
-            print(f"comparison ({c['source']}): real {c['real_matches']} matches, ours "
-                  f"{c['shadow_matches']}; count agreement {c['count_agreement']}, "
-                  f"same (submitter, slot) {c['agreed']}, same (submitter, slot class) "
-                  f"{c['agreed_equivalent']}; "
-                  f"{report['pass2']['submitters_equal_counts']}/"
-                  f"{report['pass2']['submitters_compared']} submitters with equal counts")
     return 0
 
 
