@@ -411,11 +411,14 @@ def _ad_label(index: int, ad: classad2.ClassAd) -> str:
 def format_ads_long(ads: Iterable[classad2.ClassAd]) -> str:
     """Ads in `-long` form (old syntax, blank line after each ad), attributes sorted, one
     line each (see `_attribute_lines`)."""
-    out = []
-    for ad in ads:
-        lines = _attribute_lines(ad)
-        out.append("\n".join(sorted(lines, key=lambda s: s.split("=", 1)[0].strip().lower())))
-    return "".join(block + "\n\n" for block in out)
+    return "".join("\n".join(sort_lines(_attribute_lines(ad))) + "\n\n" for ad in ads)
+
+
+def sort_lines(lines: list[str]) -> list[str]:
+    """An ad's `Name = value` lines in the order of their names, case-insensitively.
+    Sorting whole lines lower-cased gives that order: a name is followed by " = ", and a
+    space sorts before every character a name can go on with."""
+    return sorted(lines, key=str.lower)
 
 
 def write_ads(path: str | Path, ads: Iterable[classad2.ClassAd]) -> None:
