@@ -126,8 +126,11 @@ class Pool:
                                          self.demand() if demand is None else demand)
 
 
-def load_pool(directory: str | Path, config_path: str | Path | None = None) -> Pool:
-    snap = load_snapshot(directory)
+def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
+              captured=None) -> Pool:
+    """The Pool of a snapshot directory (`captured`: what the capture that wrote it still
+    holds, see `load_snapshot`)."""
+    snap = load_snapshot(directory, captured=captured)
     warnings: list[str] = []
     if snap.partial:
         warnings.append(f"{snap.directory}: partial snapshot (did not answer: "

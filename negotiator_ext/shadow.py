@@ -315,7 +315,7 @@ class _Pass:
         # before the real cycle began (started_at + capture_duration); a replay takes none
         t_capture = self.loop.clock()
         try:
-            snap_dir = self.take_snapshot()
+            snap_dir, captured = self.take_snapshot()
         except InputError as exc:
             return self.record_failed(f"no snapshot: {exc.one_line()}")
         capture_duration = (0.0 if self.replay is not None
@@ -323,7 +323,9 @@ class _Pass:
 
         from .pool import load_pool
         try:
-            pool = load_pool(snap_dir, self.s.cycle_config)
+            # a live capture's slot and job ads are taken as captured, not read back
+            pool = load_pool(snap_dir, self.s.cycle_config, captured=captured)
+            del captured
         except InputError as exc:
             return self.record_failed(f"snapshot unreadable: {exc.one_line()}",
                                       snapshot_dir=snap_dir)
@@ -421,9 +423,11 @@ class _Pass:
             self.loop.warned_cycle_time = True
             self.loop.log.warning("%s (logged once)", warning)
 
-    def take_snapshot(self) -> Path:
+    def take_snapshot(self):
+        """The snapshot's directory, and the ads a live capture still holds (None for a
+        replay)."""
         if self.replay is not None:
-            return Path(self.replay)
+            return Path(self.replay), None
         from .adapters.live import capture_snapshot
         root = self.s.state_dir / "snapshots"
         try:
@@ -439,7 +443,7 @@ class _Pass:
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
-        return out
+        return out, report.ads
 
     @staticmethod
     def log_since(last: dict | None, seen: int, snap_time: int | None) -> int:

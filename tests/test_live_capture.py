@@ -111,6 +111,44 @@ def test_held_jobs_are_not_captured(pool, tmp_path):
                for c in pool.calls if c[0] == "Schedd.query")
 
 
+def test_a_captures_ads_in_memory_are_what_reading_its_files_gives(pool, tmp_path):
+    """A shadow pass takes the slot and job ads the capture holds instead of reading them
+    back: the same ads, texts and cycle as reading the files (what a replay does)."""
+    from negotiator_ext.cycle import run_cycle
+    from negotiator_ext.pool import load_pool
+
+    report = capture_snapshot(None, tmp_path / "snap", now=NOW)
+    assert report.ads is not None
+    read, held = load_pool(tmp_path / "snap"), load_pool(tmp_path / "snap", captured=report.ads)
+    assert [dict(a.items()) for a in held.slot_ads] == [dict(a.items()) for a in read.slot_ads]
+    assert held.slot_texts == read.slot_texts
+    assert {k: v.rows for k, v in held.snapshot.jobs.items()} == {
+        k: v.rows for k, v in read.snapshot.jobs.items()}
+    a, b = run_cycle(read), run_cycle(held)
+    assert a.matches == b.matches and len(a.matches) > 0
+
+
+def test_a_captured_expression_too_large_is_refused_at_its_line_as_in_the_file(
+        pool, tmp_path, monkeypatch):
+    from negotiator_ext import limits
+    from negotiator_ext.adapters import adfiles
+    from negotiator_ext.pool import load_pool
+
+    # the bound made small, so that the test's own process walks no giant expression
+    monkeypatch.setattr(limits, "MAX_EXPR_OPERATORS", 100)
+    monkeypatch.setattr(adfiles, "MAX_EXPR_OPERATORS", 100)
+    jobs = fixture_ads("jobs.ads")
+    jobs[3]["Rank"] = classad2.ExprTree(" + ".join(["RequestCpus"] * 120))
+    pool.schedds["vm"] = jobs
+    report = capture_snapshot(None, tmp_path / "snap", now=NOW)
+    with pytest.raises(InputError) as from_file:
+        load_pool(tmp_path / "snap")
+    with pytest.raises(InputError) as held:
+        load_pool(tmp_path / "snap", captured=report.ads)
+    assert str(held.value) == str(from_file.value)
+    assert "Rank" in str(held.value) and "line" in str(held.value)
+
+
 # ------------------------------------------------------------------------- projection
 
 def test_projection_has_base_list_and_attributes_the_slots_reference(pool, tmp_path):
@@ -548,16 +586,16 @@ def test_job_refs_missing_reads_my_and_unscoped_refs_only():
 
 
 def test_write_failure_leaves_nothing_behind(pool, tmp_path, mocker):
-    real = live.write_ads
+    real = live.write_lines
     calls = []
 
-    def failing(path, ads):
+    def failing(path, lines):
         calls.append(Path(path).name)
         if len(calls) == 2:
             raise OSError(28, "No space left on device")
-        real(path, ads)
+        real(path, lines)
 
-    mocker.patch.object(live, "write_ads", side_effect=failing)
+    mocker.patch.object(live, "write_lines", side_effect=failing)
     with pytest.raises(InputError, match="No space left on device"):
         capture_snapshot(None, tmp_path / "snap", now=NOW)
     assert calls[0] == "slots.ads"

@@ -423,10 +423,50 @@ def sort_lines(lines: list[str]) -> list[str]:
 
 def write_ads(path: str | Path, ads: Iterable[classad2.ClassAd]) -> None:
     """Write ads in `-long` form, atomically (a temporary file renamed into place)."""
+    write_lines(path, ad_lines(ads))
+
+
+def ad_lines(ads: Iterable[classad2.ClassAd], seen: dict | None = None) -> list[list[str]]:
+    """Each ad's lines as `format_ads_long` writes them (sorted `Name = value` lines).
+    Equal lines are one string, shared through `seen` (most lines of a job queue repeat
+    from job to job)."""
+    seen = {} if seen is None else seen
+    share = seen.setdefault
+    return [[share(ln, ln) for ln in sort_lines(_attribute_lines(ad))] for ad in ads]
+
+
+def write_lines(path: str | Path, lines: list[list[str]]) -> None:
+    """Write ads given by `ad_lines` in `-long` form, atomically (a temporary file renamed
+    into place), a few thousand ads at a time."""
     p = Path(path)
     tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(format_ads_long(ads), encoding="utf-8")
+    with tmp.open("w", encoding="utf-8") as f:
+        for k in range(0, len(lines), 4096):
+            f.write("".join("\n".join(ad) + "\n\n" for ad in lines[k:k + 4096]))
     tmp.replace(p)
+
+
+def text_ads_of_lines(lines: list[list[str]], source: str,
+                      store: TextStore | None = None) -> TextAds:
+    """The TextAds that reading `source`, written by `write_lines(source, lines)`, gives,
+    without reading or parsing it again: every line is one classad2 wrote and read back
+    (`_attribute_lines`), one attribute each. An expression too large to walk is refused
+    at its line, as when the file is read."""
+    out = TextAds(store)
+    pairs: dict = {}                # a line -> its shared pair
+    first = 1
+    for index, ad in enumerate(lines, start=1):
+        row = []
+        for ln in ad:
+            pair = pairs.get(ln)
+            if pair is None:
+                if len(ln) > MAX_EXPR_OPERATORS:
+                    _check_expression_sizes(source, first, ad, index)
+                pair = pairs[ln] = out.pair(*_split_line(ln))
+            row.append(pair)
+        out.add_row(tuple(row))
+        first += len(ad) + 1
+    return out
 
 
 # ---- one line per attribute ----------------------------------------------------------

@@ -80,7 +80,7 @@ import tempfile
 import threading
 import time
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -89,7 +89,8 @@ import classad2
 
 from ..core.negotiation import id_number
 from ..errors import InputError
-from .adfiles import write_ads
+from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
+                      write_lines)
 from .snapshot import SNAPSHOT_FORMAT
 
 TOOL = "negotiator-ext snapshot"
@@ -109,6 +110,10 @@ BASE_JOB_ATTRS: tuple[str, ...] = (
     "Requirements", "Rank", "RequestCpus", "RequestMemory", "RequestDisk", "RequestGPUs",
     "ConcurrencyLimits", "AutoClusterId", "AutoClusterAttrs", "WantMatchDiagnostics",
     "FileSystemDomain",
+    # the schedd always names it in AutoClusterAttrs (its minimal significant attributes:
+    # Requirements, Rank, ConcurrencyLimits, FlockTo): projected at once, so that naming
+    # it does not cost every capture a second query
+    "FlockTo",
     # what Request* defaults are computed from
     "ImageSize", "ExecutableSize", "DiskUsage", "MemoryUsage",
     # running jobs: who holds which slot
@@ -170,6 +175,17 @@ class CaptureReport:
     missing_schedds: tuple[str, ...]  # schedds that timed out / refused / failed
     errors: Mapping[str, str]         # schedd name (or "collector:<what>", "negotiator") -> message
     partial: bool
+    # what was written, still in memory, so that a pass need not read it back
+    ads: "CapturedAds | None" = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class CapturedAds:
+    """A capture's slot and job ads as written to its snapshot: the slot ads as the
+    collector sent them, and every ad's lines (`adfiles.ad_lines`), by file name."""
+    slots: tuple
+    slot_lines: list
+    jobs: Mapping[str, list]          # jobs file name -> each job's lines
 
 
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
@@ -205,6 +221,12 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, f"cannot query the collector for slot ads: {_one_line(exc)}") from None
         slots = [ad for ad in raw_slots if _is_slot_ad(ad)]
+        seen: dict = {}             # one string for each distinct line of the capture
+        try:
+            slot_lines = ad_lines(slots, seen)
+        except Exception as exc:
+            raise InputError(source, "cannot write the collector's slot ads: "
+                                     f"{_one_line(exc)}") from None
 
         negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
                                          "collector:negotiator", errors)
@@ -224,23 +246,17 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                 f"capture: {errors.pop('negotiator')})")
 
         projection = job_projection(slots, knobs)
-        schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors)
+        schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection,
+                                                        errors, seen)
 
     config_text = earlier_text
     if knobs is not None and config_text is None:
         config_text = format_config(knobs, negotiator=neg_location, pool=pool,
                                     captured_at=captured_at)
 
-    files = _schedd_file_names([name for name, _ in schedd_jobs])
+    files = _schedd_file_names([name for name, _, _ in schedd_jobs])
     optional = {"submitters": submitters, "accounting": accounting,
                 "negotiator": negotiator_ads}
-
-    def refuse_schedd(name: str, why: str) -> None:
-        """A schedd whose answer cannot be written is one that did not answer."""
-        errors[name] = why
-        missing.append(name)
-        answered.remove(name)
-        schedd_jobs[:] = [(n, jobs) for n, jobs in schedd_jobs if n != name]
 
     def make_meta() -> dict:
         meta = {
@@ -256,11 +272,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                 "warnings": warnings} if earlier_text is not None else {}),
             "counts": {
                 "slots": len(slots),
-                "jobs": sum(len(jobs) for _, jobs in schedd_jobs),
+                "jobs": sum(len(jobs) for _, jobs, _ in schedd_jobs),
                 "submitters": len(optional["submitters"] or ()),
                 "accounting": len(optional["accounting"] or ()),
             },
-            "schedd_files": {files[name]: name for name, _ in schedd_jobs},
+            "schedd_files": {files[name]: name for name, _, _ in schedd_jobs},
             "job_projection": list(projection),
         }
         if len(raw_slots) != len(slots):
@@ -281,13 +297,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         return None
 
     def write(tmp: Path) -> None:
-        why = unwritable(tmp / "slots.ads", slots)
-        if why:
-            raise _Unwritable(f"cannot write the collector's slot ads: {why}")
-        for name, jobs in list(schedd_jobs):
-            why = unwritable(tmp / files[name], jobs)
-            if why:
-                refuse_schedd(name, f"cannot write its job ads: {why}")
+        write_lines(tmp / "slots.ads", slot_lines)
+        for name, _, lines in schedd_jobs:
+            write_lines(tmp / files[name], lines)
         for stem, ads in list(optional.items()):
             why = unwritable(tmp / f"{stem}.ads", ads) if ads is not None else None
             if why:
@@ -300,23 +312,19 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     try:
         _write_atomically(out, write)
-    except _Unwritable as exc:
-        raise InputError(source, str(exc)) from None
     except OSError as exc:
         raise InputError(str(out), f"cannot write the snapshot: {exc.strerror or _one_line(exc)}") from None
     return CaptureReport(
         directory=out,
         slots=len(slots),
-        jobs=sum(len(jobs) for _, jobs in schedd_jobs),
+        jobs=sum(len(jobs) for _, jobs, _ in schedd_jobs),
         schedds=tuple(answered),
         missing_schedds=tuple(missing),
         errors=MappingProxyType(dict(errors)),
         partial=bool(errors) or bool(missing),
+        ads=CapturedAds(slots=tuple(slots), slot_lines=slot_lines,
+                        jobs={files[name]: lines for name, _, lines in schedd_jobs}),
     )
-
-
-class _Unwritable(Exception):
-    """The collector's slot ads hold a value that cannot be written to the snapshot."""
 
 
 def _remove_written(path: Path) -> None:
@@ -846,31 +854,54 @@ def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None) -> l
 def job_refs_missing(jobs: Iterable, projection: Iterable[str]) -> list[str]:
     """Job attributes that the jobs' own expressions reference (MY./unscoped) or that
     their AutoClusterAttrs name, and that `projection` lacks."""
-    have = {p.lower() for p in projection}
+    return job_refs_missing_in_lines(ad_lines(jobs), projection)
+
+
+# a line's value that references nothing: a number, a plain string, a boolean
+_LITERAL = re.compile(r'-?\d+(\.\d*)?([eE][-+]?\d+)?|"[^"\\]*"|(?i:true|false|undefined)')
+
+
+def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str]) -> list[str]:
+    """`job_refs_missing` of jobs given by their lines (`adfiles.ad_lines`): each distinct
+    line is looked at once, however many jobs share it. An attribute some job has is not
+    missing (the schedd sent it); an expression's references are its own, without
+    following the job's attributes, whose own lines are looked at in turn."""
+    distinct: set[str] = set()
+    for ad in lines:
+        distinct.update(ad)
+    split = [_split_line(ln) for ln in distinct]
+    have = {p.lower() for p in projection} | {name.lower() for name, _ in split}
     found: dict[str, str] = {}
-    for job in jobs:
-        for k, v in job.items():
-            if isinstance(v, classad2.ExprTree):
-                for ref in job.externalRefs(v):
-                    scope, attr = _split_ref(ref)
-                    if scope != "target" and attr.lower() not in have:
-                        _ci_add(found, [attr])
-        acs = job.get("AutoClusterAttrs")
-        if isinstance(acs, str):
-            _ci_add(found, [a for a in re.split(r"[\s,]+", acs)
-                            if a and a.lower() not in have])
+    for (name, text), line in zip(split, distinct):
+        if name.lower() == "autoclusterattrs":
+            acs = _parse_one(line, classad2.ParserType.Old).get(name)
+            if isinstance(acs, str):
+                _ci_add(found, [a for a in re.split(r"[\s,]+", acs)
+                                if a and a.lower() not in have])
+            continue
+        if _LITERAL.fullmatch(text):
+            continue
+        expr = classad2.ExprTree(text)
+        expr = _unwrapped(expr) or expr
+        for ref in _EMPTY.externalRefs(expr):
+            scope, attr = _split_ref(ref)
+            if scope != "target" and attr.lower() not in have:
+                _ci_add(found, [attr])
     return sorted(found.values(), key=lambda s: (s.lower(), s))
 
 
 # ---------------------------------------------------------------- schedds
 
-def _query_schedds(htcondor, collector, projection: list[str], errors: dict):
+def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
+                   shared: dict | None = None):
+    """Each schedd's (name, job ads, their lines), the schedds that answered, those that
+    did not. A schedd whose answer cannot be written is one that did not answer."""
     try:
         locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
     except Exception as exc:
         errors["collector:schedds"] = f"cannot locate the schedds: {_one_line(exc)}"
         return [], [], []
-    results: list[tuple[str, list]] = []
+    results: list[tuple[str, list, list]] = []
     answered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
@@ -896,7 +927,18 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict):
             continue
         try:
             jobs = checked_job_ads(answer)
-            extra = job_refs_missing(jobs, projection)
+        except Exception as exc:
+            errors[name] = _bad_answer(exc)
+            missing.append(name)
+            continue
+        try:
+            lines = ad_lines(jobs, shared)
+        except Exception as exc:
+            errors[name] = f"cannot write its job ads: {_one_line(exc)}"
+            missing.append(name)
+            continue
+        try:
+            extra = job_refs_missing_in_lines(lines, projection)
         except Exception as exc:
             errors[name] = _bad_answer(exc)
             missing.append(name)
@@ -911,12 +953,20 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict):
                                 f"{_one_line(exc)}")
             else:
                 try:
-                    jobs = checked_job_ads(again)
+                    jobs_again = checked_job_ads(again)
                 except Exception as exc:
                     errors[name] = ("second query (projection extended by "
                                     f"{', '.join(extra)}): jobs kept from the first, "
                                     f"{_bad_answer(exc)}")
-        results.append((name, jobs))
+                else:
+                    try:
+                        lines = ad_lines(jobs_again, shared)
+                    except Exception as exc:
+                        errors[name] = f"cannot write its job ads: {_one_line(exc)}"
+                        missing.append(name)
+                        continue
+                    jobs = jobs_again
+        results.append((name, jobs, lines))
         answered.append(name)
     return results, answered, missing
 

@@ -28,7 +28,8 @@ import classad2
 from ..errors import InputError
 from ..core.adtext import TextAds, TextStore
 from ..limits import epoch_problem
-from .adfiles import load_json, read_ads, read_ads_and_texts, read_text_ads
+from .adfiles import (load_json, read_ads, read_ads_and_texts, read_text_ads,
+                      text_ads_of_lines)
 
 SNAPSHOT_FORMAT = 1
 
@@ -130,9 +131,13 @@ def _check_meta(meta: dict, source: str) -> None:
         bad("schedd_files", "expected an object of file: schedd name")
 
 
-def load_snapshot(path: str | Path, *, jobs: bool = True) -> Snapshot:
+def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snapshot:
     """Read a snapshot directory (without its job files when not `jobs`: a simulation
-    takes only a recorded pool's slots). Raises InputError naming the file on bad input."""
+    takes only a recorded pool's slots). Raises InputError naming the file on bad input.
+
+    `captured` (live.CapturedAds): the slot and job ads the capture that wrote this
+    directory still holds: they are taken from it instead of being read and parsed
+    again (the same ads and texts; the small files are read as always)."""
     directory = Path(path)
     if not directory.exists():
         raise InputError(str(directory), "no such snapshot directory")
@@ -142,15 +147,22 @@ def load_snapshot(path: str | Path, *, jobs: bool = True) -> Snapshot:
     if slots_file is None:
         raise InputError(str(directory), "not a pool snapshot: no slots.ads or slots.json "
                          "(condor_status -long or -json output)")
-    slot_ads, slot_texts = read_ads_and_texts(slots_file)
-    slots = tuple(slot_ads)
+    if captured is not None:
+        slots = tuple(captured.slots)
+        slot_texts = text_ads_of_lines(captured.slot_lines, str(slots_file))
+    else:
+        slot_ads, slot_texts = read_ads_and_texts(slots_file)
+        slots = tuple(slot_ads)
     for i, ad in enumerate(slots, start=1):
         if not isinstance(ad.get("Name"), str):
             raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
 
     queues = {}
     store = TextStore()       # job ads share most of their lines: keep each line once
-    for p in sorted(directory.glob("jobs*")) if jobs else ():
+    if captured is not None and jobs:
+        for name in sorted(captured.jobs):
+            queues[name] = text_ads_of_lines(captured.jobs[name], str(directory / name), store)
+    for p in sorted(directory.glob("jobs*")) if jobs and captured is None else ():
         if p.suffix in (".ads", ".json") and p.is_file():
             queues[p.name] = read_text_ads(p, store)
 
