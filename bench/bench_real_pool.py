@@ -37,6 +37,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -325,6 +326,8 @@ def main(argv=None) -> int:
         print(SKIP_REASON)
         return 0
     static, partitionable, jobs, acs, subs, groups = SHAPES[args.shape]
+    # a SIGTERM stops the pool's daemons too (the `finally` below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     root = Path(tempfile.mkdtemp(prefix="negext-bigpool-"))
     work = Path(tempfile.mkdtemp(prefix="negext-bigpass-"))
     pool = BenchPool(release, root, groups=groups)
