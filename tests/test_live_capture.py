@@ -173,6 +173,23 @@ def test_projection_has_base_list_and_attributes_the_slots_reference(pool, tmp_p
     assert not (first & SLOT_LOCAL)
 
 
+def test_projection_walks_alike_slots_once_with_the_same_result(pool):
+    """With the slots' lines, slots whose expressions and names are alike are walked once:
+    the projection is the one walking every slot gives, whatever differs between them."""
+    from negotiator_ext.adapters.adfiles import ad_lines
+
+    slots = pool.slots
+    slots[0]["Start"] = classad2.ExprTree("TARGET.OnlyHere =?= true")
+    slots[1]["Extra"] = classad2.ExprTree("TARGET.Deep > 1")          # read by nothing
+    slots[2]["Requirements"] = classad2.ExprTree("START && MY.Local > 1 && Other")
+    slots[3]["Local"] = 2                       # defined here: not a job attribute here
+    slots[3]["Requirements"] = classad2.ExprTree("START && MY.Local > 1 && Other")
+    slots[4]["Memory"] = 123456                 # literals differ: same walk
+    walked = live.job_projection(slots, None)
+    assert live.job_projection(slots, None, ad_lines(slots)) == walked
+    assert {"OnlyHere", "Local", "Other"} <= set(walked) and "Deep" not in walked
+
+
 def test_fixture_pool_needs_one_schedd_query(pool, tmp_path):
     capture_snapshot(None, tmp_path / "snap", now=NOW)
     assert len(pool.schedd_queries["vm"]) == 1

@@ -245,7 +245,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                 warnings.append(f"the negotiator's config is {earlier_config}'s (this "
                                 f"capture: {errors.pop('negotiator')})")
 
-        projection = job_projection(slots, knobs)
+        projection = job_projection(slots, knobs, slot_lines)
         schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection,
                                                         errors, seen)
 
@@ -835,15 +835,27 @@ def _knob_job_refs(knobs: Mapping[str, str] | None, slot_attrs: set[str]) -> set
     return out
 
 
-def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None) -> list[str]:
+def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None,
+                   lines: list[list[str]] | None = None) -> list[str]:
     """The first Schedd.query projection: BASE_JOB_ATTRS, then the referenced job
-    attributes (sorted case-insensitively)."""
+    attributes (sorted case-insensitively). `lines`: the slots' `adfiles.ad_lines`; with
+    them, slots whose expressions and attribute names are the same (most of a pool's)
+    are walked once."""
     slots = list(slots)
     refs: set[str] = set()
     slot_attrs: set[str] = set()
-    for slot in slots:
-        refs |= slot_job_refs(slot)
-        slot_attrs.update(k.lower() for k in slot.keys())
+    if lines is None:
+        for slot in slots:
+            refs |= slot_job_refs(slot)
+            slot_attrs.update(k.lower() for k in slot.keys())
+    else:
+        walked: set[tuple] = set()
+        for slot, ad in zip(slots, lines):
+            key = _slot_key(ad)
+            if key not in walked:
+                walked.add(key)
+                refs |= slot_job_refs(slot)
+                slot_attrs.update(k.lower() for k in slot.keys())
     refs |= _knob_job_refs(knobs, slot_attrs)
     proj: dict[str, str] = {}
     _ci_add(proj, BASE_JOB_ATTRS)
@@ -851,14 +863,35 @@ def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None) -> l
     return list(proj.values())
 
 
+# a line's value that references nothing: a number, a plain string, a boolean
+_LITERAL = re.compile(r'-?\d+(\.\d*)?([eE][-+]?\d+)?|"[^"\\]*"|(?i:true|false|undefined)')
+
+
+_LINE_KEYS: dict[str, str] = {}
+
+
+def _slot_key(lines: list[str]) -> tuple[str, ...]:
+    """What `slot_job_refs` and the slot's attribute names depend on, from its lines:
+    each attribute's name, and its whole line unless its value is a literal (a literal
+    references nothing; only whether the slot has the attribute matters)."""
+    keys = _LINE_KEYS
+    out = []
+    for ln in lines:
+        k = keys.get(ln)
+        if k is None:
+            name, text = _split_line(ln)
+            k = name.lower() if _LITERAL.fullmatch(text) else ln
+            if len(keys) > 1_000_000:       # a bound on what a long-running daemon keeps
+                keys.clear()
+            keys[ln] = k
+        out.append(k)
+    return tuple(out)
+
+
 def job_refs_missing(jobs: Iterable, projection: Iterable[str]) -> list[str]:
     """Job attributes that the jobs' own expressions reference (MY./unscoped) or that
     their AutoClusterAttrs name, and that `projection` lacks."""
     return job_refs_missing_in_lines(ad_lines(jobs), projection)
-
-
-# a line's value that references nothing: a number, a plain string, a boolean
-_LITERAL = re.compile(r'-?\d+(\.\d*)?([eE][-+]?\d+)?|"[^"\\]*"|(?i:true|false|undefined)')
 
 
 def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str]) -> list[str]:
