@@ -14,7 +14,7 @@ from typing import Sequence
 
 from . import __version__
 from .errors import InputError
-from .limits import raise_stack_limit
+from .limits import paused_gc, raise_stack_limit
 
 
 class _Parser(argparse.ArgumentParser):
@@ -328,8 +328,9 @@ def cmd_snapshot(args) -> int:
 def cmd_negotiate(args) -> int:
     from .cycle import run_cycle
     from .views.negotiate import render_cycle
-    pool = _load_pool(args)
-    result = run_cycle(pool, args.at)
+    with paused_gc():
+        pool = _load_pool(args)
+        result = run_cycle(pool, args.at)
     doc = result.to_json()
     withheld = result.partial and not args.partial_ok
     if withheld:

@@ -24,8 +24,10 @@ ads): an InputError naming the file, the ad and the attribute.
 
 from __future__ import annotations
 
+import gc
 import math
 import re
+from contextlib import contextmanager
 from typing import Any
 
 from .core import classads
@@ -60,6 +62,23 @@ def raise_stack_limit() -> None:
             resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
         except (OSError, ValueError):
             pass
+
+
+@contextmanager
+def paused_gc():
+    """Python's cyclic garbage collector off for a pass over a whole pool, then one
+    collection. A pass allocates millions of objects that live until it ends (ads, their
+    texts, the matcher's tables), and the collector would walk them again and again
+    for nothing: at 100,000 slots that is about 5 s of a 75 s pass. What the pass drops
+    is freed by reference counting as always; only cycles wait for the collection."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
 
 
 def expression_operators(text: str) -> int:

@@ -229,7 +229,8 @@ class ShadowLoop:
     def run_pass(self, replay: Path | None = None) -> PassRecord:
         """One pass; see the module docstring. Returns what was recorded."""
         from .adapters.ledger import open_ledger
-        with open_ledger(self.settings.ledger_url) as ledger:
+        from .limits import paused_gc
+        with paused_gc(), open_ledger(self.settings.ledger_url) as ledger:
             return _Pass(self, ledger, replay).run()
 
     def run_forever(self, stop: threading.Event,

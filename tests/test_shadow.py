@@ -623,3 +623,30 @@ def test_the_negotiator_log_is_read_back_to_the_last_pass_and_the_newest_cycle()
     assert _Pass.log_since({"snapshot_time": None, "started_at": 980.7}, 950, 1000) == 950
     assert _Pass.log_since({"snapshot_time": 990, "started_at": 990.0}, 0, None) == 990
     assert _Pass.log_since(None, 0, None) == 0
+
+
+def test_a_pass_pauses_the_cyclic_collector_and_restores_it(monkeypatch):
+    """A pass runs with Python's cyclic collector off (limits.paused_gc) and leaves it as
+    it found it, with the cycles the pass made collected."""
+    import gc
+
+    from negotiator_ext.limits import paused_gc
+
+    class Cycle:
+        pass
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        a = Cycle()
+        a.me = a
+        del a
+    assert gc.isenabled()
+    assert not any(type(o) is Cycle for o in gc.get_objects())
+    gc.disable()
+    try:
+        with paused_gc():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

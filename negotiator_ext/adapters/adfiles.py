@@ -432,7 +432,11 @@ def ad_lines(ads: Iterable[classad2.ClassAd], seen: dict | None = None) -> list[
     from job to job)."""
     seen = {} if seen is None else seen
     share = seen.setdefault
-    return [[share(ln, ln) for ln in sort_lines(_attribute_lines(ad))] for ad in ads]
+    out = []
+    for ad in ads:
+        lines = sort_lines(_attribute_lines(ad))
+        out.append(list(map(share, lines, lines)))
+    return out
 
 
 def write_lines(path: str | Path, lines: list[list[str]]) -> None:
@@ -454,17 +458,18 @@ def text_ads_of_lines(lines: list[list[str]], source: str,
     at its line, as when the file is read."""
     out = TextAds(store)
     pairs: dict = {}                # a line -> its shared pair
+    get = pairs.get
     first = 1
     for index, ad in enumerate(lines, start=1):
-        row = []
-        for ln in ad:
-            pair = pairs.get(ln)
-            if pair is None:
-                if len(ln) > MAX_EXPR_OPERATORS:
-                    _check_expression_sizes(source, first, ad, index)
-                pair = pairs[ln] = out.pair(*_split_line(ln))
-            row.append(pair)
-        out.add_row(tuple(row))
+        row = tuple(map(get, ad))
+        if None in row:             # lines not seen before in this file
+            for ln in ad:
+                if ln not in pairs:
+                    if len(ln) > MAX_EXPR_OPERATORS:
+                        _check_expression_sizes(source, first, ad, index)
+                    pairs[ln] = out.pair(*_split_line(ln))
+            row = tuple(map(get, ad))
+        out.add_row(row)
         first += len(ad) + 1
     return out
 

@@ -81,6 +81,8 @@ import threading
 import time
 import unicodedata
 from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import is_
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
@@ -850,8 +852,9 @@ def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None,
             slot_attrs.update(k.lower() for k in slot.keys())
     else:
         walked: set[tuple] = set()
+        line_keys: dict[str, str] = {}
         for slot, ad in zip(slots, lines):
-            key = _slot_key(ad)
+            key = _slot_key(ad, line_keys)
             if key not in walked:
                 walked.add(key)
                 refs |= slot_job_refs(slot)
@@ -867,25 +870,18 @@ def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None,
 _LITERAL = re.compile(r'-?\d+(\.\d*)?([eE][-+]?\d+)?|"[^"\\]*"|(?i:true|false|undefined)')
 
 
-_LINE_KEYS: dict[str, str] = {}
-
-
-def _slot_key(lines: list[str]) -> tuple[str, ...]:
+def _slot_key(lines: list[str], keys: dict[str, str]) -> tuple[str, ...]:
     """What `slot_job_refs` and the slot's attribute names depend on, from its lines:
     each attribute's name, and its whole line unless its value is a literal (a literal
-    references nothing; only whether the slot has the attribute matters)."""
-    keys = _LINE_KEYS
-    out = []
-    for ln in lines:
-        k = keys.get(ln)
-        if k is None:
+    references nothing; only whether the slot has the attribute matters). `keys`: each
+    line's part of the key, so far."""
+    out = tuple(map(keys.get, lines))
+    if None in out:
+        for ln in compress(lines, map(is_, out, repeat(None))):
             name, text = _split_line(ln)
-            k = name.lower() if _LITERAL.fullmatch(text) else ln
-            if len(keys) > 1_000_000:       # a bound on what a long-running daemon keeps
-                keys.clear()
-            keys[ln] = k
-        out.append(k)
-    return tuple(out)
+            keys[ln] = name.lower() if _LITERAL.fullmatch(text) else ln
+        out = tuple(map(keys.get, lines))
+    return out
 
 
 def job_refs_missing(jobs: Iterable, projection: Iterable[str]) -> list[str]:
