@@ -23,7 +23,8 @@ Then, in this order:
   2. one real cycle (`condor_reschedule -addr <negotiator>`), its duration and phases
      read from the negotiator's ad (`LastNegotiationCycleDuration0`, `...Phase1Duration0`, ...);
   3. `negotiator-ext shadow --once` again (pass 2: it sees the real cycle of step 2 and
-     compares it with pass 1's cycle: per-submitter match counts).
+     compares it with pass 1's cycle: per-submitter match counts);
+  4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files.
 Reported (stdout, and JSON with --json): the pool, the real cycle's figures, each pass's
 wall time, peak RSS, capture and cycle time, and the comparison. Setup (advertising,
 submitting, waiting for the schedd) is timed but not part of any figure. A benchmark,
@@ -258,6 +259,22 @@ def shadow_pass(pool: LivePool, work: Path) -> dict:
             "peak_rss_mib": round(int(m.group(2)) / 1024), "record": rec}
 
 
+def negotiate_from_files(pool: LivePool, work: Path) -> dict:
+    """`negotiator-ext negotiate --json` on the first pass's snapshot, from its files (what
+    a what-if or an audit of that pool does): wall time and peak RSS."""
+    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+    if not snaps:
+        return {}
+    argv = ["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-m", "negotiator_ext",
+            "negotiate", str(snaps[0]), "--json"]
+    proc = subprocess.run(argv, env=pool.env, capture_output=True, text=True, cwd=ROOT)
+    m = re.search(r"^TIME (\S+) (\d+)$", proc.stderr, re.M)
+    if proc.returncode not in (0, 1) or m is None:
+        return {"error": proc.stderr[-500:]}
+    return {"wall_s": float(m.group(1)), "peak_rss_mib": round(int(m.group(2)) / 1024),
+            "matches": len(json.loads(proc.stdout).get("matches") or ())}
+
+
 def pass_summary(p: dict) -> dict:
     rec = p["record"]
     comp = rec.get("comparison") or {}
@@ -300,6 +317,10 @@ def show(report: dict, as_json: bool) -> None:
                   f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
                   f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
                   + (f" ({p['reason']})" if p["reason"] else ""))
+        n = report.get("negotiate_from_files") or {}
+        if "wall_s" in n:
+            print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
+                  f"{n['peak_rss_mib']} MiB, {n['matches']} matches")
         c = report["pass2"]["comparison"]
         if c is None:
             print("comparison: none (pass 2 compared no real cycle)")
@@ -350,6 +371,7 @@ def main(argv=None) -> int:
                                 for k, v in ad.items() if k.startswith("LastNegotiation")}
         report["pass1"] = pass_summary(p1)
         report["pass2"] = pass_summary(p2)
+        report["negotiate_from_files"] = negotiate_from_files(pool, work)
         show(report, args.json)
         if args.hold:
             print(f"holding the pool for {args.hold:g} s: CONDOR_CONFIG={pool.config_file} "
