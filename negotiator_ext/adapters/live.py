@@ -924,7 +924,8 @@ def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str])
 def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
                    shared: dict | None = None):
     """Each schedd's (name, job ads, their lines), the schedds that answered, those that
-    did not. A schedd whose answer cannot be written is one that did not answer."""
+    did not. A schedd whose answer is not job ads, or cannot be written, is one that did
+    not answer; when only its second answer is, the first one's jobs are kept."""
     try:
         locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
     except Exception as exc:
@@ -955,46 +956,24 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
             missing.append(name)
             continue
         try:
-            jobs = checked_job_ads(answer)
-        except Exception as exc:
-            errors[name] = _bad_answer(exc)
-            missing.append(name)
-            continue
-        try:
-            lines = ad_lines(jobs, shared)
-        except Exception as exc:
-            errors[name] = f"cannot write its job ads: {_one_line(exc)}"
-            missing.append(name)
-            continue
-        try:
+            jobs, lines = _jobs_and_lines(answer, shared)
             extra = job_refs_missing_in_lines(lines, projection)
         except Exception as exc:
-            errors[name] = _bad_answer(exc)
+            errors[name] = str(exc) if isinstance(exc, _Unusable) else _bad_answer(exc)
             missing.append(name)
             continue
         if extra:
+            why = f"second query (projection extended by {', '.join(extra)})"
             try:
                 again = schedd.query(constraint=JOB_CONSTRAINT,
                                      projection=list(projection) + extra)
             except Exception as exc:
-                errors[name] = ("second query (projection extended by "
-                                f"{', '.join(extra)}) failed, jobs kept from the first: "
-                                f"{_one_line(exc)}")
+                errors[name] = f"{why} failed, jobs kept from the first: {_one_line(exc)}"
             else:
                 try:
-                    jobs_again = checked_job_ads(again)
-                except Exception as exc:
-                    errors[name] = ("second query (projection extended by "
-                                    f"{', '.join(extra)}): jobs kept from the first, "
-                                    f"{_bad_answer(exc)}")
-                else:
-                    try:
-                        lines = ad_lines(jobs_again, shared)
-                    except Exception as exc:
-                        errors[name] = f"cannot write its job ads: {_one_line(exc)}"
-                        missing.append(name)
-                        continue
-                    jobs = jobs_again
+                    jobs, lines = _jobs_and_lines(again, shared)
+                except _Unusable as exc:
+                    errors[name] = f"{why}: jobs kept from the first, {exc}"
         results.append((name, jobs, lines))
         answered.append(name)
     return results, answered, missing
@@ -1002,6 +981,23 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
 
 class BadAnswer(ValueError):
     """What a schedd answered is not job ads."""
+
+
+class _Unusable(Exception):
+    """A schedd's answer that cannot be used (the message says why)."""
+
+
+def _jobs_and_lines(answer, shared: dict | None) -> tuple[list, list]:
+    """A schedd's answer as checked job ads and their lines (`adfiles.ad_lines`);
+    _Unusable when it is not job ads or cannot be written."""
+    try:
+        jobs = checked_job_ads(answer)
+    except Exception as exc:
+        raise _Unusable(_bad_answer(exc)) from None
+    try:
+        return jobs, ad_lines(jobs, shared)
+    except Exception as exc:
+        raise _Unusable(f"cannot write its job ads: {_one_line(exc)}") from None
 
 
 def _bad_answer(exc: Exception) -> str:
