@@ -19,7 +19,9 @@ expression that reaches arithmetic or the ClassAd library is bounded where it en
   file with more than `MAX_EXPR_OPERATORS` operators is refused when read.
 
 `check_number` is the one check of an ad's number (slots, accountant records, submitter
-ads): an InputError naming the file, the ad and the attribute.
+ads): an InputError naming the file, the ad and the attribute. `paused_gc` is the other
+process resource a pass over a whole pool sets: Python's cyclic collector, off for the
+pass.
 """
 
 from __future__ import annotations

@@ -256,7 +256,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         config_text = format_config(knobs, negotiator=neg_location, pool=pool,
                                     captured_at=captured_at)
 
-    files = _schedd_file_names([name for name, _, _ in schedd_jobs])
+    files = _schedd_file_names([name for name, _ in schedd_jobs])
     optional = {"submitters": submitters, "accounting": accounting,
                 "negotiator": negotiator_ads}
 
@@ -274,11 +274,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                 "warnings": warnings} if earlier_text is not None else {}),
             "counts": {
                 "slots": len(slots),
-                "jobs": sum(len(jobs) for _, jobs, _ in schedd_jobs),
+                "jobs": sum(len(lines) for _, lines in schedd_jobs),
                 "submitters": len(optional["submitters"] or ()),
                 "accounting": len(optional["accounting"] or ()),
             },
-            "schedd_files": {files[name]: name for name, _, _ in schedd_jobs},
+            "schedd_files": {files[name]: name for name, _ in schedd_jobs},
             "job_projection": list(projection),
         }
         if len(raw_slots) != len(slots):
@@ -300,7 +300,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     def write(tmp: Path) -> None:
         write_lines(tmp / "slots.ads", slot_lines)
-        for name, _, lines in schedd_jobs:
+        for name, lines in schedd_jobs:
             write_lines(tmp / files[name], lines)
         for stem, ads in list(optional.items()):
             why = unwritable(tmp / f"{stem}.ads", ads) if ads is not None else None
@@ -319,13 +319,13 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     return CaptureReport(
         directory=out,
         slots=len(slots),
-        jobs=sum(len(jobs) for _, jobs, _ in schedd_jobs),
+        jobs=sum(len(lines) for _, lines in schedd_jobs),
         schedds=tuple(answered),
         missing_schedds=tuple(missing),
         errors=MappingProxyType(dict(errors)),
         partial=bool(errors) or bool(missing),
         ads=CapturedAds(slots=tuple(slots), slot_lines=slot_lines,
-                        jobs={files[name]: lines for name, _, lines in schedd_jobs}),
+                        jobs={files[name]: lines for name, lines in schedd_jobs}),
     )
 
 
@@ -923,7 +923,7 @@ def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str])
 
 def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
                    shared: dict | None = None):
-    """Each schedd's (name, job ads, their lines), the schedds that answered, those that
+    """Each schedd's (name, its job ads' lines), the schedds that answered, those that
     did not. A schedd whose answer is not job ads, or cannot be written, is one that did
     not answer; when only its second answer is, the first one's jobs are kept."""
     try:
@@ -931,7 +931,7 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
     except Exception as exc:
         errors["collector:schedds"] = f"cannot locate the schedds: {_one_line(exc)}"
         return [], [], []
-    results: list[tuple[str, list, list]] = []
+    results: list[tuple[str, list]] = []
     answered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
@@ -956,7 +956,7 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
             missing.append(name)
             continue
         try:
-            jobs, lines = _jobs_and_lines(answer, shared)
+            lines = _job_lines(answer, shared)
             extra = job_refs_missing_in_lines(lines, projection)
         except Exception as exc:
             errors[name] = str(exc) if isinstance(exc, _Unusable) else _bad_answer(exc)
@@ -971,10 +971,10 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
                 errors[name] = f"{why} failed, jobs kept from the first: {_one_line(exc)}"
             else:
                 try:
-                    jobs, lines = _jobs_and_lines(again, shared)
+                    lines = _job_lines(again, shared)
                 except _Unusable as exc:
                     errors[name] = f"{why}: jobs kept from the first, {exc}"
-        results.append((name, jobs, lines))
+        results.append((name, lines))     # the ClassAds themselves are freed here
         answered.append(name)
     return results, answered, missing
 
@@ -987,15 +987,15 @@ class _Unusable(Exception):
     """A schedd's answer that cannot be used (the message says why)."""
 
 
-def _jobs_and_lines(answer, shared: dict | None) -> tuple[list, list]:
-    """A schedd's answer as checked job ads and their lines (`adfiles.ad_lines`);
-    _Unusable when it is not job ads or cannot be written."""
+def _job_lines(answer, shared: dict | None) -> list[list[str]]:
+    """A schedd's answer, checked to be job ads (`checked_job_ads`), as each job's lines
+    (`adfiles.ad_lines`); _Unusable when it is not job ads or cannot be written."""
     try:
         jobs = checked_job_ads(answer)
     except Exception as exc:
         raise _Unusable(_bad_answer(exc)) from None
     try:
-        return jobs, ad_lines(jobs, shared)
+        return ad_lines(jobs, shared)
     except Exception as exc:
         raise _Unusable(f"cannot write its job ads: {_one_line(exc)}") from None
 
