@@ -5,7 +5,8 @@
 Runs `negotiator-ext simulate` on the scenario (900 one-core slots and 100 four-core
 partitionable slots, five submitters in two groups, jobs arriving every hour; see the
 file) into a temporary ledger, and reports the wall time, cycles per second, matches and
-the peak RSS. Target: under 5 minutes for the week on this machine (2 cores). Not a test:
+the peak RSS. Target: under 5 minutes for the week on this machine (2 cores); with
+`--scenario bench/scenarios/week-10k.yaml` (10,000 slots), under 15 minutes. Not a test:
 timing targets live here, never in the test suite.
 """
 
@@ -21,7 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-TARGET_S = 300.0
+# seconds for the week: under 5 minutes at 1,000 slots, under 15 at 10,000 (issue 15)
+TARGETS_S = {"week-1k": 300.0, "week-10k": 900.0}
 
 
 def main(argv=None) -> int:
@@ -46,9 +48,9 @@ def main(argv=None) -> int:
            "cycles": report.passes, "wall_s": round(wall, 1),
            "cycles_per_s": round(report.passes / wall, 1), "matches": report.matches,
            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
-    if sc.span == 7 * 86400:
-        doc["target_s"] = TARGET_S
-        doc["met"] = wall < TARGET_S
+    if sc.span == 7 * 86400 and sc.name in TARGETS_S:
+        doc["target_s"] = TARGETS_S[sc.name]
+        doc["met"] = wall < TARGETS_S[sc.name]
     print(json.dumps(doc))
     return 0
 
