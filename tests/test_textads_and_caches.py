@@ -469,8 +469,8 @@ def test_slot_class_walk_skips_the_removed_front_once_and_reads_like_a_list_iter
     assert [s.n for s in cls.walk()] == [4, 5]
     # a member removed from the list (a consumption-policy p-slot re-profiled) moves the
     # indices: start goes back to 0, and the walk is a list iterator's again
-    cls.members.remove(slots[4])
-    cls.start = 0
+    cls.remove(slots[4])
+    assert cls.start == 0
     assert [s.n for s in cls.walk() if not s.removed] == [5]
 
 

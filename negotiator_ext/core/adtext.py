@@ -19,7 +19,6 @@ here parses ClassAd syntax itself.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 

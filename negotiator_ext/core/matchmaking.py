@@ -144,6 +144,12 @@ class SlotClass:
             yield slot
             i += 1
 
+    def remove(self, slot: Slot) -> None:
+        """Take `slot` out of the members (a p-slot re-profiled): the indices after it
+        move, so the start of the live members is found again by the next walk."""
+        self.members.remove(slot)
+        self.start = 0
+
 
 class MatchGroup:
     """Slot classes the match test cannot tell apart (one view): one evaluation of the
@@ -758,8 +764,7 @@ class Matcher:
         """A consumption-policy p-slot changed (its assets were deducted)."""
         old = s.class_keys
         for names, cls in old.items():
-            cls.members.remove(s)
-            cls.start = 0            # the indices moved
+            cls.remove(s)
             cls.live -= 1
             cls.group.live -= 1
             if not cls.members:
