@@ -20,8 +20,7 @@ from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
 from .core.adtext import Job, TextValues, as_text_ads
-from .core.matchmaking import (STATE_NAMES, Matcher, Slot, add_remote_user_attrs,
-                                live_remote_usage)
+from .core.matchmaking import STATE_NAMES, Matcher, Slot, insert_negotiator_attrs
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter, id_number, job_id)
 from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight
@@ -125,7 +124,35 @@ class _Phases:
         self._t = t
 
 
-# ---- the cycle -------------------------------------------------------------------------
+# ---- the cycle: a Pool -> one CycleInput -> the core -> a CycleResult -----------------
+
+@dataclass
+class CycleInput:
+    """Everything one cycle decides from, built once from a Pool (`prepare_cycle`) and
+    never read back from it: the accountant stepped to the cycle's time, the pool's
+    size and the groups' quotas, the slot list the matchmaker sees (trimmed, with the
+    negotiator's attributes inserted, in slot classes), and each submitter with its
+    resource requests (jobs keyed into autoclusters, in the schedd's order)."""
+    time: int
+    config: Any
+    groups: Any
+    accountant: Accountant
+    limits_before: dict              # concurrency limits the claimed slots hold
+    demand: dict                     # group -> demand (G5)
+    quotas: dict                     # group -> GroupQuota (G4)
+    pool_weight: float               # weightedPoolsize
+    min_slot_weight: float
+    matcher: Matcher                 # the slots' classes and the requests' keys
+    slots: list[Slot]
+    slot_classes: dict               # slot name -> class number
+    submitters: list[Submitter]      # each with its JobQueue
+    queues: dict                     # (submitter, schedd) -> JobQueue
+    fetched_slots: int               # slot ads fetched (after the slot constraint)
+    partial: bool
+    missing_schedds: tuple[str, ...]
+    warnings: list[str]
+    timings: dict[str, float]
+
 
 def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
               ) -> CycleResult:
@@ -138,38 +165,112 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
     NEGOTIATOR_MATCH_EXPRS), as the negotiator does into the ads it fetched; a slot with
     a consumption policy is copied first, since its assets change during the cycle.
     Callers that need the ads as fetched keep copies."""
-    cfg = pool.config
-    snap = pool.snapshot
-    t = pool.cycle_time(now)
-    groups = pool.groups
+    return decide(prepare_cycle(pool, now), rr_times)
 
+
+def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
+    """The cycle's input, in the order the real cycle takes its steps (2.2)."""
+    cfg, groups = pool.config, pool.groups
     clock = _Phases()
-    # Phase 2: accounting (2.2 steps 1 and 7)
+    # What the pool says, read once. Accounting (2.2 steps 1 and 7); the pool's numbers
+    # over every fetched slot ad, before trimming (steps 5, 8: without
+    # NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT `weighted` is untrimmedSlotWeightTotal); the
+    # submitters (phase 1); group demand and quotas (G4, G5).
+    t = pool.cycle_time(now)
     acc = pool.accountant_at(t)
     limits_before = dict(acc.limits)        # LoadLimits: what claimed slots hold
-
-    # Pool numbers over every fetched slot ad, before trimming (2.2 steps 5, 8).
-    # Without NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT `weighted` is untrimmedSlotWeightTotal.
     weights = pool.pie_weights or [pie_weight(ad, s.weight) for ad, s in zip(*pool.every_slot())]
-    min_weight = min(weights) if weights else DBL_MAX
     _, weighted, _ = pool.pool_sizes()
-
-    # Submitters (phase 1)
     submitter_ads = pool.submitter_ads()
     default_schedd = pool.default_schedd(submitter_ads)
-
-    job_tables = {f: as_text_ads(t) for f, t in snap.jobs.items()}
+    demand = pool.demand(submitter_ads) if groups.enabled else {}
+    quotas = pool.quotas(demand) if groups.enabled else {}
+    quotas0 = {n: q.effective_quota for n, q in quotas.items()}
+    snap = pool.snapshot
+    job_tables = {f: as_text_ads(table) for f, table in snap.jobs.items()}
     job_names: set[str] = set()
     for table in job_tables.values():
         job_names.update(table.store.names)
-
-    def job_has_attr(n: str) -> bool:
-        return n in _EPHEMERALS or n in job_names
-
-    matcher = Matcher(cfg, job_has_attr)
+    matcher = Matcher(cfg, lambda n: n in _EPHEMERALS or n in job_names)
 
     clock.lap("accounting")
-    # Trim the slot list (2.2 step 9) and build the slots the matcher sees
+    # The slot list (2.2 step 9), and what the negotiator writes into it (step 11)
+    slots = _candidate_slots(pool)
+    live_names = insert_negotiator_attrs(slots, cfg, acc, groups, quotas0)
+
+    clock.lap("slots")
+    # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
+    for s in slots:
+        matcher.scan_slot(s)
+
+    clock.lap("slot_reach")
+    by_queue, queue_names = _idle_jobs(job_tables, matcher, snap, cfg, default_schedd)
+
+    clock.lap("jobs")
+    matcher.settle_job_keys(slots, by_queue.values())
+    queues = _job_queues(by_queue, queue_names, cfg.negotiate_all_jobs_in_cluster)
+    del by_queue
+    matcher.watch_live_usage(slots, live_names, acc, groups, quotas0)
+    slot_classes = matcher.classify(slots)
+
+    clock.lap("autoclusters")
+    submitters = []
+    for d in submitter_ads:
+        name = d["Name"]
+        schedd = d.get("ScheddName") or default_schedd or ""
+        submitters.append(Submitter(
+            name=name, schedd=schedd,
+            idle_jobs=max(int(d.get("IdleJobs") or 0), 0),
+            running_jobs=int(d.get("RunningJobs") or 0),
+            last_heard_from=int(d.get("LastHeardFrom") or 0),
+            group=groups.assigned_group(name).name,
+            queue=queues.get((name, schedd)) or JobQueue([]),
+            job_prio=d.get("JobPrio")))
+    return CycleInput(
+        time=t, config=cfg, groups=groups, accountant=acc, limits_before=limits_before,
+        demand=demand, quotas=quotas, pool_weight=weighted,
+        min_slot_weight=min(weights) if weights else DBL_MAX, matcher=matcher,
+        slots=slots, slot_classes=slot_classes, submitters=submitters, queues=queues,
+        fetched_slots=len(pool.slot_ads), partial=snap.partial,
+        missing_schedds=snap.missing_schedds, warnings=list(pool.warnings),
+        timings=clock.laps)
+
+
+def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
+    """The allocation and matchmaking on a prepared input (core.negotiation), shaped
+    into the result. `inp` is used up: its accountant and slots change."""
+    acc, groups, submitters = inp.accountant, inp.groups, inp.submitters
+    t0 = time.perf_counter()
+    usage_before = {s.name: acc.weighted_usage(s.name) for s in submitters}
+    group_usage_before = {n.name: acc.weighted_usage(n.name) for n in groups.nodes}
+    neg = Negotiation(
+        config=inp.config, accountant=acc, groups=groups, matcher=inp.matcher,
+        slots=inp.slots, submitters=submitters, now=inp.time,
+        min_slot_weight=inp.min_slot_weight, pool_weight=inp.pool_weight)
+    outcome = neg.run(inp.quotas, rr_times)
+    timings = dict(inp.timings, negotiation=round(time.perf_counter() - t0, 4))
+    cfg, limits_before = inp.config, inp.limits_before
+    return CycleResult(
+        time=inp.time, pool_weight=neg.pool_weight, slots=inp.fetched_slots,
+        trimmed_slots=len(inp.slots), partial=inp.partial,
+        missing_schedds=inp.missing_schedds,
+        matches=neg.matches, rejections=neg.rejections, limits=neg.limits,
+        submitters=_submitter_rows(neg, submitters, usage_before),
+        groups=_group_rows(neg, outcome, inp.demand, group_usage_before),
+        accountant=acc, spins=neg.spins, warnings=inp.warnings, timings=timings,
+        concurrency_limits=[
+            {"name": n, "max": cfg.concurrency_limit_max(n),
+             "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
+            for n in sorted(set(limits_before) | set(acc.limits))],
+        quotas=inp.quotas, queues=inp.queues, slot_classes=inp.slot_classes,
+        rr_times=dict(outcome.rr_times) if outcome is not None else {})
+
+
+def _candidate_slots(pool: Pool) -> list[Slot]:
+    """The slots the matchmaker sees: the fetched slot ads less the trimmed ones (2.2
+    step 9) and the consumption-policy p-slots with no claim left; a p-slot with a
+    consumption policy is a copy (its assets change during the cycle)."""
+    cfg = pool.config
     slots: list[Slot] = []
     slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
     for i, (ad, usage, row) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows)):
@@ -198,44 +299,21 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
         if row is not None and not cp:
             slot.texts = dict(row)        # (a p-slot with a policy reads its own copy)
         slots.append(slot)
+    return slots
 
-    # Group demand and quotas (G4, G5): the remote-group attributes need the quotas
-    demand = pool.demand(submitter_ads) if groups.enabled else {}
-    quotas = pool.quotas(demand) if groups.enabled else {}
-    quotas0 = {n: q.effective_quota for n, q in quotas.items()}
 
-    # NEGOTIATOR_MATCH_EXPRS and the remote-user attributes (2.2 step 11, M11, 4.10)
-    cross_prefix = cfg.startd_resource_prefix if cfg.cross_slot_prios else None
-    live_names: set[str] = set()
-    for s in slots:
-        changed = list(cfg.match_exprs)
-        for attr, text in cfg.match_exprs.items():
-            s.ad[attr] = classads.parse_expr(text)
-        if cfg.consider_preemption:
-            written = add_remote_user_attrs(s, acc, groups, quotas0, cross_prefix)
-            changed += written
-            live_names.update(a.lower() for a in written if a.endswith("ResourcesInUse"))
-        if s.texts:                       # keep the slot's texts in step with its ad
-            for attr in changed:
-                if attr in s.ad:
-                    s.texts[attr.lower()] = classads.source_text(s.ad, attr)
-
-    clock.lap("slots")
-    # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
-    for s in slots:
-        matcher.scan_slot(s)
-
-    clock.lap("slot_reach")
-    # Jobs: each submitter's idle jobs at each schedd, in the schedd's order (M2).
-    # Job ads are kept as text (core.adtext): each job is looked at through the few
-    # attributes the schedd and the negotiator need, each text evaluated once.
+def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd
+               ) -> tuple[dict, dict]:
+    """Each submitter's idle jobs at each schedd (M2), unsorted: (submitter, schedd) ->
+    [(sort order, job key, job texts)], and the attribute names of each queue's file.
+    Job ads are kept as text (core.adtext): each job is looked at through the few
+    attributes the schedd and the negotiator need, each text evaluated once."""
     values = matcher.values
     by_queue: dict[tuple[str, str], list] = {}
     queue_names: dict[tuple[str, str], dict] = {}
     job_constraint = JobConstraint(cfg.job_constraint, values) if cfg.job_constraint else None
     schedd_of = _ScheddOf(snap.meta, default_schedd)
-    view = QueueView(values)
-    job_key, idle = matcher.job_key, view.idle
+    job_key, idle = matcher.job_key, QueueView(values).idle
     for file_name, table in job_tables.items():
         names = table.store.names
         for index, row in enumerate(table.rows, start=1):
@@ -256,17 +334,13 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
                 jobs = by_queue[q] = []
                 queue_names[q] = names
             jobs.append((head[1], job_key(job.texts), row))
+    return by_queue, queue_names
 
-    clock.lap("jobs")
-    # Slot -> job -> slot chains: key the jobs again until no new job name is reached
-    while True:
-        more = matcher.job_names_reached_back(slots, matcher.job_slot_names())
-        if not more:
-            break
-        matcher.add_job_names(more)
-        for jobs in by_queue.values():
-            jobs[:] = [(order, matcher.job_key(dict(row)), row) for order, _, row in jobs]
 
+def _job_queues(by_queue: dict, queue_names: dict, every_job_alone: bool) -> dict:
+    """Each queue in the schedd's order, its jobs numbered into autoclusters as the
+    schedd numbers them (per schedd, one id per distinct job key; every job its own
+    with NEGOTIATE_ALL_JOBS_IN_CLUSTER): (submitter, schedd) -> JobQueue."""
     queues: dict[tuple[str, str], JobQueue] = {}
     ac_ids: dict[tuple[str, int], int] = {}
     serial = 0
@@ -275,7 +349,7 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
         entries = []
         for order, key, row in jobs:
             c, p = order[-2:]
-            if cfg.negotiate_all_jobs_in_cluster:
+            if every_job_alone:
                 serial += 1
                 ac = serial
             else:
@@ -283,56 +357,7 @@ def run_cycle(pool: Pool, now: float | None = None, rr_times: dict | None = None
                 ac = ac_ids.setdefault((schedd, id(key)), len(ac_ids) + 1)
             entries.append((f"{c}.{p}", ac, key, row))
         queues[(sub, schedd)] = JobQueue(entries, names=queue_names[(sub, schedd)])
-    del by_queue
-    # usage attributes some expression reads on claimed slots (theirs, or the jobs')
-    # are kept live (4.10)
-    if live_names and (not live_names.isdisjoint(matcher.job_slot_names()) or any(
-            not live_names.isdisjoint(seen)
-            for s in slots if s.live for _, _, seen, _ in s.fams)):
-        matcher.live_remote = live_remote_usage(acc, groups, quotas0)
-        matcher.live_names = frozenset(live_names)
-    for s in slots:
-        matcher.profile_slot(s)
-    matcher.build_classes(slots)
-    class_ids: dict = {}
-    slot_classes = {s.name: class_ids.setdefault((s.key_id, s.static), len(class_ids))
-                    for s in slots}
-
-    clock.lap("autoclusters")
-    submitters = []
-    for d in submitter_ads:
-        name = d["Name"]
-        schedd = d.get("ScheddName") or default_schedd or ""
-        q = queues.get((name, schedd)) or JobQueue([])
-        submitters.append(Submitter(
-            name=name, schedd=schedd,
-            idle_jobs=max(int(d.get("IdleJobs") or 0), 0),
-            running_jobs=int(d.get("RunningJobs") or 0),
-            last_heard_from=int(d.get("LastHeardFrom") or 0),
-            group=groups.assigned_group(name).name, queue=q,
-            job_prio=d.get("JobPrio")))
-    usage_before = {s.name: acc.weighted_usage(s.name) for s in submitters}
-    group_usage_before = {n.name: acc.weighted_usage(n.name) for n in groups.nodes}
-
-    neg = Negotiation(
-        config=cfg, accountant=acc, groups=groups, matcher=matcher, slots=slots,
-        submitters=submitters, now=t, min_slot_weight=min_weight, pool_weight=weighted)
-    outcome = neg.run(quotas, rr_times)
-
-    clock.lap("negotiation")
-    return CycleResult(
-        time=t, pool_weight=neg.pool_weight, slots=len(pool.slot_ads),
-        trimmed_slots=len(slots), partial=snap.partial, missing_schedds=snap.missing_schedds,
-        matches=neg.matches, rejections=neg.rejections, limits=neg.limits,
-        submitters=_submitter_rows(neg, submitters, usage_before),
-        groups=_group_rows(neg, outcome, demand, group_usage_before),
-        accountant=acc, spins=neg.spins, warnings=list(pool.warnings), timings=clock.laps,
-        concurrency_limits=[
-            {"name": n, "max": cfg.concurrency_limit_max(n),
-             "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
-            for n in sorted(set(limits_before) | set(acc.limits))],
-        quotas=quotas, queues=queues, slot_classes=slot_classes,
-        rr_times=dict(outcome.rr_times) if outcome is not None else {})
+    return queues
 
 
 def _bad_job_id(path, index: int, job) -> None:

@@ -542,6 +542,20 @@ class Matcher:
         self._job_projector = None
         self._group_keys = {}
 
+    def settle_job_keys(self, slots: list[Slot], job_lists: Iterable[list]) -> None:
+        """Slot -> job -> slot chains (START = TARGET.Wants, Wants = TARGET.Memory >
+        100): while the job attributes the slots evaluate reach job names no slot
+        expression names, add them and key every job again, until nothing new is
+        reached. `job_lists`: lists of (order, job key, job texts) entries, whose keys
+        are replaced in place."""
+        while True:
+            more = self.job_names_reached_back(slots, self.job_slot_names())
+            if not more:
+                return
+            self.add_job_names(more)
+            for jobs in job_lists:
+                jobs[:] = [(order, self.job_key(dict(row)), row) for order, _, row in jobs]
+
     def job_key(self, texts: dict) -> tuple:
         """What any expression can see of a job (given as its attribute texts): the job
         attributes the slots' expressions name, and the job's own Requirements, Rank and
@@ -655,6 +669,29 @@ class Matcher:
     def build_classes(self, slots: list[Slot]) -> None:
         self.slots = slots
         self.partitions: dict[tuple, Partition] = {}
+
+    def watch_live_usage(self, slots: list[Slot], live_names: set[str], acc, groups,
+                         group_quotas) -> None:
+        """4.10: when an expression evaluated on claimed slots (the slots' own, or the
+        jobs') reads a usage attribute add_remote_user_attrs wrote (`live_names`), that
+        attribute is the accountant's figure at the moment of evaluation: keep it live."""
+        if live_names and (not live_names.isdisjoint(self.job_slot_names()) or any(
+                not live_names.isdisjoint(seen)
+                for s in slots if s.live for _, _, seen, _ in s.fams)):
+            self.live_remote = live_remote_usage(acc, groups, group_quotas)
+            self.live_names = frozenset(live_names)
+
+    def classify(self, slots: list[Slot]) -> dict[str, int]:
+        """Once every slot is scanned and every job keyed: each slot's class key and
+        static ranks, and the slot list the classes are drawn from. Returns each slot's
+        class number (slot name -> number): slots no job-independent part of
+        matchmaking tells apart (same class key, same static ranks) share one, for
+        comparing with the real negotiator's choice of slot."""
+        for s in slots:
+            self.profile_slot(s)
+        self.build_classes(slots)
+        ids: dict = {}
+        return {s.name: ids.setdefault((s.key_id, s.static), len(ids)) for s in slots}
 
     def partition(self, names: tuple[frozenset, frozenset]) -> "Partition":
         """The slot classes as requests whose expressions see `names` = (everything
@@ -1034,6 +1071,30 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
         ad["CurrentRank"] = ad.lookup("PreemptingRank")
         written.append("CurrentRank")
     return written
+
+
+def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
+                            ) -> set[str]:
+    """What the negotiator writes into the slot ads it fetched before matchmaking (2.2
+    step 11): NEGOTIATOR_MATCH_EXPRS, and with preemption considered the current
+    user's figures (add_remote_user_attrs, M11, 4.10). A slot's texts are kept in step
+    with its ad. Returns the (lower-case) usage attributes written, the ones an
+    expression may read live (`Matcher.watch_live_usage`)."""
+    cross_prefix = config.startd_resource_prefix if config.cross_slot_prios else None
+    live_names: set[str] = set()
+    for s in slots:
+        changed = list(config.match_exprs)
+        for attr, text in config.match_exprs.items():
+            s.ad[attr] = classads.parse_expr(text)
+        if config.consider_preemption:
+            written = add_remote_user_attrs(s, acc, groups, group_quotas, cross_prefix)
+            changed += written
+            live_names.update(a.lower() for a in written if a.endswith("ResourcesInUse"))
+        if s.texts:
+            for attr in changed:
+                if attr in s.ad:
+                    s.texts[attr.lower()] = classads.source_text(s.ad, attr)
+    return live_names
 
 
 def live_remote_usage(acc, groups, group_quotas) -> Callable[[str], tuple]:
