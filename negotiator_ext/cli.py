@@ -328,20 +328,22 @@ def cmd_snapshot(args) -> int:
 def cmd_negotiate(args) -> int:
     from .cycle import run_cycle
     from .views.negotiate import render_cycle
-    with paused_gc():
+    # the process ends with the command: no collection over the pool it still holds
+    with paused_gc(collect=False):
         pool = _load_pool(args)
         result = run_cycle(pool, args.at)
-    doc = result.to_json()
-    withheld = result.partial and not args.partial_ok
-    if withheld:
-        _warn([f"the snapshot is partial ({', '.join(pool.snapshot.unanswered)} did not "
-               "answer), so no match is recommended (--partial-ok to see them anyway)"])
-        doc["withheld_matches"] = len(doc["matches"])
-        doc["matches"] = []
-    if args.json:
-        print(json.dumps(doc, indent=2, default=str))
-    else:
-        sys.stdout.write(render_cycle(doc))
+        doc = result.to_json()
+        withheld = result.partial and not args.partial_ok
+        if withheld:
+            _warn([f"the snapshot is partial ({', '.join(pool.snapshot.unanswered)} did "
+                   "not answer), so no match is recommended (--partial-ok to see them "
+                   "anyway)"])
+            doc["withheld_matches"] = len(doc["matches"])
+            doc["matches"] = []
+        if args.json:
+            print(json.dumps(doc, indent=2, default=str))
+        else:
+            sys.stdout.write(render_cycle(doc))
     return 0
 
 

@@ -22,6 +22,11 @@ class InputError(Exception):
         self.attribute = attribute
         super().__init__(self.one_line())
 
+    def __reduce__(self):
+        # (pickled to cross from a child process, adapters/beside.py: the default
+        # would call __init__ with the one-line text only)
+        return _rebuild, (type(self), dict(self.__dict__))
+
     def one_line(self) -> str:
         """The error in one line for people: a newline in the message becomes a space,
         and every other control character (also any in the source, ad or attribute,
@@ -36,3 +41,10 @@ class InputError(Exception):
         parts = [printable(str(p)) for p in parts]
         parts.append(printable(str(self.message).replace("\r\n", " ").replace("\n", " ")))
         return ": ".join(parts)
+
+
+def _rebuild(cls, state: dict) -> InputError:
+    exc = cls.__new__(cls)
+    exc.__dict__.update(state)
+    Exception.__init__(exc, exc.one_line())
+    return exc

@@ -67,12 +67,13 @@ def raise_stack_limit() -> None:
 
 
 @contextmanager
-def paused_gc():
+def paused_gc(collect: bool = True):
     """Python's cyclic garbage collector off for a pass over a whole pool, then one
     collection. A pass allocates millions of objects that live until it ends (ads, their
     texts, the matcher's tables), and the collector would walk them again and again
     for nothing: at 100,000 slots that is about 5 s of a 75 s pass. What the pass drops
-    is freed by reference counting as always; only cycles wait for the collection."""
+    is freed by reference counting as always; only cycles wait for the collection
+    (`collect=False`: none, for a command whose process ends with the block)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -80,7 +81,8 @@ def paused_gc():
     finally:
         if enabled:
             gc.enable()
-        gc.collect()
+        if collect:
+            gc.collect()
 
 
 def expression_operators(text: str) -> int:

@@ -650,3 +650,26 @@ def test_a_pass_pauses_the_cyclic_collector_and_restores_it(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_one_shot_command_skips_the_last_collection():
+    """`negotiate` ends its process with the block: paused_gc(collect=False) turns the
+    collector back on without a collection over the pool it still holds."""
+    import gc
+
+    from negotiator_ext.limits import paused_gc
+
+    class Cycle:
+        pass
+
+    gc.collect()
+    with paused_gc(collect=False):
+        assert not gc.isenabled()
+        a = Cycle()
+        a.me = a
+        del a
+    assert gc.isenabled()
+    try:
+        assert any(type(o) is Cycle for o in gc.get_objects())
+    finally:
+        gc.collect()

@@ -258,7 +258,7 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
 
     def ad_of(first: int, block: str) -> None:
         body = block.split("\n")
-        if _needs_care(block, body):
+        if _needs_care(block):
             # comment lines or whitespace-only lines: the careful path
             for start, part in _blocks(block):
                 rows = [ln for ln in part if not ln.lstrip().startswith(("#", "//"))]
@@ -352,10 +352,15 @@ def _lf_chunks(f) -> Iterable[str]:
         yield chunk.replace("\r\n", "\n")
 
 
-def _needs_care(block: str, body: list) -> bool:
-    """Whether an ad's text may hold comment lines or whitespace-only lines."""
-    return (block[0] in "#/ \t" or "\n#" in block or "\n/" in block or "\n " in block
-            or "\n\t" in block or any(map(str.isspace, body)))
+# A line (of an ad's text, lines cut at "\n") that starts with '#', '/', a space or a
+# tab, or holds only white space (what str.isspace takes: re's \s is the same set).
+_CARE = re.compile(r"(?:\A|\n)(?:[#/ \t]|[^\S\n]+(?:\n|\Z))")
+
+
+def _needs_care(block: str) -> bool:
+    """Whether an ad's text may hold comment lines or whitespace-only lines (one search
+    over the whole text)."""
+    return _CARE.search(block) is not None
 
 
 def _split_line(line: str) -> tuple[str, str]:

@@ -28,6 +28,7 @@ import classad2
 from ..errors import InputError
 from ..core.adtext import TextAds, TextStore
 from ..limits import epoch_problem
+from .beside import Beside
 from .adfiles import (load_json, read_ads, read_ads_and_texts, read_text_ads,
                       text_ads_of_lines)
 
@@ -131,6 +132,24 @@ def _check_meta(meta: dict, source: str) -> None:
         bad("schedd_files", "expected an object of file: schedd name")
 
 
+# Job files of this many bytes or more are read in a child process (beside the slots).
+FORK_JOB_BYTES = 4 << 20
+
+
+def _size(p: Path) -> int:
+    try:
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def _read_job_files(files: list[Path]) -> dict[str, TextAds]:
+    """Each job file's ads as text, one TextStore for all (job ads share most of their
+    lines: each line is kept once)."""
+    store = TextStore()
+    return {p.name: read_text_ads(p, store) for p in files}
+
+
 def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snapshot:
     """Read a snapshot directory (without its job files when not `jobs`: a simulation
     takes only a recorded pool's slots). Raises InputError naming the file on bad input.
@@ -147,24 +166,31 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     if slots_file is None:
         raise InputError(str(directory), "not a pool snapshot: no slots.ads or slots.json "
                          "(condor_status -long or -json output)")
-    if captured is not None:
-        slots = tuple(captured.slots)
-        slot_texts = text_ads_of_lines(captured.slot_lines, str(slots_file))
-    else:
-        slot_ads, slot_texts = read_ads_and_texts(slots_file)
-        slots = tuple(slot_ads)
-    for i, ad in enumerate(slots, start=1):
-        if not isinstance(ad.get("Name"), str):
-            raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
-
-    queues = {}
-    store = TextStore()       # job ads share most of their lines: keep each line once
+    job_files = [p for p in sorted(directory.glob("jobs*"))
+                 if p.suffix in (".ads", ".json") and p.is_file()
+                 ] if jobs and captured is None else []
+    # The job files are read in a child process while the slot ads are parsed here
+    # (adapters/beside.py), when they are large enough for that to pay.
+    reader = Beside(_read_job_files, job_files,
+                    fork=sum(_size(p) for p in job_files) >= FORK_JOB_BYTES)
+    try:
+        if captured is not None:
+            slots = tuple(captured.slots)
+            slot_texts = text_ads_of_lines(captured.slot_lines, str(slots_file))
+        else:
+            slot_ads, slot_texts = read_ads_and_texts(slots_file)
+            slots = tuple(slot_ads)
+        for i, ad in enumerate(slots, start=1):
+            if not isinstance(ad.get("Name"), str):
+                raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
+        queues = reader.result()
+    except BaseException:
+        reader.cancel()
+        raise
     if captured is not None and jobs:
+        store = TextStore()   # job ads share most of their lines: keep each line once
         for name in sorted(captured.jobs):
             queues[name] = text_ads_of_lines(captured.jobs[name], str(directory / name), store)
-    for p in sorted(directory.glob("jobs*")) if jobs and captured is None else ():
-        if p.suffix in (".ads", ".json") and p.is_file():
-            queues[p.name] = read_text_ads(p, store)
 
     submitters_file = _one_of(directory, "submitters")  # read in this order: the first bad file is named
     submitters = tuple(read_ads(submitters_file)) if submitters_file else None
