@@ -446,8 +446,8 @@ def cmd_shadow(args) -> int:
 
     def report(rec) -> None:
         if args.json:
-            import dataclasses
-            print(json.dumps(dataclasses.asdict(rec), default=str), flush=True)
+            from .core.records import as_plain
+            print(json.dumps(as_plain(rec), default=str), flush=True)
         else:
             print(summary_line(rec), flush=True)
         if not args.replay:
@@ -465,7 +465,7 @@ def cmd_shadow(args) -> int:
     if args.once:
         try:
             with pass_lock(settings.state_dir):
-                rec = loop.run_pass()
+                rec = loop.run_pass(collect=False)     # the process ends with it
         except Busy as exc:
             print(f"negotiator-ext: {exc}; not starting another", file=sys.stderr)
             return 0

@@ -226,11 +226,13 @@ class ShadowLoop:
     def pool_name(self) -> str:
         return self.settings.pool or "<local>"
 
-    def run_pass(self, replay: Path | None = None) -> PassRecord:
-        """One pass; see the module docstring. Returns what was recorded."""
+    def run_pass(self, replay: Path | None = None, collect: bool = True) -> PassRecord:
+        """One pass; see the module docstring. Returns what was recorded. `collect`:
+        Python's cyclic collector runs once after the pass (False: the process ends
+        with it, `shadow --once`)."""
         from .adapters.ledger import open_ledger
         from .limits import paused_gc
-        with paused_gc(), open_ledger(self.settings.ledger_url) as ledger:
+        with paused_gc(collect), open_ledger(self.settings.ledger_url) as ledger:
             return _Pass(self, ledger, replay).run()
 
     def run_forever(self, stop: threading.Event,

@@ -673,3 +673,17 @@ def test_a_one_shot_command_skips_the_last_collection():
         assert any(type(o) is Cycle for o in gc.get_objects())
     finally:
         gc.collect()
+
+
+def test_a_pass_record_as_plain_json_is_what_asdict_gives(tmp_path, mocker):
+    """`shadow --json` prints records.as_plain(rec): the document dataclasses.asdict
+    gives (which deep-copies every leaf, 0.4 s a pass at 11,000 matches)."""
+    import dataclasses
+
+    from negotiator_ext.core.records import as_plain
+    _, _, _, first, second = replay(tmp_path, mocker, "hgq_nested_hep_lep_surplus")
+    for rec in (first, second):
+        assert rec.shadow_matches and (rec is first or rec.comparison is not None)
+        plain = as_plain(rec)
+        assert json.dumps(plain, default=str) == json.dumps(dataclasses.asdict(rec), default=str)
+        assert isinstance(plain["shadow_matches"], list) and isinstance(plain["shadow_matches"][0], dict)

@@ -223,6 +223,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, f"cannot query the collector for slot ads: {_one_line(exc)}") from None
         slots = [ad for ad in raw_slots if _is_slot_ad(ad)]
+        # the negotiator's config is read by a child process while the slot ads are
+        # turned into lines here
+        config_read = _ConfigRead(htcondor, collector, errors, timeout)
         seen: dict = {}             # one string for each distinct line of the capture
         try:
             slot_lines = ad_lines(slots, seen)
@@ -237,7 +240,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         accounting = _optional_query(collector, htcondor.AdTypes.Accounting,
                                      "collector:accounting", errors)
 
-        neg_location, knobs = _read_negotiator_config(htcondor, collector, errors, timeout)
+        neg_location, knobs = config_read.result(errors)
         version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
         warnings: list[str] = []
         earlier_text = None
@@ -473,26 +476,64 @@ def is_policy_knob(name: str) -> bool:
             or u.endswith(POLICY_KNOB_SUFFIXES))
 
 
-def _read_negotiator_config(htcondor, collector, errors: dict, timeout: float | None = None):
-    """(negotiator location ad or None, {knob: value} or None). The bindings' own
-    RemoteParam is read in a child process with a time limit (`read_remote_policy_knobs`;
-    `timeout`, or DEFAULT_REMOTE_READ_TIMEOUT), any other (a fake) in this process."""
+class _ConfigRead:
+    """The negotiator's location and policy knobs, read beside the capture: the
+    negotiator is located here, at once; the bindings' RemoteParam is read by a child
+    process (a new interpreter that imports the bindings, about 0.3 s), waited for by a
+    thread while this one turns the slot ads into lines. The thread calls no bindings
+    (a test's fake RemoteParam is read here, in `result`); its errors are merged by
+    `result`, in the order the capture has always given them."""
+
+    def __init__(self, htcondor, collector, errors: dict, timeout: float | None):
+        self._errors: dict[str, str] = {}
+        self._got: tuple = (None, None)
+        self._thread = None
+        location = _locate_negotiator(htcondor, collector, self._errors)
+        self._location = location
+        if location is None:
+            return
+        if not _bindings_remote_param(htcondor):
+            self._later = (htcondor, location)
+            return
+        self._later = None
+        limit = float(timeout) if timeout and timeout > 0 else DEFAULT_REMOTE_READ_TIMEOUT
+        self._thread = threading.Thread(target=self._read, args=(location, limit),
+                                        name="negotiator-config", daemon=True)
+        self._thread.start()
+
+    def _read(self, location, limit: float) -> None:
+        self._got = _remote_knobs(lambda: read_remote_policy_knobs(
+            location, timeout=limit, daemon=f"the negotiator {_daemon_name(location)}"),
+            location, self._errors)
+
+    def result(self, errors: dict):
+        """(negotiator location ad or None, {knob: value} or None); what failed is in
+        `errors`."""
+        if self._location is not None and self._thread is None:
+            htcondor, location = self._later
+            self._got = _remote_knobs(
+                lambda: select_policy_knobs(htcondor.RemoteParam(location)),
+                location, self._errors)
+        elif self._thread is not None:
+            self._thread.join()
+        errors.update(self._errors)
+        return (self._location, None) if self._location is None else self._got
+
+
+def _locate_negotiator(htcondor, collector, errors: dict):
     try:
         location = collector.locate(htcondor.DaemonTypes.Negotiator)
     except Exception as exc:
         errors["negotiator"] = f"cannot locate the negotiator: {_one_line(exc)}"
-        return None, None
+        return None
     if location is None:
         errors["negotiator"] = "the collector knows no negotiator"
-        return None, None
+    return location
+
+
+def _remote_knobs(read, location, errors: dict):
     try:
-        if _bindings_remote_param(htcondor):
-            limit = float(timeout) if timeout and timeout > 0 else DEFAULT_REMOTE_READ_TIMEOUT
-            knobs = read_remote_policy_knobs(location, timeout=limit,
-                                             daemon=f"the negotiator {_daemon_name(location)}")
-        else:
-            remote = htcondor.RemoteParam(location)
-            knobs = select_policy_knobs(remote)
+        knobs = read()
     except RemoteReadError as exc:
         errors["negotiator"] = str(exc)
         return location, None

@@ -11,6 +11,7 @@ followed it.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,3 +175,23 @@ class Adjustment:
     command: str                        # what was run (shell-quoted), for the record
     method: str                         # "bindings" | "condor_userprio"
     outcome: str                        # "applied" | "failed: <message>" | "skipped: <why>"
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def as_plain(value: Any) -> Any:
+    """A record as plain dicts and lists, for JSON: what dataclasses.asdict gives (tuples
+    become lists), without its deep copy of every leaf (a pass's record at 11,000 matches
+    took 0.4 s that way)."""
+    cls = type(value)
+    names = _FIELDS.get(cls)
+    if names is None and dataclasses.is_dataclass(cls):
+        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    if names is not None:
+        return {n: as_plain(getattr(value, n)) for n in names}
+    if cls is list or cls is tuple:
+        return [as_plain(v) for v in value]
+    if cls is dict:
+        return {k: as_plain(v) for k, v in value.items()}
+    return value
