@@ -318,11 +318,13 @@ class _Pass:
         # before the real cycle began (started_at + capture_duration); a replay takes none
         t_capture = self.loop.clock()
         try:
-            snap_dir, captured = self.take_snapshot()
+            snap_dir, captured, timings = self.take_snapshot()
         except InputError as exc:
             return self.record_failed(f"no snapshot: {exc.one_line()}")
         capture_duration = (0.0 if self.replay is not None
                             else round(max(0.0, self.loop.clock() - t_capture), 3))
+        timings = {f"capture_{k}": v for k, v in timings.items()}
+        lap = time.perf_counter()
 
         from .pool import load_pool
         try:
@@ -332,6 +334,7 @@ class _Pass:
         except InputError as exc:
             return self.record_failed(f"snapshot unreadable: {exc.one_line()}",
                                       snapshot_dir=snap_dir)
+        timings["pool"] = round(time.perf_counter() - lap, 3)
         snap_time = pool.snapshot.captured_at
         if self.replay is not None and snap_time is not None:
             self.started = float(snap_time)
@@ -356,6 +359,8 @@ class _Pass:
         t_cycle = time.perf_counter()
         result = run_cycle(pool)
         shadow_duration = round(time.perf_counter() - t_cycle, 3)
+        timings["cycle"] = shadow_duration
+        lap = time.perf_counter()
 
         # 2. what the real negotiator did
         from .adapters.observe import observe_pass, real_cycles
@@ -384,6 +389,7 @@ class _Pass:
         if comparison is not None:
             subs, groups = _with_real_counts(subs, groups, comparison)
 
+        timings["real"] = round(time.perf_counter() - lap, 3)
         shadow_matches = tuple(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
                                           preempting=m.preempting, group=m.group, wait=wait)
                                for m, wait in zip(result.matches, job_waits(result)))
@@ -402,7 +408,7 @@ class _Pass:
             real_matches=tuple(real_match_entries or ()),
             submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
             snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable,
-            slot_classes=result.slot_classes if comparable else {})
+            slot_classes=result.slot_classes if comparable else {}, pass_timings=timings)
         return self.save(rec, last_any)
 
     # -- steps -----------------------------------------------------------------------------
@@ -427,10 +433,10 @@ class _Pass:
             self.loop.log.warning("%s (logged once)", warning)
 
     def take_snapshot(self):
-        """The snapshot's directory, and the ads a live capture still holds (None for a
-        replay)."""
+        """The snapshot's directory, the ads a live capture still holds (None for a
+        replay), and the capture's steps' timings."""
         if self.replay is not None:
-            return Path(self.replay), None
+            return Path(self.replay), None, {}
         from .adapters.live import capture_snapshot
         root = self.s.state_dir / "snapshots"
         try:
@@ -446,7 +452,7 @@ class _Pass:
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
-        return out, report.ads
+        return out, report.ads, dict(report.timings)
 
     @staticmethod
     def log_since(last: dict | None, seen: int, snap_time: int | None) -> int:

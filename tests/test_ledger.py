@@ -67,6 +67,7 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
         real_cycle_time=max(cycles) if cycles else None, real_accountant_time=1_699_999_950,
         shadow_duration=0.875, capture_duration=1.125,
         shadow_timings={"match": 0.5, "quota": 0.125}, pool_weight=40.0,
+        pass_timings={"capture_slot_query": 0.25, "pool": 0.125, "cycle": 0.875},
         real_cycles=real_cycles,
         shadow_matches=(MatchEntry("12.0", "user0@example.org", "slot1@host", preempting="9.0",
                                    time=1_700_000_001, group="group_a", wait=120.0),
@@ -654,7 +655,7 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 6
+    assert SCHEMA_VERSION == versions[-1] == 7
 
 
 # record columns later migrations added (version 1 wrote none of them)
@@ -672,14 +673,14 @@ def test_migration_from_v1(url, monkeypatch):
                          for o in full.submitters),
         shadow_matches=tuple(dataclasses.replace(m, wait=None) for m in full.shadow_matches),
         real_matches=tuple(dataclasses.replace(m, wait=None) for m in full.real_matches),
-        pool_weight=None,
+        pool_weight=None, pass_timings={},
         slot_classes={})
     with ledger_mod._open(url, schema_target=1) as old:   # what version 1 wrote
         assert old.schema_version == 1
         with monkeypatch.context() as m:                  # version 1 had no `comparable`
             m.setattr(ledger_mod, "_PASS_HEADER",
                       tuple(n for n in ledger_mod._PASS_HEADER
-                            if n not in ("comparable", "pool_weight")))
+                            if n not in ("comparable", "pool_weight", "pass_timings")))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
             real_row_of = ledger_mod._row_of
             m.setattr(ledger_mod, "_row_of", lambda obj: {
@@ -689,7 +690,7 @@ def test_migration_from_v1(url, monkeypatch):
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()
     with open_ledger(url) as ledger:
-        assert ledger.schema_version == 6
+        assert ledger.schema_version == 7
         # version 3 takes an older pass as comparable when it was complete
         assert ledger.pass_record(rec.uuid) == dataclasses.replace(
             rec, comparable=rec.status == "complete")
@@ -704,7 +705,7 @@ def test_migration_from_v1(url, monkeypatch):
                                "WHERE key = 'schema_version'").fetchone()
         conn.close()
         assert {"adjustments", "adjustments_key", "passes_pool_started"} <= names
-        assert version == ("6",)
+        assert version == (str(SCHEMA_VERSION),)
 
 
 # ---------------------------------------------------------------- retention, adjustments

@@ -25,7 +25,7 @@ REC = PassRecord(
     uuid="u1", pool="cm.example.org", started_at=1000.5, finished_at=1012.0,
     snapshot_time=1001, status="complete", reason=None, real_cycle_time=995,
     real_accountant_time=996, shadow_duration=2.5, capture_duration=3.0,
-    shadow_timings={"pie": 1.25},
+    shadow_timings={"pie": 1.25}, pass_timings={"capture_schedd_query": 0.5, "cycle": 2.5},
     shadow_matches=(MatchEntry(job="1.0", submitter="alice@x", slot="slot1@h"),
                     MatchEntry(job="2.0", submitter="alice@x", slot="slot2@h")),
     submitters=(
@@ -79,6 +79,8 @@ def test_exact_metric_lines():
         "negotiator_ext_real_cycle_timestamp_seconds 995.0",
         "negotiator_ext_shadow_cycle_matches 2.0",
         'negotiator_ext_shadow_phase_duration_seconds{phase="pie"} 1.25',
+        'negotiator_ext_pass_step_duration_seconds{step="capture_schedd_query"} 0.5',
+        'negotiator_ext_pass_step_duration_seconds{step="cycle"} 2.5',
         'negotiator_ext_matches{side="real"} 10.0',
         'negotiator_ext_matches{side="shadow"} 8.0',
         "negotiator_ext_matches_agreed 7.0",

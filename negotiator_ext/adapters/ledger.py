@@ -267,6 +267,10 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
         "ALTER TABLE shadow_matches ADD COLUMN wait DOUBLE PRECISION",
         "ALTER TABLE real_matches ADD COLUMN wait DOUBLE PRECISION",
     )),
+    # 7: where a pass's time went (PassRecord.pass_timings)
+    (7, (
+        "ALTER TABLE passes ADD COLUMN pass_timings TEXT",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -370,8 +374,9 @@ def _header_of(row: dict[str, Any]) -> dict[str, Any]:
     h = dict(row)
     for name in _JSON_COLUMNS["passes"]:
         h[name] = _decode(h.get(name), _PASS_TYPES[name])
-    if h.get("shadow_timings") is None:
-        h["shadow_timings"] = {}
+    for name in ("shadow_timings", "pass_timings"):
+        if h.get(name) is None:
+            h[name] = {}
     if h.get("warnings") is None:
         h["warnings"] = ()
     if h.get("comparable") is not None:

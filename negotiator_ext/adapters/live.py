@@ -179,6 +179,16 @@ class CaptureReport:
     partial: bool
     # what was written, still in memory, so that a pass need not read it back
     ads: "CapturedAds | None" = field(default=None, repr=False, compare=False)
+    # seconds per step of the capture (CAPTURE_STEPS)
+    timings: Mapping[str, float] = field(default_factory=dict, compare=False)
+
+
+# The steps of a capture, in order: the collector's slot ads; turning them into lines;
+# the collector's other ads and the negotiator's config (read beside the lines); the
+# schedds' job queries; the job ads' lines (checked, their ClassAds freed); writing the
+# snapshot directory.
+CAPTURE_STEPS = ("slot_query", "slot_lines", "collector_other", "schedd_query", "job_lines",
+                 "write")
 
 
 @dataclass(frozen=True)
@@ -215,6 +225,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     source = pool or "<local pool>"
     captured_at = int(time.time()) if now is None else int(now)
     errors: dict[str, str] = {}
+    timings = dict.fromkeys(CAPTURE_STEPS, 0.0)
+    lap = _Lap(timings)
 
     with _client_timeouts(htcondor, timeout):
         try:
@@ -223,6 +235,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, f"cannot query the collector for slot ads: {_one_line(exc)}") from None
         slots = [ad for ad in raw_slots if _is_slot_ad(ad)]
+        lap("slot_query")
         # the negotiator's config is read by a child process while the slot ads are
         # turned into lines here
         config_read = _ConfigRead(htcondor, collector, errors, timeout)
@@ -232,6 +245,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, "cannot write the collector's slot ads: "
                                      f"{_one_line(exc)}") from None
+        lap("slot_lines")
 
         negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
                                          "collector:negotiator", errors)
@@ -251,8 +265,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                 f"capture: {errors.pop('negotiator')})")
 
         projection = job_projection(slots, knobs, slot_lines)
+        lap("collector_other")
         schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection,
-                                                        errors, seen)
+                                                        errors, seen, lap)
 
     config_text = earlier_text
     if knobs is not None and config_text is None:
@@ -319,6 +334,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         _write_atomically(out, write)
     except OSError as exc:
         raise InputError(str(out), f"cannot write the snapshot: {exc.strerror or _one_line(exc)}") from None
+    lap("write")
     return CaptureReport(
         directory=out,
         slots=len(slots),
@@ -329,7 +345,21 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         partial=bool(errors) or bool(missing),
         ads=CapturedAds(slots=tuple(slots), slot_lines=slot_lines,
                         jobs={files[name]: lines for name, lines in schedd_jobs}),
+        timings={k: round(v, 3) for k, v in timings.items()},
     )
+
+
+class _Lap:
+    """Adds the time since the last call to a step's total."""
+
+    def __init__(self, timings: dict):
+        self.timings = timings
+        self.t = time.perf_counter()
+
+    def __call__(self, step: str) -> None:
+        t = time.perf_counter()
+        self.timings[step] += t - self.t
+        self.t = t
 
 
 def _remove_written(path: Path) -> None:
@@ -963,10 +993,12 @@ def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str])
 # ---------------------------------------------------------------- schedds
 
 def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
-                   shared: dict | None = None):
+                   shared: dict | None = None, lap=None):
     """Each schedd's (name, its job ads' lines), the schedds that answered, those that
     did not. A schedd whose answer is not job ads, or cannot be written, is one that did
-    not answer; when only its second answer is, the first one's jobs are kept."""
+    not answer; when only its second answer is, the first one's jobs are kept. `lap`
+    (_Lap) is told where the time went: "schedd_query", "job_lines"."""
+    lap = lap or (lambda step: None)
     try:
         locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
     except Exception as exc:
@@ -996,13 +1028,18 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
             errors[name] = _one_line(exc)
             missing.append(name)
             continue
+        finally:
+            lap("schedd_query")
         try:
             lines = _job_lines(answer, shared)
+            del answer                          # the ClassAds are freed here
             extra = job_refs_missing_in_lines(lines, projection)
         except Exception as exc:
             errors[name] = str(exc) if isinstance(exc, _Unusable) else _bad_answer(exc)
             missing.append(name)
             continue
+        finally:
+            lap("job_lines")
         if extra:
             why = f"second query (projection extended by {', '.join(extra)})"
             try:
@@ -1011,11 +1048,14 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
             except Exception as exc:
                 errors[name] = f"{why} failed, jobs kept from the first: {_one_line(exc)}"
             else:
+                lap("schedd_query")
                 try:
                     lines = _job_lines(again, shared)
+                    del again
                 except _Unusable as exc:
                     errors[name] = f"{why}: jobs kept from the first, {exc}"
-        results.append((name, lines))     # the ClassAds themselves are freed here
+            lap("job_lines")
+        results.append((name, lines))
         answered.append(name)
     return results, answered, missing
 

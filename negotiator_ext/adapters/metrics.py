@@ -128,6 +128,9 @@ def families(rec: PassRecord) -> list[Metric]:
     add(_labelled("shadow_phase_duration_seconds",
                   "Time taken by each phase of our negotiation cycle", ("phase",),
                   (((k,), v) for k, v in sorted(rec.shadow_timings.items()))))
+    add(_labelled("pass_step_duration_seconds",
+                  "Time taken by each step of the pass (capture_<step>, pool, cycle, real)",
+                  ("step",), (((k,), v) for k, v in sorted(rec.pass_timings.items()))))
     if rec.shadow_duration is not None:   # our cycle ran: its match count is known, even 0
         add(_gauge("shadow_cycle_matches", "Matches made by our cycle of this pass",
                    len(rec.shadow_matches)))

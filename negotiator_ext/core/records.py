@@ -161,6 +161,11 @@ class PassRecord:
     # compare it with the real cycle that followed, even when this pass is partial on the
     # real side (no negotiator ad, an Accounting ad without its priority)
     comparable: bool = False
+    # seconds per step of the pass, for where its time goes: capture_<step>
+    # (adapters.live CAPTURE_STEPS), pool (the pool from the capture), cycle (ours; its
+    # phases are shadow_timings), real (what the real negotiator did, the comparison);
+    # writing the ledger comes after
+    pass_timings: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
