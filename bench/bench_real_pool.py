@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -288,6 +289,7 @@ def pass_summary(p: dict) -> dict:
         "capture_s": rec.get("capture_duration"), "cycle_s": rec.get("shadow_duration"),
         "our_matches": len(rec.get("shadow_matches") or ()),
         "phases_s": rec.get("shadow_timings") or {},
+        "steps_s": rec.get("pass_timings") or {},
         "comparison": {k: comp.get(k) for k in (
             "source", "real_matches", "shadow_matches", "agreed", "count_agreement",
             "agreed_equivalent", "equivalent_agreement", "real_duration")} if comp else None,
@@ -320,6 +322,9 @@ def show(report: dict, as_json: bool) -> None:
                   f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
                   f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
                   + (f" ({p['reason']})" if p["reason"] else ""))
+            if p.get("steps_s"):
+                print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
+                      + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
         n = report.get("negotiate_from_files") or {}
         if "wall_s" in n:
             print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
@@ -338,7 +343,9 @@ def show(report: dict, as_json: bool) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--shape", default="11k", choices=sorted(SHAPES))
+    ap.add_argument("--shape", default="11k", type=shapes,
+                    help="a shape, or several separated by commas (1k,11k,100k): each is "
+                         "run on a pool of its own, then how each step grows is shown")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the pool's directory")
     ap.add_argument("--hold", type=float, default=0, metavar="SECONDS",
@@ -349,13 +356,32 @@ def main(argv=None) -> int:
     if release is None:
         print(SKIP_REASON)
         return 0
-    static, partitionable, jobs, acs, subs, groups = SHAPES[args.shape]
+    reports = [run_shape(release, shape, args) for shape in args.shape]
+    if len(reports) > 1:
+        growth = growth_table(reports)
+        if args.json:
+            print(json.dumps({"growth": growth}, indent=2))
+        else:
+            show_growth(growth)
+    return 0
+
+
+def shapes(text: str) -> list[str]:
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [n for n in names if n not in SHAPES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"shapes are {', '.join(SHAPES)}")
+    return names
+
+
+def run_shape(release, shape: str, args) -> dict:
+    static, partitionable, jobs, acs, subs, groups = SHAPES[shape]
     # a SIGTERM stops the pool's daemons too (the `finally` below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     root = Path(tempfile.mkdtemp(prefix="negext-bigpool-"))
     work = Path(tempfile.mkdtemp(prefix="negext-bigpass-"))
     pool = BenchPool(release, root, groups=groups)
-    report: dict = {"shape": args.shape, "slots": static + partitionable,
+    report: dict = {"shape": shape, "slots": static + partitionable,
                     "static": static, "partitionable": partitionable, "jobs": jobs,
                     "autoclusters": acs, "submitters": subs, "groups": groups}
     try:
@@ -368,6 +394,9 @@ def main(argv=None) -> int:
         report["setup_submit_s"] = round(submit_jobs(pool, jobs, acs, subs, groups), 1)
         report["setup_total_s"] = round(time.monotonic() - t0, 1)
         p1 = shadow_pass(pool, work)
+        # the real cycle's start is known to the second: one that starts within the second
+        # pass 1's capture ended in cannot be shown to come after it, and is not compared
+        time.sleep(1.0)
         ad, waited = real_cycle(pool, timeout=7200)
         p2 = shadow_pass(pool, work)
         report["real_cycle"] = {k.removeprefix("LastNegotiationCycle").removesuffix("0"): v
@@ -387,7 +416,52 @@ def main(argv=None) -> int:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
             shutil.rmtree(work, ignore_errors=True)
-    return 0
+    return report
+
+
+def growth_table(reports: list[dict]) -> list[dict]:
+    """Each step's seconds at each scale (pass 1; our cycle's phases; negotiate from
+    files; the real cycle), and how it grows from one scale to the next: the exponent k
+    of time ~ slots^k (1: linear in the pool; the jobs grow with the slots, 5 per slot)."""
+    rows: dict[str, list] = {}
+
+    def put(name: str, i: int, value) -> None:
+        rows.setdefault(name, [None] * len(reports))[i] = value
+
+    for i, r in enumerate(reports):
+        p = r["pass1"]
+        for k, v in (p.get("steps_s") or {}).items():
+            put(f"pass: {k}", i, v)
+        for k, v in (p.get("phases_s") or {}).items():
+            put(f"cycle: {k}", i, v)
+        put("pass: whole (in process)", i, p.get("in_process_s"))
+        put("negotiate from files", i, (r.get("negotiate_from_files") or {}).get("wall_s"))
+        put("real negotiator's cycle", i, r["real_cycle"].get("Duration"))
+    slots = [r["slots"] for r in reports]
+    out = []
+    for name, values in rows.items():
+        exps = []
+        for a in range(1, len(reports)):
+            v0, v1 = values[a - 1], values[a]
+            ok = isinstance(v0, (int, float)) and isinstance(v1, (int, float)) and v0 > 0.05 and v1 > 0
+            exps.append(round(math.log(v1 / v0) / math.log(slots[a] / slots[a - 1]), 2)
+                        if ok else None)
+        out.append({"step": name, "seconds": values, "exponents": exps})
+    return [{"shapes": [r["shape"] for r in reports], "slots": slots,
+             "jobs": [r["jobs"] for r in reports]}] + out
+
+
+def show_growth(growth: list[dict]) -> None:
+    head, rows = growth[0], growth[1:]
+    shapes_ = head["shapes"]
+    steps = [f"{a}->{b}" for a, b in zip(shapes_, shapes_[1:])]
+    print("\nhow each step grows (seconds; exponent k of time ~ slots^k, steps under "
+          "0.05 s left out):")
+    print(f"{'step':34}" + "".join(f"{s:>10}" for s in shapes_)
+          + "".join(f"{s:>12}" for s in steps))
+    for r in rows:
+        print(f"{r['step']:34}" + "".join(f"{'' if v is None else v:>10}" for v in r["seconds"])
+              + "".join(f"{'' if e is None else e:>12}" for e in r["exponents"]))
 
 
 if __name__ == "__main__":
