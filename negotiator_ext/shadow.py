@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import json
 import logging
 import os
 import re
@@ -188,15 +189,33 @@ def prune_snapshots(root: Path, keep: int, *, exclude: Path | None = None) -> No
             shutil.rmtree(p, ignore_errors=True)
 
 
+def _snapshots_newest_first(root: Path, exclude: Path | None) -> list[Path]:
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and _SNAP_NAME.match(p.name)
+                   and p != exclude), key=lambda p: (int(p.name.split("-")[0]), p.name),
+                  reverse=True)
+
+
 def newest_config(root: Path, *, exclude: Path | None = None) -> Path | None:
     """The `config` of the newest snapshot under `root` that has one: the negotiator's
     config to use when a capture cannot read it."""
-    if not root.is_dir():
-        return None
-    names = sorted((p for p in root.iterdir() if p.is_dir() and _SNAP_NAME.match(p.name)
-                    and p != exclude), key=lambda p: (int(p.name.split("-")[0]), p.name),
-                   reverse=True)
+    names = _snapshots_newest_first(root, exclude)
     return next((p / "config" for p in names if (p / "config").is_file()), None)
+
+
+def newest_projection(root: Path, *, exclude: Path | None = None) -> list | None:
+    """The job projection of the newest snapshot under `root` (its meta.json's
+    "job_projection"), if it has one: what the next capture's schedd queries most
+    likely project (the capture checks it)."""
+    for p in _snapshots_newest_first(root, exclude)[:1]:
+        try:
+            meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        got = meta.get("job_projection") if isinstance(meta, dict) else None
+        return got if isinstance(got, list) else None
+    return None
 
 
 # ---- one pass ----------------------------------------------------------------------------
@@ -448,7 +467,8 @@ class _Pass:
         out = _snapshot_path(root, t, self.uuid)
         report = capture_snapshot(self.s.pool, out, timeout=self.s.timeout, now=t,
                                   htcondor=self.loop.htcondor,
-                                  earlier_config=newest_config(root, exclude=out))
+                                  earlier_config=newest_config(root, exclude=out),
+                                  earlier_projection=newest_projection(root, exclude=out))
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)

@@ -136,6 +136,52 @@ def test_capture_round_trips_a_real_pool(clean_pool, tmp_path):
         assert [dict(a.items()) for a in again] == [dict(a.items()) for a in ads]
 
 
+def _jobs_without_server_time(snap: Path) -> list[str]:
+    (jobs,) = sorted(snap.glob("jobs-*.ads"))
+    return [ln for ln in jobs.read_text().splitlines() if not ln.startswith("ServerTime = ")]
+
+
+def test_schedds_queried_beside_the_slots_give_the_same_snapshot(clean_pool, tmp_path):
+    """A pass after another queries the schedds in a child process, with the earlier
+    snapshot's job projection, while it fetches the slot ads (adapters.live
+    _SchedsBeside): the same jobs as querying after the slots. When the projection
+    changed, the child's answer is dropped and the schedds are queried again."""
+    pool = clean_pool
+    pool.submit(count=3, group="group_a", user="alice", extra=["requirements = false"])
+    pool.submit(count=2, group="group_b", user="bob", request_cpus=2,
+                extra=["requirements = false", "+Wanted = 7"])
+    pool.wait_for(lambda: len(pool.jobs("ClusterId")) == 5, 30, "the jobs queued")
+    state = tmp_path / "state"
+
+    def one_pass() -> tuple[str, Path]:
+        out = cli(pool, "shadow", "--once", "--pool", pool.collector, "--state-dir", state,
+                  "--no-advertise", "--json").stdout
+        rec = json.loads(out.strip().splitlines()[-1])
+        assert rec["status"] in ("complete", "partial"), rec["reason"]
+        assert rec["pass_timings"]["capture_schedd_query"] > 0
+        snap = Path(rec["snapshot_dir"])
+        return json.loads((snap / "meta.json").read_text())["schedds_queried"], snap
+
+    first, snap1 = one_pass()                # no earlier snapshot: queried after the slots
+    assert first == "after the slots"
+    assert len(_jobs_without_server_time(snap1)) > 5 * 10
+    time.sleep(1.1)                          # (snapshots are named by the second)
+    second, snap2 = one_pass()               # queried by the child, beside the slots
+    assert second == "beside the slots"
+    assert _jobs_without_server_time(snap2) == _jobs_without_server_time(snap1)
+    assert (json.loads((snap2 / "meta.json").read_text())["job_projection"]
+            == json.loads((snap1 / "meta.json").read_text())["job_projection"])
+
+    # an earlier projection that is not this capture's: the child's answer is dropped
+    meta = json.loads((snap2 / "meta.json").read_text())
+    meta["job_projection"] = meta["job_projection"][:-1]
+    (snap2 / "meta.json").write_text(json.dumps(meta))
+    time.sleep(1.1)
+    third, snap3 = one_pass()
+    assert third == "after the slots"
+    assert _jobs_without_server_time(snap3) == _jobs_without_server_time(snap1)
+
+
 # ---- 3. our cycle against one real cycle --------------------------------------------------
 
 def test_our_cycle_equals_a_real_cycle_per_submitter_and_group(clean_pool, tmp_path):

@@ -93,6 +93,7 @@ from ..core.negotiation import id_number
 from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
+from .beside import Beside
 from .snapshot import SNAPSHOT_FORMAT
 
 TOOL = "negotiator-ext snapshot"
@@ -185,10 +186,11 @@ class CaptureReport:
 
 # The steps of a capture, in order: the collector's slot ads; turning them into lines;
 # the collector's other ads and the negotiator's config (read beside the lines); the
-# schedds' job queries; the job ads' lines (checked, their ClassAds freed); writing the
-# snapshot directory.
+# schedds' job queries; the job ads' lines (checked, their ClassAds freed); waiting for
+# the child that queried the schedds beside the slot steps (then the two steps before
+# are the child's, and overlap the slot steps); writing the snapshot directory.
 CAPTURE_STEPS = ("slot_query", "slot_lines", "collector_other", "schedd_query", "job_lines",
-                 "write")
+                 "schedd_wait", "write")
 
 
 @dataclass(frozen=True)
@@ -202,7 +204,8 @@ class CapturedAds:
 
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
                      now: int | None = None, htcondor=None,
-                     earlier_config: Path | None = None) -> CaptureReport:
+                     earlier_config: Path | None = None,
+                     earlier_projection: list[str] | None = None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -217,6 +220,14 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     its next update, NEGOTIATOR_UPDATE_INTERVAL later): the snapshot is then not partial
     for that, and meta.json says where its config came from ("config_source") and why
     ("warnings").
+
+    `earlier_projection`: the job projection of an earlier snapshot of the same pool
+    (its meta.json's "job_projection"). The projection depends on the slots, so the
+    schedds are queried after the collector; with the real bindings and one thread, a
+    child process queries them with the earlier projection beside the slot steps, and
+    its answer is taken when the projection turns out the same (a pool's slots and
+    negotiator config seldom change between two passes), else dropped and the schedds
+    queried again (`_SchedsBeside`).
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -228,7 +239,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     timings = dict.fromkeys(CAPTURE_STEPS, 0.0)
     lap = _Lap(timings)
 
-    with _client_timeouts(htcondor, timeout):
+    with _client_timeouts(htcondor, timeout), _SchedsBeside(htcondor, pool,
+                                                           earlier_projection) as beside:
         try:
             collector = htcondor.Collector(pool)
             raw_slots = collector.query(htcondor.AdTypes.Startd)
@@ -266,8 +278,16 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
         projection = job_projection(slots, knobs, slot_lines)
         lap("collector_other")
-        schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection,
-                                                        errors, seen, lap)
+        got = beside.result(projection)
+        queried = "beside the slots" if got is not None else "after the slots"
+        if got is not None:
+            schedd_jobs, answered, missing, schedd_errors, schedd_timings = got
+            errors.update(schedd_errors)
+            timings.update(schedd_timings)
+            lap("schedd_wait")
+        else:
+            schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection,
+                                                            errors, seen, lap)
 
     config_text = earlier_text
     if knobs is not None and config_text is None:
@@ -298,6 +318,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             },
             "schedd_files": {files[name]: name for name, _ in schedd_jobs},
             "job_projection": list(projection),
+            # when the schedds were queried: by a child process beside the slot steps,
+            # with the earlier snapshot's projection (the same), or after them
+            "schedds_queried": queried,
         }
         if len(raw_slots) != len(slots):
             meta["skipped_startd_ads"] = len(raw_slots) - len(slots)
@@ -347,6 +370,71 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                         jobs={files[name]: lines for name, lines in schedd_jobs}),
         timings={k: round(v, 3) for k, v in timings.items()},
     )
+
+
+class _SchedsBeside:
+    """The schedds queried by a child process (adapters/beside.py) with an earlier
+    capture's job projection, while this process fetches the slot ads and turns them
+    into lines. `result(projection)`: the child's (jobs, answered, missing, errors,
+    timings) when it queried `projection`, else None (the child is stopped; the caller
+    queries the schedds itself). Only with the real bindings: a fake's calls would be
+    made in a process the test cannot see."""
+
+    def __init__(self, htcondor, pool, projection):
+        self._child = None
+        self._projection = _valid_projection(projection)
+        if self._projection is not None and _real_bindings(htcondor):
+            child = Beside(_query_schedds_alone, htcondor, pool, self._projection)
+            if child.pid is not None:
+                self._child = child
+
+    def __enter__(self) -> "_SchedsBeside":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._child is not None:
+            self._child.cancel()
+            self._child = None
+
+    def result(self, projection: list[str]):
+        child, self._child = self._child, None
+        if child is None:
+            return None
+        if list(projection) != self._projection:
+            child.cancel()
+            return None
+        try:
+            return child.result()
+        except Exception:               # noqa: BLE001 - queried again here
+            return None
+
+
+def _query_schedds_alone(htcondor, pool, projection: list[str]):
+    """`_query_schedds` in a process of its own: (jobs, answered, missing, errors,
+    timings)."""
+    errors: dict[str, str] = {}
+    timings = {"schedd_query": 0.0, "job_lines": 0.0}
+    collector = htcondor.Collector(pool)
+    jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors, {},
+                                             _Lap(timings))
+    return jobs, answered, missing, errors, timings
+
+
+_ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _valid_projection(projection) -> list[str] | None:
+    """An earlier snapshot's job projection, if it is a list of attribute names."""
+    if (isinstance(projection, list) and projection
+            and all(isinstance(n, str) and _ATTR_NAME.fullmatch(n) for n in projection)):
+        return list(projection)
+    return None
+
+
+def _real_bindings(htcondor) -> bool:
+    schedd = getattr(htcondor, "Schedd", None)
+    return isinstance(schedd, type) and str(getattr(schedd, "__module__", "")).startswith(
+        "htcondor2.")
 
 
 class _Lap:
