@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import gc
 import heapq
+import itertools
 import math
 import random
 import sys
@@ -50,6 +52,7 @@ from .core.accountant import AccountantState
 from .core.adtext import TextAds, TextStore
 from .core.config import priority_preemption_off
 from .core.records import MatchEntry, PassRecord
+from .core.slots import CURRENT_USER_ATTRS
 from .errors import InputError
 from .pool import config_warnings
 from .scenario import Arrival, Change, Scenario, SlotShape
@@ -98,13 +101,29 @@ class SimSlot:
     rank_of_job: float | None = None  # the slot's Rank for the job it runs (CurrentRank)
     _ad: classad2.ClassAd | None = None   # the ad as last built (rebuilt on change)
     _facts: tuple | None = None       # (ad, config, facts) as `_facts` computed them
+    _texts: tuple | None = None       # (ad, its texts) as `_slot_texts` computed them
+    # a top-level slot: what it and its dynamic slots give the pool (`Simulation._slot_row`,
+    # None: to be made again), its place in the pool's slot list, and the pool's list of
+    # slots whose rows are to be made again
+    _row: _SlotRow | None = field(default=None, repr=False, compare=False)
+    _pos: int = field(default=-1, repr=False, compare=False)
+    _dirty: list | None = field(default=None, repr=False, compare=False)
 
     @property
     def dynamic(self) -> bool:
         return self.parent is not None
 
     def changed(self) -> None:
+        """Its ad must be built anew (and with it everything taken from the ad): its
+        claim, its resources or its dynamic slots changed. A dynamic slot's change is
+        its partitionable slot's too (the pool lists the two together)."""
         self._ad = None
+        self._texts = None
+        top = self.parent if self.parent is not None else self
+        if top._row is not None:
+            top._row = None
+            if top._dirty is not None:
+                top._dirty.append(top)
 
 
 class SimPool:
@@ -123,6 +142,8 @@ class SimPool:
         self._seq = 0
         self._numbered: dict[str, int] = {}           # machine name prefix -> last number
         self._addresses = 0                           # each slot gets its own address
+        self.version = 0                              # + 1 when slots join or leave
+        self.dirty: list[SimSlot] = []                # slots changed since the last cycle
         for shape in scenario.slots:
             self.add_slots(shape, shape.count)
 
@@ -131,6 +152,7 @@ class SimPool:
         """`count` slots of `shape`: a recorded slot keeps its name; others are numbered
         per machine name prefix across the whole pool (slots that join later continue
         the numbering)."""
+        self.version += 1
         for _ in range(count):
             self._addresses += 1
             i = self._addresses
@@ -144,11 +166,12 @@ class SimPool:
             self.slots.append(SimSlot(
                 name=name, machine=machine, index=i, shape=shape,
                 cpus=shape.cpus, memory=shape.memory, disk=shape.disk, gpus=shape.gpus,
-                partitionable=shape.partitionable))
+                partitionable=shape.partitionable, _dirty=self.dirty))
 
     def remove_slots(self, prefix: str, count: int, t: int) -> int:
         """Up to `count` slots whose machine starts with `prefix` leave (their jobs go back
         to the queue); the number removed."""
+        self.version += 1
         gone = 0
         for s in list(self.slots):
             if gone >= count:
@@ -478,6 +501,7 @@ class Simulation:
         self.preemptions = 0
         self.unresolved = 0          # matches naming a slot or job the pool does not have
         self._offered: dict[str, SimJob] = {}
+        self._rows: _PoolRows | None = None
         # the fewest cpus any job of the scenario requests (a p-slot with less is full)
         self.least_cpus = min((a.cpus for a in scenario.workload), default=1)
         shapes = list(scenario.slots) + [c.shape for c in scenario.changes if c.shape]
@@ -549,14 +573,26 @@ class Simulation:
         n = 0
         t = sc.start
         end = sc.start + sc.span
-        while t <= end:
-            self.step(t)
-            n += 1
-            if len(self.pending) >= self.batch:
-                self.flush()
-            if self.progress is not None:
-                self.progress(t - sc.start, sc.span, _time.perf_counter() - wall0)
-            t += sc.interval
+        # No cyclic GC during the run but a young collection after each cycle: what a
+        # cycle leaves behind is young, and the collector would otherwise walk the
+        # pool's long-lived jobs, slots and ads again and again for nothing (a sixth of
+        # a cycle at 10,000 slots). What the run drops is freed by reference counting as
+        # always; cycles that outlive a collection wait for the collector after the run.
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            while t <= end:
+                self.step(t)
+                n += 1
+                if len(self.pending) >= self.batch:
+                    self.flush()
+                if self.progress is not None:
+                    self.progress(t - sc.start, sc.span, _time.perf_counter() - wall0)
+                t += sc.interval
+                gc.collect(1)
+        finally:
+            if enabled:
+                gc.enable()
         self.flush()
         return SimReport(passes=n, matches=self.matches, preemptions=self.preemptions,
                          span=sc.span, wall=_time.perf_counter() - wall0,
@@ -580,7 +616,7 @@ class Simulation:
         started = _time.perf_counter()
         result = run_cycle(pool, t, self.rr_times)
         duration = _time.perf_counter() - started
-        self.state = result.accountant.to_state()
+        self.state = _state_after(result.accountant)
         self.rr_times = result.rr_times         # carried, as the negotiator does
         entries = self._apply(result, t)
         self.pending.append(self._record(t, pool, result, entries, duration))
@@ -613,36 +649,90 @@ class Simulation:
             return False
         return not priority_preemption_off(cfg) or self.ranked_slots
 
+    def _slot_row(self, s: SimSlot) -> _SlotRow:
+        """What top-level slot `s` and its dynamic slots give the pool under the current
+        config, kept on `s` until one of them changes (`SimSlot.changed`) or the config
+        does: their ads (those NEGOTIATOR_SLOT_CONSTRAINT keeps) with their usage, pie
+        weights and effective sizes, and the ones a job can take when no claim can be
+        preempted (a p-slot with at least the fewest cpus any job requests; a static
+        slot that is not claimed)."""
+        sc, config, least = self.sc, self.config, self.least_cpus
+        row = _SlotRow(config)
+        seg = []
+        for x in ([s] + s.children if s.partitionable else [s]):
+            ad = _slot_ad(x, sc)
+            fetched, u, pie, eff = _facts(x, ad, config)
+            if not fetched:                     # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
+                continue
+            seg += (ad, u, pie, eff)
+            row.every.append((x, ad, u))
+            if (x.partitionable and x.cpus >= least) or (
+                    not x.partitionable and x.job is None):
+                row.free.append((x, ad, u))
+        row.seg = tuple(seg)
+        row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
+        s._row = row
+        return row
+
+    def _slot_rows(self) -> _PoolRows:
+        """Every slot's row, in the pool's order: only the rows of slots that changed
+        since the last cycle are made again (all of them when slots joined or left, or
+        the config changed)."""
+        p, config, got = self.pool, self.config, self._rows
+        if got is None or got.version != p.version or got.config is not config:
+            slot_row = self._slot_row
+            rows = [r if (r := s._row) is not None and r.config is config else slot_row(s)
+                    for s in p.slots]
+            for i, s in enumerate(p.slots):
+                s._pos = i
+            got = self._rows = _PoolRows(
+                version=p.version, config=config, segs=[r.seg for r in rows],
+                every=[r.every for r in rows], free=[r.free for r in rows],
+                free_cpus=[r.free_cpus for r in rows],
+                all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
+        else:
+            for s in p.dirty:
+                if s._row is None:
+                    r, i = self._slot_row(s), s._pos
+                    got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
+                    got.free_cpus[i] = r.free_cpus
+        p.dirty.clear()
+        return got
+
     def _pool(self, t: int):
         from .adapters.snapshot import Snapshot
         from .pool import Pool
-        sc, p = self.sc, self.pool
+        sc, p, config = self.sc, self.pool, self.config
         preempt = self._preemption_possible() or not self.shortcuts
-        ads, usage, pies, effs, cand_ads, cand_usage = [], [], [], [], [], []
-        least = self.least_cpus
-        for s in p.slots:
-            for x in ([s] + s.children if s.partitionable else [s]):
-                ad = _slot_ad(x, sc)
-                fetched, u, pie, eff = _facts(x, ad, self.config)
-                if not fetched:                 # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
-                    continue
-                ads.append(ad)
-                usage.append(u)
-                pies.append(pie)
-                effs.append(eff)
-                # candidates: what a job can take this cycle (a p-slot with fewer cpus
-                # left than any job requests cannot match, as a claimed static slot
-                # cannot when nothing can preempt it). The cycle writes into claimed
-                # slots' ads (the remote user's figures) and, with
-                # NEGOTIATOR_MATCH_EXPRS, into every ad: only those need a copy.
-                if preempt or (x.partitionable and x.cpus >= least) or (
-                        not x.partitionable and x.job is None):
-                    cand_ads.append(classads.copy_ad(ad) if x.job is not None
-                                    or self.config.match_exprs else ad)
-                    cand_usage.append(u)
-        free = sum(s.cpus for s in p.slots if (s.partitionable or s.job is None))
-        cap = int(math.ceil(free)) if not preempt else sum(
-            int(math.ceil(s.shape.cpus)) for s in p.slots)
+        rows = self._slot_rows()
+        flat = itertools.chain.from_iterable
+        cols = list(flat(rows.segs))        # (ad, usage, pie weight, effective size) ...
+        ads, usage = tuple(cols[0::4]), tuple(cols[1::4])
+        pies, effs = tuple(cols[2::4]), tuple(cols[3::4])
+        del cols
+        # candidates: what a job can take this cycle (a p-slot with fewer cpus left than
+        # any job requests cannot match, as a claimed static slot cannot when nothing can
+        # preempt it). The cycle writes into claimed slots' ads (the remote user's
+        # figures) and, with NEGOTIATOR_MATCH_EXPRS, into every ad: only those need a
+        # copy. An ad it writes nothing into gets its texts, kept with the ad (the
+        # cycle would read them from the ad again); the others are read by the cycle.
+        copy_all = bool(config.match_exprs)
+        texts_ok = not copy_all and not (config.consider_preemption and config.cross_slot_prios)
+        users = config.consider_preemption
+        cand_ads, cand_usage, cand_texts = [], [], []
+        for x, ad, u in flat(rows.every if preempt else rows.free):
+            texts = None
+            if x.job is not None or copy_all:
+                ad = classads.copy_ad(ad)
+            elif texts_ok:
+                texts, writes = _slot_texts(x, ad)
+                if users and writes:
+                    texts = None
+            cand_ads.append(ad)
+            cand_usage.append(u)
+            cand_texts.append(texts)
+        free = sum([c for c in rows.free_cpus if c is not None])
+        cap = int(math.ceil(free)) if not preempt else rows.all_cpus
         if not self.shortcuts:
             cap = 1 << 40                 # every idle job
         store = TextStore()
@@ -672,8 +762,8 @@ class Simulation:
                         meta={"captured_at": t, "schedd_files": {"jobs.ads": sc.schedd}})
         return Pool(snapshot=snap, config=self.config, groups=self.groups,
                     slot_ads=tuple(cand_ads), slots=tuple(cand_usage), accountant=self.state,
-                    warnings=(), all_slot_ads=tuple(ads), all_slots=tuple(usage),
-                    pie_weights=tuple(pies), effective_sizes=tuple(effs))
+                    warnings=(), slot_texts=tuple(cand_texts), all_slot_ads=ads,
+                    all_slots=usage, pie_weights=pies, effective_sizes=effs)
 
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""
@@ -740,6 +830,61 @@ def _facts(s: SimSlot, ad, config):
                           *slot_size(ad, u.weight)))
         s._facts = f
     return f[2]
+
+
+def _state_after(acc) -> AccountantState:
+    """Where the next cycle's accountant starts: `acc.to_state()`, except that the
+    Resource records (one per claim) are handed over instead of copied: after the cycle
+    only the pass record reads `acc` (its report, from the customer records), and the
+    next cycle's accountant works on its own copy."""
+    resources = acc.resources
+    acc.resources = {}
+    try:
+        state = acc.to_state()
+    finally:
+        acc.resources = resources
+    return dataclasses.replace(state, resources=resources)
+
+
+class _SlotRow:
+    """A top-level slot's part of the pool (it and its dynamic slots) under one config:
+    see `Simulation._slot_row`."""
+    __slots__ = ("config", "every", "free", "free_cpus", "seg")
+
+    def __init__(self, config):
+        self.config = config
+        self.seg: tuple = ()             # (ad, usage, pie weight, effective size) of each
+        self.every: list[tuple] = []     # (slot, ad, usage) of each fetched ad
+        self.free: list[tuple] = []      # the ones a job can take without preemption
+        self.free_cpus: float | None = None   # its free cpus, if it counts
+
+
+@dataclass
+class _PoolRows:
+    """Every top-level slot's row, in the pool's order (`Simulation._slot_rows`)."""
+    version: int                  # SimPool.version they were made for
+    config: object                # ... and the config
+    segs: list[tuple]
+    every: list[list]
+    free: list[list]
+    free_cpus: list
+    all_cpus: int                 # every slot's cpus, rounded up
+
+
+def _slot_texts(s: SimSlot, ad) -> tuple[tuple, bool]:
+    """The ad's (lower-case name, text) pairs, as the cycle would read them from it
+    (`Pool.slot_texts`), and whether a cycle that considers preemption may write into
+    it (add_remote_user_attrs: conservatively, when the ad has an attribute naming a
+    current user, or a PreemptingRank); kept with the ad."""
+    got = s._texts
+    if got is None or got[0] is not ad:
+        texts = tuple((n.lower(), t) for n, t in classads.attribute_texts(ad))
+        got = s._texts = (ad, texts, any(n in _USER_ATTRS for n, _ in texts))
+    return got[1], got[2]
+
+
+# the attributes that make the cycle write the current user's figures into a slot ad
+_USER_ATTRS = frozenset(a.lower() for a in (*CURRENT_USER_ATTRS, "PreemptingRank"))
 
 
 def progress_bar(stream=sys.stderr) -> Callable[[float, float, float], None]:
