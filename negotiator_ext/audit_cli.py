@@ -57,10 +57,30 @@ def add_audit_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+# what the report is made with: the `audit` extra (pyproject.toml)
+AUDIT_MODULES = ("pandas", "matplotlib", "jinja2")
+
+
+def _check_audit_extra() -> None:
+    """The audit's libraries are an extra, not part of a central manager's install: say
+    how to get them (exit status 2) instead of a traceback."""
+    import importlib
+    missing = []
+    for m in AUDIT_MODULES:
+        try:
+            importlib.import_module(m)
+        except ImportError:
+            missing.append(m)
+    if missing:
+        raise InputError("audit", f"needs {', '.join(missing)}, not installed: "
+                         "pip install 'negotiator-ext[audit]'")
+
+
 def cmd_audit(args) -> int:
     """Read the period's passes, analyse them and write the report; prints the page's path
     and one summary line."""
     import time
+    _check_audit_extra()
     from .adapters.audit_data import read_frames
     from .adapters.ledger import open_ledger
     from .cli import _knobs, _ledger_url, _pool_in_ledger

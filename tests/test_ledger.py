@@ -800,7 +800,7 @@ def test_parquet_without_pyarrow_is_explained(tmp_path, monkeypatch):
     monkeypatch.setattr(ledger_mod.importlib.util, "find_spec",
                         lambda name, *a: None if name == "pyarrow" else real_find_spec(name, *a))
     with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
-        with pytest.raises(LedgerError, match=r"parquet export needs pyarrow: "
+        with pytest.raises(LedgerError, match=r"parquet export needs pandas and pyarrow: "
                                               r"pip install 'negotiator-ext\[parquet\]'"):
             ledger.export(tmp_path / "out", "parquet")
 

@@ -1208,8 +1208,9 @@ class Ledger:
         if unknown:
             raise LedgerError(self.source, f"unknown ledger table {unknown[0]!r} "
                                            f"(tables: {', '.join(TABLES)})")
-        if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
-            raise LedgerError(self.source, "parquet export needs pyarrow: "
+        if fmt == "parquet" and (importlib.util.find_spec("pyarrow") is None
+                                 or importlib.util.find_spec("pandas") is None):
+            raise LedgerError(self.source, "parquet export needs pandas and pyarrow: "
                                            "pip install 'negotiator-ext[parquet]'")
         out = Path(out_dir)
         try:
