@@ -506,3 +506,45 @@ def test_recorded_hgq_cycles_from_the_loaded_pool(scenario):
         assert float("%.16g" % g.sort_key) == real["sort_key"], name
     matched = {n: fake.used.get(n, 0.0) - usage.get(n, 0.0) for n in out.groups}
     assert {n: m for n, m in matched.items() if m} == summary["matched_by_group"]
+
+
+# ---------------------------------------------------------------- ties: libstdc++'s order
+
+@pytest.mark.parametrize("names, first", [
+    # issue 17: 100 alike groups (and the root), equal sort keys: the real 25.14
+    # negotiator served them in the order group_62, group_74, group_73, ... group_67
+    ([f"group_{i:02d}" for i in range(100)],
+     ["group_62", "group_74", "group_73", "group_72", "group_71", "group_70", "group_69",
+      "group_68", "group_67"]),
+    # up to 16 (root included) std::sort's insertion sort keeps the input order (the
+    # root, whose quota is 0, sorts last: its GROUP_SORT_EXPR fails, FLT_MAX)
+    ([f"g{i:02d}" for i in range(15)], [f"g{i:02d}" for i in range(15)] + ["<none>"]),
+])
+def test_tied_groups_are_negotiated_in_libstdcxx_sort_order(names, first):
+    groups = [dynamic(n, 1.0 / len(names), accept=True) for n in reversed(names)]
+    tree, config = setup(*groups)
+    assert [n.name for n in tree.nodes] == ["<none>"] + names       # ci_less, breadth-first
+    fake = FakePool(10 * len(names), idle={n: 100 for n in names})
+    out = run(tree, config, 10 * len(names), {n: 100 for n in names}, fake)
+    keys = {k for n, k in out.orders[0] if n != "<none>"}
+    assert len(keys) == 1                   # every group ties (unused, same quota)
+    assert [n for n, _ in out.orders[0][:len(first)]] == first
+    assert sorted(n for n, _ in out.orders[0]) == sorted(["<none>"] + names)
+
+
+def test_round_robin_ties_follow_libstdcxx_sort_order():
+    """20 alike children share whole slots of surplus: equal rr time, quota and demand,
+    so the round robin's order is std::sort's over (children, then the parent)."""
+    from negotiator_ext.core.cxxsort import cxx_sort
+    names = [f"c{i:02d}" for i in range(20)]
+    tree, config = setup(*[dynamic(n, 0.05, accept=True) for n in names], use_slot_weights=False)
+    fake = FakePool(30, idle={n: 5 for n in names})
+    out = run(tree, config, 30, {n: 5 for n in names}, fake)
+    got = {n: g.allocated for n, g in out.groups.items() if n != "<none>"}
+    # 30 slots, 20 groups asking 5 each: 1.5 each by quota, then the 0.5s as whole slots
+    # round robin: 10 extra slots, given in std::sort's order of the tie
+    # (the root, last, asks nothing and has quota 0: every child sorts before it)
+    order = cxx_sort(list(range(21)), lambda a, b: a < 20 and b == 20)
+    winners = [names[j] for j in order if j < 20][:10]
+    assert sorted(n for n, a in got.items() if a == 2.0) == sorted(winners)
+    assert winners != names[:10]            # not the input order

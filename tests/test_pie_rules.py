@@ -142,3 +142,20 @@ def test_a_slot_being_preempted(tmp_path):
     lic = next(c for c in out[4].concurrency_limits if c["name"] == "lic")
     assert lic["count_before"] == 2.0
     assert next(row["usage_before"] for row in out[4].submitters if row["name"] == X) == 1.0
+
+
+def test_tied_submitters_are_negotiated_in_libstdcxx_sort_order(tmp_path):
+    """20 submitters with the same EUP, starvation and LastHeardFrom (one schedd's ads):
+    submitterLessThan ties them all, and std::sort leaves them in introsort's order of
+    the input (the collector's, kept in the snapshot), not in input order."""
+    from negotiator_ext.core.cxxsort import cxx_sort
+    users = [f"u{i:02d}@example.org" for i in range(20)]
+    jobs = [job(i + 1, 0, u) for i, u in enumerate(users)]
+    subs = submitters_for(jobs)
+    subs = [dict(s, LastHeardFrom=5000) for s in subs]
+    result = run_cycle(load_pool(make_pool(tmp_path / "p", slots=[slot(f"s{i}") for i in range(40)],
+                                           jobs=jobs, submitters=subs)))
+    order = [r.submitter for r in result.limits if r.spin == 1]
+    assert order == cxx_sort([s["Name"] for s in subs], lambda a, b: False)
+    assert order != [s["Name"] for s in subs]
+    assert len(result.matches) == 20

@@ -11,8 +11,19 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from .config import GroupConfig, NegotiatorConfig
+from .cxxsort import cxx_sort
 
 ROOT = "<none>"
+
+
+def _ascii_lower(name: str) -> bytes:
+    """What strcasecmp compares: the bytes, ASCII letters lower-cased (the C locale)."""
+    return name.encode("utf-8", "surrogateescape").lower()
+
+
+def _ci_less(a: GroupConfig, b: GroupConfig) -> bool:
+    """GroupEntry::ci_less: strcasecmp(a, b) < 0."""
+    return _ascii_lower(a.name) < _ascii_lower(b.name)
 
 
 def is_group_name(name: str) -> bool:
@@ -58,7 +69,8 @@ class GroupTree:
             g.accept_surplus for g in config.groups)
         self.root = GroupNode(ROOT, accept_surplus=True, autoregroup=global_autoregroup)
         self._by_lower: dict[str, GroupNode] = {}
-        for g in sorted(config.groups, key=lambda g: g.name.lower()):
+        # GROUP_NAMES sorted with strcasecmp (ci_less) by std::sort: the children's order
+        for g in cxx_sort(list(config.groups), _ci_less):
             self._insert(g)
         # breadth-first order from the root (hgq_groups)
         self.nodes: list[GroupNode] = []

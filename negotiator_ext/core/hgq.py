@@ -28,9 +28,11 @@ Faithfulness notes (all deliberate; they reproduce the C++ on IEEE doubles):
   of range -> INT_MIN). This is observable: when every group is at its target, `maxdelta`
   is 0 and a group whose `max(allocated, quota)` exceeds its usage gets `0/0` -> NaN ->
   limit -2147483648 (recorded in fixture hgq_nested_hep_lep_surplus, round 2).
-* HTCondor's `std::sort` calls (group order, round-robin order) are unstable; we use
-  Python's stable sort over the C++ input order (breadth-first `hgq_groups`; children then
-  the parent). Exact ties may therefore be broken differently from a given C++ build.
+* HTCondor's `std::sort` calls (group order, round-robin order) are unstable: ties (alike
+  groups have equal sort keys) come out in the order libstdc++'s introsort leaves them,
+  not in input order, once there are more than 16 groups. We sort with the same
+  algorithm (`core.cxxsort`), the same comparators (`group_order`, `ord_by_rr_time`) and
+  the same input order (breadth-first `hgq_groups`; children then the parent).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from typing import Callable, Mapping
 
 from . import classads
 from .config import NegotiatorConfig
+from .cxxsort import cxx_sort
 from .groups import ROOT, GroupNode, GroupQuota, GroupTree
 
 from .classads import DBL_MAX, FLT_MAX   # a failed GROUP_SORT_EXPR's key; an idle subtree's rr time
@@ -313,7 +316,7 @@ def round_robin(g: GroupAlloc, surplus: float) -> float:
     subtree_requested), at most `max(1, floor(S/outstanding))` each per pass. Returns what
     is left.
 
-    The C++ std::sort is unstable; this is a stable sort over children-then-parent."""
+    The order is libstdc++'s std::sort of children-then-parent with `ord_by_rr_time`."""
     if g.subtree_requested != _floor(g.subtree_requested):
         g.subtree_requested = _floor(g.subtree_requested)
     if g.subtree_requested <= 0:
@@ -329,7 +332,17 @@ def round_robin(g: GroupAlloc, surplus: float) -> float:
         if accepts[j] and wants[j] > 0:
             need[j] = wants[j]
             outstanding += 1
-    order = sorted(range(len(parts)), key=lambda j: (rr_times[j], -quotas[j], -wants[j]))
+    def rr_less(ja: int, jb: int) -> bool:            # ord_by_rr_time
+        if rr_times[ja] < rr_times[jb]:
+            return True
+        if rr_times[ja] > rr_times[jb]:
+            return False
+        if quotas[ja] > quotas[jb]:
+            return True
+        if quotas[ja] < quotas[jb]:
+            return False
+        return wants[ja] > wants[jb]
+    order = cxx_sort(list(range(len(parts))), rr_less)
     allocated = [0.0] * len(parts)
     while surplus >= 1 and requested > 0:
         amax = _cmax(1.0, _floor(_fdiv(surplus, outstanding)))
@@ -441,6 +454,18 @@ def group_limit(config: NegotiatorConfig, g: GroupAlloc, n: float, maxdelta: flo
     return strict_enforce_quota(config, g, slots, usage)
 
 
+def _group_order(autoregroup: bool, root: GroupAlloc) -> Callable[[GroupAlloc, GroupAlloc], bool]:
+    """The comparator `group_order`: by sort key; under autoregroup the root after all."""
+    def less(a: GroupAlloc, b: GroupAlloc) -> bool:
+        if autoregroup:
+            if a is root:
+                return False
+            if b is root:
+                return True
+        return a.sort_key < b.sort_key
+    return less
+
+
 def negotiate_all_groups(
     tree: GroupTree,
     config: NegotiatorConfig,
@@ -507,7 +532,7 @@ def negotiate_all_groups(
         # G10.6 sort keys (live usage) and the starvation order; root last under autoregroup
         for g in groups:
             g.sort_key = group_sort_key(config, g, usage(g.name))
-        order = sorted(groups, key=lambda g: (autoregroup and g is root, g.sort_key))
+        order = cxx_sort(groups, _group_order(autoregroup, root))
         out.order = [g.name for g in order]
         out.orders.append([(g.name, g.sort_key) for g in order])
         # G10.7 the inner round-robin loop (once with the default rate)

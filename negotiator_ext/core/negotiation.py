@@ -22,6 +22,7 @@ from . import adtext, classads, consumption, hgq
 from .accountant import Accountant
 from .classads import f32
 from .config import INT_MAX
+from .cxxsort import cxx_sort
 from .groups import ROOT, GroupTree
 from .accountant import parse_concurrency_limits
 from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, Matcher, MatchList, Projector,
@@ -53,6 +54,12 @@ def job_submitter(job) -> str | None:
         domain = user.rsplit("@", 1)[1] if user and "@" in user else ""
         return f"{group}@{domain}"
     return user
+
+
+def _c_mod(a: int, b: int) -> int:
+    """C's a % b (the remainder takes the dividend's sign)."""
+    r = abs(a) % b
+    return -r if a < 0 else r
 
 
 def job_id(job) -> tuple[int, int]:
@@ -355,7 +362,7 @@ class Negotiation:
             if not cfg.consider_preemption and pie_left <= 0:
                 break
             if spin == 1:
-                subs.sort(key=self._order_key)
+                subs[:] = cxx_sort(subs, self._submitter_less)
             pie_orig, count_orig = pie_left, len(subs)
             i = 0
             while i < len(subs):
@@ -396,14 +403,26 @@ class Negotiation:
                     and self.live_slots > 0 and not floor_round):
                 break
 
-    def _order_key(self, s: Submitter):
-        """submitterLessThan (N2): EUP, [JobPrio desc], starvation, LastHeardFrom % 1009."""
-        key = [self.acc.priority(s.name)]
+    def _submitter_less(self, a: Submitter, b: Submitter) -> bool:
+        """submitterLessThan (N2): EUP, [JobPrio desc], starvation, LastHeardFrom % 1009;
+        std::sort's comparator (ties: core.cxxsort)."""
+        pa, pb = self.acc.priority(a.name), self.acc.priority(b.name)
+        if pa < pb:
+            return True
+        if pa > pb:
+            return False
         if self.config.use_global_job_prios:
-            key.append(-(s.job_prio if s.job_prio is not None else -2**31))
-        key.append(s.starvation)
-        key.append(s.last_heard_from % 1009)
-        return tuple(key)
+            ja = a.job_prio if a.job_prio is not None else -2**31
+            jb = b.job_prio if b.job_prio is not None else -2**31
+            if ja > jb:
+                return True
+            if ja < jb:
+                return False
+        if a.starvation < b.starvation:
+            return True
+        if a.starvation > b.starvation:
+            return False
+        return _c_mod(a.last_heard_from, 1009) < _c_mod(b.last_heard_from, 1009)
 
     # ---- negotiate (2.6) -------------------------------------------------------------
 
