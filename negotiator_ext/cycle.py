@@ -58,6 +58,9 @@ class CycleResult:
     # each group's round-robin time after the cycle (the next cycle's rr_times; the
     # negotiator keeps them from one cycle to the next)
     rr_times: dict = field(default_factory=dict)
+    # the groups in the order the first allocation round negotiated them in (group
+    # quotas only; else empty)
+    group_order: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -65,7 +68,7 @@ class CycleResult:
                       "slots": self.slots, "submitters": len(self.submitters),
                       "partial": self.partial,
                       "missing_schedds": list(self.missing_schedds),
-                      "spins": self.spins},
+                      "spins": self.spins, "group_order": list(self.group_order)},
             "matches": [{"job": m.job, "schedd": m.schedd, "submitter": m.submitter,
                          "group": m.group, "slot": m.slot, "reason": STATE_NAMES[m.state],
                          "preempting": m.preempting, "cost": m.cost,
@@ -263,7 +266,9 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
              "count_before": limits_before.get(n, 0.0), "count": acc.limits.get(n, 0.0)}
             for n in sorted(set(limits_before) | set(acc.limits))],
         quotas=inp.quotas, queues=inp.queues, slot_classes=inp.slot_classes,
-        rr_times=dict(outcome.rr_times) if outcome is not None else {})
+        rr_times=dict(outcome.rr_times) if outcome is not None else {},
+        group_order=[name for name, _ in outcome.orders[0]]
+        if outcome is not None and outcome.orders else [])
 
 
 def _candidate_slots(pool: Pool) -> list[Slot]:
@@ -402,6 +407,19 @@ def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
     first: dict[str, Any] = {}
     for rec in neg.limits:
         first.setdefault(rec.submitter, rec)
+    # each submitter's place in the first pie spin of its group's first negotiation
+    # (the order submitterLessThan sorted them in)
+    position: dict[str, int] = {}
+    spun: dict[str, list] = {}
+    for rec in neg.limits:
+        if rec.spin != 1:
+            continue
+        order = spun.setdefault(rec.negotiating_group, [])
+        if order is not None and rec.submitter in order:
+            spun[rec.negotiating_group] = None      # a later negotiation of the group
+        elif order is not None:
+            order.append(rec.submitter)
+            position.setdefault(rec.submitter, len(order))
     rows, seen = [], set()
     for s in submitters:
         if s.name in seen:
@@ -425,6 +443,7 @@ def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
             "usage_after": acc.weighted_usage(s.name),
             "matched": matched.get(s.name, 0), "matched_weight": weight.get(s.name, 0.0),
             "idle_jobs": s.idle_jobs, "running_jobs": s.running_jobs,
+            "pie_position": position.get(s.name),
         })
     rows.sort(key=lambda r: (r["eup"], r["name"]))
     return rows

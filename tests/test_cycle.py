@@ -259,3 +259,23 @@ def test_negotiator_job_constraint_filters_jobs_through_what_it_reaches(tmp_path
               config='NEGOTIATOR_JOB_CONSTRAINT = Site =!= "east"')
     assert sorted(m.assigned_job for m in r.matches) == ["2.0", "2.1", "3.0", "3.1"]
     assert not r.rejections
+
+
+def test_json_shows_the_group_order_and_each_submitters_place_in_its_pie_spin():
+    """`negotiate --json`: cycle.group_order (first allocation round) is the order the
+    real negotiator's log shows for the recorded cycle; pie_position is each
+    submitter's place in its group's first spin."""
+    import re
+
+    from conftest import FIXTURES
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    doc = run_cycle(load_pool(fix)).to_json()
+    log = (fix / "expected" / "negotiator-cycle.log").read_text()
+    real = [m.group(1) for m in re.finditer(r"Group (\S+) - sortkey= \S+", log)]
+    first_round = real[:len(doc["cycle"]["group_order"])]
+    assert doc["cycle"]["group_order"] == first_round == [
+        "group_chemistry", "group_physics", "group_physics.hep", "group_physics.lep", "<none>"]
+    assert {s["name"]: s["pie_position"] for s in doc["submitters"]} == {
+        "group_chemistry.curie@refcondor.local": 1,
+        "group_physics.lep.fermi@refcondor.local": 1,
+        "group_physics.hep.higgs@refcondor.local": 1}
