@@ -227,6 +227,8 @@ def real_cycle(pool: LivePool, timeout: float) -> tuple[dict, float]:
     `condor_reschedule` as a no-op and decides alone when to ask for a cycle)."""
     ad = negotiator_ad(pool)
     before = ad.get("LastNegotiationCycleEnd0", 0)
+    log = pool.log_dir / "NegotiatorLog"
+    offset = log.stat().st_size if log.exists() else 0
     t0 = time.monotonic()
     pool.tool("condor_reschedule", "-addr", pool.negotiator_address())
 
@@ -235,7 +237,31 @@ def real_cycle(pool: LivePool, timeout: float) -> tuple[dict, float]:
         return a if a.get("LastNegotiationCycleEnd0", 0) > before else None
 
     ad = pool.wait_for(ended, timeout, "the real negotiation cycle", every=1)
-    return ad, time.monotonic() - t0
+    waited = time.monotonic() - t0
+    ad = dict(ad)
+    ad["group_order"] = group_order_in_log(log, offset)
+    return ad, waited
+
+
+_GROUP_LINE = re.compile(r"^\S+ \S+ Group (\S+) - sortkey= ", re.M)
+
+
+def group_order_in_log(log: Path, offset: int) -> list[str]:
+    """The groups in the order the cycle's first allocation round negotiated them, from
+    the NegotiatorLog written since `offset` ("Group <name> - sortkey= <key>" lines, until a
+    group comes again)."""
+    try:
+        with log.open("rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    order: list[str] = []
+    for m in _GROUP_LINE.finditer(text):
+        if m.group(1) in order:
+            break
+        order.append(m.group(1))
+    return order
 
 
 # -- our pass -----------------------------------------------------------------------------------
@@ -275,8 +301,10 @@ def negotiate_from_files(pool: LivePool, work: Path) -> dict:
     m = re.search(r"^TIME (\S+) (\d+)$", proc.stderr, re.M)
     if proc.returncode not in (0, 1) or m is None:
         return {"error": proc.stderr[-500:]}
+    doc = json.loads(proc.stdout)
     return {"wall_s": float(m.group(1)), "peak_rss_mib": round(int(m.group(2)) / 1024),
-            "matches": len(json.loads(proc.stdout).get("matches") or ())}
+            "matches": len(doc.get("matches") or ()),
+            "group_order": doc.get("cycle", {}).get("group_order") or []}
 
 
 def pass_summary(p: dict) -> dict:
@@ -329,6 +357,16 @@ def show(report: dict, as_json: bool) -> None:
         if "wall_s" in n:
             print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
                   f"{n['peak_rss_mib']} MiB, {n['matches']} matches")
+        real_order = rc.get("group_order") or []
+        ours = n.get("group_order") or []
+        if real_order:
+            same = 0
+            while same < min(len(real_order), len(ours)) and real_order[same] == ours[same]:
+                same += 1
+            print(f"group order (first allocation round): the real cycle negotiated "
+                  f"{len(real_order)} groups, ours negotiates {len(ours)}; the first {same} "
+                  f"agree; real {', '.join(real_order[:6])}, ...; ours "
+                  f"{', '.join(ours[:6])}, ...")
         c = report["pass2"]["comparison"]
         if c is None:
             print("comparison: none (pass 2 compared no real cycle)")
@@ -403,6 +441,7 @@ def run_shape(release, shape: str, args) -> dict:
                                 for k, v in ad.items() if k.startswith("LastNegotiation")}
         # from RESCHEDULE until the negotiator's ad shows the cycle over
         report["real_cycle"]["wall_s"] = round(waited, 1)
+        report["real_cycle"]["group_order"] = ad.get("group_order") or []
         report["pass1"] = pass_summary(p1)
         report["pass2"] = pass_summary(p2)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
