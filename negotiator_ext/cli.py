@@ -451,7 +451,7 @@ def cmd_shadow(args) -> int:
         else:
             print(summary_line(rec), flush=True)
         if not args.replay:
-            for problem in publish(rec, settings).values():
+            for problem in publish(rec, settings, standing=loop.standing).values():
                 loop.log.warning("%s", problem)
 
     if args.replay:

@@ -213,7 +213,8 @@ class ShadowDaemon:
         (shadow.publish). Never raises (it runs inside the loop)."""
         try:
             self.log.info("%s", summary_line(rec))
-            problems = publish(rec, self.settings, htcondor=self.htcondor, server=self.metrics)
+            problems = publish(rec, self.settings, htcondor=self.htcondor, server=self.metrics,
+                               standing=getattr(self.loop, "standing", None))
             if "metrics_file" in problems:
                 self.log.warning("%s", problems["metrics_file"])
             self._advertise_outcome(problems.get("advertise"))

@@ -233,6 +233,8 @@ class ShadowLoop:
         self._htcondor = htcondor
         self.clock = clock
         self.log = log or LOG
+        # what the ledger held after the last pass, for the metrics (records.Standing)
+        self.standing = None
         self.warned_cycle_time = False      # a capture before LastUpdate is logged once
 
     @property
@@ -618,10 +620,14 @@ class _Pass:
         far ahead must not empty the ledger). A retention that fails is a log line: the
         pass is recorded."""
         rec = self.ledger.record(rec) or rec
+        from .adapters.ledger import LedgerError
+        try:
+            self.loop.standing = self.ledger.standing(rec.pool)
+        except LedgerError as exc:
+            self.loop.log.warning("ledger standing not read (metrics): %s", exc.one_line())
         if self.s.retention_days <= 0 or rec.status != "complete":
             return rec
         now = min(rec.started_at, float(last["started_at"])) if last else rec.started_at
-        from .adapters.ledger import LedgerError
         try:
             removed = self.ledger.prune(now - self.s.retention_days * 86400)
         except LedgerError as exc:
@@ -700,22 +706,23 @@ def _with_real_counts(subs, groups, comparison):
 # ---- after a pass --------------------------------------------------------------------------
 
 def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
-            server=None) -> dict[str, str]:
+            server=None, standing=None) -> dict[str, str]:
     """Report a recorded pass: the Prometheus textfile (when configured), the metrics
     HTTP endpoint (`server`, the daemon's), and the Generic ad `MyType =
-    "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). Returns what failed, as
-    {"metrics_file" | "advertise": one-line message}: the caller logs it (the pass is
+    "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). `standing` (records.Standing,
+    the loop's after the pass): what the metrics keep from earlier passes. Returns what
+    failed, as {"metrics_file" | "advertise": one-line message}: the caller logs it (the pass is
     already recorded, so a failure here changes nothing else)."""
     from .adapters import metrics
     problems: dict[str, str] = {}
     if settings.metrics_file is not None:
         try:
-            metrics.write_textfile(settings.metrics_file, rec)
+            metrics.write_textfile(settings.metrics_file, rec, standing)
         except OSError as exc:
             problems["metrics_file"] = (f"metrics file {settings.metrics_file} not written: "
                                         f"{exc.strerror or exc}")
     if server is not None:
-        server.update(rec)
+        server.update(rec, standing)
     if settings.advertise:
         from .adapters.advertise import ad_lifetime, advertise, shadow_ad
         if htcondor is None:

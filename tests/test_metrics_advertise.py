@@ -284,3 +284,48 @@ def test_advertise_with_a_bad_pool_address(collector):
             raise ValueError("bad address")
     msg = adv.advertise(Bad, "::nope", adv.shadow_ad(REC, name="n", now=1))
     assert msg.startswith("advertising the ShadowNegotiator ad to ::nope failed: bad address")
+
+
+# ---- fit for alerting (issue 16) ---------------------------------------------------------
+
+def samples_with(rec, standing):
+    out = {}
+    reg = metrics.pass_metrics(rec, standing=standing)
+    for fam in text_string_to_metric_families(generate_latest(reg).decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_a_failed_pass_keeps_the_newest_comparison_and_says_how_old_it_is():
+    from negotiator_ext.core.records import Standing
+    standing = Standing(last_complete_at=1000.5, comparison=COMPARISON, comparison_at=1000.5)
+    f = samples_with(FAILED, standing)
+    assert f[("negotiator_ext_pass_failed", ())] == 1.0
+    assert f[("negotiator_ext_last_complete_pass_timestamp_seconds", ())] == 1000.5
+    assert f[("negotiator_ext_comparison_timestamp_seconds", ())] == 1000.5
+    assert f[("negotiator_ext_match_agreement_ratio", (("direction", "equivalent"),))] == 0.9
+    assert f[("negotiator_ext_matches", (("side", "real"),))] == 10.0
+    # a complete pass is its own newest complete pass; its own comparison is shown
+    s = samples_with(REC, Standing(last_complete_at=1.0, comparison=None))
+    assert s[("negotiator_ext_last_complete_pass_timestamp_seconds", ())] == 1000.5
+    assert s[("negotiator_ext_comparison_timestamp_seconds", ())] == 1000.5
+    # without a ledger's standing a failed pass knows no complete pass and no comparison
+    names = {n for n, _ in samples(FAILED)}
+    assert "negotiator_ext_last_complete_pass_timestamp_seconds" not in names
+    assert "negotiator_ext_comparison_timestamp_seconds" not in names
+
+
+def test_the_int_sentinel_limit_is_not_exported_as_a_number():
+    import dataclasses
+    alice = dataclasses.replace(REC.submitters[0], real_limit=-2147483648.0,
+                                shadow_submitter_limit=12.5)
+    rec = dataclasses.replace(REC, submitters=(alice,) + REC.submitters[1:])
+    s = samples(rec)
+    lab = (("group", "group_a"), ("side", "real"), ("submitter", "alice@x"))
+    assert ("negotiator_ext_submitter_limit", lab) not in s
+    assert s[("negotiator_ext_submitter_limit_unset", lab)] == 1.0
+    shadow = (("group", "group_a"), ("side", "shadow"), ("submitter", "alice@x"))
+    assert s[("negotiator_ext_submitter_limit", shadow)] == 12.5
+    assert ("negotiator_ext_submitter_limit_unset", shadow) not in s
+    assert min(v for (n, _), v in s.items()) > -2147483648

@@ -687,3 +687,30 @@ def test_a_pass_record_as_plain_json_is_what_asdict_gives(tmp_path, mocker):
         plain = as_plain(rec)
         assert json.dumps(plain, default=str) == json.dumps(dataclasses.asdict(rec), default=str)
         assert isinstance(plain["shadow_matches"], list) and isinstance(plain["shadow_matches"][0], dict)
+
+
+def test_after_a_failed_pass_the_metrics_keep_the_last_comparison(tmp_path, mocker):
+    """Issue 16: a failed pass does not drop the agreement gauges; the metrics show the
+    newest comparison with the time of the pass that made it, and the newest complete
+    pass's time, from the ledger (ShadowLoop.standing)."""
+    from negotiator_ext.shadow import publish
+    fix, fake, loop, first, second = replay(tmp_path, mocker, "hgq_nested_hep_lep_surplus")
+    assert second.comparison is not None and second.status == "complete"
+    assert loop.standing.comparison == second.comparison
+    fake.collector_error = RuntimeError("Failed communication with collector")
+    loop.clock.t += 60
+    third = loop.run_pass()
+    assert third.status == "failed" and third.comparison is None
+    assert loop.standing.last_complete_at == second.started_at
+    assert loop.standing.comparison == second.comparison
+    assert loop.standing.comparison_at == second.started_at
+    prom = tmp_path / "shadow.prom"
+    settings = dataclasses.replace(loop.settings, metrics_file=prom, advertise=False)
+    assert publish(third, settings, standing=loop.standing) == {}
+    from prometheus_client.parser import text_string_to_metric_families
+    got = {(x.name, tuple(sorted(x.labels.items()))): x.value
+           for fam in text_string_to_metric_families(prom.read_text()) for x in fam.samples}
+    assert got[("negotiator_ext_pass_failed", ())] == 1.0
+    assert got[("negotiator_ext_last_complete_pass_timestamp_seconds", ())] == second.started_at
+    assert got[("negotiator_ext_comparison_timestamp_seconds", ())] == second.started_at
+    assert got[("negotiator_ext_match_agreement_ratio", (("direction", "equivalent"),))] == 1.0

@@ -65,7 +65,7 @@ from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..core.records import (Adjustment, Comparison, GroupObs, MatchEntry, PassRecord,
-                            RealCycle, SubmitterObs)
+                            RealCycle, Standing, SubmitterObs)
 from ..errors import InputError
 
 
@@ -1002,6 +1002,21 @@ class Ledger:
         with self._guard():
             rows = self._query(f"SELECT * FROM passes{where} ORDER BY id DESC LIMIT 1", params)
         return _header_of(rows[0]) if rows else None
+
+    def standing(self, pool: str) -> Standing:
+        """The newest complete pass's start and the newest comparison of `pool`, with the
+        start of the pass that recorded it (for the metrics)."""
+        complete = self.last_pass(pool, status="complete")
+        where, params = self._where(pool=pool)
+        with self._guard():
+            rows = self._query(f"SELECT uuid, started_at FROM passes{where}"
+                               + (" AND" if where else " WHERE")
+                               + " n_comparisons > 0 ORDER BY id DESC LIMIT 1", params)
+        comparison = self.comparison(rows[0]["uuid"]) if rows else None
+        return Standing(
+            last_complete_at=float(complete["started_at"]) if complete else None,
+            comparison=comparison,
+            comparison_at=float(rows[0]["started_at"]) if comparison is not None else None)
 
     def passes(self, pool: str | None = None, since: float | None = None,
                until: float | None = None, last: int | None = None) -> list[dict]:

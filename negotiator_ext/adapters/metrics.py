@@ -10,6 +10,8 @@ What is exported (a figure the pass does not know, None in the record, is left o
 than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
 
   pass            negotiator_ext_pass_timestamp_seconds (the pass's start),
+                  negotiator_ext_last_complete_pass_timestamp_seconds (the newest
+                  complete pass's start: this one's, or from the ledger),
                   negotiator_ext_pass_duration_seconds, negotiator_ext_pass_complete /
                   _partial / _failed (1 or 0), negotiator_ext_pass_warnings,
                   negotiator_ext_snapshot_timestamp_seconds,
@@ -18,7 +20,11 @@ than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
                   negotiator_ext_shadow_phase_duration_seconds{phase},
                   negotiator_ext_shadow_cycle_matches (our cycle of this pass),
                   negotiator_ext_real_cycle_timestamp_seconds (newest real cycle seen)
-  comparison      (our previous pass's cycle against the real cycle that followed it)
+  comparison      (our previous pass's cycle against the real cycle that followed it;
+                  when this pass compared nothing, failed or saw no new real cycle, the
+                  newest comparison in the ledger, with
+                  negotiator_ext_comparison_timestamp_seconds: when the pass that
+                  recorded it began, so its age can be alerted on)
                   negotiator_ext_real_cycle_duration_seconds (the real cycle compared),
                   negotiator_ext_compared_real_cycle_timestamp_seconds,
                   negotiator_ext_real_cycles_between,
@@ -32,7 +38,9 @@ than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
                   negotiator_ext_submitter_real_priority{side="real"|"predicted"},
                   negotiator_ext_submitter_priority_factor,
                   negotiator_ext_submitter_priority_drift_ratio,
-                  negotiator_ext_submitter_share{side}, negotiator_ext_submitter_limit{side},
+                  negotiator_ext_submitter_share{side}, negotiator_ext_submitter_limit{side}
+                  (HTCondor's int sentinel -2147483648 is left out, and shown as
+                  negotiator_ext_submitter_limit_unset{side} 1),
                   negotiator_ext_submitter_matches{side}, negotiator_ext_submitter_jobs{state}
                   (side="shadow" figures of a pass whose cycle did not run are unknown)
   per group       label {group}: negotiator_ext_group_quota{side="real"|"shadow"|"config"},
@@ -56,7 +64,7 @@ from prometheus_client import CollectorRegistry, start_http_server, write_to_tex
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from ..core.records import PassRecord
+from ..core.records import PassRecord, Standing
 
 PREFIX = "negotiator_ext_"
 STATUSES = ("complete", "partial", "failed")
@@ -104,10 +112,19 @@ def max_abs_drift(rec: PassRecord) -> float | None:
     return max(drifts) if drifts else None
 
 
-def families(rec: PassRecord) -> list[Metric]:
-    """Every metric family of pass `rec` (see the module docstring)."""
+# HTCondor's int "no number" (a NaN limit converted to int): never a figure to plot
+INT_MIN = -2147483648
+
+
+def families(rec: PassRecord, standing: Standing | None = None) -> list[Metric]:
+    """Every metric family of pass `rec` (see the module docstring); `standing`: what
+    the ledger held after it (the newest complete pass, the newest comparison)."""
     out: list[Metric] = []
     add = out.extend
+    standing = standing or Standing()
+    add(_gauge("last_complete_pass_timestamp_seconds",
+               "Start of the newest complete shadow pass (epoch)",
+               rec.started_at if rec.status == "complete" else standing.last_complete_at))
     add(_gauge("pass_timestamp_seconds", "Start of the newest shadow pass (epoch)",
                rec.started_at))
     add(_gauge("pass_duration_seconds", "Wall-clock duration of the newest shadow pass",
@@ -137,8 +154,13 @@ def families(rec: PassRecord) -> list[Metric]:
     add(_gauge("real_cycle_timestamp_seconds",
                "Start of the newest real negotiation cycle seen (epoch)", rec.real_cycle_time))
 
-    c = rec.comparison
+    c, c_at = rec.comparison, rec.started_at
+    if c is None:                       # this pass compared nothing: the newest comparison
+        c, c_at = standing.comparison, standing.comparison_at
     if c is not None:
+        add(_gauge("comparison_timestamp_seconds",
+                   "Start of the pass that recorded the comparison shown (epoch): an "
+                   "earlier pass's when this one compared nothing", c_at))
         add(_gauge("real_cycle_duration_seconds",
                    "Duration of the real negotiation cycle compared in this pass",
                    c.real_duration))
@@ -190,8 +212,13 @@ def families(rec: PassRecord) -> list[Metric]:
                   ("submitter", "group"), (((s.name, s.group), s.drift) for s in subs)))
     add(_labelled("submitter_share", "Submitter share of the pool: real last cycle, and ours",
                   lab, sided((("real", "real_share"), ("shadow", "shadow_share")))))
+    limits = (("real", "real_limit"), ("shadow", "shadow_submitter_limit"))
     add(_labelled("submitter_limit", "Submitter limit: real last cycle, and ours",
-                  lab, sided((("real", "real_limit"), ("shadow", "shadow_submitter_limit")))))
+                  lab, ((k, v) for k, v in sided(limits) if _num(v) != INT_MIN)))
+    add(_labelled("submitter_limit_unset",
+                  "1 where the limit is HTCondor's int sentinel -2147483648 (no number: a "
+                  "group whose allocation gave 0/0), left out of submitter_limit",
+                  lab, ((k, 1) for k, v in sided(limits) if _num(v) == INT_MIN)))
     ran = rec.shadow_duration is not None   # else our per-principal match counts are not known
     add(_labelled("submitter_matches", "Matches of the submitter: real compared cycle, and ours",
                   lab, sided((("real", "real_matches"),) + ((("shadow", "shadow_matches"),)
@@ -225,20 +252,22 @@ class _PassCollector(Collector):
     """Serves the metrics of one pass record (replaceable: the daemon's newest pass) and,
     when `counting`, the number of passes seen since start by status."""
 
-    def __init__(self, rec: PassRecord | None = None, *, counting: bool = False):
+    def __init__(self, rec: PassRecord | None = None, *, counting: bool = False,
+                 standing: Standing | None = None):
         self._lock = threading.Lock()
         self._rec = rec
+        self._standing = standing
         self._counting = counting
         self._counts = {s: 0 for s in STATUSES}
 
-    def update(self, rec: PassRecord) -> None:
+    def update(self, rec: PassRecord, standing: Standing | None = None) -> None:
         with self._lock:
-            self._rec = rec
+            self._rec, self._standing = rec, standing
             self._counts[rec.status] = self._counts.get(rec.status, 0) + 1
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            rec, counts = self._rec, dict(self._counts)
+            rec, counts, standing = self._rec, dict(self._counts), self._standing
         if self._counting:
             total = CounterMetricFamily(PREFIX + "passes", "Shadow passes since the daemon started",
                                         labels=("status",))
@@ -246,22 +275,23 @@ class _PassCollector(Collector):
                 total.add_metric([status], n)
             yield total
         if rec is not None:
-            yield from families(rec)
+            yield from families(rec, standing)
 
 
-def pass_metrics(rec: PassRecord, registry: CollectorRegistry | None = None) -> CollectorRegistry:
+def pass_metrics(rec: PassRecord, registry: CollectorRegistry | None = None,
+                 standing: Standing | None = None) -> CollectorRegistry:
     """A registry serving the metrics of pass `rec` (a new one unless `registry` is given;
     it must not already hold the metrics of another pass)."""
     registry = CollectorRegistry() if registry is None else registry
-    registry.register(_PassCollector(rec))
+    registry.register(_PassCollector(rec, standing=standing))
     return registry
 
 
-def write_textfile(path: str | Path, rec: PassRecord) -> None:
+def write_textfile(path: str | Path, rec: PassRecord, standing: Standing | None = None) -> None:
     """Write the metrics of pass `rec` to `path` for node_exporter's textfile collector
     (whose directory only reads names ending in `.prom`). Atomic: written beside `path`
     and renamed over it, so a scrape never sees half a file. Raises OSError."""
-    write_to_textfile(str(path), pass_metrics(rec))
+    write_to_textfile(str(path), pass_metrics(rec, standing=standing))
 
 
 class MetricsServer:
@@ -289,9 +319,9 @@ class MetricsServer:
     def enabled(self) -> bool:
         return self.port > 0
 
-    def update(self, rec: PassRecord) -> None:
+    def update(self, rec: PassRecord, standing: Standing | None = None) -> None:
         """Serve pass `rec` from now on (and count it)."""
-        self._collector.update(rec)
+        self._collector.update(rec, standing)
 
     def close(self) -> None:
         """Stop serving (idempotent)."""

@@ -169,6 +169,16 @@ class PassRecord:
 
 
 @dataclass(frozen=True)
+class Standing:
+    """What the ledger holds beyond the newest pass, for alerting on it: when the newest
+    complete pass began, and the newest comparison with when the pass that recorded it
+    began (a pass that fails or sees no new real cycle compares nothing)."""
+    last_complete_at: float | None = None
+    comparison: "Comparison | None" = None
+    comparison_at: float | None = None
+
+
+@dataclass(frozen=True)
 class Adjustment:
     """A recommendation applied to the pool (recorded in the ledger)."""
     key: str                            # what makes two recommendations the same change
