@@ -24,10 +24,21 @@ class _Parser(argparse.ArgumentParser):
         raise InputError(f"usage ({self.prog} --help)", message)
 
 
+def at_time(text: str) -> int:
+    """--at: epoch seconds, or an ISO 8601 date or date and time (UTC unless it names its
+    zone), as `audit --since` takes them."""
+    from .when import epoch_of
+    try:
+        return int(epoch_of(text) // 1)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is neither epoch seconds nor an ISO 8601 date") from None
+
+
 def _add_snapshot_args(p: argparse.ArgumentParser, at_help: str) -> None:
     """SNAPSHOT, --at, --json and --config: what every command reading a snapshot takes."""
     p.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
-    p.add_argument("--at", type=int, metavar="EPOCH", help=at_help)
+    p.add_argument("--at", type=at_time, metavar="TIME", help=at_help)
     p.add_argument("--json", action="store_true", help="one JSON document for machines")
     p.add_argument("--config", metavar="FILE",
                    help="HTCondor config file to use instead of the snapshot's own `config`")
@@ -134,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="per-schedd query timeout (default: knob NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT, else 30)")
     sh.add_argument("--metrics-file", metavar="FILE",
                     help="write Prometheus metrics here after each pass (default: knob "
-                         "NEGOTIATOR_EXT_METRICS_FILE)")
+                         "NEGOTIATOR_EXT_METRICS_FILE; with --replay only this option)")
     sh.add_argument("--no-advertise", action="store_true",
                     help="do not advertise the ShadowNegotiator ad to the collector")
     sh.add_argument("--json", action="store_true", help="print each pass as JSON")
@@ -153,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "else the ledger's only pool); with --apply, the pool changed")
     rc.add_argument("--window", type=float, metavar="HOURS",
                     help="how far back to look (default: knob NEGOTIATOR_EXT_RECOMMEND_WINDOW, else 24)")
-    rc.add_argument("--at", type=int, metavar="EPOCH",
+    rc.add_argument("--at", type=at_time, metavar="TIME",
                     help="the time the window ends at (default: now; not with --apply)")
     rc.add_argument("--json", action="store_true", help="one JSON document for machines")
     rc.add_argument("--script", metavar="FILE",
@@ -450,7 +461,9 @@ def cmd_shadow(args) -> int:
             print(json.dumps(as_plain(rec), default=str), flush=True)
         else:
             print(summary_line(rec), flush=True)
-        if not args.replay:
+        # a replay writes the metrics only to a --metrics-file named on the command line
+        # (never the knob's file of a live loop), and advertises nothing
+        if not args.replay or args.metrics_file:
             for problem in publish(rec, settings, standing=loop.standing).values():
                 loop.log.warning("%s", problem)
 

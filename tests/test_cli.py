@@ -3,6 +3,7 @@
 import hashlib
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,27 @@ def test_snapshot_knobs_come_from_config_and_flags_override(tmp_path, capsys, mo
     fake.assert_called_with("cm.site.org:9618", tmp_path / "s", timeout=12)
     assert run(capsys, "snapshot", "--config", str(cfg), "--timeout", "3", "-o", str(tmp_path / "s"))[0] == 0
     fake.assert_called_with("cm.site.org:9618", tmp_path / "s", timeout=3)
+
+
+def test_at_takes_an_iso_date_as_well_as_an_epoch(capsys):
+    """Issue 16: `--at` takes what `audit --since` takes."""
+    from negotiator_ext import cli as cli_mod
+    example = str(Path(__file__).resolve().parents[1] / "examples" / "hgq_nested_hep_lep_surplus")
+    assert cli_mod.main(["negotiate", example, "--json", "--at", "1795272466"]) == 0
+    by_epoch = capsys.readouterr().out
+    assert cli_mod.main(["negotiate", example, "--json", "--at", "2026-11-21T14:47:46Z"]) == 0
+    assert capsys.readouterr().out == by_epoch
+    assert cli_mod.main(["negotiate", example, "--at", "yesterday"]) == 2
+    assert "'yesterday' is neither epoch seconds nor an ISO 8601 date" in capsys.readouterr().err
+
+
+def test_a_host_config_htcondor_cannot_read_is_named_not_skipped(tmp_path, monkeypatch, capsys):
+    """Issue 16: with a malformed CONDOR_CONFIG, `ledger show` names its bad line instead
+    of saying "no ledger" (our knobs would be silently taken as unset)."""
+    bad = tmp_path / "condor_config"
+    bad.write_text("NEGOTIATOR_EXT_STATE_DIR = /tmp\nthis is not a config line\n")
+    monkeypatch.setenv("CONDOR_CONFIG", str(bad))
+    assert main(["ledger", "show"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"negotiator-ext: error: {bad}: ")
+    assert "Line 2" in err[0] and "no ledger" not in err[0]

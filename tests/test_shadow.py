@@ -714,3 +714,14 @@ def test_after_a_failed_pass_the_metrics_keep_the_last_comparison(tmp_path, mock
     assert got[("negotiator_ext_last_complete_pass_timestamp_seconds", ())] == second.started_at
     assert got[("negotiator_ext_comparison_timestamp_seconds", ())] == second.started_at
     assert got[("negotiator_ext_match_agreement_ratio", (("direction", "equivalent"),))] == 1.0
+
+
+def test_a_replay_writes_the_metrics_file_it_is_given(tmp_path):
+    """Issue 16: `--metrics-file` with `--replay` is not ignored (the knob's file of a
+    live loop is never written by a replay)."""
+    from negotiator_ext import cli
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    prom = tmp_path / "replay.prom"
+    assert cli.main(["shadow", "--replay", str(fix), "--ledger", str(tmp_path / "l.sqlite"),
+                     "--metrics-file", str(prom)]) == 0
+    assert "negotiator_ext_pass_timestamp_seconds" in prom.read_text()

@@ -209,12 +209,8 @@ def load_config(path: str | Path | None) -> NegotiatorConfig:
 
 def local_ext_knobs(path: str | Path | None = None) -> dict[str, str]:
     """Our own NEGOTIATOR_EXT_* knobs, from config file `path` or else this host's
-    configuration (empty when the host has no HTCondor configuration)."""
-    if path is not None:
-        params, _ = read_params(path)   # an explicit file must be readable
-    else:
-        try:
-            params, _ = read_params(LOCAL)
-        except InputError:
-            return {}
+    configuration (HTCondor's defaults where the host has none). A configuration HTCondor
+    cannot read (a bad line, a circular macro) is an InputError naming it: its knobs
+    would otherwise be silently taken as unset ("no ledger")."""
+    params, _ = read_params(path if path is not None else LOCAL)
     return ext_knobs(params)
