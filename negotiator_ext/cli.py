@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_snapshot_args(ng, _CYCLE_AT)
     ng.add_argument("--partial-ok", action="store_true",
                     help="recommend matches even when some schedd did not answer the snapshot")
+    ng.add_argument("--matches", action="store_true",
+                    help="list every group, submitter, match and rejection (by default a "
+                         "large cycle is summarised to fit a screen)")
+    ng.add_argument("--submitter", action="append", metavar="NAME",
+                    help="only this submitter (may be given again)")
+    ng.add_argument("--group", metavar="NAME", help="only this group and its subgroups")
 
     ex = sub.add_parser("explain", allow_abbrev=False,
                         help="why a job was (not) matched in one negotiation cycle",
@@ -338,12 +344,16 @@ def cmd_snapshot(args) -> int:
 
 def cmd_negotiate(args) -> int:
     from .cycle import run_cycle
-    from .views.negotiate import render_cycle
+    from .views.negotiate import filter_doc, render_cycle
+    progress = _progress()
     # the process ends with the command: no collection over the pool it still holds
     with paused_gc(collect=False):
+        progress(f"reading {args.snapshot} ...")
         pool = _load_pool(args)
+        progress(f"{len(pool.slot_ads):,} slots read; running the cycle ...")
         result = run_cycle(pool, args.at)
-        doc = result.to_json()
+        progress(f"cycle done: {len(result.matches):,} matches")
+        doc = filter_doc(result.to_json(), args.submitter, args.group)
         withheld = result.partial and not args.partial_ok
         if withheld:
             _warn([f"the snapshot is partial ({', '.join(pool.snapshot.unanswered)} did "
@@ -354,8 +364,22 @@ def cmd_negotiate(args) -> int:
         if args.json:
             print(json.dumps(doc, indent=2, default=str))
         else:
-            sys.stdout.write(render_cycle(doc))
+            sys.stdout.write(render_cycle(doc, full=args.matches))
     return 0
+
+
+def _progress():
+    """A line on stderr per step of a long command, when stderr is a terminal (a cycle
+    at 100,000 slots takes a minute); nothing otherwise."""
+    import time as _time
+    if not sys.stderr.isatty():
+        return lambda text: None
+    t0 = _time.monotonic()
+
+    def say(text: str) -> None:
+        print(f"negotiator-ext: {_time.monotonic() - t0:5.1f} s  {text}", file=sys.stderr,
+              flush=True)
+    return say
 
 
 def cmd_explain(args) -> int:

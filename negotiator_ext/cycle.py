@@ -74,7 +74,8 @@ class CycleResult:
                          "preempting": m.preempting, "cost": m.cost,
                          "assigned_job": m.assigned_job,
                          "negotiating_group": m.negotiating_group,
-                         "autocluster": m.autocluster}
+                         "autocluster": m.autocluster,
+                         "slot_class": self.slot_classes.get(m.slot)}
                         for m in self.matches],
             "rejections": [{"job": r.job, "schedd": r.schedd, "submitter": r.submitter,
                             "reason": r.reason, "autocluster": r.autocluster}
