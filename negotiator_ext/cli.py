@@ -105,6 +105,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="only this submitter (may be given again)")
     ng.add_argument("--group", metavar="NAME", help="only this group and its subgroups")
 
+    wi = sub.add_parser("whatif", allow_abbrev=False,
+                        help="what a config change (or another snapshot) changes in a cycle",
+                        description="Run the negotiation cycle on a snapshot under its own "
+                                    "config and under another (--config NEW), or on two "
+                                    "snapshots (--against OTHER), and show what changes per "
+                                    "group and per submitter: matches, matched weight, "
+                                    "quotas and limits, the largest change first.")
+    wi.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
+    which = wi.add_mutually_exclusive_group(required=True)
+    which.add_argument("--config", metavar="NEW",
+                       help="the HTCondor config to compare with the snapshot's own")
+    which.add_argument("--against", metavar="OTHER",
+                       help="another snapshot, each under its own config")
+    wi.add_argument("--at", type=at_time, metavar="TIME",
+                    help="the cycles' time with --config (default: the capture time)")
+    wi.add_argument("--json", action="store_true", help="one JSON document for machines")
+    wi.add_argument("--all", action="store_true", help="every row that changes")
+
     ex = sub.add_parser("explain", allow_abbrev=False,
                         help="why a job was (not) matched in one negotiation cycle",
                         description="Run one negotiation cycle on a pool snapshot and tell one "
@@ -380,6 +398,36 @@ def _progress():
         print(f"negotiator-ext: {_time.monotonic() - t0:5.1f} s  {text}", file=sys.stderr,
               flush=True)
     return say
+
+
+def cmd_whatif(args) -> int:
+    from .core.whatif import compare_cycles
+    from .cycle import run_cycle
+    from .pool import load_pool
+    from .views.whatif import render_whatif
+    progress = _progress()
+    docs = []
+    with paused_gc(collect=False):
+        runs = ([(args.snapshot, None, "its own config"), (args.snapshot, args.config, args.config)]
+                if args.config is not None else
+                [(args.snapshot, None, "its own config"), (args.against, None, "its own config")])
+        for path, config, _ in runs:
+            progress(f"reading {path} ...")
+            pool = load_pool(path, config)       # each cycle on its own copy of the ads
+            _warn(pool.warnings)
+            progress("running the cycle ...")
+            result = run_cycle(pool, args.at if args.config is not None else None)
+            if result.partial:
+                _warn([f"{path}: partial snapshot: every submitter's share is uncertain"])
+            docs.append(result.to_json())
+        doc = compare_cycles(docs[0], docs[1])
+        labels = [f"{p} under {c}" for p, _, c in runs]
+        if args.json:
+            print(json.dumps({"before": labels[0], "after": labels[1], **doc}, indent=2,
+                             default=str))
+        else:
+            sys.stdout.write(render_whatif(doc, labels[0], labels[1], full=args.all))
+    return 0
 
 
 def cmd_explain(args) -> int:
@@ -705,6 +753,7 @@ def _cmd_audit(args) -> int:
 
 
 _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
+             "whatif": cmd_whatif,
              "explain": cmd_explain, "shadow": cmd_shadow, "recommend": cmd_recommend,
              "ledger": cmd_ledger, "simulate": cmd_simulate, "audit": _cmd_audit}
 

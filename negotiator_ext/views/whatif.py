@@ -1,0 +1,44 @@
+"""Human output of `negotiator-ext whatif`: what changes, largest first, on a screen."""
+
+from __future__ import annotations
+
+from .tables import table
+from .text import printable
+
+MAX_ROWS = 25
+
+
+def _q(v) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _rows(rows: list[dict]) -> list[list[str]]:
+    return [[r["name"], str(r["before"]), str(r["after"]), f"{r['delta']:+d}",
+             f"{r['weight_before']:g}", f"{r['weight_after']:g}",
+             f"{r['weight_after'] - r['weight_before']:+g}", _q(r["quota_before"]),
+             _q(r["quota_after"])] for r in rows]
+
+
+def render_whatif(doc: dict, before: str, after: str, full: bool = False) -> str:
+    t = doc["total"]
+    out = [f"Before: {before}", f"After:  {after}",
+           f"Matches {t['before']} -> {t['after']} ({t['delta']:+d}), matched weight "
+           f"{t['weight_before']:g} -> {t['weight_after']:g}; "
+           f"{doc['changed']['groups']} group(s) and {doc['changed']['submitters']} "
+           "submitter(s) change", ""]
+    for what, rows, quota in (("Groups", doc["groups"], "Quota"),
+                              ("Submitters", doc["submitters"], "Limit")):
+        if not rows:
+            continue
+        changed = [r for r in rows if r["delta"] or r["weight_before"] != r["weight_after"]
+                   or r["quota_before"] != r["quota_after"]]
+        shown = changed if full else changed[:MAX_ROWS]
+        out.append(f"{what} that change ({len(changed)} of {len(rows)}), largest change "
+                   "first:" if changed else f"{what}: no change")
+        if shown:
+            out += table([what[:-1], "Matches", "After", "Delta", "Weight", "After",
+                          "Delta", quota, "After"], _rows(shown), set(range(1, 9)))
+        if len(changed) > len(shown):
+            out.append(f"  ... {len(changed) - len(shown)} more (--all shows them all)")
+        out.append("")
+    return "".join(printable(line) + "\n" for line in out)
