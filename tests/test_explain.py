@@ -198,3 +198,26 @@ def test_pslot_fixture_agrees_exactly_in_the_collectors_order():
     r = run_cycle(pool)
     ours = {(x.job, x.submitter, x.reason) for x in r.rejections}
     assert ours == set(_matchlog_rejections("pslot_consumption_policy_cpu"))
+
+
+def test_a_job_held_back_by_a_non_surplus_parent_names_it(capsys):
+    """Issue 16: lep's job stays idle because group_physics (no surplus) holds hep + lep
+    to its quota 20, and hep took 19 of it; explain follows the tree up and says so."""
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    assert main(["explain", str(fix), "159.1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    chain = doc["group_chain"]
+    assert [g["name"] for g in chain] == ["group_physics.lep", "group_physics", "<none>"]
+    physics = chain[1]
+    assert physics["caps"] is True and physics["surplus_policy"] == "no"
+    assert physics["effective_quota"] == 20.0 and physics["subtree_usage_after"] == 20.0
+    kids = {k["name"]: k for k in physics["children"]}
+    assert kids["group_physics.hep"]["allocated"] == 19.0
+    assert not chain[0]["caps"] and not chain[2]["caps"]
+    assert doc["verdict"].endswith(
+        "group group_physics does not accept surplus and holds group_physics.hep + "
+        "group_physics.lep to its quota 20 (in use 20 after this cycle)")
+    assert main(["explain", str(fix), "159.1"]) == 0
+    text = capsys.readouterr().out
+    assert "group_physics: quota 20.00" in text and "<- caps its subtree at its quota" in text
+    assert "G6" not in text          # no rule ids in what admins read

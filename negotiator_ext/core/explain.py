@@ -201,6 +201,57 @@ def _verdict(outcome: dict, slots: dict, sub: dict | None, group: dict | None,
             "still free")
 
 
+def group_chain(groups: list[dict], name: str | None) -> list[dict]:
+    """The job's group and each ancestor up to the root, with what bounds it (rules G6-G11):
+    its quota and allocation, the surplus it received (allocated beyond its quota), its
+    surplus policy, its subtree's usage before and after the cycle, and `caps`: a group
+    that does not accept surplus holds its whole subtree to its quota (G11), so when the
+    subtree's usage reaches that quota, it is what stopped the jobs below it. Each
+    entry also lists its children's allocations (who took the surplus)."""
+    by_name = {g["name"]: g for g in groups}
+    kids: dict[str, list[str]] = {}
+    for g in groups:
+        if g.get("parent") is not None:
+            kids.setdefault(g["parent"], []).append(g["name"])
+
+    def subtree(n: str, key: str) -> float:
+        return (by_name[n].get(key) or 0.0) + sum(subtree(k, key) for k in kids.get(n, ()))
+
+    chain = []
+    node = by_name.get(name) if name else None
+    while node is not None:
+        n = node["name"]
+        quota, alloc = node.get("effective_quota"), node.get("allocated")
+        used_after = subtree(n, "usage")
+        caps = (node.get("surplus_policy") == "no" and node.get("parent") is not None
+                and quota is not None and used_after >= quota - 1e-6)
+        chain.append({
+            "name": n, "effective_quota": quota, "subtree_quota": node.get("subtree_quota"),
+            "allocated": alloc, "surplus_policy": node.get("surplus_policy"),
+            "surplus_received": (alloc - quota) if alloc is not None and quota is not None
+            and alloc > quota else 0.0,
+            "subtree_usage_before": subtree(n, "usage_before"),
+            "subtree_usage_after": used_after, "caps": caps,
+            "children": [{"name": k, "effective_quota": by_name[k].get("effective_quota"),
+                          "allocated": by_name[k].get("allocated"),
+                          "usage": by_name[k].get("usage")} for k in kids.get(n, ())]})
+        parent = node.get("parent")
+        node = by_name.get(parent) if parent is not None else None
+    return chain
+
+
+def _chain_note(chain: list[dict]) -> str:
+    """The verdict's note on the group tree: the nearest ancestor that caps the job's
+    group (it does not accept surplus and its subtree is at its quota)."""
+    for g in chain[1:]:
+        if g["caps"]:
+            below = " + ".join(c["name"] for c in g["children"]) or g["name"]
+            return (f"; group {g['name']} does not accept surplus and holds {below} to its "
+                    f"quota {_g(g['effective_quota'])} (in use {_g(g['subtree_usage_after'])} "
+                    "after this cycle)")
+    return ""
+
+
 def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None,
                 autocluster: bool = False) -> dict:
     """The story of one job in one cycle, as a JSON-ready dict (keys documented in the
@@ -231,7 +282,7 @@ def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None
                 "status_name": JOB_STATUS.get(status, str(status)), "autocluster": ac},
         "cycle": {"time": result.time, "slots": result.slots,
                   "trimmed_slots": result.trimmed_slots},
-        "submitter": sub, "group": group,
+        "submitter": sub, "group": group, "group_chain": [],
     }
     if status != 1:
         doc.update(verdict=f"not idle ({doc['job']['status_name']}), not negotiated",
@@ -263,7 +314,11 @@ def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None
     slots = analyze_slots(job_ad, slot_ads, result.matches)
     doc.update(outcome=outcome, slots=slots, concurrency_limits=limits,
                reason=rejection["reason"] if rejection else None)
+    doc["group_chain"] = group_chain(result.groups, sub["group"] if sub else None) \
+        if len(result.groups) > 1 else []
     doc["verdict"] = _verdict(outcome, slots, sub, group, limits)
+    if not match:
+        doc["verdict"] += _chain_note(doc["group_chain"])
     if autocluster and acinfo is not None:
         doc["autocluster_jobs"] = autocluster_jobs(result, schedd, acinfo, index)
     return doc

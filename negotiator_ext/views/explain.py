@@ -70,6 +70,24 @@ def render_explain(doc: dict) -> str:
         out.append(f"Group {g['name']}: quota {_num(g['effective_quota'])}, allocated "
                    f"{_num(g['allocated'])}, usage {_num(g['usage_before'])} -> "
                    f"{_num(g['usage'])}")
+    chain = doc.get("group_chain") or []
+    if len(chain) > 1 or any(c["children"] for c in chain):
+        out.append("Group tree, from the job's group up:")
+        for c in chain:
+            policy = {"no": "does not accept surplus", "byquota": "accepts surplus",
+                      "regroup": "autoregroup"}.get(c["surplus_policy"] or "", "-")
+            got = (f", +{_num(c['surplus_received'])} surplus"
+                   if c["surplus_received"] > 0 else "")
+            out.append(f"  {c['name']}: quota {_num(c['effective_quota'])}, allocated "
+                       f"{_num(c['allocated'])}{got}, {policy}; subtree in use "
+                       f"{_num(c['subtree_usage_before'])} -> "
+                       f"{_num(c['subtree_usage_after'])}"
+                       + ("  <- caps its subtree at its quota" if c["caps"] else ""))
+            if c["children"] and len(chain) > 1:
+                out.append("      children: " + ", ".join(
+                    f"{k['name']} allocated {_num(k['allocated'])} (quota "
+                    f"{_num(k['effective_quota'])}, in use {_num(k['usage'])})"
+                    for k in c["children"]))
     for x in doc.get("concurrency_limits") or []:
         out.append(f"Concurrency limit {x['name']}: {_g(x['count'])} of {_g(x['max'])} in use "
                    f"after the cycle ({_g(x['count_before'])} before)")
