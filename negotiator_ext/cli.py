@@ -300,8 +300,10 @@ def cmd_userprio(args) -> int:
         acc = pool.accountant_at(args.at)
     else:
         acc = Accountant(pool.accountant, pool.config, pool.groups)
-    if quotas is None and (args.at is not None or not _has_quota_fields(pool.accountant)):
-        quotas = pool.quotas() if pool.groups.enabled else None
+    if quotas is None and (args.at is not None or not _has_quota_fields(pool.accountant)
+                           or (args.quotas and not pool.groups.enabled)):
+        # (without GROUP_NAMES: the root's record, every quota 0, as the accountant has it)
+        quotas = pool.quotas()
     now = pool.cycle_time(args.at)
     ads = acc.report(quotas, rollup=args.grouprollup)
     if args.json:

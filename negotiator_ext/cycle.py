@@ -453,9 +453,12 @@ def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
 def _group_rows(neg: Negotiation, outcome, demand, usage_before) -> list[dict]:
     groups = neg.groups
     if not groups.enabled:
+        # the root's record as the accountant publishes it without GROUP_NAMES
+        q = groups.assign_quotas(0.0)[ROOT]
         return [{"name": ROOT, "parent": None, "config_quota": 0.0, "dynamic": False,
-                 "effective_quota": None, "subtree_quota": None, "surplus_policy": None,
-                 "requested": None, "allocated": None,
+                 "effective_quota": q.effective_quota, "subtree_quota": q.subtree_quota,
+                 "surplus_policy": q.surplus_policy, "requested": q.requested,
+                 "allocated": None,
                  "usage": neg.acc.weighted_usage(ROOT),
                  "usage_before": usage_before.get(ROOT, 0.0),
                  "matched": len(neg.matches), "sort_key": None}]

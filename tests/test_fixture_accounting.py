@@ -56,3 +56,24 @@ def test_import_accounts_for_every_claimed_slot(scenario):
             assert rec.get("ResourcesUsed", 0) == n
             assert rec.get("WeightedResourcesUsed", 0.0) == pytest.approx(
                 sum(r["SlotWeight"] for r in pool.accountant.resources.values() if r["RemoteUser"] == name))
+
+
+def test_without_group_names_the_root_record_has_zero_quotas_as_recorded(capsys):
+    """Issue 17: without GROUP_NAMES the real accountant still publishes `<none>` with
+    ConfigQuota = EffectiveQuota = SubtreeQuota = 0 (recorded in pie_three_submitters);
+    ours did not (null quotas, an empty `userprio -quotas`)."""
+    import json
+
+    from negotiator_ext.cli import main
+    fix = FIXTURES / "pie_three_submitters"
+    (real,) = [ad for ad in read_ads(fix / "expected" / "accounting-after.ads")
+               if ad["Name"] == "<none>"]
+    assert main(["negotiate", str(fix), "--json"]) == 0
+    (root,) = json.loads(capsys.readouterr().out)["groups"]
+    assert (root["effective_quota"], root["subtree_quota"], root["config_quota"],
+            root["surplus_policy"]) == (real["EffectiveQuota"], real["SubtreeQuota"],
+                                        real["ConfigQuota"], real["SurplusPolicy"])
+    assert main(["userprio", str(fix), "-quotas", "-allusers", "--json"]) == 0
+    (ours,) = [r for r in json.loads(capsys.readouterr().out)["records"] if r["Name"] == "<none>"]
+    for attr in ("ConfigQuota", "EffectiveQuota", "SubtreeQuota", "SurplusPolicy", "Requested"):
+        assert ours[attr] == real[attr], attr

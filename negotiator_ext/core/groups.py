@@ -172,7 +172,13 @@ class GroupTree:
     def assign_quotas(self, pool_size: float, demand: Mapping[str, float] | None = None
                       ) -> dict[str, GroupQuota]:
         """Rule G4 (`hgq_assign_quotas` on the root with the pool size), with demand (G5)
-        as `currently_requested`. Returns the numbers per group name."""
+        as `currently_requested`. Returns the numbers per group name. Without GROUP_NAMES
+        the accountant still publishes the root, `<none>`, with every quota 0 (and
+        Requested 0), as 25.14's does."""
+        if not self.enabled:
+            return {ROOT: GroupQuota(name=ROOT, effective_quota=0.0, config_quota=0.0,
+                                     subtree_quota=0.0, requested=0.0,
+                                     surplus_policy=self.surplus_policy(self.root))}
         oversub = self.config.allow_quota_oversubscription
         out: dict[str, GroupQuota] = {}
         demand = {k.lower(): v for k, v in (demand or {}).items()}
