@@ -99,9 +99,7 @@ class SimSlot:
     children: list = field(default_factory=list)   # p-slot: its dynamic slots
     next_child: int = 1
     rank_of_job: float | None = None  # the slot's Rank for the job it runs (CurrentRank)
-    _ad: classad2.ClassAd | None = None   # the ad as last built (rebuilt on change)
-    _facts: tuple | None = None       # (ad, config, facts) as `_facts` computed them
-    _texts: tuple | None = None       # (ad, its texts) as `_slot_texts` computed them
+    _ad: _Ad | None = field(default=None, repr=False, compare=False)   # its ad (`_built`)
     # a top-level slot: what it and its dynamic slots give the pool (`Simulation._slot_row`,
     # None: to be made again), its place in the pool's slot list, and the pool's list of
     # slots whose rows are to be made again
@@ -118,7 +116,6 @@ class SimSlot:
         claim, its resources or its dynamic slots changed. A dynamic slot's change is
         its partitionable slot's too (the pool lists the two together)."""
         self._ad = None
-        self._texts = None
         top = self.parent if self.parent is not None else self
         if top._row is not None:
             top._row = None
@@ -144,6 +141,8 @@ class SimPool:
         self._addresses = 0                           # each slot gets its own address
         self.version = 0                              # + 1 when slots join or leave
         self.dirty: list[SimSlot] = []                # slots changed since the last cycle
+        self._by_name: dict[str, SimSlot] = {}        # every slot, dynamic ones too
+        self._same_names = False                      # two slots share a name
         for shape in scenario.slots:
             self.add_slots(shape, shape.count)
 
@@ -167,6 +166,27 @@ class SimPool:
                 name=name, machine=machine, index=i, shape=shape,
                 cpus=shape.cpus, memory=shape.memory, disk=shape.disk, gpus=shape.gpus,
                 partitionable=shape.partitionable, _dirty=self.dirty))
+            self._named(self.slots[-1])
+
+    def _named(self, s: SimSlot) -> None:
+        if self._by_name.setdefault(s.name, s) is not s:
+            self._same_names = True
+
+    def _unnamed(self, s: SimSlot) -> None:
+        if self._by_name.get(s.name) is s:
+            del self._by_name[s.name]
+
+    def slot_named(self, name: str) -> SimSlot | None:
+        """The slot (dynamic ones too) of that name; of two of the same name, the later
+        in the pool's order."""
+        if not self._same_names:
+            return self._by_name.get(name)
+        found = None
+        for s in self.slots:
+            for x in [s] + s.children:
+                if x.name == name:
+                    found = x
+        return found
 
     def remove_slots(self, prefix: str, count: int, t: int) -> int:
         """Up to `count` slots whose machine starts with `prefix` leave (their jobs go back
@@ -183,6 +203,8 @@ class SimPool:
             if s.job is not None:
                 self.evict(s.job, t)
             self.slots.remove(s)
+            self._unnamed(s)
+            s._row = s._dirty = None
             gone += 1
         return gone
 
@@ -246,6 +268,7 @@ class SimPool:
             p.disk += s.disk
             p.gpus += s.gpus
             p.children.remove(s)
+            self._unnamed(s)
             p.changed()
 
     def finish_until(self, t: float) -> int:
@@ -316,16 +339,40 @@ class SimPool:
                     index=pslot.index, shape=pslot.shape, cpus=cpus, memory=mem, disk=disk,
                     gpus=gpus, parent=pslot)
         pslot.children.append(d)
+        self._named(d)
         pslot.changed()
         return d
 
 
 # ---- ads --------------------------------------------------------------------------------------
 
+class _Ad:
+    """A slot ad as built, and what is taken from it: its figures under a config
+    (`_facts`) and its texts (`_slot_texts`). `written`: it was handed to a cycle that
+    may have written into it (its texts are then the cycle's to read from it)."""
+    __slots__ = ("ad", "facts", "texts", "written")
+
+    def __init__(self, ad: classad2.ClassAd):
+        self.ad = ad
+        self.facts: tuple | None = None
+        self.texts: tuple | None = None
+        self.written = False
+
+
 def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
     """The slot's ad as its startd advertises it (cached until the slot changes)."""
-    if s._ad is not None:
-        return s._ad
+    return _built(s, sc).ad
+
+
+def _built(s: SimSlot, sc: Scenario) -> _Ad:
+    """The slot's ad as built, kept until the slot changes."""
+    b = s._ad
+    if b is None:
+        b = s._ad = _Ad(_new_slot_ad(s, sc))
+    return b
+
+
+def _new_slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
     ad = classad2.ClassAd()
     ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
     base = {"MyType": "Machine", "Name": s.name, "Machine": s.machine, "StartdIpAddr": ip,
@@ -372,7 +419,6 @@ def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
     else:
         ad["State"] = "Unclaimed"
         ad["Activity"] = "Idle"
-    s._ad = ad
     return ad
 
 
@@ -660,15 +706,15 @@ class Simulation:
         row = _SlotRow(config)
         seg = []
         for x in ([s] + s.children if s.partitionable else [s]):
-            ad = _slot_ad(x, sc)
-            fetched, u, pie, eff = _facts(x, ad, config)
+            b = _built(x, sc)
+            fetched, u, pie, eff = _facts(b, config)
             if not fetched:                     # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
                 continue
-            seg += (ad, u, pie, eff)
-            row.every.append((x, ad, u))
+            seg += (b.ad, u, pie, eff)
+            row.every.append((x, b, u))
             if (x.partitionable and x.cpus >= least) or (
                     not x.partitionable and x.job is None):
-                row.free.append((x, ad, u))
+                row.free.append((x, b, u))
         row.seg = tuple(seg)
         row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
         s._row = row
@@ -720,14 +766,17 @@ class Simulation:
         texts_ok = not copy_all and not (config.consider_preemption and config.cross_slot_prios)
         users = config.consider_preemption
         cand_ads, cand_usage, cand_texts = [], [], []
-        for x, ad, u in flat(rows.every if preempt else rows.free):
-            texts = None
+        for x, b, u in flat(rows.every if preempt else rows.free):
+            ad, texts = b.ad, None
             if x.job is not None or copy_all:
                 ad = classads.copy_ad(ad)
-            elif texts_ok:
-                texts, writes = _slot_texts(x, ad)
-                if users and writes:
-                    texts = None
+            else:
+                if texts_ok and not b.written:
+                    texts, writes = _slot_texts(b)
+                    if users and writes:
+                        texts = None
+                if texts is None:
+                    b.written = True
             cand_ads.append(ad)
             cand_usage.append(u)
             cand_texts.append(texts)
@@ -768,15 +817,10 @@ class Simulation:
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""
         p = self.pool
-        by_name = {}
-        for s in p.slots:
-            by_name[s.name] = s
-            for d in s.children:
-                by_name[d.name] = d
         jobs = self._offered
         out = []
         for m in result.matches:
-            slot = by_name.get(m.slot)
+            slot = p.slot_named(m.slot)
             job = jobs.get(m.assigned_job)
             if slot is None or job is None or job.status != 1:
                 self.unresolved += 1
@@ -818,18 +862,18 @@ class Simulation:
             groups=tuple(obs.groups), comparable=False, snapshot_dir=None)
 
 
-def _facts(s: SimSlot, ad, config):
-    """(fetched, SlotUsage, pie weight, effective size) of the slot's current ad under
-    `config`, as the core computes them (fetched: NEGOTIATOR_SLOT_CONSTRAINT keeps it);
-    kept until the ad or the config changes."""
+def _facts(b: _Ad, config):
+    """(fetched, SlotUsage, pie weight, effective size) of a slot ad under `config`, as
+    the core computes them (fetched: NEGOTIATOR_SLOT_CONSTRAINT keeps it); kept with
+    the ad until the config changes."""
     from .core.slots import matches_constraint, slot_size, slot_usage
-    f = s._facts
-    if f is None or f[0] is not ad or f[1] is not config:
+    f = b.facts
+    if f is None or f[0] is not config:
+        ad = b.ad
         u = slot_usage(ad, config)
-        f = (ad, config, (matches_constraint(ad, config.slot_constraint), u,
-                          *slot_size(ad, u.weight)))
-        s._facts = f
-    return f[2]
+        f = b.facts = (config, (matches_constraint(ad, config.slot_constraint), u,
+                                *slot_size(ad, u.weight)))
+    return f[1]
 
 
 def _state_after(acc) -> AccountantState:
@@ -854,7 +898,7 @@ class _SlotRow:
     def __init__(self, config):
         self.config = config
         self.seg: tuple = ()             # (ad, usage, pie weight, effective size) of each
-        self.every: list[tuple] = []     # (slot, ad, usage) of each fetched ad
+        self.every: list[tuple] = []     # (slot, _Ad, usage) of each fetched ad
         self.free: list[tuple] = []      # the ones a job can take without preemption
         self.free_cpus: float | None = None   # its free cpus, if it counts
 
@@ -871,16 +915,16 @@ class _PoolRows:
     all_cpus: int                 # every slot's cpus, rounded up
 
 
-def _slot_texts(s: SimSlot, ad) -> tuple[tuple, bool]:
-    """The ad's (lower-case name, text) pairs, as the cycle would read them from it
+def _slot_texts(b: _Ad) -> tuple[tuple, bool]:
+    """A slot ad's (lower-case name, text) pairs, as the cycle would read them from it
     (`Pool.slot_texts`), and whether a cycle that considers preemption may write into
     it (add_remote_user_attrs: conservatively, when the ad has an attribute naming a
     current user, or a PreemptingRank); kept with the ad."""
-    got = s._texts
-    if got is None or got[0] is not ad:
-        texts = tuple((n.lower(), t) for n, t in classads.attribute_texts(ad))
-        got = s._texts = (ad, texts, any(n in _USER_ATTRS for n, _ in texts))
-    return got[1], got[2]
+    got = b.texts
+    if got is None:
+        texts = tuple((n.lower(), t) for n, t in classads.attribute_texts(b.ad))
+        got = b.texts = (texts, any(n in _USER_ATTRS for n, _ in texts))
+    return got
 
 
 # the attributes that make the cycle write the current user's figures into a slot ad

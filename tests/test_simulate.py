@@ -517,3 +517,134 @@ def test_arrivals_every_so_often_a_set_number_of_times(tmp_path):
     # fourth batch at 30 m
     assert [idle(m, "a") for m in (0, 10, 20, 30)] == [2, 3, 5, 5]
     assert idle(40, "b") == 1                  # a batch at the very end of the span counts
+
+
+# ---- what the simulator keeps from cycle to cycle -------------------------------------
+
+def _changing_pool(tmp_path, case):
+    """Static, partitionable and ranked slots that are claimed, freed, split, preempted,
+    that leave and join, slots that stay unclaimed, and a config change that brings
+    NEGOTIATOR_MATCH_EXPRS."""
+    doc = {"name": f"kept-{case}", "span": "90m", "interval": 60,
+           "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "slots": [{"count": 12, "name": "s"},
+                     {"count": 3, "name": "p", "cpus": 4, "memory": 8192, "partitionable": True},
+                     {"count": 2, "name": "off", "attrs": {"START": "false"}}],   # never claimed
+           "workload": [{"submitter": "a", "count": 30, "every": "20m",
+                         "duration": {"exponential": "30m"}},
+                        {"submitter": "b", "at": "10m", "count": 10, "every": "30m",
+                         "duration": {"exponential": "20m"}},
+                        {"submitter": "c", "count": 4, "every": "15m", "cpus": 2,
+                         "duration": {"exponential": "25m"}}],
+           "changes": [{"at": "40m", "slots_leave": {"prefix": "s0000", "count": 3}},
+                       {"at": "50m", "slots_join": {"count": 2, "name": "late"}},
+                       {"at": "60m", "config": {"NEGOTIATOR_MATCH_EXPRS": "Tier", "Tier": "2"}}]}
+    if case == "preemption":
+        doc["knobs"]["PREEMPTION_REQUIREMENTS"] = "RemoteUserPrio > SubmitterUserPrio * 1.2"
+        doc["slots"].append({"count": 4, "name": "r", "attrs": {"Rank": 'TARGET.Owner == "b"'}})
+        doc["changes"].append({"at": "15m", "priority": {"submitter": "a", "value": 1000}})
+    path = tmp_path / f"{case}.json"
+    path.write_text(json.dumps(doc))
+    return load_scenario(path)
+
+
+def _ledger_rows(url):
+    """Every match and every pass's submitter and group rows, by cycle."""
+    return [rows(url, "SELECT p.snapshot_time, m.job, m.submitter, m.slot, m.preempting, m.wait "
+                      "FROM shadow_matches m JOIN passes p ON p.uuid = m.pass_uuid "
+                      "ORDER BY p.snapshot_time, m.id"),
+            rows(url, "SELECT p.snapshot_time, p.pool_weight, p.n_shadow_matches FROM passes p "
+                      "ORDER BY p.snapshot_time"),
+            rows(url, "SELECT p.snapshot_time, s.name, s.real_rup, s.real_usage, s.real_share, "
+                      "s.shadow_limit, s.idle_jobs, s.running_jobs, s.claimed_weight "
+                      "FROM submitters s JOIN passes p ON p.uuid = s.pass_uuid "
+                      "ORDER BY p.snapshot_time, s.name"),
+            rows(url, "SELECT p.snapshot_time, g.name, g.real_usage, g.shadow_quota, "
+                      "g.shadow_allocated FROM groups g JOIN passes p ON p.uuid = g.pass_uuid "
+                      "ORDER BY p.snapshot_time, g.name")]
+
+
+@pytest.mark.parametrize("case", ["preemption", "no-preemption"])
+def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeypatch, case):
+    """Before every cycle, each slot ad, figures and texts the simulator kept from an
+    earlier cycle are those of an ad built anew for the slot as it is now (a slot that
+    changed is built again: SimSlot.changed), and the pool's rows are every slot's own,
+    in the pool's order."""
+    import negotiator_ext.simulate as sim_mod
+    from negotiator_ext.simulate import _Ad, _facts, _new_slot_ad, _slot_texts
+    counts = {"ads": 0, "texts": 0, "rows": 0}
+    pool_of = sim_mod.Simulation._pool
+    rows_of = sim_mod.Simulation._slot_rows
+
+    def check(sim, t):
+        for s in sim.pool.slots:
+            for x in [s] + s.children:
+                b = x._ad
+                if b is None or b.written:
+                    continue
+                fresh = _Ad(_new_slot_ad(x, sim.sc))
+                assert b.ad.printOld() == fresh.ad.printOld(), (t, x.name)
+                if b.facts is not None and b.facts[0] is sim.config:
+                    assert b.facts[1] == _facts(fresh, sim.config), (t, x.name)
+                if b.texts is not None:
+                    assert b.texts == _slot_texts(fresh), (t, x.name)
+                    counts["texts"] += 1
+                counts["ads"] += 1
+            r = s._row
+            if r is not None and r.config is sim.config:
+                xs = [s] + s.children
+                assert [e[0] for e in r.every] == xs
+                assert r.seg == tuple(v for x in xs for v in (x._ad.ad, *_facts(x._ad, sim.config)[1:]))
+                assert [e[0] for e in r.free] == [x for x in xs if (
+                    x.partitionable and x.cpus >= sim.least_cpus) or (
+                    not x.partitionable and x.job is None)]
+                counts["rows"] += 1
+        return pool_of(sim, t)
+
+    def every_row(sim):
+        got = rows_of(sim)
+        assert len(got.segs) == len(sim.pool.slots)
+        for i, s in enumerate(sim.pool.slots):
+            assert s._row is not None and got.segs[i] is s._row.seg and got.free[i] is s._row.free
+        return got
+
+    monkeypatch.setattr(sim_mod.Simulation, "_pool", check)
+    monkeypatch.setattr(sim_mod.Simulation, "_slot_rows", every_row)
+    sc = _changing_pool(tmp_path, case)
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        sim = Simulation(sc, ledger)
+        report = sim.run()
+    assert report.matches > 50
+    assert (report.preemptions > 0) == (case == "preemption")
+    assert counts["ads"] > 500 and counts["rows"] > 500 and counts["texts"] > 50
+
+
+@pytest.mark.parametrize("case", ["preemption", "no-preemption"])
+def test_keeping_slot_ads_gives_the_same_ledger_as_building_every_ad_anew(
+        tmp_path, monkeypatch, case):
+    """The whole run with everything kept, and with every slot ad built anew for every
+    cycle and its texts read by the cycle from the ad (as before the simulator kept
+    them): the same matches and the same figures in every pass."""
+    import negotiator_ext.simulate as sim_mod
+    sc = _changing_pool(tmp_path, case)
+    kept = str(tmp_path / "kept.sqlite")
+    with open_ledger(kept) as ledger:
+        Simulation(sc, ledger).run()
+
+    rows_of = sim_mod.Simulation._slot_rows
+
+    def anew(sim):
+        for s in sim.pool.slots:
+            for x in [s] + s.children:
+                x._ad = None
+            s._row = None
+        sim._rows = None
+        return rows_of(sim)
+
+    monkeypatch.setattr(sim_mod.Simulation, "_slot_rows", anew)
+    monkeypatch.setattr(sim_mod, "_slot_texts", lambda b: ((), True))   # the cycle reads them
+    built = str(tmp_path / "built.sqlite")
+    with open_ledger(built) as ledger:
+        Simulation(sc, ledger).run()
+    got, want = _ledger_rows(kept), _ledger_rows(built)
+    assert len(got[0]) > 50 and got == want
