@@ -23,7 +23,9 @@ Then, in this order:
   2. one real cycle (`condor_reschedule -addr <negotiator>`), its duration and phases
      read from the negotiator's ad (`LastNegotiationCycleDuration0`, `...Phase1Duration0`, ...);
   3. `negotiator-ext shadow --once` again (pass 2: it sees the real cycle of step 2 and
-     compares it with pass 1's cycle: per-submitter match counts);
+     compares it with pass 1's cycle: per-submitter match counts; it queries the schedds
+     beside the slot ads, with pass 1's job projection), and a pass 3 the same way but
+     with NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the schedds after the slots);
   4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files.
 Reported (stdout, and JSON with --json): the pool, the real cycle's figures, each pass's
 wall time, peak RSS, capture and cycle time, and the comparison. Setup (advertising,
@@ -266,7 +268,9 @@ def group_order_in_log(log: Path, offset: int) -> list[str]:
 
 # -- our pass -----------------------------------------------------------------------------------
 
-def shadow_pass(pool: LivePool, work: Path) -> dict:
+def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
+    """One `shadow --once`; `beside` False: NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the
+    schedds queried after the slot ads even when an earlier snapshot is there)."""
     argv = [sys.executable, "-c",
             "import resource, sys, time\n"
             "t = time.monotonic()\n"
@@ -278,8 +282,9 @@ def shadow_pass(pool: LivePool, work: Path) -> dict:
             "shadow", "--once", "--pool", pool.collector, "--state-dir", str(work / "state"),
             "--no-advertise", "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
             "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
+    env = dict(pool.env, _CONDOR_NEGOTIATOR_EXT_CAPTURE_BESIDE=str(beside))
     t0 = time.monotonic()
-    proc = subprocess.run(argv, env=pool.env, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=ROOT)
     wall = time.monotonic() - t0
     m = re.search(r"^BENCH (\S+) (\d+) (\S+)$", proc.stderr, re.M)
     if proc.returncode != 0 or m is None:
@@ -344,9 +349,11 @@ def show(report: dict, as_json: bool) -> None:
               + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
               + f" s), {rc.get('Matches')} matches, "
               f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
-        for name in ("pass1", "pass2"):
+        for name, what in (("pass1", "first pass, schedds after the slots"),
+                           ("pass2", "schedds queried beside the slots"),
+                           ("pass3", "pass 2 again, schedds after the slots")):
             p = report[name]
-            print(f"our {name}: {p['wall_s']} s wall ({p['in_process_s']} s in process; "
+            print(f"our {name} ({what}): {p['wall_s']} s wall ({p['in_process_s']} s in process; "
                   f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
                   f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
                   + (f" ({p['reason']})" if p["reason"] else ""))
@@ -437,6 +444,9 @@ def run_shape(release, shape: str, args) -> dict:
         time.sleep(1.0)
         ad, waited = real_cycle(pool, timeout=7200)
         p2 = shadow_pass(pool, work)
+        # the same pass again with the schedds queried after the slot ads (pass 2's
+        # alternative; the pool has not changed)
+        p3 = shadow_pass(pool, work, beside=False)
         report["real_cycle"] = {k.removeprefix("LastNegotiationCycle").removesuffix("0"): v
                                 for k, v in ad.items() if k.startswith("LastNegotiation")}
         # from RESCHEDULE until the negotiator's ad shows the cycle over
@@ -444,6 +454,7 @@ def run_shape(release, shape: str, args) -> dict:
         report["real_cycle"]["group_order"] = ad.get("group_order") or []
         report["pass1"] = pass_summary(p1)
         report["pass2"] = pass_summary(p2)
+        report["pass3"] = pass_summary(p3)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
         show(report, args.json)
         if args.hold:
@@ -474,6 +485,8 @@ def growth_table(reports: list[dict]) -> list[dict]:
         for k, v in (p.get("phases_s") or {}).items():
             put(f"cycle: {k}", i, v)
         put("pass: whole (in process)", i, p.get("in_process_s"))
+        put("pass 2 (schedds beside the slots)", i, r["pass2"].get("in_process_s"))
+        put("pass 3 (pass 2 without that)", i, r["pass3"].get("in_process_s"))
         put("negotiate from files", i, (r.get("negotiate_from_files") or {}).get("wall_s"))
         put("real negotiator's cycle", i, r["real_cycle"].get("Duration"))
     slots = [r["slots"] for r in reports]

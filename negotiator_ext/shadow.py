@@ -66,6 +66,8 @@ class ShadowSettings:
     matchlog_tz: str | None = None      # the MatchLog's time zone (None: this host's)
     cycle_config: Path | None = None    # what-if: our cycle under this config, not the pool's
     negotiator_log: Path | None = None  # the real NegotiatorLog: every cycle's start and end
+    # a pass after another queries the schedds in a child beside the slot ads
+    capture_beside: bool = True
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
@@ -108,6 +110,7 @@ class ShadowSettings:
             matchlog_tz=o.get("matchlog_tz") or knobs.get("MATCHLOG_TIMEZONE") or None,
             cycle_config=Path(o["cycle_config"]) if o.get("cycle_config") else None,
             negotiator_log=Path(negotiator_log) if negotiator_log else None,
+            capture_beside=ext_bool(knobs, "CAPTURE_BESIDE", True),
         )
         if s.matchlog_tz is not None:
             from zoneinfo import ZoneInfo
@@ -470,7 +473,8 @@ class _Pass:
         report = capture_snapshot(self.s.pool, out, timeout=self.s.timeout, now=t,
                                   htcondor=self.loop.htcondor,
                                   earlier_config=newest_config(root, exclude=out),
-                                  earlier_projection=newest_projection(root, exclude=out))
+                                  earlier_projection=newest_projection(root, exclude=out)
+                                  if self.s.capture_beside else None)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
