@@ -250,7 +250,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         lap("slot_query")
         # the negotiator's config is read by a child process while the slot ads are
         # turned into lines here
-        config_read = _ConfigRead(htcondor, collector, errors, timeout)
+        config_read = _ConfigRead(htcondor, collector, timeout)
         seen: dict = {}             # one string for each distinct line of the capture
         try:
             slot_lines = ad_lines(slots, seen)
@@ -602,7 +602,7 @@ class _ConfigRead:
     (a test's fake RemoteParam is read here, in `result`); its errors are merged by
     `result`, in the order the capture has always given them."""
 
-    def __init__(self, htcondor, collector, errors: dict, timeout: float | None):
+    def __init__(self, htcondor, collector, timeout: float | None):
         self._errors: dict[str, str] = {}
         self._got: tuple = (None, None)
         self._thread = None
