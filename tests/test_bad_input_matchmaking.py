@@ -261,3 +261,21 @@ def test_unparsable_or_undefined_match_exprs_are_left_out_with_warnings(tmp_path
         "into the slot ads, as in HTCondor's negotiator",
         "NEGOTIATOR_MATCH_EXPRS: Undef is not defined; skipped, as in HTCondor's negotiator")
     assert outcome(run_cycle(pool)) == ([("1.0", N1, 1.0)], [])
+
+
+def test_a_long_match_expr_is_read_whole_from_the_slot_texts(tmp_path):
+    """NEGOTIATOR_MATCH_EXPRS inserted into slot ads read with their texts: the text kept
+    for the inserted attribute is the whole expression (it was cut at 60 characters, the
+    form for messages, and the slots it told apart fell into one class)."""
+    long_expr = ('ifThenElse(MY.Tier == 2, "tier-two-slots-for-the-big-jobs", '
+                 '"tier-one-slots-for-the-small-jobs")')
+    assert len(long_expr) > 60
+    slots = [slot(f"slot{i}@n{i}.test.local", Tier=1 if i < 2 else 2) for i in range(4)]
+    jobs = [job(1, p, "a", Requirements=Expr(
+        'TARGET.NegotiatorMatchExprTierName == "tier-two-slots-for-the-big-jobs"'))
+        for p in range(2)]
+    config = f"NEGOTIATOR_MATCH_EXPRS = TierName\nTierName = {long_expr}"
+    pool = pool_of(tmp_path, slots=slots, jobs=jobs, config=config)
+    assert pool.slot_texts                       # read from files: the texts are kept
+    matched = sorted(m.slot for m in run_cycle(pool).matches)
+    assert matched == ["slot2@n2.test.local", "slot3@n3.test.local"]

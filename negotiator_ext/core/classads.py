@@ -148,6 +148,14 @@ def copy_ad(ad: ClassAd) -> ClassAd:
     return parse_old_ad(ad.printOld())
 
 
+def attribute_text(ad: ClassAd, attr: str) -> str:
+    """One attribute's expression text as `attribute_texts` gives it (classad2's printOld
+    of the attribute alone): the whole text, unlike `source_text`, which is for messages."""
+    one = ClassAd()
+    one[attr] = ad.lookup(attr)
+    return attribute_texts(one)[0][1]
+
+
 def attribute_texts(ad: ClassAd) -> list[tuple[str, str]]:
     """(Name, expression text) of every attribute, as classad2 prints them."""
     out = []

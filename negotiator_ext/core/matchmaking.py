@@ -1093,7 +1093,7 @@ def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
         if s.texts:
             for attr in changed:
                 if attr in s.ad:
-                    s.texts[attr.lower()] = classads.source_text(s.ad, attr)
+                    s.texts[attr.lower()] = classads.attribute_text(s.ad, attr)
     return live_names
 
 
