@@ -702,8 +702,8 @@ def cmd_ledger(args) -> int:
         comps = {c.shadow_pass: c for _, c in ledger.comparisons(since=since)
                  if c.shadow_pass in shown}
         if args.json:
-            import dataclasses
-            print(json.dumps([{**r, "comparison": dataclasses.asdict(comps[r["uuid"]])
+            from .core.records import as_plain
+            print(json.dumps([{**r, "comparison": as_plain(comps[r["uuid"]])
                                if r["uuid"] in comps else None} for r in rows],
                              indent=2, default=str))
         else:

@@ -14,7 +14,7 @@ import htcondor2
 import pytest
 
 from negotiator_ext.adapters import live
-from negotiator_ext.adapters.adfiles import read_ads
+from negotiator_ext.adapters.adfiles import ad_lines, read_ads
 from negotiator_ext.adapters.condor_config import load_config, read_params
 from negotiator_ext.adapters.live import BASE_JOB_ATTRS, CaptureReport, capture_snapshot
 from negotiator_ext.adapters.snapshot import load_snapshot
@@ -596,10 +596,11 @@ def test_job_refs_missing_reads_my_and_unscoped_refs_only():
     job = classad2.parseOne(
         'Requirements = TARGET.Memory > RequestMemory && MY.Foo && Bar\n'
         'RequestMemory = 100\nAutoClusterAttrs = "Baz, RequestMemory"', classad2.ParserType.Old)
-    assert live.job_refs_missing([job], ["Requirements", "RequestMemory", "AutoClusterAttrs"]) \
-        == ["Bar", "Baz", "Foo"]
-    assert live.job_refs_missing([job], ["Requirements", "RequestMemory", "AutoClusterAttrs",
-                                         "foo", "BAR", "baz"]) == []
+    lines = ad_lines([job])
+    assert live.job_refs_missing_in_lines(
+        lines, ["Requirements", "RequestMemory", "AutoClusterAttrs"]) == ["Bar", "Baz", "Foo"]
+    assert live.job_refs_missing_in_lines(
+        lines, ["Requirements", "RequestMemory", "AutoClusterAttrs", "foo", "BAR", "baz"]) == []
 
 
 def test_write_failure_leaves_nothing_behind(pool, tmp_path, mocker):

@@ -1043,15 +1043,11 @@ def _slot_key(lines: list[str], keys: dict[str, str]) -> tuple[str, ...]:
     return out
 
 
-def job_refs_missing(jobs: Iterable, projection: Iterable[str]) -> list[str]:
-    """Job attributes that the jobs' own expressions reference (MY./unscoped) or that
-    their AutoClusterAttrs name, and that `projection` lacks."""
-    return job_refs_missing_in_lines(ad_lines(jobs), projection)
-
-
 def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str]) -> list[str]:
-    """`job_refs_missing` of jobs given by their lines (`adfiles.ad_lines`): each distinct
-    line is looked at once, however many jobs share it. An attribute some job has is not
+    """Job attributes that the jobs' own expressions reference (MY./unscoped) or that
+    their AutoClusterAttrs name, and that `projection` lacks; the jobs are given by their
+    lines (`adfiles.ad_lines`), each distinct line looked at once, however many jobs
+    share it. An attribute some job has is not
     missing (the schedd sent it); an expression's references are its own, without
     following the job's attributes, whose own lines are looked at in turn."""
     distinct: set[str] = set()

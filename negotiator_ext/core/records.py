@@ -192,7 +192,8 @@ class Adjustment:
     outcome: str                        # "applied" | "failed: <message>" | "skipped: <why>"
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+# a record type -> its field names; any other type -> None (asked once per type)
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
 
 
 def as_plain(value: Any) -> Any:
@@ -200,9 +201,11 @@ def as_plain(value: Any) -> Any:
     become lists), without its deep copy of every leaf (a pass's record at 11,000 matches
     took 0.4 s that way)."""
     cls = type(value)
-    names = _FIELDS.get(cls)
-    if names is None and dataclasses.is_dataclass(cls):
-        names = _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    try:
+        names = _FIELDS[cls]
+    except KeyError:
+        names = _FIELDS[cls] = (tuple(f.name for f in dataclasses.fields(cls))
+                                if dataclasses.is_dataclass(cls) else None)
     if names is not None:
         return {n: as_plain(getattr(value, n)) for n in names}
     if cls is list or cls is tuple:
