@@ -48,7 +48,14 @@ def test_surplus_for_the_parent_group_is_what_negotiate_under_that_config_gives(
         assert by_group[g["name"]]["after"] == n
         assert by_group[g["name"]]["quota_after"] == g["effective_quota"]
     hep = by_group["group_physics.hep"]
-    assert hep["delta"] > 0 and doc["groups"][0]["name"] == "group_physics.hep"  # largest first
+    assert doc["groups"][0]["name"] == "group_physics.hep"           # largest change first
+    # the numbers: hep 17 -> 27 matches; higgs's limit 17 -> 28, fermi's 0 -> 4
+    assert (hep["before"], hep["after"], hep["delta"]) == (17, 27, 10)
+    subs = {r["name"].split("@")[0]: r for r in doc["submitters"]}
+    higgs, fermi = subs["group_physics.hep.higgs"], subs["group_physics.lep.fermi"]
+    assert (higgs["quota_before"], higgs["quota_after"]) == (17.0, 28.0)
+    assert (fermi["quota_before"], fermi["quota_after"], fermi["delta"]) == (0.0, 4.0, 0)
+    assert doc["changed"] == {"groups": 1, "submitters": 2}
     text = run(capsys, EXAMPLE, "--config", new)
     assert "Groups that change (1 of 5)" in text and f"+{hep['delta']}" in text
 

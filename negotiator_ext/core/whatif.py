@@ -20,17 +20,23 @@ def _weights(doc: dict, key: str) -> tuple[Counter, Counter]:
     return count, weight
 
 
-def _rows(before: dict, after: dict, key: str, quota_of) -> list[dict]:
+def changed(row: dict) -> bool:
+    """Whether a row changes between the two cycles: its matches, matched weight or
+    quota (a group's) / limit (a submitter's)."""
+    return bool(row["delta"] or row["weight_before"] != row["weight_after"]
+                or row["quota_before"] != row["quota_after"])
+
+
+def _rows(before: dict, after: dict, key: str, quota_before: dict, quota_after: dict
+          ) -> list[dict]:
     cb, wb = _weights(before, key)
     ca, wa = _weights(after, key)
-    names = quota_of.keys() | set(cb) | set(ca)
     rows = []
-    for n in names:
-        qb, qa = quota_of.get(n, (None, None))
+    for n in quota_before.keys() | quota_after.keys() | set(cb) | set(ca):
         rows.append({"name": n, "before": cb.get(n, 0), "after": ca.get(n, 0),
                      "delta": ca.get(n, 0) - cb.get(n, 0),
                      "weight_before": wb.get(n, 0.0), "weight_after": wa.get(n, 0.0),
-                     "quota_before": qb, "quota_after": qa})
+                     "quota_before": quota_before.get(n), "quota_after": quota_after.get(n)})
     rows.sort(key=lambda r: (-abs(r["weight_after"] - r["weight_before"]), -abs(r["delta"]),
                              r["name"]))
     return rows
@@ -40,14 +46,12 @@ def compare_cycles(before: dict, after: dict) -> dict:
     """The whatif document: per group and per submitter (KEYS), largest change first, and
     the two cycles' totals. Quotas: a group's effective quota; a submitter's limit (its
     share of its group, the first pie spin)."""
-    gq = {g["name"]: [g.get("effective_quota"), None] for g in before["groups"]}
-    for g in after["groups"]:
-        gq.setdefault(g["name"], [None, None])[1] = g.get("effective_quota")
-    sq = {s["name"]: [s.get("limit"), None] for s in before["submitters"]}
-    for s in after["submitters"]:
-        sq.setdefault(s["name"], [None, None])[1] = s.get("limit")
-    groups = _rows(before, after, "group", {k: tuple(v) for k, v in gq.items()})
-    subs = _rows(before, after, "submitter", {k: tuple(v) for k, v in sq.items()})
+    groups = _rows(before, after, "group",
+                   {g["name"]: g.get("effective_quota") for g in before["groups"]},
+                   {g["name"]: g.get("effective_quota") for g in after["groups"]})
+    subs = _rows(before, after, "submitter",
+                 {s["name"]: s.get("limit") for s in before["submitters"]},
+                 {s["name"]: s.get("limit") for s in after["submitters"]})
     total = {"before": len(before["matches"]), "after": len(after["matches"]),
              "weight_before": sum(m["cost"] or 0.0 for m in before["matches"]),
              "weight_after": sum(m["cost"] or 0.0 for m in after["matches"])}
@@ -55,7 +59,5 @@ def compare_cycles(before: dict, after: dict) -> dict:
     return {"cycle": {"before": before["cycle"], "after": after["cycle"]}, "total": total,
             "groups": groups if len(before["groups"]) > 1 or len(after["groups"]) > 1 else [],
             "submitters": subs,
-            "changed": {"groups": sum(1 for r in groups if r["delta"] or
-                                      r["weight_before"] != r["weight_after"]),
-                        "submitters": sum(1 for r in subs if r["delta"] or
-                                          r["weight_before"] != r["weight_after"])}}
+            "changed": {"groups": sum(map(changed, groups)),
+                        "submitters": sum(map(changed, subs))}}

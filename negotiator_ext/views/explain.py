@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .negotiate import _num
+from .tables import num as _num
 from .text import printable
 
 

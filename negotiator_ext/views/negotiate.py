@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter, defaultdict
 
-from .tables import table
+from .tables import num as _num, table
 from .text import printable
 
 # a part longer than this is summarised (the report stays under ~150 lines)
@@ -21,14 +21,6 @@ MAX_SUBMITTERS = 15
 MAX_SHORTFALL = 10
 MAX_MATCH_ROWS = 25
 MAX_REJECTION_ROWS = 12
-
-
-def _num(v, fmt="{:.2f}") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float) and abs(v) >= 1e15:
-        return f"{v:.4g}"
-    return fmt.format(v)
 
 
 def _more(n: int, what: str) -> list[str]:
@@ -89,9 +81,10 @@ def _groups(groups: list[dict], full: bool) -> list[str]:
         return []
     shown = groups
     if not full and len(groups) > MAX_GROUPS:
-        shown = sorted(groups, key=lambda g: (-(g["usage"] or 0) + (g["usage_before"] or 0),
-                                              g["name"]))[:MAX_GROUPS]
-        shown = [g for g in groups if g in shown]          # in the table's own order
+        top = sorted(groups, key=lambda g: (-(g["usage"] or 0) + (g["usage_before"] or 0),
+                                            g["name"]))[:MAX_GROUPS]
+        keep = {id(g) for g in top}
+        shown = [g for g in groups if id(g) in keep]        # in the table's own order
     # Surplus: what the allocation gave beyond the group's own quota (surplus sharing)
     rows = [[g["name"], _num(g["config_quota"], "{:g}"), _num(g["effective_quota"]),
              _num(g["subtree_quota"]), g["surplus_policy"] or "-", _num(g["requested"]),
@@ -127,7 +120,8 @@ def _submitters(subs: list[dict], full: bool) -> list[str]:
     if full or len(subs) <= MAX_SUBMITTERS + MAX_SHORTFALL:
         return table(_SUB_HEAD, _submitter_rows(subs), set(range(2, 10))) + [""]
     top = sorted(subs, key=lambda s: (-s["matched"], s["name"]))[:MAX_SUBMITTERS]
-    short = sorted((s for s in subs if s not in top),
+    in_top = {id(s) for s in top}
+    short = sorted((s for s in subs if id(s) not in in_top),
                    key=lambda s: (-((s.get("idle_jobs") or 0) - s["matched"]), s["name"])
                    )[:MAX_SHORTFALL]
     out = [f"Submitters with the most matches ({len(top)} of {len(subs)}):"]

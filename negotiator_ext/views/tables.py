@@ -19,6 +19,15 @@ def table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[st
     return [line(headers), line(["-" * w for w in widths])] + [line(r) for r in rows]
 
 
+def num(v, fmt: str = "{:.2f}") -> str:
+    """A figure for a table cell: "-" when unknown, a huge one in short form."""
+    if v is None:
+        return "-"
+    if isinstance(v, float) and abs(v) >= 1e15:
+        return f"{v:.4g}"
+    return fmt.format(v)
+
+
 def pct(x, digits: int = 0) -> str:
     """A ratio as a percentage; empty when unknown."""
     return "" if x is None else f"{x:.{digits}%}"

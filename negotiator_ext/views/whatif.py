@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from .tables import table
+from ..core.whatif import changed as row_changes
+from .tables import num, table
 from .text import printable
 
 MAX_ROWS = 25
 
 
-def _q(v) -> str:
-    return "-" if v is None else f"{v:.2f}"
-
-
 def _rows(rows: list[dict]) -> list[list[str]]:
     return [[r["name"], str(r["before"]), str(r["after"]), f"{r['delta']:+d}",
              f"{r['weight_before']:g}", f"{r['weight_after']:g}",
-             f"{r['weight_after'] - r['weight_before']:+g}", _q(r["quota_before"]),
-             _q(r["quota_after"])] for r in rows]
+             f"{r['weight_after'] - r['weight_before']:+g}", num(r["quota_before"]),
+             num(r["quota_after"])] for r in rows]
 
 
 def render_whatif(doc: dict, before: str, after: str, full: bool = False) -> str:
@@ -30,8 +27,7 @@ def render_whatif(doc: dict, before: str, after: str, full: bool = False) -> str
                               ("Submitters", doc["submitters"], "Limit")):
         if not rows:
             continue
-        changed = [r for r in rows if r["delta"] or r["weight_before"] != r["weight_after"]
-                   or r["quota_before"] != r["quota_after"]]
+        changed = [r for r in rows if row_changes(r)]
         shown = changed if full else changed[:MAX_ROWS]
         out.append(f"{what} that change ({len(changed)} of {len(rows)}), largest change "
                    "first:" if changed else f"{what}: no change")
