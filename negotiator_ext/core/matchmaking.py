@@ -1082,16 +1082,20 @@ def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
     expression may read live (`Matcher.watch_live_usage`)."""
     cross_prefix = config.startd_resource_prefix if config.cross_slot_prios else None
     live_names: set[str] = set()
+    exprs = {attr: classads.parse_expr(text) for attr, text in config.match_exprs.items()}
+    # the same text in every slot: printed once
+    expr_texts = {attr.lower(): classads.attribute_text(classads.ClassAd({attr: e}), attr)
+                  for attr, e in exprs.items()}
     for s in slots:
-        changed = list(config.match_exprs)
-        for attr, text in config.match_exprs.items():
-            s.ad[attr] = classads.parse_expr(text)
+        for attr, e in exprs.items():
+            s.ad[attr] = e
+        written: list[str] = []
         if config.consider_preemption:
             written = add_remote_user_attrs(s, acc, groups, group_quotas, cross_prefix)
-            changed += written
             live_names.update(a.lower() for a in written if a.endswith("ResourcesInUse"))
         if s.texts:
-            for attr in changed:
+            s.texts.update(expr_texts)
+            for attr in written:
                 if attr in s.ad:
                     s.texts[attr.lower()] = classads.attribute_text(s.ad, attr)
     return live_names
