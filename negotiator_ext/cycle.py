@@ -411,16 +411,18 @@ def _submitter_rows(neg: Negotiation, submitters, usage_before) -> list[dict]:
     # each submitter's place in the first pie spin of its group's first negotiation
     # (the order submitterLessThan sorted them in)
     position: dict[str, int] = {}
-    spun: dict[str, list] = {}
+    places: dict[str, dict[str, int]] = {}     # group -> its first spin's order
+    done: set[str] = set()                     # groups whose first spin is over
     for rec in neg.limits:
-        if rec.spin != 1:
+        group = rec.negotiating_group
+        if rec.spin != 1 or group in done:
             continue
-        order = spun.setdefault(rec.negotiating_group, [])
-        if order is not None and rec.submitter in order:
-            spun[rec.negotiating_group] = None      # a later negotiation of the group
-        elif order is not None:
-            order.append(rec.submitter)
-            position.setdefault(rec.submitter, len(order))
+        order = places.setdefault(group, {})
+        if rec.submitter in order:              # the group's next negotiation began
+            done.add(group)
+            continue
+        order[rec.submitter] = len(order) + 1
+        position.setdefault(rec.submitter, order[rec.submitter])
     rows, seen = [], set()
     for s in submitters:
         if s.name in seen:

@@ -545,6 +545,8 @@ def test_round_robin_ties_follow_libstdcxx_sort_order():
     # round robin: 10 extra slots, given in std::sort's order of the tie
     # (the root, last, asks nothing and has quota 0: every child sorts before it)
     order = cxx_sort(list(range(21)), lambda a, b: a < 20 and b == 20)
+    # what g++'s std::sort (libstdc++) gives for that comparator (printed by a C++ program)
+    assert order == [1, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 0, 20]
     winners = [names[j] for j in order if j < 20][:10]
     assert sorted(n for n, a in got.items() if a == 2.0) == sorted(winners)
     assert winners != names[:10]            # not the input order
