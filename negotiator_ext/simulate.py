@@ -62,6 +62,7 @@ from .core.config import priority_preemption_off
 from .core.records import MatchEntry, PassRecord
 from .core.slots import CURRENT_USER_ATTRS
 from .errors import InputError
+from .limits import paused_gc
 from .pool import config_warnings
 from .scenario import Arrival, Change, Scenario, SlotShape
 
@@ -151,6 +152,8 @@ class SimPool:
         self.dirty: list[SimSlot] = []                # slots changed since the last cycle
         self._by_name: dict[str, SimSlot] = {}        # every slot, dynamic ones too
         self._same_names = False                      # two slots share a name
+        # with shared names: name -> the later slot of that name, until slots change
+        self._walked: dict[str, SimSlot] | None = None
         for shape in scenario.slots:
             self.add_slots(shape, shape.count)
 
@@ -177,10 +180,12 @@ class SimPool:
             self._named(self.slots[-1])
 
     def _named(self, s: SimSlot) -> None:
+        self._walked = None
         if self._by_name.setdefault(s.name, s) is not s:
             self._same_names = True
 
     def _unnamed(self, s: SimSlot) -> None:
+        self._walked = None
         if self._by_name.get(s.name) is s:
             del self._by_name[s.name]
 
@@ -189,12 +194,9 @@ class SimPool:
         in the pool's order."""
         if not self._same_names:
             return self._by_name.get(name)
-        found = None
-        for s in self.slots:
-            for x in [s] + s.children:
-                if x.name == name:
-                    found = x
-        return found
+        if self._walked is None:            # once per change of the slots, not per match
+            self._walked = {x.name: x for s in self.slots for x in [s] + s.children}
+        return self._walked.get(name)
 
     def remove_slots(self, prefix: str, count: int, t: int) -> int:
         """Up to `count` slots whose machine starts with `prefix` leave (their jobs go back
@@ -632,9 +634,7 @@ class Simulation:
         # pool's long-lived jobs, slots and ads again and again for nothing (a sixth of
         # a cycle at 10,000 slots). What the run drops is freed by reference counting as
         # always; cycles that outlive a collection wait for the collector after the run.
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc(collect=False):
             while t <= end:
                 self.step(t)
                 n += 1
@@ -644,9 +644,6 @@ class Simulation:
                     self.progress(t - sc.start, sc.span, _time.perf_counter() - wall0)
                 t += sc.interval
                 gc.collect(1)
-        finally:
-            if enabled:
-                gc.enable()
         self.flush()
         return SimReport(passes=n, matches=self.matches, preemptions=self.preemptions,
                          span=sc.span, wall=_time.perf_counter() - wall0,
@@ -670,7 +667,9 @@ class Simulation:
         started = _time.perf_counter()
         result = run_cycle(pool, t, self.rr_times)
         duration = _time.perf_counter() - started
-        self.state = _state_after(result.accountant)
+        # the Resource records are handed over, not copied: after the cycle only the pass
+        # record reads the accountant, and the next cycle's accountant copies them
+        self.state = result.accountant.to_state(copy_resources=False)
         self.rr_times = result.rr_times         # carried, as the negotiator does
         entries = self._apply(result, t)
         self.pending.append(self._record(t, pool, result, entries, duration))
@@ -882,20 +881,6 @@ def _facts(b: _Ad, config):
         f = b.facts = (config, (matches_constraint(ad, config.slot_constraint), u,
                                 *slot_size(ad, u.weight)))
     return f[1]
-
-
-def _state_after(acc) -> AccountantState:
-    """Where the next cycle's accountant starts: `acc.to_state()`, except that the
-    Resource records (one per claim) are handed over instead of copied: after the cycle
-    only the pass record reads `acc` (its report, from the customer records), and the
-    next cycle's accountant works on its own copy."""
-    resources = acc.resources
-    acc.resources = {}
-    try:
-        state = acc.to_state()
-    finally:
-        acc.resources = resources
-    return dataclasses.replace(state, resources=resources)
 
 
 class _SlotRow:

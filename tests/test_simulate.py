@@ -542,6 +542,8 @@ def _changing_pool(tmp_path, case):
     if case == "preemption":
         doc["knobs"]["PREEMPTION_REQUIREMENTS"] = "RemoteUserPrio > SubmitterUserPrio * 1.2"
         doc["slots"].append({"count": 4, "name": "r", "attrs": {"Rank": 'TARGET.Owner == "b"'}})
+        # unclaimed slots whose ads the cycle writes into (CurrentRank from PreemptingRank)
+        doc["slots"].append({"count": 2, "name": "pr", "attrs": {"PreemptingRank": "5"}})
         doc["changes"].append({"at": "15m", "priority": {"submitter": "a", "value": 1000}})
     path = tmp_path / f"{case}.json"
     path.write_text(json.dumps(doc))
@@ -642,9 +644,46 @@ def test_keeping_slot_ads_gives_the_same_ledger_as_building_every_ad_anew(
         return rows_of(sim)
 
     monkeypatch.setattr(sim_mod.Simulation, "_slot_rows", anew)
-    monkeypatch.setattr(sim_mod, "_slot_texts", lambda b: ((), True))   # the cycle reads them
+    monkeypatch.setattr(sim_mod, "_slot_texts", lambda b: (None, True))   # the cycle reads them
     built = str(tmp_path / "built.sqlite")
     with open_ledger(built) as ledger:
         Simulation(sc, ledger).run()
     got, want = _ledger_rows(kept), _ledger_rows(built)
     assert len(got[0]) > 50 and got == want
+
+
+def test_slots_found_by_name_when_names_are_shared(tmp_path, monkeypatch):
+    """With two slots of one name (recorded partitionable slots on one machine split into
+    like-named dynamic slots), a match's slot is the later of that name in the pool's
+    order, found from a map made once per change of the slots, not by a walk per match;
+    the same run with the map and with the walk gives the same ledger."""
+    import negotiator_ext.simulate as sim_mod
+    sc = _changing_pool(tmp_path, "preemption")
+    real_init, real_named = sim_mod.SimPool.__init__, sim_mod.SimPool.slot_named
+    asked = []
+
+    def init(self, *a, **kw):
+        real_init(self, *a, **kw)
+        self._same_names = True             # as if two slots shared a name
+
+    def named(self, name):
+        walk = None
+        for s in self.slots:
+            for x in [s] + s.children:
+                if x.name == name:
+                    walk = x
+        got = real_named(self, name)
+        assert got is walk, name
+        asked.append(name)
+        return got
+    monkeypatch.setattr(sim_mod.SimPool, "__init__", init)
+    monkeypatch.setattr(sim_mod.SimPool, "slot_named", named)
+    shared = str(tmp_path / "shared.sqlite")
+    with open_ledger(shared) as ledger:
+        Simulation(sc, ledger).run()
+    assert len(asked) > 50
+    monkeypatch.undo()
+    plain = str(tmp_path / "plain.sqlite")
+    with open_ledger(plain) as ledger:
+        Simulation(sc, ledger).run()
+    assert _ledger_rows(shared) == _ledger_rows(plain)

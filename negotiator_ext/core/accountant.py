@@ -68,12 +68,16 @@ class Accountant:
         self.resources: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.resources.items()}
         self.limits: dict[str, float] = dict(state.limits)
 
-    def to_state(self) -> AccountantState:
-        """The state as it stands now (a copy): where the next cycle starts from."""
+    def to_state(self, copy_resources: bool = True) -> AccountantState:
+        """The state as it stands now (a copy): where the next cycle starts from.
+        `copy_resources=False` hands the Resource records (one per claim) over instead,
+        for a caller that no longer changes this accountant's (the next accountant
+        copies them anyway)."""
         return AccountantState(
             last_update_time=self.last_update_time,
             customers={k: dict(v) for k, v in self.customers.items()},
-            resources={k: dict(v) for k, v in self.resources.items()},
+            resources=({k: dict(v) for k, v in self.resources.items()} if copy_resources
+                       else self.resources),
             limits=dict(self.limits))
 
     # ---- attribute access, as the ClassAd log does it -------------------------------
