@@ -224,9 +224,10 @@ def negotiator_ad(pool: LivePool) -> dict:
     return ads[0] if ads else {}
 
 
-def real_cycle(pool: LivePool, timeout: float) -> tuple[dict, float]:
+def real_cycle(pool: LivePool, timeout: float) -> tuple[dict, float, list[str]]:
     """One real cycle, now: RESCHEDULE sent to the negotiator itself (a 25.x schedd takes
-    `condor_reschedule` as a no-op and decides alone when to ask for a cycle)."""
+    `condor_reschedule` as a no-op and decides alone when to ask for a cycle). Returns
+    the negotiator's ad after it, the wait, and the groups' order in its log."""
     ad = negotiator_ad(pool)
     before = ad.get("LastNegotiationCycleEnd0", 0)
     log = pool.log_dir / "NegotiatorLog"
@@ -239,10 +240,7 @@ def real_cycle(pool: LivePool, timeout: float) -> tuple[dict, float]:
         return a if a.get("LastNegotiationCycleEnd0", 0) > before else None
 
     ad = pool.wait_for(ended, timeout, "the real negotiation cycle", every=1)
-    waited = time.monotonic() - t0
-    ad = dict(ad)
-    ad["group_order"] = group_order_in_log(log, offset)
-    return ad, waited
+    return ad, time.monotonic() - t0, group_order_in_log(log, offset)
 
 
 _GROUP_LINE = re.compile(r"^\S+ \S+ Group (\S+) - sortkey= ", re.M)
@@ -333,57 +331,54 @@ def pass_summary(p: dict) -> dict:
     }
 
 
-def show(report: dict, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(report, indent=2))
+def show(report: dict) -> None:
+    rc = report["real_cycle"]
+    static, partitionable, jobs, acs, subs, groups = (report[k] for k in (
+        "static", "partitionable", "jobs", "autoclusters", "submitters", "groups"))
+    print(f"pool {report['shape']}: {report['slots']:,} slots ({static:,} static, "
+          f"{partitionable:,} partitionable), {jobs:,} idle jobs, {acs:,} autoclusters, "
+          f"{subs:,} submitters in {groups} groups")
+    print(f"setup: advertise {report['setup_advertise_s']} s, submit "
+          f"{report['setup_submit_s']} s")
+    print(f"real negotiator: cycle {rc.get('Duration')} s (phases "
+          + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
+          + f" s), {rc.get('Matches')} matches, "
+          f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
+    for name, what in (("pass1", "first pass, schedds after the slots"),
+                       ("pass2", "schedds queried beside the slots"),
+                       ("pass3", "pass 2 again, schedds after the slots")):
+        p = report[name]
+        print(f"our {name} ({what}): {p['wall_s']} s wall ({p['in_process_s']} s in process; "
+              f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
+              f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
+              + (f" ({p['reason']})" if p["reason"] else ""))
+        if p.get("steps_s"):
+            print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
+                  + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
+    n = report.get("negotiate_from_files") or {}
+    if "wall_s" in n:
+        print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
+              f"{n['peak_rss_mib']} MiB, {n['matches']} matches")
+    real_order = rc.get("group_order") or []
+    ours = n.get("group_order") or []
+    if real_order:
+        same = 0
+        while same < min(len(real_order), len(ours)) and real_order[same] == ours[same]:
+            same += 1
+        print(f"group order (first allocation round): the real cycle negotiated "
+              f"{len(real_order)} groups, ours negotiates {len(ours)}; the first {same} "
+              f"agree; real {', '.join(real_order[:6])}, ...; ours "
+              f"{', '.join(ours[:6])}, ...")
+    c = report["pass2"]["comparison"]
+    if c is None:
+        print("comparison: none (pass 2 compared no real cycle)")
     else:
-        rc = report["real_cycle"]
-        static, partitionable, jobs, acs, subs, groups = (report[k] for k in (
-            "static", "partitionable", "jobs", "autoclusters", "submitters", "groups"))
-        print(f"pool {report['shape']}: {report['slots']:,} slots ({static:,} static, "
-              f"{partitionable:,} partitionable), {jobs:,} idle jobs, {acs:,} autoclusters, "
-              f"{subs:,} submitters in {groups} groups")
-        print(f"setup: advertise {report['setup_advertise_s']} s, submit "
-              f"{report['setup_submit_s']} s")
-        print(f"real negotiator: cycle {rc.get('Duration')} s (phases "
-              + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
-              + f" s), {rc.get('Matches')} matches, "
-              f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
-        for name, what in (("pass1", "first pass, schedds after the slots"),
-                           ("pass2", "schedds queried beside the slots"),
-                           ("pass3", "pass 2 again, schedds after the slots")):
-            p = report[name]
-            print(f"our {name} ({what}): {p['wall_s']} s wall ({p['in_process_s']} s in process; "
-                  f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
-                  f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
-                  + (f" ({p['reason']})" if p["reason"] else ""))
-            if p.get("steps_s"):
-                print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
-                      + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
-        n = report.get("negotiate_from_files") or {}
-        if "wall_s" in n:
-            print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
-                  f"{n['peak_rss_mib']} MiB, {n['matches']} matches")
-        real_order = rc.get("group_order") or []
-        ours = n.get("group_order") or []
-        if real_order:
-            same = 0
-            while same < min(len(real_order), len(ours)) and real_order[same] == ours[same]:
-                same += 1
-            print(f"group order (first allocation round): the real cycle negotiated "
-                  f"{len(real_order)} groups, ours negotiates {len(ours)}; the first {same} "
-                  f"agree; real {', '.join(real_order[:6])}, ...; ours "
-                  f"{', '.join(ours[:6])}, ...")
-        c = report["pass2"]["comparison"]
-        if c is None:
-            print("comparison: none (pass 2 compared no real cycle)")
-        else:
-            print(f"comparison ({c['source']}): real {c['real_matches']} matches, ours "
-                  f"{c['shadow_matches']}; count agreement {c['count_agreement']}, "
-                  f"same (submitter, slot) {c['agreed']}, same (submitter, slot class) "
-                  f"{c['agreed_equivalent']}; "
-                  f"{report['pass2']['submitters_equal_counts']}/"
-                  f"{report['pass2']['submitters_compared']} submitters with equal counts")
+        print(f"comparison ({c['source']}): real {c['real_matches']} matches, ours "
+              f"{c['shadow_matches']}; count agreement {c['count_agreement']}, "
+              f"same (submitter, slot) {c['agreed']}, same (submitter, slot class) "
+              f"{c['agreed_equivalent']}; "
+              f"{report['pass2']['submitters_equal_counts']}/"
+              f"{report['pass2']['submitters_compared']} submitters with equal counts")
 
 
 def main(argv=None) -> int:
@@ -401,13 +396,14 @@ def main(argv=None) -> int:
     if release is None:
         print(SKIP_REASON)
         return 0
+    # a SIGTERM stops the pool's daemons too (run_shape's `finally`)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     reports = [run_shape(release, shape, args) for shape in args.shape]
-    if len(reports) > 1:
-        growth = growth_table(reports)
-        if args.json:
-            print(json.dumps({"growth": growth}, indent=2))
-        else:
-            show_growth(growth)
+    growth = growth_table(reports) if len(reports) > 1 else None
+    if args.json:                       # one document for the whole run
+        print(json.dumps({"shapes": reports, "growth": growth}, indent=2))
+    elif growth is not None:
+        show_growth(growth)
     return 0
 
 
@@ -421,8 +417,6 @@ def shapes(text: str) -> list[str]:
 
 def run_shape(release, shape: str, args) -> dict:
     static, partitionable, jobs, acs, subs, groups = SHAPES[shape]
-    # a SIGTERM stops the pool's daemons too (the `finally` below)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     root = Path(tempfile.mkdtemp(prefix="negext-bigpool-"))
     work = Path(tempfile.mkdtemp(prefix="negext-bigpass-"))
     pool = BenchPool(release, root, groups=groups)
@@ -442,7 +436,7 @@ def run_shape(release, shape: str, args) -> dict:
         # the real cycle's start is known to the second: one that starts within the second
         # pass 1's capture ended in cannot be shown to come after it, and is not compared
         time.sleep(1.0)
-        ad, waited = real_cycle(pool, timeout=7200)
+        ad, waited, real_order = real_cycle(pool, timeout=7200)
         p2 = shadow_pass(pool, work)
         # the same pass again with the schedds queried after the slot ads (pass 2's
         # alternative; the pool has not changed)
@@ -451,12 +445,13 @@ def run_shape(release, shape: str, args) -> dict:
                                 for k, v in ad.items() if k.startswith("LastNegotiation")}
         # from RESCHEDULE until the negotiator's ad shows the cycle over
         report["real_cycle"]["wall_s"] = round(waited, 1)
-        report["real_cycle"]["group_order"] = ad.get("group_order") or []
+        report["real_cycle"]["group_order"] = real_order
         report["pass1"] = pass_summary(p1)
         report["pass2"] = pass_summary(p2)
         report["pass3"] = pass_summary(p3)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
-        show(report, args.json)
+        if not args.json:
+            show(report)
         if args.hold:
             print(f"holding the pool for {args.hold:g} s: CONDOR_CONFIG={pool.config_file} "
                   f"collector {pool.collector}", file=sys.stderr, flush=True)

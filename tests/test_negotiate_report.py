@@ -52,10 +52,15 @@ def test_a_large_cycle_fits_a_screen_and_says_how_to_see_all(big_pool, capsys):
     assert "Groups (20 of 31, the most weight matched):" in out
     assert "Submitters with the most matches (15 of 60):" in out
     assert "--matches shows them all" in out
-    # the summary's counts add up to the matches shown and the rest
-    counted = [ln for ln in lines if ln.strip() and ln.split()[0].isdigit()
-               and "@" in ln and "NoPreemption" in ln]
-    assert counted and all(int(ln.split()[0]) >= 1 for ln in counted)
+    # the summary's rows: the largest counts per (submitter, request, slot class,
+    # reason, cost) of the JSON's matches, largest first
+    from collections import Counter
+    runs = Counter((m["submitter"], m["autocluster"], m["slot_class"], m["reason"], m["cost"])
+                   for m in doc["matches"])
+    counted = [int(ln.split()[0]) for ln in lines
+               if ln.strip() and ln.split()[0].isdigit() and " NoPreemption " in ln]
+    assert counted == sorted((n for n in runs.values()), reverse=True)[:len(counted)]
+    assert len(counted) == min(25, len(runs))
 
 
 def test_matches_lists_every_match(big_pool, capsys):
