@@ -23,6 +23,7 @@ from .core.adtext import Job, TextValues, as_text_ads
 from .core.matchmaking import STATE_NAMES, Matcher, Slot, insert_negotiator_attrs
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter, id_number, job_id)
+from .core.schedd_limits import Schedds
 from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight
 from .errors import InputError
 from .pool import Pool
@@ -151,6 +152,7 @@ class CycleInput:
     slot_classes: dict               # slot name -> class number
     submitters: list[Submitter]      # each with its JobQueue
     queues: dict                     # (submitter, schedd) -> JobQueue
+    schedds: Schedds                 # the schedds' limits and counts (M7)
     fetched_slots: int               # slot ads fetched (after the slot constraint)
     partial: bool
     missing_schedds: tuple[str, ...]
@@ -208,7 +210,9 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
         matcher.scan_slot(s)
 
     clock.lap("slot_reach")
-    by_queue, queue_names = _idle_jobs(job_tables, matcher, snap, cfg, default_schedd)
+    schedds = pool.schedds()
+    by_queue, queue_names = _idle_jobs(job_tables, matcher, snap, cfg, default_schedd,
+                                       schedds)
 
     clock.lap("jobs")
     matcher.settle_job_keys(slots, by_queue.values())
@@ -235,7 +239,7 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
         demand=demand, quotas=quotas, pool_weight=weighted,
         min_slot_weight=min(weights) if weights else DBL_MAX, matcher=matcher,
         slots=slots, slot_classes=slot_classes, submitters=submitters, queues=queues,
-        fetched_slots=len(pool.slot_ads), partial=snap.partial,
+        schedds=schedds, fetched_slots=len(pool.slot_ads), partial=snap.partial,
         missing_schedds=snap.missing_schedds, warnings=list(pool.warnings),
         timings=clock.laps)
 
@@ -250,7 +254,8 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
     neg = Negotiation(
         config=inp.config, accountant=acc, groups=groups, matcher=inp.matcher,
         slots=inp.slots, submitters=submitters, now=inp.time,
-        min_slot_weight=inp.min_slot_weight, pool_weight=inp.pool_weight)
+        min_slot_weight=inp.min_slot_weight, pool_weight=inp.pool_weight,
+        schedd_limits=inp.schedds)
     outcome = neg.run(inp.quotas, rr_times)
     timings = dict(inp.timings, negotiation=round(time.perf_counter() - t0, 4))
     cfg, limits_before = inp.config, inp.limits_before
@@ -308,10 +313,11 @@ def _candidate_slots(pool: Pool) -> list[Slot]:
     return slots
 
 
-def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd
-               ) -> tuple[dict, dict]:
+def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
+               schedds: Schedds) -> tuple[dict, dict]:
     """Each submitter's idle jobs at each schedd (M2), unsorted: (submitter, schedd) ->
     [(sort order, job key, job texts)], and the attribute names of each queue's file.
+    The jobs holding a shadow are counted into `schedds` (M7).
     Job ads are kept as text (core.adtext): each job is looked at through the few
     attributes the schedd and the negotiator need, each text evaluated once."""
     values = matcher.values
@@ -319,13 +325,22 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd
     queue_names: dict[tuple[str, str], dict] = {}
     job_constraint = JobConstraint(cfg.job_constraint, values) if cfg.job_constraint else None
     schedd_of = _ScheddOf(snap.meta, default_schedd)
-    job_key, idle = matcher.job_key, QueueView(values).idle
+    view = QueueView(values)
+    job_key, idle, running = matcher.job_key, view.idle, view.running
     for file_name, table in job_tables.items():
         names = table.store.names
         for index, row in enumerate(table.rows, start=1):
             job = Job(row, names, values)
             head = idle(job)
             if head is None:
+                held = running(job)
+                if held is not None:
+                    schedd = schedd_of(file_name, job)
+                    if schedd is not None:
+                        schedds.running[schedd] = schedds.running.get(schedd, 0) + 1
+                        if held[1] and held[0] is not None:
+                            k = (held[0], schedd)
+                            schedds.in_transfer[k] = schedds.in_transfer.get(k, 0) + 1
                 continue
             if min(head[1][-2:]) < 0:
                 _bad_job_id(snap.directory / file_name, index, job)

@@ -4,8 +4,9 @@ accountant's state, assembled from the adapters for the commands to use."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import load_config
@@ -14,6 +15,8 @@ from .core import classads
 from .core.accountant import Accountant, AccountantState
 from .core.config import NegotiatorConfig
 from .core.groups import GroupQuota, GroupTree, group_demand
+from .core.schedd_limits import ScheddLimits, Schedds
+from .core.schedd_limits import from_config as limits_from_config
 from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_usage
 from .errors import InputError
 from .limits import check_number
@@ -48,6 +51,17 @@ class Pool:
     # once per change); empty: computed here
     pie_weights: tuple[float, ...] = ()
     effective_sizes: tuple[float, ...] = ()
+    # each schedd's limits on what it offers (M7): the config's, and the schedds' own
+    schedd_default: ScheddLimits = field(default_factory=ScheddLimits)
+    schedd_limits: Mapping[str, ScheddLimits] = field(default_factory=dict)
+    # running jobs per schedd the job files do not hold (the simulator's)
+    schedd_running: Mapping[str, int] = field(default_factory=dict)
+
+    def schedds(self) -> Schedds:
+        """The schedds' limits, with one cycle's counts (the job files' running jobs are
+        counted by the cycle)."""
+        return Schedds(default=self.schedd_default, by_name=self.schedd_limits,
+                       running=dict(self.schedd_running))
 
     def every_slot(self) -> tuple[tuple, tuple]:
         """(ads, usage) of every slot in the pool, candidates or not."""
@@ -219,6 +233,18 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     else:
         state = AccountantState()
         warnings.append(f"{snap.directory}: no accounting.ads: starting from an empty accountant")
+    default, by_name = schedd_limits_of(snap, config)
     return Pool(snapshot=snap, config=config, groups=groups, slot_ads=tuple(ads),
                 slots=tuple(slots), accountant=state, warnings=tuple(warnings),
-                slot_texts=tuple(texts))
+                slot_texts=tuple(texts), schedd_default=default, schedd_limits=by_name)
+
+
+def schedd_limits_of(snap: Snapshot, config: NegotiatorConfig
+                     ) -> tuple[ScheddLimits, dict[str, ScheddLimits]]:
+    """The config's schedd limits, and each schedd's own (schedd-knobs.json) over them
+    (InputError naming the file, the schedd and the knob)."""
+    default = limits_from_config(config)
+    by_name = {name: ScheddLimits.from_knobs(knobs, snap.schedd_knobs_source or "",
+                                             ad=f"schedd {name}", otherwise=default)
+               for name, knobs in snap.schedd_knobs.items()}
+    return default, by_name

@@ -60,6 +60,7 @@ from .core.accountant import AccountantState
 from .core.adtext import TextAds, TextStore
 from .core.config import priority_preemption_off
 from .core.records import MatchEntry, PassRecord
+from .core.schedd_limits import from_config as limits_from_config
 from .core.slots import CURRENT_USER_ATTRS
 from .errors import InputError
 from .limits import paused_gc
@@ -819,7 +820,9 @@ class Simulation:
         return Pool(snapshot=snap, config=self.config, groups=self.groups,
                     slot_ads=tuple(cand_ads), slots=tuple(cand_usage), accountant=self.state,
                     warnings=(), slot_texts=tuple(cand_texts), all_slot_ads=ads,
-                    all_slots=usage, pie_weights=pies, effective_sizes=effs)
+                    all_slots=usage, pie_weights=pies, effective_sizes=effs,
+                    schedd_default=limits_from_config(self.config),
+                    schedd_running={sc.schedd: sum(r for _, r in p.counts.values())})
 
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""

@@ -12,6 +12,11 @@ Layout (every file is what an admin's own tools print):
                                   -dump output                           (optional)
   meta.json                       when and from which pool; "partial" and
                                   "missing_schedds" when a schedd did not answer
+  schedd-knobs.json               each schedd's own limits on what it offers the
+                                  negotiator: {"<schedd name>": {"MAX_JOBS_RUNNING":
+                                  "10000", ...}}, the values condor_config_val -name
+                                  <schedd> -schedd prints (optional; without it the
+                                  config's values, else HTCondor's defaults)
 
 `negotiator-ext snapshot` writes the same layout from a live pool.
 """
@@ -51,6 +56,9 @@ class Snapshot:
     # negotiator.ads cannot stop a command that does not use it
     negotiator_source: Path | None = None
     submitters_source: str | None = None
+    # schedd name -> its knobs (schedd-knobs.json), and that file for messages
+    schedd_knobs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    schedd_knobs_source: str | None = None
 
     @property
     def partial(self) -> bool:
@@ -197,6 +205,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     accounting_file = _one_of(directory, "accounting")
     accounting = tuple(read_ads(accounting_file)) if accounting_file else None
     config = directory / "config"
+    knobs_file = directory / SCHEDD_KNOBS
     return Snapshot(
         directory=directory,
         slots_source=str(slots_file),
@@ -210,4 +219,39 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         negotiator_source=_one_of(directory, "negotiator"),
         config_path=config if config.is_file() else None,
         meta=read_meta(directory),
+        schedd_knobs=read_schedd_knobs(knobs_file) if knobs_file.is_file() else {},
+        schedd_knobs_source=str(knobs_file) if knobs_file.is_file() else None,
     )
+
+
+SCHEDD_KNOBS = "schedd-knobs.json"
+
+
+def read_schedd_knobs(p: Path) -> dict[str, dict[str, str]]:
+    """schedd-knobs.json: an object of schedd name -> object of knob -> value (text, or
+    a number or true/false as written by hand), InputError naming the schedd and knob."""
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(str(p), "not valid JSON: not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
+    data = load_json(text, str(p))
+    if not isinstance(data, dict):
+        raise InputError(str(p), "expected a JSON object of schedd name: {knob: value}")
+    out: dict[str, dict[str, str]] = {}
+    for name, knobs in data.items():
+        if not isinstance(knobs, dict):
+            raise InputError(str(p), "expected an object of knob: value", ad=f"schedd {name}")
+        got: dict[str, str] = {}
+        for knob, value in knobs.items():
+            if isinstance(value, bool):
+                value = "true" if value else "false"
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = json.dumps(value)
+            if not isinstance(value, str):
+                raise InputError(str(p), f"expected a value as text, not {json.dumps(value)[:60]}",
+                                 ad=f"schedd {name}", attribute=knob)
+            got[str(knob)] = value
+        out[str(name)] = got
+    return out

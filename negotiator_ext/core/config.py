@@ -77,6 +77,12 @@ _SCALAR_KNOBS: tuple[tuple[str, str, str], ...] = (
     ("match_working_cm_slots", "MATCH_WORKING_CM_SLOTS", "bool"),
     ("trim_shutdown_threshold", "NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD", "int"),
     ("negotiate_all_jobs_in_cluster", "NEGOTIATE_ALL_JOBS_IN_CLUSTER", "bool"),
+    # the schedd's own limits on what it offers (core.schedd_limits), as the snapshot's
+    # config gives them; a schedd's own values, when captured, come first
+    ("schedd_per_user_match_limits", "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS", "bool"),
+    ("max_concurrent_uploads_per_user", "MAX_CONCURRENT_UPLOADS_PER_USER", "int"),
+    ("max_concurrent_uploads", "MAX_CONCURRENT_UPLOADS", "int"),
+    ("max_jobs_running", "MAX_JOBS_RUNNING", "int"),
     # concurrency limits (section 4.11)
     ("concurrency_limit_default", "CONCURRENCY_LIMIT_DEFAULT", "float"),
     # hierarchical group quotas (section 3)
@@ -196,6 +202,11 @@ class NegotiatorConfig:
     match_working_cm_slots: bool = False
     trim_shutdown_threshold: int = 0
     negotiate_all_jobs_in_cluster: bool = False
+    # the schedd's limits (core.schedd_limits); HTCondor 25.14's defaults
+    schedd_per_user_match_limits: bool = True
+    max_concurrent_uploads_per_user: int = 20
+    max_concurrent_uploads: int = 100
+    max_jobs_running: int = 10000
     match_exprs: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
     # concurrency limits: names lower-cased
     concurrency_limit_default: float = 2308032.0

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import adtext, classads, consumption, hgq
+from . import adtext, classads, consumption, hgq, schedd_limits
 from .accountant import Accountant
 from .classads import f32
 from .config import INT_MAX
@@ -99,6 +99,25 @@ class QueueView:
             self._idle_head, ("jobstatus", "user", "accountinggroup") + _JOB_PRIO_ATTRS, values)
         self._cluster = adtext.TextMemo(lambda job: job_id(job)[0], ("clusterid",), values)
         self._proc = adtext.TextMemo(lambda job: job_id(job)[1], ("procid",), values)
+        self._held = adtext.TextMemo(
+            self._held_by_schedd, ("jobstatus", "jobuniverse", "user", "accountinggroup",
+                                   "transferringinput", "transferqueued",
+                                   "transferringoutput"), values)
+
+    @staticmethod
+    def _held_by_schedd(job):
+        status = classads.as_number(job.value("jobstatus"))
+        universe = classads.as_number(job.value("jobuniverse"))
+        if not schedd_limits.shadow_job(status, universe):
+            return None
+        return job_submitter(job), schedd_limits.in_transfer(
+            status, job.value("transferringinput"), job.value("transferqueued"),
+            job.value("transferringoutput"))
+
+    def running(self, job) -> tuple[str | None, bool] | None:
+        """(submitter, in the upload queue) of a job that holds a shadow (M7), else
+        None."""
+        return self._held(job)
 
     @staticmethod
     def _idle_head(job):
@@ -164,6 +183,55 @@ class JobQueue:
         if run:
             yield self._request(run, schedd, submitter)
 
+    def offers(self, rejected: set[int], schedd: str, submitter: str, cap: int,
+               batch: int, offered: list[int]):
+        """The requests of one negotiation when the schedd offers at most `cap` jobs
+        (M7): (request, its ResourceRequestCount). The schedd counts each request as it
+        sends it, `batch` requests at a time (NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE),
+        knowing only the rejections of earlier batches; the negotiator skips the
+        requests of rejected autoclusters. With one request at a time (no request
+        counts) each job is offered alone, and the caller counts what it was offered in
+        `offered[0]`. Stops when the count is used up."""
+        left = cap
+        known: set[int] = set(rejected)
+        sent = 0
+        run: list = []
+
+        def runs():
+            nonlocal run
+            for entry in self.jobs:
+                if entry[0] in self.matched:
+                    continue
+                if run and run[0][1] != entry[1]:
+                    yield run
+                    run = []
+                run.append(entry)
+            if run:
+                yield run
+                run = []
+
+        for r in runs():
+            ac = r[0][1]
+            if batch <= 1:
+                if ac in rejected:
+                    continue
+                left = cap - offered[0]
+                if left <= 0:
+                    return
+                yield self._request(r, schedd, submitter), min(len(r), left)
+                continue
+            if sent == batch:
+                sent, known = 0, set(rejected)
+            if ac in known:
+                continue
+            sent += 1
+            count = min(len(r), left)
+            left -= count
+            if ac not in rejected:
+                yield self._request(r, schedd, submitter), count
+            if left <= 0:
+                return
+
     def _request(self, run, schedd, submitter) -> Request:
         job_id, ac, key, row = run[0]
         return Request(ad=adtext.row_ad(row, self.names), jobs=[r[0] for r in run], autocluster=ac, group_key=key,
@@ -228,7 +296,8 @@ class LimitRecord:
 class Negotiation:
     def __init__(self, *, config, accountant: Accountant, groups: GroupTree, matcher: Matcher,
                  slots: list[Slot], submitters: list[Submitter], now: int,
-                 min_slot_weight: float, pool_weight: float):
+                 min_slot_weight: float, pool_weight: float,
+                 schedd_limits: "schedd_limits.Schedds | None" = None):
         self.config = config
         self.acc = accountant
         self.groups = groups
@@ -246,6 +315,10 @@ class Negotiation:
         self.quotas_hash: dict[str, float] = {}
         self._matchlist: tuple | None = None    # (cache key, MatchList)
         self._rejected_limits: set[str] = set()  # rejectedConcurrencyLimits
+        # the schedds' limits on what they offer (M7): None leaves them out
+        self.schedd_limits = schedd_limits
+        self.handed: dict[str, int] = {}        # schedd -> matches handed this cycle
+        self._caps: dict[tuple, int] = {}       # (submitter, schedd) -> prefetched cap
 
     # ---- accountant views -----------------------------------------------------------
 
@@ -363,6 +436,9 @@ class Negotiation:
                 break
             if spin == 1:
                 subs[:] = cxx_sort(subs, self._submitter_less)
+            if self.schedd_limits is not None and cfg.prefetch_requests:
+                # prefetchResourceRequestLists: every submitter's session starts now
+                self._caps = {(x.name, x.schedd): self.offer_cap(x) for x in subs}
             pie_orig, count_orig = pie_left, len(subs)
             i = 0
             while i < len(subs):
@@ -403,6 +479,13 @@ class Negotiation:
                     and self.live_slots > 0 and not floor_round):
                 break
 
+    def offer_cap(self, s: Submitter) -> int:
+        """How many jobs `s`'s schedd offers in a session starting now (M7)."""
+        view = self.schedd_limits
+        return view.limits(s.schedd).offer_cap(
+            view.running.get(s.schedd, 0) + self.handed.get(s.schedd, 0),
+            view.in_transfer.get((s.name, s.schedd), 0))
+
     def _submitter_less(self, a: Submitter, b: Submitter) -> bool:
         """submitterLessThan (N2): EUP, [JobPrio desc], starvation, LastHeardFrom % 1009;
         std::sort's comparator (ties: core.cxxsort)."""
@@ -434,8 +517,16 @@ class Negotiation:
         limited_by_limit = False
         rejected: set[int] = set()
         batch = cfg.resource_request_list_size if cfg.use_resource_request_counts else 1
-        for req in s.queue.requests(rejected, s.schedd, s.name):
-            left = len(req.jobs)
+        cap = self._caps.pop((s.name, s.schedd), None) if self._caps else None
+        if cap is None and self.schedd_limits is not None:
+            cap = self.offer_cap(s)                 # the session starts now
+        offered = [0]
+        if cap is None:
+            requests = ((r, len(r.jobs)) for r in s.queue.requests(rejected, s.schedd, s.name))
+        else:
+            requests = s.queue.offers(rejected, s.schedd, s.name, cap, batch, offered)
+        for req, count in requests:
+            left = count
             while left > 0:
                 if used >= limit:
                     if not ignore_limit:
@@ -446,6 +537,7 @@ class Negotiation:
                 if used >= ceil_left:
                     return RESUME, pie_left
                 self._prepare_request(req, s, neg_group, eup)
+                offered[0] += 1
                 found = self.find_match(req, s, only_rank, used, limit, used_unclaimed,
                                         unclaimed, pie_left)
                 slot, state, rej = found
@@ -460,7 +552,7 @@ class Negotiation:
                         if not cfg.consider_preemption and not cfg.use_slot_weights:
                             return RESUME, pie_left
                     break
-                job = req.jobs[len(req.jobs) - left]    # the run's next unmatched job
+                job = req.jobs[count - left]    # the run's next unmatched job
                 cost = self._commit(req, job, s, slot, state, neg_group, spin)
                 used += cost
                 if slot.usage_user is None:
@@ -635,6 +727,7 @@ class Negotiation:
             cost = slot.weight
             self.acc.add_match(s.name, slot.usage, self.now, concurrency_limits=limits)
             self._remove(slot)
+        self.handed[s.schedd] = self.handed.get(s.schedd, 0) + 1
         self.matches.append(Match(
             job=req.job, assigned_job=job, schedd=s.schedd, submitter=s.name,
             group=s.group, negotiating_group=neg_group, slot=slot.name, state=state,
