@@ -15,8 +15,11 @@ UPDATE_STARTD_AD`, each with `MyAddress` on a closed loopback port, so the sched
 fail, the jobs stay idle and every cycle sees the same pool, while the negotiator's
 decisions are real. The real startd's own slots refuse every job (`START = False`). The
 jobs are submitted in one `condor_submit` (one cluster per autocluster and submitter). The
-schedd's per-user match limit is off (`SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False`: we do
-not model it yet, issue 17); the negotiator's time limits are HTCondor's defaults.
+schedd's per-user match limit is off (`SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False`) and
+MAX_JOBS_RUNNING is 10,000,000: the fake slots' claims fail at once, so the real schedd's
+shadow count never grows during a cycle, where our model (core/schedd_limits.py) counts
+every match handed to it, as a pool whose claims succeed does; the negotiator's time
+limits are HTCondor's defaults.
 
 Then, in this order:
   1. `negotiator-ext shadow --once` (pass 1: capture, our cycle, ledger);

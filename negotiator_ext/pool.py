@@ -54,14 +54,11 @@ class Pool:
     # each schedd's limits on what it offers (M7): the config's, and the schedds' own
     schedd_default: ScheddLimits = field(default_factory=ScheddLimits)
     schedd_limits: Mapping[str, ScheddLimits] = field(default_factory=dict)
-    # running jobs per schedd the job files do not hold (the simulator's)
-    schedd_running: Mapping[str, int] = field(default_factory=dict)
 
     def schedds(self) -> Schedds:
         """The schedds' limits, with one cycle's counts (the job files' running jobs are
         counted by the cycle)."""
-        return Schedds(default=self.schedd_default, by_name=self.schedd_limits,
-                       running=dict(self.schedd_running))
+        return Schedds(default=self.schedd_default, by_name=self.schedd_limits)
 
     def every_slot(self) -> tuple[tuple, tuple]:
         """(ads, usage) of every slot in the pool, candidates or not."""

@@ -60,7 +60,7 @@ from .core.accountant import AccountantState
 from .core.adtext import TextAds, TextStore
 from .core.config import priority_preemption_off
 from .core.records import MatchEntry, PassRecord
-from .core.schedd_limits import from_config as limits_from_config
+from .core.schedd_limits import ScheddLimits
 from .core.slots import CURRENT_USER_ATTRS
 from .errors import InputError
 from .limits import paused_gc
@@ -821,8 +821,7 @@ class Simulation:
                     slot_ads=tuple(cand_ads), slots=tuple(cand_usage), accountant=self.state,
                     warnings=(), slot_texts=tuple(cand_texts), all_slot_ads=ads,
                     all_slots=usage, pie_weights=pies, effective_sizes=effs,
-                    schedd_default=limits_from_config(self.config),
-                    schedd_running={sc.schedd: sum(r for _, r in p.counts.values())})
+                    schedd_default=_NO_SCHEDD_LIMITS)
 
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""
@@ -884,6 +883,11 @@ def _facts(b: _Ad, config):
         f = b.facts = (config, (matches_constraint(ad, config.slot_constraint), u,
                                 *slot_size(ad, u.weight)))
     return f[1]
+
+
+# The simulated schedd offers every idle job: its limits (core.schedd_limits) are not
+# modelled here (it has no transfer queue and starts a matched job at once).
+_NO_SCHEDD_LIMITS = ScheddLimits(per_user_enabled=False, max_jobs_running=1 << 62)
 
 
 class _SlotRow:

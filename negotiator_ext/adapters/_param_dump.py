@@ -22,7 +22,7 @@ _OURS = "_NEGOTIATOR_EXT_"      # the reader's own knobs, never reported
 def main(argv=None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["--remote"]:
-        return remote_main(int(args[1]))
+        return remote_main(int(args[1]), schedd=args[2:3] == ["--schedd"])
     memory = None
     if args[:1] == ["--memory"]:
         memory = int(args[1])
@@ -105,12 +105,13 @@ class _Traced:
         return self.remote[key]
 
 
-def remote_main(alarm: int) -> int:
+def remote_main(alarm: int, schedd: bool = False) -> int:
     """`--remote SECONDS`: read the policy knobs of the daemon whose location ad (ClassAd
     text) is on stdin through htcondor2.RemoteParam, as `live.select_policy_knobs` selects
     them, and print JSON lines: {"listed": N} once the daemon has listed its knob names,
     {"reading": NAME, "at": EPOCH} before each value is fetched, and at the end
-    {"knobs": {...}}, or {"error": TEXT} (exit status 1).
+    {"knobs": {...}}, or {"error": TEXT} (exit status 1). With `schedd`, the knobs are
+    the schedd's limits (`live.select_schedd_knobs`).
 
     The bindings wait for a daemon's answer inside C++ code with the interpreter lock
     held, and without a time limit: the parent kills this process when it takes too long,
@@ -123,11 +124,12 @@ def remote_main(alarm: int) -> int:
         import classad2
         import htcondor2
 
-        from negotiator_ext.adapters.live import select_policy_knobs
+        from negotiator_ext.adapters.live import select_policy_knobs, select_schedd_knobs
         location = classad2.parseOne(sys.stdin.read())
         remote = htcondor2.RemoteParam(location)
         _emit({"listed": len(remote.keys())})
-        knobs = select_policy_knobs(_Traced(remote))
+        select = select_schedd_knobs if schedd else select_policy_knobs
+        knobs = select(_Traced(remote))
     except Exception as exc:
         _emit({"error": " ".join(str(exc).split()) or type(exc).__name__})
         return 1

@@ -89,12 +89,13 @@ from typing import Any, Iterable, Mapping
 
 import classad2
 
+from ..core import schedd_limits
 from ..core.negotiation import id_number
 from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
-from .snapshot import SNAPSHOT_FORMAT
+from .snapshot import SCHEDD_KNOBS as SCHEDD_KNOBS_FILE, SNAPSHOT_FORMAT
 
 TOOL = "negotiator-ext snapshot"
 
@@ -119,8 +120,9 @@ BASE_JOB_ATTRS: tuple[str, ...] = (
     "FlockTo",
     # what Request* defaults are computed from
     "ImageSize", "ExecutableSize", "DiskUsage", "MemoryUsage",
-    # running jobs: who holds which slot
-    "RemoteUser", "RemoteHost",
+    # running jobs: who holds which slot, and who is in the schedd's upload queue (its
+    # per-user match limit, core.schedd_limits)
+    "RemoteUser", "RemoteHost", "TransferringInput", "TransferQueued", "TransferringOutput",
 )
 
 # Slot expressions the negotiator evaluates against a job (MY = slot, TARGET = job).
@@ -144,8 +146,13 @@ POLICY_KNOBS: frozenset[str] = frozenset({
     "REMOTE_PRIO_FACTOR", "ACCOUNTANT_LOCAL_DOMAIN", "SLOT_WEIGHT",
     "FORCE_NEGOTIATOR_SLOT_WEIGHT", "USE_RESOURCE_REQUEST_COUNTS", "USE_GLOBAL_JOB_PRIOS",
     "ALLOW_PSLOT_PREEMPTION", "MATCH_WORKING_CM_SLOTS", "NEGOTIATE_ALL_JOBS_IN_CLUSTER",
+    *schedd_limits.KNOBS,
 })
 POLICY_KNOB_SUFFIXES: tuple[str, ...] = ("_LIMIT",)
+# The schedd's limits on what it offers (core.schedd_limits): read from each schedd, and
+# from the negotiator too (where a shared config sets them, the snapshot's config keeps
+# them for a snapshot without a schedd's own).
+SCHEDD_KNOBS: tuple[str, ...] = schedd_limits.KNOBS
 _SUBSYS = "NEGOTIATOR."
 
 # What htcondor2.RemoteParam returns for a listed knob that has no value: the bindings
@@ -251,6 +258,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         # the negotiator's config is read by a child process while the slot ads are
         # turned into lines here
         config_read = _ConfigRead(htcondor, collector, timeout)
+        schedd_knobs_read = _ScheddKnobsRead(htcondor, collector, timeout)
         seen: dict = {}             # one string for each distinct line of the capture
         try:
             slot_lines = ad_lines(slots, seen)
@@ -289,6 +297,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection,
                                                             errors, seen, lap)
 
+    schedd_knobs, knob_warnings = schedd_knobs_read.result()
+    warnings.extend(knob_warnings)
     config_text = earlier_text
     if knobs is not None and config_text is None:
         config_text = format_config(knobs, negotiator=neg_location, pool=pool,
@@ -308,8 +318,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             "partial": bool(errors) or bool(missing),
             "missing_schedds": list(missing),
             "errors": dict(errors),
-            **({"config_source": f"an earlier snapshot: {earlier_config}",
-                "warnings": warnings} if earlier_text is not None else {}),
+            **({"config_source": f"an earlier snapshot: {earlier_config}"}
+               if earlier_text is not None else {}),
+            **({"warnings": warnings} if warnings else {}),
             "counts": {
                 "slots": len(slots),
                 "jobs": sum(len(lines) for _, lines in schedd_jobs),
@@ -351,6 +362,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                     optional[stem] = None
         if config_text is not None:
             (tmp / "config").write_text(config_text)
+        if schedd_knobs:
+            (tmp / SCHEDD_KNOBS_FILE).write_text(json.dumps(schedd_knobs, indent=2,
+                                                            sort_keys=True) + "\n")
         (tmp / "meta.json").write_text(json.dumps(make_meta(), indent=2) + "\n")
 
     try:
@@ -714,19 +728,21 @@ def allow_remote_reads() -> None:
     _STOPPING.clear()
 
 
-def _remote_reader_argv(alarm: int) -> list[str]:
-    return [sys.executable, "-m", "negotiator_ext.adapters._param_dump", "--remote", str(alarm)]
+def _remote_reader_argv(alarm: int, schedd: bool = False) -> list[str]:
+    return [sys.executable, "-m", "negotiator_ext.adapters._param_dump", "--remote",
+            str(alarm)] + (["--schedd"] if schedd else [])
 
 
 def read_remote_policy_knobs(location, *, timeout: float, daemon: str = "the daemon",
-                             argv: list[str] | None = None) -> dict[str, str]:
+                             argv: list[str] | None = None, schedd: bool = False
+                             ) -> dict[str, str]:
     """The policy knobs (`select_policy_knobs`) of the daemon at `location`, read through
     htcondor2.RemoteParam by a child process (`_param_dump --remote`) that is killed
     after `timeout` seconds. RemoteReadError, naming `daemon` and the knob the read hung
     on, when it does not end in time, is abandoned (`abort_remote_reads`) or fails.
     `argv`: the child's command (tests)."""
     alarm = int(math.ceil(timeout)) + _REMOTE_ALARM_EXTRA
-    cmd = list(argv) if argv is not None else _remote_reader_argv(alarm)
+    cmd = list(argv) if argv is not None else _remote_reader_argv(alarm, schedd)
     with tempfile.TemporaryDirectory(prefix="negotiator-ext-remote-param-") as tmp:
         ad_file, out_file, err_file = (Path(tmp) / n for n in ("location", "out", "err"))
         ad_file.write_text(str(location), encoding="utf-8")
@@ -871,6 +887,86 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
         if v is not None:
             out[wanted[upper]] = v
     return out
+
+
+def select_schedd_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
+    """A schedd's own limits on what it offers (core.schedd_limits.KNOBS) from its
+    RemoteParam mapping: the knobs it lists, a "SCHEDD.<knob>" override winning, each
+    fetched once; a knob it does not list, or lists without a value, is left out (the
+    snapshot's config, else HTCondor's default, then applies)."""
+    names: dict[str, str] = {}
+    for key in remote.keys():
+        if key and key.upper() not in names:
+            names[key.upper()] = key
+    out: dict[str, str] = {}
+    for knob in SCHEDD_KNOBS:
+        key = names.get("SCHEDD." + knob) or names.get(knob)
+        if key is None:
+            continue
+        v = remote[key]
+        if v is not None and v != REMOTE_PARAM_UNDEFINED:
+            out[knob] = str(v)
+    return out
+
+
+class _ScheddKnobsRead:
+    """Each schedd's own limits, read beside the capture through RemoteParam: the
+    schedds are located here, at once; with the real bindings each is read by a child
+    process (`read_remote_policy_knobs(schedd=True)`, killed after the timeout), all of
+    them waited for by one thread; a test's fake RemoteParam is read in `result`. A
+    schedd that cannot be read is a warning, not an error: the snapshot's config (else
+    HTCondor's defaults) stands in for it."""
+
+    def __init__(self, htcondor, collector, timeout: float | None):
+        self.knobs: dict[str, dict[str, str]] = {}
+        self.warnings: list[str] = []
+        self._thread = None
+        self._later: list = []
+        try:
+            locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
+        except Exception as exc:
+            self.warnings.append(f"cannot locate the schedds to read their limits: "
+                                 f"{_one_line(exc)}")
+            return
+        named = []
+        for loc in locations:
+            try:
+                name = loc.get("Name")
+            except Exception:
+                continue
+            if isinstance(name, str) and name and name not in {n for n, _ in named}:
+                named.append((name, loc))
+        if not _bindings_remote_param(htcondor):
+            self._later = [(name, lambda loc=loc: select_schedd_knobs(htcondor.RemoteParam(loc)))
+                           for name, loc in named]
+            return
+        limit = float(timeout) if timeout and timeout > 0 else DEFAULT_REMOTE_READ_TIMEOUT
+        reads = [(name, lambda loc=loc, name=name: read_remote_policy_knobs(
+            loc, timeout=limit, daemon=f"the schedd {_comment_text(name)}", schedd=True))
+            for name, loc in named]
+        self._thread = threading.Thread(target=self._read, args=(reads,),
+                                        name="schedd-config", daemon=True)
+        self._thread.start()
+
+    def _read(self, reads) -> None:
+        for name, read in reads:
+            try:
+                knobs = read()
+            except Exception as exc:
+                self.warnings.append(f"the schedd {_comment_text(name)}'s limits were not "
+                                     f"read ({_one_line(exc)}): the config's apply")
+                continue
+            if knobs:
+                self.knobs[name] = knobs
+
+    def result(self) -> tuple[dict[str, dict[str, str]], list[str]]:
+        """({schedd name: {knob: value}}, warnings)."""
+        if self._later:
+            self._read(self._later)
+            self._later = []
+        elif self._thread is not None:
+            self._thread.join()
+        return self.knobs, self.warnings
 
 
 def format_config(knobs: Mapping[str, str], *, negotiator=None, pool: str | None = None,

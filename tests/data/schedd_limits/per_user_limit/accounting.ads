@@ -1,0 +1,54 @@
+AccountingGroup = "<none>"
+Ceiling = -1
+Floor = 0
+IsAccountingGroup = false
+LastUpdate = 1795596613
+Name = "grp.b@negotiator-ext.test"
+Priority = 500.0
+PriorityFactor = 1000.0
+SubmitterLimit = 3.6
+SubmitterShare = 0.4
+WeightedResourcesUsed = 0.0
+
+AccountingGroup = "<none>"
+Ceiling = -1
+Floor = 0
+IsAccountingGroup = false
+LastUpdate = 1795596613
+Name = "grp.a@negotiator-ext.test"
+Priority = 500.0
+PriorityFactor = 1000.0
+SubmitterLimit = 3.6
+SubmitterShare = 0.4
+WeightedResourcesUsed = 0.0
+
+AccountingGroup = "<none>"
+Ceiling = -1
+Floor = 0
+IsAccountingGroup = false
+LastUpdate = 1795596613
+Name = "grp.c@negotiator-ext.test"
+Priority = 1000.0
+PriorityFactor = 2000.0
+SubmitterLimit = 1.8
+SubmitterShare = 0.2
+WeightedResourcesUsed = 0.0
+
+AccountingGroup = "<none>"
+Ceiling = -1
+ConfigQuota = 0.0
+EffectiveQuota = 0.0
+Floor = 0
+GroupSortKey = 0.0
+IsAccountingGroup = true
+LastUpdate = 1795596613
+Name = "<none>"
+Priority = 500.0
+PriorityFactor = 1000.0
+Requested = 0.0
+SubmitterLimit = 0.0
+SubmitterShare = 0.0
+SubtreeQuota = 0.0
+SurplusPolicy = "byquota"
+WeightedResourcesUsed = 0.0
+

@@ -1,0 +1,54 @@
+AccountingGroup = "<none>"
+Ceiling = -1
+Floor = 0
+IsAccountingGroup = false
+LastUpdate = 1795596620
+Name = "grp.b@negotiator-ext.test"
+Priority = 500.0
+PriorityFactor = 1000.0
+SubmitterLimit = 4.0
+SubmitterShare = 0.4444444444444444
+WeightedResourcesUsed = 0.0
+
+AccountingGroup = "<none>"
+Ceiling = -1
+Floor = 0
+IsAccountingGroup = false
+LastUpdate = 1795596620
+Name = "grp.a@negotiator-ext.test"
+Priority = 500.0
+PriorityFactor = 1000.0
+SubmitterLimit = 4.0
+SubmitterShare = 0.4444444444444444
+WeightedResourcesUsed = 0.0
+
+AccountingGroup = "<none>"
+Ceiling = -1
+Floor = 0
+IsAccountingGroup = false
+LastUpdate = 1795596620
+Name = "grp.c@negotiator-ext.test"
+Priority = 2000.0
+PriorityFactor = 4000.0
+SubmitterLimit = 1.0
+SubmitterShare = 0.1111111111111111
+WeightedResourcesUsed = 0.0
+
+AccountingGroup = "<none>"
+Ceiling = -1
+ConfigQuota = 0.0
+EffectiveQuota = 0.0
+Floor = 0
+GroupSortKey = 0.0
+IsAccountingGroup = true
+LastUpdate = 1795596620
+Name = "<none>"
+Priority = 500.0
+PriorityFactor = 1000.0
+Requested = 0.0
+SubmitterLimit = 0.0
+SubmitterShare = 0.0
+SubtreeQuota = 0.0
+SurplusPolicy = "byquota"
+WeightedResourcesUsed = 0.0
+
