@@ -194,7 +194,7 @@ def test_matchlog_rotation_keeps_the_comparison_whole(clean_pool, loop):
     lp = loop()
     pool.wait_cycle()
     pool.submit(count=5, group="group_a", user="nina")
-    n = pool.wait_cycle()
+    pool.wait_cycle()
     pool.wait_for(lambda: (pool.log_dir / "MatchLog.old").exists(), 20, "a rotated MatchLog")
     time.sleep(5)                            # a pass after that cycle compares it
     assert lp.stop() == 0

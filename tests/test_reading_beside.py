@@ -17,7 +17,6 @@ from negotiator_ext import cli
 from negotiator_ext.adapters import adfiles, beside, snapshot
 from negotiator_ext.adapters.ledger import LedgerError
 from negotiator_ext.cycle import run_cycle
-from negotiator_ext.errors import InputError
 from negotiator_ext.pool import load_pool
 
 

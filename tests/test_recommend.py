@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 import subprocess
 
 import pytest

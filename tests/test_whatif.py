@@ -4,7 +4,6 @@ and what changes per group and per submitter."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from conftest import FIXTURES
 from negotiator_ext.cli import main
