@@ -90,9 +90,11 @@ def make_pool(directory: Path, *, slots: list[dict], jobs: list[dict],
     acc = accounting_ads if accounting_ads is not None else [accounting(s["Name"]) for s in subs]
     (directory / "accounting.ads").write_text("\n".join(_ad(a) for a in acc))
     # the negotiator's own decisions, as in the recorded fixtures: the schedd's per-user
-    # match limit off unless the test's config sets it (later lines win)
-    (directory / "config").write_text("SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False\n"
-                                      + config + "\n")
+    # match limit off unless the test's config sets it (appended: the test's own lines
+    # keep their numbers)
+    if "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS" not in config.upper():
+        config += "\nSCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False"
+    (directory / "config").write_text(config + "\n")
     (directory / "meta.json").write_text(json.dumps({"captured_at": captured_at}))
     return directory
 
