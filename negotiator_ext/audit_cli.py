@@ -1,7 +1,7 @@
 """`negotiator-ext audit`: the fairness audit of a ledger's passes as a static report.
 
   negotiator-ext audit --ledger URL [--pool P] [--since DATE] [--until DATE] -o DIR
-                       [--config FILE]
+                       [--noise-floor SLOTS] [--config FILE]
 
 DATE is an ISO 8601 date or date and time (UTC when it names no zone) or epoch seconds.
 The report (`views.audit`) analyses the complete passes of one pool that started in
@@ -54,7 +54,27 @@ def add_audit_parser(sub) -> argparse.ArgumentParser:
                    help="passes that started before this (same forms; default: no end)")
     p.add_argument("-o", "--output", required=True, metavar="DIR",
                    help="directory for the report: new, empty, or an earlier audit's")
+    p.add_argument("--noise-floor", metavar="SLOTS", default=None,
+                   help="the smallest shortfall, excess or surplus, in slot-weight units, "
+                        "that makes a pass count as starved, over its share or over quota "
+                        "(default: 1, so a fraction of a slot is not starvation; 0 counts "
+                        "any)")
     return p
+
+
+def parse_noise_floor(text: str | None) -> float:
+    """--noise-floor as a number >= 0 (None: the default, core.audit.NOISE_FLOOR)."""
+    from .core.audit import NOISE_FLOOR
+    if text is None:
+        return NOISE_FLOOR
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not (v >= 0 and v < float("inf")):
+        raise InputError("--noise-floor", f"{text!r} is not a number of slot-weight units "
+                                          ">= 0")
+    return v
 
 
 # what the report is made with: the `audit` extra (pyproject.toml)
@@ -86,6 +106,7 @@ def cmd_audit(args) -> int:
     from .cli import _knobs, _ledger_url, _pool_in_ledger
     from .core.audit import analyse
     from .views.audit import check_output, write_report
+    floor = parse_noise_floor(getattr(args, "noise_floor", None))
     since = parse_when(args.since, "--since")
     until = parse_when(args.until, "--until")
     if since is not None and until is not None and until <= since:
@@ -99,7 +120,7 @@ def cmd_audit(args) -> int:
         frames = read_frames(ledger, pool=pool, since=since, until=until)
         source = ledger.source
         known = ledger.pools()
-    audit = analyse(frames, pool=pool, since=since, until=until)
+    audit = analyse(frames, pool=pool, since=since, until=until, noise_floor=floor)
     if pool is not None and known and pool not in known:
         audit.summary["notes"].append(f"The ledger has no pass of pool {pool}; its pools: "
                                       f"{', '.join(known)}.")

@@ -16,24 +16,34 @@ The yardsticks, per pass (`shares`):
   (HGQ), its own quota is what the groups leave (G4: Q - their quotas), which is what the
   real accountant reports for it (`pool_weight` minus the top-level quotas when that
   record is missing).
-* **deserved** share of a submitter: its group's entitlement split among the group's
+* **allocation** of a group in a pass: its entitlement, or what its submitters used when
+  that is more (a group running on surplus above its quota shares what it got: the real
+  negotiator splits a group's whole allocation among its submitters, not only its quota).
+* **deserved** share of a submitter: its group's allocation split among the group's
   submitters with demand (below; idle or running jobs, or weighted usage) in inverse
-  proportion to their effective priorities (EUP): the fair share by EUP within the quota,
-  what the pie would give if nobody were limited by demand.
+  proportion to their effective priorities (EUP): the fair share by EUP, what the pie
+  would give if nobody were limited by demand.
 * **demand-capped** share: the same split by water-filling (`water_fill`), each
   submitter capped at its demand, so what one cannot use goes to the others of its group.
-  Demand is the running weight (WeightedResourcesUsed; the running job count when no
-  weighted usage is recorded) plus the idle jobs, each idle job counted as one slot-weight
-  unit: the ledger records how many jobs are idle, not their weights.
-* **delivered**: what the submitter uses, the real WeightedResourcesUsed.
+  Demand counts each job once: the running weight (WeightedResourcesUsed; the running job
+  count when no weighted usage is recorded) plus the idle jobs not running by then, each
+  counted as one slot-weight unit (the ledger records how many jobs are idle, not their
+  weights). The submitter ads that count the idle jobs can be older than the
+  accountant's usage (in a simulation the accountant is the one after the pass's
+  matches; in a pool the schedd's ad lags the negotiator), so usage beyond the running
+  jobs the ads count (at the ads' weight per running job, from the claimed slots, else
+  one unit) is taken off the idle count.
+* **delivered**: what the submitter uses, its WeightedResourcesUsed.
 * **gap** = delivered - demand-capped (and relative to demand-capped).
 
 A submitter is **starved** in a pass when it has idle jobs while delivered falls short of
-its demand-capped share by more than `STARVED_BELOW` (10%); **over its share** when it
-uses more than `OVER_ABOVE` (10%) above it. A group is **over quota** (borrowing surplus)
-when its usage exceeds its entitlement, and **starved** when it is below its quota while
-it requests more than it uses. A group over quota while another is starved *borrows*
-from it: the starved <-> borrowing pairs say how often and how long that happened.
+its demand-capped share by more than `STARVED_BELOW` (10%) and by at least the noise floor
+(`NOISE_FLOOR`, one slot-weight unit: a fraction of a slot is not starvation); **over its
+share** when it uses more than `OVER_ABOVE` (10%) and at least the noise floor above it.
+A group is **over quota** (borrowing surplus) when its usage exceeds its entitlement, and
+**starved** when it is below its quota while it requests more than it uses, each by at
+least the noise floor. A group over quota while another is starved *borrows* from it:
+the starved <-> borrowing pairs say how often and how long that happened.
 
 Fairness per pass is Jain's index of delivered / demand-capped across the submitters with
 demand: (sum x)^2 / (n sum x^2), 1 when each gets the same fraction of what it should.
@@ -53,7 +63,7 @@ from .fairshare import jain_index, water_fill
 from .groups import ROOT
 from .records import Adjustment, Comparison, GroupObs, MatchEntry, PassRecord, SubmitterObs
 
-__all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "PASS_COLUMNS",
+__all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "NOISE_FLOOR", "PASS_COLUMNS",
            "frames_from_records", "make_frames", "pass_row", "record_rows",
            "comparison_row", "water_fill", "jain_index", "pass_table", "entitlements",
            "shares", "group_table", "spells", "pairs", "period_means", "fairness_by_pass",
@@ -63,6 +73,8 @@ __all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "PASS_COLUMNS"
 
 STARVED_BELOW = 0.10        # starved: delivered < (1 - this) x demand-capped, with idle jobs
 OVER_ABOVE = 0.10           # over its share: delivered > (1 + this) x demand-capped
+NOISE_FLOOR = 1.0           # slot-weight units: a smaller shortfall / excess / surplus in a
+                            # pass flags nothing (a fraction of a slot is not starvation)
 _EPS = 1e-9                 # slack for comparisons in floating point
 
 # ---------------------------------------------------------------- the input frames
@@ -219,10 +231,10 @@ def entitlements(passes: pd.DataFrame, groups: pd.DataFrame) -> pd.DataFrame:
 
 
 _SHARE_COLUMNS = ["pass_uuid", "index", "time", "interval", "pool_weight", "name", "group",
-                  "eup", "eup_source", "factor", "idle_jobs", "running_jobs", "demand",
-                  "demand_basis", "active", "entitlement", "deserved", "demand_capped",
-                  "delivered", "gap", "rel_gap", "starved", "over_share", "shortfall",
-                  "excess"]
+                  "eup", "eup_source", "factor", "idle_jobs", "running_jobs", "idle_counted",
+                  "demand", "demand_basis", "active", "entitlement", "allocation", "deserved",
+                  "demand_capped", "delivered", "gap", "rel_gap", "starved", "over_share",
+                  "shortfall", "excess"]
 
 
 def _capped(ent: np.ndarray, w: np.ndarray, caps: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -245,29 +257,39 @@ def _capped(ent: np.ndarray, w: np.ndarray, caps: np.ndarray, codes: np.ndarray)
 
 
 def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
-           entitled: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per (analysed pass, submitter): demand, deserved, demand-capped and delivered
-    shares (slot-weight units), gap, relative gap, starved / over its share, and how much
-    (`shortfall` = demand-capped - delivered when starved, `excess` = delivered -
-    demand-capped when over). `passes` is `pass_table`'s output. Group records are not
-    submitters and are left out. Active (with demand) means demand > 0. `eup_source` says
-    which priority split the group: "real" (real EUP), "shadow" (ours, when the real one
-    is missing) or "equal" (some active submitter of the group had neither: an equal
-    split there)."""
+           entitled: pd.DataFrame | None = None, *,
+           noise_floor: float = NOISE_FLOOR) -> pd.DataFrame:
+    """Per (analysed pass, submitter): demand (`idle_counted`: the idle jobs it counts),
+    its group's entitlement and allocation, deserved, demand-capped and delivered shares
+    (slot-weight units), gap, relative gap, starved / over its share (see the module
+    docstring; `noise_floor` in slot-weight units), and how much (`shortfall` =
+    demand-capped - delivered when starved, `excess` = delivered - demand-capped when
+    over). `passes` is `pass_table`'s output. Group records are not submitters and are
+    left out. Active (with demand) means demand > 0. `eup_source` says which priority
+    split the group: "real" (the recorded accountant's EUP), "shadow" (ours, when that is
+    missing) or "equal" (some active submitter of the group had neither: an equal split
+    there)."""
     if entitled is None:
         entitled = entitlements(passes, groups)
     s = submitters[(submitters["pass_uuid"].isin(passes["uuid"]))
                    & ~submitters["is_group"].astype(bool)].copy()
     if s.empty:
         return pd.DataFrame(columns=_SHARE_COLUMNS)
-    for c in ("real_usage", "real_eup", "shadow_eup", "factor"):
+    for c in ("real_usage", "real_eup", "shadow_eup", "factor", "claimed_weight"):
         s[c] = _num(s[c])
     for c in ("idle_jobs", "running_jobs"):
         s[c] = _num(s[c]).fillna(0.0)
     s["real_usage"] = s["real_usage"].fillna(0.0)
-    weighted = s["real_usage"] > 0
-    s["demand_basis"] = np.where(weighted | (s["running_jobs"] == 0), "weighted", "count")
-    s["demand"] = np.where(weighted, s["real_usage"], s["running_jobs"]) + s["idle_jobs"]
+    usage, idle, run_n = s["real_usage"], s["idle_jobs"], s["running_jobs"]
+    weighted = usage > 0
+    s["demand_basis"] = np.where(weighted | (run_n == 0), "weighted", "count")
+    # each job once: usage beyond the running jobs the (older) submitter ads count was
+    # matched since, from those ads' idle jobs (weight per running job: the claimed slots')
+    claimed = s["claimed_weight"].fillna(0.0)
+    per_job = np.where((run_n > 0) & (claimed > 0), claimed / run_n.where(run_n > 0, 1.0), 1.0)
+    since = np.where(weighted, np.maximum(usage - run_n * per_job, 0.0) / per_job, 0.0)
+    s["idle_counted"] = np.maximum(idle - since, 0.0)
+    s["demand"] = np.where(weighted, usage, run_n) + s["idle_counted"]
     s["active"] = s["demand"] > 0
     real_ok = s["real_eup"] > 0
     shadow_ok = s["shadow_eup"] > 0
@@ -281,25 +303,32 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     s = s.sort_values(["index", "group", "name"], kind="stable").reset_index(drop=True)
     key = [s["index"], s["group"]]
     act = s["active"]
+    s["delivered"] = s["real_usage"]
+    # a group on surplus above its quota shares what it got, not only its quota
+    used = s["delivered"].groupby(key).transform("sum")
+    s["allocation"] = np.where(s["entitlement"].isna(), np.nan,
+                               np.maximum(s["entitlement"], used))
     # a group where some active submitter has no EUP at all is split equally
     equal = (act & s["eup"].isna()).groupby(key).transform("any")
     w = np.where(act, np.where(equal, 1.0, 1.0 / s["eup"]), 0.0)
     s.loc[act & equal, "eup_source"] = "equal"
     wsum = pd.Series(w).groupby(key).transform("sum").to_numpy()
-    s["deserved"] = np.where(act, s["entitlement"] * w / np.where(wsum > 0, wsum, 1.0), 0.0)
+    s["deserved"] = np.where(act, s["allocation"] * w / np.where(wsum > 0, wsum, 1.0), 0.0)
     a = s[act]
     codes = a.groupby(["index", "group"], sort=False).ngroup().to_numpy()
     s["demand_capped"] = 0.0
-    s.loc[act, "demand_capped"] = _capped(a["entitlement"].to_numpy(float), w[act.to_numpy()],
+    s.loc[act, "demand_capped"] = _capped(a["allocation"].to_numpy(float), w[act.to_numpy()],
                                           a["demand"].to_numpy(float), codes)
-    s["delivered"] = s["real_usage"]
     s["gap"] = s["delivered"] - s["demand_capped"]
     capped = s["demand_capped"].where(s["demand_capped"] > _EPS)
     s["rel_gap"] = s["gap"] / capped
-    s["starved"] = ((s["idle_jobs"] > 0)
-                    & (s["delivered"] < (1 - STARVED_BELOW) * s["demand_capped"] - _EPS))
+    floor = noise_floor - _EPS
+    s["starved"] = ((s["idle_counted"] > 0)
+                    & (s["delivered"] < (1 - STARVED_BELOW) * s["demand_capped"] - _EPS)
+                    & (s["demand_capped"] - s["delivered"] >= floor))
     s["over_share"] = ((s["delivered"] > _EPS)
-                       & (s["delivered"] > (1 + OVER_ABOVE) * s["demand_capped"] + _EPS))
+                       & (s["delivered"] > (1 + OVER_ABOVE) * s["demand_capped"] + _EPS)
+                       & (s["delivered"] - s["demand_capped"] >= floor))
     s["shortfall"] = np.where(s["starved"], s["demand_capped"] - s["delivered"], 0.0)
     s["excess"] = np.where(s["over_share"], s["delivered"] - s["demand_capped"], 0.0)
     return s[_SHARE_COLUMNS]
@@ -311,13 +340,15 @@ _GROUP_COLUMNS = ["pass_uuid", "index", "time", "interval", "group", "hgq", "quo
                   "gap"]
 
 
-def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFrame) -> pd.DataFrame:
-    """Per (analysed pass, group): quota (its entitlement), usage and requested (the real
-    accountant's), over quota (borrowing surplus: usage > quota) and starved (below quota
-    while requesting more than it uses), `surplus` = usage - quota when over,
-    `shortfall` = min(quota, requested) - usage when starved, and the sums of its
-    submitters' shares. A pool without accounting groups has only the root, whose
-    figures are its submitters' (quota: the pool; requested: their demand)."""
+def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFrame, *,
+                noise_floor: float = NOISE_FLOOR) -> pd.DataFrame:
+    """Per (analysed pass, group): quota (its entitlement), usage and requested (the
+    recorded accountant's), over quota (borrowing surplus: usage > quota) and starved
+    (below quota while requesting more than it uses), each by at least `noise_floor`
+    slot-weight units, `surplus` = usage - quota when over, `shortfall` = min(quota,
+    requested) - usage when starved, and the sums of its submitters' shares. A pool
+    without accounting groups has only the root, whose figures are its submitters'
+    (quota: the pool; requested: their demand)."""
     g = entitled.rename(columns={"entitlement": "quota"}).copy()
     pt = passes[["uuid", "index", "time", "interval"]].rename(columns={"uuid": "pass_uuid"})
     g = g.merge(pt, on="pass_uuid", how="inner")
@@ -338,9 +369,12 @@ def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFram
     nohgq = ~g["hgq"].astype(bool)
     g["usage"] = np.where(nohgq | g["usage"].isna(), g["delivered"], g["usage"])
     g["requested"] = np.where(nohgq | g["requested"].isna(), g["demand"], g["requested"])
-    g["over_quota"] = g["hgq"].astype(bool) & (g["usage"] > g["quota"] + _EPS)
+    floor = max(noise_floor, 0.0) - _EPS
+    g["over_quota"] = (g["hgq"].astype(bool) & (g["usage"] > g["quota"] + _EPS)
+                       & (g["usage"] - g["quota"] >= floor))
     g["starved"] = (g["hgq"].astype(bool) & (g["usage"] < g["quota"] - _EPS)
-                    & (g["requested"] > g["usage"] + _EPS))
+                    & (g["requested"] > g["usage"] + _EPS)
+                    & (np.minimum(g["quota"], g["requested"]) - g["usage"] >= floor))
     g["surplus"] = np.where(g["over_quota"], g["usage"] - g["quota"], 0.0)
     g["shortfall"] = np.where(g["starved"],
                               np.minimum(g["quota"], g["requested"]) - g["usage"], 0.0)
@@ -754,13 +788,17 @@ def _f(x: Any) -> float | None:
 
 
 def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None = None,
-            until: float | None = None, top_gaps: int = 10, divergent: int = 5) -> Audit:
+            until: float | None = None, top_gaps: int = 10, divergent: int = 5,
+            noise_floor: float = NOISE_FLOOR) -> Audit:
     """The whole audit of `frames` (one pool, one period): every table the report shows
     and its summary. `since` / `until` are only recorded (the frames are already the
-    period's)."""
+    period's). `noise_floor`: the smallest shortfall, excess or surplus (slot-weight
+    units) that flags a pass."""
+    if not (noise_floor >= 0 and math.isfinite(noise_floor)):
+        raise ValueError(f"noise_floor must be a number >= 0, not {noise_floor!r}")
     counts = _counts(frames.passes)
     summary: dict[str, Any] = {"pool": pool, "since": since, "until": until, "passes": counts,
-                               "notes": []}
+                               "noise_floor": float(noise_floor), "notes": []}
     notes: list[str] = summary["notes"]
     left = counts["total"] - counts["analysed"]
     if left:
@@ -793,8 +831,8 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     summary["period"] = {"first_pass": _f(pt["time"].min()), "last_pass": _f(pt["time"].max()),
                          "covered_seconds": _f(pt["interval"].sum())}
     ent = entitlements(pt, frames.groups)
-    share = shares(pt, frames.submitters, frames.groups, ent)
-    grp = group_table(pt, ent, share)
+    share = shares(pt, frames.submitters, frames.groups, ent, noise_floor=noise_floor)
+    grp = group_table(pt, ent, share, noise_floor=noise_floor)
     t["submitter_shares_by_pass"] = share
     t["group_quota_by_pass"] = grp
     cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
@@ -844,16 +882,17 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     by_count = int((share["demand_basis"] == "count").sum()) if len(share) else 0
     equal = (share.loc[share["eup_source"] == "equal", "pass_uuid"].nunique()
              if len(share) else 0)
-    notes.append("Demand = running weight (the real WeightedResourcesUsed) + idle jobs; the "
-                 "ledger records how many jobs are idle, not their slot weights, so each idle "
-                 "job counts as one slot-weight unit.")
+    notes.append("Demand = running weight (the real WeightedResourcesUsed) + idle jobs, each "
+                 "job counted once (jobs matched after the submitter ads counted them idle "
+                 "count as running only); the ledger records how many jobs are idle, not their "
+                 "slot weights, so each idle job counts as one slot-weight unit.")
     if by_count:
         notes.append(f"In {by_count} (pass, submitter) observation(s) no weighted usage was "
                      "recorded while jobs ran: the running job count stood for the running "
                      "weight.")
     if equal:
         notes.append(f"In {equal} pass(es) a submitter had no effective priority recorded "
-                     "(real or ours): its group's entitlement was split equally there.")
+                     "(real or ours): its group's allocation was split equally there.")
     if not hgq:
         notes.append("No accounting groups (HGQ) in these passes: every submitter is "
                      "entitled to a share of the whole pool.")
