@@ -501,7 +501,11 @@ def test_synthetic_ledger_report_borrowing_while_starved(tmp_path, conf, capsys)
                             ("submitter", BOB, "starved")}
     b = summary[("submitter", BOB, "starved")]
     assert (b["passes"], b["duration"], b["mean_amount"], b["relative"]) == (6, 360.0, 20.0, 0.5)
+    # severity: 20 slots short for 6 minutes = 7,200 slot-weight seconds, as group_b's
+    assert b["severity"] == pytest.approx(7200.0)
+    assert summary[("group", "group_b", "starved")]["severity"] == pytest.approx(7200.0)
     assert summary[("group", "group_a", "borrowing")]["with"] == "group_b (6 passes)"
+    assert sorted(r["rank"] for r in summary.values()) == [1, 2, 3]
     shares = {r["name"]: r for r in table(out, "submitter_shares")}
     # time-weighted over 12 equal passes: alice deserves 2/3 of group_a's 60, and of its
     # 80 in the 6 passes it borrows; it gets 55 in those

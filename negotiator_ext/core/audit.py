@@ -45,6 +45,11 @@ A group is **over quota** (borrowing surplus) when its usage exceeds its entitle
 least the noise floor. A group over quota while another is starved *borrows* from it:
 the starved <-> borrowing pairs say how often and how long that happened.
 
+How bad: the **severity** of a condition is its amount (shortfall, excess or surplus,
+slot-weight units) times how long each pass lasted, summed over the passes it held:
+slot-weight seconds (a shortfall of 2 slots for an hour and of 4 for half an hour weigh
+the same). The summary (`summary_table`) ranks by it.
+
 Fairness per pass is Jain's index of delivered / demand-capped across the submitters with
 demand: (sum x)^2 / (n sum x^2), 1 when each gets the same fraction of what it should.
 """
@@ -69,7 +74,7 @@ __all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "NOISE_FLOOR",
            "shares", "group_table", "spells", "pairs", "period_means", "fairness_by_pass",
            "largest_gaps", "wait_stats", "wait_samples", "preemptions", "priorities",
            "priority_summary", "agreement", "anchor", "divergent_passes", "divergence_details",
-           "adjustment_table", "summary_table", "analyse"]
+           "adjustment_table", "summary_table", "ledger_kind", "analyse"]
 
 STARVED_BELOW = 0.10        # starved: delivered < (1 - this) x demand-capped, with idle jobs
 OVER_ABOVE = 0.10           # over its share: delivered > (1 + this) x demand-capped
@@ -383,44 +388,56 @@ def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFram
 
 # ---------------------------------------------------------------- how long, with whom
 
-def _streaks(indexes: Sequence[int], intervals: Sequence[float]) -> tuple[int, float]:
-    """The longest run of consecutive pass indexes: (passes, duration)."""
-    best = (0, 0.0)
-    run_n, run_d, prev = 0, 0.0, None
-    for i, d in zip(indexes, intervals):
-        if prev is not None and i == prev + 1:
-            run_n, run_d = run_n + 1, run_d + d
-        else:
-            run_n, run_d = 1, d
-        prev = i
-        if (run_n, run_d) > best:
-            best = (run_n, run_d)
-    return best
+def _longest_runs(f: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per value of `keys` in `f` (one row per keys and pass `index`, with `interval`):
+    the longest run of consecutive pass indexes, as `longest_passes` and
+    `longest_duration` (the longer in passes; of equal ones, the longer in time)."""
+    f = f.sort_values(keys + ["index"], kind="stable")
+    idx = f["index"].to_numpy()
+    new = np.ones(len(f), dtype=bool)
+    if len(f) > 1:
+        new[1:] = idx[1:] != idx[:-1] + 1
+        for k in keys:
+            v = f[k].to_numpy()
+            new[1:] |= v[1:] != v[:-1]
+    runs = (f.assign(_run=np.cumsum(new))
+            .groupby(keys + ["_run"], sort=False)
+            .agg(longest_passes=("index", "size"), longest_duration=("interval", "sum"))
+            .reset_index())
+    runs = runs.sort_values(keys + ["longest_passes", "longest_duration"], kind="stable")
+    return runs.groupby(keys, sort=False).tail(1)[keys + ["longest_passes",
+                                                          "longest_duration"]]
 
 
 _SPELL_COLUMNS = ["name", "passes", "duration", "longest_passes", "longest_duration",
-                  "first", "last", "mean_amount", "max_amount"]
+                  "first", "last", "mean_amount", "max_amount", "severity"]
 
 
 def spells(df: pd.DataFrame, key: str, flag: str, amount: str | None = None) -> pd.DataFrame:
     """For each `key` value with `flag` set in some pass: in how many analysed passes,
     for how long (sum of their intervals), the longest streak of consecutive analysed
-    passes (passes, duration), the first and last time, and the mean and largest
-    `amount` over those passes. `df` has `index`, `time` and `interval` (as `shares` and
-    `group_table` give); a pass where the key is not recorded breaks a streak."""
-    f = df[df[flag].astype(bool)].sort_values("index", kind="stable")
-    rows = []
-    for name, sub in f.groupby(key, sort=True):
-        n, d = _streaks(list(sub["index"]), list(sub["interval"]))
-        amt = sub[amount] if amount else pd.Series(dtype=float)
-        rows.append({"name": name, "passes": len(sub), "duration": float(sub["interval"].sum()),
-                     "longest_passes": n, "longest_duration": d,
-                     "first": float(sub["time"].min()), "last": float(sub["time"].max()),
-                     "mean_amount": float(amt.mean()) if len(amt) else float("nan"),
-                     "max_amount": float(amt.max()) if len(amt) else float("nan")})
-    return pd.DataFrame.from_records(rows, columns=_SPELL_COLUMNS).sort_values(
-        ["duration", "passes", "name"], ascending=[False, False, True], kind="stable"
-    ).reset_index(drop=True)
+    passes (passes, duration), the first and last time, the mean and largest `amount`
+    over those passes, and the severity: `amount` x interval summed (slot-weight
+    seconds). `df` has `index`, `time` and `interval` (as `shares` and `group_table`
+    give); a pass where the key is not recorded breaks a streak. Most severe first."""
+    f = df[df[flag].astype(bool)]
+    if f.empty:
+        return pd.DataFrame(columns=_SPELL_COLUMNS)
+    f = f.assign(_amt=_num(f[amount]) if amount else np.nan,
+                 _iv=_num(f["interval"]), _t=_num(f["time"]))
+    f = f.assign(_sev=f["_amt"] * f["_iv"])
+    out = f.groupby(key, sort=True).agg(
+        passes=("index", "size"), duration=("_iv", "sum"), first=("_t", "min"),
+        last=("_t", "max"), mean_amount=("_amt", "mean"), max_amount=("_amt", "max"),
+        severity=("_sev", "sum")).reset_index().rename(columns={key: "name"})
+    if not amount:
+        out["severity"] = np.nan
+    runs = _longest_runs(f[[key, "index", "interval"]].rename(columns={key: "name"}),
+                         ["name"])
+    out = out.merge(runs, on="name", how="left")
+    return out[_SPELL_COLUMNS].sort_values(
+        ["severity", "duration", "passes", "name"], ascending=[False, False, False, True],
+        kind="stable", na_position="last").reset_index(drop=True)
 
 
 _PAIR_COLUMNS = ["starved", "borrowing", "passes", "duration", "longest_passes",
@@ -440,17 +457,20 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     b = df[df[borrowing].astype(bool)][scope_cols + [key, surplus]]
     m = a.merge(b, on=scope_cols, suffixes=("_s", "_b"))
     m = m[m[f"{key}_s"] != m[f"{key}_b"]]
-    rows = []
-    for (s, b_), sub in m.groupby([f"{key}_s", f"{key}_b"], sort=True):
-        sub = sub.drop_duplicates("index").sort_values("index")
-        n, d = _streaks(list(sub["index"]), list(sub["interval"]))
-        rows.append({"starved": s, "borrowing": b_, "passes": len(sub),
-                     "duration": float(sub["interval"].sum()), "longest_passes": n,
-                     "longest_duration": d, "first": float(sub["time"].min()),
-                     "last": float(sub["time"].max()),
-                     "mean_shortfall": float(sub[shortfall].mean()),
-                     "mean_surplus": float(sub[surplus].mean())})
-    return pd.DataFrame.from_records(rows, columns=_PAIR_COLUMNS).sort_values(
+    if m.empty:
+        return pd.DataFrame(columns=_PAIR_COLUMNS)
+    m = m.rename(columns={f"{key}_s": "starved", f"{key}_b": "borrowing"})
+    m = m.drop_duplicates(["starved", "borrowing", "index"])
+    m = m.assign(_iv=_num(m["interval"]), _t=_num(m["time"]), _sh=_num(m[shortfall]),
+                 _su=_num(m[surplus]))
+    out = m.groupby(["starved", "borrowing"], sort=True).agg(
+        passes=("index", "size"), duration=("_iv", "sum"), first=("_t", "min"),
+        last=("_t", "max"), mean_shortfall=("_sh", "mean"),
+        mean_surplus=("_su", "mean")).reset_index()
+    runs = _longest_runs(m[["starved", "borrowing", "index", "interval"]],
+                         ["starved", "borrowing"])
+    out = out.merge(runs, on=["starved", "borrowing"], how="left")
+    return out[_PAIR_COLUMNS].sort_values(
         ["duration", "passes", "starved", "borrowing"], ascending=[False, False, True, True],
         kind="stable").reset_index(drop=True)
 
@@ -499,11 +519,13 @@ def fairness_by_pass(share: pd.DataFrame, passes: pd.DataFrame) -> pd.DataFrame:
 
 
 def largest_gaps(share: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """The `n` (pass, submitter) rows with the largest absolute gap."""
+    """The `n` submitters with the largest absolute gap in some pass: each one's largest
+    (its pass, figures), largest first (one submitter's many passes would fill the list)."""
     s = share[share["gap"].notna() & (share["gap"].abs() > _EPS)]
     s = s.assign(abs_gap=s["gap"].abs()).sort_values(["abs_gap", "time", "name"],
                                                       ascending=[False, True, True],
                                                       kind="stable")
+    s = s.drop_duplicates("name", keep="first")
     return s.head(n)[["time", "pass_uuid", "name", "group", "demand", "deserved",
                       "demand_capped", "delivered", "gap", "rel_gap"]].reset_index(drop=True)
 
@@ -686,67 +708,83 @@ def adjustment_table(adjustments: pd.DataFrame) -> pd.DataFrame:
 
 # ---------------------------------------------------------------- summary
 
-_SUMMARY_COLUMNS = ["kind", "name", "group", "status", "passes", "duration", "longest_passes",
-                    "longest_duration", "mean_amount", "max_amount", "relative", "with"]
+_SUMMARY_COLUMNS = ["rank", "kind", "name", "group", "status", "severity", "passes",
+                    "duration", "longest_passes", "longest_duration", "first", "last",
+                    "mean_amount", "max_amount", "relative", "with", "with_count"]
+# the order of the statuses among equally severe rows, and "over quota" (surplus nobody
+# else asked for: no one was starved by it) after every problem
+_STATUS_ORDER = {"starved": 0, "borrowing": 1, "over share": 2, "over quota": 3}
 
 
-def _partners(pair: pd.DataFrame, col: str, name: str, other: str) -> str:
-    sub = pair[pair[col] == name]
-    return ", ".join(f"{r[other]} ({r['passes']} pass{'es' if r['passes'] != 1 else ''})"
-                     for _, r in sub.iterrows())
+def _partner_lists(pair: pd.DataFrame, col: str, other: str) -> dict[str, list[str]]:
+    """For each `col` value of `pair`: its partners (`other`), longest together first,
+    as 'name (N passes)'."""
+    out: dict[str, list[str]] = {}
+    for name, o, n in zip(pair[col], pair[other], pair["passes"]):
+        out.setdefault(name, []).append(f"{o} ({int(n)} pass{'es' if n != 1 else ''})")
+    return out
 
 
 def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFrame,
                   submitter_pairs: pd.DataFrame) -> pd.DataFrame:
-    """Who is over quota, borrowing, or starved: one row per (group or submitter, status)
-    with how many passes, for how long, the longest streak, how much (mean and largest
-    shortfall or excess, slot-weight units; `relative`: the mean over the mean quota or
-    demand-capped share of those passes) and with whom (the borrowing groups of a starved
-    group and the other way round; for submitters, the others of the same group).
+    """Who is over quota, borrowing, or starved, ranked: one row per (group or
+    submitter, status) with its severity (slot-weight seconds: the amount times each
+    pass's interval, summed), how many passes, for how long, the longest streak, when
+    first and last, how much (mean and largest shortfall or excess, slot-weight units;
+    `relative`: the mean over the mean quota or demand-capped share of those passes) and
+    with whom (`with`: every partner as 'name (N passes)', longest together first;
+    `with_count`: how many):
+    the borrowing groups of a starved group and the other way round; for submitters,
+    the others of the same group.
 
     Statuses: group "starved", group "borrowing" (over quota while another group was
     starved) or "over quota" (the surplus nobody else asked for), submitter "starved",
-    submitter "over share"."""
-    rows = []
-
-    def add(kind, name, group, status, sp_row, ref, with_):
-        rows.append({"kind": kind, "name": name, "group": group, "status": status,
-                     "passes": int(sp_row["passes"]), "duration": sp_row["duration"],
-                     "longest_passes": int(sp_row["longest_passes"]),
-                     "longest_duration": sp_row["longest_duration"],
-                     "mean_amount": sp_row["mean_amount"], "max_amount": sp_row["max_amount"],
-                     "relative": sp_row["mean_amount"] / ref if ref and ref > _EPS
-                     else float("nan"), "with": with_})
-
-    for flag, amount, status in (("starved", "shortfall", "starved"),
-                                 ("over_quota", "surplus", None)):
-        for _, r in spells(grp, "group", flag, amount).iterrows():
-            sub = grp[(grp["group"] == r["name"]) & grp[flag]]
-            ref = float(sub["quota"].mean())
+    submitter "over share". `rank` 1 is the most severe (of equal severities, the larger
+    amount summed over the passes); a group over quota that starved nobody comes after
+    every other row."""
+    parts = []
+    for df, key, kind, ref, conds, prs in (
+            (grp, "group", "group", "quota",
+             (("starved", "shortfall", "starved"), ("over_quota", "surplus", None)),
+             group_pairs),
+            (share, "name", "submitter", "demand_capped",
+             (("starved", "shortfall", "starved"), ("over_share", "excess", "over share")),
+             submitter_pairs)):
+        if df.empty:
+            continue
+        for flag, amount, status in conds:
+            sp = spells(df, key, flag, amount)
+            if sp.empty:
+                continue
+            flagged = df[df[flag].astype(bool)]
+            refs = _num(flagged[ref]).groupby(flagged[key]).mean()
+            sp["relative"] = sp["mean_amount"] / sp["name"].map(refs).where(
+                lambda r: r > _EPS)
+            sp["kind"] = kind
+            sp["group"] = (sp["name"].map(df.groupby(key)["group"].last())
+                           if kind == "submitter" else "")
             if status == "starved":
-                add("group", r["name"], "", "starved", r, ref,
-                    _partners(group_pairs, "starved", r["name"], "borrowing"))
+                partners = _partner_lists(prs, "starved", "borrowing")
             else:
-                w = _partners(group_pairs, "borrowing", r["name"], "starved")
-                add("group", r["name"], "", "borrowing" if w else "over quota", r,
-                    ref, w)
-    for flag, amount, status in (("starved", "shortfall", "starved"),
-                                 ("over_share", "excess", "over share")):
-        for _, r in spells(share, "name", flag, amount).iterrows():
-            sub = share[(share["name"] == r["name"]) & share[flag]]
-            ref = float(sub["demand_capped"].mean())
-            w = (_partners(submitter_pairs, "starved", r["name"], "borrowing")
-                 if status == "starved" else
-                 _partners(submitter_pairs, "borrowing", r["name"], "starved"))
-            add("submitter", r["name"], sub["group"].iloc[-1], status, r, ref, w)
-    order = {"starved": 0, "borrowing": 1, "over quota": 2, "over share": 3}
-    out = pd.DataFrame.from_records(rows, columns=_SUMMARY_COLUMNS)
-    if out.empty:
-        return out
-    out["_o"] = [order[s] for s in out["status"]]
-    out["_k"] = [0 if k == "group" else 1 for k in out["kind"]]
-    return out.sort_values(["_k", "_o", "duration", "name"], ascending=[True, True, False, True],
-                           kind="stable").drop(columns=["_o", "_k"]).reset_index(drop=True)
+                partners = _partner_lists(prs, "borrowing", "starved")
+            lists = [partners.get(n, []) for n in sp["name"]]
+            sp["with"] = [", ".join(x) for x in lists]
+            sp["with_count"] = [len(x) for x in lists]
+            sp["status"] = status if status else ["borrowing" if x else "over quota"
+                                                  for x in lists]
+            parts.append(sp)
+    if not parts:
+        return pd.DataFrame(columns=_SUMMARY_COLUMNS)
+    out = pd.concat(parts, ignore_index=True)
+    out["_benign"] = out["status"] == "over quota"
+    out["_o"] = out["status"].map(_STATUS_ORDER)
+    # equal severities (passes of no known length: a single pass) by the amount summed
+    out["_total"] = out["mean_amount"] * out["passes"]
+    out = out.sort_values(["_benign", "severity", "_total", "_o", "duration", "name"],
+                          ascending=[True, False, False, True, False, True], kind="stable",
+                          na_position="last").reset_index(drop=True)
+    out["rank"] = np.arange(1, len(out) + 1)
+    return out[_SUMMARY_COLUMNS]
 
 
 # ---------------------------------------------------------------- everything
@@ -787,18 +825,31 @@ def _f(x: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
+def ledger_kind(pool: str | None) -> str:
+    """What recorded the pool's passes, from its name: "simulation" (`simulate`'s
+    `sim:NAME`: the simulated pool is its own reality, there is no real negotiator),
+    "what-if" (a replay, `whatif:NAME`: our cycle under another config beside the real
+    pool's figures) or "shadow" (a real pool watched)."""
+    p = str(pool or "")
+    return "simulation" if p.startswith("sim:") else "what-if" if p.startswith(
+        "whatif:") else "shadow"
+
+
 def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None = None,
             until: float | None = None, top_gaps: int = 10, divergent: int = 5,
-            noise_floor: float = NOISE_FLOOR) -> Audit:
+            noise_floor: float = NOISE_FLOOR, kind: str | None = None) -> Audit:
     """The whole audit of `frames` (one pool, one period): every table the report shows
     and its summary. `since` / `until` are only recorded (the frames are already the
     period's). `noise_floor`: the smallest shortfall, excess or surplus (slot-weight
-    units) that flags a pass."""
+    units) that flags a pass. `kind`: "simulation", "what-if" or "shadow" (default:
+    `ledger_kind(pool)`), which words the notes use."""
     if not (noise_floor >= 0 and math.isfinite(noise_floor)):
         raise ValueError(f"noise_floor must be a number >= 0, not {noise_floor!r}")
+    kind = kind or ledger_kind(pool)
+    sim = kind == "simulation"
     counts = _counts(frames.passes)
     summary: dict[str, Any] = {"pool": pool, "since": since, "until": until, "passes": counts,
-                               "noise_floor": float(noise_floor), "notes": []}
+                               "kind": kind, "noise_floor": float(noise_floor), "notes": []}
     notes: list[str] = summary["notes"]
     left = counts["total"] - counts["analysed"]
     if left:
@@ -867,6 +918,8 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     t["starved_over_share_submitters"] = spairs
     t["starved_submitters"] = spells(share, "name", "starved", "shortfall")
     t["starved_groups"] = spells(grp, "group", "starved", "shortfall")
+    t["over_share_submitters"] = spells(share, "name", "over_share", "excess")
+    t["over_quota_groups"] = spells(grp, "group", "over_quota", "surplus")
     t["summary"] = summary_table(share, grp, gpairs, spairs)
     fair = fairness_by_pass(share, pt)
     t["fairness_by_pass"] = fair
@@ -882,24 +935,27 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     by_count = int((share["demand_basis"] == "count").sum()) if len(share) else 0
     equal = (share.loc[share["eup_source"] == "equal", "pass_uuid"].nunique()
              if len(share) else 0)
-    notes.append("Demand = running weight (the real WeightedResourcesUsed) + idle jobs, each "
-                 "job counted once (jobs matched after the submitter ads counted them idle "
-                 "count as running only); the ledger records how many jobs are idle, not their "
-                 "slot weights, so each idle job counts as one slot-weight unit.")
+    usage_of = ("the simulated accountant's WeightedResourcesUsed" if sim else
+                "the real WeightedResourcesUsed")
+    notes.append(f"Demand = running weight ({usage_of}) + idle jobs, each job counted once "
+                 "(jobs matched after the submitter ads counted them idle count as running "
+                 "only); the ledger records how many jobs are idle, not their slot weights, "
+                 "so each idle job counts as one slot-weight unit.")
     if by_count:
         notes.append(f"In {by_count} (pass, submitter) observation(s) no weighted usage was "
                      "recorded while jobs ran: the running job count stood for the running "
                      "weight.")
     if equal:
-        notes.append(f"In {equal} pass(es) a submitter had no effective priority recorded "
-                     "(real or ours): its group's allocation was split equally there.")
+        notes.append(f"In {equal} pass(es) a submitter had no effective priority recorded"
+                     + ("" if sim else " (the pool's or ours)")
+                     + ": its group's allocation was split equally there.")
     if not hgq:
         notes.append("No accounting groups (HGQ) in these passes: every submitter is "
                      "entitled to a share of the whole pool.")
     no_size = int(pt["pool_weight"].isna().sum())
     if no_size:
-        notes.append(f"{no_size} pass(es) have no pool size recorded (ledgers written before "
-                     "schema 6): the root group's entitlement is unknown there.")
+        notes.append(f"{no_size} pass(es) have no pool size recorded (ledgers written by "
+                     "older versions): the root group's entitlement is unknown there.")
     missing = share["deserved"].isna().sum() if len(share) else 0
     if missing:
         notes.append(f"{int(missing)} (pass, submitter) observation(s) belong to a group whose "
@@ -923,5 +979,6 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
         "preemptions": {src: int(n) for src, n in
                         t["preemptions"].groupby("source")["count"].sum().items()},
         "starvation_threshold": STARVED_BELOW, "over_share_threshold": OVER_ABOVE,
+        "conditions": {st: int(n) for st, n in t["summary"]["status"].value_counts().items()},
     })
     return audit
