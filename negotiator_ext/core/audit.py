@@ -732,8 +732,8 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
     pass's interval, summed), how many passes, for how long, the longest streak, when
     first and last, how much (mean and largest shortfall or excess, slot-weight units;
     `relative`: the mean over the mean quota or demand-capped share of those passes) and
-    with whom (`with`: every partner as 'name (N passes)', longest together first;
-    `with_count`: how many):
+    with whom (`with`: the list of every partner as 'name (N passes)', longest together
+    first; the files join it with ', '; `with_count`: how many):
     the borrowing groups of a starved group and the other way round; for submitters,
     the others of the same group.
 
@@ -768,7 +768,7 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
             else:
                 partners = _partner_lists(prs, "borrowing", "starved")
             lists = [partners.get(n, []) for n in sp["name"]]
-            sp["with"] = [", ".join(x) for x in lists]
+            sp["with"] = lists
             sp["with_count"] = [len(x) for x in lists]
             sp["status"] = status if status else ["borrowing" if x else "over quota"
                                                   for x in lists]

@@ -1,9 +1,12 @@
 """The fairness audit report (`negotiator-ext audit`): `core.audit.Audit` written to a
 directory.
 
-  DIR/index.html        one page read top-down: the period and pass counts, the summary
-                        ("who is over quota, borrowing, or starved"), then each detail
-                        with its plot and table (jinja2, templates/audit.html.j2)
+  DIR/index.html        one page read top-down, as wide as the window: the period and
+                        pass counts, the ranked summary ("who is over quota, borrowing,
+                        or starved": the SUMMARY_ROWS most severe conditions, each name
+                        a link to its row in the detail tables), the key figures, then
+                        each detail with its plot and table (at most MAX_ROWS rows; all
+                        in tables/) (jinja2, templates/audit.html.j2)
   DIR/*.png             the plots (matplotlib, Agg, no pyplot state); a plot is only
                         drawn when it has something to show
   DIR/tables/NAME.csv   every table, also the per-pass series behind the plots,
@@ -14,14 +17,20 @@ directory.
 The page is static and self-contained (inline CSS, no script, images beside it), so it
 can be copied anywhere or served as files. A directory that holds something else than an
 earlier audit is refused; an earlier audit's files are replaced.
+
+What admins read names no source file or rule: the words follow the ledger (`Words`: a
+simulated pool has no real negotiator beside it), every plot axis has its unit, and each
+panel one scale.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import struct
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -35,10 +44,11 @@ from ..errors import InputError
 from .text import printable
 
 TEMPLATE = "audit.html.j2"
-MAX_ROWS = 50               # rows of a table shown on the page (all are in its CSV)
+MAX_ROWS = 25               # rows of a table shown on the page (all are in its CSV)
+SUMMARY_ROWS = 20           # rows of the ranked summary, the page's first table
 MAX_LINES = 8               # submitters drawn in one time-series plot
 MAX_BOXES = 15              # submitters / groups in the wait-time plot
-DPI = 80
+DPI = 96
 
 # columns holding epoch seconds: the files get a *_utc copy of each
 _TIME_COLUMNS = ("time", "first", "last", "started_at", "finished_at", "snapshot_time",
@@ -102,10 +112,14 @@ def _float(x: Any) -> float | None:
 _FORMATS: dict[str, Callable[[Any], str]] = {
     "text": lambda x: "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x),
     "status": str,
+    "list": lambda x: "" if x is None or (isinstance(x, float) and math.isnan(x)) else str(x),
     "num": number, "int": number, "pct": percent, "time": utc, "dur": duration,
+    "tmin": lambda x: utc(x, seconds=False),
+    "slot_h": lambda x: number(_float(x) / 3600.0) if _float(x) is not None else "–",
+    "span": str,
     "bool": lambda x: "yes" if x is True or x == 1 else ("no" if x is False or x == 0 else ""),
 }
-_NUMERIC = {"num", "int", "pct", "dur"}
+_NUMERIC = {"num", "int", "pct", "dur", "slot_h", "span"}
 
 
 @dataclass
@@ -130,7 +144,9 @@ def html_table(df: pd.DataFrame, cols: Sequence[Col], *, limit: int = MAX_ROWS,
         cells = []
         for c in cols:
             cell = {"text": _FORMATS[c.kind](rec.get(c.name)),
-                    "cls": "n" if c.kind in _NUMERIC else "status" if c.kind == "status" else None,
+                    "cls": "n" if c.kind in _NUMERIC else "status" if c.kind == "status"
+                    else "t" if c.kind in ("time", "tmin") else "w" if c.kind == "list"
+                    else None,
                     "href": None}
             if href and c.name in href:
                 cell["href"] = href[c.name](rec)
@@ -194,8 +210,13 @@ def _plain(v: Any) -> Any:
 
 
 def _for_files(df: pd.DataFrame) -> pd.DataFrame:
-    """The table as written: each epoch column followed by its UTC text."""
+    """The table as written: each epoch column followed by its UTC text; lists (the
+    summary's partners) joined by ', '."""
     out = df.copy()
+    for c in out.columns:
+        if out[c].dtype == object and any(isinstance(v, (list, tuple)) for v in out[c]):
+            out[c] = [", ".join(map(str, v)) if isinstance(v, (list, tuple)) else v
+                      for v in out[c]]
     for c in _TIME_COLUMNS:
         if c in out.columns:
             pos = list(out.columns).index(c) + 1
@@ -217,11 +238,45 @@ def write_table(df: pd.DataFrame, tables_dir: Path, name: str) -> tuple[Path, Pa
 
 @dataclass
 class Plot:
+    """A plot written beside the page: its file, alt text and caption, its size in
+    pixels, and what its panels show (read by the tests): `labels`, the (x label, y
+    label) of each panel drawn; `xlims`, each panel's x range (days for a time axis, as
+    matplotlib counts them); `legend`, the legend's entries."""
     src: str
     alt: str
     caption: str
     width: int = 0
     height: int = 0
+    labels: list[tuple[str, str]] = field(default_factory=list)
+    xlims: list[tuple[float, float]] = field(default_factory=list)
+    legend: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Words:
+    """What the page calls things: a simulated pool is its own reality (no real
+    negotiator beside it), a watched pool has the real one's figures and ours."""
+    sim: bool
+
+    @property
+    def accountant(self) -> str:
+        return "the simulated accountant" if self.sim else "the real accountant"
+
+    @property
+    def usage(self) -> str:
+        return ("the simulated accountant's WeightedResourcesUsed" if self.sim else
+                "the real WeightedResourcesUsed")
+
+    @property
+    def quota(self) -> str:
+        return ("the simulated negotiator's EffectiveQuota" if self.sim else
+                "the real EffectiveQuota")
+
+    def source(self, src: Any) -> str:
+        """A match source ("shadow": our cycles, "real": the MatchLog) for people."""
+        if self.sim:
+            return "simulated cycles"
+        return {"shadow": "our cycles", "real": "real negotiator"}.get(str(src), str(src))
 
 
 def _figure(w: float, h: float):
@@ -235,25 +290,68 @@ def _figure(w: float, h: float):
 
 def _save(fig, out: Path, name: str, alt: str, caption: str) -> Plot:
     fig.savefig(out / name, dpi=DPI, format="png")
-    w, h = fig.get_size_inches()
-    return Plot(src=name, alt=alt, caption=caption, width=int(round(w * DPI)),
-                height=int(round(h * DPI)))
+    with open(out / name, "rb") as f:            # the size as written (PNG's IHDR)
+        w, h = struct.unpack(">II", f.read(24)[16:24])
+    shown = [ax for ax in fig.axes if ax.get_visible()]
+    legends = list(fig.legends) + [ax.get_legend() for ax in shown if ax.get_legend()]
+    return Plot(src=name, alt=alt, caption=caption, width=int(w), height=int(h),
+                labels=[(ax.get_xlabel(), ax.get_ylabel()) for ax in shown],
+                xlims=[tuple(float(v) for v in ax.get_xlim()) for ax in shown],
+                legend=[t.get_text() for lg in legends for t in lg.get_texts()])
 
 
 def _dates(t: pd.Series) -> pd.Series:
-    return pd.to_datetime(t.astype(float), unit="s").dt.tz_localize(None)
+    return pd.to_datetime(pd.Series(t).astype(float), unit="s").dt.tz_localize(None)
 
 
-def _time_axis(ax) -> None:
+TIME_LABEL = "time (UTC)"
+
+
+def _time_axis(ax, times: pd.Series, *, label: bool = True) -> None:
+    """A time axis for `times` (epoch seconds): ticks at round times, the date once;
+    around a single time (one pass) a window of ten minutes instead of matplotlib's
+    years."""
     import matplotlib.dates as mdates
-    loc = mdates.AutoDateLocator()
+    t = pd.Series(times).astype(float).dropna()
+    if len(t) and t.max() - t.min() < 60:
+        mid = _dates(pd.Series([t.min()])).iloc[0]
+        ax.set_xlim(mid - pd.Timedelta(minutes=5), mid + pd.Timedelta(minutes=5))
+    loc = mdates.AutoDateLocator(minticks=3, maxticks=9)
     ax.xaxis.set_major_locator(loc)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
     ax.grid(True, alpha=0.3)
+    if label:
+        ax.set_xlabel(TIME_LABEL)
 
 
 def _marker(n: int) -> str | None:
     return "o" if n <= 60 else None
+
+
+def _shade(ax, s: pd.DataFrame, flag: str, color: str) -> bool:
+    """Shade the time of the passes of `s` (time, interval) where `flag` holds, each
+    until the next pass, behind the lines (they stay visible). Whether any did."""
+    import matplotlib.dates as mdates
+    f = s[flag].astype(bool).to_numpy()
+    if not f.any():
+        return False
+    t = s["time"].astype(float).to_numpy()
+    iv = pd.to_numeric(s["interval"], errors="coerce").fillna(0.0).to_numpy(float)
+    iv = np.where(iv > 0, iv, 60.0)
+    starts = np.flatnonzero(f & ~np.r_[False, f[:-1]])
+    ends = np.flatnonzero(f & ~np.r_[f[1:], False])
+    x0 = mdates.date2num(_dates(pd.Series(t[starts])))
+    x1 = mdates.date2num(_dates(pd.Series(t[ends] + iv[ends])))
+    ax.broken_barh(list(zip(x0, x1 - x0)), (0, 1), transform=ax.get_xaxis_transform(),
+                   color=color, alpha=0.16, lw=0, zorder=0)
+    return True
+
+
+def _y_from_zero(ax, values) -> None:
+    """The y axis from 0 to a little above the largest value (0 to 1 when all are 0)."""
+    v = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
+    top = float(v.max()) if len(v) else 0.0
+    ax.set_ylim(0, top * 1.08 if top > 0 else 1.0)
 
 
 def _short(name: str, n: int = 40) -> str:
@@ -270,115 +368,236 @@ def _shown(value: Any) -> Any:
     return value
 
 
-def plot_shares(share: pd.DataFrame, out: Path) -> Plot | None:
-    """Delivered vs demand-capped vs deserved over time, one panel per submitter (the
-    MAX_LINES with the most demand-capped share over the period)."""
+def _ranked(summary: pd.DataFrame | None, kind: str) -> list[str]:
+    """The names of `kind` ("submitter" / "group") in the summary, most severe first."""
+    if summary is None or summary.empty:
+        return []
+    s = summary[summary["kind"] == kind].sort_values("rank", kind="stable")
+    return list(dict.fromkeys(s["name"]))
+
+
+def _conditions(summary: pd.DataFrame | None, kind: str) -> dict[str, str]:
+    """name -> its conditions in the summary ('starved #1, over share #7')."""
+    out: dict[str, list[str]] = {}
+    if summary is not None and not summary.empty:
+        for r in summary[summary["kind"] == kind].sort_values("rank").itertuples():
+            out.setdefault(r.name, []).append(f"{r.status} #{r.rank}")
+    return {k: ", ".join(v) for k, v in out.items()}
+
+
+def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = None,
+                words: Words = Words(False)) -> Plot | None:
+    """Delivered vs demand-capped vs deserved over time, one panel per submitter: the
+    summary's (most severe first), then those with the largest shares, MAX_LINES in all."""
     if share.empty:
         return None
     top = (share.groupby("name")[["demand_capped", "delivered"]].sum().sum(axis=1)
            .sort_values(ascending=False))
-    names = [n for n in top.index if top[n] > 0][:MAX_LINES]
+    present = set(top.index)
+    names = [n for n in _ranked(summary, "submitter") if n in present]
+    names += [n for n in top.index if top[n] > 0 and n not in names]
+    names = names[:MAX_LINES]
     if not names:
         return None
+    marks = _conditions(summary, "submitter")
     cols = 2 if len(names) > 1 else 1
     rows = math.ceil(len(names) / cols)
-    fig = _figure(10 if cols == 2 else 7, 2.4 * rows + 0.4)
+    fig = _figure(10 if cols == 2 else 7, 2.4 * rows + 0.6)
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
+    few = share["index"].nunique() <= 60
     for ax, name in zip(axes.flat, names):
         s = share[share["name"] == name].sort_values("time")
         x = _dates(s["time"])
-        m = _marker(len(s))
-        ax.plot(x, s["delivered"], marker=m, label="delivered", color="tab:blue")
-        ax.plot(x, s["demand_capped"], marker=m, ls="--", label="demand-capped", color="tab:green")
-        ax.plot(x, s["deserved"], ls=":", label="deserved", color="tab:gray")
-        st = s[s["starved"]]
-        if len(st):
-            ax.plot(_dates(st["time"]), st["delivered"], "x", color="tab:red", ms=8)
-        ax.set_title(_short(name), fontsize=9)
-        ax.set_ylabel("slot weight")
-        ax.set_ylim(bottom=0)
-        _time_axis(ax)
-    for ax in list(axes.flat)[len(names):]:
-        ax.set_visible(False)
+        # the fair share as a wide pale band, what it got as a line on it: both show
+        # where they are equal
+        ax.plot(x, s["demand_capped"], color="tab:green", lw=7, alpha=0.3,
+                solid_capstyle="butt", marker="o" if few else None, ms=9)
+        ax.plot(x, s["delivered"], color="tab:blue", lw=1.6, marker="o" if few else None,
+                ms=3.5)
+        ax.plot(x, s["deserved"], ls=":", color="tab:gray", lw=1.4,
+                marker="." if few else None)
+        for flag, color in (("starved", "tab:red"), ("over_share", "tab:orange")):
+            _shade(ax, s, flag, color)
+        title = _short(name, 48) + (f" ({marks[name]})" if name in marks else "")
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("share (slot weight)")
+        _y_from_zero(ax, pd.concat([s["demand_capped"], s["delivered"], s["deserved"]]))
+        _time_axis(ax, s["time"], label=False)
+    for ax in axes[-1]:
+        ax.set_xlabel(TIME_LABEL)
+    if len(names) < rows * cols:          # an empty last panel: the one above shows time
+        axes[-1][-1].set_visible(False)
+        above = axes[-2][-1]
+        above.set_xlabel(TIME_LABEL)
+        above.xaxis.set_tick_params(labelbottom=True)
     from matplotlib.lines import Line2D
-    fig.legend(handles=[Line2D([], [], color="tab:blue", marker="o", label="delivered"),
-                        Line2D([], [], color="tab:green", ls="--", marker="o",
-                               label="demand-capped"),
-                        Line2D([], [], color="tab:gray", ls=":", label="deserved"),
-                        Line2D([], [], color="tab:red", marker="x", ls="none", label="starved")],
-               loc="outside upper center", ncols=4, fontsize=8, frameon=False)
-    more = (f" (the {len(names)} with the largest shares; all in "
-            "tables/submitter_shares_by_pass.csv)" if share["name"].nunique() > len(names)
-            else "")
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Line2D([], [], color="tab:blue", lw=1.6, label="delivered",
+                               marker="o" if few else None, ms=3.5),
+                        Line2D([], [], color="tab:green", lw=7, alpha=0.3,
+                               label="demand-capped (fair) share",
+                               marker="o" if few else None, ms=9),
+                        Line2D([], [], color="tab:gray", ls=":", lw=1.4, label="deserved",
+                               marker="." if few else None),
+                        Patch(color="tab:red", alpha=0.25, label="starved"),
+                        Patch(color="tab:orange", alpha=0.25, label="over its share")],
+               loc="outside upper center", ncols=5, fontsize=8, frameon=False)
+    more = share["name"].nunique() - len(names)
+    which = ("the submitters of the summary, most severe first"
+             + (", then those with the largest shares" if len(names) > len(
+                 [n for n in _ranked(summary, "submitter") if n in present]) else "")
+             if names[0] in marks else "the submitters with the largest shares")
     return _save(fig, out, "shares.png", "Delivered, demand-capped and deserved share per "
-                 "submitter over time", "Per submitter: delivered (real WeightedResourcesUsed), "
-                 "demand-capped and deserved share, slot-weight units, one point per pass; "
-                 f"red crosses: starved{more}.")
+                 "submitter over time",
+                 f"Per submitter ({which}): delivered ({words.usage}), the demand-capped "
+                 "share (the pale band: its fair share, capped at its demand) and the "
+                 "deserved share, in slot-weight units, one point per pass; shaded red: "
+                 "starved, orange: over its share."
+                 + (f" {more} more in tables/submitter_shares_by_pass.csv." if more > 0
+                    else ""))
 
 
-def plot_groups(grp: pd.DataFrame, out: Path) -> Plot | None:
-    """Quota vs usage vs requested over time, one panel per group."""
+def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = None,
+                words: Words = Words(False)) -> Plot | None:
+    """Per group (the summary's first, then the largest quotas; MAX_LINES in all), two
+    panels on their own scales: usage against quota, and what it requested."""
     g = grp[(grp["quota"] > 0) | (grp["usage"] > 0) | (grp["requested"] > 0)]
-    names = sorted(g["group"].unique())[:12]
-    if not names:
+    if g.empty:
         return None
-    cols = 2 if len(names) > 1 else 1
-    rows = math.ceil(len(names) / cols)
-    fig = _figure(10 if cols == 2 else 7, 2.3 * rows + 0.4)
-    axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
-    for ax, name in zip(axes.flat, names):
+    size = g.groupby("group")[["quota", "usage"]].max().max(axis=1).sort_values(
+        ascending=False, kind="stable")
+    names = [n for n in _ranked(summary, "group") if n in size.index]
+    names += [n for n in size.index if n not in names]
+    shown = names[:MAX_LINES]
+    marks = _conditions(summary, "group")
+    rows = len(shown)
+    fig = _figure(10, 2.0 * rows + 0.6)
+    axes = fig.subplots(rows, 2, squeeze=False, sharex=True, width_ratios=[3, 2])
+    few = g["index"].nunique() <= 60
+    for (ax, axr), name in zip(axes, shown):
         s = g[g["group"] == name].sort_values("time")
         x = _dates(s["time"])
-        m = _marker(len(s))
-        ax.plot(x, s["usage"], marker=m, label="usage", color="tab:blue")
-        ax.plot(x, s["quota"], ls="--", marker=m, label="quota", color="tab:green")
-        ax.plot(x, s["requested"], ls=":", label="requested", color="tab:gray")
-        for flag, color, label in (("starved", "tab:red", "starved"),
-                                   ("over_quota", "tab:orange", "over quota")):
-            f = s[s[flag]]
-            if len(f):
-                ax.plot(_dates(f["time"]), f["usage"], "x", color=color, ms=8, label=label)
-        ax.set_title(_short(name), fontsize=9)
-        ax.set_ylabel("slot weight")
-        ax.set_ylim(bottom=0)
-        _time_axis(ax)
-        ax.legend(fontsize=7, loc="best")
-    for ax in list(axes.flat)[len(names):]:
-        ax.set_visible(False)
+        m = "o" if few else None
+        ax.plot(x, s["quota"], color="tab:green", lw=7, alpha=0.3, solid_capstyle="butt",
+                marker=m, ms=9)
+        ax.plot(x, s["usage"], color="tab:blue", lw=1.6, marker=m, ms=3.5)
+        for flag, color in (("starved", "tab:red"), ("over_quota", "tab:orange")):
+            _shade(ax, s, flag, color)
+        ax.set_title(_short(name, 48) + (f" ({marks[name]})" if name in marks else ""),
+                     fontsize=9, loc="left")
+        ax.set_ylabel("usage (slot weight)")
+        _y_from_zero(ax, pd.concat([s["quota"], s["usage"]]))
+        axr.plot(x, s["requested"], color="tab:purple", lw=1.4, marker=m, ms=3.5)
+        axr.set_title("requested" + ("" if (s["requested"] > 0).any() else ": nothing"),
+                      fontsize=9, loc="left")
+        axr.set_ylabel("requested (slot weight)")
+        _y_from_zero(axr, s["requested"])
+        _time_axis(ax, s["time"], label=False)
+        _time_axis(axr, s["time"], label=False)
+    for ax in axes[-1]:
+        ax.set_xlabel(TIME_LABEL)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    fig.legend(handles=[Line2D([], [], color="tab:blue", lw=1.6, label="usage",
+                               marker="o" if few else None, ms=3.5),
+                        Line2D([], [], color="tab:green", lw=7, alpha=0.3, label="quota",
+                               marker="o" if few else None, ms=9),
+                        Patch(color="tab:red", alpha=0.25, label="starved"),
+                        Patch(color="tab:orange", alpha=0.25, label="over quota"),
+                        Line2D([], [], color="tab:purple", lw=1.4,
+                               label="requested (right, own scale)")],
+               loc="outside upper center", ncols=5, fontsize=8, frameon=False)
+    more = len(names) - len(shown)
     return _save(fig, out, "groups.png", "Quota, usage and requested per accounting group "
-                 "over time", "Per accounting group: its quota (the real EffectiveQuota; the "
-                 "pool for the root without groups), weighted usage and request, one point per "
-                 "pass; red: starved, orange: over quota.")
+                 "over time",
+                 "Per accounting group: on the left its usage against its quota (the pale "
+                 f"band: {words.quota}; the pool for the root without groups), on the right "
+                 "what it requested (running and idle), each panel on its own scale, in "
+                 "slot-weight units, one point per pass; shaded red: starved, orange: over "
+                 "quota."
+                 + (f" {more} more groups in tables/group_quota_by_pass.csv." if more else ""))
 
 
-def plot_waits(waits: dict[str, dict[str, list[float]]], out: Path) -> Plot | None:
-    """Box plots of the queue wait per submitter and per group."""
+def _wait_unit(longest: float) -> tuple[str, float]:
+    """The unit for waits up to `longest` seconds: (name, seconds per unit)."""
+    if longest < 180:
+        return "seconds", 1.0
+    if longest < 3 * 3600:
+        return "minutes", 60.0
+    if longest < 3 * 86400:
+        return "hours", 3600.0
+    return "days", 86400.0
+
+
+def plot_waits(waits: dict[str, dict[str, list[float]]], out: Path,
+               words: Words = Words(False)) -> Plot | None:
+    """Box plots of the queue wait per submitter and per group: the MAX_BOXES with the
+    longest waits (90th percentile) of each."""
     panels = [(k, v) for k, v in (("submitter", waits.get("submitter", {})),
                                    ("group", waits.get("group", {}))) if v]
     if not panels:
         return None
-    heights = [max(1.5, 0.35 * min(len(v), MAX_BOXES) + 0.9) for _, v in panels]
-    fig = _figure(9, sum(heights) + 0.3)
-    axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0]
-    for ax, (by, samples) in zip(axes, panels):
-        names = sorted(samples, key=lambda n: -len(samples[n]))[:MAX_BOXES][::-1]
-        data = [np.asarray(samples[n], dtype=float) / 60.0 for n in names]
+    chosen = []
+    for by, samples in panels:
+        p90 = {n: float(np.percentile(np.asarray(v, dtype=float), 90)) if len(v) else 0.0
+               for n, v in samples.items()}
+        names = sorted(samples, key=lambda n: (-p90[n], -len(samples[n]), n))[:MAX_BOXES]
+        chosen.append((by, samples, names[::-1]))
+    longest = max((max(v) for _, s, ns in chosen for n in ns for v in [s[n]] if len(v)),
+                  default=0.0)
+    if longest <= 0:          # nothing to draw: the section says every wait was 0
+        return None
+    unit, per = _wait_unit(longest)
+    heights = [max(1.6, 0.32 * len(ns) + 1.0) for _, _, ns in chosen]
+    fig = _figure(10, sum(heights) + 0.3)
+    axes = fig.subplots(len(chosen), 1, squeeze=False, height_ratios=heights)[:, 0]
+    cut = False
+    for ax, (by, samples, names) in zip(axes, chosen):
+        cut |= len(samples) > len(names)
+        data = [np.asarray(samples[n], dtype=float) / per for n in names]
         ax.boxplot(data, orientation="horizontal", tick_labels=[_short(n, 45) for n in names],
                    showfliers=True, widths=0.6)
-        ax.set_xlabel("minutes idle until matched")
-        ax.set_title(f"per {by}", fontsize=9)
+        right = longest / per * 1.04
+        ax.set_xlim(left=-0.015 * right, right=right)      # a wait of 0 stays in sight
+        ax.set_xlabel(f"wait until matched ({unit})")
+        ax.set_ylabel(f"{by} ({len(names)} of {len(samples)})", fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
         ax.tick_params(axis="y", labelsize=8)
+    who = ("the simulated cycles matched" if words.sim else "our cycles matched")
     return _save(fig, out, "waits.png", "Queue wait time distributions per submitter and "
-                 "group", "How long the jobs our cycle matched had been idle (minutes; box: "
-                 "quartiles, whiskers: 1.5 IQR, circles: outliers), per submitter and per group"
-                 + (f", the {MAX_BOXES} with the most matches" if any(len(v) > MAX_BOXES
-                                                                    for _, v in panels) else "")
+                 "group",
+                 f"How long the jobs {who} had been idle ({unit}; box: quartiles and median, "
+                 "whiskers: 1.5 IQR, circles: outliers), per submitter and per group"
+                 + (f": the {MAX_BOXES} of each with the longest waits (90th percentile); all "
+                    "in tables/wait_by_submitter.csv" if cut else "")
                  + ".")
 
 
-def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path) -> Plot | None:
-    """Real RUP (with our predicted RUP), EUP and factor over time per submitter."""
+def _same_series(p: pd.DataFrame, names: list[str], cols: Sequence[str]) -> list[list[str]]:
+    """`names` grouped where their series of `cols` are the same in every pass (one line
+    would hide the others), in the order of their first member."""
+    groups: dict[tuple, list[str]] = {}
+    for n in names:
+        s = p[p["name"] == n].sort_values("time")
+        key = (tuple(s["time"].round(0)),) + tuple(
+            tuple(np.round(s[c].astype(float).fillna(-1.0).to_numpy(), 6)) for c in cols)
+        groups.setdefault(key, []).append(n)
+    return list(groups.values())
+
+
+def _joined(members: list[str], n: int = 30) -> str:
+    if len(members) == 1:
+        return _short(members[0], n)
+    if len(members) == 2:
+        return f"{_short(members[0], n)} = {_short(members[1], n)}"
+    return f"{_short(members[0], n)} and {len(members) - 1} others (the same)"
+
+
+def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
+                    words: Words = Words(False)) -> Plot | None:
+    """RUP (with our predicted RUP, when recorded), EUP and, when it varies, the priority
+    factor over time for the submitters with the most usage; submitters whose figures are
+    the same in every pass are one line, named for all of them."""
     p = prio[~prio["is_group"]]
     if p.empty or p[["real_rup", "real_eup", "factor"]].isna().all().all():
         return None
@@ -387,87 +606,124 @@ def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path) -> Plot 
         names = sorted(p["name"].unique(), key=lambda n: (-usage.get(n, 0.0), n))[:MAX_LINES]
     else:
         names = sorted(p["name"].unique())[:MAX_LINES]
-    fig = _figure(10, 8)
-    axes = fig.subplots(3, 1, sharex=True)
-    colors = [f"C{i}" for i in range(10)]
-    for i, name in enumerate(names):
-        s = p[p["name"] == name].sort_values("time")
+    p = p[p["name"].isin(names)]
+    factors = p["factor"].dropna().unique()
+    flat = len(factors) <= 1
+    panels = [("real_rup", "RUP (recent usage, slot weight)")]
+    if not flat:     # the same factor for all, throughout: the EUP is the RUP times it
+        panels += [("real_eup", "EUP (RUP × factor)"), ("factor", "priority factor (×)")]
+    lines = _same_series(p, names, [c for c, _ in panels])
+    fig = _figure(10, 2.6 * len(panels) + 0.9 + 0.18 * math.ceil(len(lines) / 3))
+    axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
+    styles = ["-", "--", "-.", ":"]
+    handles = []
+    from matplotlib.lines import Line2D
+    predicted = False
+    for i, members in enumerate(lines):
+        s = p[p["name"] == members[0]].sort_values("time")
         x = _dates(s["time"])
         m = _marker(len(s))
-        c = colors[i % 10]
-        axes[0].plot(x, s["real_rup"], marker=m, color=c, label=_short(name, 30))
+        c, ls = f"C{i % 10}", styles[(i // 10) % len(styles)]
+        for ax, (col, _) in zip(axes, panels):
+            ax.plot(x, s[col], marker=m, ms=4, color=c, ls=ls, lw=1.5)
         pr = s[s["predicted_rup"].notna()]
-        if len(pr):
+        if len(pr) and not words.sim:
+            predicted = True
             axes[0].plot(_dates(pr["time"]), pr["predicted_rup"], ls="none", marker="x",
                          color=c, ms=7)
-        axes[1].plot(x, s["real_eup"], marker=m, color=c)
-        axes[2].plot(x, s["factor"], marker=m, color=c)
-    for ax, label, col in zip(axes, ("RUP (real; x: ours)", "EUP (real)", "priority factor"),
-                              ("real_rup", "real_eup", "factor")):
+        handles.append(Line2D([], [], color=c, ls=ls, lw=1.5, label=_joined(members)))
+    if predicted:
+        handles.append(Line2D([], [], color="black", marker="x", ls="none",
+                              label="our accountant's prediction"))
+    for ax, (col, label) in zip(axes, panels):
         ax.set_ylabel(label)
-        vals = p.loc[p["name"].isin(names), col].dropna()
+        vals = p[col].dropna()
         if len(vals) and vals.min() > 0 and vals.max() / vals.min() > 100:
             ax.set_yscale("log")
-        _time_axis(ax)
-    axes[0].legend(fontsize=7, loc="best", ncols=2)
-    return _save(fig, out, "priorities.png", "Real RUP, EUP and priority factor per submitter "
-                 "over time, with our accountant's predicted RUP",
-                 "Per submitter (those with the most usage): the real accountant's RUP with our "
-                 "accountant's prediction for the same time beside it (crosses), the EUP and the "
-                 "priority factor, one point per pass.")
+        else:
+            _y_from_zero(ax, vals)
+        _time_axis(ax, p["time"], label=False)
+    axes[-1].set_xlabel(TIME_LABEL)
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(3, len(handles)),
+               fontsize=8, frameon=False)
+    factor_text = ""
+    if flat and len(factors):
+        factor_text = (f" The priority factor was {number(factors[0])} for each of them "
+                       f"throughout, so the EUP is {number(factors[0])} × the RUP (neither "
+                       "drawn).")
+    same = sum(len(m) > 1 for m in lines)
+    acc = words.accountant
+    return _save(fig, out, "priorities.png", "RUP, EUP and priority factor per submitter "
+                 "over time",
+                 f"Per submitter (the {len(names)} with the most usage): {acc}'s RUP"
+                 + (" with our accountant's prediction for the same time (crosses)"
+                    if predicted else "")
+                 + ("" if flat else ", the EUP and the priority factor")
+                 + ", one point per pass." + factor_text
+                 + (f" Submitters whose figures were the same in every pass share a line "
+                    f"({same} such line{'s' if same != 1 else ''})." if same else ""))
 
 
-def plot_preemptions(pre: pd.DataFrame, out: Path) -> Plot | None:
+def plot_preemptions(pre: pd.DataFrame, out: Path, words: Words = Words(False)) -> Plot | None:
     if pre.empty:
         return None
     p = pre.head(20).iloc[::-1]
-    fig = _figure(9, 0.35 * len(p) + 1.2)
+    fig = _figure(10, 0.35 * len(p) + 1.4)
     ax = fig.subplots()
-    labels = [f"{_short(a, 28)} → {_short(b, 28)} ({s})"
-              for a, b, s in zip(p["preemptor"], p["preempted"], p["source"])]
-    colors = ["tab:purple" if s == "real" else "tab:cyan" for s in p["source"]]
-    ax.barh(range(len(p)), p["count"], color=colors)
+    labels = [f"{_short(a, 30)} → {_short(b, 30)}" for a, b in zip(p["preemptor"],
+                                                                    p["preempted"])]
+    colors = {"real": "tab:purple", "shadow": "tab:cyan"}
+    ax.barh(range(len(p)), p["count"], color=[colors.get(s, "tab:gray") for s in p["source"]])
     ax.set_yticks(range(len(p)), labels, fontsize=8)
-    ax.set_xlabel("matches that preempted a claim")
+    ax.set_xlabel("matches that preempted a claim (count)")
+    ax.set_ylabel("preempting → preempted (submitter)")
     ax.grid(True, axis="x", alpha=0.3)
+    from matplotlib.patches import Patch
+    srcs = list(dict.fromkeys(pre["source"]))
+    ax.legend(handles=[Patch(color=colors.get(s, "tab:gray"), label=words.source(s))
+                       for s in srcs], fontsize=8, loc="lower right")
+    more = len(pre) - len(p)
     return _save(fig, out, "preemptions.png", "Preemptions: who preempted whom",
                  "Matches that preempted a running claim, by preempting submitter and "
-                 "preempted user; real: the MatchLog, shadow: our cycles.")
+                 "preempted user"
+                 + ("." if words.sim else "; real: the MatchLog, ours: our cycles.")
+                 + (f" {more} more pairs in tables/preemptions.csv." if more > 0 else ""))
 
 
 def plot_fairness(fair: pd.DataFrame, out: Path) -> Plot | None:
     f = fair[fair["jain"].notna()]
     if f.empty:
         return None
-    fig = _figure(10, 3.2)
-    ax = fig.subplots()
-    ax.plot(_dates(f["time"]), f["jain"], marker=_marker(len(f)), color="tab:blue",
+    fig = _figure(10, 4.2)
+    ax, ax2 = fig.subplots(2, 1, sharex=True, height_ratios=[2, 1])
+    ax.plot(_dates(f["time"]), f["jain"], marker=_marker(len(f)), ms=4, color="tab:blue",
             label="Jain's index")
     ax.set_ylim(0, 1.05)
-    ax.set_ylabel("Jain's index")
-    _time_axis(ax)
-    ax2 = ax.twinx()
+    ax.set_ylabel("Jain's index (0–1)")
+    ax.legend(fontsize=8, loc="lower left")
+    _time_axis(ax, fair["time"], label=False)
     if len(fair) <= 200:
         ax2.bar(_dates(fair["time"]), fair["starved"], width=_bar_width(fair["time"]),
-                alpha=0.25, color="tab:red")
+                color="tab:red", alpha=0.6, label="starved submitters")
     else:
-        ax2.fill_between(_dates(fair["time"]), fair["starved"], step="mid", alpha=0.25,
-                         color="tab:red", lw=0)
-    ax2.set_ylabel("starved submitters")
-    ax2.set_ylim(0, max(1, int(fair["starved"].max())) * 2)   # bars in the lower half
+        ax2.fill_between(_dates(fair["time"]), fair["starved"], step="mid", alpha=0.6,
+                         color="tab:red", lw=0, label="starved submitters")
+    ax2.set_ylabel("starved (submitters)")
+    ax2.set_ylim(0, max(1, int(fair["starved"].max())) * 1.15)
     from matplotlib.ticker import MaxNLocator
-    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_zorder(ax2.get_zorder() + 1)                       # the line above the bars
-    ax.patch.set_visible(False)
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
+    ax2.legend(fontsize=8, loc="upper right")
+    _time_axis(ax2, fair["time"])
     return _save(fig, out, "fairness.png", "Jain's fairness index over time",
-                 "Jain's index of delivered / demand-capped share across the submitters with "
-                 "demand, per pass (1: each got the same fraction of its share); bars: how "
-                 "many submitters were starved.")
+                 "Top: Jain's index of delivered / demand-capped share across the submitters "
+                 "with demand, per pass (1: each got the same fraction of its fair share). "
+                 "Bottom: how many submitters were starved in each pass.")
 
 
 def _bar_width(t: pd.Series) -> float:
     """Bar width in days (matplotlib's date unit): 60% of the median pass interval."""
     d = t.astype(float).sort_values().diff().dropna()
+    d = d[d > 0]
     return 0.6 * (float(d.median()) if len(d) else 60.0) / 86400.0
 
 
@@ -475,7 +731,7 @@ def plot_agreement(agree: pd.DataFrame, out: Path) -> Plot | None:
     a = agree[agree["worst"].notna()]
     if a.empty:
         return None
-    fig = _figure(10, 3.2)
+    fig = _figure(10, 3.4)
     ax = fig.subplots()
     x = _dates(a["time"])
     m = _marker(len(a))
@@ -486,12 +742,12 @@ def plot_agreement(agree: pd.DataFrame, out: Path) -> Plot | None:
         if a[col].notna().any():
             ax.plot(x, a[col], ls=ls, marker=mk if m else None, ms=5, label=label, alpha=0.85)
     ax.set_ylim(0, 1.05)
-    ax.set_ylabel("agreement")
+    ax.set_ylabel("agreement (fraction, 0–1)")
     ax.legend(fontsize=8, loc="lower left")
-    _time_axis(ax)
+    _time_axis(ax, a["time"])
     return _save(fig, out, "agreement.png", "Real versus shadow agreement over time",
                  "Agreement of our cycle with the real cycle that followed its snapshot, per "
-                 "compared pass (core/compare.py).")
+                 "compared pass: the share of matches that agree (1: all).")
 
 
 # ---------------------------------------------------------------- the page
@@ -500,13 +756,139 @@ def _status_cls(rec: dict) -> str:
     return str(rec.get("status", "")).replace(" ", "-")
 
 
-_SUMMARY_COLS = [Col("kind", "Kind"), Col("name", "Group / submitter"), Col("group", "Group"),
-                 Col("status", "Status", "status"), Col("passes", "Passes", "int"),
-                 Col("duration", "How long", "dur"),
-                 Col("longest_duration", "Longest streak", "dur"),
-                 Col("mean_amount", "How much (mean)", "num"),
-                 Col("max_amount", "How much (max)", "num"),
-                 Col("relative", "Relative", "pct"), Col("with", "With")]
+# the detail table of each (kind, status) of the summary, and its rows' ids
+_DETAIL_OF = {("submitter", "starved"): "starved-submitters",
+              ("submitter", "over share"): "over-share-submitters",
+              ("group", "starved"): "starved-groups",
+              ("group", "borrowing"): "over-quota-groups",
+              ("group", "over quota"): "over-quota-groups"}
+
+
+def detail_id(kind: str, status: str, name: str) -> str:
+    """The id of a summary row's details (a row of its detail table): safe for any name."""
+    table = _DETAIL_OF.get((str(kind), str(status)), "conditions")
+    return f"{table}-{hashlib.sha1(str(name).encode('utf-8', 'replace')).hexdigest()[:12]}"
+
+
+def _with_text(rec: dict, n: int, passes: bool = True) -> str:
+    """The first `n` partners of a summary row (with how many passes together, or only
+    their names, without the group prefix a submitter's partners share with it), and
+    how many more."""
+    partners = rec.get("with")
+    if not isinstance(partners, (list, tuple)):
+        return "" if partners is None or isinstance(partners, float) else str(partners)
+    shown = list(partners[:n])
+    if not passes:
+        shown = [p.rsplit(" (", 1)[0] for p in shown]
+    group = str(rec.get("group") or "")
+    if rec.get("kind") == "submitter" and group and group != "<none>":
+        pre = group + "."
+        shown = [p[len(pre):] if p.startswith(pre) else p for p in shown]
+    return ", ".join(shown) + (f" and {len(partners) - n} more" if len(partners) > n else "")
+
+
+def _spans(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` (summary rows) with display columns: how long and the longest streak as
+    durations, or as passes where they lasted no known time (a single pass: no next one
+    to measure it by), and the severity left blank there."""
+    def span(d, n):
+        v = _float(d)
+        if v is not None and v > 0:
+            return duration(v)
+        k = int(_float(n) or 0)
+        return f"{k} pass" + ("" if k == 1 else "es") if k else ""
+
+    recs = df.to_dict("records")
+    return df.assign(
+        how_long=[span(r.get("duration"), r.get("passes")) for r in recs],
+        streak=[span(r.get("longest_duration"), r.get("longest_passes")) for r in recs],
+        severity_shown=[r.get("severity") if (_float(r.get("duration")) or 0) > 0 else None
+                        for r in recs])
+
+
+def _summary_cols(hgq: bool) -> list[Col]:
+    return ([Col("rank", "#", "int"), Col("name", "Who")]
+            + ([Col("group", "Group")] if hgq else [])
+            + [Col("kind", "Kind"), Col("status", "Condition", "status"),
+               Col("severity_shown", "Severity (slot-h)", "slot_h"),
+               Col("mean_amount", "Mean (slots)", "num"),
+               Col("max_amount", "Max (slots)", "num"),
+               Col("relative", "Relative", "pct"),
+               Col("how_long", "How long", "span"),
+               Col("streak", "Longest streak", "span"),
+               Col("with_short", "With", "list")])
+
+
+def ranked_summary(audit: Audit) -> dict[str, Any]:
+    """The page's first table: the SUMMARY_ROWS most severe conditions, each name a link
+    to its row in the detail tables."""
+    t = audit.tables.get("summary")
+    if t is None:
+        t = pd.DataFrame(columns=["rank", "kind", "name", "status", "with", "with_count"])
+    s = _spans(t.head(SUMMARY_ROWS))
+    s = s.assign(with_short=[_with_text(r, 2, passes=False) for r in s.to_dict("records")])
+    table = html_table(s, _summary_cols(bool(audit.summary.get("hgq"))), limit=SUMMARY_ROWS,
+                       row_cls=_status_cls,
+                       href={"name": lambda r: "#" + detail_id(r["kind"], r["status"],
+                                                               r["name"])},
+                       row_id=lambda r: f"rank-{r['rank']}")
+    n = len(t)
+    kinds = t.groupby(["kind", "status"]).size() if n else pd.Series(dtype=int)
+    parts = []
+    for key, one, many in ((("submitter", "starved"), "starved submitter", "starved submitters"),
+                           (("group", "starved"), "starved group", "starved groups"),
+                           (("group", "borrowing"), "borrowing group", "borrowing groups"),
+                           (("submitter", "over share"), "submitter over its share",
+                            "submitters over their share"),
+                           (("group", "over quota"), "group over quota", "groups over quota")):
+        k = int(kinds.get(key, 0)) if n else 0
+        if k:
+            parts.append(f"{k} {one if k == 1 else many}")
+    table["more"] = None
+    floor = audit.summary.get("noise_floor", 1.0)
+    thr = audit.summary.get("starvation_threshold", 0.1)
+    table["count_line"] = (
+        (f"The {min(n, SUMMARY_ROWS)} most severe of {n} conditions" if n > SUMMARY_ROWS
+         else f"{n} condition{'s' if n != 1 else ''}")
+        + (f" ({', '.join(parts)})" if parts else "")
+        + ", ranked by severity: the shortfall or excess, in slots (slot-weight units), "
+        "times how long it lasted (slot-hours)"
+        + ("; a group over quota that starved nobody comes last" if kinds.get(
+            ("group", "over quota"), 0) else "")
+        + ". Relative: the mean shortfall or excess over the fair share or quota. Each "
+        "name links to its details"
+        + (f"; all {n} in tables/summary.csv." if n > SUMMARY_ROWS else "."))
+    table["floor_line"] = (
+        f"Not counted: a pass where the shortfall or excess is under {number(floor)} slot"
+        f"{'' if floor == 1 else 's'} (the noise floor, --noise-floor) or under {thr:.0%} "
+        "of the fair share." if floor > 0 else
+        f"Not counted: a pass where the shortfall or excess is under {thr:.0%} of the fair "
+        "share (no noise floor: --noise-floor 0).")
+    return table
+
+
+def _detail_table(summary: pd.DataFrame, kind: str, statuses: Sequence[str], title: str,
+                  tid: str, csv: str, empty_text: str, amount: str,
+                  hgq: bool = True) -> dict[str, Any]:
+    s = summary[(summary["kind"] == kind) & summary["status"].isin(statuses)] if len(
+        summary) else summary
+    s = _spans(s).assign(with_3=[_with_text(r, 3) for r in s.to_dict("records")])
+    cols = [Col("rank", "#", "int"), Col("name", "Name")]
+    if kind == "submitter" and hgq:
+        cols.append(Col("group", "Group"))
+    if len(statuses) > 1:
+        cols.append(Col("status", "Condition", "status"))
+    cols += [Col("severity_shown", "Severity (slot-hours)", "slot_h"),
+             Col("how_long", "How long", "span"),
+             Col("streak", "Longest streak", "span"),
+             Col("first", "First (UTC)", "tmin"), Col("last", "Last (UTC)", "tmin"),
+             Col("mean_amount", f"Mean {amount} (slots)", "num"),
+             Col("max_amount", f"Largest {amount} (slots)", "num"),
+             Col("relative", "Relative", "pct"),
+             Col("with_3", "With (passes together)", "list")]
+    return html_table(s, cols, title=title, tid=tid, csv=csv, empty_text=empty_text,
+                      row_cls=_status_cls,
+                      row_id=lambda r: detail_id(r["kind"], r["status"], r["name"]))
 
 
 def _adjustments_section(t: dict[str, pd.DataFrame]) -> dict[str, Any]:
@@ -523,8 +905,16 @@ def _adjustments_section(t: dict[str, pd.DataFrame]) -> dict[str, Any]:
                 empty_text="No recommendation was applied in the period.")]}
 
 
+def _sourced(df: pd.DataFrame, words: Words) -> pd.DataFrame:
+    """A table with its `source` column in words ("simulated cycles", "our cycles", ...)."""
+    if "source" not in df.columns or df.empty:
+        return df
+    return df.assign(source=[words.source(s) for s in df["source"]])
+
+
 def _sections(audit: Audit, plots: dict[str, Plot | None]) -> list[dict[str, Any]]:
     t = audit.tables
+    words = Words(audit.summary.get("kind") == "simulation")
     secs: list[dict[str, Any]] = []
 
     def sec(id_, title, intro, plot_names=(), tables=(), empty_text=None):
@@ -532,27 +922,75 @@ def _sections(audit: Audit, plots: dict[str, Plot | None]) -> list[dict[str, Any
                      "plots": [plots[p] for p in plot_names if plots.get(p)],
                      "tables": list(tables), "empty_text": empty_text})
 
+    summary = t.get("summary", pd.DataFrame(columns=["kind", "status", "name", "rank"]))
+    hgq = bool(audit.summary.get("hgq"))
+    fl = audit.summary.get("noise_floor", 1.0)
+    floor = f"{number(fl)} slot{'' if fl == 1 else 's'}"
+    thr = audit.summary.get("starvation_threshold", 0.1)
+    sec("conditions", "Who was starved or over, how badly and for how long",
+        f"A submitter is starved in a pass when it has idle jobs while it gets less than "
+        f"{1 - thr:.0%} of its demand-capped (fair) share, and at least {floor} less; over "
+        f"its share when it gets more than {1 + audit.summary.get('over_share_threshold', 0.1):.0%} "
+        f"of it and at least {floor} more. A group is starved when it is below its quota "
+        f"while requesting more than it uses, over quota when it uses more than its quota "
+        f"(by at least {floor}), and borrowing when it is over quota while another group "
+        "is starved. How long: the passes' intervals summed (each pass lasts until the next "
+        "analysed one). Severity: the amount times how long, summed (slot-hours). Most severe "
+        "first; # is the rank in the summary.",
+        tables=[
+            _detail_table(summary, "submitter", ["starved"], "Starved submitters",
+                          "starved-submitters", "tables/summary.csv",
+                          "No submitter was starved.", "shortfall", hgq),
+            _detail_table(summary, "submitter", ["over share"], "Submitters over their share",
+                          "over-share-submitters", "tables/summary.csv",
+                          "No submitter was over its share.", "excess", hgq),
+            _detail_table(summary, "group", ["starved"], "Starved groups", "starved-groups",
+                          "tables/summary.csv", "No group was starved.", "shortfall"),
+            _detail_table(summary, "group", ["borrowing", "over quota"],
+                          "Groups over quota (borrowing: while another was starved)",
+                          "over-quota-groups", "tables/summary.csv",
+                          "No group was over its quota.", "surplus"),
+            html_table(t["starved_borrowing_pairs"], [
+                Col("starved", "Starved group"), Col("borrowing", "Borrowing group"),
+                Col("passes", "Passes together", "int"), Col("duration", "How long", "dur"),
+                Col("longest_duration", "Longest streak", "dur"),
+                Col("first", "First (UTC)", "tmin"), Col("last", "Last (UTC)", "tmin"),
+                Col("mean_shortfall", "Mean shortfall (slots)", "num"),
+                Col("mean_surplus", "Mean surplus borrowed (slots)", "num")],
+                csv="tables/starved_borrowing_pairs.csv", title="Starved ↔ borrowing groups",
+                empty_text="No group was starved while another borrowed surplus."),
+            html_table(t["starved_over_share_submitters"], [
+                Col("starved", "Starved submitter"), Col("borrowing", "Over its share"),
+                Col("passes", "Passes together", "int"), Col("duration", "How long", "dur"),
+                Col("mean_shortfall", "Mean shortfall (slots)", "num"),
+                Col("mean_surplus", "Mean excess (slots)", "num")],
+                title="Starved submitters and those of the same group over their share",
+                csv="tables/starved_over_share_submitters.csv",
+                empty_text="No starved submitter shared its group with one over its share.")])
     sec("shares", "Deserved, demand-capped and delivered shares",
-        "Per submitter over the period (time-weighted means, slot-weight units). Deserved: its "
-        "group's quota split among the group's submitters with demand in inverse proportion "
-        "to their EUP. Demand-capped: the same split, each capped at its demand (running "
-        "weight + idle jobs) with the rest going to the others. Delivered: what it used. "
-        "Gap: delivered − demand-capped.",
+        "Per submitter over the period (time-weighted means, in slots: slot-weight units). "
+        "Deserved: its group's allocation (its quota, or what its submitters used when the "
+        "group ran above its quota on surplus) split among the group's submitters with "
+        "demand in inverse proportion to their EUP. Demand-capped (its fair share): the same "
+        "split, each capped at its demand (running weight + idle jobs, each job counted "
+        "once) with the rest going to the others. Delivered: what it used "
+        f"({words.usage}). Gap: delivered − demand-capped. Most short of its share first.",
         ["shares"],
         [html_table(t["submitter_shares"].sort_values("gap", kind="stable"), [
             Col("name", "Submitter"), Col("group", "Group"),
-            Col("active_passes", "Passes with demand", "int"), Col("demand", "Demand", "num"),
-            Col("deserved", "Deserved", "num"), Col("demand_capped", "Demand-capped", "num"),
-            Col("delivered", "Delivered", "num"), Col("gap", "Gap", "num"),
+            Col("active_passes", "Passes with demand", "int"),
+            Col("demand", "Demand (slots)", "num"), Col("deserved", "Deserved (slots)", "num"),
+            Col("demand_capped", "Demand-capped (slots)", "num"),
+            Col("delivered", "Delivered (slots)", "num"), Col("gap", "Gap (slots)", "num"),
             Col("rel_gap", "Gap (relative)", "pct"),
             Col("deserved_pct", "Deserved % of pool", "pct"),
             Col("delivered_pct", "Delivered % of pool", "pct")],
             csv="tables/submitter_shares.csv", empty_text="No submitter was recorded.")])
     sec("groups", "Group quotas and usage",
-        "Per accounting group over the period: quota (the real EffectiveQuota), usage and "
-        "request (the real accountant's), the sums of its submitters' shares, and how often "
-        "it was over quota (using surplus) or starved (below quota while requesting more "
-        "than it used). A group over quota while another is starved borrows from it.",
+        f"Per accounting group over the period (time-weighted means, slots): quota "
+        f"({words.quota}), usage and request ({words.accountant}'s), the sums of its "
+        "submitters' shares, and in how many passes it was over quota (using surplus) or "
+        "starved.",
         ["groups"],
         [html_table(t["group_quota"], [
             Col("group", "Group"), Col("quota", "Quota", "num"), Col("usage", "Usage", "num"),
@@ -560,69 +998,55 @@ def _sections(audit: Audit, plots: dict[str, Plot | None]) -> list[dict[str, Any
             Col("delivered", "Delivered", "num"), Col("gap", "Gap", "num"),
             Col("over_quota_passes", "Passes over quota", "int"),
             Col("starved_passes", "Passes starved", "int")], csv="tables/group_quota.csv",
-            empty_text="No accounting group was recorded."),
-         html_table(t["starved_borrowing_pairs"], [
-             Col("starved", "Starved group"), Col("borrowing", "Borrowing group"),
-             Col("passes", "Passes together", "int"), Col("duration", "How long", "dur"),
-             Col("longest_duration", "Longest streak", "dur"), Col("first", "First", "time"),
-             Col("last", "Last", "time"), Col("mean_shortfall", "Mean shortfall", "num"),
-             Col("mean_surplus", "Mean surplus borrowed", "num")],
-             csv="tables/starved_borrowing_pairs.csv", title="Starved ↔ borrowing pairs",
-             empty_text="No group was starved while another borrowed surplus.")])
-    spell_cols = [Col("name", "Name"), Col("passes", "Passes", "int"),
-                  Col("duration", "How long", "dur"),
-                  Col("longest_passes", "Longest streak (passes)", "int"),
-                  Col("longest_duration", "Longest streak", "dur"), Col("first", "First", "time"),
-                  Col("last", "Last", "time"), Col("mean_amount", "Mean shortfall", "num"),
-                  Col("max_amount", "Largest shortfall", "num")]
-    sec("starvation", "Starvation: who, and for how long",
-        f"A submitter is starved in a pass when it has idle jobs while it gets less than "
-        f"{1 - audit.summary.get('starvation_threshold', 0.1):.0%} of its demand-capped share; "
-        "a group when it is below its quota while requesting more than it uses. How long: "
-        "the passes' intervals summed (each pass lasts until the next analysed one).",
-        tables=[html_table(t["starved_submitters"], spell_cols, title="Starved submitters",
-                           csv="tables/starved_submitters.csv",
-                           empty_text="No submitter was starved."),
-                html_table(t["starved_groups"], spell_cols, title="Starved groups",
-                           csv="tables/starved_groups.csv", empty_text="No group was starved."),
-                html_table(t["starved_over_share_submitters"], [
-                    Col("starved", "Starved submitter"), Col("borrowing", "Over its share"),
-                    Col("passes", "Passes together", "int"), Col("duration", "How long", "dur"),
-                    Col("mean_shortfall", "Mean shortfall", "num"),
-                    Col("mean_surplus", "Mean excess", "num")],
-                    title="Starved submitters and those of the same group over their share",
-                    csv="tables/starved_over_share_submitters.csv",
-                    empty_text="No starved submitter shared its group with one over its share.")])
-    wait_cols = [Col("name", "Name"), Col("source", "Matches"), Col("matches", "Count", "int"),
-                 Col("p50", "Median", "dur"), Col("p90", "90th percentile", "dur"),
-                 Col("max", "Max", "dur"), Col("mean", "Mean", "dur")]
+            empty_text="No accounting group was recorded.")])
+    wait_cols = [Col("name", "Name"), Col("source", "Matches of"),
+                 Col("matches", "Count", "int"), Col("p50", "Median", "dur"),
+                 Col("p90", "90th percentile", "dur"), Col("max", "Max", "dur"),
+                 Col("mean", "Mean", "dur")]
+    by_p90 = {k: _sourced(t[f"wait_by_{k}"].sort_values(["p90", "name"],
+                                                          ascending=[False, True],
+                                                          kind="stable"), words)
+              for k in ("submitter", "group")}
     sec("waits", "Queue wait until matched",
-        "How long each matched job had been idle when matched: our cycles' matches "
-        "(\"shadow\") and the real MatchLog's when their wait is known (\"real\"). A job the "
-        "real negotiator did not start can be matched by several of our passes.",
+        "How long each matched job had been idle when matched, longest waits (90th "
+        "percentile) first"
+        + (": the simulated cycles' matches." if words.sim else
+           ": our cycles' matches, and the real negotiator's (MatchLog) when their wait is "
+           "known. A job the real negotiator did not start can be matched by several of "
+           "our passes."),
         ["waits"],
-        [html_table(t["wait_by_submitter"], wait_cols, title="Per submitter",
+        [html_table(by_p90["submitter"], wait_cols, title="Per submitter",
                     csv="tables/wait_by_submitter.csv", empty_text="No match with a known wait."),
-         html_table(t["wait_by_group"], wait_cols, title="Per group",
-                    csv="tables/wait_by_group.csv", empty_text="No match with a known wait.")])
+         html_table(by_p90["group"], wait_cols, title="Per group",
+                    csv="tables/wait_by_group.csv", empty_text="No match with a known wait.")],
+        empty_text=None if plots.get("waits") or t["wait_by_submitter"].empty else
+        "Every wait was 0 s: each job was matched in the first pass it waited in (nothing "
+        "to plot).")
+    prio_cols = [Col("name", "Name"), Col("group", "Group"),
+                 Col("is_group", "Group record", "bool"), Col("passes", "Passes", "int"),
+                 Col("first_rup", "First RUP", "num"), Col("last_rup", "Last RUP", "num")]
+    if not words.sim:
+        prio_cols.append(Col("last_predicted_rup", "Our last RUP", "num"))
+    prio_cols += [Col("last_eup", "Last EUP", "num"), Col("min_factor", "Min factor", "num"),
+                  Col("max_factor", "Max factor", "num")]
+    if not words.sim:
+        prio_cols.append(Col("max_abs_drift", "Max |drift|", "pct"))
     sec("priorities", "Priorities over time",
-        "Real RUP, EUP and priority factor per accounting principal, with our accountant's "
-        "prediction of the RUP (recorded when exactly one real priority update ran since the "
-        "pass before) and the largest drift between them.",
+        (f"RUP, EUP and priority factor per accounting principal ({words.accountant}'s)"
+         + ("." if words.sim else
+            ", with our accountant's prediction of the RUP (recorded when exactly one real "
+            "priority update ran since the pass before) and the largest drift between "
+            "them.")),
         ["priorities"],
-        [html_table(t["priorities"], [
-            Col("name", "Name"), Col("group", "Group"), Col("is_group", "Group record", "bool"),
-            Col("passes", "Passes", "int"), Col("first_rup", "First RUP", "num"),
-            Col("last_rup", "Last RUP", "num"), Col("last_predicted_rup", "Our last RUP", "num"),
-            Col("last_eup", "Last EUP", "num"), Col("min_factor", "Min factor", "num"),
-            Col("max_factor", "Max factor", "num"), Col("max_abs_drift", "Max |drift|", "pct")],
-            csv="tables/priorities.csv", empty_text="No priorities recorded.")])
+        [html_table(t["priorities"], prio_cols, csv="tables/priorities.csv",
+                    empty_text="No priorities recorded.")])
     sec("preemptions", "Preemptions",
-        "Matches that preempted a running claim: who preempted whom, in our cycles and in "
-        "the real MatchLog.",
+        "Matches that preempted a running claim: who preempted whom"
+        + (" in the simulated cycles." if words.sim else
+           ", in our cycles and in the real MatchLog."),
         ["preemptions"],
-        [html_table(t["preemptions"], [
-            Col("source", "Matches"), Col("preemptor", "Preempting submitter"),
+        [html_table(_sourced(t["preemptions"], words), [
+            Col("source", "Matches of"), Col("preemptor", "Preempting submitter"),
             Col("preempted", "Preempted"), Col("count", "Count", "int"),
             Col("passes", "Passes", "int")], csv="tables/preemptions.csv",
             empty_text="No preemption in the analysed passes.")])
@@ -635,7 +1059,8 @@ def _sections(audit: Audit, plots: dict[str, Plot | None]) -> list[dict[str, Any
             Col("group", "Group"), Col("demand", "Demand", "num"),
             Col("deserved", "Deserved", "num"), Col("demand_capped", "Demand-capped", "num"),
             Col("delivered", "Delivered", "num"), Col("gap", "Gap", "num"),
-            Col("rel_gap", "Gap (relative)", "pct")], title="Largest gaps",
+            Col("rel_gap", "Gap (relative)", "pct")],
+            title="Largest gaps (slots): each submitter's largest, in one pass",
             csv="tables/largest_gaps.csv", empty_text="No gap.")],
         empty_text=None if plots.get("fairness") else
         "Jain's index is undefined in every pass (no submitter with a demand-capped share "
@@ -684,27 +1109,36 @@ def _sections(audit: Audit, plots: dict[str, Plot | None]) -> list[dict[str, Any
 
 def _figures(audit: Audit) -> list[dict[str, Any]]:
     s = audit.summary
+    sim = s.get("kind") == "simulation"
     f: list[dict[str, Any]] = []
 
     def add(label, value, href=None, links=()):
         f.append({"label": label, "value": value, "href": href, "links": list(links)})
 
     add("Submitters with records", str(s.get("submitters", 0)), "#shares")
-    if s.get("groups"):
-        add("Accounting groups", ", ".join(s["groups"]), "#groups")
+    groups = s.get("groups") or []
+    if groups:
+        add("Accounting groups", ", ".join(groups[:12])
+            + (f" and {len(groups) - 12} more" if len(groups) > 12 else ""), "#groups")
     j = s.get("jain", {})
     if j.get("mean") is not None:
         add("Jain's index", f"mean {j['mean']:.2f}, lowest {j['min']:.2f}", "#fairness")
     add("Starved", f"{len(s.get('starved_submitters', []))} submitter(s), "
-                   f"{len(s.get('starved_groups', []))} group(s)", "#starvation")
+                   f"{len(s.get('starved_groups', []))} group(s)", "#conditions")
     lenders = s.get("borrowing_from", {})
+    over = s.get("over_quota", [])
     add("Groups over quota", "; ".join(
-        g + (f" (borrowing from {', '.join(lenders[g])})" if lenders.get(g) else "")
-        for g in s.get("over_quota", [])) or ("none" if s.get("hgq") else
-                                              "none (no accounting groups)"), "#groups")
+        g + (f" (borrowing from {', '.join(lenders[g][:5])}"
+             + (f" and {len(lenders[g]) - 5} more" if len(lenders[g]) > 5 else "") + ")"
+             if lenders.get(g) else "")
+        for g in over[:12]) + (f"; and {len(over) - 12} more" if len(over) > 12 else "")
+        or ("none" if s.get("hgq") else "none (no accounting groups)"), "#over-quota-groups")
     pre = s.get("preemptions", {})
-    add("Preemptions", f"ours {pre.get('shadow', 0)}, real {pre.get('real', 0)}",
-        "#preemptions")
+    if sim:
+        add("Preemptions", f"{pre.get('shadow', 0)} in the simulated cycles", "#preemptions")
+    else:
+        add("Preemptions", f"our cycles {pre.get('shadow', 0)}, the real negotiator "
+            f"{pre.get('real', 0)} (MatchLog)", "#preemptions")
     c = s.get("comparisons", {})
     if c.get("count"):
         ea, ca = c.get("mean_equivalent_agreement"), c.get("mean_count_agreement")
@@ -741,7 +1175,9 @@ def _period(audit: Audit) -> str:
 def _pass_line(audit: Audit) -> str:
     p = audit.summary["passes"]
     left = [f"{p[k]} {k}" for k in ("partial", "failed", "other") if p.get(k)]
-    return (f"Pool {audit.pool or '(none)'}: {p['total']} pass(es), {p['analysed']} complete "
+    what = {"simulation": "Simulated pool", "what-if": "What-if replay of pool"}.get(
+        audit.summary.get("kind", ""), "Pool")
+    return (f"{what} {audit.pool or '(none)'}: {p['total']} pass(es), {p['analysed']} complete "
             "and analysed" + (f"; left out: {', '.join(left)}" if left else "") + ".")
 
 
@@ -765,11 +1201,10 @@ def render_html(audit: Audit, plots: dict[str, Plot | None], files: list[dict[st
                       f"({p['partial']} partial, {p['failed']} failed): nothing to analyse.")
     if audit.empty:       # nothing analysed; the changes applied meanwhile, if any
         secs = [_adjustments_section(audit.tables)] if len(audit.tables["adjustments"]) else []
+        summary = None
     else:
         secs = _sections(audit, plots)
-    none = pd.DataFrame(columns=[c.name for c in _SUMMARY_COLS])
-    summary = html_table(audit.tables.get("summary", none), _SUMMARY_COLS, row_cls=_status_cls,
-                         csv="tables/summary.csv", limit=100)
+        summary = ranked_summary(audit)
     html = tmpl.render(
         version=__version__, title=f"Fairness audit: {audit.pool or 'no pool'}",
         period=_period(audit), pass_line=_pass_line(audit), empty=audit.empty,
@@ -789,13 +1224,16 @@ def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
     plots: dict[str, Plot | None] = {}
     files: list[dict[str, Any]] = []
     t = audit.tables
+    words = Words(audit.summary.get("kind") == "simulation")
     try:
         if not audit.empty:
             share, grp = t["submitter_shares_by_pass"], t["group_quota_by_pass"]
-            plots = {"shares": plot_shares(share, out), "groups": plot_groups(grp, out),
-                     "waits": plot_waits(audit.waits, out),
-                     "priorities": plot_priorities(t["priorities_by_pass"], share, out),
-                     "preemptions": plot_preemptions(t["preemptions"], out),
+            summary = t.get("summary")
+            plots = {"shares": plot_shares(share, out, summary, words),
+                     "groups": plot_groups(grp, out, summary, words),
+                     "waits": plot_waits(audit.waits, out, words),
+                     "priorities": plot_priorities(t["priorities_by_pass"], share, out, words),
+                     "preemptions": plot_preemptions(t["preemptions"], out, words),
                      "fairness": plot_fairness(t["fairness_by_pass"], out),
                      "agreement": plot_agreement(t["agreement_by_pass"], out)}
         written += [out / p.src for p in plots.values() if p]
