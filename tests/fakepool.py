@@ -95,7 +95,10 @@ class FakePool:
         self.locate_result = "negotiator"      # or None, or an exception
         self.calls: list[tuple] = []           # every bindings call, in order
         self.schedd_queries: dict[str, list[list[str]]] = {}
-        self.remote_params: list[FakeRemoteParam] = []
+        self.remote_params: list[FakeRemoteParam] = []        # the negotiator's
+        # each schedd's RemoteParam table (its limits, core.schedd_limits), and the reads
+        self.schedd_remote: dict[str, str] | Exception = {}
+        self.schedd_remote_params: list[FakeRemoteParam] = []
         self.param = {"QUERY_TIMEOUT": 60, "Q_QUERY_TIMEOUT": 20}
         self.param_during_queries: list[dict] = []
 
@@ -117,10 +120,12 @@ class FakePool:
 
     def make_remote_param(self, loc):
         self.calls.append(("RemoteParam", loc["Name"]))
-        if isinstance(self.remote, Exception):
-            raise self.remote
-        rp = FakeRemoteParam(self.remote)
-        self.remote_params.append(rp)
+        schedd = loc.get("MyType") == "Scheduler"
+        table = self.schedd_remote if schedd else self.remote
+        if isinstance(table, Exception):
+            raise table
+        rp = FakeRemoteParam(table)
+        (self.schedd_remote_params if schedd else self.remote_params).append(rp)
         return rp
 
 

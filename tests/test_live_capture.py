@@ -19,6 +19,7 @@ from negotiator_ext.adapters.condor_config import load_config, read_params
 from negotiator_ext.adapters.live import BASE_JOB_ATTRS, CaptureReport, capture_snapshot
 from negotiator_ext.adapters.snapshot import load_snapshot
 from negotiator_ext.errors import InputError
+from negotiator_ext.pool import load_pool
 
 from fakepool import FakeCollector, FakePool, FakeRemoteParam, fixture_ads, fixture_config_knobs
 
@@ -647,3 +648,30 @@ def test_unlocatable_negotiator_takes_an_earlier_snapshots_config(pool, tmp_path
     report = capture_snapshot(None, tmp_path / "3", now=NOW + 120,
                               earlier_config=tmp_path / "missing" / "config")
     assert report.partial is True and set(report.errors) == {"negotiator"}
+
+
+def test_each_schedds_limits_are_read_into_schedd_knobs_json(pool, tmp_path):
+    """A schedd's own limits (core/schedd_limits.py) come from its RemoteParam: the knobs
+    it lists, a SCHEDD. override winning, each fetched once, nothing else fetched."""
+    pool.schedd_remote = {"MAX_JOBS_RUNNING": "MIN({24105, 10000})", "MAX_CONCURRENT_UPLOADS": "100",
+                          "SCHEDD.MAX_CONCURRENT_UPLOADS": "50", "SCHEDD_INTERVAL": "5",
+                          "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS": "Not defined"}
+    out = tmp_path / "snap"
+    report = capture_snapshot(None, out, now=NOW)
+    assert report.partial is False
+    assert json.loads((out / "schedd-knobs.json").read_text()) == {
+        "vm": {"MAX_JOBS_RUNNING": "MIN({24105, 10000})", "MAX_CONCURRENT_UPLOADS": "50"}}
+    (rp,) = pool.schedd_remote_params
+    assert sorted(rp.fetched) == ["MAX_JOBS_RUNNING", "SCHEDD.MAX_CONCURRENT_UPLOADS",
+                                  "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS"]
+    p = load_pool(out)
+    assert (p.schedd_limits["vm"].per_user, p.schedd_limits["vm"].max_jobs_running) == (10, 10000)
+
+
+def test_a_schedd_whose_limits_cannot_be_read_is_a_warning(pool, tmp_path):
+    pool.schedd_remote = RuntimeError("permission denied")
+    out = tmp_path / "snap"
+    report = capture_snapshot(None, out, now=NOW)
+    assert report.partial is False and not (out / "schedd-knobs.json").exists()
+    (w,) = json.loads((out / "meta.json").read_text())["warnings"]
+    assert w == "the schedd vm's limits were not read (permission denied): the config's apply"

@@ -276,7 +276,13 @@ def test_with_an_earlier_config_the_hang_is_one_warning(pool, mocker, tmp_path):
     report = capture_snapshot(None, tmp_path / "2", timeout=1, now=NOW + 60,
                               earlier_config=first / "config")
     assert report.partial is False and dict(report.errors) == {}
-    (warning,) = json.loads((tmp_path / "2" / "meta.json").read_text())["warnings"]
+    warnings = json.loads((tmp_path / "2" / "meta.json").read_text())["warnings"]
+    # the schedds' limits, read by the same (hanging) child: a warning for each schedd
+    schedds = [w for w in warnings if w.startswith("the schedd ")]
+    assert len(schedds) == len(pool.schedds)
+    assert any(w.startswith("the schedd vm's limits were not read (reading NEGOTIATOR_LOOP_A")
+               for w in schedds)
+    (warning,) = [w for w in warnings if w not in schedds]
     assert "reading NEGOTIATOR_LOOP_A from the negotiator" in warning
 
 

@@ -126,9 +126,15 @@ def test_capture_round_trips_a_real_pool(clean_pool, tmp_path):
     assert re.search(r"(?m)^GROUP_NAMES = group_a, group_b$", config)
     assert "Not defined" not in config
     assert "NEGOTIATOR_SLOT_CONSTRAINT" not in config
+    # the schedd's own limits (core/schedd_limits.py), read from the real schedd
+    (schedd_name, knobs), = json.loads((snap / "schedd-knobs.json").read_text()).items()
+    assert schedd_name == meta["schedd_files"][jobs_file.name]
+    assert knobs["MAX_CONCURRENT_UPLOADS"] == "100"
+    assert knobs["MAX_CONCURRENT_UPLOADS_PER_USER"] == "100/5"    # expanded, not evaluated
 
     # the snapshot loads, and writing its ads again reads back the same ads
     loaded = load_pool(snap)
+    assert loaded.schedd_limits[schedd_name].per_user_limit == 20
     assert len(loaded.slots) == len(names)
     for path in [snap / "slots.ads", jobs_file, snap / "accounting.ads", snap / "submitters.ads"]:
         ads = read_ads(path)

@@ -1,0 +1,158 @@
+"""Record one real negotiation cycle on a personal HTCondor pool, as the recordings in
+tests/data/ were made: `python tests/record_cycle.py --out DIR [options]` with
+NEGOTIATOR_EXT_TEST_HTCONDOR (or PATH) naming an HTCondor install.
+
+What it does, in order: starts a personal pool (tests/livepool.py's config with
+GROUP_NAMES empty, plus `--policy` lines), sets each submitter's priority factor
+(`condor_userprio -setfactor`), submits the jobs (accounting group `--group-of` each
+submitter, default `grp`), runs one warm-up cycle while no slot can take a job, then makes
+the slots (`--fake N`: N fake 1-core slots advertised with condor_advertise
+-fake-private-ad, whose claims fail; `--real N`: the pool's own startd with N 1-core
+slots, jobs that sleep), captures a snapshot with `negotiator-ext snapshot` (its
+accounting.ads replaced by `condor_userprio -l -allusers`, which has the records the
+collector does not have yet), and forces one real cycle. DIR gets the snapshot and
+`expected/matchlog.txt`, `expected/negotiator-cycle.log` (that cycle's MatchLog and
+NegotiatorLog) and prints the real matches per submitter.
+
+Submitters: `--submitters a:10,b:150:2000` (name:jobs[:factor]); `--groups` puts
+submitter i in group `group_<i % K>` (and configures GROUP_NAMES with equal dynamic
+quotas and surplus when `--hgq`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from livepool import LivePool, find_release  # noqa: E402
+
+import bench_real_pool as bench  # noqa: E402
+
+DOMAIN = "negotiator-ext.test"
+
+
+class RecordPool(LivePool):
+    def __init__(self, release, root, *, startd: str, policy: str):
+        super().__init__(release, root, negotiator_interval=86400)
+        self._startd, self._policy = startd, policy
+
+    def write_config(self) -> None:
+        super().write_config()
+        base = ("GROUP_NAMES =\nNEGOTIATOR_UPDATE_AFTER_CYCLE = True\n"
+                "CLASSAD_LIFETIME = 86400\nSCHEDD_INTERVAL = 5\n")
+        for name, text in (("50-startd", self._startd), ("60-policy", base + self._policy)):
+            p = self.local / "config.d" / name
+            p.write_text(text)
+            if self.user is not None:
+                os.chown(p, self.user.pw_uid, self.user.pw_gid)
+
+
+def parse_submitters(text: str) -> list[tuple[str, int, int | None]]:
+    out = []
+    for part in text.split(","):
+        bits = part.split(":")
+        out.append((bits[0], int(bits[1]), int(bits[2]) if len(bits) > 2 else None))
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, type=Path)
+    p.add_argument("--submitters", required=True)
+    p.add_argument("--fake", type=int, default=0)
+    p.add_argument("--real", type=int, default=0)
+    p.add_argument("--policy", default="", help="config lines (\\n between)")
+    p.add_argument("--groups", type=int, default=0)
+    p.add_argument("--hgq", action="store_true")
+    args = p.parse_args(argv)
+    release = find_release()
+    if release is None:
+        print("no HTCondor install: set NEGOTIATOR_EXT_TEST_HTCONDOR", file=sys.stderr)
+        return 2
+    subs = parse_submitters(args.submitters)
+    policy = args.policy.replace("\\n", "\n") + "\n"
+    if args.groups and args.hgq:
+        names = [f"group_{g}" for g in range(args.groups)]
+        policy += f"GROUP_NAMES = {', '.join(names)}\nGROUP_ACCEPT_SURPLUS = True\n"
+        policy += "".join(f"GROUP_QUOTA_DYNAMIC_{n} = {1.0 / args.groups:.6g}\n" for n in names)
+    if args.real:
+        n = args.real
+        startd = (f"NUM_CPUS = {n}\nMEMORY = {512 * n}\nNUM_SLOTS_TYPE_1 = {n}\n"
+                  "SLOT_TYPE_1 = cpus=1, mem=512\nSTART = False\n")
+    else:
+        startd = bench.STARTD_CONFIG
+    root = Path(tempfile.mkdtemp(prefix="negext-record-"))
+    pool = RecordPool(release, root, startd=startd, policy=policy)
+    pool.start()
+    try:
+        work = root / "work"
+        work.mkdir()
+
+        def group_of(i: int) -> str:
+            return f"group_{i % args.groups}" if args.groups else "grp"
+
+        for i, (name, _, factor) in enumerate(subs):
+            if factor is not None:
+                pool.tool("condor_userprio", "-setfactor", f"{group_of(i)}.{name}@{DOMAIN}",
+                          str(factor))
+        lines = ["universe = vanilla", "executable = /bin/sleep", "arguments = 600",
+                 "transfer_executable = false", "should_transfer_files = NO",
+                 f"initialdir = {pool.flags}", "log = /dev/null", "request_cpus = 1",
+                 "request_disk = 1024", "request_memory = 64"]
+        for i, (name, count, _) in enumerate(subs):
+            lines += [f"accounting_group = {group_of(i)}", f"accounting_group_user = {name}",
+                      f"queue {count}"]
+        pool.tool("condor_submit", "-", user=True, input="\n".join(lines) + "\n", timeout=600)
+        want = sum(c for _, c, _ in subs)
+        pool.wait_for(lambda: bench.idle_in_submitter_ads(pool) >= want, 300,
+                      "the submitter ads", every=1)
+        bench.real_cycle(pool, 300)     # warm-up: no slot takes a job yet
+        time.sleep(2)
+        if args.real:
+            pool.reconfig("70-start", "START = True\n")
+            time.sleep(8)
+        else:
+            bench.advertise(pool, args.fake, 0, work)
+        if args.out.exists():
+            shutil.rmtree(args.out)
+        (args.out / "expected").mkdir(parents=True)
+        snap = root / "snapshot"
+        r = subprocess.run([sys.executable, "-m", "negotiator_ext", "snapshot", "--pool",
+                            pool.collector, "-o", str(snap)], env=pool.env,
+                           capture_output=True, text=True, cwd=ROOT)
+        if r.returncode != 0:
+            print(r.stderr, file=sys.stderr)
+            return 1
+        (snap / "accounting.ads").write_text(
+            pool.tool("condor_userprio", "-l", "-allusers").stdout)
+        for f in snap.iterdir():
+            shutil.copy(f, args.out / f.name)
+        ml, nl = pool.log_dir / "MatchLog", pool.log_dir / "NegotiatorLog"
+        m_off = ml.stat().st_size if ml.exists() else 0
+        n_off = nl.stat().st_size if nl.exists() else 0
+        bench.real_cycle(pool, 600)
+        text = ml.read_text()[m_off:] if ml.exists() else ""
+        (args.out / "expected" / "matchlog.txt").write_text(text)
+        (args.out / "expected" / "negotiator-cycle.log").write_text(nl.read_text()[n_off:])
+        counts = Counter(re.findall(r"Matched \S+ (\S+) ", text))
+        print(dict(counts))
+    finally:
+        pool.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
