@@ -147,7 +147,9 @@ def main(argv=None) -> int:
         (args.out / "expected" / "matchlog.txt").write_text(text)
         (args.out / "expected" / "negotiator-cycle.log").write_text(nl.read_text()[n_off:])
         counts = Counter(re.findall(r"Matched \S+ (\S+) ", text))
-        print(dict(counts))
+        print(f"{sum(counts.values())} matches, {len(counts)} submitters matched:",
+              ", ".join(f"{k} {v}" for k, v in sorted(counts.items())[:20])
+              + (" ..." if len(counts) > 20 else ""))
     finally:
         pool.stop()
         shutil.rmtree(root, ignore_errors=True)
