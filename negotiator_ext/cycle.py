@@ -201,7 +201,7 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
 
     clock.lap("accounting")
     # The slot list (2.2 step 9), and what the negotiator writes into it (step 11)
-    slots = _candidate_slots(pool)
+    slots = _candidate_slots(pool, t)
     live_names = insert_negotiator_attrs(slots, cfg, acc, groups, quotas0)
 
     clock.lap("slots")
@@ -277,7 +277,7 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         if outcome is not None and outcome.orders else [])
 
 
-def _candidate_slots(pool: Pool) -> list[Slot]:
+def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
     """The slots the matchmaker sees: the fetched slot ads less the trimmed ones (2.2
     step 9) and the consumption-policy p-slots with no claim left; a p-slot with a
     consumption policy is a copy (its assets change during the cycle)."""
@@ -285,7 +285,7 @@ def _candidate_slots(pool: Pool) -> list[Slot]:
     slots: list[Slot] = []
     slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
     for i, (ad, usage, row) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows)):
-        if trimmed(ad, usage, cfg):
+        if trimmed(ad, usage, cfg, now):
             continue
         cp = consumption.supports_policy(ad)
         if cp:

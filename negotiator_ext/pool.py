@@ -96,10 +96,14 @@ class Pool:
     def submitter_ads(self) -> list[dict]:
         """Submitter ads as the negotiator keeps them (2.2 step 3): within
         NEGOTIATOR_SUBMITTER_CONSTRAINT, with a Name free of C white space
-        (IsValidSubmitterName) and a ScheddIpAddr, and with jobs."""
+        (IsValidSubmitterName) and a ScheddIpAddr, and with jobs; without those whose
+        SkipMatchmaking is true (dropped before the pie, so their demand counts for
+        nobody's share, the group's included)."""
         out = []
         for ad in self.snapshot.submitters or ():
             if not matches_constraint(ad, self.config.submitter_constraint):
+                continue
+            if classads.eval_bool(ad, "SkipMatchmaking") is True:
                 continue
             d = plain_ad(ad)
             name = d.get("Name")
@@ -168,9 +172,7 @@ def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:
             ("NEGOTIATOR_DEPTH_FIRST", config.depth_first,
              "skipping the jobs the schedd is expected to pack into p-slot leftovers"),
             ("USE_GLOBAL_JOB_PRIOS", config.use_global_job_prios,
-             "one submitter ad per JobPrioArray value"),
-            ("NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD", config.trim_shutdown_threshold > 0,
-             "trimming slots about to shut down")):
+             "one submitter ad per JobPrioArray value")):
         if on:
             warnings.append(f"{config.source}: {knob} is set, but {what} is not modelled: "
                             "the cycle runs as if it were off")

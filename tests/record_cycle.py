@@ -16,7 +16,11 @@ NegotiatorLog) and prints the real matches per submitter.
 
 Submitters: `--submitters a:10,b:150:2000` (name:jobs[:factor]); `--groups` puts
 submitter i in group `group_<i % K>` (and configures GROUP_NAMES with equal dynamic
-quotas and surplus when `--hgq`).
+quotas and surplus when `--hgq`). `--fake-attrs "3:DaemonShutdown = CurrentTime > {now}+100"`
+adds lines to the next 3 fake slots (repeatable; `{now}` is the time they are
+advertised). `--skip NAME` re-advertises that submitter's ad with `SkipMatchmaking = true`
+(`condor_advertise UPDATE_SUBMITTOR_AD`) right before the snapshot; give it
+`--policy "SCHEDD_INTERVAL = 3600"` so the schedd does not send its own again first.
 """
 
 from __future__ import annotations
@@ -67,6 +71,38 @@ def parse_submitters(text: str) -> list[tuple[str, int, int | None]]:
     return out
 
 
+def advertise_with(pool: LivePool, count: int, specs: list[str], work: Path) -> None:
+    """bench.advertise's static fake slots, the first ones with the lines of `specs`."""
+    template = bench.template(pool, 'SlotType == "Static"')
+    address = f"<127.0.0.1:{bench.free_port()}>"
+    now = int(time.time())
+    extra: list[list[str]] = []
+    for spec in specs:
+        k, lines = spec.split(":", 1)
+        extra += [[ln.strip().replace("{now}", str(now)) for ln in lines.split(";")]] * int(k)
+    ads = []
+    for i in range(count):
+        ad = bench.fake_ad(template, f"fake-s{i:06d}.bench", address)
+        ads.append("\n".join([ad] + (extra[i] if i < len(extra) else [])))
+    f = work / "slots.ads"
+    f.write_text("\n\n".join(ads) + "\n")
+    pool.tool("condor_advertise", "-multiple", "-tcp", "-fake-private-ad",
+              "UPDATE_STARTD_AD", str(f), timeout=600)
+    pool.wait_for(lambda: bench.slot_count(pool) >= count + 2, 120, "the fake slots", every=1)
+
+
+def skip_submitter(pool: LivePool, name: str, work: Path) -> None:
+    """The collector's submitter ad `name`, again, with SkipMatchmaking = true."""
+    ad = pool.tool("condor_status", "-submitters", "-long", "-constraint",
+                   f'Name == "{name}"').stdout.strip()
+    f = work / "skip.ad"
+    f.write_text(ad + "\nSkipMatchmaking = true\n")
+    pool.tool("condor_advertise", "UPDATE_SUBMITTOR_AD", str(f))
+    pool.wait_for(lambda: "true" in pool.tool(
+        "condor_status", "-submitters", "-af", "SkipMatchmaking", "-constraint",
+        f'Name == "{name}"').stdout, 30, "the submitter ad with SkipMatchmaking")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path)
@@ -76,6 +112,8 @@ def main(argv=None) -> int:
     p.add_argument("--policy", default="", help="config lines (\\n between)")
     p.add_argument("--groups", type=int, default=0)
     p.add_argument("--hgq", action="store_true")
+    p.add_argument("--fake-attrs", action="append", default=[])
+    p.add_argument("--skip", action="append", default=[])
     args = p.parse_args(argv)
     release = find_release()
     if release is None:
@@ -123,8 +161,13 @@ def main(argv=None) -> int:
         if args.real:
             pool.reconfig("70-start", "START = True\n")
             time.sleep(8)
+        elif args.fake_attrs:
+            advertise_with(pool, args.fake, args.fake_attrs, work)
         else:
             bench.advertise(pool, args.fake, 0, work)
+        for name in args.skip:
+            i = [n for n, _, _ in subs].index(name)
+            skip_submitter(pool, f"{group_of(i)}.{name}@{DOMAIN}", work)
         if args.out.exists():
             shutil.rmtree(args.out)
         (args.out / "expected").mkdir(parents=True)

@@ -54,7 +54,6 @@ def test_warnings_are_printed_once(tmp_path, capsys):
     ("NEGOTIATOR_IGNORE_JOB_RANKS = True", "NEGOTIATOR_IGNORE_JOB_RANKS"),
     ("NEGOTIATOR_DEPTH_FIRST = True", "NEGOTIATOR_DEPTH_FIRST"),
     ("USE_GLOBAL_JOB_PRIOS = True", "USE_GLOBAL_JOB_PRIOS"),
-    ("NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD = 300", "NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD"),
 ])
 def test_knobs_not_modelled_are_announced(tmp_path, line, knob):
     d = make_pool(tmp_path, slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")], config=line)

@@ -6,6 +6,7 @@ customer it charges, and its slot weight. `slot_usage(ad, config)` makes one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from . import classads
@@ -149,10 +150,14 @@ def current_user(ad: classads.ClassAd, prefix: str = "") -> str | None:
     return None
 
 
-def trimmed(ad: classads.ClassAd, usage: SlotUsage, config: NegotiatorConfig) -> bool:
+def trimmed(ad: classads.ClassAd, usage: SlotUsage, config: NegotiatorConfig,
+            now: int | None = None) -> bool:
     """trimStartdAds (2.2 step 9): slots the negotiator drops from the list it matches
-    against, after the accountant has seen them. (NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD
-    needs the startd's clock ahead of time and is not applied to snapshots.)"""
+    against, after the accountant has seen them; `now` is the cycle's time (for
+    NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD)."""
+    if config.trim_shutdown_threshold > 0 and now is not None and shutting_down(
+            ad, config.trim_shutdown_threshold, now):
+        return True
     pslot = classads.eval_bool(ad, "PartitionableSlot") is True
     if config.consider_preemption:
         if not config.consider_early_preemption:
@@ -167,3 +172,27 @@ def trimmed(ad: classads.ClassAd, usage: SlotUsage, config: NegotiatorConfig) ->
         if not config.match_working_cm_slots and classads.eval_string(ad, "WorkingCM"):
             return True
     return False
+
+
+def shutting_down(ad: classads.ClassAd, threshold: int, now: int) -> bool:
+    """trimStartdAds_ShutdownLogic (NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD > 0): a slot whose
+    DaemonShutdown, or else DaemonShutdownFast, is true `threshold` seconds from now is
+    left out of the matchmaking. Both are evaluated with the ad's CurrentTime set to
+    MyCurrentTime (the startd's clock; the negotiator's `now` when the ad has none) plus
+    the threshold. As LookupBool reads them: a number counts (non-zero is true), an
+    undefined value changes nothing, and DaemonShutdownFast, when it has a value, has the
+    last word (false there keeps the slot even when DaemonShutdown is true)."""
+    has_slow, has_fast = "DaemonShutdown" in ad, "DaemonShutdownFast" in ad
+    if not (has_slow or has_fast):
+        return False
+    clock = classads.eval_number(ad, "MyCurrentTime")
+    at = int(clock) if clock is not None and math.isfinite(clock) else int(now)
+    probe = classads.copy_ad(ad)
+    probe["CurrentTime"] = at + int(threshold)
+    down = False
+    for attr, present in (("DaemonShutdown", has_slow), ("DaemonShutdownFast", has_fast)):
+        if present:
+            v = classads.eval_bool(probe, attr)
+            if v is not None:
+                down = v
+    return down
