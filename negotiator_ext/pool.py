@@ -169,8 +169,6 @@ def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:
              "preempting a partitionable slot's dynamic slots (pslotMultiMatch)"),
             ("NEGOTIATOR_IGNORE_JOB_RANKS", config.ignore_job_ranks,
              "ignoring job ranks and stopping a scan at the submitter limit"),
-            ("NEGOTIATOR_DEPTH_FIRST", config.depth_first,
-             "skipping the jobs the schedd is expected to pack into p-slot leftovers"),
             ("USE_GLOBAL_JOB_PRIOS", config.use_global_job_prios,
              "one submitter ad per JobPrioArray value")):
         if on:

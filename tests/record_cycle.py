@@ -63,11 +63,14 @@ class RecordPool(LivePool):
                 os.chown(p, self.user.pw_uid, self.user.pw_gid)
 
 
-def parse_submitters(text: str) -> list[tuple[str, int, int | None]]:
+def parse_submitters(text: str) -> list[tuple[str, int, int | None, int]]:
+    """name:jobs[:factor[:request_memory]], comma-separated; a name given again is the
+    same submitter with another cluster (another autocluster when its memory differs)."""
     out = []
     for part in text.split(","):
-        bits = part.split(":")
-        out.append((bits[0], int(bits[1]), int(bits[2]) if len(bits) > 2 else None))
+        bits = part.split(":") + ["", ""]
+        out.append((bits[0], int(bits[1]), int(bits[2]) if bits[2] else None,
+                    int(bits[3]) if bits[3] else 64))
     return out
 
 
@@ -108,6 +111,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", required=True, type=Path)
     p.add_argument("--submitters", required=True)
     p.add_argument("--fake", type=int, default=0)
+    p.add_argument("--fake-pslots", type=int, default=0,
+                   help="fake 8-core partitionable slots (after the --fake static ones)")
     p.add_argument("--real", type=int, default=0)
     p.add_argument("--policy", default="", help="config lines (\\n between)")
     p.add_argument("--groups", type=int, default=0)
@@ -141,19 +146,23 @@ def main(argv=None) -> int:
         def group_of(i: int) -> str:
             return f"group_{i % args.groups}" if args.groups else "grp"
 
-        for i, (name, _, factor) in enumerate(subs):
+        names = list(dict.fromkeys(n for n, _, _, _ in subs))
+        index = {n: i for i, n in enumerate(names)}
+        for name, _, factor, _ in subs:
+            i = index[name]
             if factor is not None:
                 pool.tool("condor_userprio", "-setfactor", f"{group_of(i)}.{name}@{DOMAIN}",
                           str(factor))
         lines = ["universe = vanilla", "executable = /bin/sleep", "arguments = 600",
                  "transfer_executable = false", "should_transfer_files = NO",
                  f"initialdir = {pool.flags}", "log = /dev/null", "request_cpus = 1",
-                 "request_disk = 1024", "request_memory = 64"]
-        for i, (name, count, _) in enumerate(subs):
-            lines += [f"accounting_group = {group_of(i)}", f"accounting_group_user = {name}",
+                 "request_disk = 1024"]
+        for name, count, _, memory in subs:
+            lines += [f"accounting_group = {group_of(index[name])}",
+                      f"accounting_group_user = {name}", f"request_memory = {memory}",
                       f"queue {count}"]
         pool.tool("condor_submit", "-", user=True, input="\n".join(lines) + "\n", timeout=600)
-        want = sum(c for _, c, _ in subs)
+        want = sum(c for _, c, _, _ in subs)
         pool.wait_for(lambda: bench.idle_in_submitter_ads(pool) >= want, 300,
                       "the submitter ads", every=1)
         bench.real_cycle(pool, 300)     # warm-up: no slot takes a job yet
@@ -164,10 +173,9 @@ def main(argv=None) -> int:
         elif args.fake_attrs:
             advertise_with(pool, args.fake, args.fake_attrs, work)
         else:
-            bench.advertise(pool, args.fake, 0, work)
+            bench.advertise(pool, args.fake, args.fake_pslots, work)
         for name in args.skip:
-            i = [n for n, _, _ in subs].index(name)
-            skip_submitter(pool, f"{group_of(i)}.{name}@{DOMAIN}", work)
+            skip_submitter(pool, f"{group_of(index[name])}.{name}@{DOMAIN}", work)
         if args.out.exists():
             shutil.rmtree(args.out)
         (args.out / "expected").mkdir(parents=True)

@@ -67,3 +67,14 @@ def test_a_submitter_asking_to_be_skipped_is_left_out_before_the_pie(tmp_path):
     # a alone in the pie: its share is the whole pool, not half of it
     assert Counter(m.submitter.split("@")[0] for m in r.matches) == {"a": 10}
     assert [row["name"].split("@")[0] for row in r.submitters] == ["a"]
+
+
+def test_jobs_in_slot_is_the_smaller_of_the_cpu_and_memory_fits():
+    from negotiator_ext.core.negotiation import jobs_in_slot
+    slot_ad = _ad(Cpus=8, Memory=1024)
+    assert jobs_in_slot(_ad(RequestCpus=1, RequestMemory=512), slot_ad) == 2
+    assert jobs_in_slot(_ad(RequestCpus=3, RequestMemory=64), slot_ad) == 2
+    # evaluated against the slot; no figure or less than 1 counts as 1
+    assert jobs_in_slot(_ad(RequestCpus=Expr("TARGET.Cpus / 2"), RequestMemory=0), slot_ad) == 2
+    assert jobs_in_slot(_ad(), _ad()) == 1
+    assert jobs_in_slot(_ad(RequestCpus=2), _ad(Cpus=1, Memory=100)) == 0

@@ -1,5 +1,5 @@
-"""NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD and SkipMatchmaking against recordings of a real
-25.14 negotiator (tests/data/rules/README.md)."""
+"""NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD, SkipMatchmaking and NEGOTIATOR_DEPTH_FIRST against
+recordings of a real 25.14 negotiator (tests/data/rules/README.md)."""
 
 from __future__ import annotations
 
@@ -47,3 +47,15 @@ def test_a_skipped_submitter_is_left_out_as_the_real_negotiator_leaves_it(tmp_pa
     (d / "submitters.ads").write_text(re.sub(r"(?m)^SkipMatchmaking = true\n", "", text))
     assert Counter(m.submitter for m in run_cycle(load_pool(d)).matches)[
         "grp.b@negotiator-ext.test"] > 0
+
+
+def test_depth_first_counts_the_jobs_a_partitionable_slot_will_take(tmp_path):
+    d = _unpack("depth_first", tmp_path)
+    real = [(m.group(1), m.group(2)) for m in re.finditer(
+        r"Matched (\S+) \S+ \S+ preempting \S+ \S+ (\S+)",
+        (d / "expected" / "matchlog.txt").read_text())]
+    assert real == [("1.0", "slot1@fake-p000000.bench"), ("1.8", "slot1@fake-p000001.bench")]
+    pool = load_pool(d)
+    assert [(m.job, m.slot) for m in run_cycle(pool).matches] == real
+    off = replace(pool, config=replace(pool.config, depth_first=False))
+    assert [m.job for m in run_cycle(off).matches] == ["1.0", "1.0"]

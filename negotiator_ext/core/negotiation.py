@@ -238,6 +238,33 @@ class JobQueue:
                        schedd=schedd, submitter=submitter)
 
 
+_REQUEST_CPUS = classads.parse_expr("MY.RequestCpus")
+_REQUEST_MEMORY = classads.parse_expr("MY.RequestMemory")
+
+
+def jobs_in_slot(request, offer) -> int:
+    """jobsInSlot (NEGOTIATOR_DEPTH_FIRST): how many of the request's jobs fit in the
+    matched slot as the negotiator reads them, min(Cpus / RequestCpus, Memory /
+    RequestMemory) in integers, each request at least 1 (a slot without Cpus or Memory
+    offers 1; the request's figures are evaluated against the slot, and default to 1)."""
+    def offered(attr: str) -> int:
+        v = classads.lookup_int32(classads.eval_attr(offer, attr))
+        return 1 if v is None else v
+
+    def asked(expr) -> int:
+        v = classads.lookup_int32(classads.eval_match(expr, request, offer))
+        return max(1 if v is None else v, 1)
+
+    return min(_c_div(offered("Cpus"), asked(_REQUEST_CPUS)),
+               _c_div(offered("Memory"), asked(_REQUEST_MEMORY)))
+
+
+def _c_div(a: int, b: int) -> int:
+    """C's integer division (truncates toward zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
 @dataclass(eq=False)
 class Submitter:
     """A submitter ad as the cycle uses it."""
@@ -558,7 +585,10 @@ class Negotiation:
                 if slot.usage_user is None:
                     used_unclaimed += cost
                 pie_left -= cost
-                left -= 1
+                # NEGOTIATOR_DEPTH_FIRST: the negotiator counts the jobs the schedd is
+                # expected to fit into what it matched as offered (they stay idle, for
+                # the schedd to start there; a later session offers them again)
+                left -= jobs_in_slot(req.ad, slot.ad) if cfg.depth_first else 1
         if used >= limit or limited_by_limit:
             return RESUME, pie_left
         return DONE, pie_left
