@@ -24,6 +24,7 @@ from .core.matchmaking import STATE_NAMES, Matcher, Slot, insert_negotiator_attr
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter, id_number, job_id)
 from .core.schedd_limits import Schedds
+from .core.time_limits import CostModel, TimeBudget
 from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight
 from .errors import InputError
 from .pool import Pool
@@ -62,6 +63,9 @@ class CycleResult:
     # the groups in the order the first allocation round negotiated them in (group
     # quotas only; else empty)
     group_order: list = field(default_factory=list)
+    # where the real cycle's time limits would stop it (core.time_limits), when the
+    # pool's negotiator ad gives a cost to predict with; None otherwise
+    time_limits: dict | None = None
 
     def to_json(self) -> dict:
         return {
@@ -76,7 +80,8 @@ class CycleResult:
                          "assigned_job": m.assigned_job,
                          "negotiating_group": m.negotiating_group,
                          "autocluster": m.autocluster,
-                         "slot_class": self.slot_classes.get(m.slot)}
+                         "slot_class": self.slot_classes.get(m.slot),
+                         "beyond_time_limits": m.late}
                         for m in self.matches],
             "rejections": [{"job": r.job, "schedd": r.schedd, "submitter": r.submitter,
                             "reason": r.reason, "autocluster": r.autocluster}
@@ -85,6 +90,7 @@ class CycleResult:
             "groups": self.groups,
             "concurrency_limits": self.concurrency_limits,
             "warnings": self.warnings,
+            "time_limits": self.time_limits,
         }
 
 
@@ -153,6 +159,7 @@ class CycleInput:
     submitters: list[Submitter]      # each with its JobQueue
     queues: dict                     # (submitter, schedd) -> JobQueue
     schedds: Schedds                 # the schedds' limits and counts (M7)
+    cost: CostModel | None           # the real cycle's cost per request (time limits)
     fetched_slots: int               # slot ads fetched (after the slot constraint)
     partial: bool
     missing_schedds: tuple[str, ...]
@@ -222,6 +229,8 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
     slot_classes = matcher.classify(slots)
 
     clock.lap("autoclusters")
+    cost, why = pool.cost_model()
+    warnings = list(pool.warnings) + ([why] if why else [])
     submitters = []
     for d in submitter_ads:
         name = d["Name"]
@@ -239,8 +248,8 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
         demand=demand, quotas=quotas, pool_weight=weighted,
         min_slot_weight=min(weights) if weights else DBL_MAX, matcher=matcher,
         slots=slots, slot_classes=slot_classes, submitters=submitters, queues=queues,
-        schedds=schedds, fetched_slots=len(pool.slot_ads), partial=snap.partial,
-        missing_schedds=snap.missing_schedds, warnings=list(pool.warnings),
+        schedds=schedds, cost=cost, fetched_slots=len(pool.slot_ads), partial=snap.partial,
+        missing_schedds=snap.missing_schedds, warnings=warnings,
         timings=clock.laps)
 
 
@@ -255,7 +264,8 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         config=inp.config, accountant=acc, groups=groups, matcher=inp.matcher,
         slots=inp.slots, submitters=submitters, now=inp.time,
         min_slot_weight=inp.min_slot_weight, pool_weight=inp.pool_weight,
-        schedd_limits=inp.schedds)
+        schedd_limits=inp.schedds,
+        budget=TimeBudget.for_config(inp.config, inp.cost) if inp.cost else None)
     outcome = neg.run(inp.quotas, rr_times)
     timings = dict(inp.timings, negotiation=round(time.perf_counter() - t0, 4))
     cfg, limits_before = inp.config, inp.limits_before
@@ -274,7 +284,8 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         quotas=inp.quotas, queues=inp.queues, slot_classes=inp.slot_classes,
         rr_times=dict(outcome.rr_times) if outcome is not None else {},
         group_order=[name for name, _ in outcome.orders[0]]
-        if outcome is not None and outcome.orders else [])
+        if outcome is not None and outcome.orders else [],
+        time_limits=neg.budget.to_json() if neg.budget is not None else None)
 
 
 def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:

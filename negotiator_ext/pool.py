@@ -13,9 +13,10 @@ from .adapters.condor_config import load_config
 from .adapters.snapshot import Snapshot, load_snapshot
 from .core import classads
 from .core.accountant import Accountant, AccountantState
-from .core.config import NegotiatorConfig
+from .core.config import NegotiatorConfig, ext_number
 from .core.groups import GroupQuota, GroupTree, group_demand
 from .core.schedd_limits import ScheddLimits, Schedds
+from .core.time_limits import CostModel
 from .core.schedd_limits import from_config as limits_from_config
 from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_usage
 from .errors import InputError
@@ -92,6 +93,21 @@ class Pool:
         """The size quotas are assigned from (rule G4)."""
         _, weighted, effective = self.pool_sizes()
         return weighted if self.config.use_slot_weights else effective
+
+    def cost_model(self) -> tuple["CostModel | None", str | None]:
+        """What a request costs the real negotiator (core.time_limits), from
+        NEGOTIATOR_EXT_SECONDS_PER_REQUEST or the snapshot's negotiator ad; and why there
+        is none when its ad cannot be read (a warning)."""
+        knob = self.config.ext.get("SECONDS_PER_REQUEST")
+        per_request = (ext_number(self.config.ext, "SECONDS_PER_REQUEST", 0.0, positive=True)
+                       if knob is not None else None)
+        try:
+            ads = self.snapshot.negotiator_ads() or ()
+        except InputError as exc:
+            return (CostModel.from_negotiator_ad(None, per_request),
+                    f"the real cycle's time limits are not predicted: {exc.one_line()}")
+        ad = plain_ad(ads[0]) if ads else None
+        return CostModel.from_negotiator_ad(ad, per_request), None
 
     def submitter_ads(self) -> list[dict]:
         """Submitter ads as the negotiator keeps them (2.2 step 3): within

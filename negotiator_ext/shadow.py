@@ -432,7 +432,8 @@ class _Pass:
             real_matches=tuple(real_match_entries or ()),
             submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
             snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable,
-            slot_classes=result.slot_classes if comparable else {}, pass_timings=timings)
+            slot_classes=result.slot_classes if comparable else {}, pass_timings=timings,
+            time_limits=dict(result.time_limits or {}))
         return self.save(rec, last_any)
 
     # -- steps -----------------------------------------------------------------------------
@@ -605,7 +606,8 @@ class _Pass:
             shadow_groups=self.ledger.groups(prev["uuid"]),
             real_cycles=[c for c in new_cycles if c.time >= first.time],
             real_matches=real_matches, real_submitters=subs,
-            real_groups=groups, slot_classes=self.ledger.slot_classes(prev["uuid"]))
+            real_groups=groups, slot_classes=self.ledger.slot_classes(prev["uuid"]),
+            time_limits=prev.get("time_limits") or {})
 
     def record_failed(self, reason: str, snapshot_dir: Path | None = None) -> PassRecord:
         self.loop.log.error("failed pass: %s", reason)

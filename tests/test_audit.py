@@ -663,3 +663,31 @@ def test_an_unknown_entitlement_flags_nobody_and_says_why():
     assert a.summary["jain"]["mean"] is None
     assert any("12 pass(es) have no pool size recorded" in n for n in a.summary["notes"])
     assert any("36 (pass, submitter) observation(s)" in n for n in a.summary["notes"])
+
+
+def test_real_cycles_out_of_time_are_a_finding():
+    """A compared real cycle that ran out of time (its negotiator ad's ...OutOfTime
+    lists, recorded in the comparison) is a finding: how many, the groups ours served and
+    it did not, and whether the compared pass had predicted it."""
+    records = synthetic_passes()
+    late = {"real": {"schedds": ["schedd1"], "submitters": []},
+            "predicted": {"schedds": ["schedd1"], "submitters": []},
+            "groups_not_served": ["group_b"]}
+    for i in (4, 7):
+        records[i] = dataclasses.replace(
+            records[i], comparison=dataclasses.replace(records[i].comparison, time_limits=late))
+    records[7] = dataclasses.replace(records[7], comparison=dataclasses.replace(
+        records[7].comparison, time_limits=dict(late, predicted=None)))
+    audit = A.analyse(A.frames_from_records(records), pool="synth")
+    t = audit.tables["out_of_time"]
+    assert list(t["n_groups_not_served"]) == [1, 1] and list(t["schedds"]) == ["schedd1"] * 2
+    assert list(t["predicted"]) == ["yes", "no prediction"]
+    assert audit.summary["out_of_time"] == {"cycles": 2, "compared": 11,
+                                            "groups_not_served_newest": 1}
+    (note,) = [n for n in audit.summary["notes"] if "ran out of time" in n]
+    assert "in 2 of 11 compared cycle(s); in the newest, 1 group(s) our cycle served got " \
+           "no match from it (group_b). Predicted beforehand: 1 exactly" in note
+    # none out of time: no finding
+    quiet = A.analyse(A.frames_from_records(synthetic_passes()), pool="synth")
+    assert quiet.summary["out_of_time"]["cycles"] == 0
+    assert not any("ran out of time" in n for n in quiet.summary["notes"])

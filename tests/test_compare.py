@@ -317,3 +317,28 @@ def test_agreement_up_to_identical_slots():
                   shadow_submitters=(), shadow_groups=(), real_cycles=[cyc],
                   real_matches=real[:2], slot_classes={"A": 0, "B": 0, "C": 0, "D": 1})
     assert (two.agreed_equivalent, two.equivalent_agreement) == (2, pytest.approx(2 / 3))
+
+
+def test_the_real_cycles_time_limits_beside_the_prediction():
+    """The compared pass predicted where the real cycle's time limits stop it
+    (core/time_limits.py): each submitter's row says what was predicted, and a note sets
+    the real out-of-time lists beside the predicted ones."""
+    real = [m("a@x", "p1", 110), m("b@x", "s2", 112)]
+    predicted = {"cut": True, "schedds_out_of_time": [], "submitters_out_of_time": ["b@x"],
+                 "submitters_not_reached": ["c@x"], "groups_not_reached": []}
+    c = compare(shadow_pass="p", shadow_snapshot_time=100, shadow_matches=[m("a@x", "p1")],
+                shadow_submitters=[sub("a@x"), sub("c@x")], shadow_groups=[],
+                real_cycles=CYCLES, real_matches=real, time_limits=predicted)
+    assert c.per_submitter["b@x"]["real_out_of_time"] is True
+    assert c.per_submitter["b@x"]["shadow_out_of_time"] is True
+    assert c.per_submitter["c@x"]["shadow_not_reached"] is True
+    assert c.per_submitter["a@x"]["shadow_out_of_time"] is False
+    assert ("time limits: out of time in the real cycle: 1 submitter(s); predicted: "
+            "1 submitter(s) (the same); predicted not reached: 1 submitter(s), 0 group(s)"
+            ) in c.notes
+    # a prediction that missed it says so (no "the same")
+    c = compare(shadow_pass="p", shadow_snapshot_time=100, shadow_matches=[],
+                shadow_submitters=[], shadow_groups=[], real_cycles=CYCLES,
+                real_matches=real, time_limits=dict(predicted, submitters_out_of_time=[]))
+    assert any(n.startswith("time limits: out of time in the real cycle: 1 submitter(s); "
+                            "predicted: none;") for n in c.notes)

@@ -68,6 +68,7 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
         shadow_duration=0.875, capture_duration=1.125,
         shadow_timings={"match": 0.5, "quota": 0.125}, pool_weight=40.0,
         pass_timings={"capture_slot_query": 0.25, "pool": 0.125, "cycle": 0.875},
+        time_limits={"cut": True, "schedds_out_of_time": ["s1"], "matches_within": 3},
         real_cycles=real_cycles,
         shadow_matches=(MatchEntry("12.0", "user0@example.org", "slot1@host", preempting="9.0",
                                    time=1_700_000_001, group="group_a", wait=120.0),
@@ -85,7 +86,9 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
             per_submitter={"user0@example.org": {"real": 1, "shadow": 2, "drift": 0.01}},
             per_group={"group_a": {"real": 1, "shadow": 2}}, max_abs_drift=0.0204,
             real_duration=2.75, notes=("one note", "another"), agreed_equivalent=2,
-            equivalent_agreement=0.5) if comparison else None,
+            equivalent_agreement=0.5,
+            time_limits={"real": {"schedds": ["s1"], "submitters": []}, "predicted": None,
+                         "groups_not_served": ["group_b"]}) if comparison else None,
         snapshot_dir="/var/lib/negotiator-ext/snapshots/1700000000",
         warnings=("schedd x slow", "no matchlog"), comparable=True,
         slot_classes={"slot1@host": 0, "slot2@host": 0, "slot3@host": 1})
@@ -655,12 +658,12 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 7
+    assert SCHEMA_VERSION == versions[-1] == 8
 
 
 # record columns later migrations added (version 1 wrote none of them)
 ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter_limit",
-                  "wait")
+                  "wait", "time_limits")
 
 
 def test_migration_from_v1(url, monkeypatch):
@@ -668,19 +671,20 @@ def test_migration_from_v1(url, monkeypatch):
     full = full_pass()
     rec = dataclasses.replace(
         full, comparison=dataclasses.replace(full.comparison, agreed_equivalent=None,
-                                             equivalent_agreement=None),
+                                             equivalent_agreement=None, time_limits={}),
         submitters=tuple(dataclasses.replace(o, shadow_submitter_limit=None)
                          for o in full.submitters),
         shadow_matches=tuple(dataclasses.replace(m, wait=None) for m in full.shadow_matches),
         real_matches=tuple(dataclasses.replace(m, wait=None) for m in full.real_matches),
-        pool_weight=None, pass_timings={},
+        pool_weight=None, pass_timings={}, time_limits={},
         slot_classes={})
     with ledger_mod._open(url, schema_target=1) as old:   # what version 1 wrote
         assert old.schema_version == 1
         with monkeypatch.context() as m:                  # version 1 had no `comparable`
             m.setattr(ledger_mod, "_PASS_HEADER",
                       tuple(n for n in ledger_mod._PASS_HEADER
-                            if n not in ("comparable", "pool_weight", "pass_timings")))
+                            if n not in ("comparable", "pool_weight", "pass_timings",
+                                         "time_limits")))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
             real_row_of = ledger_mod._row_of
             m.setattr(ledger_mod, "_row_of", lambda obj: {
@@ -690,7 +694,7 @@ def test_migration_from_v1(url, monkeypatch):
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()
     with open_ledger(url) as ledger:
-        assert ledger.schema_version == 7
+        assert ledger.schema_version == 8
         # version 3 takes an older pass as comparable when it was complete
         assert ledger.pass_record(rec.uuid) == dataclasses.replace(
             rec, comparable=rec.status == "complete")

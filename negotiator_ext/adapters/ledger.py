@@ -271,6 +271,11 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
     (7, (
         "ALTER TABLE passes ADD COLUMN pass_timings TEXT",
     )),
+    # 8: where the real cycle's time limits would stop it (PassRecord.time_limits)
+    (8, (
+        "ALTER TABLE passes ADD COLUMN time_limits TEXT",
+        "ALTER TABLE comparisons ADD COLUMN time_limits TEXT",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -364,9 +369,18 @@ def _row_of(obj: Any) -> dict[str, Any]:
 
 
 def _record_of(cls: type, row: dict[str, Any]) -> Any:
-    """A record dataclass from a row (extra columns such as id and pass_uuid ignored)."""
-    return cls(**{f.name: _decode(row[f.name], f.type) for f in dataclasses.fields(cls)
-                  if f.name in row})
+    """A record dataclass from a row (extra columns such as id and pass_uuid ignored; a
+    NULL in a column a later schema added, for a field made by a factory, is the
+    field's default)."""
+    kw = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in row:
+            continue
+        v = _decode(row[f.name], f.type)
+        if v is None and f.default_factory is not dataclasses.MISSING:
+            continue
+        kw[f.name] = v
+    return cls(**kw)
 
 
 def _header_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -374,7 +388,7 @@ def _header_of(row: dict[str, Any]) -> dict[str, Any]:
     h = dict(row)
     for name in _JSON_COLUMNS["passes"]:
         h[name] = _decode(h.get(name), _PASS_TYPES[name])
-    for name in ("shadow_timings", "pass_timings"):
+    for name in ("shadow_timings", "pass_timings", "time_limits"):
         if h.get(name) is None:
             h[name] = {}
     if h.get("warnings") is None:

@@ -74,6 +74,7 @@ __all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "NOISE_FLOOR",
            "shares", "group_table", "spells", "pairs", "period_means", "fairness_by_pass",
            "largest_gaps", "wait_stats", "wait_samples", "preemptions", "priorities",
            "priority_summary", "agreement", "anchor", "divergent_passes", "divergence_details",
+           "out_of_time",
            "adjustment_table", "summary_table", "ledger_kind", "analyse"]
 
 STARVED_BELOW = 0.10        # starved: delivered < (1 - this) x demand-capped, with idle jobs
@@ -637,6 +638,32 @@ _AGREE_COLUMNS = ["pass_uuid", "anchor", "time", "shadow_pass", "source", "real_
                   "max_abs_drift", "notes"]
 
 
+def out_of_time(comparisons: pd.DataFrame) -> pd.DataFrame:
+    """The compared real cycles that ran out of time (NEGOTIATOR_MAX_TIME_PER_*): when,
+    which schedds and how many submitters, the groups ours served and the real cycle did
+    not, and whether the compared pass had predicted it (core.time_limits)."""
+    cols = ["pass_uuid", "time", "schedds", "submitters", "groups_not_served",
+            "n_groups_not_served", "predicted"]
+    rows = []
+    for uuid, when, tl in zip(comparisons.get("pass_uuid", []), comparisons.get("time", []),
+                              comparisons.get("time_limits", [])):
+        real = (tl or {}).get("real") or {}
+        if not (real.get("schedds") or real.get("submitters")):
+            continue
+        pred = tl.get("predicted")
+        said = "no prediction" if pred is None else (
+            "yes" if set(pred.get("schedds") or ()) == set(real.get("schedds") or ())
+            and set(pred.get("submitters") or ()) == set(real.get("submitters") or ())
+            else "partly" if (pred.get("schedds") or pred.get("submitters")) else "no")
+        groups = list(tl.get("groups_not_served") or ())
+        rows.append({"pass_uuid": uuid, "time": when,
+                     "schedds": ", ".join(real.get("schedds") or ()),
+                     "submitters": len(real.get("submitters") or ()),
+                     "groups_not_served": ", ".join(groups),
+                     "n_groups_not_served": len(groups), "predicted": said})
+    return _frame(rows, cols)
+
+
 def anchor(uuid: str) -> str:
     """The HTML anchor of a compared pass's details."""
     return f"pass-{uuid[:12]}"
@@ -963,6 +990,26 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
                      "deserved share and are left out of the fairness index.")
     if not frames.matches.empty and _num(frames.matches["wait"]).isna().all():
         notes.append("No match in these passes has a recorded queue wait.")
+    late = out_of_time(frames.comparisons)
+    t["out_of_time"] = late
+    compared = int(frames.comparisons["real_cycle_time"].notna().sum()) \
+        if len(frames.comparisons) else 0
+    if len(late):
+        newest = late.iloc[-1]
+        said = late.loc[late["predicted"] != "no prediction", "predicted"].value_counts().to_dict()
+        notes.append(
+            f"The real negotiator ran out of time (NEGOTIATOR_MAX_TIME_PER_SCHEDD, "
+            f"_PER_SUBMITTER or _PER_CYCLE) in {len(late)} of {compared} compared cycle(s); "
+            f"in the newest, {int(newest['n_groups_not_served'])} group(s) our cycle served "
+            "got no match from it"
+            + (f" ({newest['groups_not_served']})" if newest["groups_not_served"] else "")
+            + (f". Predicted beforehand: {said.get('yes', 0)} exactly, "
+               f"{said.get('partly', 0)} in part, {said.get('no', 0)} not" if said else "")
+            + ". Its cycles stop short where ours runs whole: our matches are what a cycle "
+            "with time would do.")
+    summary["out_of_time"] = {"cycles": len(late), "compared": compared,
+                              "groups_not_served_newest":
+                                  int(late.iloc[-1]["n_groups_not_served"]) if len(late) else 0}
     summary.update({
         "hgq": hgq,
         "submitters": int(share["name"].nunique()) if len(share) else 0,

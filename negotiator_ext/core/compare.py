@@ -36,7 +36,8 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
             real_matches: Sequence[MatchEntry] | None,
             real_submitters: Sequence[SubmitterObs] = (),
             real_groups: Sequence[GroupObs] = (),
-            slot_classes: Mapping[str, int] | None = None) -> Comparison:
+            slot_classes: Mapping[str, int] | None = None,
+            time_limits: Mapping[str, Any] | None = None) -> Comparison:
     """Compare pass `shadow_pass`'s cycle (on its snapshot taken at
     `shadow_snapshot_time`) with the first real cycle that started at or after that time.
 
@@ -129,17 +130,43 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
         for sub, n in real_by_sub.items():
             real_group_counts[_group_of(sub, subs_shadow, subs_real, group_names)] += n
 
+    per_submitter = _flag_limits(_per_submitter(
+        _submitter_names(shadow_submitters, shadow_by_sub, real_by_sub or ()),
+        real_by_sub, shadow_by_sub, subs_shadow, subs_real), cycle)
+    if time_limits:
+        notes.append(_time_limits_note(cycle, time_limits))
+        predicted_out = set(time_limits.get("submitters_out_of_time") or ())
+        not_reached = set(time_limits.get("submitters_not_reached") or ())
+        for name, row in per_submitter.items():
+            row["shadow_out_of_time"] = name in predicted_out
+            row["shadow_not_reached"] = name in not_reached
+    per_group = _per_group(shadow_groups, real_groups, real_group_counts, real=True)
+    limits_seen: dict[str, Any] = {}
+    ran_out = bool(cycle.schedds_out_of_time or cycle.submitters_out_of_time)
+    if ran_out or time_limits:
+        limits_seen = {
+            "real": {"schedds": list(cycle.schedds_out_of_time),
+                     "submitters": list(cycle.submitters_out_of_time)},
+            "predicted": ({"schedds": list(time_limits.get("schedds_out_of_time") or ()),
+                           "submitters": list(time_limits.get("submitters_out_of_time") or ()),
+                           "submitters_not_reached":
+                               list(time_limits.get("submitters_not_reached") or ()),
+                           "groups_not_reached": list(time_limits.get("groups_not_reached") or ())}
+                          if time_limits else None),
+            "groups_not_served": sorted(
+                name for name, row in per_group.items()
+                if ran_out and row.get("real_matches") == 0
+                and (row.get("shadow_matches") or 0) > 0),
+        }
     return Comparison(
         shadow_pass=shadow_pass, real_cycle_time=cycle.time, real_cycles_between=between,
         real_matches=real_total, shadow_matches=shadow_total, agreed=agreed,
         real_in_shadow=real_in_shadow, shadow_in_real=shadow_in_real,
         count_agreement=count_agreement, source=source,
-        per_submitter=_flag_limits(_per_submitter(
-            _submitter_names(shadow_submitters, shadow_by_sub, real_by_sub or ()),
-            real_by_sub, shadow_by_sub, subs_shadow, subs_real), cycle),
-        per_group=_per_group(shadow_groups, real_groups, real_group_counts, real=True),
+        per_submitter=per_submitter, per_group=per_group,
         max_abs_drift=max_drift, real_duration=cycle.duration, notes=tuple(notes),
-        agreed_equivalent=agreed_eq, equivalent_agreement=eq_agreement)
+        agreed_equivalent=agreed_eq, equivalent_agreement=eq_agreement,
+        time_limits=limits_seen)
 
 
 def _window(cycle: RealCycle, nxt: RealCycle | None, notes: list[str]) -> tuple[int, int | None]:
@@ -178,6 +205,30 @@ def _per_submitter(names, real_by_sub, shadow_by_sub, subs_shadow, subs_real
             "shadow_limit": sh.shadow_submitter_limit if sh else None,
         }
     return out
+
+
+def _time_limits_note(cycle: RealCycle, predicted: Mapping[str, Any]) -> str:
+    """The real cycle's time limits beside what our cycle predicted of them
+    (core.time_limits): which schedds and how many submitters ran out of time."""
+    def side(schedds, submitters) -> str:
+        if not schedds and not submitters:
+            return "none"
+        parts = []
+        if schedds:
+            parts.append("schedds " + ", ".join(sorted(schedds)))
+        if submitters:
+            parts.append(f"{len(submitters)} submitter(s)")
+        return " and ".join(parts)
+    real = side(cycle.schedds_out_of_time, cycle.submitters_out_of_time)
+    ours = side(predicted.get("schedds_out_of_time") or (),
+                predicted.get("submitters_out_of_time") or ())
+    agree = (set(cycle.schedds_out_of_time) == set(predicted.get("schedds_out_of_time") or ())
+             and set(cycle.submitters_out_of_time)
+             == set(predicted.get("submitters_out_of_time") or ()))
+    return (f"time limits: out of time in the real cycle: {real}; predicted: {ours}"
+            + (" (the same)" if agree else "")
+            + f"; predicted not reached: {len(predicted.get('submitters_not_reached') or ())}"
+            f" submitter(s), {len(predicted.get('groups_not_reached') or ())} group(s)")
 
 
 def _flag_limits(rows: dict[str, dict[str, Any]], cycle: RealCycle) -> dict[str, dict[str, Any]]:

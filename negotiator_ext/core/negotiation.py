@@ -25,6 +25,7 @@ from .config import INT_MAX
 from .cxxsort import cxx_sort
 from .groups import ROOT, GroupTree
 from .accountant import parse_concurrency_limits
+from .time_limits import TimeBudget
 from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, Matcher, MatchList, Projector,
                           Rejections, Request, Slot, closure, permits)
 
@@ -293,6 +294,7 @@ class Match:
     cost: float
     autocluster: int
     spin: int
+    late: bool = False              # beyond where the real cycle's time limits stop it
 
 
 @dataclass
@@ -324,7 +326,8 @@ class Negotiation:
     def __init__(self, *, config, accountant: Accountant, groups: GroupTree, matcher: Matcher,
                  slots: list[Slot], submitters: list[Submitter], now: int,
                  min_slot_weight: float, pool_weight: float,
-                 schedd_limits: "schedd_limits.Schedds | None" = None):
+                 schedd_limits: "schedd_limits.Schedds | None" = None,
+                 budget: "TimeBudget | None" = None):
         self.config = config
         self.acc = accountant
         self.groups = groups
@@ -345,6 +348,8 @@ class Negotiation:
         # the schedds' limits on what they offer (M7): None leaves them out
         self.schedd_limits = schedd_limits
         self.handed: dict[str, int] = {}        # schedd -> matches handed this cycle
+        # the real cycle's clock beside ours (core.time_limits): None leaves it out
+        self.budget = budget
         self._caps: dict[tuple, int] = {}       # (submitter, schedd) -> prefetched cap
 
     # ---- accountant views -----------------------------------------------------------
@@ -488,6 +493,8 @@ class Negotiation:
                     floor_round=floor_round, eup=eup, factor=self.acc.priority_factor(s.name),
                     share=share, limit=limit, limit_unclaimed=unclaimed, usage=usage,
                     ceiling_left=ceil_left))
+                if s.idle_jobs > 0 and self.budget is not None:
+                    self.budget.begin_turn(s.name, s.schedd, neg_group)
                 if s.idle_jobs <= 0:
                     result = DONE
                 elif spin > 1 and (limit < self.min_slot_weight or pie_left < self.min_slot_weight):
@@ -498,6 +505,8 @@ class Negotiation:
                     result, pie_left = self.negotiate(s, neg_group, eup, limit,
                                                       unclaimed, ceil_left, ignore_limit, pie_left,
                                                       spin)
+                if self.budget is not None:
+                    self.budget.end_turn()
                 if result == RESUME:
                     i += 1
                 else:
@@ -565,6 +574,7 @@ class Negotiation:
                     return RESUME, pie_left
                 self._prepare_request(req, s, neg_group, eup)
                 offered[0] += 1
+                within = self.budget.request() if self.budget is not None else True
                 found = self.find_match(req, s, only_rank, used, limit, used_unclaimed,
                                         unclaimed, pie_left)
                 slot, state, rej = found
@@ -581,6 +591,9 @@ class Negotiation:
                     break
                 job = req.jobs[count - left]    # the run's next unmatched job
                 cost = self._commit(req, job, s, slot, state, neg_group, spin)
+                if self.budget is not None:
+                    self.budget.match(within)
+                    self.matches[-1].late = not within
                 used += cost
                 if slot.usage_user is None:
                     used_unclaimed += cost

@@ -128,6 +128,11 @@ class Comparison:
     # agree here. MatchLog and the compared pass's slot classes only.
     agreed_equivalent: int | None = None
     equivalent_agreement: float | None = None   # agreed_equivalent / max(real, shadow)
+    # the real cycle's time limits: {"real": {"schedds", "submitters"} out of time,
+    # "predicted": the same as the compared pass predicted them (or None),
+    # "groups_not_served": groups ours matched and the real cycle did not, when it ran
+    # out of time}; empty when neither side has anything to say
+    time_limits: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,9 @@ class PassRecord:
     # phases are shadow_timings), real (what the real negotiator did, the comparison);
     # writing the ledger comes after
     pass_timings: dict[str, float] = field(default_factory=dict)
+    # where the real cycle's time limits would stop it, as our cycle predicted
+    # (CycleResult.time_limits; empty when the pool's negotiator ad gave no cost)
+    time_limits: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1147,6 +1147,11 @@ def _figures(audit: Audit) -> list[dict[str, Any]]:
             + ("; diverged most in" if c.get("lowest") else ""), "#agreement",
             [{"href": "#" + r["anchor"], "text": f"{r['pass'][:12]} ({percent(r['worst'])})"}
              for r in c.get("lowest", [])])
+    late = s.get("out_of_time", {})
+    if late.get("cycles"):
+        add("Real cycles out of time", f"{late['cycles']} of {late['compared']} compared; "
+            f"{late['groups_not_served_newest']} group(s) not served in the newest",
+            "tables/out_of_time.csv")
     adj = s.get("adjustments", {})
     add("Recommendations applied", ", ".join(f"{v} {k}" for k, v in sorted(adj.items()))
         or "none", "#adjustments")

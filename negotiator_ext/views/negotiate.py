@@ -60,6 +60,7 @@ def render_cycle(doc: dict, full: bool = False) -> str:
            f"pool weight {c['pool_weight']:g}, {c['submitters']} submitters, "
            f"{c['spins']} pie spins, {len(matches)} matches"
            + ("  [PARTIAL SNAPSHOT]" if c["partial"] else ""), ""]
+    out += _time_limits(doc.get("time_limits"))
     out += _groups(doc["groups"], full)
     out += _submitters(doc["submitters"], full)
     if "withheld_matches" in doc:
@@ -74,6 +75,30 @@ def render_cycle(doc: dict, full: bool = False) -> str:
                         _num(x["count"], "{:g}")] for x in limits], {1, 2, 3})
     out += _rejections(doc["rejections"], full)
     return "".join(printable(line) + "\n" for line in out)
+
+
+def _time_limits(t: dict | None) -> list[str]:
+    """Where the real cycle's time limits would stop it, when they would (two lines)."""
+    if not t or not t.get("cut"):
+        return []
+    why = []
+    for key, knob in (("schedds_out_of_time", "NEGOTIATOR_MAX_TIME_PER_SCHEDD"),
+                      ("submitters_out_of_time", "NEGOTIATOR_MAX_TIME_PER_SUBMITTER")):
+        names = t.get(key) or []
+        if names:
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            why.append(f"{knob} = {t['limits'][knob]:g} s ({shown})")
+    if t.get("cycle_out_of_time"):
+        why.append(f"NEGOTIATOR_MAX_TIME_PER_CYCLE = "
+                   f"{t['limits']['NEGOTIATOR_MAX_TIME_PER_CYCLE']:g} s")
+    total = t["matches_within"] + t["matches_beyond"]
+    line = (f"Time limits: the real negotiator would stop short after about "
+            f"{t['predicted_duration']:.0f} s" + (f", at {'; '.join(why)}" if why else "")
+            + f": {t['matches_within']} of these {total} matches, "
+            f"{len(t['submitters_not_reached'])} submitter(s) and "
+            f"{len(t['groups_not_reached'])} group(s) never reached "
+            f"({t['seconds_per_request']:.3g} s a request, from {t['calibrated_from']}).")
+    return [line, ""]
 
 
 def _groups(groups: list[dict], full: bool) -> list[str]:
