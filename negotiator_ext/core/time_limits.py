@@ -29,6 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 
+# A negotiation phase shorter than this (s) is timed by its CPU time too (see CostModel).
+SHORT_PHASE = 20.0
+
+
 @dataclass(frozen=True)
 class CostModel:
     """Seconds per request the negotiator considers, and the seconds its cycle spends
@@ -58,9 +62,16 @@ class CostModel:
         considered = num("LastNegotiationCycleNumJobsConsidered0")
         if not phase4 or not considered or phase4 <= 0 or considered <= 0:
             return None
-        return cls(phase4 / considered, before,
-                   f"the negotiator's last cycle: {phase4:g} s negotiating, "
-                   f"{considered:g} requests considered")
+        # the duration is in whole seconds (true value within a second of it); a short
+        # phase is better told by its CPU time, which the true duration is at least
+        cpu = num("LastNegotiationCyclePhase4CpuTime0")
+        seconds, how = phase4, f"{phase4:g} s negotiating"
+        if phase4 < SHORT_PHASE and cpu is not None and cpu > 0:
+            seconds = max(cpu, phase4 - 1.0)
+            how = (f"{phase4:g} s negotiating (whole seconds; {cpu:.3g} s of CPU), "
+                   f"taken as {seconds:.3g} s")
+        return cls(seconds / considered, before,
+                   f"the negotiator's last cycle: {how}, {considered:g} requests considered")
 
 
 @dataclass
