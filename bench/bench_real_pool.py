@@ -214,7 +214,9 @@ _CYCLE_ATTRS = ["LastNegotiationCycleEnd0", "LastNegotiationCycleDuration0",
                 "LastNegotiationCycleMatches0", "LastNegotiationCycleRejections0",
                 "LastNegotiationCycleCandidateSlots0", "LastNegotiationCycleActiveSubmitterCount0",
                 "LastNegotiationCycleNumIdleJobs0",
-                "LastNegotiationCycleMatchRate0", "LastNegotiationCycleSubmittersOutOfTime0"]
+                "LastNegotiationCycleMatchRate0", "LastNegotiationCycleSubmittersOutOfTime0",
+                "LastNegotiationCycleScheddsOutOfTime0", "LastNegotiationCycleNumJobsConsidered0",
+                "LastNegotiationCyclePhase4CpuTime0"]
 
 
 def negotiator_ad(pool: LivePool) -> dict:
@@ -331,6 +333,12 @@ def pass_summary(p: dict) -> dict:
             1 for v in (comp.get("per_submitter") or {}).values()
             if v.get("real") == v.get("shadow")) if comp else None,
         "submitters_compared": len(comp.get("per_submitter") or {}) if comp else None,
+        # where our cycle predicted the real one's time limits stop it (pass 2 and 3 are
+        # calibrated by the real cycle they follow), and what the comparison saw of them
+        "predicted_time_limits": {k: (rec.get("time_limits") or {}).get(k) for k in (
+            "predicted_duration", "schedds_out_of_time", "submitters_out_of_time",
+            "matches_within", "matches_beyond")} if rec.get("time_limits") else None,
+        "time_limits_compared": comp.get("time_limits") or None if comp else None,
     }
 
 
