@@ -5,6 +5,7 @@ as many times as the real cycle did (its MatchLog)."""
 from __future__ import annotations
 
 import re
+import tarfile
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +18,12 @@ DATA = Path(__file__).parent / "data" / "schedd_limits"
 _MATCHED = re.compile(r"Matched \S+ (\S+) ")
 
 
+def _unpack(name: str, tmp_path: Path) -> Path:
+    with tarfile.open(DATA / f"{name}.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    return tmp_path / name
+
+
 def _real(d: Path) -> dict[str, int]:
     return dict(Counter(_MATCHED.findall((d / "expected" / "matchlog.txt").read_text())))
 
@@ -26,8 +33,8 @@ def _real(d: Path) -> dict[str, int]:
     ("per_user_limit_resume", (10, 20, 32)),
     ("max_jobs_running_real_slots", (10, 24, 12)),
 ])
-def test_our_cycle_matches_the_recorded_cycle(name, expected):
-    d = DATA / name
+def test_our_cycle_matches_the_recorded_cycle(tmp_path, name, expected):
+    d = _unpack(name, tmp_path)
     real = _real(d)
     subs = [f"grp.{x}@negotiator-ext.test" for x in "abc"]
     assert tuple(real.get(s, 0) for s in subs) == expected      # the recording itself
@@ -36,10 +43,10 @@ def test_our_cycle_matches_the_recorded_cycle(name, expected):
     assert ours == real
 
 
-def test_without_the_schedds_limits_the_negotiator_alone_gives_more():
+def test_without_the_schedds_limits_the_negotiator_alone_gives_more(tmp_path):
     """The same recording read as if the schedd offered everything: what a model without
     the limits predicted (and got wrong)."""
-    d = DATA / "per_user_limit"
+    d = _unpack("per_user_limit", tmp_path)
     pool = load_pool(d)
     from dataclasses import replace
     from negotiator_ext.core.schedd_limits import ScheddLimits
