@@ -50,6 +50,15 @@ def non_finite_numbers(doc) -> list:
     return [doc] if isinstance(doc, float) and not math.isfinite(doc) else []
 
 
+def unpack_recording(archive: Path, tmp_path: Path) -> Path:
+    """A recording kept as `<name>.tar.gz` (one directory `<name>/`), unpacked under
+    `tmp_path`: its directory."""
+    import tarfile
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    return tmp_path / archive.name.removesuffix(".tar.gz")
+
+
 def writable_copy(tmp_path, scenario, name=None):
     """A copy of a recorded fixture that a test may change (the recordings are read-only)."""
     d = tmp_path / (name or scenario)

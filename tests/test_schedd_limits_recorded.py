@@ -5,12 +5,12 @@ as many times as the real cycle did (its MatchLog)."""
 from __future__ import annotations
 
 import re
-import tarfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from conftest import unpack_recording
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 
@@ -19,9 +19,7 @@ _MATCHED = re.compile(r"Matched \S+ (\S+) ")
 
 
 def _unpack(name: str, tmp_path: Path) -> Path:
-    with tarfile.open(DATA / f"{name}.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    return tmp_path / name
+    return unpack_recording(DATA / f"{name}.tar.gz", tmp_path)
 
 
 def _real(d: Path) -> dict[str, int]:

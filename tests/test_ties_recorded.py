@@ -6,12 +6,12 @@ introsort of ties, core/cxxsort.py)."""
 from __future__ import annotations
 
 import re
-import tarfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from conftest import unpack_recording
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 
@@ -21,9 +21,7 @@ _GROUP = re.compile(r"^\S+ \S+ Group (\S+) - sortkey= ", re.M)
 
 
 def _unpack(name: str, tmp_path: Path) -> Path:
-    with tarfile.open(DATA / f"{name}.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    return tmp_path / name
+    return unpack_recording(DATA / f"{name}.tar.gz", tmp_path)
 
 
 @pytest.mark.parametrize("name,submitters,matched", [

@@ -6,10 +6,10 @@ cycle (whose negotiator ad calibrates the cost) and before the next (the recordi
 from __future__ import annotations
 
 import re
-import tarfile
 from collections import Counter
 from pathlib import Path
 
+from conftest import unpack_recording
 from negotiator_ext.adapters.adfiles import read_ads
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
@@ -18,9 +18,7 @@ DATA = Path(__file__).parent / "data" / "time_limits"
 
 
 def test_the_schedd_runs_out_of_time_as_predicted(tmp_path):
-    with tarfile.open(DATA / "schedd_out_of_time.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    d = tmp_path / "schedd_out_of_time"
+    d = unpack_recording(DATA / "schedd_out_of_time.tar.gz", tmp_path)
     (after,) = read_ads(d / "expected" / "negotiator-after.ads")
     real_matches = re.findall(r"Matched \S+ (\S+) ", (d / "expected" / "matchlog.txt").read_text())
     real_groups = Counter(s.split(".")[0] for s in real_matches)

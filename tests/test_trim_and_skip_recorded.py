@@ -4,11 +4,11 @@ recordings of a real 25.14 negotiator (tests/data/rules/README.md)."""
 from __future__ import annotations
 
 import re
-import tarfile
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+from conftest import unpack_recording
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 
@@ -17,9 +17,7 @@ _MATCHED = re.compile(r"Matched \S+ (\S+) \S+ preempting \S+ \S+ (\S+)")
 
 
 def _unpack(name: str, tmp_path: Path) -> Path:
-    with tarfile.open(DATA / f"{name}.tar.gz") as tar:
-        tar.extractall(tmp_path, filter="data")
-    return tmp_path / name
+    return unpack_recording(DATA / f"{name}.tar.gz", tmp_path)
 
 
 def _real(d: Path) -> list[tuple[str, str]]:
