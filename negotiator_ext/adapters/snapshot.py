@@ -98,17 +98,23 @@ def read_meta(directory: Path) -> dict:
     p = directory / "meta.json"
     if not p.is_file():
         return {}
+    meta = _json_object(p, "expected a JSON object")
+    _check_meta(meta, str(p))
+    return meta
+
+
+def _json_object(p: Path, not_object: str) -> dict:
+    """A small JSON file holding one object (InputError naming the file otherwise)."""
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise InputError(str(p), "not valid JSON: not UTF-8 text") from None
     except OSError as exc:
         raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
-    meta = load_json(text, str(p))
-    if not isinstance(meta, dict):
-        raise InputError(str(p), "expected a JSON object")
-    _check_meta(meta, str(p))
-    return meta
+    data = load_json(text, str(p))
+    if not isinstance(data, dict):
+        raise InputError(str(p), not_object)
+    return data
 
 
 def _check_meta(meta: dict, source: str) -> None:
@@ -230,15 +236,7 @@ SCHEDD_KNOBS = "schedd-knobs.json"
 def read_schedd_knobs(p: Path) -> dict[str, dict[str, str]]:
     """schedd-knobs.json: an object of schedd name -> object of knob -> value (text, or
     a number or true/false as written by hand), InputError naming the schedd and knob."""
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InputError(str(p), "not valid JSON: not UTF-8 text") from None
-    except OSError as exc:
-        raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
-    data = load_json(text, str(p))
-    if not isinstance(data, dict):
-        raise InputError(str(p), "expected a JSON object of schedd name: {knob: value}")
+    data = _json_object(p, "expected a JSON object of schedd name: {knob: value}")
     out: dict[str, dict[str, str]] = {}
     for name, knobs in data.items():
         if not isinstance(knobs, dict):
