@@ -10,6 +10,7 @@ rules themselves live in the core modules named in each step.
 from __future__ import annotations
 
 import math
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,7 +224,8 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
 
     clock.lap("jobs")
     matcher.settle_job_keys(slots, by_queue.values())
-    queues = _job_queues(by_queue, queue_names, cfg.negotiate_all_jobs_in_cluster)
+    queues = _job_queues(by_queue, queue_names, cfg.negotiate_all_jobs_in_cluster,
+                         cfg.use_global_job_prios)
     del by_queue
     matcher.watch_live_usage(slots, live_names, acc, groups, quotas0)
     slot_classes = matcher.classify(slots)
@@ -235,14 +237,20 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
     for d in submitter_ads:
         name = d["Name"]
         schedd = d.get("ScheddName") or default_schedd or ""
-        submitters.append(Submitter(
-            name=name, schedd=schedd,
-            idle_jobs=max(int(d.get("IdleJobs") or 0), 0),
-            running_jobs=int(d.get("RunningJobs") or 0),
-            last_heard_from=int(d.get("LastHeardFrom") or 0),
-            group=groups.assigned_group(name).name,
-            queue=queues.get((name, schedd)) or JobQueue([]),
-            job_prio=d.get("JobPrio")))
+        # USE_GLOBAL_JOB_PRIOS: one submitter per value of its JobPrioArray (none: one,
+        # at the worst priority), consolidated after the sort (core.negotiation)
+        prios = (job_prio_array(d.get("JobPrioArray")) if cfg.use_global_job_prios
+                 else [d.get("JobPrio")])
+        for prio in prios:
+            submitters.append(Submitter(
+                name=name, schedd=schedd,
+                idle_jobs=max(int(d.get("IdleJobs") or 0), 0),
+                running_jobs=int(d.get("RunningJobs") or 0),
+                last_heard_from=int(d.get("LastHeardFrom") or 0),
+                group=groups.assigned_group(name).name,
+                queue=queues.get((name, schedd)) or JobQueue([]),
+                job_prio=prio,
+                prio_array=cfg.use_global_job_prios and "JobPrioArray" in d))
     return CycleInput(
         time=t, config=cfg, groups=groups, accountant=acc, limits_before=limits_before,
         demand=demand, quotas=quotas, pool_weight=weighted,
@@ -286,6 +294,25 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         group_order=[name for name, _ in outcome.orders[0]]
         if outcome is not None and outcome.orders else [],
         time_limits=neg.budget.to_json() if neg.budget is not None else None)
+
+
+_INT_MIN = -2 ** 31
+
+
+def job_prio_array(value) -> list[int]:
+    """A submitter ad's JobPrioArray as the negotiator reads it: a string of priorities
+    (commas or white space between), each read with atoi; anything but a string, the
+    worst priority alone."""
+    if not isinstance(value, str):
+        return [_INT_MIN]
+    out = []
+    for tok in value.replace(",", " ").split():
+        m = _ATOI.match(tok)
+        out.append(max(min(int(m.group(0)), 2 ** 31 - 1), _INT_MIN) if m else 0)
+    return out
+
+
+_ATOI = re.compile(r"[+-]?[0-9]+")
 
 
 def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
@@ -369,7 +396,8 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
     return by_queue, queue_names
 
 
-def _job_queues(by_queue: dict, queue_names: dict, every_job_alone: bool) -> dict:
+def _job_queues(by_queue: dict, queue_names: dict, every_job_alone: bool,
+                keep_prios: bool = False) -> dict:
     """Each queue in the schedd's order, its jobs numbered into autoclusters as the
     schedd numbers them (per schedd, one id per distinct job key; every job its own
     with NEGOTIATE_ALL_JOBS_IN_CLUSTER): (submitter, schedd) -> JobQueue."""
@@ -388,7 +416,10 @@ def _job_queues(by_queue: dict, queue_names: dict, every_job_alone: bool) -> dic
                 # keys are canonical objects (Matcher.job_key): hash their identity
                 ac = ac_ids.setdefault((schedd, id(key)), len(ac_ids) + 1)
             entries.append((f"{c}.{p}", ac, key, row))
-        queues[(sub, schedd)] = JobQueue(entries, names=queue_names[(sub, schedd)])
+        queues[(sub, schedd)] = JobQueue(
+            entries, names=queue_names[(sub, schedd)],
+            # the order key starts with the prio attributes negated; JobPrio is the third
+            prios={f"{o[-2]}.{o[-1]}": -o[2] for o, _, _ in jobs} if keep_prios else None)
     return queues
 
 

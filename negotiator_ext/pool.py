@@ -184,9 +184,7 @@ def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:
             ("ALLOW_PSLOT_PREEMPTION", config.allow_pslot_preemption and config.consider_preemption,
              "preempting a partitionable slot's dynamic slots (pslotMultiMatch)"),
             ("NEGOTIATOR_IGNORE_JOB_RANKS", config.ignore_job_ranks,
-             "ignoring job ranks and stopping a scan at the submitter limit"),
-            ("USE_GLOBAL_JOB_PRIOS", config.use_global_job_prios,
-             "one submitter ad per JobPrioArray value")):
+             "ignoring job ranks and stopping a scan at the submitter limit")):
         if on:
             warnings.append(f"{config.source}: {knob} is set, but {what} is not modelled: "
                             "the cycle runs as if it were off")

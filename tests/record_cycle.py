@@ -63,14 +63,15 @@ class RecordPool(LivePool):
                 os.chown(p, self.user.pw_uid, self.user.pw_gid)
 
 
-def parse_submitters(text: str) -> list[tuple[str, int, int | None, int]]:
-    """name:jobs[:factor[:request_memory]], comma-separated; a name given again is the
-    same submitter with another cluster (another autocluster when its memory differs)."""
+def parse_submitters(text: str) -> list[tuple[str, int, int | None, int, int]]:
+    """name:jobs[:factor[:request_memory[:priority]]], comma-separated; a name given
+    again is the same submitter with another cluster (another autocluster when its memory
+    differs; `priority` is the jobs' JobPrio, condor_submit's `priority`)."""
     out = []
     for part in text.split(","):
-        bits = part.split(":") + ["", ""]
+        bits = part.split(":") + ["", "", ""]
         out.append((bits[0], int(bits[1]), int(bits[2]) if bits[2] else None,
-                    int(bits[3]) if bits[3] else 64))
+                    int(bits[3]) if bits[3] else 64, int(bits[4]) if bits[4] else 0))
     return out
 
 
@@ -146,9 +147,9 @@ def main(argv=None) -> int:
         def group_of(i: int) -> str:
             return f"group_{i % args.groups}" if args.groups else "grp"
 
-        names = list(dict.fromkeys(n for n, _, _, _ in subs))
+        names = list(dict.fromkeys(n for n, _, _, _, _ in subs))
         index = {n: i for i, n in enumerate(names)}
-        for name, _, factor, _ in subs:
+        for name, _, factor, _, _ in subs:
             i = index[name]
             if factor is not None:
                 pool.tool("condor_userprio", "-setfactor", f"{group_of(i)}.{name}@{DOMAIN}",
@@ -157,12 +158,12 @@ def main(argv=None) -> int:
                  "transfer_executable = false", "should_transfer_files = NO",
                  f"initialdir = {pool.flags}", "log = /dev/null", "request_cpus = 1",
                  "request_disk = 1024"]
-        for name, count, _, memory in subs:
+        for name, count, _, memory, prio in subs:
             lines += [f"accounting_group = {group_of(index[name])}",
                       f"accounting_group_user = {name}", f"request_memory = {memory}",
-                      f"queue {count}"]
+                      f"priority = {prio}", f"queue {count}"]
         pool.tool("condor_submit", "-", user=True, input="\n".join(lines) + "\n", timeout=600)
-        want = sum(c for _, c, _, _ in subs)
+        want = sum(c for _, c, _, _, _ in subs)
         pool.wait_for(lambda: bench.idle_in_submitter_ads(pool) >= want, 300,
                       "the submitter ads", every=1)
         bench.real_cycle(pool, 300)     # warm-up: no slot takes a job yet

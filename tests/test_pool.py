@@ -52,7 +52,6 @@ def test_warnings_are_printed_once(tmp_path, capsys):
 @pytest.mark.parametrize("line, knob", [
     ("NEGOTIATOR_CONSIDER_PREEMPTION = True\nALLOW_PSLOT_PREEMPTION = True", "ALLOW_PSLOT_PREEMPTION"),
     ("NEGOTIATOR_IGNORE_JOB_RANKS = True", "NEGOTIATOR_IGNORE_JOB_RANKS"),
-    ("USE_GLOBAL_JOB_PRIOS = True", "USE_GLOBAL_JOB_PRIOS"),
 ])
 def test_knobs_not_modelled_are_announced(tmp_path, line, knob):
     d = make_pool(tmp_path, slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")], config=line)

@@ -426,7 +426,7 @@ def test_a_config_change_reaches_every_slot_and_the_slot_constraint_holds(tmp_pa
                      {"count": 5, "name": "one", "cpus": 1}],
            "workload": [{"submitter": "a", "count": 30, "duration": "1h"}],
            "changes": [{"at": "5m", "config": {"SLOT_WEIGHT": "1",
-                                               "NEGOTIATOR_DEPTH_FIRST": "true"}}]}
+                                               "NEGOTIATOR_IGNORE_JOB_RANKS": "true"}}]}
     path = tmp_path / "w.json"
     path.write_text(json.dumps(doc))
     sc = load_scenario(path)
@@ -438,7 +438,7 @@ def test_a_config_change_reaches_every_slot_and_the_slot_constraint_holds(tmp_pa
     assert weights[:5] == [40.0] * 5 and weights[5:] == [10.0] * 6
     slots = {s for (s,) in rows(str(tmp_path / "l.sqlite"), "SELECT slot FROM shadow_matches")}
     assert len(slots) == 10 and all(s.startswith("slot1@quad") for s in slots)
-    assert any("NEGOTIATOR_DEPTH_FIRST is set" in w for w in sim.warnings)
+    assert any("NEGOTIATOR_IGNORE_JOB_RANKS is set" in w for w in sim.warnings)
 
 
 def test_time_in_a_job_expression_is_warned_about(tmp_path):

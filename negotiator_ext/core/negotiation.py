@@ -166,14 +166,26 @@ class JobQueue:
     jobs: list[tuple[str, int, tuple, Any]]
     names: dict = field(default_factory=dict)
     matched: set[str] = field(default_factory=set)
+    # job id -> JobPrio, kept with USE_GLOBAL_JOB_PRIOS (a negotiation may ask only for
+    # the jobs of a range of priorities)
+    prios: dict[str, int] | None = None
 
-    def requests(self, rejected: set[int], schedd: str, submitter: str):
+    def _outside(self, prio_range) -> set[str]:
+        """The jobs a negotiation restricted to `prio_range` (JOBPRIO_MIN, _MAX) does not
+        offer: the schedd skips them as it builds the request list."""
+        if prio_range is None or self.prios is None:
+            return set()
+        lo, hi = prio_range
+        return {j for j, p in self.prios.items() if not lo <= p <= hi}
+
+    def requests(self, rejected: set[int], schedd: str, submitter: str, prio_range=None):
         """The resource requests of one negotiation, skipping rejected autoclusters.
         Lazy: matches made on one request are seen before the next is built."""
         run: list = []
+        skip = self._outside(prio_range)
         for entry in self.jobs:
             job_id, ac = entry[0], entry[1]
-            if job_id in self.matched or ac in rejected:
+            if job_id in self.matched or ac in rejected or job_id in skip:
                 continue
             if run and run[0][1] != ac:
                 yield self._request(run, schedd, submitter)
@@ -185,7 +197,7 @@ class JobQueue:
             yield self._request(run, schedd, submitter)
 
     def offers(self, rejected: set[int], schedd: str, submitter: str, cap: int,
-               batch: int, offered: list[int]):
+               batch: int, offered: list[int], prio_range=None):
         """The requests of one negotiation when the schedd offers at most `cap` jobs
         (M7): (request, its ResourceRequestCount). The schedd counts each request as it
         sends it, `batch` requests at a time (NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE),
@@ -197,11 +209,12 @@ class JobQueue:
         known: set[int] = set(rejected)
         sent = 0
         run: list = []
+        skip = self._outside(prio_range)
 
         def runs():
             nonlocal run
             for entry in self.jobs:
-                if entry[0] in self.matched:
+                if entry[0] in self.matched or entry[0] in skip:
                     continue
                 if run and run[0][1] != entry[1]:
                     yield run
@@ -278,6 +291,33 @@ class Submitter:
     queue: JobQueue
     job_prio: int | None = None
     starvation: float = 0.0
+    # USE_GLOBAL_JOB_PRIOS: whether the ad came with a JobPrioArray (one Submitter per
+    # value), and after the consolidation the (JOBPRIO_MIN, JOBPRIO_MAX) it negotiates for
+    prio_array: bool = False
+    prio_range: tuple[int, int] | None = None
+
+
+def consolidate_job_prios(subs: list[Submitter]) -> list[Submitter]:
+    """consolidate_globaljobprio_submitter_ads (USE_GLOBAL_JOB_PRIOS), on the sorted
+    list: an ad from a JobPrioArray that follows an ad of the same submitter and schedd
+    is folded into it, which then negotiates for the range of their priorities; the first
+    of each run of them gets the range of its own. Ads without a JobPrioArray are left
+    as they are (their schedd offers every job)."""
+    out: list[Submitter] = []
+    prev: Submitter | None = None
+    for s in subs:
+        if not s.prio_array:
+            out.append(s)
+            continue
+        prio = s.job_prio if s.job_prio is not None else 0
+        if prev is None or (s.name, s.schedd) != (prev.name, prev.schedd):
+            s.prio_range = (prio, prio)
+            prev = s
+            out.append(s)
+            continue
+        lo, hi = prev.prio_range
+        prev.prio_range = (min(lo, prio), max(hi, prio))
+    return out
 
 
 @dataclass
@@ -350,7 +390,7 @@ class Negotiation:
         self.handed: dict[str, int] = {}        # schedd -> matches handed this cycle
         # the real cycle's clock beside ours (core.time_limits): None leaves it out
         self.budget = budget
-        self._caps: dict[tuple, int] = {}       # (submitter, schedd) -> prefetched cap
+        self._caps: dict[int, int] = {}         # id(Submitter) -> its prefetched cap
 
     # ---- accountant views -----------------------------------------------------------
 
@@ -468,9 +508,11 @@ class Negotiation:
                 break
             if spin == 1:
                 subs[:] = cxx_sort(subs, self._submitter_less)
+                if cfg.use_global_job_prios:
+                    subs[:] = consolidate_job_prios(subs)
             if self.schedd_limits is not None and cfg.prefetch_requests:
                 # prefetchResourceRequestLists: every submitter's session starts now
-                self._caps = {(x.name, x.schedd): self.offer_cap(x) for x in subs}
+                self._caps = {id(x): self.offer_cap(x) for x in subs}
             pie_orig, count_orig = pie_left, len(subs)
             i = 0
             while i < len(subs):
@@ -553,14 +595,16 @@ class Negotiation:
         limited_by_limit = False
         rejected: set[int] = set()
         batch = cfg.resource_request_list_size if cfg.use_resource_request_counts else 1
-        cap = self._caps.pop((s.name, s.schedd), None) if self._caps else None
+        cap = self._caps.pop(id(s), None) if self._caps else None
         if cap is None and self.schedd_limits is not None:
             cap = self.offer_cap(s)                 # the session starts now
         offered = [0]
         if cap is None:
-            requests = ((r, len(r.jobs)) for r in s.queue.requests(rejected, s.schedd, s.name))
+            requests = ((r, len(r.jobs)) for r in s.queue.requests(
+                rejected, s.schedd, s.name, s.prio_range))
         else:
-            requests = s.queue.offers(rejected, s.schedd, s.name, cap, batch, offered)
+            requests = s.queue.offers(rejected, s.schedd, s.name, cap, batch, offered,
+                                      s.prio_range)
         for req, count in requests:
             left = count
             while left > 0:
