@@ -180,6 +180,10 @@ NEGOTIATOR_EXT_ADVERTISE = False
             try:
                 con.row_factory = sqlite3.Row
                 return con.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "no such table" in str(exc):     # the daemon is creating its ledger
+                    return []
+                raise
             finally:
                 con.close()
 
