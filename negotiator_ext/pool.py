@@ -3,6 +3,7 @@ accountant's state, assembled from the adapters for the commands to use."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,10 +253,28 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
 
 def schedd_limits_of(snap: Snapshot, config: NegotiatorConfig
                      ) -> tuple[ScheddLimits, dict[str, ScheddLimits]]:
-    """The config's schedd limits, and each schedd's own (schedd-knobs.json) over them
-    (InputError naming the file, the schedd and the knob)."""
+    """The config's schedd limits; over them what each schedd's own ad says
+    (schedds.ads: MaxJobsRunning, CurbMatchmaking); over that its own knobs
+    (schedd-knobs.json). InputError naming the file, the schedd and the attribute."""
     default = limits_from_config(config)
-    by_name = {name: ScheddLimits.from_knobs(knobs, snap.schedd_knobs_source or "",
-                                             ad=f"schedd {name}", otherwise=default)
-               for name, knobs in snap.schedd_knobs.items()}
+    by_name: dict[str, ScheddLimits] = {}
+    source = snap.schedd_ads_source or ""
+    for i, ad in enumerate(snap.schedd_ads or (), start=1):
+        name = classads.eval_string(ad, "Name")
+        if name is None:
+            raise InputError(source, "schedd ad has no Name", ad=str(i))
+        mjr = default.max_jobs_running
+        if "MaxJobsRunning" in ad:
+            v = classads.eval_attr(ad, "MaxJobsRunning")
+            if not classads.is_number(v) or isinstance(v, bool) or v != int(v):
+                raise InputError(source, f"not an integer: {classads.source_text(ad, 'MaxJobsRunning')}",
+                                 ad=f"{i} ({name})", attribute="MaxJobsRunning")
+            mjr = int(v)
+        by_name[name] = dataclasses.replace(
+            default, max_jobs_running=mjr,
+            curbed=classads.eval_bool(ad, "CurbMatchmaking") is True)
+    for name, knobs in snap.schedd_knobs.items():
+        by_name[name] = ScheddLimits.from_knobs(knobs, snap.schedd_knobs_source or "",
+                                                ad=f"schedd {name}",
+                                                otherwise=by_name.get(name, default))
     return default, by_name

@@ -565,7 +565,7 @@ def test_only_read_operations_and_bounded_round_trips(pool, tmp_path):
     collector_queries = [c[1] for c in pool.calls if c[0] == "Collector.query"]
     assert sorted(collector_queries) == sorted([
         htcondor2.AdTypes.Startd, htcondor2.AdTypes.Negotiator,
-        htcondor2.AdTypes.Submitter, htcondor2.AdTypes.Accounting])
+        htcondor2.AdTypes.Submitter, htcondor2.AdTypes.Accounting, htcondor2.AdTypes.Schedd])
     # the slot query is not projected
     assert [c[2] for c in pool.calls if c[0] == "Collector.query"
             and c[1] == htcondor2.AdTypes.Startd] == [()]

@@ -141,3 +141,32 @@ def test_schedd_knobs_file_overrides_the_config(tmp_path):
         load_pool(pool)
 
 
+
+
+def _with_schedd_ad(tmp_path, text, config=""):
+    jobs = [job(1, p, "a") for p in range(30)]
+    pool = make_pool(tmp_path / "pool", slots=[slot(f"slot1@n{i:03d}.test.local")
+                                               for i in range(40)], jobs=jobs, config=config)
+    (pool / "schedds.ads").write_text('MyType = "Scheduler"\nName = "schedd.test.local"\n' + text)
+    return pool
+
+
+def test_a_schedd_whose_ad_says_curb_matchmaking_offers_nothing(tmp_path):
+    """CurbMatchmaking, as the schedd publishes it (CURB_MATCHMAKING, evaluated in its own
+    ad): while it holds, shadowsSpawnLimit is 0 and the schedd answers NO_MORE_JOBS."""
+    busy = ("CurbMatchmaking = (RecentDaemonCoreDutyCycle > 0.98)\n"
+            "RecentDaemonCoreDutyCycle = 0.99\n")
+    assert run_cycle(load_pool(_with_schedd_ad(tmp_path / "busy", busy))).matches == []
+    idle = busy.replace("0.99", "0.5")
+    assert len(run_cycle(load_pool(_with_schedd_ad(tmp_path / "idle", idle))).matches) == 30
+
+
+def test_max_jobs_running_from_the_schedds_ad_and_its_knobs_over_it(tmp_path):
+    pool = _with_schedd_ad(tmp_path, "MaxJobsRunning = 12\n")
+    assert len(run_cycle(load_pool(pool)).matches) == 12
+    (pool / "schedd-knobs.json").write_text('{"schedd.test.local": {"MAX_JOBS_RUNNING": "7"}}')
+    assert len(run_cycle(load_pool(pool)).matches) == 7
+    bad = _with_schedd_ad(tmp_path / "bad", 'MaxJobsRunning = "lots"\n')
+    with pytest.raises(InputError, match=r"schedds.ads: ad 1 \(schedd.test.local\): attribute "
+                                         r"MaxJobsRunning: not an integer"):
+        load_pool(bad)

@@ -52,3 +52,15 @@ def test_without_the_schedds_limits_the_negotiator_alone_gives_more(tmp_path):
     pool = replace(pool, schedd_default=off, schedd_limits={"vm": off})
     ours = Counter(m.submitter.split("@")[0] for m in run_cycle(pool).matches)
     assert ours["grp.b"] > 20 and ours["grp.c"] > 20
+
+
+def test_a_curbed_schedd_offers_nothing_as_the_real_one(tmp_path):
+    """CURB_MATCHMAKING = True on the schedd (tests/data/rules/README.md): the real cycle
+    made no match; its ad, captured in schedds.ads, says so to ours."""
+    d = unpack_recording(DATA.parent / "rules" / "curb_matchmaking.tar.gz", tmp_path)
+    assert _real(d) == {}
+    pool = load_pool(d)
+    assert pool.schedd_limits["vm"].curbed is True
+    assert run_cycle(pool).matches == []
+    (d / "schedds.ads").unlink()                  # without the schedd's ad: 20 matches
+    assert len(run_cycle(load_pool(d)).matches) == 20

@@ -6,6 +6,7 @@ Writes the directory layout `negotiator_ext.adapters.snapshot` reads:
   submitters.ads       collector: Submitter ads           (absent if that query failed)
   accounting.ads       collector: Accounting ads          (absent if that query failed)
   negotiator.ads       collector: Negotiator ads          (absent if that query failed)
+  schedds.ads          collector: Schedd ads              (absent if that query failed)
   jobs-<schedd>.ads    each schedd's idle and running jobs, one file per schedd that answered
   config               the negotiator's policy knobs read with RemoteParam (absent if the
                        negotiator could not be located or read)
@@ -21,6 +22,7 @@ Bindings calls made by one capture (`htcondor2` is the module used):
   collector.query(AdTypes.Negotiator)                            1
   collector.query(AdTypes.Submitter)                             1
   collector.query(AdTypes.Accounting)                            1
+  collector.query(AdTypes.Schedd)                                1 (a failure is a warning)
   collector.locate(DaemonTypes.Negotiator)                       1
   RemoteParam(negotiator location)                               1 (fetches the key list)
   remote_param[name] for each selected policy knob               1 each (the bindings have
@@ -273,6 +275,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                      "collector:submitters", errors)
         accounting = _optional_query(collector, htcondor.AdTypes.Accounting,
                                      "collector:accounting", errors)
+        # the schedds' own ads (MaxJobsRunning, CurbMatchmaking): a failure is a warning
+        schedd_ad_errors: dict = {}
+        schedd_ads = _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
+                                     schedd_ad_errors)
 
         neg_location, knobs = config_read.result(errors)
         version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
@@ -299,6 +305,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     schedd_knobs, knob_warnings = schedd_knobs_read.result()
     warnings.extend(knob_warnings)
+    if schedd_ad_errors:
+        warnings.append(f"the collector's schedd ads were not read "
+                        f"({schedd_ad_errors['schedds']}): their CurbMatchmaking and "
+                        "MaxJobsRunning are not known")
     config_text = earlier_text
     if knobs is not None and config_text is None:
         config_text = format_config(knobs, negotiator=neg_location, pool=pool,
@@ -306,7 +316,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     files = _schedd_file_names([name for name, _ in schedd_jobs])
     optional = {"submitters": submitters, "accounting": accounting,
-                "negotiator": negotiator_ads}
+                "negotiator": negotiator_ads, "schedds": schedd_ads}
 
     def make_meta() -> dict:
         meta = {

@@ -12,6 +12,8 @@ Layout (every file is what an admin's own tools print):
                                   -dump output                           (optional)
   meta.json                       when and from which pool; "partial" and
                                   "missing_schedds" when a schedd did not answer
+  schedds.ads | .json             condor_status -schedd -long | -json (optional: each
+                                  schedd's MaxJobsRunning and CurbMatchmaking)
   schedd-knobs.json               each schedd's own limits on what it offers the
                                   negotiator: {"<schedd name>": {"MAX_JOBS_RUNNING":
                                   "10000", ...}}, the values condor_config_val -name
@@ -59,6 +61,9 @@ class Snapshot:
     # schedd name -> its knobs (schedd-knobs.json), and that file for messages
     schedd_knobs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     schedd_knobs_source: str | None = None
+    # the collector's schedd ads (schedds.ads: condor_status -schedd -long), optional
+    schedd_ads: tuple[classad2.ClassAd, ...] | None = None
+    schedd_ads_source: str | None = None
 
     @property
     def partial(self) -> bool:
@@ -211,6 +216,8 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     accounting_file = _one_of(directory, "accounting")
     accounting = tuple(read_ads(accounting_file)) if accounting_file else None
     config = directory / "config"
+    schedds_file = _one_of(directory, "schedds")
+    schedd_ads = tuple(read_ads(schedds_file)) if schedds_file else None
     knobs_file = directory / SCHEDD_KNOBS
     return Snapshot(
         directory=directory,
@@ -227,6 +234,8 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         meta=read_meta(directory),
         schedd_knobs=read_schedd_knobs(knobs_file) if knobs_file.is_file() else {},
         schedd_knobs_source=str(knobs_file) if knobs_file.is_file() else None,
+        schedd_ads=schedd_ads,
+        schedd_ads_source=str(schedds_file) if schedds_file else None,
     )
 
 

@@ -13,6 +13,9 @@ schedd_negotiate.cpp, `ScheddNegotiate::nextJob`):
 * **MAX_JOBS_RUNNING** (default min(DETECTED_MEMORY in MiB, 10000)): a session offers at
   most MAX_JOBS_RUNNING less the schedd's shadows (its running jobs and the matches it
   has been handed and not yet started). None at all when that is 0.
+* **CURB_MATCHMAKING** (default: the schedd's RecentDaemonCoreDutyCycle above 0.98, or
+  more uploads waiting than may run): while it is true the schedd offers nothing. The
+  schedd publishes it in its ad (`CurbMatchmaking`), which is evaluated as captured.
 * **The per-user match limit** (`SCHEDD_ENABLE_PER_USER_MATCH_LIMITS`, default true): a
   session offers at most MAX_CONCURRENT_UPLOADS_PER_USER (default
   MAX_CONCURRENT_UPLOADS / 5 = 20) less the submitter's jobs in the transfer queue
@@ -26,8 +29,8 @@ negotiateWithGroup), so a session's count is the schedd's as the spin began; wit
 as the submitter's turn begins.
 
 What this does not model: the transfer queue as it changes during the cycle (the jobs
-matched in this cycle are not yet transferring), CURB_MATCHMAKING (the schedd's busy
-state), per-owner MaxJobsRunning set with condor_qusers, and the startup limits.
+matched in this cycle are not yet transferring), CurbMatchmaking as it changes after the
+capture, per-owner MaxJobsRunning set with condor_qusers, and the startup limits.
 
 Plain data in, decisions out: the counts come from the job ads (`shadow_job`,
 `in_transfer`), the knobs from the schedd's or the snapshot's configuration.
@@ -62,6 +65,9 @@ class ScheddLimits:
     per_user_enabled: bool = True
     per_user: int = DEFAULT_MAX_CONCURRENT_UPLOADS // 5
     max_jobs_running: int = DEFAULT_MAX_JOBS_RUNNING
+    # the schedd's CurbMatchmaking (CURB_MATCHMAKING, evaluated in its own ad) was true:
+    # it offers nothing
+    curbed: bool = False
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, Any], source: str, ad: str | None = None,
@@ -107,7 +113,8 @@ class ScheddLimits:
                 per_user = DEFAULT_MAX_CONCURRENT_UPLOADS // 5
         mjr = integer("MAX_JOBS_RUNNING")
         return cls(per_user_enabled=enabled, per_user=per_user,
-                   max_jobs_running=base.max_jobs_running if mjr is None else mjr)
+                   max_jobs_running=base.max_jobs_running if mjr is None else mjr,
+                   curbed=base.curbed)
 
     @property
     def per_user_limit(self) -> int | None:
@@ -119,6 +126,8 @@ class ScheddLimits:
         """How many jobs one session offers (0: none, NO_MORE_JOBS at once).
         `shadows`: the schedd's running jobs plus the matches it was handed in this
         cycle; `in_transfer`: the submitter's jobs in the transfer queue."""
+        if self.curbed:
+            return 0
         cap = max(self.max_jobs_running - shadows, 0)
         limit = self.per_user_limit
         if limit is not None:
