@@ -170,3 +170,20 @@ def test_max_jobs_running_from_the_schedds_ad_and_its_knobs_over_it(tmp_path):
     with pytest.raises(InputError, match=r"schedds.ads: ad 1 \(schedd.test.local\): attribute "
                                          r"MaxJobsRunning: not an integer"):
         load_pool(bad)
+
+
+@pytest.mark.parametrize("name,text,says", [
+    ("schedd-knobs.json", "[1, 2", "schedd-knobs.json: "),
+    ("schedd-knobs.json", '["vm"]', "expected a JSON object of schedd name"),
+    ("schedd-knobs.json", '{"vm": 3}', "ad schedd vm: expected an object of knob: value"),
+    ("schedds.ads", 'Name = "s"\nMaxJobsRunning = 1.5\n', "attribute MaxJobsRunning"),
+    ("schedds.ads", "MyType = \"Scheduler\"\n", "schedd ad has no Name"),
+])
+def test_bad_schedd_files_are_one_line_and_exit_status_2(tmp_path, capsys, name, text, says):
+    from negotiator_ext.cli import main
+    pool = make_pool(tmp_path / "pool", slots=[slot("slot1@n.test.local")],
+                     jobs=[job(1, 0, "a")])
+    (pool / name).write_text(text)
+    assert main(["negotiate", str(pool)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and name in err[0] and says in err[0]
