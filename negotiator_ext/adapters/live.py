@@ -746,7 +746,8 @@ def _remote_reader_argv(alarm: int, schedd: bool = False) -> list[str]:
 def read_remote_policy_knobs(location, *, timeout: float, daemon: str = "the daemon",
                              argv: list[str] | None = None, schedd: bool = False
                              ) -> dict[str, str]:
-    """The policy knobs (`select_policy_knobs`) of the daemon at `location`, read through
+    """The policy knobs (`select_policy_knobs`; with `schedd`, a schedd's limits,
+    `select_schedd_knobs`) of the daemon at `location`, read through
     htcondor2.RemoteParam by a child process (`_param_dump --remote`) that is killed
     after `timeout` seconds. RemoteReadError, naming `daemon` and the knob the read hung
     on, when it does not end in time, is abandoned (`abort_remote_reads`) or fails.
