@@ -3,6 +3,7 @@ metrics the shadow exports (issue 16)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -20,7 +21,13 @@ _METRIC = re.compile(r"\bnegotiator_ext_[a-z_]+")
 
 
 def exported_names() -> set[str]:
-    rec = type(REC)(**{**REC.__dict__, "pass_timings": {"cycle": 1.0}})
+    limits = {"real": {"schedds": ["s"], "submitters": []}, "predicted": None,
+              "groups_not_served": ["g"]}
+    rec = type(REC)(**{**REC.__dict__, "pass_timings": {"cycle": 1.0},
+                       "time_limits": {"cut": True, "predicted_duration": 130.0,
+                                       "matches_within": 10, "matches_beyond": 5,
+                                       "groups_not_reached": ["g"]},
+                       "comparison": dataclasses.replace(COMPARISON, time_limits=limits)})
     reg = metrics.pass_metrics(rec, standing=Standing(1.0, COMPARISON, 1.0))
     return {s.name for fam in text_string_to_metric_families(generate_latest(reg).decode())
             for s in fam.samples}

@@ -329,3 +329,26 @@ def test_the_int_sentinel_limit_is_not_exported_as_a_number():
     assert s[("negotiator_ext_submitter_limit", shadow)] == 12.5
     assert ("negotiator_ext_submitter_limit_unset", shadow) not in s
     assert min(v for (n, _), v in s.items()) > -2147483648
+
+
+def test_time_limit_gauges():
+    """The predicted cut of the real cycle (core/time_limits.py) and the compared real
+    cycle's out-of-time state, as gauges to alert on."""
+    import dataclasses
+    limits = {"real": {"schedds": ["vm"], "submitters": []}, "predicted": None,
+              "groups_not_served": ["group_b", "group_c"]}
+    rec = dataclasses.replace(
+        REC, time_limits={"cut": True, "predicted_duration": 135.0, "matches_within": 8766,
+                          "matches_beyond": 91234, "groups_not_reached": ["a", "b", "c"]},
+        comparison=dataclasses.replace(COMPARISON, time_limits=limits))
+    got = samples(rec)
+    assert got[("negotiator_ext_time_limits_predicted_cut", ())] == 1
+    assert got[("negotiator_ext_time_limits_predicted_duration_seconds", ())] == 135.0
+    assert got[("negotiator_ext_time_limits_predicted_matches", (("part", "beyond"),))] == 91234
+    assert got[("negotiator_ext_time_limits_predicted_groups_not_reached", ())] == 3
+    assert got[("negotiator_ext_real_cycle_out_of_time", ())] == 1
+    assert got[("negotiator_ext_real_cycle_groups_not_served", ())] == 2
+    # a pass without a prediction or a comparison without time limits exports neither
+    plain = samples(REC)
+    assert not any(n.startswith(("negotiator_ext_time_limits", "negotiator_ext_real_cycle_out"))
+                   for n, _ in plain)

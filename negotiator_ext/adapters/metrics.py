@@ -31,7 +31,14 @@ than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
                   negotiator_ext_matches{side="real"|"shadow"}, negotiator_ext_matches_agreed,
                   negotiator_ext_match_agreement_ratio{direction="real_in_shadow"|
                   "shadow_in_real"|"equivalent"|"count"}, negotiator_ext_comparison_info{source},
-                  negotiator_ext_priority_drift_max_ratio (largest |drift| of the pass)
+                  negotiator_ext_priority_drift_max_ratio (largest |drift| of the pass),
+                  negotiator_ext_real_cycle_out_of_time (1/0),
+                  negotiator_ext_real_cycle_groups_not_served
+  time limits     (when the pool's negotiator ad gives a cost, core.time_limits)
+                  negotiator_ext_time_limits_predicted_cut (1/0),
+                  negotiator_ext_time_limits_predicted_duration_seconds,
+                  negotiator_ext_time_limits_predicted_matches{part="within"|"beyond"},
+                  negotiator_ext_time_limits_predicted_groups_not_reached
   per submitter   labels {submitter, group}; group records are left out (they are the
                   per-group metrics): negotiator_ext_submitter_usage_weighted{side="real"},
                   negotiator_ext_submitter_effective_priority{side="real"|"shadow"},
@@ -153,6 +160,22 @@ def families(rec: PassRecord, standing: Standing | None = None) -> list[Metric]:
                    len(rec.shadow_matches)))
     add(_gauge("real_cycle_timestamp_seconds",
                "Start of the newest real negotiation cycle seen (epoch)", rec.real_cycle_time))
+    tl = rec.time_limits or {}
+    if tl:
+        add(_gauge("time_limits_predicted_cut",
+                   "1 if the real negotiator's time limits are predicted to stop its next "
+                   "cycle short of ours, else 0", 1 if tl.get("cut") else 0))
+        add(_gauge("time_limits_predicted_duration_seconds",
+                   "Predicted duration of the real negotiator's next cycle",
+                   tl.get("predicted_duration")))
+        add(_labelled("time_limits_predicted_matches",
+                      "Matches of our cycle within / beyond where the real cycle's time "
+                      "limits are predicted to stop it", ("part",),
+                      ((("within",), tl.get("matches_within")),
+                       (("beyond",), tl.get("matches_beyond")))))
+        add(_gauge("time_limits_predicted_groups_not_reached",
+                   "Groups the real cycle is predicted never to reach",
+                   len(tl.get("groups_not_reached") or ())))
 
     c, c_at = rec.comparison, rec.started_at
     if c is None:                       # this pass compared nothing: the newest comparison
@@ -185,6 +208,15 @@ def families(rec: PassRecord, standing: Standing | None = None) -> list[Metric]:
         if c.source:
             add(_labelled("comparison_info", "Where the real matches compared came from",
                           ("source",), (((c.source,), 1),)))
+        real_out = (c.time_limits or {}).get("real") or {}
+        if c.time_limits:
+            add(_gauge("real_cycle_out_of_time",
+                       "1 if the compared real cycle ran out of time (schedds or submitters "
+                       "out of time), else 0",
+                       1 if real_out.get("schedds") or real_out.get("submitters") else 0))
+            add(_gauge("real_cycle_groups_not_served",
+                       "Groups our cycle served that the compared real cycle, out of time, "
+                       "did not", len(c.time_limits.get("groups_not_served") or ())))
     add(_gauge("priority_drift_max_ratio",
                "Largest |real - predicted| / predicted real user priority of the pass",
                max_abs_drift(rec)))
