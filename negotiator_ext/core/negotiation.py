@@ -178,54 +178,41 @@ class JobQueue:
         lo, hi = prio_range
         return {j for j, p in self.prios.items() if not lo <= p <= hi}
 
-    def requests(self, rejected: set[int], schedd: str, submitter: str, prio_range=None):
-        """The resource requests of one negotiation, skipping rejected autoclusters.
-        Lazy: matches made on one request are seen before the next is built."""
+    def _runs(self, skip: set[str]):
+        """The schedd's request list (M2): runs of consecutive unmatched jobs of one
+        autocluster, leaving out `skip`. Lazy: jobs matched on one run are seen before
+        the next is built."""
         run: list = []
-        skip = self._outside(prio_range)
         for entry in self.jobs:
-            job_id, ac = entry[0], entry[1]
-            if job_id in self.matched or ac in rejected or job_id in skip:
+            if entry[0] in self.matched or entry[0] in skip:
                 continue
-            if run and run[0][1] != ac:
-                yield self._request(run, schedd, submitter)
+            if run and run[0][1] != entry[1]:
+                yield run
                 run = []
-                if ac in rejected:
-                    continue
             run.append(entry)
         if run:
-            yield self._request(run, schedd, submitter)
+            yield run
 
-    def offers(self, rejected: set[int], schedd: str, submitter: str, cap: int,
+    def offers(self, rejected: set[int], schedd: str, submitter: str, cap: int | None,
                batch: int, offered: list[int], prio_range=None):
-        """The requests of one negotiation when the schedd offers at most `cap` jobs
-        (M7): (request, its ResourceRequestCount). The schedd counts each request as it
-        sends it, `batch` requests at a time (NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE),
-        knowing only the rejections of earlier batches; the negotiator skips the
-        requests of rejected autoclusters. With one request at a time (no request
-        counts) each job is offered alone, and the caller counts what it was offered in
-        `offered[0]`. Stops when the count is used up."""
+        """The requests of one negotiation: (request, its ResourceRequestCount). The
+        negotiator skips the requests of autoclusters it rejected in this negotiation.
+        When the schedd offers at most `cap` jobs (M7; None: no limit) it counts each
+        request as it sends it, `batch` requests at a time
+        (NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE), knowing only the rejections of earlier
+        batches, and stops when the count is used up; with one request at a time (no
+        request counts) each job is offered alone and the caller counts what it was
+        offered in `offered[0]`. `prio_range`: only the jobs of these priorities
+        (USE_GLOBAL_JOB_PRIOS)."""
         left = cap
         known: set[int] = set(rejected)
         sent = 0
-        run: list = []
-        skip = self._outside(prio_range)
-
-        def runs():
-            nonlocal run
-            for entry in self.jobs:
-                if entry[0] in self.matched or entry[0] in skip:
-                    continue
-                if run and run[0][1] != entry[1]:
-                    yield run
-                    run = []
-                run.append(entry)
-            if run:
-                yield run
-                run = []
-
-        for r in runs():
+        for r in self._runs(self._outside(prio_range)):
             ac = r[0][1]
+            if left is None:
+                if ac not in rejected:
+                    yield self._request(r, schedd, submitter), len(r)
+                continue
             if batch <= 1:
                 if ac in rejected:
                     continue
@@ -599,13 +586,8 @@ class Negotiation:
         if cap is None and self.schedd_limits is not None:
             cap = self.offer_cap(s)                 # the session starts now
         offered = [0]
-        if cap is None:
-            requests = ((r, len(r.jobs)) for r in s.queue.requests(
-                rejected, s.schedd, s.name, s.prio_range))
-        else:
-            requests = s.queue.offers(rejected, s.schedd, s.name, cap, batch, offered,
-                                      s.prio_range)
-        for req, count in requests:
+        for req, count in s.queue.offers(rejected, s.schedd, s.name, cap, batch, offered,
+                                         s.prio_range):
             left = count
             while left > 0:
                 if used >= limit:
