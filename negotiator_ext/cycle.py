@@ -293,7 +293,7 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         rr_times=dict(outcome.rr_times) if outcome is not None else {},
         group_order=[name for name, _ in outcome.orders[0]]
         if outcome is not None and outcome.orders else [],
-        time_limits=neg.budget.to_json() if neg.budget is not None else None)
+        time_limits=_time_limits(neg))
 
 
 _INT_MIN = -2 ** 31
@@ -313,6 +313,14 @@ def job_prio_array(value) -> list[int]:
 
 
 _ATOI = re.compile(r"[+-]?[0-9]+")
+
+
+def _time_limits(neg: Negotiation) -> dict | None:
+    """The real cycle's time limits as predicted beside ours (core.time_limits)."""
+    if neg.budget is None:
+        return None
+    late = sum(m.late for m in neg.matches)
+    return neg.budget.to_json(len(neg.matches) - late, late)
 
 
 def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:

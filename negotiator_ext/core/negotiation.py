@@ -617,9 +617,7 @@ class Negotiation:
                     break
                 job = req.jobs[count - left]    # the run's next unmatched job
                 cost = self._commit(req, job, s, slot, state, neg_group, spin)
-                if self.budget is not None:
-                    self.budget.match(within)
-                    self.matches[-1].late = not within
+                self.matches[-1].late = not within
                 used += cost
                 if slot.usage_user is None:
                     used_unclaimed += cost

@@ -88,8 +88,6 @@ class TimeBudget:
     submitters_out_of_time: list = field(default_factory=list)
     schedds_out_of_time: list = field(default_factory=list)
     cycle_out_of_time: bool = False
-    matches_within: int = 0
-    matches_beyond: int = 0
     reached: dict = field(default_factory=dict)     # submitter -> a turn of it ran
     groups_reached: dict = field(default_factory=dict)
     _turn: tuple | None = None                       # (submitter, schedd, start, deadline)
@@ -141,12 +139,6 @@ class TimeBudget:
         self.now += self.cost.per_request
         return True
 
-    def match(self, within: bool) -> None:
-        if within:
-            self.matches_within += 1
-        else:
-            self.matches_beyond += 1
-
     def end_turn(self) -> None:
         """The turn is over: its time goes to its submitter and its schedd."""
         if self._turn is None:
@@ -169,12 +161,9 @@ class TimeBudget:
             if self.now >= self.max_cycle:
                 self.cycle_out_of_time = True
 
-    @property
-    def cut(self) -> bool:
-        return bool(self.submitters_out_of_time or self.schedds_out_of_time
-                    or self.cycle_out_of_time or self.matches_beyond)
-
-    def to_json(self) -> dict:
+    def to_json(self, matches_within: int, matches_beyond: int) -> dict:
+        """The prediction, with how many of our cycle's matches fall within the real
+        cycle's limits and beyond (the matches' `late` flags)."""
         return {
             "seconds_per_request": self.cost.per_request,
             "calibrated_from": self.cost.source,
@@ -183,12 +172,13 @@ class TimeBudget:
                        "NEGOTIATOR_MAX_TIME_PER_SCHEDD": self.max_schedd,
                        "NEGOTIATOR_MAX_TIME_PER_PIESPIN": self.max_spin},
             "predicted_duration": round(self.now, 3),
-            "cut": self.cut,
+            "cut": bool(self.submitters_out_of_time or self.schedds_out_of_time
+                        or self.cycle_out_of_time or matches_beyond),
             "submitters_out_of_time": list(self.submitters_out_of_time),
             "schedds_out_of_time": list(self.schedds_out_of_time),
             "cycle_out_of_time": self.cycle_out_of_time,
-            "matches_within": self.matches_within,
-            "matches_beyond": self.matches_beyond,
+            "matches_within": matches_within,
+            "matches_beyond": matches_beyond,
             "submitters_not_reached": sorted(s for s, r in self.reached.items() if not r),
             "groups_not_reached": sorted(g for g, r in self.groups_reached.items() if not r),
         }
