@@ -672,12 +672,12 @@ def test_real_cycles_out_of_time_are_a_finding():
     records = synthetic_passes()
     late = {"real": {"schedds": ["schedd1"], "submitters": []},
             "predicted": {"schedds": ["schedd1"], "submitters": []},
-            "groups_not_served": ["group_b"]}
+            "predicted_agrees": "yes", "groups_not_served": ["group_b"]}
     for i in (4, 7):
         records[i] = dataclasses.replace(
             records[i], comparison=dataclasses.replace(records[i].comparison, time_limits=late))
     records[7] = dataclasses.replace(records[7], comparison=dataclasses.replace(
-        records[7].comparison, time_limits=dict(late, predicted=None)))
+        records[7].comparison, time_limits=dict(late, predicted=None, predicted_agrees=None)))
     audit = A.analyse(A.frames_from_records(records), pool="synth")
     t = audit.tables["out_of_time"]
     assert list(t["n_groups_not_served"]) == [1, 1] and list(t["schedds"]) == ["schedd1"] * 2

@@ -8,6 +8,8 @@ comparison's rules on small made-up inputs."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import datetime
 import json
 import shutil
@@ -336,9 +338,18 @@ def test_the_real_cycles_time_limits_beside_the_prediction():
     assert ("time limits: out of time in the real cycle: 1 submitter(s); predicted: "
             "1 submitter(s) (the same); predicted not reached: 1 submitter(s), 0 group(s)"
             ) in c.notes
+    assert c.time_limits["predicted_agrees"] == "yes"
+    assert c.time_limits["real"] == {"schedds": [], "submitters": ["b@x"]}
     # a prediction that missed it says so (no "the same")
     c = compare(shadow_pass="p", shadow_snapshot_time=100, shadow_matches=[],
                 shadow_submitters=[], shadow_groups=[], real_cycles=CYCLES,
                 real_matches=real, time_limits=dict(predicted, submitters_out_of_time=[]))
     assert any(n.startswith("time limits: out of time in the real cycle: 1 submitter(s); "
                             "predicted: none;") for n in c.notes)
+    assert c.time_limits["predicted_agrees"] == "no"
+    # no prediction, and a real cycle that did not run out of time: nothing to say
+    quiet = dataclasses.replace(CYCLES[1], submitters_out_of_time=())
+    c = compare(shadow_pass="p", shadow_snapshot_time=100, shadow_matches=[],
+                shadow_submitters=[], shadow_groups=[], real_cycles=[quiet],
+                real_matches=real)
+    assert c.time_limits == {}

@@ -650,11 +650,7 @@ def out_of_time(comparisons: pd.DataFrame) -> pd.DataFrame:
         real = (tl or {}).get("real") or {}
         if not (real.get("schedds") or real.get("submitters")):
             continue
-        pred = tl.get("predicted")
-        said = "no prediction" if pred is None else (
-            "yes" if set(pred.get("schedds") or ()) == set(real.get("schedds") or ())
-            and set(pred.get("submitters") or ()) == set(real.get("submitters") or ())
-            else "partly" if (pred.get("schedds") or pred.get("submitters")) else "no")
+        said = tl.get("predicted_agrees") or "no prediction"
         groups = list(tl.get("groups_not_served") or ())
         rows.append({"pass_uuid": uuid, "time": when,
                      "schedds": ", ".join(real.get("schedds") or ()),

@@ -133,31 +133,15 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
     per_submitter = _flag_limits(_per_submitter(
         _submitter_names(shadow_submitters, shadow_by_sub, real_by_sub or ()),
         real_by_sub, shadow_by_sub, subs_shadow, subs_real), cycle)
+    per_group = _per_group(shadow_groups, real_groups, real_group_counts, real=True)
+    limits_seen = _time_limits_seen(cycle, time_limits or {}, per_group)
     if time_limits:
-        notes.append(_time_limits_note(cycle, time_limits))
+        notes.append(_time_limits_note(limits_seen))
         predicted_out = set(time_limits.get("submitters_out_of_time") or ())
         not_reached = set(time_limits.get("submitters_not_reached") or ())
         for name, row in per_submitter.items():
             row["shadow_out_of_time"] = name in predicted_out
             row["shadow_not_reached"] = name in not_reached
-    per_group = _per_group(shadow_groups, real_groups, real_group_counts, real=True)
-    limits_seen: dict[str, Any] = {}
-    ran_out = bool(cycle.schedds_out_of_time or cycle.submitters_out_of_time)
-    if ran_out or time_limits:
-        limits_seen = {
-            "real": {"schedds": list(cycle.schedds_out_of_time),
-                     "submitters": list(cycle.submitters_out_of_time)},
-            "predicted": ({"schedds": list(time_limits.get("schedds_out_of_time") or ()),
-                           "submitters": list(time_limits.get("submitters_out_of_time") or ()),
-                           "submitters_not_reached":
-                               list(time_limits.get("submitters_not_reached") or ()),
-                           "groups_not_reached": list(time_limits.get("groups_not_reached") or ())}
-                          if time_limits else None),
-            "groups_not_served": sorted(
-                name for name, row in per_group.items()
-                if ran_out and row.get("real_matches") == 0
-                and (row.get("shadow_matches") or 0) > 0),
-        }
     return Comparison(
         shadow_pass=shadow_pass, real_cycle_time=cycle.time, real_cycles_between=between,
         real_matches=real_total, shadow_matches=shadow_total, agreed=agreed,
@@ -207,28 +191,48 @@ def _per_submitter(names, real_by_sub, shadow_by_sub, subs_shadow, subs_real
     return out
 
 
-def _time_limits_note(cycle: RealCycle, predicted: Mapping[str, Any]) -> str:
-    """The real cycle's time limits beside what our cycle predicted of them
-    (core.time_limits): which schedds and how many submitters ran out of time."""
-    def side(schedds, submitters) -> str:
-        if not schedds and not submitters:
-            return "none"
+def _time_limits_seen(cycle: RealCycle, predicted: Mapping[str, Any],
+                      per_group: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The real cycle's time limits beside what the compared pass predicted of them
+    (core.time_limits): the schedds and submitters out of time on each side, whether the
+    prediction named the same ("yes", "partly", "no"; None without one), and the groups
+    ours served that a real cycle out of time did not. Empty when neither side has
+    anything to say."""
+    real = {"schedds": list(cycle.schedds_out_of_time),
+            "submitters": list(cycle.submitters_out_of_time)}
+    ran_out = bool(real["schedds"] or real["submitters"])
+    if not (ran_out or predicted):
+        return {}
+    ours = None
+    agrees = None
+    if predicted:
+        ours = {"schedds": list(predicted.get("schedds_out_of_time") or ()),
+                "submitters": list(predicted.get("submitters_out_of_time") or ()),
+                "submitters_not_reached": list(predicted.get("submitters_not_reached") or ()),
+                "groups_not_reached": list(predicted.get("groups_not_reached") or ())}
+        same = all(set(ours[k]) == set(real[k]) for k in ("schedds", "submitters"))
+        agrees = "yes" if same else "partly" if (ours["schedds"] or ours["submitters"]) else "no"
+    return {"real": real, "predicted": ours, "predicted_agrees": agrees,
+            "groups_not_served": sorted(
+                name for name, row in per_group.items()
+                if ran_out and row.get("real_matches") == 0
+                and (row.get("shadow_matches") or 0) > 0)}
+
+
+def _time_limits_note(seen: Mapping[str, Any]) -> str:
+    """`_time_limits_seen` in one line (a prediction was made)."""
+    def side(d) -> str:
         parts = []
-        if schedds:
-            parts.append("schedds " + ", ".join(sorted(schedds)))
-        if submitters:
-            parts.append(f"{len(submitters)} submitter(s)")
-        return " and ".join(parts)
-    real = side(cycle.schedds_out_of_time, cycle.submitters_out_of_time)
-    ours = side(predicted.get("schedds_out_of_time") or (),
-                predicted.get("submitters_out_of_time") or ())
-    agree = (set(cycle.schedds_out_of_time) == set(predicted.get("schedds_out_of_time") or ())
-             and set(cycle.submitters_out_of_time)
-             == set(predicted.get("submitters_out_of_time") or ()))
-    return (f"time limits: out of time in the real cycle: {real}; predicted: {ours}"
-            + (" (the same)" if agree else "")
-            + f"; predicted not reached: {len(predicted.get('submitters_not_reached') or ())}"
-            f" submitter(s), {len(predicted.get('groups_not_reached') or ())} group(s)")
+        if d["schedds"]:
+            parts.append("schedds " + ", ".join(sorted(d["schedds"])))
+        if d["submitters"]:
+            parts.append(f"{len(d['submitters'])} submitter(s)")
+        return " and ".join(parts) or "none"
+    ours = seen["predicted"]
+    return (f"time limits: out of time in the real cycle: {side(seen['real'])}; predicted: "
+            f"{side(ours)}" + (" (the same)" if seen["predicted_agrees"] == "yes" else "")
+            + f"; predicted not reached: {len(ours['submitters_not_reached'])} submitter(s), "
+            f"{len(ours['groups_not_reached'])} group(s)")
 
 
 def _flag_limits(rows: dict[str, dict[str, Any]], cycle: RealCycle) -> dict[str, dict[str, Any]]:
