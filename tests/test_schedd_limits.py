@@ -44,10 +44,14 @@ def test_bad_knob_names_file_schedd_and_knob():
     with pytest.raises(InputError) as e:
         ScheddLimits.from_knobs({"MAX_JOBS_RUNNING": "lots"}, "snap/schedd-knobs.json",
                                 ad="schedd s1")
-    assert str(e.value) == ("snap/schedd-knobs.json: ad schedd s1: attribute "
-                            "MAX_JOBS_RUNNING: lots is not an integer")
-    with pytest.raises(InputError, match="SCHEDD_ENABLE_PER_USER_MATCH_LIMITS: maybe is not"):
+    assert str(e.value) == ("snap/schedd-knobs.json: ad schedd s1: "
+                            "MAX_JOBS_RUNNING = lots: not a number")
+    with pytest.raises(InputError, match="SCHEDD_ENABLE_PER_USER_MATCH_LIMITS = maybe: "
+                                         "not a boolean"):
         ScheddLimits.from_knobs({"SCHEDD_ENABLE_PER_USER_MATCH_LIMITS": "maybe"}, "f")
+    # as every knob of the config: out of HTCondor's range is refused
+    with pytest.raises(InputError, match="MAX_JOBS_RUNNING = 1e300: out of range"):
+        ScheddLimits.from_knobs({"MAX_JOBS_RUNNING": "1e300"}, "f")
 
 
 def test_offer_cap():

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import InputError
-from .config import _param_integer, _to_bool
+from .config import _typed
 
 # The knobs one schedd's limits come from, as HTCondor names them.
 KNOBS = ("SCHEDD_ENABLE_PER_USER_MATCH_LIMITS", "MAX_CONCURRENT_UPLOADS_PER_USER",
@@ -80,40 +80,22 @@ class ScheddLimits:
         base = otherwise or cls()
         up = {str(k).upper(): v for k, v in knobs.items()}
 
-        def given(knob: str) -> Any:
+        def typed(knob: str, kind: str) -> Any:
             v = up.get(knob)
-            return None if v is None or (isinstance(v, str) and not v.strip()) else v
-
-        def integer(knob: str) -> int | None:
-            v = given(knob)
-            if v is None:
+            if v is None or (isinstance(v, str) and not v.strip()):
                 return None
-            n = _param_integer(v)
-            if n is None:
-                raise InputError(source, f"{_shown(v)} is not an integer", ad=ad,
-                                 attribute=knob)
-            return n
+            try:
+                return _typed(source, knob, v, kind, None)      # the config's own rule
+            except InputError as exc:
+                raise InputError(source, exc.message, ad=ad) from None
 
-        enabled = base.per_user_enabled
-        v = given("SCHEDD_ENABLE_PER_USER_MATCH_LIMITS")
-        if v is not None:
-            b = _to_bool(v)
-            if b is None:
-                raise InputError(source, f"{_shown(v)} is not a boolean", ad=ad,
-                                 attribute="SCHEDD_ENABLE_PER_USER_MATCH_LIMITS")
-            enabled = b
-        per_user = integer("MAX_CONCURRENT_UPLOADS_PER_USER")
-        if per_user is None or per_user == -1:
-            uploads = integer("MAX_CONCURRENT_UPLOADS")
-            if uploads is not None:
-                per_user = int(uploads / 5)           # C integer division
-            elif per_user is None:
-                per_user = base.per_user
-            else:
-                per_user = DEFAULT_MAX_CONCURRENT_UPLOADS // 5
-        mjr = integer("MAX_JOBS_RUNNING")
-        return cls(per_user_enabled=enabled, per_user=per_user,
-                   max_jobs_running=base.max_jobs_running if mjr is None else mjr,
+        enabled = typed("SCHEDD_ENABLE_PER_USER_MATCH_LIMITS", "bool")
+        mjr = typed("MAX_JOBS_RUNNING", "int")
+        per_user = _per_user(typed("MAX_CONCURRENT_UPLOADS_PER_USER", "int"),
+                             typed("MAX_CONCURRENT_UPLOADS", "int"), base.per_user)
+        return cls(per_user_enabled=base.per_user_enabled if enabled is None else enabled,
+                   per_user=per_user,
+                   max_jobs_running=base.max_jobs_running if mjr is None else int(mjr),
                    curbed=base.curbed)
 
     @property
@@ -152,16 +134,21 @@ class Schedds:
 def from_config(cfg) -> ScheddLimits:
     """The limits the snapshot's config gives (NegotiatorConfig: HTCondor's defaults
     filled in by the bindings)."""
-    per_user = cfg.max_concurrent_uploads_per_user
-    if per_user == -1:
-        per_user = int(cfg.max_concurrent_uploads / 5)
     return ScheddLimits(per_user_enabled=cfg.schedd_per_user_match_limits,
-                        per_user=per_user, max_jobs_running=cfg.max_jobs_running)
+                        per_user=_per_user(cfg.max_concurrent_uploads_per_user,
+                                           cfg.max_concurrent_uploads, None),
+                        max_jobs_running=cfg.max_jobs_running)
 
 
-def _shown(v: Any) -> str:
-    t = str(v)
-    return t if len(t) <= 60 else t[:57] + "..."
+def _per_user(per_user: int | None, uploads: int | None, otherwise: int | None) -> int:
+    """MAX_CONCURRENT_UPLOADS_PER_USER as the schedd resolves it: its own value, else
+    (unset or -1) MAX_CONCURRENT_UPLOADS / 5 (C integer division, default uploads 100),
+    else `otherwise` when neither is given."""
+    if per_user is not None and per_user != -1:
+        return int(per_user)
+    if uploads is None and per_user is None and otherwise is not None:
+        return otherwise
+    return int((DEFAULT_MAX_CONCURRENT_UPLOADS if uploads is None else uploads) / 5)
 
 
 def shadow_job(status: int | None, universe: int | None) -> bool:
