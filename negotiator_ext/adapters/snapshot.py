@@ -85,7 +85,15 @@ class Snapshot:
         return int(v) if isinstance(v, (int, float)) else None
 
     def negotiator_ads(self) -> tuple[classad2.ClassAd, ...] | None:
-        return tuple(read_ads(self.negotiator_source)) if self.negotiator_source else None
+        """The negotiator's ads, read when first asked for (the cycle's time-limit cost
+        and the shadow's real cycles both read them: once)."""
+        if self.negotiator_source is None:
+            return None
+        got = self.__dict__.get("_negotiator_ads")
+        if got is None:
+            got = tuple(read_ads(self.negotiator_source))
+            object.__setattr__(self, "_negotiator_ads", got)
+        return got
 
     def all_jobs(self) -> list[classad2.ClassAd]:
         return [ad for ads in self.jobs.values() for ad in ads]
