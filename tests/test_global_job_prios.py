@@ -6,7 +6,7 @@ negotiator in tests/test_global_job_prios_recorded.py."""
 
 from __future__ import annotations
 
-from collections import Counter
+from dataclasses import replace
 
 from negotiator_ext.core.negotiation import Submitter, JobQueue, consolidate_job_prios
 from negotiator_ext.cycle import job_prio_array, run_cycle
@@ -48,9 +48,13 @@ def test_the_high_priority_jobs_of_equal_submitters_go_first(tmp_path):
         s["JobPrioArray"] = "10,0" if s["Name"].startswith("b@") else "0"
     d = make_pool(tmp_path, slots=[slot(f"slot1@n{i}.test.local") for i in range(6)],
                   jobs=jobs, submitters=subs, config="USE_GLOBAL_JOB_PRIOS = True")
-    r = run_cycle(load_pool(d))
-    # b@10 first (its 3 priority-10 jobs), then a@0 and b@0 share what is left
-    first = r.matches[:3]
-    assert {m.submitter.split("@")[0] for m in first} == {"b"}
-    assert {m.job.split(".")[0] for m in first} == {"2"}
-    assert sum(Counter(m.submitter.split("@")[0] for m in r.matches).values()) == 6
+    pool = load_pool(d)
+    r = run_cycle(pool)
+    # b@10 first: its 3 priority-10 jobs (limit 3 each); then a at 0, its limit spent;
+    # b's priority-0 jobs come too late for a slot
+    got = [(m.submitter.split("@")[0], m.assigned_job) for m in r.matches]
+    assert got == [("b", "2.0"), ("b", "2.1"), ("b", "2.2"),
+                   ("a", "1.0"), ("a", "1.1"), ("a", "1.2")]
+    # without the knob the tie order puts a first
+    off = replace(pool, config=replace(pool.config, use_global_job_prios=False))
+    assert [m.submitter.split("@")[0] for m in run_cycle(off).matches][:3] == ["a"] * 3
