@@ -862,11 +862,7 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
     listed without a value (RemoteParam gives REMOTE_PARAM_UNDEFINED) is left out, and so
     is a name that is not a knob name HTCondor's config accepts.
     """
-    names: dict[str, str] = {}  # upper-cased name -> name as the daemon lists it
-    for key in remote.keys():
-        if key and _KNOB_NAME.fullmatch(key) and key.upper() not in names:
-            names[key.upper()] = key
-
+    names = _listed(remote)
     fetched: dict[str, str | None] = {}
 
     def value(upper: str) -> str | None:     # one remote request per knob at most
@@ -900,15 +896,22 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _listed(remote: Mapping[str, Any]) -> dict[str, str]:
+    """The knob names a RemoteParam lists (one round trip), upper-cased -> as the daemon
+    spells them; names HTCondor's config would not accept are left out."""
+    names: dict[str, str] = {}
+    for key in remote.keys():
+        if key and _KNOB_NAME.fullmatch(key) and key.upper() not in names:
+            names[key.upper()] = key
+    return names
+
+
 def select_schedd_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
     """A schedd's own limits on what it offers (core.schedd_limits.KNOBS) from its
     RemoteParam mapping: the knobs it lists, a "SCHEDD.<knob>" override winning, each
     fetched once; a knob it does not list, or lists without a value, is left out (the
     snapshot's config, else HTCondor's default, then applies)."""
-    names: dict[str, str] = {}
-    for key in remote.keys():
-        if key and key.upper() not in names:
-            names[key.upper()] = key
+    names = _listed(remote)
     out: dict[str, str] = {}
     for knob in SCHEDD_KNOBS:
         key = names.get("SCHEDD." + knob) or names.get(knob)
