@@ -120,6 +120,8 @@ def test_demand_counts_each_job_once():
     subs = [obs("B", "<none>", 10.0, idle=10, running=0, claimed=0),
             # 10 four-core jobs running (claimed 40), 5 idle: nothing matched since
             obs("wide", "<none>", 40.0, idle=5, running=10, claimed=40),
+            # the same, and 2 four-core jobs more charged: 2 of the 5 idle matched since
+            obs("wide2", "<none>", 48.0, idle=5, running=10, claimed=40),
             # 5 running, 10 idle in the ads; 3 of those matched since: 8 charged
             obs("some", "<none>", 8.0, idle=10, running=5, claimed=5),
             # ads as new as the accountant: 6 running and 10 more idle
@@ -131,11 +133,12 @@ def test_demand_counts_each_job_once():
     s = a.tables["submitter_shares_by_pass"].set_index("name")
     assert s.loc["B", "demand"] == 10 and s.loc["B", "idle_counted"] == 0
     assert s.loc["wide", "demand"] == 45
+    assert s.loc["wide2", "idle_counted"] == 3 and s.loc["wide2", "demand"] == 51
     assert s.loc["some", "demand"] == 15 and s.loc["some", "idle_counted"] == 7
     assert s.loc["fresh", "demand"] == 16
     assert s.loc["counted", "demand"] == 5 and s.loc["counted", "demand_basis"] == "count"
-    # B has nothing idle left: it is not starved whatever its share
-    assert not s.loc["B", "starved"]
+    # B has nothing idle left: its fair share is what it runs
+    assert s.loc["B", "demand_capped"] == 10 and not s.loc["B", "starved"]
 
 
 def test_a_group_on_surplus_shares_what_it_got():
@@ -151,6 +154,9 @@ def test_a_group_on_surplus_shares_what_it_got():
     assert list(s.loc[["a1", "a2"], "allocation"]) == [30.0, 30.0]
     assert list(s.loc[["a1", "a2"], "deserved"]) == pytest.approx([15.0, 15.0])
     assert s.loc["a1", "over_share"] and s.loc["a2", "starved"]
+    # water-filled within the 30: a2 capped at its demand of 10, a1 gets the other 20
+    assert list(s.loc[["a1", "a2"], "demand_capped"]) == pytest.approx([20.0, 10.0])
+    assert (s.loc["a1", "excess"], s.loc["a2", "shortfall"]) == (5.0, 5.0)
     assert s.loc["b1", "allocation"] == 30.0            # below its quota: the quota
     rows = {(r["kind"], r["name"], r["status"]) for _, r in a.tables["summary"].iterrows()}
     assert rows == {("group", "group_a", "over quota"), ("submitter", "a1", "over share"),
@@ -289,7 +295,7 @@ def test_no_source_files_or_rule_ids_on_the_page(tmp_path, pool):
     from test_audit import synthetic_passes
     import dataclasses
     recs = [dataclasses.replace(r, pool=pool) for r in synthetic_passes()]
-    a = A.analyse(A.frames_from_records(recs + _preempting(pool)[:0]), pool=pool)
+    a = A.analyse(A.frames_from_records(recs + _preempting(pool)), pool=pool)
     out = tmp_path / "r"
     V.write_report(a, out)
     html = (out / "index.html").read_text()
@@ -356,3 +362,19 @@ def test_noise_floor_option(tmp_path, capsys):
         assert run_audit([*base, "--noise-floor", bad, "-o", str(tmp_path / "c")]) == 2
         assert "--noise-floor" in capsys.readouterr().err
     assert not (tmp_path / "c").exists()
+
+
+def test_the_noise_floor_is_inclusive():
+    """A shortfall, excess or surplus of exactly the noise floor (1 slot) counts."""
+    subs = [obs("short", "<none>", 1.0, idle=1), obs("long", "<none>", 3.0, idle=0)]
+    s = A.analyse(A.frames_from_records([record(0, subs, weight=4.0)])
+                  ).tables["submitter_shares_by_pass"].set_index("name")
+    assert s.loc["short", "demand_capped"] == 2.0 and s.loc["short", "starved"]
+    assert s.loc["short", "shortfall"] == 1.0
+    g = [GroupObs(name="ga", real_quota=10.0, real_usage=11.0, real_requested=11.0),
+         GroupObs(name="gb", real_quota=10.0, real_usage=9.0, real_requested=9.0)]
+    q = A.analyse(A.frames_from_records([record(0, [obs("a", "ga", 11.0, idle=0),
+                                                    obs("b", "gb", 9.0, idle=0)], g,
+                                                weight=20.0)])
+                  ).tables["group_quota_by_pass"].set_index("group")
+    assert q.loc["ga", "over_quota"] and q.loc["ga", "surplus"] == 1.0

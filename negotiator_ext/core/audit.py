@@ -396,11 +396,8 @@ def _longest_runs(f: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     f = f.sort_values(keys + ["index"], kind="stable")
     idx = f["index"].to_numpy()
     new = np.ones(len(f), dtype=bool)
-    if len(f) > 1:
+    if len(f) > 1:      # a break in the passes starts a run (the keys part them already)
         new[1:] = idx[1:] != idx[:-1] + 1
-        for k in keys:
-            v = f[k].to_numpy()
-            new[1:] |= v[1:] != v[:-1]
     runs = (f.assign(_run=np.cumsum(new))
             .groupby(keys + ["_run"], sort=False)
             .agg(longest_passes=("index", "size"), longest_duration=("interval", "sum"))
@@ -523,10 +520,10 @@ def largest_gaps(share: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """The `n` submitters with the largest absolute gap in some pass: each one's largest
     (its pass, figures), largest first (one submitter's many passes would fill the list)."""
     s = share[share["gap"].notna() & (share["gap"].abs() > _EPS)]
-    s = s.assign(abs_gap=s["gap"].abs()).sort_values(["abs_gap", "time", "name"],
-                                                      ascending=[False, True, True],
-                                                      kind="stable")
-    s = s.drop_duplicates("name", keep="first")
+    gap = s["gap"].abs()
+    best = gap.groupby(s["name"], sort=False).idxmax()      # each one's first largest
+    s = s.loc[best].assign(abs_gap=gap[best]).sort_values(
+        ["abs_gap", "time", "name"], ascending=[False, True, True], kind="stable")
     return s.head(n)[["time", "pass_uuid", "name", "group", "demand", "deserved",
                       "demand_capped", "delivered", "gap", "rel_gap"]].reset_index(drop=True)
 
