@@ -746,7 +746,9 @@ def _partner_lists(pair: pd.DataFrame, col: str, other: str) -> dict[str, list[s
 
 
 def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFrame,
-                  submitter_pairs: pd.DataFrame) -> pd.DataFrame:
+                  submitter_pairs: pd.DataFrame,
+                  spelled: Mapping[tuple[str, str], pd.DataFrame] | None = None
+                  ) -> pd.DataFrame:
     """Who is over quota, borrowing, or starved, ranked: one row per (group or
     submitter, status) with its severity (slot-weight seconds: the amount times each
     pass's interval, summed), how many passes, for how long, the longest streak, when
@@ -761,7 +763,7 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
     starved) or "over quota" (the surplus nobody else asked for), submitter "starved",
     submitter "over share". `rank` 1 is the most severe (of equal severities, the larger
     amount summed over the passes); a group over quota that starved nobody comes after
-    every other row."""
+    every other row. `spelled`: the `spells` already made, by (kind, flag)."""
     parts = []
     for df, key, kind, ref, conds, prs in (
             (grp, "group", "group", "quota",
@@ -773,7 +775,8 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
         if df.empty:
             continue
         for flag, amount, status in conds:
-            sp = spells(df, key, flag, amount)
+            sp = (spelled or {}).get((kind, flag))
+            sp = spells(df, key, flag, amount) if sp is None else sp.copy()
             if sp.empty:
                 continue
             flagged = df[df[flag].astype(bool)]
@@ -940,7 +943,11 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     t["starved_groups"] = spells(grp, "group", "starved", "shortfall")
     t["over_share_submitters"] = spells(share, "name", "over_share", "excess")
     t["over_quota_groups"] = spells(grp, "group", "over_quota", "surplus")
-    t["summary"] = summary_table(share, grp, gpairs, spairs)
+    t["summary"] = summary_table(share, grp, gpairs, spairs, {
+        ("submitter", "starved"): t["starved_submitters"],
+        ("group", "starved"): t["starved_groups"],
+        ("submitter", "over_share"): t["over_share_submitters"],
+        ("group", "over_quota"): t["over_quota_groups"]})
     fair = fairness_by_pass(share, pt)
     t["fairness_by_pass"] = fair
     t["largest_gaps"] = largest_gaps(share, top_gaps)
