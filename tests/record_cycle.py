@@ -21,6 +21,8 @@ adds lines to the next 3 fake slots (repeatable; `{now}` is the time they are
 advertised). `--skip NAME` re-advertises that submitter's ad with `SkipMatchmaking = true`
 (`condor_advertise UPDATE_SUBMITTOR_AD`) right before the snapshot; give it
 `--policy "SCHEDD_INTERVAL = 3600"` so the schedd does not send its own again first.
+`--job-lines "rank = Speed"` adds submit-description lines (`;` between) to every
+cluster (repeatable).
 """
 
 from __future__ import annotations
@@ -120,6 +122,8 @@ def main(argv=None) -> int:
     p.add_argument("--hgq", action="store_true")
     p.add_argument("--fake-attrs", action="append", default=[])
     p.add_argument("--skip", action="append", default=[])
+    p.add_argument("--job-lines", action="append", default=[],
+                   help="submit-description lines for every cluster (; between)")
     args = p.parse_args(argv)
     release = find_release()
     if release is None:
@@ -158,6 +162,7 @@ def main(argv=None) -> int:
                  "transfer_executable = false", "should_transfer_files = NO",
                  f"initialdir = {pool.flags}", "log = /dev/null", "request_cpus = 1",
                  "request_disk = 1024"]
+        lines += [ln.strip() for spec in args.job_lines for ln in spec.split(";") if ln.strip()]
         for name, count, _, memory, prio in subs:
             lines += [f"accounting_group = {group_of(index[name])}",
                       f"accounting_group_user = {name}", f"request_memory = {memory}",
