@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .adapters import classad_semantics
-from .core import classads, consumption
+from .core import classads, consumption, static_ranks
 from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
@@ -210,6 +210,9 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
     clock.lap("accounting")
     # The slot list (2.2 step 9), and what the negotiator writes into it (step 11)
     slots = _candidate_slots(pool, t)
+    if cfg.ignore_job_ranks:
+        # NEGOTIATOR_IGNORE_JOB_RANKS: sorted by their ranks (step 10), before step 11
+        static_ranks.sort_slots(slots, cfg)
     live_names = insert_negotiator_attrs(slots, cfg, acc, groups, quotas0)
 
     clock.lap("slots")

@@ -183,12 +183,18 @@ def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:
     warnings = [f"{config.source}: {w}" for w in config.warnings + tuple(groups.warnings)]
     for knob, on, what in (
             ("ALLOW_PSLOT_PREEMPTION", config.allow_pslot_preemption and config.consider_preemption,
-             "preempting a partitionable slot's dynamic slots (pslotMultiMatch)"),
-            ("NEGOTIATOR_IGNORE_JOB_RANKS", config.ignore_job_ranks,
-             "ignoring job ranks and stopping a scan at the submitter limit")):
+             "preempting a partitionable slot's dynamic slots (pslotMultiMatch)"),):
         if on:
             warnings.append(f"{config.source}: {knob} is set, but {what} is not modelled: "
                             "the cycle runs as if it were off")
+    if config.ignore_job_ranks:
+        # modelled (core.static_ranks) but for the last key of the negotiator's slot sort
+        warnings.append(
+            f"{config.source}: NEGOTIATOR_IGNORE_JOB_RANKS is set: its order among slots "
+            "with equal NEGOTIATOR_PRE_JOB_RANK and NEGOTIATOR_POST_JOB_RANK (the address of "
+            "each ad in the negotiator's memory, which no snapshot gives) is not modelled: "
+            "such slots are taken in the collector's order, so which of them a submitter "
+            "gets, or is cut off at its limit among, may differ from the real cycle")
     return warnings
 
 

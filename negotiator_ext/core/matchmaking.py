@@ -32,10 +32,11 @@ classes' members, each class pre-sorted by its static ranks.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from . import adtext, classads, consumption
+from . import adtext, classads, consumption, static_ranks
 from .classads import DBL_MAX, FLT_MAX, f32
 from .config import priority_preemption_off
 from .slots import current_user
@@ -90,6 +91,11 @@ class Slot:
     req_id: int = -1                 # what the slot's own Requirements see of it (interned)
     fams: list = field(default_factory=list)    # (family, expr, seen, outside) per expression
     views: dict = field(default_factory=dict)   # job-reached names -> their texts here
+    # NEGOTIATOR_IGNORE_JOB_RANKS (core.static_ranks): the place in the sorted slot
+    # list, the ranks the sort computed (pre, post), what a kept candidate adds up to
+    sort_pos: int = -1
+    fixed: tuple = ()
+    scan_weight: float = 1.0
 
 
 @dataclass(eq=False)
@@ -111,6 +117,10 @@ class Request:
 
 def _static_order(s: Slot) -> tuple:
     return (-s.static[0], -s.static[1], -s.static[2], s.index)
+
+
+def _sort_pos(s: Slot) -> int:
+    return s.sort_pos
 
 
 class SlotClass:
@@ -467,6 +477,10 @@ class Matcher:
         self.prank = parse(config.preemption_rank) if config.preemption_rank else None
         # PREEMPTION_REQUIREMENTS = False (the default): no priority preemption at all
         self.preq_false = priority_preemption_off(config)
+        # NEGOTIATOR_IGNORE_JOB_RANKS: static ranks, scans stop at the limit
+        # (core.static_ranks; the cycle sorts the slots)
+        self.static_ranks = bool(config.ignore_job_ranks)
+        self._config = config
         # the slot-side expressions, each with the names it mentions (4.5, 4.6, 4.8)
         self._families = [(fam, e, classads.names_in(e)) for fam, e in (
             ("req", self.req_expr), ("rankcond", self.rank_gt), ("pre", self.pre),
@@ -704,7 +718,7 @@ class Matcher:
             for s in self.slots:
                 if not s.removed:
                     self._add_to_class(s, names, part)
-            order = _static_order
+            order = _sort_pos if self.static_ranks else _static_order
             for cls in part.classes.values():
                 if len(cls.members) > 1:
                     cls.members.sort(key=order)
@@ -902,6 +916,15 @@ class Matcher:
         """The ranks and preemption tests of a class that matches the request."""
         slot = cls.rep
         job, ad = req.ad, slot.ad
+        if self.static_ranks:
+            # the ranks are the slots' own, from the sort (core.static_ranks)
+            v = Verdict(match=True, jrank=1.0)
+            if slot.current_user is not None:
+                v.rank_gt = classads.eval_match(self.rank_gt, ad, job) is True
+                v.rank_ge = classads.eval_match(self.rank_ge, ad, job) is True
+                if self.preq is not None:
+                    v.preq = classads.eval_match(self.preq, ad, job) is True
+            return v
         jrank = self._constant_rank.get(req.eval_id)
         if jrank is None:
             rank = job.get("Rank")
@@ -940,13 +963,21 @@ class Matcher:
     def scan(self, req: Request, submitter: str, only_startd_rank: bool,
              limit_used: float, limit: float, used_unclaimed: float, limit_unclaimed: float,
              cost_of: Callable[[Slot], float],
-             limits_rejected: Callable[[Slot], bool] | None = None) -> MatchList:
+             limits_rejected: Callable[[Slot], bool] | None = None,
+             keep_list: bool = True) -> MatchList:
         """The fresh scan (4.5): every slot class still in the list, classified and
         limit-checked; the passing ones form the MatchList. Classes are visited by match
         group: a group whose match test fails is left at its first candidate.
-        `limits_rejected` is the per-candidate concurrency-limit check (step 12)."""
+        `limits_rejected` is the per-candidate concurrency-limit check (step 12).
+        With NEGOTIATOR_IGNORE_JOB_RANKS the scan stops at the limit (`_static_list`);
+        `keep_list`: the negotiator keeps a MatchList (else it takes the best candidate)."""
         rej = Rejections()
         ml = MatchList(rej)
+        # static ranks: the classes that passed, and those refused (class, counter)
+        refused: list | None = None
+        if self.static_ranks:
+            ml = _Accepted()
+            refused = []
         part = self.partition(req.group_key[1:3])
         memo = part.maybe.get(req.eval_id)
         groups = memo[1] if memo is not None and memo[0] == part.version else part.groups.values()
@@ -988,6 +1019,8 @@ class Matcher:
                         state = PRIO_PREEMPTION
                         if self.preq is not None and not v.preq:
                             rej.policy += cls.live
+                            if refused is not None:
+                                refused.append((cls, "policy"))
                             continue
                         if not v.rank_ge:       # rejPreemptForRank: no reason of its own
                             continue
@@ -999,18 +1032,69 @@ class Matcher:
                     if rep.cp:
                         if not permits(used, allowed, cost_of(rep)):
                             rej.submitter_limit += 1
+                            if refused is not None:
+                                refused.append((cls, "submitter_limit"))
                             continue
                     elif not permits(used, allowed, rep.weight):
                         rej.submitter_limit += cls.live
+                        if refused is not None:
+                            refused.append((cls, "submitter_limit"))
                         continue
                 if limits_rejected is not None and limits_rejected(rep):
                     rej.concurrency += cls.live
+                    if refused is not None:
+                        refused.append((cls, "concurrency"))
                     continue
                 ml.add_class(cls, v, state)
         part.maybe[req.eval_id] = (part.version, keep)
         if rej.held:
             rej.matcher, rej.request, rej.submitter = self, req, submitter
+        if refused is not None:
+            return self._static_list(ml.accepted, refused, rej, limit, keep_list)
         return ml
+
+    def _static_list(self, accepted: list, refused: list, rej: Rejections, limit: float,
+                     keep_list: bool) -> "static_ranks.StaticMatchList":
+        """NEGOTIATOR_IGNORE_JOB_RANKS (core.static_ranks): the candidates of the
+        classes that passed, in the sorted slot order up to the one whose weight takes
+        the sum past `limit`; the refusals the scan met before it stopped are the only
+        ones counted."""
+        cfg = self._config
+        def weight_of(s: Slot) -> float:
+            return static_ranks.scan_weight(s.ad, cfg) if s.cp else s.scan_weight
+        kept, stop = static_ranks.first_candidates(accepted, limit, weight_of)
+        if stop != math.inf:
+            rej.policy = rej.submitter_limit = rej.concurrency = 0
+            for cls, counter in refused:
+                if counter == "submitter_limit" and cls.rep.cp:
+                    n = int(cls.rep.sort_pos < stop)
+                else:
+                    n = 0
+                    for s in cls.walk():         # members in sorted order
+                        if s.sort_pos >= stop:
+                            break
+                        n += not s.removed
+                setattr(rej, counter, getattr(rej, counter) + n)
+            held = []
+            for group in rej.held:
+                before = [s for s in group.held if s.sort_pos < stop]
+                if before:
+                    g = MatchGroup(view=group.view, rep=group.rep)
+                    g.held = before
+                    held.append(g)
+            rej.held = held
+        return static_ranks.StaticMatchList(kept, rej, keep_list)
+
+
+class _Accepted:
+    """What a static-rank scan collects instead of a MatchList: the classes that passed."""
+    __slots__ = ("accepted",)
+
+    def __init__(self):
+        self.accepted: list = []
+
+    def add_class(self, cls: SlotClass, v: Verdict, state: int) -> None:
+        self.accepted.append((cls, v, state))
 
 
 def symmetric_match(job, slot_ad, cp: bool) -> bool:

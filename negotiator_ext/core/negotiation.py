@@ -705,10 +705,11 @@ class Negotiation:
                     kind = state != NO_PREEMPTION
                     refused[kind] = min(refused[kind], cost)
         self._matchlist = None
+        keep = cfg.matchlist_caching and req.autocluster != -1
         ml = self.matcher.scan(req, s.name, only_rank, used, limit, used_unclaimed, unclaimed,
-                               lambda slot: self._cost(req, slot), check)
+                               lambda slot: self._cost(req, slot), check, keep)
         got = ml.pop()
-        if cfg.matchlist_caching and req.autocluster != -1:
+        if keep:
             self._matchlist = (cache_key, ml)
         if got is None:
             ml.rejections.concurrency_names = tuple(sorted(self._rejected_limits))
