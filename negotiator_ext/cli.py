@@ -35,13 +35,23 @@ def at_time(text: str) -> int:
             f"{text!r} is neither epoch seconds nor an ISO 8601 date") from None
 
 
-def _add_snapshot_args(p: argparse.ArgumentParser, at_help: str) -> None:
-    """SNAPSHOT, --at, --json and --config: what every command reading a snapshot takes."""
+def _add_snapshot_args(p: argparse.ArgumentParser, at_help: str,
+                       negotiator_flags: tuple[str, ...] = ("--negotiator",)) -> None:
+    """SNAPSHOT, --at, --json, --config and --negotiator: what every command reading a
+    snapshot takes."""
     p.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
     p.add_argument("--at", type=at_time, metavar="TIME", help=at_help)
     p.add_argument("--json", action="store_true", help="one JSON document for machines")
     p.add_argument("--config", metavar="FILE",
                    help="HTCondor config file to use instead of the snapshot's own `config`")
+    _add_negotiator_arg(p, negotiator_flags)
+
+
+def _add_negotiator_arg(p: argparse.ArgumentParser,
+                        flags: tuple[str, ...] = ("--negotiator",)) -> None:
+    p.add_argument(*flags, dest="negotiator", metavar="NAME",
+                   help="the negotiator, by its Name, in a pool of several (each has its "
+                        "own slots and accountant; required there)")
 
 
 _CYCLE_AT = "the cycle's time (default: the snapshot's capture time)"
@@ -58,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Print what condor_userprio would print for the accountant "
                                     "state of a pool snapshot, optionally advanced to --at.")
     _add_snapshot_args(up, "advance the accountant to this time (one UpdatePriorities + "
-                           "CheckMatches step, as at the start of a negotiation cycle)")
+                           "CheckMatches step, as at the start of a negotiation cycle)",
+                       ("-name", "--negotiator"))
     up.add_argument("-all", "--all", dest="all_fields", action="store_true",
                     help="all columns (condor_userprio -all)")
     up.add_argument("-allusers", "--allusers", dest="allusers", action="store_true",
@@ -122,6 +133,22 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the cycles' time with --config (default: the capture time)")
     wi.add_argument("--json", action="store_true", help="one JSON document for machines")
     wi.add_argument("--all", action="store_true", help="every row that changes")
+    _add_negotiator_arg(wi)
+
+    sd = sub.add_parser("shards", allow_abbrev=False,
+                        help="a pool of several negotiators: each one's cycle, and every "
+                             "submitter's share across them",
+                        description="Run the negotiation cycle of every negotiator of a "
+                                    "pool snapshot (each with its own config, slots and "
+                                    "accountant) and roll their shares up: each shard's "
+                                    "slots and matches, and each submitter's usage, "
+                                    "priority and matches in every shard and in the whole "
+                                    "pool, which no single negotiator sees.")
+    sd.add_argument("snapshot", metavar="SNAPSHOT", help="pool snapshot directory")
+    sd.add_argument("--at", type=at_time, metavar="TIME", help=_CYCLE_AT)
+    sd.add_argument("--json", action="store_true", help="one JSON document for machines")
+    sd.add_argument("--all", action="store_true",
+                    help="every submitter (by default the 25 with the most usage)")
 
     ex = sub.add_parser("explain", allow_abbrev=False,
                         help="why a job was (not) matched in one negotiation cycle",
@@ -275,7 +302,7 @@ def _warn(lines) -> None:
 def _load_pool(args):
     """The snapshot's pool, its warnings printed once (stderr), --at checked."""
     from .pool import load_pool
-    pool = load_pool(args.snapshot, args.config)
+    pool = load_pool(args.snapshot, args.config, negotiator=args.negotiator)
     _warn(pool.warnings)
     last = pool.accountant.last_update_time
     if args.at is not None and last and args.at < last:
@@ -415,7 +442,8 @@ def cmd_whatif(args) -> int:
                 [(args.snapshot, None, "its own config"), (args.against, None, "its own config")])
         for path, config, _ in runs:
             progress(f"reading {path} ...")
-            pool = load_pool(path, config)       # each cycle on its own copy of the ads
+            pool = load_pool(path, config,       # each cycle on its own copy of the ads
+                             negotiator=args.negotiator)
             _warn(pool.warnings)
             progress("running the cycle ...")
             result = run_cycle(pool, args.at if args.config is not None else None)
@@ -429,6 +457,29 @@ def cmd_whatif(args) -> int:
                              default=str))
         else:
             sys.stdout.write(render_whatif(doc, labels[0], labels[1], full=args.all))
+    return 0
+
+
+def cmd_shards(args) -> int:
+    from .core.shards import roll_up
+    from .cycle import run_cycle
+    from .pool import load_pool, negotiators_of
+    from .views.shards import render_shards
+    progress = _progress()
+    with paused_gc(collect=False):
+        shards = []
+        for name in negotiators_of(args.snapshot):
+            progress(f"reading {args.snapshot} for {name or 'its negotiator'} ...")
+            pool = load_pool(args.snapshot, negotiator=name)
+            _warn(pool.warnings)
+            progress("running the cycle ...")
+            result = run_cycle(pool, args.at)
+            shards.append((name or "<the negotiator>", len(pool.slot_ads), result.to_json()))
+        doc = roll_up(shards)
+        if args.json:
+            print(json.dumps(doc, indent=2, default=str))
+        else:
+            sys.stdout.write(render_shards(doc, full=args.all))
     return 0
 
 
@@ -755,7 +806,7 @@ def _cmd_audit(args) -> int:
 
 
 _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
-             "whatif": cmd_whatif,
+             "whatif": cmd_whatif, "shards": cmd_shards,
              "explain": cmd_explain, "shadow": cmd_shadow, "recommend": cmd_recommend,
              "ledger": cmd_ledger, "simulate": cmd_simulate, "audit": _cmd_audit}
 

@@ -11,7 +11,9 @@ from typing import Mapping
 
 from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import load_config
-from .adapters.snapshot import Snapshot, load_snapshot
+from .adapters.adfiles import read_ads
+from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negotiator_configs,
+                                snapshot_file)
 from .core import classads
 from .core.accountant import Accountant, AccountantState
 from .core.config import NegotiatorConfig, ext_number
@@ -159,10 +161,11 @@ class Pool:
 
 
 def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
-              captured=None) -> Pool:
+              captured=None, negotiator: str | None = None) -> Pool:
     """The Pool of a snapshot directory (`captured`: what the capture that wrote it still
-    holds, see `load_snapshot`)."""
-    snap = load_snapshot(directory, captured=captured)
+    holds, see `load_snapshot`) as the negotiator `negotiator` sees it (`for_negotiator`;
+    required when the pool has several)."""
+    snap = for_negotiator(load_snapshot(directory, captured=captured), negotiator)
     warnings: list[str] = []
     if snap.partial:
         warnings.append(f"{snap.directory}: partial snapshot (did not answer: "
@@ -175,6 +178,60 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
         warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "
                         "using HTCondor's defaults")
     return build_pool(snap, load_config(path), warnings)
+
+
+def negotiators_of(directory: str | Path) -> list[str | None]:
+    """The negotiators a snapshot holds, by name: those of negotiators/, else the
+    NegotiatorNames of its Accounting ads when they come from several, else [None] (one
+    negotiator, whatever its name)."""
+    d = Path(directory)
+    configs = read_negotiator_configs(d / NEGOTIATORS)
+    if configs:
+        return sorted(configs)
+    accounting = snapshot_file(d, "accounting")
+    if accounting is not None:
+        names = {ad.get("NegotiatorName") for ad in read_ads(accounting)}
+        names = sorted(n for n in names if isinstance(n, str))
+        negotiator = snapshot_file(d, "negotiator")
+        if len(names) > 1 and negotiator is not None:
+            # those of a negotiator the collector still has (not a renamed one's leftovers)
+            live = {ad.get("Name") for ad in read_ads(negotiator)}
+            names = [n for n in names if n in live] or names
+        if len(names) > 1:
+            return list(names)
+    return [None]
+
+
+def for_negotiator(snap: Snapshot, name: str | None) -> Snapshot:
+    """The snapshot as one negotiator sees it. A pool has no default negotiator when it
+    has several (each has its own slots and accountant; `condor_userprio` must be told
+    `-name` too): without `name`, InputError naming them. A snapshot of one negotiator
+    whose Accounting ads come from several (NegotiatorName) is refused the same way,
+    rather than mixing their accountants."""
+    if name is not None:
+        known = set(snap.negotiator_configs) | set(snap.accounting_negotiators())
+        if not snap.negotiator_configs and known and name not in known:
+            raise InputError(snap.accounting_source or str(snap.directory),
+                             f"no negotiator {name!r} in this snapshot (its Accounting ads "
+                             f"are from {', '.join(sorted(known))})")
+        return snap.for_negotiator(name)
+    if len(snap.negotiators) == 1:
+        return snap.for_negotiator(snap.negotiators[0])
+    names = snap.negotiators or snap.accounting_negotiators()
+    if len(names) > 1 and not snap.negotiators:
+        # a pool of one negotiator with another's ads still in the collector (renamed,
+        # gone): the negotiator's own ad says whose they are
+        ads = snap.negotiator_ads() or ()
+        if len(ads) == 1 and ads[0].get("Name") in names:
+            return snap.for_negotiator(ads[0].get("Name"))
+    if len(names) > 1:
+        where = (f"{snap.directory}/negotiators" if snap.negotiators
+                 else snap.accounting_source or str(snap.directory))
+        what = "negotiators" if snap.negotiators else "negotiators' Accounting ads"
+        raise InputError(where, f"the pool has {len(names)} {what} ({', '.join(names)}), "
+                                "each with its own slots and accountant: name one with "
+                                "--negotiator NAME (`negotiator-ext shards` shows them all)")
+    return snap
 
 
 def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:

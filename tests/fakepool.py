@@ -95,7 +95,10 @@ class FakePool:
         self.locate_result = "negotiator"      # or None, or an exception
         self.calls: list[tuple] = []           # every bindings call, in order
         self.schedd_queries: dict[str, list[list[str]]] = {}
-        self.remote_params: list[FakeRemoteParam] = []        # the negotiator's
+        self.remote_params: list[FakeRemoteParam] = []        # the negotiators'
+        # a pool of several negotiators: each one's RemoteParam table by its Name (the
+        # others answer `remote`)
+        self.negotiator_remote: dict[str, dict[str, str] | Exception] = {}
         # each schedd's RemoteParam table (its limits, core.schedd_limits), and the reads
         self.schedd_remote: dict[str, str] | Exception = {}
         self.schedd_remote_params: list[FakeRemoteParam] = []
@@ -121,7 +124,8 @@ class FakePool:
     def make_remote_param(self, loc):
         self.calls.append(("RemoteParam", loc["Name"]))
         schedd = loc.get("MyType") == "Scheduler"
-        table = self.schedd_remote if schedd else self.remote
+        table = (self.schedd_remote if schedd
+                 else self.negotiator_remote.get(loc.get("Name"), self.remote))
         if isinstance(table, Exception):
             raise table
         rp = FakeRemoteParam(table)
@@ -166,6 +170,9 @@ class FakeCollector:
 
     def locateAll(self, daemon_type):
         self.pool.calls.append(("Collector.locateAll", daemon_type))
+        if daemon_type == htcondor2.DaemonTypes.Negotiator:
+            return [restrict(ad, ["MyAddress", "AddressV1", "CondorVersion", "CondorPlatform",
+                                  "Name", "Machine"]) for ad in self.pool.negotiator]
         assert daemon_type == htcondor2.DaemonTypes.Schedd
         return [location(n, 9618 + i) for i, n in enumerate(self.pool.schedds)]
 

@@ -10,6 +10,8 @@ Writes the directory layout `negotiator_ext.adapters.snapshot` reads:
   jobs-<schedd>.ads    each schedd's idle and running jobs, one file per schedd that answered
   config               the negotiator's policy knobs read with RemoteParam (absent if the
                        negotiator could not be located or read)
+  negotiators/         a pool of several negotiators: each one's policy knobs, the same
+                       way, in <Name>.config (a failed read makes the snapshot partial)
   meta.json            when, from which pool, what is missing and why
 
 Only READ-level operations are used: Collector.query / locate / locateAll, Schedd.query,
@@ -33,6 +35,9 @@ Bindings calls made by one capture (`htcondor2` is the module used):
   collector.query(AdTypes.Collector, projection=[...])           0 or 1 (only when no
                                                                    negotiator ad carries a
                                                                    CondorVersion)
+  collector.locateAll(DaemonTypes.Negotiator)                    1 (with several: the
+                                                                   two RemoteParam steps
+                                                                   above for each other one)
   collector.locateAll(DaemonTypes.Schedd)                        1
   Schedd(location).query(constraint, projection)                 1 or 2 per schedd
 
@@ -97,7 +102,8 @@ from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
-from .snapshot import SCHEDD_KNOBS as SCHEDD_KNOBS_FILE, SNAPSHOT_FORMAT
+from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
+from .snapshot import SNAPSHOT_FORMAT, negotiator_config_name
 
 TOOL = "negotiator-ext snapshot"
 
@@ -260,6 +266,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         # the negotiator's config is read by a child process while the slot ads are
         # turned into lines here
         config_read = _ConfigRead(htcondor, collector, timeout)
+        others_read = _OtherNegotiatorsRead(htcondor, collector, timeout,
+                                            config_read.location)
         schedd_knobs_read = _ScheddKnobsRead(htcondor, collector, timeout)
         seen: dict = {}             # one string for each distinct line of the capture
         try:
@@ -290,7 +298,15 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                 warnings.append(f"the negotiator's config is {earlier_config}'s (this "
                                 f"capture: {errors.pop('negotiator')})")
 
+        # several negotiators (each its own shard of the slots): every one's config,
+        # and the job attributes any of them reads
+        others, other_warnings = others_read.result(errors)
+        warnings.extend(other_warnings)
         projection = job_projection(slots, knobs, slot_lines)
+        for _, other in others.values():
+            if other is not None:
+                projection = list(dict.fromkeys(
+                    [*projection, *job_projection(slots, other, slot_lines)]))
         lap("collector_other")
         got = beside.result(projection)
         queried = "beside the slots" if got is not None else "after the slots"
@@ -372,6 +388,14 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                     optional[stem] = None
         if config_text is not None:
             (tmp / "config").write_text(config_text)
+        if others:
+            (tmp / NEGOTIATORS_DIR).mkdir()
+            for name, (location, other) in others.items():
+                text = (config_text if location is None else None if other is None
+                        else format_config(other, negotiator=location, pool=pool,
+                                           captured_at=captured_at))
+                if text is not None:
+                    (tmp / NEGOTIATORS_DIR / negotiator_config_name(name)).write_text(text)
         if schedd_knobs:
             (tmp / SCHEDD_KNOBS_FILE).write_text(json.dumps(schedd_knobs, indent=2,
                                                             sort_keys=True) + "\n")
@@ -643,6 +667,11 @@ class _ConfigRead:
                                         name="negotiator-config", daemon=True)
         self._thread.start()
 
+    @property
+    def location(self):
+        """The negotiator's location ad (None when it was not located)."""
+        return self._location
+
     def _read(self, location, limit: float) -> None:
         self._got = _remote_knobs(lambda: read_remote_policy_knobs(
             location, timeout=limit, daemon=f"the negotiator {_daemon_name(location)}"),
@@ -660,6 +689,83 @@ class _ConfigRead:
             self._thread.join()
         errors.update(self._errors)
         return (self._location, None) if self._location is None else self._got
+
+
+class _OtherNegotiatorsRead:
+    """The pool's other negotiators (a pool sharded by NEGOTIATOR_SLOT_CONSTRAINT, each
+    with its own accountant): located here, at once; each one's policy knobs read like
+    the first one's (a child process each, one after the other, waited for by a thread;
+    a test's fake RemoteParam is read in `result`). Nothing when the collector knows one
+    negotiator or none."""
+
+    def __init__(self, htcondor, collector, timeout: float | None, first):
+        self._named: list = []
+        self._got: dict = {}
+        self._errors: dict[str, str] = {}
+        self.warnings: list[str] = []
+        self._thread = None
+        self._htcondor = htcondor
+        if first is None:
+            return
+        try:
+            locations = list(collector.locateAll(htcondor.DaemonTypes.Negotiator))
+        except Exception as exc:
+            self.warnings.append(f"cannot list the pool's negotiators (only the first is "
+                                 f"captured): {_one_line(exc)}")
+            return
+        first_name = _ad_string(first, "Name")
+        for loc in locations:
+            name = _ad_string(loc, "Name")
+            if name is not None and name not in {n for n, _ in self._named}:
+                self._named.append((name, None if name == first_name else loc))
+        if len(self._named) < 2:
+            self._named = []
+            return
+        if first_name not in {n for n, _ in self._named}:
+            self._named.insert(0, (first_name, None))
+        if _bindings_remote_param(htcondor):
+            limit = float(timeout) if timeout and timeout > 0 else DEFAULT_REMOTE_READ_TIMEOUT
+            self._thread = threading.Thread(target=self._read, args=(limit,),
+                                            name="negotiators-config", daemon=True)
+            self._thread.start()
+
+    def _read(self, limit: float | None) -> None:
+        for name, loc in self._named:
+            if loc is None:
+                continue
+            label = f"negotiator {name}"
+            if limit is None:
+                read = (lambda loc=loc: select_policy_knobs(self._htcondor.RemoteParam(loc)))
+            else:
+                read = (lambda loc=loc, name=name: read_remote_policy_knobs(
+                    loc, timeout=limit, daemon=f"the negotiator {_comment_text(name)}"))
+            errors: dict[str, str] = {}
+            _, knobs = _remote_knobs(read, loc, errors)
+            if knobs is None:
+                self._errors[label] = errors.get("negotiator", "not read")
+            self._got[name] = knobs
+
+    def result(self, errors: dict) -> tuple[dict, list[str]]:
+        """({negotiator name: (its location ad, or None for the first one; its knobs or
+        None when not read)}, warnings); {} for a pool of one negotiator. What failed is
+        in `errors`, as "negotiator <Name>"."""
+        if not self._named:
+            return {}, self.warnings
+        if self._thread is None:
+            self._read(None)
+        else:
+            self._thread.join()
+        errors.update(self._errors)
+        return ({name: (loc, self._got.get(name)) for name, loc in self._named},
+                self.warnings)
+
+
+def _ad_string(ad, attr: str) -> str | None:
+    try:
+        v = ad.get(attr)
+    except Exception:
+        return None
+    return v if isinstance(v, str) and v else None
 
 
 def _locate_negotiator(htcondor, collector, errors: dict):
@@ -857,17 +963,20 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
     """The policy knobs of a RemoteParam mapping, fetching only their values.
 
     RemoteParam lists the daemon's knob names in one round trip and fetches each value
-    separately, so only the selected names are read. A "NEGOTIATOR.<knob>" override wins
-    over <knob> (it is what the negotiator itself uses) and is written as <knob>. A knob
-    listed without a value (RemoteParam gives REMOTE_PARAM_UNDEFINED) is left out, and so
-    is a name that is not a knob name HTCondor's config accepts.
+    separately, so only the selected names are read. An override for the daemon's own
+    local name ("NEGOTIATOR2.<knob>" for a negotiator started with `-local-name
+    NEGOTIATOR2`, its LOCALNAME) wins over "NEGOTIATOR.<knob>", which wins over <knob>,
+    as in the negotiator's own lookups; each is written as <knob>. A knob listed without
+    a value (RemoteParam gives REMOTE_PARAM_UNDEFINED) is left out, and so is a name that
+    is not a knob name HTCondor's config accepts.
     """
     names = _listed(remote)
+    prefixes = _prefixes(remote, names, _SUBSYS)
     fetched: dict[str, str | None] = {}
 
     def value(upper: str) -> str | None:     # one remote request per knob at most
         if upper not in fetched:
-            key = names.get(_SUBSYS + upper) or names.get(upper)
+            key = _key(names, prefixes, upper)
             v = remote[key] if key is not None else None
             fetched[upper] = None if v is None or v == REMOTE_PARAM_UNDEFINED else str(v)
         return fetched[upper]
@@ -875,15 +984,17 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
     wanted: dict[str, str] = {}  # upper -> name to write
     for upper, key in names.items():
         base_upper, base = upper, key
-        if upper.startswith(_SUBSYS):
-            base_upper, base = upper[len(_SUBSYS):], key[len(_SUBSYS):]
+        for prefix in prefixes:
+            if upper.startswith(prefix):
+                base_upper, base = upper[len(prefix):], key[len(prefix):]
+                break
         if base_upper and is_policy_knob(base_upper):
             wanted.setdefault(base_upper, base)
 
     # Macros named by NEGOTIATOR_MATCH_EXPRS become slot attributes: keep them too.
     match_exprs = value("NEGOTIATOR_MATCH_EXPRS") if "NEGOTIATOR_MATCH_EXPRS" in wanted else None
     for n in re.split(r"[\s,]+", match_exprs or ""):
-        if n and (n.upper() in names or _SUBSYS + n.upper() in names):
+        if n and _key(names, prefixes, n.upper()) is not None:
             wanted.setdefault(n.upper(), n)
     # The per-group knobs (GROUP_QUOTA_<g>, GROUP_PRIO_FACTOR_<g>, ...) are all GROUP_*,
     # so the prefix list selects them.
@@ -894,6 +1005,32 @@ def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
         if v is not None:
             out[wanted[upper]] = v
     return out
+
+
+def _prefixes(remote: Mapping[str, Any], names: Mapping[str, str], subsys: str
+              ) -> tuple[str, ...]:
+    """The prefixes of a daemon's own overrides, strongest first: its local name's (its
+    LOCALNAME, fetched only when some listed knob has another prefix than `subsys`),
+    then `subsys`."""
+    dotted = {u.split(".", 1)[0] + "." for u in names if "." in u}
+    if not dotted - {subsys}:
+        return (subsys,)
+    try:
+        local = remote["LOCALNAME"]
+    except Exception:
+        local = None
+    if not isinstance(local, str) or local == REMOTE_PARAM_UNDEFINED or not local:
+        return (subsys,)
+    own = local.upper() + "."
+    return (subsys,) if own == subsys else (own, subsys)
+
+
+def _key(names: Mapping[str, str], prefixes: tuple[str, ...], upper: str) -> str | None:
+    """The listed name a knob's value is read under: its strongest override, else itself."""
+    for prefix in prefixes:
+        if prefix + upper in names:
+            return names[prefix + upper]
+    return names.get(upper)
 
 
 def _listed(remote: Mapping[str, Any]) -> dict[str, str]:
@@ -908,13 +1045,15 @@ def _listed(remote: Mapping[str, Any]) -> dict[str, str]:
 
 def select_schedd_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
     """A schedd's own limits on what it offers (core.schedd_limits.KNOBS) from its
-    RemoteParam mapping: the knobs it lists, a "SCHEDD.<knob>" override winning, each
-    fetched once; a knob it does not list, or lists without a value, is left out (the
-    snapshot's config, else HTCondor's default, then applies)."""
+    RemoteParam mapping: the knobs it lists, an override for its local name (LOCALNAME,
+    a schedd started with `-local-name`) or "SCHEDD.<knob>" winning, each fetched once; a
+    knob it does not list, or lists without a value, is left out (the snapshot's config,
+    else HTCondor's default, then applies)."""
     names = _listed(remote)
+    prefixes = _prefixes(remote, names, "SCHEDD.")
     out: dict[str, str] = {}
     for knob in SCHEDD_KNOBS:
-        key = names.get("SCHEDD." + knob) or names.get(knob)
+        key = _key(names, prefixes, knob)
         if key is None:
             continue
         v = remote[key]

@@ -19,16 +19,25 @@ Layout (every file is what an admin's own tools print):
                                   "10000", ...}}, the values condor_config_val -name
                                   <schedd> -schedd prints (optional; without it the
                                   config's values, else HTCondor's defaults)
+  negotiators/<Name>.config       a pool with several negotiators (each with its
+                                  NEGOTIATOR_SLOT_CONSTRAINT and its own accountant):
+                                  each one's config, as condor_config_val -name <Name>
+                                  -negotiator -dump prints it; <Name> is the negotiator
+                                  ad's Name, every character but letters, digits and
+                                  "@._-" written %XX. Their Accounting ads are told apart
+                                  by NegotiatorName (optional; see `for_negotiator`)
 
 `negotiator-ext snapshot` writes the same layout from a live pool.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+from urllib.parse import quote, unquote
 
 import classad2
 
@@ -64,6 +73,10 @@ class Snapshot:
     # the collector's schedd ads (schedds.ads: condor_status -schedd -long), optional
     schedd_ads: tuple[classad2.ClassAd, ...] | None = None
     schedd_ads_source: str | None = None
+    # a pool of several negotiators: each one's config (negotiators/<Name>.config), and
+    # the one this snapshot is read for (`for_negotiator`), None when not chosen
+    negotiator_configs: Mapping[str, Path] = field(default_factory=dict)
+    negotiator_name: str | None = None
 
     @property
     def partial(self) -> bool:
@@ -86,17 +99,52 @@ class Snapshot:
 
     def negotiator_ads(self) -> tuple[classad2.ClassAd, ...] | None:
         """The negotiator's ads, read when first asked for (the cycle's time-limit cost
-        and the shadow's real cycles both read them: once)."""
+        and the shadow's real cycles both read them: once); for a snapshot read for one
+        negotiator of several, only that one's (its Name)."""
         if self.negotiator_source is None:
             return None
         got = self.__dict__.get("_negotiator_ads")
         if got is None:
             got = tuple(read_ads(self.negotiator_source))
+            if self.negotiator_name is not None:
+                got = tuple(ad for ad in got if ad.get("Name") == self.negotiator_name)
             object.__setattr__(self, "_negotiator_ads", got)
         return got
 
+    @property
+    def negotiators(self) -> tuple[str, ...]:
+        """The names of the pool's negotiators when it has several (negotiators/), in
+        the order of their names; () for a pool of one."""
+        return tuple(sorted(self.negotiator_configs))
+
+    def for_negotiator(self, name: str) -> "Snapshot":
+        """The snapshot as the negotiator `name` sees it: its config, its Accounting ads
+        (NegotiatorName `name`; ads without one are its too) and its own ad. InputError
+        when the snapshot has several negotiators and none is `name`."""
+        if self.negotiator_configs and name not in self.negotiator_configs:
+            raise InputError(str(self.directory / NEGOTIATORS),
+                             f"no negotiator {name!r} in this snapshot (it has "
+                             f"{', '.join(self.negotiators)})")
+        accounting = self.accounting
+        if accounting is not None:
+            accounting = tuple(ad for ad in accounting
+                               if ad.get("NegotiatorName", name) == name)
+        config = self.negotiator_configs.get(name, self.config_path)
+        return dataclasses.replace(self, accounting=accounting, config_path=config,
+                                   negotiator_name=name)
+
+    def accounting_negotiators(self) -> tuple[str, ...]:
+        """The distinct NegotiatorNames of the Accounting ads, sorted."""
+        names = {ad.get("NegotiatorName") for ad in self.accounting or ()}
+        return tuple(sorted(n for n in names if isinstance(n, str)))
+
     def all_jobs(self) -> list[classad2.ClassAd]:
         return [ad for ads in self.jobs.values() for ad in ads]
+
+
+def snapshot_file(directory: Path, stem: str) -> Path | None:
+    """The snapshot's `stem`.ads or `stem`.json (InputError when it has both)."""
+    return _one_of(directory, stem)
 
 
 def _one_of(directory: Path, stem: str) -> Path | None:
@@ -227,6 +275,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     schedds_file = _one_of(directory, "schedds")
     schedd_ads = tuple(read_ads(schedds_file)) if schedds_file else None
     knobs_file = directory / SCHEDD_KNOBS
+    negotiator_configs = read_negotiator_configs(directory / NEGOTIATORS)
     return Snapshot(
         directory=directory,
         slots_source=str(slots_file),
@@ -244,7 +293,40 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         schedd_knobs_source=str(knobs_file) if knobs_file.is_file() else None,
         schedd_ads=schedd_ads,
         schedd_ads_source=str(schedds_file) if schedds_file else None,
+        negotiator_configs=negotiator_configs,
     )
+
+
+NEGOTIATORS = "negotiators"
+_CONFIG_SUFFIX = ".config"
+
+
+def negotiator_config_name(name: str) -> str:
+    """The file name of the negotiator `name`'s config in negotiators/."""
+    return quote(name, safe="@-_.") + _CONFIG_SUFFIX
+
+
+def read_negotiator_configs(d: Path) -> dict[str, Path]:
+    """negotiators/: {negotiator name: its config file}; {} without the directory.
+    InputError for a directory holding anything but <Name>.config files."""
+    if not d.exists():
+        return {}
+    if not d.is_dir():
+        raise InputError(str(d), "not a directory (expected one <Name>.config file per "
+                                 "negotiator)")
+    out: dict[str, Path] = {}
+    for p in sorted(d.iterdir()):
+        if not p.name.endswith(_CONFIG_SUFFIX) or not p.is_file():
+            raise InputError(str(p), "not a negotiator's config (expected <Name>.config "
+                                     "files only)")
+        try:
+            name = unquote(p.name[:-len(_CONFIG_SUFFIX)], errors="strict")
+        except UnicodeDecodeError:
+            raise InputError(str(p), "a negotiator's name that is not UTF-8 text") from None
+        if not name:
+            raise InputError(str(p), "a negotiator's config with no name")
+        out[name] = p
+    return out
 
 
 SCHEDD_KNOBS = "schedd-knobs.json"
