@@ -23,6 +23,15 @@ advertised). `--skip NAME` re-advertises that submitter's ad with `SkipMatchmaki
 `--policy "SCHEDD_INTERVAL = 3600"` so the schedd does not send its own again first.
 `--job-lines "rank = Speed"` adds submit-description lines (`;` between) to every
 cluster (repeatable).
+
+P-slot preemption: `--real-pslots 2:4` gives the pool's own startd 2 partitionable slots
+of 4 cores (512 MB a core) instead of static ones; `--first "a:8:1000"` (the form of
+`--submitters`) submits those clusters first and runs real cycles until all their jobs
+run in dynamic slots (the warm-up), and only then submits `--submitters`. A sixth field of
+a submitter spec is its jobs' request_cpus (default 1): `b:2:1:64:0:2`. With
+`--real-pslots` the slots as they stand 15 s after the cycle (name, state, activity,
+user, current rank) are kept in `expected/slots-after.txt`: which dynamic slots the
+matches preempted.
 """
 
 from __future__ import annotations
@@ -65,16 +74,29 @@ class RecordPool(LivePool):
                 os.chown(p, self.user.pw_uid, self.user.pw_gid)
 
 
-def parse_submitters(text: str) -> list[tuple[str, int, int | None, int, int]]:
-    """name:jobs[:factor[:request_memory[:priority]]], comma-separated; a name given
-    again is the same submitter with another cluster (another autocluster when its memory
-    differs; `priority` is the jobs' JobPrio, condor_submit's `priority`)."""
+def parse_submitters(text: str) -> list[tuple[str, int, int | None, int, int, int]]:
+    """name:jobs[:factor[:request_memory[:priority[:request_cpus]]]], comma-separated; a
+    name given again is the same submitter with another cluster (another autocluster when
+    its memory differs; `priority` is the jobs' JobPrio, condor_submit's `priority`)."""
     out = []
     for part in text.split(","):
-        bits = part.split(":") + ["", "", ""]
+        bits = part.split(":") + ["", "", "", ""]
         out.append((bits[0], int(bits[1]), int(bits[2]) if bits[2] else None,
-                    int(bits[3]) if bits[3] else 64, int(bits[4]) if bits[4] else 0))
+                    int(bits[3]) if bits[3] else 64, int(bits[4]) if bits[4] else 0,
+                    int(bits[5]) if bits[5] else 1))
     return out
+
+
+def running_jobs(pool: LivePool) -> int:
+    out = pool.tool("condor_q", "-allusers", "-af", "JobStatus", check=False).stdout
+    return sum(1 for x in out.split() if x == "2")
+
+
+def dslots_busy(pool: LivePool) -> int:
+    """Dynamic slots the collector shows claimed and busy."""
+    out = pool.tool("condor_status", "-af", "Activity", "-constraint",
+                    "DynamicSlot =?= true", check=False).stdout
+    return sum(1 for x in out.split() if x == "Busy")
 
 
 def advertise_with(pool: LivePool, count: int, specs: list[str], work: Path) -> None:
@@ -124,18 +146,28 @@ def main(argv=None) -> int:
     p.add_argument("--skip", action="append", default=[])
     p.add_argument("--job-lines", action="append", default=[],
                    help="submit-description lines for every cluster (; between)")
+    p.add_argument("--real-pslots", default="",
+                   help="N:CPUS: the real startd with N partitionable slots of CPUS cores")
+    p.add_argument("--first", default="",
+                   help="clusters (the --submitters form) submitted and run before the others")
     args = p.parse_args(argv)
     release = find_release()
     if release is None:
         print("no HTCondor install: set NEGOTIATOR_EXT_TEST_HTCONDOR", file=sys.stderr)
         return 2
     subs = parse_submitters(args.submitters)
+    first = parse_submitters(args.first) if args.first else []
     policy = args.policy.replace("\\n", "\n") + "\n"
     if args.groups and args.hgq:
         names = [f"group_{g}" for g in range(args.groups)]
         policy += f"GROUP_NAMES = {', '.join(names)}\nGROUP_ACCEPT_SURPLUS = True\n"
         policy += "".join(f"GROUP_QUOTA_DYNAMIC_{n} = {1.0 / args.groups:.6g}\n" for n in names)
-    if args.real:
+    if args.real_pslots:
+        k, cpus = (int(x) for x in args.real_pslots.split(":"))
+        startd = (f"NUM_CPUS = {k * cpus}\nMEMORY = {512 * k * cpus}\n"
+                  f"NUM_SLOTS_TYPE_1 = {k}\nSLOT_TYPE_1 = cpus={cpus}, mem={512 * cpus}\n"
+                  "SLOT_TYPE_1_PARTITIONABLE = True\nSTART = False\n")
+    elif args.real:
         n = args.real
         startd = (f"NUM_CPUS = {n}\nMEMORY = {512 * n}\nNUM_SLOTS_TYPE_1 = {n}\n"
                   "SLOT_TYPE_1 = cpus=1, mem=512\nSTART = False\n")
@@ -151,29 +183,55 @@ def main(argv=None) -> int:
         def group_of(i: int) -> str:
             return f"group_{i % args.groups}" if args.groups else "grp"
 
-        names = list(dict.fromkeys(n for n, _, _, _, _ in subs))
+        names = list(dict.fromkeys(n for n, *_ in first + subs))
         index = {n: i for i, n in enumerate(names)}
-        for name, _, factor, _, _ in subs:
+        for name, _, factor, *_ in first + subs:
             i = index[name]
             if factor is not None:
                 pool.tool("condor_userprio", "-setfactor", f"{group_of(i)}.{name}@{DOMAIN}",
                           str(factor))
-        lines = ["universe = vanilla", "executable = /bin/sleep", "arguments = 600",
-                 "transfer_executable = false", "should_transfer_files = NO",
-                 f"initialdir = {pool.flags}", "log = /dev/null", "request_cpus = 1",
-                 "request_disk = 1024"]
-        lines += [ln.strip() for spec in args.job_lines for ln in spec.split(";") if ln.strip()]
-        for name, count, _, memory, prio in subs:
-            lines += [f"accounting_group = {group_of(index[name])}",
-                      f"accounting_group_user = {name}", f"request_memory = {memory}",
-                      f"priority = {prio}", f"queue {count}"]
-        pool.tool("condor_submit", "-", user=True, input="\n".join(lines) + "\n", timeout=600)
-        want = sum(c for _, c, _, _, _ in subs)
+        head = ["universe = vanilla", "executable = /bin/sleep", "arguments = 600",
+                "transfer_executable = false", "should_transfer_files = NO",
+                f"initialdir = {pool.flags}", "log = /dev/null", "request_cpus = 1",
+                "request_disk = 1024"]
+        head += [ln.strip() for spec in args.job_lines for ln in spec.split(";") if ln.strip()]
+
+        def submit(clusters) -> None:
+            lines = list(head)
+            for name, count, _, memory, prio, cpus in clusters:
+                lines += [f"accounting_group = {group_of(index[name])}",
+                          f"accounting_group_user = {name}", f"request_memory = {memory}",
+                          f"priority = {prio}"]
+                lines += [f"request_cpus = {cpus}"] if cpus != 1 else []
+                lines += [f"queue {count}"]
+            pool.tool("condor_submit", "-", user=True, input="\n".join(lines) + "\n",
+                      timeout=600)
+
+        if first:
+            # the first clusters run in the slots before the others are submitted
+            submit(first)
+            n_first = sum(c for _, c, *_ in first)
+            pool.wait_for(lambda: bench.idle_in_submitter_ads(pool) >= n_first, 300,
+                          "the first submitter ads", every=1)
+            pool.reconfig("70-start", "START = True\n")
+            time.sleep(8)
+            deadline = time.monotonic() + 300
+            while running_jobs(pool) < n_first or dslots_busy(pool) < n_first:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the first jobs did not all start")
+                bench.real_cycle(pool, 300)
+                time.sleep(6)
+            time.sleep(6)       # the slots' ads with every dynamic slot busy
+        submit(subs)
+        want = sum(c for _, c, *_ in subs)
         pool.wait_for(lambda: bench.idle_in_submitter_ads(pool) >= want, 300,
                       "the submitter ads", every=1)
-        bench.real_cycle(pool, 300)     # warm-up: no slot takes a job yet
+        if not first:
+            bench.real_cycle(pool, 300)     # warm-up: no slot takes a job yet
         time.sleep(2)
-        if args.real:
+        if first:
+            pass
+        elif args.real or args.real_pslots:
             pool.reconfig("70-start", "START = True\n")
             time.sleep(8)
         elif args.fake_attrs:
@@ -203,6 +261,11 @@ def main(argv=None) -> int:
         text = ml.read_text()[m_off:] if ml.exists() else ""
         (args.out / "expected" / "matchlog.txt").write_text(text)
         (args.out / "expected" / "negotiator-cycle.log").write_text(nl.read_text()[n_off:])
+        if args.real_pslots:
+            time.sleep(15)
+            (args.out / "expected" / "slots-after.txt").write_text(pool.tool(
+                "condor_status", "-af", "Name", "State", "Activity", "RemoteUser",
+                "CurrentRank").stdout)
         counts = Counter(re.findall(r"Matched \S+ (\S+) ", text))
         print(f"{sum(counts.values())} matches, {len(counts)} submitters matched:",
               ", ".join(f"{k} {v}" for k, v in sorted(counts.items())[:20])
