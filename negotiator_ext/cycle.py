@@ -21,7 +21,8 @@ from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
 from .core.adtext import Job, TextValues, as_text_ads
-from .core.matchmaking import STATE_NAMES, Matcher, Slot, insert_negotiator_attrs
+from .core.matchmaking import (STATE_NAMES, Matcher, Slot, insert_negotiator_attrs,
+                                 pslot_preemption_modelled)
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter, id_number, job_id)
 from .core.schedd_limits import Schedds
@@ -82,7 +83,10 @@ class CycleResult:
                          "negotiating_group": m.negotiating_group,
                          "autocluster": m.autocluster,
                          "slot_class": self.slot_classes.get(m.slot),
-                         "beyond_time_limits": m.late}
+                         "beyond_time_limits": m.late,
+                         # ALLOW_PSLOT_PREEMPTION: the dynamic slots a p-slot's match preempts
+                         **({"preempted_dslots": list(m.preempted_dslots)}
+                            if m.preempted_dslots else {})}
                         for m in self.matches],
             "rejections": [{"job": r.job, "schedd": r.schedd, "submitter": r.submitter,
                             "reason": r.reason, "autocluster": r.autocluster}
@@ -333,6 +337,7 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
     cfg = pool.config
     slots: list[Slot] = []
     slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
+    rolled_up = pslot_preemption_modelled(cfg)
     for i, (ad, usage, row) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows)):
         if trimmed(ad, usage, cfg, now):
             continue
@@ -358,6 +363,10 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
             continue
         if row is not None and not cp:
             slot.texts = dict(row)        # (a p-slot with a policy reads its own copy)
+        if rolled_up and classads.eval_bool(ad, "DynamicSlot") is True and \
+                classads.eval_bool(ad, "PSlotRollupInformation") is True:
+            # ALLOW_PSLOT_PREEMPTION: its p-slot stands for it (core.pslot_preemption)
+            slot.removed = slot.rolled_up = True
         slots.append(slot)
     return slots
 

@@ -238,12 +238,21 @@ def config_warnings(config: NegotiatorConfig, groups: GroupTree) -> list[str]:
     """What to tell about a config before a cycle runs under it: its own and the group
     tree's warnings, and every knob that changes decisions but is not modelled."""
     warnings = [f"{config.source}: {w}" for w in config.warnings + tuple(groups.warnings)]
-    for knob, on, what in (
-            ("ALLOW_PSLOT_PREEMPTION", config.allow_pslot_preemption and config.consider_preemption,
-             "preempting a partitionable slot's dynamic slots (pslotMultiMatch)"),):
-        if on:
-            warnings.append(f"{config.source}: {knob} is set, but {what} is not modelled: "
-                            "the cycle runs as if it were off")
+    if config.allow_pslot_preemption and config.consider_preemption:
+        # modelled (core.pslot_preemption) but for what a snapshot cannot hold
+        if config.ignore_job_ranks:
+            warnings.append(
+                f"{config.source}: ALLOW_PSLOT_PREEMPTION is set, but preempting a "
+                "partitionable slot's dynamic slots (pslotMultiMatch) together with "
+                "NEGOTIATOR_IGNORE_JOB_RANKS is not modelled: the cycle runs as if "
+                "ALLOW_PSLOT_PREEMPTION were off")
+        else:
+            warnings.append(
+                f"{config.source}: ALLOW_PSLOT_PREEMPTION is set: the dynamic slots' claim "
+                "ids (ChildClaimIds, in the startd's private ad, which a snapshot does not "
+                "hold) are taken to be there for every dynamic slot a p-slot lists; and "
+                "p-slots with a consumption policy are not tried by preempting their "
+                "dynamic slots (not modelled)")
     if config.ignore_job_ranks:
         # modelled (core.static_ranks) but for the last key of the negotiator's slot sort
         warnings.append(

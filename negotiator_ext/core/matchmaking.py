@@ -36,10 +36,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from . import adtext, classads, consumption, static_ranks
+from . import adtext, classads, consumption, pslot_preemption, static_ranks
 from .classads import DBL_MAX, FLT_MAX, f32
 from .config import priority_preemption_off
-from .slots import current_user
+from .slots import current_user, slot_weight
 
 PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
 STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTION: "NoPreemption"}
@@ -96,6 +96,13 @@ class Slot:
     sort_pos: int = -1
     fixed: tuple = ()
     scan_weight: float = 1.0
+    # ALLOW_PSLOT_PREEMPTION (core.pslot_preemption): a dynamic slot its p-slot rolls up
+    # (no candidate of its own, still in the slot list), the p-slot's children whose
+    # claim ids were handed out, and the preemption its ad is changed for now
+    rolled_up: bool = False
+    spent: set = field(default_factory=set)
+    preempt: Any = None
+    preempt_weight: float = 0.0
 
 
 @dataclass(eq=False)
@@ -481,6 +488,13 @@ class Matcher:
         # (core.static_ranks; the cycle sorts the slots)
         self.static_ranks = bool(config.ignore_job_ranks)
         self._config = config
+        # ALLOW_PSLOT_PREEMPTION (core.pslot_preemption): the p-slots with dynamic slots
+        # (set by classify), the slots by name, the p-slot ads changed for a match
+        self.pslot_preemption = pslot_preemption_modelled(config)
+        self.pslots: list[Slot] = []
+        self.by_name: dict[str, Slot] = {}
+        self._changed: list[Slot] = []
+        self._pslot_failed: set[tuple] = set()
         # the slot-side expressions, each with the names it mentions (4.5, 4.6, 4.8)
         self._families = [(fam, e, classads.names_in(e)) for fam, e in (
             ("req", self.req_expr), ("rankcond", self.rank_gt), ("pre", self.pre),
@@ -704,6 +718,10 @@ class Matcher:
         for s in slots:
             self.profile_slot(s)
         self.build_classes(slots)
+        if self.pslot_preemption:
+            self.by_name = {s.name: s for s in slots}
+            self.pslots = [s for s in slots if s.partitionable and not s.cp and (
+                classads.eval_number(s.ad, "NumDynamicSlots") or 0) >= 1]
         ids: dict = {}
         return {s.name: ids.setdefault((s.key_id, s.static), len(ids)) for s in slots}
 
@@ -971,6 +989,8 @@ class Matcher:
         `limits_rejected` is the per-candidate concurrency-limit check (step 12).
         With NEGOTIATOR_IGNORE_JOB_RANKS the scan stops at the limit (`_static_list`);
         `keep_list`: the negotiator keeps a MatchList (else it takes the best candidate)."""
+        if self._changed:
+            self.restore_pslots()       # DeleteMatchList: the changed p-slots put back
         rej = Rejections()
         ml = MatchList(rej)
         # static ranks: the classes that passed, and those refused (class, counter)
@@ -1046,12 +1066,85 @@ class Matcher:
                         refused.append((cls, "concurrency"))
                     continue
                 ml.add_class(cls, v, state)
+        if self.pslots:
+            self._pslot_candidates(req, submitter, only_startd_rank, limit_used, limit, rej,
+                                   ml, limits_rejected)
         part.maybe[req.eval_id] = (part.version, keep)
         if rej.held:
             rej.matcher, rej.request, rej.submitter = self, req, submitter
         if refused is not None:
             return self._static_list(ml.accepted, refused, rej, limit, keep_list)
         return ml
+
+    # ---- ALLOW_PSLOT_PREEMPTION (core.pslot_preemption) --------------------------------
+
+    def _pslot_candidates(self, req: Request, submitter: str, only_startd_rank: bool,
+                          limit_used: float, limit: float, rej: Rejections, ml: MatchList,
+                          limits_rejected) -> None:
+        """The p-slots that do not match the request as they stand, tried by
+        preempting their dynamic slots (pslotMultiMatch), each on its own ad: a success
+        is a candidate with its changed ad's ranks, classified as preempting (rank or
+        priority; priority is limit-checked at the changed ad's SlotWeight)."""
+        names = req.group_key[1:3]
+        tries = []
+        for s in self.pslots:           # the test as they stand, before any changes
+            if s.removed or (s.claimer_schedd is not None and s.claimer_schedd != req.schedd):
+                continue
+            if not self.group_matches(req, self.class_of(s, names).group):
+                tries.append(s)
+        if not tries:
+            return
+        preq = self.preq
+        def allowed(dslot_ad) -> bool:
+            if preq is None:
+                return False            # no PREEMPTION_REQUIREMENTS: no true value
+            d = self.by_name.get(classads.eval_string(dslot_ad, "Name") or "")
+            if d is not None and self.live_remote is not None and d.live:
+                self.refresh_live(d)
+            return classads.eval_match(preq, dslot_ad, req.ad) is True
+        def dslot_ad(name: str):
+            d = self.by_name.get(name)
+            return None if d is None else d.ad
+        live = self.live_remote is not None
+        for s in tries:
+            key = (req.eval_id, s.index, len(s.spent), only_startd_rank)
+            if not live and key in self._pslot_failed:
+                continue
+            out = pslot_preemption.multi_match(
+                req.ad, s.ad, submitter, only_startd_rank, s.spent, dslot_ad, allowed,
+                lambda job, ad: symmetric_match(job, ad, False))
+            if out is None:
+                self._pslot_failed.add(key)
+                continue
+            self._changed.append(s)
+            s.preempt = out
+            s.preempt_weight = slot_weight(s.ad, self._config)
+            state = out.state
+            if state == PRIO_PREEMPTION and not permits(limit_used, limit, s.preempt_weight):
+                rej.submitter_limit += 1
+                continue
+            if limits_rejected is not None and limits_rejected(s):
+                rej.concurrency += 1
+                continue
+            ml.push_slot(s, self._changed_verdict(req, s), state)
+
+    def _changed_verdict(self, req: Request, slot: Slot) -> Verdict:
+        """calculateRanks on a p-slot's changed ad (no cache: the ad is its own)."""
+        job, ad = req.ad, slot.ad
+        jr = classads.as_number(classads.eval_match(self.job_rank, job, ad))
+        v = Verdict(match=True, jrank=0.0 if jr is None else jr)
+        v.pre = self._neg_rank(self.pre, ad, job) if self.pre is not None else -DBL_MAX
+        v.post = self._neg_rank(self.post, ad, job) if self.post is not None else -DBL_MAX
+        v.prank = self._neg_rank(self.prank, ad, job) if self.prank is not None else -DBL_MAX
+        return v
+
+    def restore_pslots(self) -> None:
+        """DeleteMatchList: every p-slot ad changed for a preemption put back."""
+        for s in self._changed:
+            if s.preempt is not None:
+                pslot_preemption.restore(s.ad, s.preempt)
+                s.preempt = None
+        self._changed = []
 
     def _static_list(self, accepted: list, refused: list, rej: Rejections, limit: float,
                      keep_list: bool) -> "static_ranks.StaticMatchList":
@@ -1203,6 +1296,14 @@ def live_remote_usage(acc, groups, group_quotas) -> Callable[[str], tuple]:
         return (f32(acc.weighted_usage(user)),
                 None if g is None else f32(acc.weighted_usage(g)))
     return live
+
+
+def pslot_preemption_modelled(config) -> bool:
+    """ALLOW_PSLOT_PREEMPTION is on and takes effect: preemption is considered (the
+    negotiator tries it only then). Not modelled with NEGOTIATOR_IGNORE_JOB_RANKS (its
+    scan stops at the limit in the sorted order; the pool warns)."""
+    return bool(config.allow_pslot_preemption and config.consider_preemption
+                and not config.ignore_job_ranks)
 
 
 def permits(used: float, allowed: float, cost: float) -> bool:

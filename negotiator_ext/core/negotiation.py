@@ -15,7 +15,7 @@ Everything is plain data in, decisions out: no files, no clock, no bindings.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import adtext, classads, consumption, hgq, schedd_limits
@@ -322,6 +322,9 @@ class Match:
     autocluster: int
     spin: int
     late: bool = False              # beyond where the real cycle's time limits stop it
+    # ALLOW_PSLOT_PREEMPTION: the dynamic slots a p-slot's match preempts (their names;
+    # `preempting` then reads "<N> dslots", as the MatchLog says)
+    preempted_dslots: tuple = ()
 
 
 @dataclass
@@ -360,7 +363,8 @@ class Negotiation:
         self.groups = groups
         self.matcher = matcher
         self.slots = slots                      # the trimmed slot list
-        self.live_slots = sum(1 for s in slots if not s.removed)
+        # (dynamic slots rolled up into their p-slot are passed by, yet in the list)
+        self.live_slots = sum(1 for s in slots if not s.removed or s.rolled_up)
         self.submitters = submitters
         self.now = int(now)
         self.min_slot_weight = min_slot_weight
@@ -391,6 +395,13 @@ class Negotiation:
         submitter; with groups, the allocation rounds of `core.hgq` over `quotas` (G4
         with G5's demand, `GroupTree.assign_quotas`), each group's submitters by the
         same pie. Returns the HgqOutcome, or None without groups."""
+        try:
+            return self._run(quotas, rr_times)
+        finally:
+            if self.matcher._changed:
+                self.matcher.restore_pslots()   # the cycle's end drops the MatchList
+
+    def _run(self, quotas=None, rr_times=None):
         if not self.groups.enabled:
             below = self._below_floor(self.submitters)
             if below:
@@ -480,6 +491,8 @@ class Negotiation:
             if not ignore_limit and group is not None and groupusage >= group_quota:
                 break
             self._matchlist = None
+            if self.matcher._changed:
+                self.matcher.restore_pslots()       # DeleteMatchList
             if not cfg.consider_preemption:
                 subs[:] = [s for s in subs if s.idle_jobs > 0]
             mx, norm = self._normalization(subs)
@@ -619,7 +632,7 @@ class Negotiation:
                 cost = self._commit(req, job, s, slot, state, neg_group, spin)
                 self.matches[-1].late = not within
                 used += cost
-                if slot.usage_user is None:
+                if self.matches[-1].preempting is None:
                     used_unclaimed += cost
                 pie_left -= cost
                 # NEGOTIATOR_DEPTH_FIRST: the negotiator counts the jobs the schedd is
@@ -767,6 +780,8 @@ class Negotiation:
         return v.lower() if isinstance(v, str) else None
 
     def _cost(self, req: Request, slot: Slot) -> float:
+        if slot.preempt is not None:
+            return slot.preempt_weight      # the p-slot with its preempted dslots
         if slot.cp:
             return consumption.deduct(req.ad, slot.ad, test=True)
         return slot.weight
@@ -778,7 +793,16 @@ class Negotiation:
         s.queue.matched.add(job)
         preempting = slot.usage_user
         limits = self._limits_text(req, slot) or ""    # MatchedConcurrencyLimits (4.9)
-        if slot.cp:
+        dslots: tuple = ()
+        if slot.preempt is not None:
+            # ALLOW_PSLOT_PREEMPTION: the p-slot's ad as changed, charged at its weight
+            dslots = tuple(n or "" for n in slot.preempt.names)
+            preempting = f"{len(dslots)} dslots"
+            cost = slot.preempt_weight
+            self.acc.add_match(s.name, replace(slot.usage, weight=cost), self.now,
+                               concurrency_limits=limits)
+            self._remove(slot)
+        elif slot.cp:
             cost = consumption.deduct(req.ad, slot.ad, test=False)   # for real (P5)
             slot.claims_left -= 1
             self.acc.add_match(s.name, slot.usage, self.now, match_cost=cost,
@@ -799,7 +823,8 @@ class Negotiation:
         self.matches.append(Match(
             job=req.job, assigned_job=job, schedd=s.schedd, submitter=s.name,
             group=s.group, negotiating_group=neg_group, slot=slot.name, state=state,
-            preempting=preempting, cost=cost, autocluster=req.autocluster, spin=spin))
+            preempting=preempting, cost=cost, autocluster=req.autocluster, spin=spin,
+            preempted_dslots=dslots))
         return cost
 
     def _remove(self, slot: Slot) -> None:
