@@ -589,7 +589,9 @@ def cmd_shadow(args) -> int:
         # a replay writes the metrics only to a --metrics-file named on the command line
         # (never the knob's file of a live loop), and advertises nothing
         if not args.replay or args.metrics_file:
-            for problem in publish(rec, settings, standing=loop.standing).values():
+            standing = loop.latest.get(rec.pool, (None, loop.standing))[1]
+            for problem in publish(rec, settings, standing=standing,
+                                   others=loop.latest).values():
                 loop.log.warning("%s", problem)
 
     if args.replay:
@@ -603,12 +605,13 @@ def cmd_shadow(args) -> int:
     if args.once:
         try:
             with pass_lock(settings.state_dir):
-                rec = loop.run_pass(collect=False)     # the process ends with it
+                recs = loop.run_passes(collect=False)     # the process ends with it
         except Busy as exc:
             print(f"negotiator-ext: {exc}; not starting another", file=sys.stderr)
             return 0
-        report(rec)
-        return 0 if rec.status != "failed" else 1
+        for rec in recs:            # one per negotiator in a pool of several
+            report(rec)
+        return 0 if all(rec.status != "failed" for rec in recs) else 1
     stop = threading.Event()
     import signal
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -640,7 +643,8 @@ def cmd_recommend(args) -> int:
     from .adapters.ledger import open_ledger
     from .core.config import ext_number
     from .core.recommend import RecommendPolicy, recommend
-    from .views.recommend import render_json, render_script, render_table
+    from .core.shards import split_stream
+    from .views.recommend import render_json, render_script, render_table, same_negotiator
     knobs = _knobs(args)
     policy = RecommendPolicy.from_knobs(knobs)
     window = args.window if args.window is not None else ext_number(
@@ -658,9 +662,11 @@ def cmd_recommend(args) -> int:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
         passes = ledger.window(now - window * 3600, pool=pool)
         passes = [p for p in passes if float(p[0]["started_at"]) <= now]
-        applied = ledger.adjustments()
-        recs = recommend(passes, policy, now, applied=applied)
         target = None if pool in (None, "<local>") else pool
+        # a pool of several negotiators: only the adjustments made to this one's
+        # accountant (its condor_userprio -name) count as in place
+        applied = [a for a in ledger.adjustments() if same_negotiator(a, pool)]
+        recs = recommend(passes, policy, now, applied=applied)
         # every refusal comes before the script is written: a refused run writes nothing
         if args.apply:
             newest = float(passes[-1][0]["started_at"]) if passes else None
@@ -671,7 +677,9 @@ def cmd_recommend(args) -> int:
                                  "recommendations may no longer fit the pool")
             ledger.check_writable("nothing applied (--apply records every change it makes "
                                   "in the ledger)")
-            negotiator = _negotiator(target) if any(r.kind == "delete" for r in recs) else None
+            # one negotiator of several: deletes go through condor_userprio -name too
+            negotiator = (_negotiator(target) if any(r.kind == "delete" for r in recs)
+                          and split_stream(pool)[1] is None else None)
         if args.script and args.script != "-":
             script, opened = Path(args.script), False
             try:

@@ -213,8 +213,10 @@ class ShadowDaemon:
         (shadow.publish). Never raises (it runs inside the loop)."""
         try:
             self.log.info("%s", summary_line(rec))
+            latest = getattr(self.loop, "latest", {})
             problems = publish(rec, self.settings, htcondor=self.htcondor, server=self.metrics,
-                               standing=getattr(self.loop, "standing", None))
+                               standing=latest.get(rec.pool, (None, getattr(
+                                   self.loop, "standing", None)))[1], others=latest)
             if "metrics_file" in problems:
                 self.log.warning("%s", problems["metrics_file"])
             self._advertise_outcome(problems.get("advertise"))

@@ -238,6 +238,9 @@ class ShadowLoop:
         self.log = log or LOG
         # what the ledger held after the last pass, for the metrics (records.Standing)
         self.standing = None
+        # a pool of several negotiators: each one's newest pass and standing, by ledger
+        # stream, for the metrics (served side by side, labelled by negotiator)
+        self.latest: dict[str, tuple] = {}
         self.warned_cycle_time = False      # a capture before LastUpdate is logged once
 
     @property
@@ -251,13 +254,21 @@ class ShadowLoop:
         return self.settings.pool or "<local>"
 
     def run_pass(self, replay: Path | None = None, collect: bool = True) -> PassRecord:
-        """One pass; see the module docstring. Returns what was recorded. `collect`:
+        """One pass; see the module docstring. Returns what was recorded (in a pool of
+        several negotiators, the first one's: `run_passes` returns them all). `collect`:
         Python's cyclic collector runs once after the pass (False: the process ends
         with it, `shadow --once`)."""
+        return self.run_passes(replay, collect)[0]
+
+    def run_passes(self, replay: Path | None = None, collect: bool = True
+                   ) -> list[PassRecord]:
+        """One pass over one snapshot: one record, or in a pool of several negotiators one
+        per negotiator (each its own stream in the ledger, `core.shards.stream_name`,
+        compared with its own real cycles), in the order of their names."""
         from .adapters.ledger import open_ledger
         from .limits import paused_gc
         with paused_gc(collect), open_ledger(self.settings.ledger_url) as ledger:
-            return _Pass(self, ledger, replay).run()
+            return _Pass(self, ledger, replay).run_all()
 
     def run_forever(self, stop: threading.Event,
                     on_pass: Callable[[PassRecord], None] | None = None) -> None:
@@ -274,7 +285,7 @@ class ShadowLoop:
             t0 = time.monotonic()
             try:
                 with pass_lock(self.settings.state_dir):
-                    rec = self.run_pass()
+                    recs = self.run_passes()
             except Busy as exc:
                 self.log.warning("%s; skipping this interval", exc)
             except LedgerError as exc:
@@ -298,7 +309,8 @@ class ShadowLoop:
                     failing = None
                 if on_pass is not None:
                     try:
-                        on_pass(rec)
+                        for rec in recs:
+                            on_pass(rec)
                     except Exception:
                         self.log.exception("reporting the pass failed")
             stop.wait(max(0.0, self.settings.interval - (time.monotonic() - t0)))
@@ -321,6 +333,8 @@ class _Pass:
         self.partial_reasons: list[str] = []
         self.warnings: list[str] = []
         self._submitters: dict[str, list[SubmitterObs]] = {}
+        self.pool_name = loop.pool_name()       # the ledger's stream (run sets it)
+        self.logs_read = True                   # the NegotiatorLog and MatchLog settings
 
     def recorded_submitters(self, uuid: str) -> list[SubmitterObs]:
         """An earlier pass's submitter rows (read once: the drift and the comparison
@@ -333,10 +347,9 @@ class _Pass:
         self.loop.log.warning("partial pass: %s", reason)
         self.partial_reasons.append(reason)
 
-    def run(self) -> PassRecord:
-        pool_name = self.loop.pool_name()
-        last_any = self.ledger.last_pass(pool_name)
-
+    def run_all(self) -> list[PassRecord]:
+        """The snapshot, then one pass for each of the pool's negotiators (one for a pool
+        of one)."""
         # 1. the snapshot
         # on the loop's clock, as the pass's start: a comparison needs the capture over
         # before the real cycle began (started_at + capture_duration); a replay takes none
@@ -344,20 +357,52 @@ class _Pass:
         try:
             snap_dir, captured, timings = self.take_snapshot()
         except InputError as exc:
-            return self.record_failed(f"no snapshot: {exc.one_line()}")
+            return [self.record_failed(f"no snapshot: {exc.one_line()}")]
         capture_duration = (0.0 if self.replay is not None
                             else round(max(0.0, self.loop.clock() - t_capture), 3))
         timings = {f"capture_{k}": v for k, v in timings.items()}
+        from .pool import negotiators_of
+        try:
+            names = negotiators_of(snap_dir)
+        except InputError as exc:
+            return [self.record_failed(f"snapshot unreadable: {exc.one_line()}",
+                                       snapshot_dir=snap_dir)]
+        if names == [None]:
+            return [self.run(snap_dir, captured, timings, capture_duration)]
+        out = []
+        for i, name in enumerate(names):
+            # each negotiator's pass its own (uuid, warnings); the capture's ads serve
+            # the first only: a cycle marks the slot ads it reads
+            one = self if i == 0 else _Pass(self.loop, self.ledger, self.replay)
+            one.started = self.started
+            out.append(one.run(snap_dir, captured if i == 0 else None, dict(timings),
+                               capture_duration, name))
+        return out
+
+    def run(self, snap_dir: Path, captured, timings: dict, capture_duration: float,
+            negotiator: str | None = None) -> PassRecord:
+        """One negotiator's pass on the snapshot `snap_dir` (None: the pool's only one)."""
+        from .core.shards import stream_name
+        pool_name = stream_name(self.loop.pool_name(), negotiator)
+        self.pool_name = pool_name
+        last_any = self.ledger.last_pass(pool_name)
         lap = time.perf_counter()
 
         from .pool import load_pool
         try:
             # a live capture's slot and job ads are taken as captured, not read back
-            pool = load_pool(snap_dir, self.s.cycle_config, captured=captured)
+            pool = load_pool(snap_dir, self.s.cycle_config, captured=captured,
+                             negotiator=negotiator)
             del captured
         except InputError as exc:
             return self.record_failed(f"snapshot unreadable: {exc.one_line()}",
                                       snapshot_dir=snap_dir)
+        if negotiator is not None and (self.s.negotiator_log or self.s.matchlog):
+            self.warnings.append("the pool has several negotiators: NEGOTIATOR_EXT_"
+                                 "NEGOTIATOR_LOG and NEGOTIATOR_EXT_MATCHLOG are not read "
+                                 "(they name one negotiator's files); each negotiator's "
+                                 "real cycles come from its own ad")
+            self.logs_read = False
         timings["pool"] = round(time.perf_counter() - lap, 3)
         snap_time = pool.snapshot.captured_at
         if self.replay is not None and snap_time is not None:
@@ -507,7 +552,7 @@ class _Pass:
             self.warnings.append(f"{len(ads)} negotiator ads; comparing with the first "
                                  "(one negotiator per pool is assumed)")
         from_ad = real_cycles(ads[0]) if ads else []
-        if self.s.negotiator_log is not None:
+        if self.s.negotiator_log is not None and self.logs_read:
             from .adapters.observe import merge_cycles, read_negotiator_log
             try:
                 from_log, _ = read_negotiator_log(self.s.negotiator_log, since=since,
@@ -533,7 +578,7 @@ class _Pass:
         """The MatchLog's Matched lines of the real cycles first seen in this pass, from
         the first one's start to the last one's end (the ad lists finished cycles only),
         so no line is read by two passes. None without a MatchLog."""
-        if self.s.matchlog is None:
+        if self.s.matchlog is None or not self.logs_read:
             return None
         if not new_cycles:
             return []
@@ -611,7 +656,7 @@ class _Pass:
 
     def record_failed(self, reason: str, snapshot_dir: Path | None = None) -> PassRecord:
         self.loop.log.error("failed pass: %s", reason)
-        rec = PassRecord(uuid=self.uuid, pool=self.loop.pool_name(), started_at=self.started,
+        rec = PassRecord(uuid=self.uuid, pool=self.pool_name, started_at=self.started,
                          finished_at=self.loop.clock() if self.replay is None else self.started,
                          snapshot_time=None, status="failed", reason=reason,
                          real_cycle_time=None, real_accountant_time=None,
@@ -627,10 +672,13 @@ class _Pass:
         pass is recorded."""
         rec = self.ledger.record(rec) or rec
         from .adapters.ledger import LedgerError
+        from .core.shards import split_stream
         try:
             self.loop.standing = self.ledger.standing(rec.pool)
         except LedgerError as exc:
             self.loop.log.warning("ledger standing not read (metrics): %s", exc.one_line())
+        if split_stream(rec.pool)[1] is not None:
+            self.loop.latest[rec.pool] = (rec, self.loop.standing)
         if self.s.retention_days <= 0 or rec.status != "complete":
             return rec
         now = min(rec.started_at, float(last["started_at"])) if last else rec.started_at
@@ -712,18 +760,21 @@ def _with_real_counts(subs, groups, comparison):
 # ---- after a pass --------------------------------------------------------------------------
 
 def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
-            server=None, standing=None) -> dict[str, str]:
+            server=None, standing=None, others: Mapping | None = None) -> dict[str, str]:
     """Report a recorded pass: the Prometheus textfile (when configured), the metrics
     HTTP endpoint (`server`, the daemon's), and the Generic ad `MyType =
     "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). `standing` (records.Standing,
     the loop's after the pass): what the metrics keep from earlier passes. Returns what
     failed, as {"metrics_file" | "advertise": one-line message}: the caller logs it (the pass is
-    already recorded, so a failure here changes nothing else)."""
+    already recorded, so a failure here changes nothing else). `others`: in a pool of
+    several negotiators, the newest pass of each (ledger stream -> (pass, standing),
+    `ShadowLoop.latest`), whose metrics the textfile keeps beside this one's."""
     from .adapters import metrics
     problems: dict[str, str] = {}
     if settings.metrics_file is not None:
         try:
-            metrics.write_textfile(settings.metrics_file, rec, standing)
+            metrics.write_textfile(settings.metrics_file, rec, standing, others={
+                k: v for k, v in (others or {}).items() if k != rec.pool})
         except OSError as exc:
             problems["metrics_file"] = (f"metrics file {settings.metrics_file} not written: "
                                         f"{exc.strerror or exc}")
@@ -761,4 +812,4 @@ def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> Iterator[Pas
     dirs = sorted((Path(d) for d in directories),
                   key=lambda d: int(read_meta(d).get("captured_at") or 0))
     for d in dirs:
-        yield loop.run_pass(replay=d)
+        yield from loop.run_passes(replay=d)

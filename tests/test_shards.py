@@ -217,3 +217,48 @@ def test_roll_up_of_shards_without_submitters_in_common():
     assert doc["submitters"][0]["pool_share"] == pytest.approx(0.3)
     assert doc["submitters"][0]["priority_spread"] is None
     assert doc["negotiators"][1]["partial"] is True
+
+
+# ---------------------------------------------------------------- shadow, recommend
+
+def test_a_shadow_pass_records_each_negotiator_as_its_own_stream(shards, tmp_path, capsys):
+    """One snapshot of two negotiators: two passes, each under its own ledger stream,
+    each with its own cycle; the metrics file holds both, labelled by negotiator."""
+    ledger, prom = tmp_path / "l.sqlite", tmp_path / "shadow.prom"
+    assert main(["shadow", "--replay", str(shards), "--ledger", str(ledger),
+                 "--metrics-file", str(prom), "--json"]) == 0
+    recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["pool"] for r in recs] == ["<local> (negotiator NEGOTIATOR2@vm)",
+                                         "<local> (negotiator shard1@vm)"]
+    assert [len(r["shadow_matches"]) for r in recs] == [12, 20]
+    assert recs[0]["uuid"] != recs[1]["uuid"]
+    from negotiator_ext.adapters.ledger import open_ledger
+    with open_ledger(str(ledger), create=False, read_only=True) as led:
+        assert sorted(led.pools()) == sorted(r["pool"] for r in recs)
+    text = prom.read_text()
+    for name in (SECOND, FIRST):
+        assert f'negotiator_ext_pass_timestamp_seconds{{negotiator="{name}"}}' in text
+    assert text.count("# TYPE negotiator_ext_pass_timestamp_seconds gauge") == 1
+
+
+def test_recommend_changes_the_named_negotiators_accountant_only():
+    from negotiator_ext.core.recommend import Recommendation
+    from negotiator_ext.core.records import Adjustment
+    from negotiator_ext.core.shards import split_stream, stream_name
+    from negotiator_ext.views.recommend import command_argv, same_negotiator
+    stream = stream_name("cm.example.org", "NEGOTIATOR2@cm")
+    assert split_stream(stream) == ("cm.example.org", "NEGOTIATOR2@cm")
+    assert split_stream("cm.example.org") == ("cm.example.org", None)
+    rec = Recommendation(kind="factor", name="u@x", value=2000.0, current=1000.0,
+                         lease=None, reason="")
+    assert command_argv(rec, stream) == ["condor_userprio", "-pool", "cm.example.org",
+                                         "-name", "NEGOTIATOR2@cm", "-setfactor", "u@x",
+                                         "2000"]
+    assert command_argv(rec, stream_name("<local>", "n@h"))[:3] == [
+        "condor_userprio", "-name", "n@h"]
+    made = Adjustment("k", "factor", "u@x", 2000.0, 0, None,
+                      "condor_userprio -name NEGOTIATOR2@cm -setfactor u@x 2000",
+                      "condor_userprio", "applied")
+    assert same_negotiator(made, stream)
+    assert not same_negotiator(made, stream_name("cm.example.org", "other@cm"))
+    assert not same_negotiator(made, "cm.example.org")

@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, lease_expires
 from ..core.records import Adjustment, SubmitterObs
-from ..views.recommend import command_argv, unrunnable
+from ..views.recommend import command_argv, same_negotiator, unrunnable
 
 __all__ = ["Ledger", "apply_recommendations", "TIMEOUT"]
 
@@ -83,7 +83,8 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
         method = "bindings" if use_bindings else "condor_userprio"
         command = (f"htcondor2.Negotiator.deleteUser({rec.name!r})" if use_bindings
                    else shlex.join(argv))
-        why = unrunnable(argv) or _in_place(rec, ledger, now, current, latest_pass_time)
+        why = unrunnable(argv) or _in_place(rec, ledger, now, current, latest_pass_time,
+                                            pool)
         if why is not None:
             out.append(Adjustment(rec.key, rec.kind, rec.name, rec.value, now, None, command,
                                   method, f"skipped: {why}"))
@@ -104,7 +105,7 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
 
 def _in_place(rec: Recommendation, ledger: Ledger, now: int,
               current: Mapping[str, SubmitterObs] | None,
-              latest_pass_time: float | None) -> str | None:
+              latest_pass_time: float | None, pool: str | None = None) -> str | None:
     """Why `rec` needs nothing done (None: it does), judged by (kind, name).
 
     Leased kinds: a lease of that kind we applied to that name that has not ended (no
@@ -112,6 +113,8 @@ def _in_place(rec: Recommendation, ledger: Ledger, now: int,
     another, A25). Delete: a delete we applied that no complete pass since has
     contradicted, or no record in the pool."""
     for adj in reversed(ledger.adjustments(name=rec.name)):
+        if not same_negotiator(adj, pool):      # another negotiator's accountant
+            continue
         if adj.kind != rec.kind or adj.name != rec.name or adj.outcome != "applied":
             continue
         if rec.kind in LEASED_KINDS and (adj.lease_expires is None or adj.lease_expires > now):

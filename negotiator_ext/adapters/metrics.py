@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, start_http_server, write_to_textfile
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -280,50 +280,93 @@ def families(rec: PassRecord, standing: Standing | None = None) -> list[Metric]:
     return out
 
 
+def sharded_families(passes: Mapping[str, tuple[PassRecord, Standing | None]]
+                     ) -> list[Metric]:
+    """The metrics of the newest pass of each negotiator of a pool of several (`passes`:
+    ledger stream -> (its newest pass, its standing)): every family of each, each sample
+    labelled `negotiator` (the stream's, `core.shards.split_stream`), one family per
+    name. One stream of a pool of one negotiator: `families` as they are."""
+    from ..core.shards import split_stream
+    if len(passes) == 1:
+        ((stream, (rec, standing)),) = passes.items()
+        if split_stream(stream)[1] is None:
+            return families(rec, standing)
+    merged: dict[str, Metric] = {}
+    for stream in sorted(passes):
+        rec, standing = passes[stream]
+        negotiator = split_stream(stream)[1] or ""
+        for fam in families(rec, standing):
+            out = merged.get(fam.name)
+            if out is None:
+                out = merged[fam.name] = Metric(fam.name, fam.documentation, fam.type)
+            out.samples.extend(sample._replace(labels={**sample.labels,
+                                                       "negotiator": negotiator})
+                               for sample in fam.samples)
+    return list(merged.values())
+
+
 class _PassCollector(Collector):
-    """Serves the metrics of one pass record (replaceable: the daemon's newest pass) and,
-    when `counting`, the number of passes seen since start by status."""
+    """Serves the metrics of the newest pass of each ledger stream (the daemon's newest
+    pass; one per negotiator in a pool of several, `sharded_families`) and, when
+    `counting`, the number of passes seen since start by status."""
 
     def __init__(self, rec: PassRecord | None = None, *, counting: bool = False,
                  standing: Standing | None = None):
         self._lock = threading.Lock()
-        self._rec = rec
-        self._standing = standing
+        self._passes: dict[str, tuple[PassRecord, Standing | None]] = {}
+        if rec is not None:
+            self._passes[rec.pool] = (rec, standing)
         self._counting = counting
         self._counts = {s: 0 for s in STATUSES}
 
     def update(self, rec: PassRecord, standing: Standing | None = None) -> None:
         with self._lock:
-            self._rec, self._standing = rec, standing
+            from ..core.shards import split_stream
+            if split_stream(rec.pool)[1] is None:     # a pool of one: this pass alone
+                self._passes.clear()
+            else:                                     # a pool of several: each one's newest
+                self._passes = {k: v for k, v in self._passes.items()
+                                if split_stream(k)[1] is not None}
+            self._passes[rec.pool] = (rec, standing)
             self._counts[rec.status] = self._counts.get(rec.status, 0) + 1
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
-            rec, counts, standing = self._rec, dict(self._counts), self._standing
+            passes, counts = dict(self._passes), dict(self._counts)
         if self._counting:
             total = CounterMetricFamily(PREFIX + "passes", "Shadow passes since the daemon started",
                                         labels=("status",))
             for status, n in sorted(counts.items()):
                 total.add_metric([status], n)
             yield total
-        if rec is not None:
-            yield from families(rec, standing)
+        if passes:
+            yield from sharded_families(passes)
 
 
 def pass_metrics(rec: PassRecord, registry: CollectorRegistry | None = None,
-                 standing: Standing | None = None) -> CollectorRegistry:
+                 standing: Standing | None = None, *,
+                 others: Mapping[str, tuple[PassRecord, Standing | None]] | None = None
+                 ) -> CollectorRegistry:
     """A registry serving the metrics of pass `rec` (a new one unless `registry` is given;
-    it must not already hold the metrics of another pass)."""
+    it must not already hold the metrics of another pass); `others`: the newest passes of
+    the pool's other negotiators (stream -> (pass, standing)), served beside it."""
     registry = CollectorRegistry() if registry is None else registry
-    registry.register(_PassCollector(rec, standing=standing))
+    collector = _PassCollector()
+    for other, standing_other in (others or {}).values():
+        collector.update(other, standing_other)
+    collector.update(rec, standing)
+    registry.register(collector)
     return registry
 
 
-def write_textfile(path: str | Path, rec: PassRecord, standing: Standing | None = None) -> None:
-    """Write the metrics of pass `rec` to `path` for node_exporter's textfile collector
-    (whose directory only reads names ending in `.prom`). Atomic: written beside `path`
-    and renamed over it, so a scrape never sees half a file. Raises OSError."""
-    write_to_textfile(str(path), pass_metrics(rec, standing=standing))
+def write_textfile(path: str | Path, rec: PassRecord, standing: Standing | None = None, *,
+                   others: Mapping[str, tuple[PassRecord, Standing | None]] | None = None
+                   ) -> None:
+    """Write the metrics of pass `rec` (and `others`, see `pass_metrics`) to `path` for
+    node_exporter's textfile collector (whose directory only reads names ending in
+    `.prom`). Atomic: written beside `path` and renamed over it, so a scrape never sees
+    half a file. Raises OSError."""
+    write_to_textfile(str(path), pass_metrics(rec, standing=standing, others=others))
 
 
 class MetricsServer:

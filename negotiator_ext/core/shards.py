@@ -12,7 +12,25 @@ Plain data in (each shard's cycle document, `CycleResult.to_json()`), plain data
 
 from __future__ import annotations
 
+import re
 from typing import Iterable
+
+_STREAM = re.compile(r"(.*) \(negotiator (.+)\)", re.S)
+
+
+def stream_name(pool: str, negotiator: str | None) -> str:
+    """The name a negotiator's passes are recorded under in the ledger: the pool's own
+    for a pool of one negotiator, "<pool> (negotiator <Name>)" for one of several."""
+    return pool if negotiator is None else f"{pool} (negotiator {negotiator})"
+
+
+def split_stream(name: str | None) -> tuple[str | None, str | None]:
+    """(pool, negotiator) of a ledger stream name (`stream_name`'s inverse); negotiator
+    None for a pool of one."""
+    if name is None:
+        return None, None
+    m = _STREAM.fullmatch(name)
+    return (m.group(1), m.group(2)) if m else (name, None)
 
 _SHARD_FIELDS = ("usage_before", "usage_after", "matched", "matched_weight", "eup",
                  "factor", "group", "idle_jobs", "running_jobs")

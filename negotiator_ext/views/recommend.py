@@ -37,6 +37,7 @@ import time
 from typing import Any, Sequence
 
 from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, key_value
+from ..core.shards import split_stream
 from .userprio import format_time_nosecs
 from .tables import table
 from .text import printable
@@ -69,8 +70,12 @@ def command_argv(rec: Recommendation, pool: str | None = None) -> list[str] | No
     if rec.kind not in _OPTION:
         raise ValueError(f"unknown recommendation kind {rec.kind!r}")
     argv = ["condor_userprio"]
-    if pool:
+    # a ledger stream of one negotiator of several: that one's accountant (-name)
+    pool, negotiator = split_stream(pool)
+    if pool and pool != "<local>":
         argv += ["-pool", pool]
+    if negotiator:
+        argv += ["-name", negotiator]
     # the name right after the option, also one beginning with "-": condor_userprio's
     # main() (user_prio.cpp) takes the argument after -setfactor/-setceiling/-setfloor/
     # -delete as the name without checking it (see the module's docstring)
@@ -80,6 +85,19 @@ def command_argv(rec: Recommendation, pool: str | None = None) -> list[str] | No
     if rec.kind in LEASED_KINDS and rec.lease:
         argv += ["-duration", str(int(rec.lease))]
     return argv
+
+
+def same_negotiator(adj, stream: str | None) -> bool:
+    """Whether the adjustment `adj` (its command line) was made to the accountant of the
+    ledger stream `stream`: its `-name` is the stream's negotiator (none for a pool of
+    one negotiator)."""
+    wanted = split_stream(stream)[1]
+    try:
+        argv = shlex.split(adj.command or "")
+    except ValueError:
+        argv = []
+    named = next((argv[i + 1] for i in range(len(argv) - 1) if argv[i] == "-name"), None)
+    return named == wanted
 
 
 def command_text(rec: Recommendation, pool: str | None = None) -> str | None:
