@@ -622,7 +622,7 @@ def cmd_shadow(args) -> int:
     except KeyboardInterrupt:
         stop.set()
     finally:
-        err = unpublish(settings, htcondor=loop.htcondor)
+        err = unpublish(settings, htcondor=loop.htcondor, streams=list(loop.latest))
         if err:
             print(f"negotiator-ext: {err}", file=sys.stderr)
     return 0

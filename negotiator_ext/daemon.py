@@ -417,7 +417,8 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
             daemon.stop.set()
         worker.join()
         if daemon.settings is not None:     # a clean stop takes the ad away
-            err = unpublish(daemon.settings, htcondor=htcondor)
+            err = unpublish(daemon.settings, htcondor=htcondor, streams=list(
+                getattr(getattr(daemon, "loop", None), "latest", None) or ()))
             if err:
                 log.warning("%s", err)
         if daemon.fatal is not None:

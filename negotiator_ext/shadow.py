@@ -785,23 +785,36 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
         if htcondor is None:
             import htcondor2 as htcondor
         err = advertise(htcondor, settings.pool,
-                        shadow_ad(rec, name=settings.name, now=int(rec.finished_at),
+                        shadow_ad(rec, name=ad_name(settings, rec.pool),
+                                  now=int(rec.finished_at),
                                   lifetime=ad_lifetime(settings.interval)))
         if err:
             problems["advertise"] = f"ShadowNegotiator ad not advertised: {err}"
     return problems
 
 
-def unpublish(settings: ShadowSettings, *, htcondor=None) -> str | None:
-    """On a clean stop: withdraw the ShadowNegotiator ad `publish` advertised (a killed
-    loop's ad lives out its ClassAdLifetime). Returns why it failed, for the caller to
-    log; None when done or when nothing was advertised."""
+def ad_name(settings: ShadowSettings, stream: str) -> str:
+    """The Name of the ShadowNegotiator ad of a ledger stream's passes: the loop's name,
+    with the negotiator's in a pool of several ("<name> (<negotiator>)"), one ad each."""
+    from .core.shards import split_stream
+    negotiator = split_stream(stream)[1]
+    return settings.name if negotiator is None else f"{settings.name} ({negotiator})"
+
+
+def unpublish(settings: ShadowSettings, *, htcondor=None,
+              streams: Sequence[str] = ()) -> str | None:
+    """On a clean stop: withdraw the ShadowNegotiator ads `publish` advertised (the
+    loop's, and one for each negotiator's stream of `streams`; a killed loop's ads live
+    out their ClassAdLifetime). Returns why it failed, for the caller to log; None when
+    done or when nothing was advertised."""
     if not settings.advertise:
         return None
     from .adapters.advertise import withdraw
     if htcondor is None:
         import htcondor2 as htcondor
-    return withdraw(htcondor, settings.pool, settings.name)
+    names = dict.fromkeys([settings.name, *(ad_name(settings, s) for s in streams)])
+    errors = [err for err in (withdraw(htcondor, settings.pool, n) for n in names) if err]
+    return errors[0] if errors else None
 
 
 def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> Iterator[PassRecord]:

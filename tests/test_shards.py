@@ -262,3 +262,29 @@ def test_recommend_changes_the_named_negotiators_accountant_only():
     assert same_negotiator(made, stream)
     assert not same_negotiator(made, stream_name("cm.example.org", "other@cm"))
     assert not same_negotiator(made, "cm.example.org")
+
+
+def test_each_negotiators_pass_has_its_own_shadow_ad_and_all_are_withdrawn(tmp_path):
+    from negotiator_ext.shadow import ShadowSettings, ad_name, unpublish
+    settings = ShadowSettings(pool="cm", ledger_url=str(tmp_path / "l.sqlite"),
+                              state_dir=tmp_path, interval=60, matchlog=None, timeout=30,
+                              retention_days=0, keep_snapshots=1, advertise=True,
+                              metrics_file=None, metrics_port=0, name="negotiator-ext@cm")
+    streams = ["cm (negotiator n1@cm)", "cm (negotiator n2@cm)"]
+    assert [ad_name(settings, s) for s in ["cm", *streams]] == [
+        "negotiator-ext@cm", "negotiator-ext@cm (n1@cm)", "negotiator-ext@cm (n2@cm)"]
+    withdrawn = []
+
+    class Collector:
+        def __init__(self, pool=None):
+            pass
+
+        def advertise(self, ads, command):
+            withdrawn.extend(ad["Name"] for ad in ads)
+
+    class Bindings:
+        pass
+    Bindings.Collector = Collector
+    assert unpublish(settings, htcondor=Bindings, streams=streams) is None
+    assert withdrawn == ["negotiator-ext@cm", "negotiator-ext@cm (n1@cm)",
+                         "negotiator-ext@cm (n2@cm)"]
