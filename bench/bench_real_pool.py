@@ -399,6 +399,9 @@ def main(argv=None) -> int:
                          "run on a pool of its own, then how each step grows is shown")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the pool's directory")
+    ap.add_argument("--keep-snapshot", metavar="DIR", type=Path,
+                    help="copy pass 1's snapshot to DIR/<shape> (to time `negotiate` on it "
+                         "later, from files, without the pool)")
     ap.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                     help="leave the pool up this long after the report (to profile a pass "
                          "by hand: CONDOR_CONFIG and the collector are printed)")
@@ -461,6 +464,13 @@ def run_shape(release, shape: str, args) -> dict:
         report["pass2"] = pass_summary(p2)
         report["pass3"] = pass_summary(p3)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
+        if args.keep_snapshot is not None:
+            snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+            if snaps:
+                dest = args.keep_snapshot / shape
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(snaps[0], dest)
+                report["snapshot_kept"] = str(dest)
         if not args.json:
             show(report)
         if args.hold:
