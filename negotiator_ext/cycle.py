@@ -387,11 +387,17 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
     job_key, idle, running = matcher.job_key, view.idle, view.running
     for file_name, table in job_tables.items():
         names = table.store.names
+        heads = getattr(table, "heads", None)
+        if heads is not None and len(heads) != len(table.rows):
+            heads = None
         for index, row in enumerate(table.rows, start=1):
             job = Job(row, names, values)
-            head = idle(job)
+            if heads is None:
+                head = idle(job)
+                held = running(job) if head is None else None
+            else:                   # computed as the file was read (queue_heads)
+                head, held = heads[index - 1]
             if head is None:
-                held = running(job)
                 if held is not None:
                     schedd = schedd_of(file_name, job)
                     if schedd is not None:

@@ -225,6 +225,24 @@ def _read_job_files(files: list[Path]) -> dict[str, TextAds]:
     return {p.name: read_text_ads(p, store) for p in files}
 
 
+def _read_job_files_beside(files: list[Path]) -> dict[str, TextAds]:
+    """`_read_job_files`, and then, in the child that reads them beside the slot ads,
+    what the schedd's view of its queue says of each job (`negotiation.queue_heads`,
+    which the cycle would otherwise compute). Anything that goes wrong there leaves
+    the heads to the cycle, which computes them as it always does."""
+    tables = _read_job_files(files)
+    try:
+        from . import classad_semantics
+        from ..core.negotiation import queue_heads
+        classad_semantics.enable()
+        heads = {name: queue_heads(table) for name, table in tables.items()}
+    except Exception:               # noqa: BLE001 - the cycle computes them itself
+        return tables
+    for name, table in tables.items():
+        table.heads = heads[name]
+    return tables
+
+
 def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snapshot:
     """Read a snapshot directory (without its job files when not `jobs`: a simulation
     takes only a recorded pool's slots). Raises InputError naming the file on bad input.
@@ -246,8 +264,9 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
                  ] if jobs and captured is None else []
     # The job files are read in a child process while the slot ads are parsed here
     # (adapters/beside.py), when they are large enough for that to pay.
-    reader = Beside(_read_job_files, job_files,
-                    fork=sum(_size(p) for p in job_files) >= FORK_JOB_BYTES)
+    fork = sum(_size(p) for p in job_files) >= FORK_JOB_BYTES
+    reader = Beside(_read_job_files_beside if fork else _read_job_files, job_files,
+                    fork=fork)
     try:
         if captured is not None:
             slots = tuple(captured.slots)

@@ -135,6 +135,22 @@ class QueueView:
         return head[0], head[1] + (self._cluster(job), self._proc(job))
 
 
+def queue_heads(table: adtext.TextAds) -> list[tuple]:
+    """What `QueueView` says of every job of a table, in row order: (idle head, None)
+    for an idle job with a submitter, else (None, running(job)). Computed where the job
+    files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not."""
+    view = QueueView(adtext.TextValues())
+    idle, running = view.idle, view.running
+    names = table.store.names
+    values = view._head.values
+    out = []
+    for row in table.rows:
+        job = adtext.Job(row, names, values)
+        head = idle(job)
+        out.append((head, None) if head is not None else (None, running(job)))
+    return out
+
+
 class JobConstraint:
     """NEGOTIATOR_JOB_CONSTRAINT, evaluated once per distinct set of the job texts it
     reaches."""
