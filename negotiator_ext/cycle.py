@@ -20,7 +20,7 @@ from .core import classads, consumption, static_ranks
 from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
-from .core.adtext import Job, TextValues, as_text_ads
+from .core.adtext import AdView, Job, TextValues, as_text_ads
 from .core.matchmaking import (STATE_NAMES, Matcher, Slot, insert_negotiator_attrs,
                                  pslot_preemption_modelled)
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
@@ -338,8 +338,12 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
     slots: list[Slot] = []
     slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
     rolled_up = pslot_preemption_modelled(cfg)
+    values = TextValues()           # the slots' literal texts, each evaluated once
     for i, (ad, usage, row) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows)):
-        if trimmed(ad, usage, cfg, now):
+        texts = dict(row) if row is not None else None
+        # the ad as fetched, read through its texts (AdView) until a copy replaces it
+        view = AdView(ad, texts, values)
+        if trimmed(view, usage, cfg, now):
             continue
         cp = consumption.supports_policy(ad)
         if cp:
@@ -347,24 +351,26 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
             if uses_negotiator_slot_weight(ad, cfg):
                 # obtainAdsFromCollector inserts SLOT_WEIGHT: the match cost is its drop
                 ad["SlotWeight"] = classads.parse_expr(cfg.slot_weight)
-        holder = current_user(ad)
+            view = AdView(ad, None, None)
+        holder = current_user(view)
         claims = 1
         if cp:
             n = classads.eval_number(ad, "NumClaims")
             claims = int(n) if n is not None else int(math.ceil(classads.eval_number(ad, "Cpus") or 0))
-        pslot = classads.eval_bool(ad, "PartitionableSlot") is True
+        pslot = classads.as_bool(view.value("PartitionableSlot")) is True
+        schedd = view.value("RemoteScheddName") if pslot else None
         slot = Slot(index=i, ad=ad, name=usage.name, weight=usage.weight, usage=usage,
                     partitionable=pslot, cp=cp,
                     current_user=holder if cfg.consider_preemption else None,
                     usage_user=holder,
-                    claimer_schedd=classads.eval_string(ad, "RemoteScheddName") if pslot else None,
+                    claimer_schedd=schedd if isinstance(schedd, str) else None,
                     claims_left=max(claims, 0) if cp else 1)
         if cp and slot.claims_left <= 0:
             continue
-        if row is not None and not cp:
-            slot.texts = dict(row)        # (a p-slot with a policy reads its own copy)
-        if rolled_up and classads.eval_bool(ad, "DynamicSlot") is True and \
-                classads.eval_bool(ad, "PSlotRollupInformation") is True:
+        if texts is not None and not cp:
+            slot.texts = texts            # (a p-slot with a policy reads its own copy)
+        if rolled_up and classads.as_bool(view.value("DynamicSlot")) is True and \
+                classads.as_bool(view.value("PSlotRollupInformation")) is True:
             # ALLOW_PSLOT_PREEMPTION: its p-slot stands for it (core.pslot_preemption)
             slot.removed = slot.rolled_up = True
         slots.append(slot)
@@ -388,8 +394,12 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
     for file_name, table in job_tables.items():
         names = table.store.names
         heads = getattr(table, "heads", None)
-        if heads is not None and len(heads) != len(table.rows):
-            heads = None
+        if heads is not None:
+            # taken once (a later cycle on the same tables computes its own): the
+            # pass's other objects do not wait for them
+            table.heads = None
+            if len(heads) != len(table.rows):
+                heads = None
         for index, row in enumerate(table.rows, start=1):
             job = Job(row, names, values)
             if heads is None:

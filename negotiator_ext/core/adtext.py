@@ -166,6 +166,43 @@ class Job:
         return self._ad
 
 
+# The values a plain literal text (no attribute named, no function called) is read as
+# without its ad; any other value is the ad's own evaluation.
+_PLAIN_TYPES = frozenset((str, int, float, bool))
+
+
+class AdView:
+    """A slot ad as the pool reads it before the cycle writes into it: an attribute
+    whose text is a plain literal (names no attribute, calls no function) is that
+    literal's value, evaluated once per distinct text (`TextValues`); an absent one is
+    UNDEFINED; anything else is evaluated in the ad itself (`classads.eval_attr`).
+    `texts` ({lower-case name: text}, the ad's own attributes) None: always the ad."""
+    __slots__ = ("ad", "texts", "_values")
+
+    def __init__(self, ad, texts: dict | None, values: TextValues | None):
+        self.ad = ad
+        self.texts = texts
+        self._values = values
+
+    def __contains__(self, attr: str) -> bool:
+        if self.texts is None:
+            return attr in self.ad
+        return attr.lower() in self.texts
+
+    def value(self, attr: str):
+        texts = self.texts
+        if texts is None:
+            return classads.eval_attr(self.ad, attr)
+        t = texts.get(attr.lower())
+        if t is None:
+            return classads.UNDEFINED
+        if "(" not in t:
+            lit, v = self._values.literal(t)
+            if lit and type(v) in _PLAIN_TYPES:
+                return v
+        return classads.eval_attr(self.ad, attr)
+
+
 def as_text_ads(ads: Sequence) -> "TextAds":
     """Job ads given as classad2 ads (tests, the bindings) in the text form."""
     if isinstance(ads, TextAds):

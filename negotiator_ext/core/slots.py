@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from . import classads
+from .adtext import AdView
 from .config import NegotiatorConfig
 
 CLAIMED_STATES = ("Claimed", "Preempting")
@@ -48,6 +49,20 @@ class SlotUsage:
         return self.charged_customer(discount_suspended) == customer
 
 
+def _value(ad, attr: str):
+    """An attribute's value, of a ClassAd or through an AdView."""
+    return ad.value(attr) if type(ad) is AdView else classads.eval_attr(ad, attr)
+
+
+def _string(ad, attr: str) -> str | None:
+    v = ad.value(attr) if type(ad) is AdView else classads.eval_attr(ad, attr)
+    return v if isinstance(v, str) else None
+
+
+def _classad(ad):
+    return ad.ad if type(ad) is AdView else ad
+
+
 def uses_negotiator_slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> bool:
     """The negotiator's SLOT_WEIGHT stands for the ad's SlotWeight: the ad has none, or
     FORCE_NEGOTIATOR_SLOT_WEIGHT (obtainAdsFromCollector inserts it)."""
@@ -61,9 +76,9 @@ def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
     if not config.use_slot_weights:
         return 1.0
     if not uses_negotiator_slot_weight(ad, config):
-        w = classads.eval_number(ad, "SlotWeight")
+        w = classads.as_number(_value(ad, "SlotWeight"))
     else:
-        w = classads.as_number(classads.eval_expr(config.slot_weight, ad))
+        w = classads.as_number(classads.eval_expr(config.slot_weight, _classad(ad)))
     if w is None or w < 0:
         return 1.0
     return w
@@ -71,21 +86,22 @@ def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
 
 def resource_name(ad: classads.ClassAd) -> str:
     """GetResourceName (rule A2): `<Name>@<StartdIpAddr>`, or `<Name>@` without address."""
-    return f"{classads.eval_string(ad, 'Name') or ''}@{classads.eval_string(ad, 'StartdIpAddr') or ''}"
+    return f"{_string(ad, 'Name') or ''}@{_string(ad, 'StartdIpAddr') or ''}"
 
 
-def slot_usage(ad: classads.ClassAd, config: NegotiatorConfig) -> SlotUsage:
+def slot_usage(ad: classads.ClassAd | AdView, config: NegotiatorConfig) -> SlotUsage:
+    """(`ad` a ClassAd, or an AdView of one.)"""
     return SlotUsage(
-        name=classads.eval_string(ad, "Name") or "",
+        name=_string(ad, "Name") or "",
         resource_name=resource_name(ad),
-        state=classads.eval_string(ad, "State"),
-        activity=classads.eval_string(ad, "Activity"),
-        accounting_group=classads.eval_string(ad, "AccountingGroup"),
-        remote_user=classads.eval_string(ad, "RemoteUser"),
+        state=_string(ad, "State"),
+        activity=_string(ad, "Activity"),
+        accounting_group=_string(ad, "AccountingGroup"),
+        remote_user=_string(ad, "RemoteUser"),
         weight=slot_weight(ad, config),
-        concurrency_limits=classads.eval_string(ad, "ConcurrencyLimits"),
-        preempting_concurrency_limits=classads.eval_string(ad, "PreemptingConcurrencyLimits"),
-        matched_concurrency_limits=classads.eval_string(ad, "MatchedConcurrencyLimits"),
+        concurrency_limits=_string(ad, "ConcurrencyLimits"),
+        preempting_concurrency_limits=_string(ad, "PreemptingConcurrencyLimits"),
+        matched_concurrency_limits=_string(ad, "MatchedConcurrencyLimits"),
     )
 
 
@@ -142,9 +158,10 @@ CURRENT_USER_ATTRS = ("PreemptingAccountingGroup", "PreemptingUser", "Accounting
 
 def current_user(ad: classads.ClassAd, prefix: str = "") -> str | None:
     """Whoever holds the slot now (4.5 step 8); with `prefix`, the cross-slot copy of
-    another slot's attributes (`<prefix>AccountingGroup`, ...)."""
+    another slot's attributes (`<prefix>AccountingGroup`, ...). (`ad` a ClassAd, or an
+    AdView of one.)"""
     for attr in CURRENT_USER_ATTRS:
-        user = classads.eval_string(ad, prefix + attr)
+        user = _string(ad, prefix + attr)
         if user is not None:
             return user
     return None
@@ -154,22 +171,22 @@ def trimmed(ad: classads.ClassAd, usage: SlotUsage, config: NegotiatorConfig,
             now: int | None = None) -> bool:
     """trimStartdAds (2.2 step 9): slots the negotiator drops from the list it matches
     against, after the accountant has seen them; `now` is the cycle's time (for
-    NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD)."""
+    NEGOTIATOR_TRIM_SHUTDOWN_THRESHOLD). (`ad` a ClassAd, or an AdView of one.)"""
     if config.trim_shutdown_threshold > 0 and now is not None and shutting_down(
-            ad, config.trim_shutdown_threshold, now):
+            _classad(ad), config.trim_shutdown_threshold, now):
         return True
-    pslot = classads.eval_bool(ad, "PartitionableSlot") is True
+    pslot = classads.as_bool(_value(ad, "PartitionableSlot")) is True
     if config.consider_preemption:
         if not config.consider_early_preemption:
-            r = classads.eval_number(ad, "RetirementTimeRemaining")
+            r = classads.as_number(_value(ad, "RetirementTimeRemaining"))
             if r is not None and r > 0:
                 return True
     elif usage.state in CLAIMED_STATES and not pslot:
         return True
     if pslot and usage.state == "Claimed":
-        if classads.eval_bool(ad, "WantMatching") is False:
+        if classads.as_bool(_value(ad, "WantMatching")) is False:
             return True
-        if not config.match_working_cm_slots and classads.eval_string(ad, "WorkingCM"):
+        if not config.match_working_cm_slots and _string(ad, "WorkingCM"):
             return True
     return False
 
