@@ -241,6 +241,7 @@ class ShadowLoop:
         # a pool of several negotiators: each one's newest pass and standing, by ledger
         # stream, for the metrics (served side by side, labelled by negotiator)
         self.latest: dict[str, tuple] = {}
+        self.last_records: list = []        # every record of the last pass (run_passes)
         self.warned_cycle_time = False      # a capture before LastUpdate is logged once
 
     @property
@@ -268,7 +269,9 @@ class ShadowLoop:
         from .adapters.ledger import open_ledger
         from .limits import paused_gc
         with paused_gc(collect), open_ledger(self.settings.ledger_url) as ledger:
-            return _Pass(self, ledger, replay).run_all()
+            recs = _Pass(self, ledger, replay).run_all()
+        self.last_records = recs
+        return recs
 
     def run_forever(self, stop: threading.Event,
                     on_pass: Callable[[PassRecord], None] | None = None) -> None:
@@ -285,7 +288,10 @@ class ShadowLoop:
             t0 = time.monotonic()
             try:
                 with pass_lock(self.settings.state_dir):
-                    recs = self.run_passes()
+                    rec = self.run_pass()
+                # a pool of several negotiators: every negotiator's record of the pass
+                recs = (self.last_records if self.last_records
+                        and self.last_records[0] is rec else [rec])
             except Busy as exc:
                 self.log.warning("%s; skipping this interval", exc)
             except LedgerError as exc:

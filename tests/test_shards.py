@@ -288,3 +288,32 @@ def test_each_negotiators_pass_has_its_own_shadow_ad_and_all_are_withdrawn(tmp_p
     assert unpublish(settings, htcondor=Bindings, streams=streams) is None
     assert withdrawn == ["negotiator-ext@cm", "negotiator-ext@cm (n1@cm)",
                          "negotiator-ext@cm (n2@cm)"]
+
+
+def test_the_loop_reports_every_negotiators_record_of_each_pass(tmp_path, mocker):
+    """The loop (cron's --interval, the daemon) hands each negotiator's record to its
+    report, one pass after another."""
+    import threading
+    from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+    fake = FakePool()
+    second = classad2.parseOne(fake.negotiator[0].printOld())
+    second["Name"] = "NEGOTIATOR2@vm"
+    fake.negotiator = [fake.negotiator[0], second]
+    fake.negotiator_remote["NEGOTIATOR2@vm"] = {**fixture_config_knobs(),
+                                                "NEGOTIATOR_SLOT_CONSTRAINT": "false"}
+    fake.install(mocker)
+    import dataclasses
+    settings = dataclasses.replace(ShadowSettings.from_knobs(
+        {"STATE_DIR": str(tmp_path / "state"), "ADVERTISE": "false"}), interval=0.01)
+    loop = ShadowLoop(settings, htcondor=htcondor2, clock=lambda: NOW)
+    stop, seen = threading.Event(), []
+
+    def report(rec):
+        seen.append(rec)
+        if len(seen) == 2:
+            stop.set()
+    loop.run_forever(stop, on_pass=report)
+    assert [r.pool for r in seen] == ["<local> (negotiator NEGOTIATOR2@vm)",
+                                      "<local> (negotiator vm)"]
+    assert len(seen[0].shadow_matches) == 0 and len(seen[1].shadow_matches) > 0
+    assert set(loop.latest) == {r.pool for r in seen}
