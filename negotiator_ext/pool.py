@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
-from .adapters.condor_config import load_config
+from .adapters.condor_config import ConfigRead, load_config
 from .adapters.adfiles import read_ads
 from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negotiator_configs,
                                 snapshot_file)
@@ -165,7 +165,13 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
     """The Pool of a snapshot directory (`captured`: what the capture that wrote it still
     holds, see `load_snapshot`) as the negotiator `negotiator` sees it (`for_negotiator`;
     required when the pool has several)."""
-    snap = for_negotiator(load_snapshot(directory, captured=captured), negotiator)
+    early = _config_read_beside(directory, config_path)
+    try:
+        snap = for_negotiator(load_snapshot(directory, captured=captured), negotiator)
+    except BaseException:
+        if early is not None:
+            early.cancel()
+        raise
     warnings: list[str] = []
     if snap.partial:
         warnings.append(f"{snap.directory}: partial snapshot (did not answer: "
@@ -177,7 +183,30 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
     if path is None:
         warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "
                         "using HTCondor's defaults")
-    return build_pool(snap, load_config(path), warnings)
+    if early is not None and early.path == path:
+        config = early.result()
+    else:
+        if early is not None:
+            early.cancel()
+        config = load_config(path)
+    return build_pool(snap, config, warnings)
+
+
+def _config_read_beside(directory: str | Path, config_path: str | Path | None):
+    """The config read a snapshot will take (`--config`, else its own `config`, else
+    HTCondor's defaults), started now so that HTCondor's reader runs beside the reading
+    of the ads (a ConfigRead; its errors come when its result is asked for, after the
+    snapshot's own). None when the snapshot has negotiators/ (the config is the chosen
+    negotiator's) or the read cannot start here: it is then read as always."""
+    d = Path(directory)
+    try:
+        if (d / NEGOTIATORS).exists() or not d.is_dir():
+            return None
+        own = d / "config"
+        return ConfigRead(config_path if config_path is not None
+                          else own if own.is_file() else None)
+    except Exception:                   # noqa: BLE001 - read later, as always
+        return None
 
 
 def negotiators_of(directory: str | Path) -> list[str | None]:

@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from ..core.config import NegotiatorConfig, ext_knobs
@@ -60,57 +61,114 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
     as data (module docstring, config_guard). Returns (params, raw): typed values as
     htcondor2.param returns them, and the text of the typed ones.
     """
-    source = _source(path)
-    argv = [sys.executable, "-m", "negotiator_ext.adapters._param_dump",
-            "--memory", str(CONFIG_READ_MEMORY)]
-    checked, tmpdir, data = None, None, None
-    if path == LOCAL:   # this host's CONDOR_CONFIG and _CONDOR_* variables apply
-        env = dict(os.environ)
-    elif path is None:  # HTCondor's defaults: no config file, no user config
-        env = _child_env()
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(source, "config file not found")
-        if _is_host_config(p):
+    return ConfigRead(path).params()
+
+
+class ConfigRead:
+    """One read of config file `path` (as `read_params`), started at once: HTCondor's
+    reader runs in its child while the caller does other work (reading a snapshot's
+    ads); `params()` or `result()` waits for it and raises what `read_params` raises,
+    when it is called. `cancel()` stops a read whose answer is no longer wanted."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = path
+        self._error: InputError | None = None
+        self._proc = None
+        self._tmpdir: Path | None = None
+        self._data: bytes | None = None
+        self._checked = None
+        self._started = time.monotonic()
+        try:
+            self._start()
+        except InputError as exc:
+            self._error = exc
+        except BaseException:
+            self.cancel()
+            raise
+
+    def _start(self) -> None:
+        path = self.path
+        source = _source(path)
+        argv = [sys.executable, "-m", "negotiator_ext.adapters._param_dump",
+                "--memory", str(CONFIG_READ_MEMORY)]
+        if path == LOCAL:   # this host's CONDOR_CONFIG and _CONDOR_* variables apply
             env = dict(os.environ)
-            env["CONDOR_CONFIG"] = str(p.resolve())
-            # _CONDOR_* variables would silently change the knobs; the file is its own.
-            for k in list(env):
-                if k.upper().startswith("_CONDOR_"):
-                    del env[k]
-        else:
-            data = _read_capped(p, source)
-            checked = config_guard.check(data, source)
+        elif path is None:  # HTCondor's defaults: no config file, no user config
             env = _child_env()
-    try:
-        if data is not None:
+        else:
+            p = Path(path)
+            if not p.is_file():
+                raise InputError(source, "config file not found")
+            if _is_host_config(p):
+                env = dict(os.environ)
+                env["CONDOR_CONFIG"] = str(p.resolve())
+                # _CONDOR_* variables would silently change the knobs; the file is its own.
+                for k in list(env):
+                    if k.upper().startswith("_CONDOR_"):
+                        del env[k]
+            else:
+                self._data = _read_capped(p, source)
+                self._checked = config_guard.check(self._data, source)
+                env = _child_env()
+        if self._data is not None:
             try:
-                tmpdir = Path(_private_dir())
-                argv.append(str(_write_root(tmpdir, data, p.resolve().parent)))
+                self._tmpdir = Path(_private_dir())
+                argv.append(str(_write_root(self._tmpdir, self._data, p.resolve().parent)))
             except OSError as exc:
+                self._clean()
                 raise InputError(source, "cannot copy it for HTCondor to read: "
                                          f"{exc.filename or ''}: {exc.strerror or exc}") from None
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True,
-                              errors="replace", timeout=CONFIG_READ_TIMEOUT)
-    except subprocess.TimeoutExpired:
-        cycle = checked.possible_cycle if checked else None
-        raise InputError(source, f"HTCondor did not finish reading it within "
-                                 f"{CONFIG_READ_TIMEOUT:g} s: a circular macro"
-                                 + (f" ({cycle})?" if cycle else "?")) from None
-    finally:
-        if tmpdir is not None:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-    if proc.returncode != 0:
-        output = proc.stderr + proc.stdout
-        if tmpdir is not None:      # name the file, not the private copy
-            output = output.replace(str(tmpdir / "config"), source).replace(str(tmpdir), source)
-        raise InputError(source, _failure(proc.returncode, output, path, data, checked))
-    try:
-        doc = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise InputError(source, "HTCondor could not read this configuration") from None
-    return doc["params"], doc["raw"]
+        self._started = time.monotonic()
+        self._proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, errors="replace")
+
+    def params(self) -> tuple[dict, dict]:
+        """(params, raw), as `read_params` returns them."""
+        if self._error is not None:
+            raise self._error
+        path, source, proc = self.path, _source(self.path), self._proc
+        checked, tmpdir = self._checked, self._tmpdir
+        try:
+            # the child gets CONFIG_READ_TIMEOUT from its start, as it always did
+            left = CONFIG_READ_TIMEOUT - (time.monotonic() - self._started)
+            try:
+                stdout, stderr = proc.communicate(timeout=max(left, 0.001))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                cycle = checked.possible_cycle if checked else None
+                raise InputError(source, f"HTCondor did not finish reading it within "
+                                         f"{CONFIG_READ_TIMEOUT:g} s: a circular macro"
+                                         + (f" ({cycle})?" if cycle else "?")) from None
+        finally:
+            self._clean()
+        if proc.returncode != 0:
+            output = stderr + stdout
+            if tmpdir is not None:      # name the file, not the private copy
+                output = output.replace(str(tmpdir / "config"), source).replace(str(tmpdir), source)
+            raise InputError(source, _failure(proc.returncode, output, path, self._data,
+                                              checked))
+        try:
+            doc = json.loads(stdout)
+        except json.JSONDecodeError:
+            raise InputError(source, "HTCondor could not read this configuration") from None
+        return doc["params"], doc["raw"]
+
+    def result(self) -> NegotiatorConfig:
+        """The typed configuration, as `load_config` returns it."""
+        params, raw = self.params()
+        return NegotiatorConfig.from_params(params, source=_source(self.path), raw=raw)
+
+    def cancel(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.kill()
+            self._proc.communicate()
+        self._clean()
+
+    def _clean(self) -> None:
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+            self._tmpdir = None
 
 
 def _is_host_config(p: Path) -> bool:
@@ -203,8 +261,7 @@ def _config_error(output: str, path, data: bytes | None = None) -> str:
 def load_config(path: str | Path | None) -> NegotiatorConfig:
     """The typed negotiator configuration of config file `path` (None: defaults; LOCAL:
     this host's configuration)."""
-    params, raw = read_params(path)
-    return NegotiatorConfig.from_params(params, source=_source(path), raw=raw)
+    return ConfigRead(path).result()
 
 
 def local_ext_knobs(path: str | Path | None = None) -> dict[str, str]:

@@ -1,0 +1,77 @@
+"""A snapshot's config is read beside its ads (pool._config_read_beside: HTCondor's
+reader child started before the ads are read): the same config, the same errors in the
+same order as reading it after them, and nothing left behind when the ads fail first."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, writable_copy
+from negotiator_ext import pool as pool_mod
+from negotiator_ext.adapters import condor_config
+from negotiator_ext.errors import InputError
+from negotiator_ext.pool import load_pool
+
+SCENARIO = "hgq_nested_hep_lep_surplus"
+
+
+@pytest.fixture
+def reads(monkeypatch):
+    """Every ConfigRead started, in order."""
+    started = []
+    real = condor_config.ConfigRead.__init__
+
+    def init(self, path):
+        started.append(self)
+        real(self, path)
+    monkeypatch.setattr(condor_config.ConfigRead, "__init__", init)
+    return started
+
+
+def test_the_config_read_beside_is_the_config(reads):
+    got = load_pool(FIXTURES / SCENARIO)
+    assert len(reads) == 1 and reads[0].path == FIXTURES / SCENARIO / "config"
+    assert got.config == condor_config.load_config(FIXTURES / SCENARIO / "config")
+
+
+def test_config_given_is_read_beside(tmp_path, reads):
+    other = tmp_path / "other.config"
+    other.write_text("GROUP_NAMES = a, b\nGROUP_QUOTA_DYNAMIC_a = 0.5\n")
+    got = load_pool(FIXTURES / SCENARIO, other)
+    assert [r.path for r in reads] == [other]
+    assert got.config == condor_config.load_config(other)
+
+
+def test_a_bad_config_is_named_as_when_read_after(tmp_path):
+    snap = writable_copy(tmp_path, SCENARIO)
+    (snap / "config").write_text("GROUP_NAMES = a\nthis is not config\n")
+    with pytest.raises(InputError) as beside:
+        load_pool(snap)
+    with pytest.raises(InputError) as alone:
+        condor_config.load_config(snap / "config")
+    assert str(beside.value) == str(alone.value)
+
+
+def test_bad_slots_are_reported_first_and_the_read_is_stopped(tmp_path, reads):
+    snap = writable_copy(tmp_path, SCENARIO)
+    (snap / "config").write_text("this is not config\n")
+    (snap / "slots.ads").write_text("Name = \"slot1@x\"\nCpus = (1 +\n")
+    with pytest.raises(InputError) as err:
+        load_pool(snap)
+    assert "slots.ads" in str(err.value)
+    assert len(reads) == 1
+    proc = reads[0]._proc
+    assert proc is None or proc.returncode is not None      # stopped and reaped
+    assert reads[0]._tmpdir is None                          # its private copy removed
+
+
+def test_a_pool_of_several_negotiators_is_not_guessed(tmp_path, reads):
+    """With negotiators/ the config is the chosen negotiator's: read after the ads."""
+    snap = writable_copy(tmp_path, SCENARIO)
+    (snap / "negotiators").mkdir()
+    (snap / "negotiators" / "neg1.config").write_bytes((snap / "config").read_bytes())
+    assert pool_mod._config_read_beside(snap, None) is None
+    assert reads == []
+    got = load_pool(snap)
+    assert [r.path for r in reads] == [snap / "negotiators" / "neg1.config"]
+    assert got.config == condor_config.load_config(snap / "negotiators" / "neg1.config")
