@@ -474,6 +474,7 @@ class Matcher:
         self._statics: dict[tuple, Any] = {}
         self._sorted_names: dict[frozenset, tuple] = {}
         self._norm: dict[tuple, tuple] = {}
+        self._slot_fams: dict[tuple, tuple] = {}    # scan_slot: shared per-slot families
         self._uniform_names: dict[str, bool] = {}
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
@@ -627,8 +628,15 @@ class Matcher:
         for fam, expr, names in self._families:
             seen, outside = self._projector(names, self._seen_outside)(get)
             fams.append((fam, expr, seen, outside))
-            self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
-        slot.fams = fams
+        # slots alike share one tuple (10,000 alike static slots: one), and the job
+        # names it reaches are added once (the set only grows)
+        key = tuple((seen, outside) for _, _, seen, outside in fams)
+        got = self._slot_fams.get(key)
+        if got is None:
+            got = self._slot_fams[key] = tuple(fams)
+            for _, _, _, outside in got:
+                self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
+        slot.fams = got
         if slot.cp:
             # a consumption policy is evaluated against the request too (P3-P5): what it
             # reads of the job, and the Request<asset> it overrides, tell requests apart
