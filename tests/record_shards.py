@@ -87,7 +87,7 @@ print("\\n".join(out))
 def negotiators(pool) -> dict[str, dict]:
     """Name -> the negotiator's ad (MyAddress, LastNegotiationCycleEnd0)."""
     out = pool.tool("condor_status", "-negotiator", "-json", "-attributes",
-                    "Name,MyAddress,LastNegotiationCycleEnd0", check=False).stdout
+                    "Name,MyAddress,LastNegotiationCycleTime0,LastNegotiationCycleEnd0", check=False).stdout
     try:
         ads = json.loads(out) if out.strip() else []
     except ValueError:
