@@ -275,6 +275,34 @@ def _add_ledger_args(p: argparse.ArgumentParser) -> None:
                         "(default: this host's configuration)")
 
 
+# Commands that read a snapshot, print and end. Run as the console command
+# (`console_main`), their process ends without freeing the pool's objects one by one
+# and without switching the cyclic collector back on (0.4 s of 3.2 s at 11,000 slots).
+_ONE_SHOT = frozenset({"negotiate", "whatif", "shards", "explain", "userprio"})
+
+
+def console_main() -> None:
+    """The `negotiator-ext` command: `main`, then, after a one-shot command, the
+    process's end at once (its output flushed; nothing of it is left to clean up: its
+    child processes are over and its temporary files removed when the command returned)."""
+    import os
+    from . import limits
+    command = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    one_shot = command in _ONE_SHOT
+    limits.PROCESS_ENDS = one_shot
+    rc = main()
+    if one_shot:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:
+            pass
+        except OSError:
+            rc = rc or 1
+        os._exit(rc)
+    sys.exit(rc)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     raise_stack_limit()
     parser = build_parser()
@@ -820,4 +848,4 @@ _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cm
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

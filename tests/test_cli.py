@@ -149,3 +149,25 @@ def test_a_host_config_htcondor_cannot_read_is_named_not_skipped(tmp_path, monke
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"negotiator-ext: error: {bad}: ")
     assert "Line 2" in err[0] and "no ledger" not in err[0]
+
+
+def test_the_console_command_ends_a_one_shot_command_with_its_output_whole(tmp_path):
+    """`negotiator-ext negotiate` (cli.console_main) ends its process at once after the
+    command: the whole output flushed, the exit status kept, bad input still exit 2."""
+    import subprocess
+    import sys
+    example = Path(__file__).parent.parent / "examples" / "hgq_nested_hep_lep_surplus"
+    run = [sys.executable, "-m", "negotiator_ext"]
+    out = subprocess.run([*run, "negotiate", str(example), "--json", "--matches"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert len(doc["matches"]) == 27
+    bad = subprocess.run([*run, "userprio", str(tmp_path / "missing")], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and "no such snapshot directory" in bad.stderr
+    # a reader that stops early (a pipe closed): no traceback, the status of the command
+    pipe = subprocess.run(f"{subprocess.list2cmdline(run)} negotiate {example} --matches "
+                          "| head -1", shell=True, capture_output=True, text=True,
+                          timeout=120)
+    assert pipe.stdout.startswith("Negotiation cycle at") and "Traceback" not in pipe.stderr
