@@ -119,6 +119,18 @@ def advertise_with(pool: LivePool, count: int, specs: list[str], work: Path) -> 
     pool.wait_for(lambda: bench.slot_count(pool) >= count + 2, 120, "the fake slots", every=1)
 
 
+def take_snapshot(pool: LivePool, out: Path) -> Path | None:
+    """`negotiator-ext snapshot` of the pool into `out`; None (its error printed) when
+    it fails."""
+    r = subprocess.run([sys.executable, "-m", "negotiator_ext", "snapshot", "--pool",
+                        pool.collector, "-o", str(out)], env=pool.env,
+                       capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        print(r.stderr, file=sys.stderr)
+        return None
+    return out
+
+
 def skip_submitter(pool: LivePool, name: str, work: Path) -> None:
     """The collector's submitter ad `name`, again, with SkipMatchmaking = true."""
     ad = pool.tool("condor_status", "-submitters", "-long", "-constraint",
@@ -243,12 +255,8 @@ def main(argv=None) -> int:
         if args.out.exists():
             shutil.rmtree(args.out)
         (args.out / "expected").mkdir(parents=True)
-        snap = root / "snapshot"
-        r = subprocess.run([sys.executable, "-m", "negotiator_ext", "snapshot", "--pool",
-                            pool.collector, "-o", str(snap)], env=pool.env,
-                           capture_output=True, text=True, cwd=ROOT)
-        if r.returncode != 0:
-            print(r.stderr, file=sys.stderr)
+        snap = take_snapshot(pool, root / "snapshot")
+        if snap is None:
             return 1
         (snap / "accounting.ads").write_text(
             pool.tool("condor_userprio", "-l", "-allusers").stdout)

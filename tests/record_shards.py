@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from livepool import find_release  # noqa: E402
-from record_cycle import DOMAIN, RecordPool, advertise_with  # noqa: E402
+from record_cycle import DOMAIN, RecordPool, advertise_with, take_snapshot  # noqa: E402
 
 import bench_real_pool as bench  # noqa: E402
 
@@ -161,12 +161,8 @@ def main(argv=None) -> int:
         if args.out.exists():
             shutil.rmtree(args.out)
         (args.out / "expected").mkdir(parents=True)
-        snap = root / "snapshot"
-        r = subprocess.run([sys.executable, "-m", "negotiator_ext", "snapshot", "--pool",
-                            pool.collector, "-o", str(snap)], env=pool.env,
-                           capture_output=True, text=True, cwd=ROOT)
-        if r.returncode != 0:
-            print(r.stderr, file=sys.stderr)
+        snap = take_snapshot(pool, root / "snapshot")
+        if snap is None:
             return 1
         r = subprocess.run([sys.executable, "-c", ACCOUNTANTS], env=pool.env,
                            capture_output=True, text=True, check=True)
