@@ -237,8 +237,9 @@ def for_negotiator(snap: Snapshot, name: str | None) -> Snapshot:
     `-name` too): without `name`, InputError naming them. A snapshot of one negotiator
     whose Accounting ads come from several (NegotiatorName) is refused the same way,
     rather than mixing their accountants."""
+    in_ads = snap.accounting_negotiators()          # each a string, or InputError
     if name is not None:
-        known = set(snap.negotiator_configs) | set(snap.accounting_negotiators())
+        known = set(snap.negotiator_configs) | set(in_ads)
         if not snap.negotiator_configs and known and name not in known:
             raise InputError(snap.accounting_source or str(snap.directory),
                              f"no negotiator {name!r} in this snapshot (its Accounting ads "
@@ -246,7 +247,7 @@ def for_negotiator(snap: Snapshot, name: str | None) -> Snapshot:
         return snap.for_negotiator(name)
     if len(snap.negotiators) == 1:
         return snap.for_negotiator(snap.negotiators[0])
-    names = snap.negotiators or snap.accounting_negotiators()
+    names = snap.negotiators or in_ads
     if len(names) > 1 and not snap.negotiators:
         # a pool of one negotiator with another's ads still in the collector (renamed,
         # gone): the negotiator's own ad says whose they are

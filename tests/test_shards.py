@@ -317,3 +317,13 @@ def test_the_loop_reports_every_negotiators_record_of_each_pass(tmp_path, mocker
                                       "<local> (negotiator vm)"]
     assert len(seen[0].shadow_matches) == 0 and len(seen[1].shadow_matches) > 0
     assert set(loop.latest) == {r.pool for r in seen}
+
+
+def test_an_accounting_ad_whose_negotiator_name_is_not_a_string_is_refused(shards):
+    text = (shards / "accounting.ads").read_text()
+    (shards / "accounting.ads").write_text(
+        text.replace('NegotiatorName = "shard1@vm"', "NegotiatorName = 42", 1))
+    with pytest.raises(InputError) as e:
+        load_pool(shards, negotiator=FIRST)
+    msg = e.value.one_line()
+    assert "accounting.ads" in msg and "NegotiatorName" in msg and "not a string" in msg

@@ -134,9 +134,21 @@ class Snapshot:
                                    negotiator_name=name)
 
     def accounting_negotiators(self) -> tuple[str, ...]:
-        """The distinct NegotiatorNames of the Accounting ads, sorted."""
-        names = {ad.get("NegotiatorName") for ad in self.accounting or ()}
-        return tuple(sorted(n for n in names if isinstance(n, str)))
+        """The distinct NegotiatorNames of the Accounting ads, sorted. InputError naming
+        the ad when one is not a string (which negotiator's record it is would be
+        unknown)."""
+        names = set()
+        for i, ad in enumerate(self.accounting or (), start=1):
+            if "NegotiatorName" not in ad:
+                continue
+            v = ad.get("NegotiatorName")
+            if not isinstance(v, str):
+                raise InputError(self.accounting_source or str(self.directory),
+                                 "not a string: the name of the negotiator whose record "
+                                 "this is", ad=f"{i} ({ad.get('Name')!s:.60})",
+                                 attribute="NegotiatorName")
+            names.add(v)
+        return tuple(sorted(names))
 
     def all_jobs(self) -> list[classad2.ClassAd]:
         return [ad for ads in self.jobs.values() for ad in ads]
