@@ -502,13 +502,24 @@ def cmd_shards(args) -> int:
             _warn(pool.warnings)
             progress("running the cycle ...")
             result = run_cycle(pool, args.at)
-            shards.append((name or "<the negotiator>", len(pool.slot_ads), result.to_json()))
+            shards.append((name or _only_negotiator(pool) or "<the negotiator>",
+                           len(pool.slot_ads), result.to_json()))
         doc = roll_up(shards)
         if args.json:
             print(json.dumps(doc, indent=2, default=str))
         else:
             sys.stdout.write(render_shards(doc, full=args.all))
     return 0
+
+
+def _only_negotiator(pool) -> str | None:
+    """The Name of a snapshot's only negotiator ad (None without one, or when unreadable)."""
+    try:
+        ads = pool.snapshot.negotiator_ads() or ()
+    except InputError:
+        return None
+    name = ads[0].get("Name") if len(ads) == 1 else None
+    return name if isinstance(name, str) else None
 
 
 def cmd_explain(args) -> int:

@@ -327,3 +327,11 @@ def test_an_accounting_ad_whose_negotiator_name_is_not_a_string_is_refused(shard
         load_pool(shards, negotiator=FIRST)
     msg = e.value.one_line()
     assert "accounting.ads" in msg and "NegotiatorName" in msg and "not a string" in msg
+
+
+def test_the_roll_up_of_a_pool_of_one_negotiator_names_it(tmp_path, capsys):
+    d = unpack_recording(DATA.parent / "rules" / "skip_matchmaking.tar.gz", tmp_path)
+    assert main(["shards", str(d), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [n["name"] for n in doc["negotiators"]] == ["vm"]
+    assert doc["pool"]["matches"] == 20 and doc["pool"]["in_several"] == 0
