@@ -367,9 +367,13 @@ class _Pass:
         capture_duration = (0.0 if self.replay is not None
                             else round(max(0.0, self.loop.clock() - t_capture), 3))
         timings = {f"capture_{k}": v for k, v in timings.items()}
-        from .pool import negotiators_of
+        # the negotiators are those of negotiators/, which a capture writes for a pool of
+        # several (not negotiators_of: it would parse the Accounting ads a second time
+        # every pass); a snapshot without it is one negotiator's (load_pool refuses one
+        # whose Accounting ads come from several)
+        from .adapters.snapshot import NEGOTIATORS, read_negotiator_configs
         try:
-            names = negotiators_of(snap_dir)
+            names = sorted(read_negotiator_configs(Path(snap_dir) / NEGOTIATORS)) or [None]
         except InputError as exc:
             return [self.record_failed(f"snapshot unreadable: {exc.one_line()}",
                                        snapshot_dir=snap_dir)]
