@@ -70,17 +70,22 @@ def scan_weight(ad, config) -> float:
     return 1.0 if w is None else float(w)
 
 
+def _ranks_first(a: tuple, b: tuple) -> bool | None:
+    """Whether `a` goes before `b` by (pre, post) ranks, more first, tested one by one
+    with < and > as the C++ comparators do (a NaN is neither); None when neither
+    decides."""
+    for x, y in ((a[0], b[0]), (a[1], b[1])):
+        if x < y:
+            return False
+        if x > y:
+            return True
+    return None
+
+
 def _sorter_less(a: tuple, b: tuple) -> bool:
     """rankSorter on (pre, post, collector index): more is better for the ranks."""
-    if a[0] < b[0]:
-        return False
-    if a[0] > b[0]:
-        return True
-    if a[1] < b[1]:
-        return False
-    if a[1] > b[1]:
-        return True
-    return a[2] < b[2]
+    first = _ranks_first(a, b)
+    return a[2] < b[2] if first is None else first
 
 
 def sort_slots(slots: list, config) -> None:
@@ -140,15 +145,8 @@ def first_candidates(accepted: Iterable[tuple[Any, Any, int]], limit: float,
 def _better(a: tuple, b: tuple) -> bool:
     """MatchListType::sort_compare on (pre, post, state): the job rank (1.0) and the
     preemption rank (-FLT_MAX) are the same for every candidate."""
-    if a[0] < b[0]:
-        return False
-    if a[0] > b[0]:
-        return True
-    if a[1] < b[1]:
-        return False
-    if a[1] > b[1]:
-        return True
-    return a[2] > b[2]
+    first = _ranks_first(a, b)
+    return a[2] > b[2] if first is None else first
 
 
 class StaticMatchList:
