@@ -383,54 +383,88 @@ def _built(s: SimSlot, sc: Scenario) -> _Ad:
     return b
 
 
-def _new_slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
-    ad = classad2.ClassAd()
+def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.ClassAd:
+    """The slot's ad, parsed from its old-syntax text in one classad2 call (setting the
+    attributes one by one costs four times as much). When one of the shape's own
+    attributes would repeat a name or spans lines (or not `inline`), the attributes are
+    set one by one, the shape's after the slot's and before the job's."""
     ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
-    base = {"MyType": "Machine", "Name": s.name, "Machine": s.machine, "StartdIpAddr": ip,
-            "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX", "SlotID": 1,
-            "Cpus": _num(s.cpus), "Memory": _num(s.memory), "Disk": _num(s.disk),
-            "TotalCpus": _num(s.shape.cpus), "TotalMemory": _num(s.shape.memory),
-            "Rank": 0.0, "CurrentRank": 0.0, "START": True}
+    vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
+                  "StartdIpAddr": ip, "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX",
+                  "SlotID": 1, "Cpus": _num(s.cpus), "Memory": _num(s.memory),
+                  "Disk": _num(s.disk), "TotalCpus": _num(s.shape.cpus),
+                  "TotalMemory": _num(s.shape.memory), "Rank": 0.0, "CurrentRank": 0.0,
+                  "START": True}
     if s.shape.gpus:
-        base["GPUs"] = _num(s.gpus)
-    for k, v in base.items():
-        ad[k] = v
-    ad["Requirements"] = classad2.ExprTree("START")
+        vals["GPUs"] = _num(s.gpus)
+    vals["Requirements"] = _Expr("START")
     if s.partitionable:
-        ad["PartitionableSlot"] = True
-        ad["SlotType"] = "Partitionable"
-        ad["NumDynamicSlots"] = len(s.children)
-        ad["NumClaims"] = int(s.cpus)     # the claim ids a consumption policy hands out
+        vals["PartitionableSlot"] = True
+        vals["SlotType"] = "Partitionable"
+        vals["NumDynamicSlots"] = len(s.children)
+        vals["NumClaims"] = int(s.cpus)     # the claim ids a consumption policy hands out
     elif s.parent is not None:
-        ad["DynamicSlot"] = True
-        ad["SlotType"] = "Dynamic"
-        ad["ParentSlotName"] = s.parent.name
-    for k, text in s.shape.attrs.items():
-        ad[k] = classads.parse_expr(text)
+        vals["DynamicSlot"] = True
+        vals["SlotType"] = "Dynamic"
+        vals["ParentSlotName"] = s.parent.name
+    shape = s.shape.attrs
     job = s.job
+    later: dict = {}
     if job is not None:
         a = job.arrival
         user = a.user_name(sc.domain)
-        ad["State"] = "Claimed"
-        ad["Activity"] = "Busy"
-        ad["RemoteUser"] = user
-        ad["RemoteOwner"] = user
-        ad["RemoteScheddName"] = sc.schedd
-        ad["JobId"] = job.id
-        ad["EnteredCurrentState"] = job.started
-        ad["JobStart"] = job.started
+        later.update(State="Claimed", Activity="Busy", RemoteUser=user, RemoteOwner=user,
+                     RemoteScheddName=sc.schedd, JobId=job.id,
+                     EnteredCurrentState=job.started, JobStart=job.started)
         if s.rank_of_job is not None:
-            ad["CurrentRank"] = s.rank_of_job
+            later["CurrentRank"] = s.rank_of_job
         if a.group:
-            ad["AccountingGroup"] = a.submitter_name(sc.domain)
-            ad["RemoteGroup"] = a.group
-            ad["RemoteNegotiatingGroup"] = a.group
+            later.update(AccountingGroup=a.submitter_name(sc.domain), RemoteGroup=a.group,
+                         RemoteNegotiatingGroup=a.group)
         if a.concurrency_limits:
-            ad["ConcurrencyLimits"] = a.concurrency_limits
+            later["ConcurrencyLimits"] = a.concurrency_limits
     else:
-        ad["State"] = "Unclaimed"
-        ad["Activity"] = "Idle"
+        later.update(State="Unclaimed", Activity="Idle")
+    if inline:
+        # in the order they were always set: the slot's, the shape's, the job's (a
+        # later value replaces an earlier one of the same name, spelt the same)
+        merged, spelt = dict(vals), {k.lower(): k for k in vals}
+        for k, v in itertools.chain(((k, _Expr(t)) for k, t in shape.items()),
+                                    later.items()):
+            if spelt.setdefault(k.lower(), k) != k or (type(v) is _Expr and "\n" in v.text):
+                break
+            merged[k] = v
+        else:
+            ad = classads.parse_old_ad("\n".join(f"{k} = {_text(v)}" for k, v in merged.items()))
+            if len(ad) == len(merged):
+                return ad
+    ad = classad2.ClassAd()
+    for k, v in vals.items():
+        ad[k] = classad2.ExprTree(v.text) if type(v) is _Expr else v
+    for k, text in shape.items():
+        ad[k] = classads.parse_expr(text)
+    for k, v in later.items():
+        ad[k] = v
     return ad
+
+
+class _Expr:
+    """An expression's text in a slot ad being built (`_new_slot_ad`)."""
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _text(v) -> str:
+    """A value of `_new_slot_ad` as its ad's text shows it."""
+    if type(v) is _Expr:
+        return v.text
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return _q(v)
+    return repr(v)
 
 
 def _rank_of(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:

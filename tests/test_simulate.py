@@ -687,3 +687,40 @@ def test_slots_found_by_name_when_names_are_shared(tmp_path, monkeypatch):
     with open_ledger(plain) as ledger:
         Simulation(sc, ledger).run()
     assert _ledger_rows(shared) == _ledger_rows(plain)
+
+
+class _NoLedger:
+    source = "none"
+
+    def record_passes(self, passes):
+        pass
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.rglob("*.yaml")) + sorted(
+    (ROOT / "bench" / "scenarios").glob("*.yaml")), ids=lambda p: p.parent.name + "/" + p.name)
+def test_a_slot_ad_parsed_from_its_text_is_the_one_set_attribute_by_attribute(path, monkeypatch):
+    # _new_slot_ad parses the ad from its text in one call; the ad must be the one the
+    # attributes set one by one give (names, values, expressions), free and claimed
+    from negotiator_ext.simulate import _new_slot_ad
+    sc = load_scenario(path)
+    if sc.replay_ledger or sc.replay_snapshots:
+        pytest.skip("a replay builds no slot ads")
+    sim = Simulation(sc, _NoLedger())
+    t = sc.start
+    while t <= sc.start + min(sc.span, 2 * 86400):      # until some job runs
+        sim.step(t)
+        t += sc.interval
+        slots = [x for s in sim.pool.slots for x in [s] + list(s.children)]
+        if any(s.job is not None for s in slots):
+            break
+    assert any(s.job is not None for s in slots), "the scenario starts no job: nothing to check"
+
+    def texts(ad):
+        return sorted((n.lower(), ad.lookup(n).__str__()) for n in ad.keys())
+    from negotiator_ext.core import classads
+    parsed = []
+    monkeypatch.setattr(classads, "parse_old_ad",
+                        lambda text, parse=classads.parse_old_ad: parsed.append(1) or parse(text))
+    for s in slots:
+        assert texts(_new_slot_ad(s, sc)) == texts(_new_slot_ad(s, sc, inline=False)), s.name
+    assert len(parsed) == len(slots)        # every one was parsed from its text

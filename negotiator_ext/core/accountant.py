@@ -22,6 +22,7 @@ Use it as: `acc = Accountant(state, config, groups)`; call the rules.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
@@ -65,7 +66,10 @@ class Accountant:
         self.groups = groups if groups is not None else GroupTree(config)
         self.last_update_time = int(state.last_update_time)
         self.customers: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.customers.items()}
-        self.resources: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.resources.items()}
+        # the Resource records (one per claim) are shared with `state` until written:
+        # each is copied when this accountant first changes it (`_set_resource`)
+        self.resources: dict[str, dict[str, Any]] = dict(state.resources)
+        self._own: set[str] = set()
         self.limits: dict[str, float] = dict(state.limits)
 
     def to_state(self, copy_resources: bool = True) -> AccountantState:
@@ -94,7 +98,11 @@ class Accountant:
         rec[attr] = _persisted(attr, value)
 
     def _set_resource(self, resname: str, attr: str, value: Any) -> None:
-        self.resources.setdefault(resname, {})[attr] = _persisted(attr, value)
+        rec = self.resources.get(resname)
+        if rec is None or resname not in self._own:
+            rec = self.resources[resname] = {} if rec is None else dict(rec)
+            self._own.add(resname)
+        rec[attr] = _persisted(attr, value)
 
     # ---- priority factor and priority (rules A9-A11) --------------------------------
 
@@ -314,21 +322,24 @@ class Accountant:
         claimed/matched by the charged customer, charge every claimed slot not yet
         charged, and recount the concurrency limits."""
         slots = list(slots)
-        by_name: dict[str, SlotUsage] = {}
+        # HTCondor keeps the first of duplicate names
+        by_name = {s.resource_name: s for s in reversed(slots)}
+        which = 1 if self.config.discount_suspended_resources else 0
+        resources = self.resources
+        # CheckClaimedOrMatched: Matched slots are kept; claimed ones must still be
+        # claimed by the same customer (removing one record changes no other)
+        gone = [resname for resname, rec in resources.items()
+                if (slot := by_name.get(resname)) is None or (
+                    slot.state != "Matched"
+                    and slot.charged[which] != (rec.get("RemoteUser") or ""))]
+        for resname in gone:
+            self.remove_match(resname, now)
         for s in slots:
-            by_name.setdefault(s.resource_name, s)  # HTCondor keeps the first of duplicates
-        for resname in list(self.resources):
-            rec = self.resources.get(resname)
-            if rec is None:
-                continue
-            slot = by_name.get(resname)
-            if slot is None or not slot.claimed_or_matched_by(rec.get("RemoteUser") or "",
-                                                              self.config.discount_suspended_resources):
-                self.remove_match(resname, now)
-        for s in slots:
-            customer = s.charged_customer(self.config.discount_suspended_resources)
+            customer = s.charged[which]
             if customer is not None:
-                self.add_match(customer, s, now)
+                rec = resources.get(s.resource_name)
+                if rec is None or rec.get("RemoteUser") != customer:
+                    self.add_match(customer, s, now)    # (else "Match already existed")
         self.load_limits(slots)
 
     # ---- concurrency limit counts (rule M9) ------------------------------------------
@@ -338,7 +349,7 @@ class Accountant:
         Resource records of slots in the Matched state."""
         for k in self.limits:
             self.limits[k] = 0.0
-        for s in slots:
+        for s in filter(_COUNTS_LIMITS, slots):
             for text in (s.concurrency_limits, s.preempting_concurrency_limits):
                 if text:
                     self.increment_limits(text)
@@ -454,6 +465,9 @@ def _roll_up(tree: GroupTree, by_group: dict[str, dict[str, Any]]) -> None:
         if ad is not None:
             ad["Priority"] = 0.0
     visit(tree.root)
+
+
+_COUNTS_LIMITS = operator.attrgetter("counts_limits")
 
 
 def _persisted(attr: str, value: Any) -> Any:

@@ -7,7 +7,7 @@ customer it charges, and its slot weight. `slot_usage(ad, config)` makes one.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import classads
 from .adtext import AdView
@@ -29,17 +29,27 @@ class SlotUsage:
     preempting_concurrency_limits: str | None = None
     matched_concurrency_limits: str | None = None
 
+    # IsClaimed (rule A16) without and with DISCOUNT_SUSPENDED_RESOURCES, worked out
+    # once (the accountant asks of every slot, every cycle)
+    charged: tuple = field(init=False, repr=False, compare=False)
+    # LoadLimits reads it: it holds concurrency limits, or is Matched
+    counts_limits: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        customer = None
+        if self.state in CLAIMED_STATES:
+            customer = (self.accounting_group if self.accounting_group is not None
+                        else self.remote_user)
+        # with the discount, a slot without an Activity is not counted either
+        suspended = (self.activity or "suspended").lower() == "suspended"
+        object.__setattr__(self, "charged", (customer, None if suspended else customer))
+        object.__setattr__(self, "counts_limits", bool(
+            self.concurrency_limits or self.preempting_concurrency_limits
+            or self.state == "Matched"))
+
     def charged_customer(self, discount_suspended: bool) -> str | None:
         """IsClaimed (rule A16): the customer a claimed slot charges, or None."""
-        if self.state not in CLAIMED_STATES:
-            return None
-        customer = self.accounting_group if self.accounting_group is not None else self.remote_user
-        if customer is None:
-            return None
-        # with the discount, a slot without an Activity is not counted either
-        if discount_suspended and (self.activity or "suspended").lower() == "suspended":
-            return None
-        return customer
+        return self.charged[1 if discount_suspended else 0]
 
     def claimed_or_matched_by(self, customer: str, discount_suspended: bool) -> bool:
         """CheckClaimedOrMatched (rule A19): Matched slots are kept; claimed ones must
