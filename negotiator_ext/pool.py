@@ -15,7 +15,7 @@ from .adapters.adfiles import read_ads
 from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negotiator_configs,
                                 snapshot_file)
 from .core import classads
-from .core.accountant import Accountant, AccountantState
+from .core.accountant import Accountant, AccountantState, SlotChanges
 from .core.config import NegotiatorConfig, ext_number
 from .core.groups import GroupQuota, GroupTree, group_demand
 from .core.schedd_limits import ScheddLimits, Schedds
@@ -58,6 +58,9 @@ class Pool:
     # each schedd's limits on what it offers (M7): the config's, and the schedds' own
     schedd_default: ScheddLimits = field(default_factory=ScheddLimits)
     schedd_limits: Mapping[str, ScheddLimits] = field(default_factory=dict)
+    # the slots changed since `accountant` was last checked against them, when the
+    # caller keeps its slots from cycle to cycle (the simulator; core.accountant)
+    slot_changes: SlotChanges | None = None
 
     def schedds(self) -> Schedds:
         """The schedds' limits, with one cycle's counts (the job files' running jobs are
@@ -89,7 +92,7 @@ class Pool:
         leases expired, priorities updated and matches checked (2.2 steps 1 and 7)."""
         acc = Accountant(self.accountant, self.config, self.groups)
         acc.initialize_groups()
-        acc.start_cycle(self.every_slot()[1], t)
+        acc.start_cycle(self.every_slot()[1], t, self.slot_changes)
         return acc
 
     def hgq_pool_size(self) -> float:

@@ -56,7 +56,7 @@ from typing import Callable
 import classad2
 
 from .core import classads
-from .core.accountant import AccountantState
+from .core.accountant import AccountantState, SlotChanges
 from .core.adtext import TextAds, TextStore
 from .core.config import priority_preemption_off
 from .core.records import MatchEntry, PassRecord
@@ -779,11 +779,21 @@ class Simulation:
                 free_cpus=[r.free_cpus for r in rows],
                 all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
         else:
+            # what the accountant's CheckMatches needs to look at (core.accountant's
+            # SlotChanges): the slots of the rows made again, before and after
+            names: set[str] = set()
+            places = []
             for s in p.dirty:
                 if s._row is None:
                     r, i = self._slot_row(s), s._pos
+                    names.update(u.resource_name for _, _, u in got.every[i])
+                    names.update(u.resource_name for _, _, u in r.every)
+                    places.append(i)
                     got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
                     got.free_cpus[i] = r.free_cpus
+            places.sort()
+            got.changes = SlotChanges(frozenset(names),
+                                      tuple(u for i in places for _, _, u in got.every[i]))
         p.dirty.clear()
         return got
 
@@ -855,7 +865,7 @@ class Simulation:
                     slot_ads=tuple(cand_ads), slots=tuple(cand_usage), accountant=self.state,
                     warnings=(), slot_texts=tuple(cand_texts), all_slot_ads=ads,
                     all_slots=usage, pie_weights=pies, effective_sizes=effs,
-                    schedd_default=_NO_SCHEDD_LIMITS)
+                    schedd_default=_NO_SCHEDD_LIMITS, slot_changes=rows.changes)
 
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""
@@ -947,6 +957,7 @@ class _PoolRows:
     free: list[list]
     free_cpus: list
     all_cpus: int                 # every slot's cpus, rounded up
+    changes: SlotChanges | None = None   # the slots changed since the last cycle's
 
 
 def _slot_texts(b: _Ad) -> tuple[tuple, bool]:

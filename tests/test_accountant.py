@@ -475,3 +475,79 @@ def test_slot_weight_below_zero_or_not_a_number_is_one(text, weight):
     from negotiator_ext.core.slots import slot_weight
     ad = classads.parse_old_ad(f"Cpus = 4\nSlotWeight = {text}\n")
     assert slot_weight(ad, NegotiatorConfig()) == weight
+
+
+# ---- CheckMatches on the changed slots alone (SlotChanges) -----------------------------
+
+_USERS = ("a@d", "b@d", "c@d")
+_slot_kinds = st.tuples(
+    st.sampled_from((None, "Claimed", "Matched", "Preempting", "Unclaimed")),
+    st.sampled_from((None,) + _USERS), st.sampled_from((1.0, 2.0, 0.5)),
+    st.sampled_from(("Busy", "Suspended", None)), st.sampled_from((None, "lic", "lic:2")))
+
+
+def _usage(i, kind):
+    state, user, weight, activity, limits = kind
+    return SlotUsage(name=f"s{i}", resource_name=f"s{i}@<10.0.0.1:9618>", state=state,
+                     activity=activity, accounting_group=None, remote_user=user,
+                     weight=weight, concurrency_limits=limits)
+
+
+@settings(max_examples=150, deadline=None)
+@given(first=st.lists(_slot_kinds, min_size=0, max_size=12),
+       edits=st.lists(st.tuples(st.integers(0, 14), st.one_of(st.none(), _slot_kinds)),
+                      max_size=8),
+       matches=st.lists(st.tuples(st.integers(0, 14), st.sampled_from(_USERS)), max_size=4),
+       discount=st.booleans(), reused=st.booleans())
+def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
+        first, edits, matches, discount, reused):
+    from negotiator_ext.core.accountant import SlotChanges
+    config = NegotiatorConfig(discount_suspended_resources=discount)
+    # cycle 1: a full CheckMatches, then the cycle's own matches (AddMatch)
+    acc = Accountant(AccountantState(last_update_time=T0), config, GroupTree(config))
+    slots = {i: _usage(i, k) for i, k in enumerate(first)}
+    acc.start_cycle(list(slots.values()), T0)
+    for i, user in matches:
+        acc.add_match(user, slots.get(i) or _usage(i, ("Claimed", user, 1.0, "Busy", None)),
+                      T0 + 5)
+    state = acc.to_state(copy_resources=not reused)
+    # between the cycles, some slots change, leave or join (a SlotUsage anew each time)
+    now = dict(slots)
+    changed = set()
+    for i, kind in edits:
+        if kind is None:
+            now.pop(i, None)
+        else:
+            now[i] = _usage(i, kind)
+        changed.add(f"s{i}@<10.0.0.1:9618>")
+    for i, _ in matches:        # the records the cycle wrote: their slots changed too
+        if i in now:
+            now[i] = _usage(i, first[i] if i < len(first) else (None, None, 1.0, None, None))
+        changed.add(f"s{i}@<10.0.0.1:9618>")
+    order = sorted(now)
+    every = [now[i] for i in order]
+    changes = SlotChanges(frozenset(changed),
+                          tuple(now[i] for i in order if now[i].resource_name in changed))
+    full = Accountant(state, config, GroupTree(config))
+    full.start_cycle(every, T0 + 60)
+    part = Accountant(state, config, GroupTree(config))
+    part.start_cycle(every, T0 + 60, changes)
+    assert part.customers == full.customers
+    assert part.resources == full.resources and list(part.resources) == list(full.resources)
+    assert part.limits == full.limits
+    # and the state the cycle started from is as it was
+    assert Accountant(state, config, GroupTree(config)).resources == dict(state.resources)
+
+
+def test_records_written_after_a_check_that_the_changes_miss_mean_a_full_check():
+    from negotiator_ext.core.accountant import SlotChanges
+    acc = make()
+    s = slot("s1")                              # unclaimed
+    acc.check_matches([s], T0)
+    acc.add_match("a@d", slot("s1", "a@d"), T0)   # a match the slot never showed
+    state = acc.to_state()
+    assert state.touched == {"s1@<10.0.0.1:9618>"}
+    nxt = Accountant(state, NegotiatorConfig(), GroupTree(NegotiatorConfig()))
+    nxt.check_matches([s], T0 + 60, SlotChanges(frozenset(), ()))   # says nothing changed
+    assert "s1@<10.0.0.1:9618>" not in nxt.resources      # checked all the same: removed
+    assert nxt.customers["a@d"]["ResourcesUsed"] == 0

@@ -724,3 +724,44 @@ def test_a_slot_ad_parsed_from_its_text_is_the_one_set_attribute_by_attribute(pa
     for s in slots:
         assert texts(_new_slot_ad(s, sc)) == texts(_new_slot_ad(s, sc, inline=False)), s.name
     assert len(parsed) == len(slots)        # every one was parsed from its text
+
+
+@pytest.mark.parametrize("name", ["group-quota-preemption/scenario.yaml",
+                                  "consumption-policy/scenario.yaml",
+                                  "rup-growth-decay/scenario.yaml"])
+def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkeypatch):
+    # The simulator hands the accountant the slots changed since the last cycle
+    # (SlotChanges); every pass must be the one checking every slot gives.
+    import negotiator_ext.simulate as sim_mod
+    from negotiator_ext.core.accountant import Accountant
+    sc = load_scenario(SCENARIOS / name)
+    sc = dataclasses.replace(sc, span=min(sc.span, 12 * HOUR))
+
+    class Keep:
+        source = "mem"
+
+        def __init__(self):
+            self.passes = []
+
+        def record_passes(self, passes):
+            self.passes += [dataclasses.replace(p, shadow_duration=0.0, shadow_timings={})
+                            for p in passes]
+
+    quick = []
+    check = Accountant.check_matches
+
+    def spy(self, slots, now, changes=None):
+        quick.append(changes is not None and self._touched is not None
+                     and self._touched <= changes.names)
+        return check(self, slots, now, changes)
+    monkeypatch.setattr(Accountant, "check_matches", spy)
+    fast = Keep()
+    Simulation(sc, fast).run()
+    assert sum(quick) > len(quick) // 2          # most cycles took the changed slots alone
+    monkeypatch.setattr(sim_mod, "SlotChanges", lambda *a: None)
+    quick.clear()
+    slow = Keep()
+    Simulation(sc, slow).run()
+    assert not any(quick)
+    assert len(fast.passes) == len(slow.passes) > 0
+    assert fast.passes == slow.passes

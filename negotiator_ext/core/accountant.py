@@ -55,6 +55,23 @@ class AccountantState:
     customers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     resources: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     limits: Mapping[str, float] = field(default_factory=dict)  # concurrency limit counts
+    # the Resource records written or removed since the last CheckMatches (None: not
+    # known): with `SlotChanges`, the next CheckMatches looks at those and the changed
+    # slots only
+    touched: frozenset[str] | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class SlotChanges:
+    """What a caller that keeps its slots from cycle to cycle (the simulator) knows: the
+    resource names whose SlotUsage is not the very object the last CheckMatches saw
+    (gone, new or changed), and the current SlotUsages among them, in the slot list's
+    order. Resource names are unique in such a pool. CheckMatches then looks at those
+    slots, and at the records written since, alone: every other record is still the
+    one that CheckMatches found consistent with the same slot, so the result is the
+    same as looking at every slot."""
+    names: frozenset[str]
+    slots: tuple[SlotUsage, ...]
 
 
 class Accountant:
@@ -71,6 +88,8 @@ class Accountant:
         self.resources: dict[str, dict[str, Any]] = dict(state.resources)
         self._own: set[str] = set()
         self.limits: dict[str, float] = dict(state.limits)
+        self._touched: set[str] | None = (set(state.touched) if state.touched is not None
+                                          else None)
 
     def to_state(self, copy_resources: bool = True) -> AccountantState:
         """The state as it stands now (a copy): where the next cycle starts from.
@@ -82,7 +101,8 @@ class Accountant:
             customers={k: dict(v) for k, v in self.customers.items()},
             resources=({k: dict(v) for k, v in self.resources.items()} if copy_resources
                        else self.resources),
-            limits=dict(self.limits))
+            limits=dict(self.limits),
+            touched=frozenset(self._touched) if self._touched is not None else None)
 
     # ---- attribute access, as the ClassAd log does it -------------------------------
 
@@ -102,7 +122,14 @@ class Accountant:
         if rec is None or resname not in self._own:
             rec = self.resources[resname] = {} if rec is None else dict(rec)
             self._own.add(resname)
+            if self._touched is not None:
+                self._touched.add(resname)
         rec[attr] = _persisted(attr, value)
+
+    def _drop_resource(self, resname: str) -> None:
+        del self.resources[resname]
+        if self._touched is not None:
+            self._touched.add(resname)
 
     # ---- priority factor and priority (rules A9-A11) --------------------------------
 
@@ -177,13 +204,14 @@ class Accountant:
         for name in self.groups.group_names():
             self.priority(name)
 
-    def start_cycle(self, slots: Iterable[SlotUsage], now: int) -> None:
+    def start_cycle(self, slots: Iterable[SlotUsage], now: int,
+                    changes: SlotChanges | None = None) -> None:
         """What a negotiation cycle does to the accountant before any match (reference
         2.2): expire leases (step 1), then UpdatePriorities and CheckMatches against
         every fetched slot ad (step 7)."""
         self.check_leases(now)
         self.update_priorities(now)
-        self.check_matches(slots, now)
+        self.check_matches(slots, now, changes)
 
     # ---- the time step (rules A12, A13) ---------------------------------------------
 
@@ -310,28 +338,43 @@ class Accountant:
         if rec is None:
             return
         if rec.get("NumCpMatches") is not None or rec.get("RemoteUser") is None:
-            del self.resources[resname]  # a consumption-policy placeholder, or no user
+            self._drop_resource(resname)  # a consumption-policy placeholder, or no user
             return
         weight = rec.get("SlotWeight")
         weight = 1.0 if weight is None else float(weight)
         self._charge(rec["RemoteUser"], weight, int(now), -1, start=rec.get("StartTime"))
-        del self.resources[resname]
+        self._drop_resource(resname)
 
-    def check_matches(self, slots: Iterable[SlotUsage], now: int) -> None:
+    def check_matches(self, slots: Iterable[SlotUsage], now: int,
+                      changes: SlotChanges | None = None) -> None:
         """CheckMatches (rule A19, classic): drop matches whose slot is gone or no longer
         claimed/matched by the charged customer, charge every claimed slot not yet
-        charged, and recount the concurrency limits."""
-        slots = list(slots)
+        charged, and recount the concurrency limits. With `changes` (and the records
+        written since the last CheckMatches known), only the changed slots and those
+        records are looked at, in the same order: the same result."""
+        slots = list(slots) if not isinstance(slots, (list, tuple)) else slots
+        touched = self._touched
+        if changes is not None and touched is not None and touched <= changes.names:
+            names = changes.names
+            changed = changes.slots
+            self._check_claims(changed, filter(names.__contains__, self.resources), now)
+        else:
+            self._check_claims(slots, self.resources, now)
+        self._touched = set()
+        self.load_limits(slots)
+
+    def _check_claims(self, slots, resnames: Iterable[str], now: int) -> None:
+        """CheckMatches over `slots` and the records `resnames` (in the records' order)."""
         # HTCondor keeps the first of duplicate names
         by_name = {s.resource_name: s for s in reversed(slots)}
         which = 1 if self.config.discount_suspended_resources else 0
         resources = self.resources
         # CheckClaimedOrMatched: Matched slots are kept; claimed ones must still be
         # claimed by the same customer (removing one record changes no other)
-        gone = [resname for resname, rec in resources.items()
+        gone = [resname for resname in resnames
                 if (slot := by_name.get(resname)) is None or (
                     slot.state != "Matched"
-                    and slot.charged[which] != (rec.get("RemoteUser") or ""))]
+                    and slot.charged[which] != (resources[resname].get("RemoteUser") or ""))]
         for resname in gone:
             self.remove_match(resname, now)
         for s in slots:
@@ -340,7 +383,6 @@ class Accountant:
                 rec = resources.get(s.resource_name)
                 if rec is None or rec.get("RemoteUser") != customer:
                     self.add_match(customer, s, now)    # (else "Match already existed")
-        self.load_limits(slots)
 
     # ---- concurrency limit counts (rule M9) ------------------------------------------
 
