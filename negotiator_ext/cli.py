@@ -15,6 +15,7 @@ from typing import Sequence
 from . import __version__
 from .errors import InputError
 from .limits import paused_gc, raise_stack_limit
+from .views.jsondoc import document
 
 
 class _Parser(argparse.ArgumentParser):
@@ -437,7 +438,7 @@ def cmd_negotiate(args) -> int:
             doc["withheld_matches"] = len(doc["matches"])
             doc["matches"] = []
         if args.json:
-            print(json.dumps(doc, indent=2, default=str))
+            print(document(doc))
         else:
             sys.stdout.write(render_cycle(doc, full=args.matches))
     return 0
@@ -481,8 +482,7 @@ def cmd_whatif(args) -> int:
         doc = compare_cycles(docs[0], docs[1])
         labels = [f"{p} under {c}" for p, _, c in runs]
         if args.json:
-            print(json.dumps({"before": labels[0], "after": labels[1], **doc}, indent=2,
-                             default=str))
+            print(document({"before": labels[0], "after": labels[1], **doc}))
         else:
             sys.stdout.write(render_whatif(doc, labels[0], labels[1], full=args.all))
     return 0
@@ -506,7 +506,7 @@ def cmd_shards(args) -> int:
                            len(pool.slot_ads), result.to_json()))
         doc = roll_up(shards)
         if args.json:
-            print(json.dumps(doc, indent=2, default=str))
+            print(document(doc))
         else:
             sys.stdout.write(render_shards(doc, full=args.all))
     return 0
