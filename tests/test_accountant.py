@@ -497,7 +497,8 @@ def _usage(i, kind):
 @given(first=st.lists(_slot_kinds, min_size=0, max_size=12),
        edits=st.lists(st.tuples(st.integers(0, 14), st.one_of(st.none(), _slot_kinds)),
                       max_size=8),
-       matches=st.lists(st.tuples(st.integers(0, 14), st.sampled_from(_USERS)), max_size=4),
+       matches=st.lists(st.tuples(st.integers(0, 14), st.sampled_from(_USERS),
+                                  st.sampled_from((None, 1.0))), max_size=4),
        discount=st.booleans(), reused=st.booleans())
 def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
         first, edits, matches, discount, reused):
@@ -507,9 +508,9 @@ def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
     acc = Accountant(AccountantState(last_update_time=T0), config, GroupTree(config))
     slots = {i: _usage(i, k) for i, k in enumerate(first)}
     acc.start_cycle(list(slots.values()), T0)
-    for i, user in matches:
+    for i, user, cost in matches:       # (a cost: a consumption-policy match)
         acc.add_match(user, slots.get(i) or _usage(i, ("Claimed", user, 1.0, "Busy", None)),
-                      T0 + 5)
+                      T0 + 5, match_cost=cost)
     state = acc.to_state(copy_resources=not reused)
     # between the cycles, some slots change, leave or join (a SlotUsage anew each time)
     now = dict(slots)
@@ -520,7 +521,7 @@ def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
         else:
             now[i] = _usage(i, kind)
         changed.add(f"s{i}@<10.0.0.1:9618>")
-    for i, _ in matches:        # the records the cycle wrote: their slots changed too
+    for i, _, _ in matches:     # the records the cycle wrote: their slots changed too
         if i in now:
             now[i] = _usage(i, first[i] if i < len(first) else (None, None, 1.0, None, None))
         changed.add(f"s{i}@<10.0.0.1:9618>")
@@ -551,3 +552,20 @@ def test_records_written_after_a_check_that_the_changes_miss_mean_a_full_check()
     nxt.check_matches([s], T0 + 60, SlotChanges(frozenset(), ()))   # says nothing changed
     assert "s1@<10.0.0.1:9618>" not in nxt.resources      # checked all the same: removed
     assert nxt.customers["a@d"]["ResourcesUsed"] == 0
+
+
+def test_a_record_written_again_after_a_check_counts_as_written():
+    # the record CheckMatches itself made is this accountant's own; a later write to it
+    # (a consumption-policy match counting NumCpMatches) is still a change since the check
+    from negotiator_ext.core.accountant import SlotChanges
+    acc = make()
+    s = slot("p1", "a@d")
+    acc.check_matches([s], T0)
+    acc.add_match("a@d", s, T0 + 1, match_cost=1.0)
+    state = acc.to_state()
+    assert "p1@<10.0.0.1:9618>" in state.touched
+    full = Accountant(state, NegotiatorConfig(), GroupTree(NegotiatorConfig()))
+    full.check_matches([s], T0 + 60)
+    part = Accountant(state, NegotiatorConfig(), GroupTree(NegotiatorConfig()))
+    part.check_matches([s], T0 + 60, SlotChanges(frozenset(), ()))
+    assert part.resources == full.resources and part.customers == full.customers

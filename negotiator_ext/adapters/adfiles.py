@@ -19,6 +19,8 @@ import io
 import json
 import re
 from collections import Counter
+from itertools import filterfalse
+from operator import itemgetter
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable
@@ -254,6 +256,7 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     ads kept (`keep`), an attribute written as `eval("...")` by `_attribute_lines` is the
     value it stands for (the text evaluates to that same value)."""
     lines: dict = {}                # a line of an ad classad2 read whole -> its shared pair
+    get, known = lines.get, lines.__contains__
     count = 0
 
     def ad_of(first: int, block: str) -> None:
@@ -277,30 +280,36 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
             # classad2 read whole, one attribute per line, is not parsed again; only the
             # new lines are, on their own (most of a queue's lines repeat from job to
             # job). When they are all read and no name repeats, so is the ad.
-            row = list(map(lines.get, body))
-            new = [i for i, pair in enumerate(row) if pair is None]
+            row = list(map(get, body))
+            new = list(filterfalse(known, body)) if None in row else ()
             if len(new) < len(body) and (not new or len(_parse_one(
-                    "\n".join(body[i] for i in new), classad2.ParserType.Old)) == len(new)):
-                for i in new:
-                    row[i] = out.pair(*_split_line(body[i]))
-                if len({name for name, _ in row}) == len(row):    # names lower-cased
-                    for i in new:
-                        lines[body[i]] = row[i]
+                    "\n".join(new), classad2.ParserType.Old)) == len(new)):
+                # (the new lines are all different: a repeated one would have parsed
+                # as one attribute)
+                for ln in new:
+                    lines[ln] = out.pair(*_split_line(ln))
+                if new:
+                    row = list(map(get, body))
+                if len(set(map(_NAME, row))) == len(row):      # names lower-cased
                     out.add_row(tuple(row))
                     return
+                for ln in new:
+                    del lines[ln]
         ad = _parse_one(text, classad2.ParserType.Old)
         n = len(ad)
         if n < len(body):           # a dropped line (an error) or a duplicate (fine)
             _report_dropped_line(source, first, raw, ad, count)
-        row = list(map(lines.get, body))
+        row = list(map(get, body))
         if None in row:
-            for i, pair in enumerate(row):
-                if pair is None:
-                    ln = body[i]
-                    row[i] = out.pair(*_split_line(ln))
-                    if n == len(body):
-                        lines[ln] = row[i]
-        if n != len(body) and n != len({name for name, _ in row}):
+            if n == len(body):
+                # every line was read whole: each new one is kept for the ads to come
+                for ln in filterfalse(known, body):
+                    lines[ln] = out.pair(*_split_line(ln))
+                row = list(map(get, body))
+            else:
+                row = [pair if pair is not None else out.pair(*_split_line(ln))
+                       for pair, ln in zip(row, body)]
+        if n != len(body) and n != len(set(map(_NAME, row))):
             # classad2 did not read one attribute per line: take its own texts
             row = [out.pair(name, text) for name, text in _texts_of(ad)]
         out.add_row(tuple(row))
@@ -358,6 +367,9 @@ def _lf_chunks(f) -> Iterable[str]:
 # character costs ten times a search for lines that start after a newline.
 _CARE_FIRST = re.compile(r"[#/ \t]|[^\S\n]+(?:\n|\Z)")
 _CARE_LINE = re.compile(r"\n(?:[#/ \t]|[^\S\n]+(?:\n|\Z))")
+
+
+_NAME = itemgetter(0)             # a (name, text) pair's name
 
 
 def _needs_care(block: str) -> bool:

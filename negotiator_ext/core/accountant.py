@@ -90,6 +90,7 @@ class Accountant:
         self.limits: dict[str, float] = dict(state.limits)
         self._touched: set[str] | None = (set(state.touched) if state.touched is not None
                                           else None)
+        self._records_of: dict[str, tuple] = {}      # customer -> groups.charged_records
 
     def to_state(self, copy_resources: bool = True) -> AccountantState:
         """The state as it stands now (a copy): where the next cycle starts from.
@@ -122,8 +123,8 @@ class Accountant:
         if rec is None or resname not in self._own:
             rec = self.resources[resname] = {} if rec is None else dict(rec)
             self._own.add(resname)
-            if self._touched is not None:
-                self._touched.add(resname)
+        if self._touched is not None:
+            self._touched.add(resname)
         rec[attr] = _persisted(attr, value)
 
     def _drop_resource(self, resname: str) -> None:
@@ -284,24 +285,40 @@ class Accountant:
         is charged only from `now` (negative uncharged time back to the last update), a
         removed one for the time it existed since max(start, last update). Counts are
         floored at 0 on removal."""
-        records, hier_records = self.groups.charged_records(name)
+        got = self._records_of.get(name)
+        if got is None:
+            got = self._records_of[name] = self.groups.charged_records(name)
+        records, hier_records = got
         if sign > 0:
             uncharged = -(now - self.last_update_time)
         else:
             uncharged = now - max(int(start or 0), self.last_update_time)
         # Both records are read before either is written (one transaction, rule A6), so a
-        # customer that is its own group record is charged once.
+        # customer that is its own group record is charged once. (`_get`/`_set` written
+        # out: a missing or None value is the default; reals are stored rounded, A5.)
+        customers = self.customers
         for rec_name in records:
-            used = int(self._get(rec_name, "ResourcesUsed", 0)) + sign
-            w_used = float(self._get(rec_name, "WeightedResourcesUsed", 0.0)) + sign * weight
-            self._set(rec_name, "ResourcesUsed", max(used, 0))
-            self._set(rec_name, "WeightedResourcesUsed", max(w_used, 0.0))
-            self._set(rec_name, "UnchargedTime", int(self._get(rec_name, "UnchargedTime", 0)) + uncharged)
-            self._set(rec_name, "WeightedUnchargedTime",
-                      float(self._get(rec_name, "WeightedUnchargedTime", 0.0)) + uncharged * weight)
+            rec = customers.get(rec_name)
+            if rec is None:
+                rec = customers[rec_name] = {}
+            v = rec.get("ResourcesUsed")
+            used = int(0 if v is None else v) + sign
+            v = rec.get("WeightedResourcesUsed")
+            w_used = float(0.0 if v is None else v) + sign * weight
+            rec["ResourcesUsed"] = int(max(used, 0))
+            rec["WeightedResourcesUsed"] = _real(max(w_used, 0.0))
+            v = rec.get("UnchargedTime")
+            rec["UnchargedTime"] = int(int(0 if v is None else v) + uncharged)
+            v = rec.get("WeightedUnchargedTime")
+            rec["WeightedUnchargedTime"] = _real(float(0.0 if v is None else v)
+                                                 + uncharged * weight)
         for part in hier_records:
-            hier = float(self._get(part, "HierWeightedResourcesUsed", 0.0)) + sign * weight
-            self._set(part, "HierWeightedResourcesUsed", max(hier, 0.0))
+            rec = customers.get(part)
+            if rec is None:
+                rec = customers[part] = {}
+            v = rec.get("HierWeightedResourcesUsed")
+            rec["HierWeightedResourcesUsed"] = _real(
+                max(float(0.0 if v is None else v) + sign * weight, 0.0))
 
     def add_match(self, customer: str, slot: SlotUsage, now: int, match_cost: float | None = None,
                   concurrency_limits: str | None = None) -> None:
@@ -523,6 +540,11 @@ def _persisted(attr: str, value: Any) -> Any:
     if isinstance(value, float) and math.isfinite(value):
         return round6(value)
     return value
+
+
+def _real(x: float) -> float:
+    """A real as `_persisted` stores it."""
+    return round6(x) if math.isfinite(x) else x
 
 
 def _domain(name: str) -> str:
