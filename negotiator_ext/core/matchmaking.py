@@ -122,6 +122,9 @@ class Request:
         return self.jobs[0]
 
 
+_VARIES = object()      # profile_slot: MY.Rank > MY.CurrentRank depends on the job
+
+
 def _static_order(s: Slot) -> tuple:
     return (-s.static[0], -s.static[1], -s.static[2], s.index)
 
@@ -475,6 +478,7 @@ class Matcher:
         self._sorted_names: dict[frozenset, tuple] = {}
         self._norm: dict[tuple, tuple] = {}
         self._slot_fams: dict[tuple, tuple] = {}    # scan_slot: shared per-slot families
+        self._plans: dict[tuple, tuple] = {}        # profile_slot: per shared families
         self._uniform_names: dict[str, bool] = {}
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
@@ -653,36 +657,58 @@ class Matcher:
     def profile_slot(self, slot: Slot) -> None:
         """Second pass, once the jobs are known: the slot's class key and its static
         (job-independent) ranks."""
+        live = self.live_remote is not None and bool(slot.live)
+        plan = self._plans.get((id(slot.fams), live, id(self.live_names)))
+        if plan is None:
+            plan = self._plan(slot.fams, live)
+        dependent, key_names, statics, rankcond, req_names, live_req = plan
+        static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
+        for fam, expr, seen in statics:
+            static[fam] = self._static(fam, expr, slot, seen)
+        if rankcond is not None:
+            slot.rank_static = (None if rankcond is _VARIES
+                                else self._static("rankcond", rankcond[0], slot,
+                                                  rankcond[1]) is True)
+        get = slot.texts.get
+        proj = tuple(zip(key_names, map(get, key_names)))
+        slot.req_id = self.intern(("req", tuple(zip(req_names, map(get, req_names)))))
+        slot.live_req = live_req
+        slot.views = {}
+        slot.static = (static["pre"], static["post"], static["prank"])
+        slot.key = (dependent, proj, slot.weight, slot.current_user, slot.live,
+                    slot.claimer_schedd, slot.partitionable,
+                    ("cp", slot.index, slot.version) if slot.cp else None)
+        slot.key_id = self.intern(("slot", slot.key))
+        slot.class_keys = {}
+
+    def _plan(self, fams: tuple, live: bool) -> tuple:
+        """What `profile_slot` works out the same way for every slot sharing `fams` (the
+        expression families alike slots share, `scan_slot`): which families depend on
+        the job (their names go into the class key, sorted), which are static (evaluated
+        per slot, cached per texts), and what the slot's own Requirements read."""
         key_names: set[str] = set()
         dependent: list[str] = []
-        static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
-        live = self.live_remote is not None and bool(slot.live)
-        for fam, expr, seen, outside in slot.fams:
+        statics = []
+        rankcond = None
+        for fam, expr, seen, outside in fams:
             # an expression that reads the current user's live usage changes during the
             # cycle: it is evaluated with the verdicts, never kept as a static value
             varies = any(("." in n) or self._job_has_attr(n) for n in outside) or (
                 live and not self.live_names.isdisjoint(seen))
             dep = fam in self._ALWAYS_DEPENDENT or varies
             if fam == "rankcond":
-                slot.rank_static = (None if varies
-                                    else self._static(fam, expr, slot, seen) is True)
+                rankcond = _VARIES if varies else (expr, seen)
             if dep:
                 dependent.append(fam)
                 key_names |= seen
-            elif fam in static:
-                static[fam] = self._static(fam, expr, slot, seen)
-        texts = slot.texts
-        proj = tuple(sorted((n, texts.get(n)) for n in key_names))
-        req_seen = next(seen for fam, _, seen, _ in slot.fams if fam == "req")
-        slot.req_id = self.intern(("req", tuple(sorted((n, texts.get(n)) for n in req_seen))))
-        slot.live_req = live and not self.live_names.isdisjoint(req_seen)
-        slot.views = {}
-        slot.static = (static["pre"], static["post"], static["prank"])
-        slot.key = (tuple(dependent), proj, slot.weight, slot.current_user, slot.live,
-                    slot.claimer_schedd, slot.partitionable,
-                    ("cp", slot.index, slot.version) if slot.cp else None)
-        slot.key_id = self.intern(("slot", slot.key))
-        slot.class_keys = {}
+            elif fam in ("pre", "post", "prank"):
+                statics.append((fam, expr, seen))
+        req_seen = next(seen for fam, _, seen, _ in fams if fam == "req")
+        plan = (tuple(dependent), tuple(sorted(key_names)), tuple(statics), rankcond,
+                tuple(sorted(req_seen)), live and not self.live_names.isdisjoint(req_seen))
+        # (keyed by the shared tuple's id: _slot_fams keeps every such tuple alive)
+        self._plans[(id(fams), live, id(self.live_names))] = plan
+        return plan
 
     def _static(self, fam: str, expr, slot: Slot, seen: frozenset):
         """A slot expression no job can change, evaluated once per distinct set of the
