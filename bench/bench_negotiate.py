@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import re
 import statistics
 import subprocess
@@ -50,6 +49,7 @@ def steps(snapshot: Path) -> dict[str, float]:
     from negotiator_ext.adapters import adfiles, beside, condor_config, snapshot as snap_mod
     from negotiator_ext.cycle import run_cycle
     from negotiator_ext.pool import load_pool
+    from negotiator_ext.views.jsondoc import document
     out: dict[str, float] = {}
 
     def timed(name, fn):
@@ -71,7 +71,7 @@ def steps(snapshot: Path) -> dict[str, float]:
     t1 = time.perf_counter()
     result = run_cycle(pool)
     t2 = time.perf_counter()
-    text = json.dumps(result.to_json(), indent=2, default=str)
+    text = document(result.to_json())
     t3 = time.perf_counter()
     out["load_pool (all reading, the pool)"] = round(t1 - t0, 3)
     out.update({f"cycle: {k}": v for k, v in result.timings.items()})

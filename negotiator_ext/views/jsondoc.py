@@ -21,8 +21,12 @@ def document(doc: Any, sort_keys: bool = False) -> str:
     return "".join(out)
 
 
+# json.dumps makes an encoder per call when given `default`: one of each kind, kept
+_ENCODERS = {k: json.JSONEncoder(default=str, sort_keys=k).encode for k in (False, True)}
+
+
 def _one_line(value: Any, sort_keys: bool) -> str:
-    return json.dumps(value, default=str, sort_keys=sort_keys)
+    return _ENCODERS[sort_keys](value)
 
 
 def _write(value: Any, level: int, out: list[str], sort_keys: bool) -> None:
