@@ -263,9 +263,11 @@ def test_every_request_ephemeral_is_declared():
         groups=SimpleNamespace(enabled=True, root=SimpleNamespace(autoregroup=False)),
         usage=lambda name: 1.0, quotas_hash={"g": 5.0},
         matcher=SimpleNamespace(job_names_seen_by_slots=set(), intern=lambda k: 0))
-    Negotiation._prepare_request(fake, SimpleNamespace(ad=ad, group_key=((), frozenset())),
-                                 SimpleNamespace(name="u@d", group="g"), "g", 500.0)
-    assert set(ad.keys()) == set(REQUEST_EPHEMERALS)
+    from negotiator_ext.core.matchmaking import Request
+    req = Request(base_ad=ad, jobs=["1.0"], autocluster=0, group_key=((), frozenset()),
+                  schedd="s", submitter="u@d")
+    Negotiation._prepare_request(fake, req, SimpleNamespace(name="u@d", group="g"), "g", 500.0)
+    assert set(req.ad.keys()) == set(REQUEST_EPHEMERALS)   # inserted when the ad is read
 
 
 @pytest.mark.parametrize("where", ["job", "slot"])

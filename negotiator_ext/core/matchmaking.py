@@ -108,7 +108,7 @@ class Slot:
 @dataclass(eq=False)
 class Request:
     """One resource request: a run of consecutive idle jobs of one autocluster."""
-    ad: Any                          # the first job's ad (ephemeral attributes inserted)
+    base_ad: Any                     # the first job's ad, as the schedd sent it
     jobs: list[str]                  # "<cluster>.<proc>" of the jobs in the run, in order
     autocluster: int
     group_key: tuple                 # what expressions can see of the job (no ephemerals)
@@ -116,6 +116,20 @@ class Request:
     submitter: str
     # group_key + the ephemeral values expressions see, interned: the request key
     eval_id: int = -1
+    # the ephemeral attributes (4.2) to insert before the ad is next evaluated: most
+    # requests find their verdicts cached by `eval_id` and never need them
+    pending: dict | None = None
+
+    @property
+    def ad(self) -> Any:
+        """The ad with its ephemeral attributes inserted (what expressions evaluate)."""
+        values = self.pending
+        if values is not None:
+            ad = self.base_ad
+            for k, v in values.items():
+                ad[k] = v
+            self.pending = None
+        return self.base_ad
 
     @property
     def job(self) -> str:

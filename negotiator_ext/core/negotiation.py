@@ -251,8 +251,8 @@ class JobQueue:
 
     def _request(self, run, schedd, submitter) -> Request:
         job_id, ac, key, row = run[0]
-        return Request(ad=adtext.row_ad(row, self.names), jobs=[r[0] for r in run], autocluster=ac, group_key=key,
-                       schedd=schedd, submitter=submitter)
+        return Request(base_ad=adtext.row_ad(row, self.names), jobs=[r[0] for r in run],
+                       autocluster=ac, group_key=key, schedd=schedd, submitter=submitter)
 
 
 _REQUEST_CPUS = classads.parse_expr("MY.RequestCpus")
@@ -672,9 +672,7 @@ class Negotiation:
             values["SubmitterGroup"] = s.group
             values["SubmitterGroupResourcesInUse"] = self.usage(s.group)
             values["SubmitterGroupQuota"] = self.quotas_hash[s.group]
-        ad = req.ad
-        for k, v in values.items():
-            ad[k] = v
+        req.pending = values            # inserted when the ad is next evaluated
         # the values an expression can read: the slots' (TARGET.SubmitterX) and the
         # job's own (the job lacks them, so its key lists them among what it reaches)
         seen, own = self.matcher.job_names_seen_by_slots, req.group_key[1]
@@ -691,7 +689,7 @@ class Negotiation:
         # Concurrency limits first (M3): a ConcurrencyLimits that is a string on its own
         # is checked once for the request; one that needs the slot, per candidate.
         per_candidate = False
-        if "ConcurrencyLimits" in req.ad:
+        if "ConcurrencyLimits" in req.base_ad:      # (not an ephemeral attribute)
             text = classads.eval_attr(req.ad, "ConcurrencyLimits")
             if isinstance(text, str):
                 if self._limits_rejected(text):
@@ -790,7 +788,7 @@ class Negotiation:
     def _limits_text(self, req: Request, slot: Slot) -> str | None:
         """The job's ConcurrencyLimits evaluated against the slot, lower-cased (what the
         negotiator stores as the slot's MatchedConcurrencyLimits), or None."""
-        if "ConcurrencyLimits" not in req.ad:
+        if "ConcurrencyLimits" not in req.base_ad:
             return None
         v = classads.eval_match(_LIMITS_EXPR, req.ad, slot.ad)
         return v.lower() if isinstance(v, str) else None
