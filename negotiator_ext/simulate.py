@@ -46,6 +46,7 @@ import heapq
 import itertools
 import math
 import random
+import re
 import sys
 import time as _time
 import uuid as uuidlib
@@ -431,10 +432,15 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.Clas
         merged, spelt = dict(vals), {k.lower(): k for k in vals}
         for k, v in itertools.chain(((k, _Expr(t)) for k, t in shape.items()),
                                     later.items()):
-            if spelt.setdefault(k.lower(), k) != k or (type(v) is _Expr and "\n" in v.text):
+            if spelt.setdefault(k.lower(), k) != k:
+                merged = None
                 break
             merged[k] = v
-        else:
+        # a control character (a line break) in a text or a name: set one by one
+        if merged is not None and any(_CONTROL.search(v.text if type(v) is _Expr else v)
+                                      for v in merged.values() if type(v) in (_Expr, str)):
+            merged = None
+        if merged is not None:
             ad = classads.parse_old_ad("\n".join(f"{k} = {_text(v)}" for k, v in merged.items()))
             if len(ad) == len(merged):
                 return ad
@@ -446,6 +452,9 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.Clas
     for k, v in later.items():
         ad[k] = v
     return ad
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class _Expr:

@@ -765,3 +765,29 @@ def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkey
     assert not any(quick)
     assert len(fast.passes) == len(slow.passes) > 0
     assert fast.passes == slow.passes
+
+
+@pytest.mark.parametrize("attrs,inline", [
+    ({"rank": "TARGET.Memory"}, False),                      # Rank, spelt otherwise
+    ({"Foo": "1 +\n 2"}, False),                             # spans lines
+    ({"Rank": "TARGET.Memory", "Bar": '"x\ty"'}, False),    # a control character
+    ({"Rank": "TARGET.Memory", "Bar": '"x y"'}, True)])
+def test_a_slot_ad_the_text_cannot_carry_is_set_attribute_by_attribute(attrs, inline,
+                                                                        monkeypatch):
+    import dataclasses as dc
+    from negotiator_ext.core import classads
+    from negotiator_ext.simulate import _new_slot_ad
+    sc = load_scenario(ROOT / "bench" / "scenarios" / "week-1k.yaml")
+    sim = Simulation(sc, _NoLedger())
+    sim.step(sc.start)
+    s = next(x for x in sim.pool.slots if x.job is not None)
+    s.shape = dc.replace(s.shape, attrs=attrs)
+    parsed = []
+    monkeypatch.setattr(classads, "parse_old_ad",
+                        lambda text, parse=classads.parse_old_ad: parsed.append(1) or parse(text))
+    ad = _new_slot_ad(s, sc)
+    assert parsed == ([1] if inline else [])
+    slow = _new_slot_ad(s, sc, inline=False)
+    assert sorted((n.lower(), str(ad.lookup(n))) for n in ad.keys()) == \
+        sorted((n.lower(), str(slow.lookup(n))) for n in slow.keys())
+    assert str(ad.lookup("Rank")) == ("0.0" if "Foo" in attrs else "TARGET.Memory")
