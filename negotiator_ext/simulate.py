@@ -31,7 +31,8 @@ the pool's size and the accountant (`Pool.all_slot_ads`); the result is the same
 From cycle to cycle the simulator keeps what did not change: a slot's ad, its figures
 (usage, pie weight, effective size) and texts are made once per change of the slot
 (`SimSlot.changed`), and the pool's lists are patched where slots changed instead of
-walking every slot. The cycle writes into the ads it gets (NEGOTIATOR_MATCH_EXPRS, the
+walking every slot; the accountant's CheckMatches is told which slots those are
+(`core.accountant.SlotChanges`) and looks at them alone. The cycle writes into the ads it gets (NEGOTIATOR_MATCH_EXPRS, the
 remote user's figures): those are handed over as copies, or without texts (the cycle
 reads them from the ad), and an ad a cycle may have written into never passes its texts
 on. The cyclic GC is paused during a run, with a young collection after each cycle.
