@@ -478,16 +478,15 @@ def text_ads_of_lines(lines: list[list[str]], source: str,
     at its line, as when the file is read."""
     out = TextAds(store)
     pairs: dict = {}                # a line -> its shared pair
-    get = pairs.get
+    get, known = pairs.get, pairs.__contains__
     first = 1
     for index, ad in enumerate(lines, start=1):
         row = tuple(map(get, ad))
         if None in row:             # lines not seen before in this file
-            for ln in ad:
-                if ln not in pairs:
-                    if len(ln) > MAX_EXPR_OPERATORS:
-                        _check_expression_sizes(source, first, ad, index)
-                    pairs[ln] = out.pair(*_split_line(ln))
+            for ln in filterfalse(known, ad):
+                if len(ln) > MAX_EXPR_OPERATORS:
+                    _check_expression_sizes(source, first, ad, index)
+                pairs[ln] = out.pair(*_split_line(ln))
             row = tuple(map(get, ad))
         out.add_row(row)
         first += len(ad) + 1
