@@ -166,11 +166,6 @@ class Job:
         return self._ad
 
 
-# The values a plain literal text (no attribute named, no function called) is read as
-# without its ad; any other value is the ad's own evaluation.
-_PLAIN_TYPES = frozenset((str, int, float, bool))
-
-
 class AdView:
     """A slot ad as the pool reads it before the cycle writes into it: an attribute
     whose text is a plain literal (names no attribute, calls no function) is that
@@ -198,7 +193,7 @@ class AdView:
             return classads.UNDEFINED
         if "(" not in t:
             lit, v = self._values.literal(t)
-            if lit and type(v) in _PLAIN_TYPES:
+            if lit and type(v) in classads.LITERAL_TYPES:
                 return v
         return classads.eval_attr(self.ad, attr)
 

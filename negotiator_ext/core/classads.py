@@ -68,8 +68,9 @@ def lookup_int32(v: Any) -> int | None:
 
 
 # The Python values `ad[attr]` gives for a literal that are its value as evaluated
-# (anything else, an expression included, is evaluated).
-_LITERAL_TYPES = frozenset((str, int, float, bool))
+# (anything else, an expression included, is evaluated); adtext.AdView reads a plain
+# literal text's value by the same test.
+LITERAL_TYPES = frozenset((str, int, float, bool))
 
 
 def eval_attr(ad: ClassAd, attr: str) -> Any:
@@ -86,7 +87,7 @@ def eval_attr(ad: ClassAd, attr: str) -> Any:
             v = ad[attr]
         except KeyError:
             return UNDEFINED
-        if type(v) in _LITERAL_TYPES:
+        if type(v) in LITERAL_TYPES:
             return v
     try:
         return ad.eval(attr)

@@ -1,4 +1,4 @@
-"""What the accountant needs to know of a slot ad (reference 1.5, rules A15, A16, A19).
+"""What the accountant needs to know of a slot ad (reference 1.5, rules A15, A16).
 
 `SlotUsage` is plain data taken from one slot ad: its resource name, claim state, the
 customer it charges, and its slot weight. `slot_usage(ad, config)` makes one.
@@ -51,13 +51,6 @@ class SlotUsage:
         """IsClaimed (rule A16): the customer a claimed slot charges, or None."""
         return self.charged[1 if discount_suspended else 0]
 
-    def claimed_or_matched_by(self, customer: str, discount_suspended: bool) -> bool:
-        """CheckClaimedOrMatched (rule A19): Matched slots are kept; claimed ones must
-        still be claimed by the same customer."""
-        if self.state == "Matched":
-            return True
-        return self.charged_customer(discount_suspended) == customer
-
 
 def _value(ad, attr: str):
     """An attribute's value, of a ClassAd or through an AdView."""
@@ -65,7 +58,7 @@ def _value(ad, attr: str):
 
 
 def _string(ad, attr: str) -> str | None:
-    v = ad.value(attr) if type(ad) is AdView else classads.eval_attr(ad, attr)
+    v = _value(ad, attr)
     return v if isinstance(v, str) else None
 
 
