@@ -393,7 +393,7 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
     job_key, idle, running = matcher.job_key, view.idle, view.running
     for file_name, table in job_tables.items():
         names = table.store.names
-        heads = getattr(table, "heads", None)
+        heads = table.heads
         if heads is not None:
             # taken once (a later cycle on the same tables computes its own): the
             # pass's other objects do not wait for them
@@ -401,12 +401,15 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
             if len(heads) != len(table.rows):
                 heads = None
         for index, row in enumerate(table.rows, start=1):
-            job = Job(row, names, values)
             if heads is None:
+                job = Job(row, names, values)
                 head = idle(job)
                 held = running(job) if head is None else None
             else:                   # computed as the file was read (queue_heads)
                 head, held = heads[index - 1]
+                if head is None and held is None:
+                    continue        # neither idle nor holding a shadow: nothing to do
+                job = Job(row, names, values)
             if head is None:
                 if held is not None:
                     schedd = schedd_of(file_name, job)

@@ -139,10 +139,10 @@ def queue_heads(table: adtext.TextAds) -> list[tuple]:
     """What `QueueView` says of every job of a table, in row order: (idle head, None)
     for an idle job with a submitter, else (None, running(job)). Computed where the job
     files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not."""
-    view = QueueView(adtext.TextValues())
+    values = adtext.TextValues()
+    view = QueueView(values)
     idle, running = view.idle, view.running
     names = table.store.names
-    values = view._head.values
     out = []
     for row in table.rows:
         job = adtext.Job(row, names, values)
