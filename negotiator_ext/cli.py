@@ -593,7 +593,7 @@ def _log_to_stderr() -> None:
 def cmd_shadow(args) -> int:
     import threading
     from .shadow import (Busy, ShadowLoop, ShadowSettings, pass_lock, publish, replay_passes,
-                         unpublish)
+                         standing_of, unpublish)
     from .views.ledger import summary_line
     _log_to_stderr()
     knobs = _knobs(args)
@@ -628,8 +628,7 @@ def cmd_shadow(args) -> int:
         # a replay writes the metrics only to a --metrics-file named on the command line
         # (never the knob's file of a live loop), and advertises nothing
         if not args.replay or args.metrics_file:
-            standing = loop.latest.get(rec.pool, (None, loop.standing))[1]
-            for problem in publish(rec, settings, standing=standing,
+            for problem in publish(rec, settings, standing=standing_of(loop, rec.pool),
                                    others=loop.latest).values():
                 loop.log.warning("%s", problem)
 

@@ -67,7 +67,7 @@ from .adapters.ledger import LedgerError
 from .adapters.live import abort_remote_reads, allow_remote_reads
 from .adapters.metrics import MetricsServer
 from .errors import InputError
-from .shadow import publish, unpublish
+from .shadow import publish, standing_of, unpublish
 from .views.ledger import summary_line
 from .views.text import log_text
 
@@ -213,10 +213,9 @@ class ShadowDaemon:
         (shadow.publish). Never raises (it runs inside the loop)."""
         try:
             self.log.info("%s", summary_line(rec))
-            latest = getattr(self.loop, "latest", {})
             problems = publish(rec, self.settings, htcondor=self.htcondor, server=self.metrics,
-                               standing=latest.get(rec.pool, (None, getattr(
-                                   self.loop, "standing", None)))[1], others=latest)
+                               standing=standing_of(self.loop, rec.pool),
+                               others=getattr(self.loop, "latest", None))
             if "metrics_file" in problems:
                 self.log.warning("%s", problems["metrics_file"])
             self._advertise_outcome(problems.get("advertise"))

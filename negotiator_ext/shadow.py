@@ -803,6 +803,15 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
     return problems
 
 
+def standing_of(loop, stream: str):
+    """What the ledger held after `loop`'s newest pass of ledger stream `stream`, for
+    `publish` (records.Standing): that negotiator's in a pool of several
+    (`ShadowLoop.latest`), else the loop's. (A loop without them, None.)"""
+    latest = getattr(loop, "latest", None) or {}
+    got = latest.get(stream)
+    return got[1] if got is not None else getattr(loop, "standing", None)
+
+
 def ad_name(settings: ShadowSettings, stream: str) -> str:
     """The Name of the ShadowNegotiator ad of a ledger stream's passes: the loop's name,
     with the negotiator's in a pool of several ("<name> (<negotiator>)"), one ad each."""

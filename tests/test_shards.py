@@ -335,3 +335,13 @@ def test_the_roll_up_of_a_pool_of_one_negotiator_names_it(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [n["name"] for n in doc["negotiators"]] == ["vm"]
     assert doc["pool"]["matches"] == 20 and doc["pool"]["in_several"] == 0
+
+
+def test_the_standing_published_with_a_pass_is_its_own_negotiators():
+    from types import SimpleNamespace
+    from negotiator_ext.shadow import standing_of
+    loop = SimpleNamespace(standing="last pass's", latest={
+        "p (negotiator a)": ("rec a", "a's"), "p (negotiator b)": ("rec b", "b's")})
+    assert standing_of(loop, "p (negotiator b)") == "b's"
+    assert standing_of(loop, "p") == "last pass's"          # a pool of one negotiator
+    assert standing_of(SimpleNamespace(), "p") is None       # a loop without them
