@@ -372,9 +372,8 @@ class Accountant:
         slots = list(slots) if not isinstance(slots, (list, tuple)) else slots
         touched = self._touched
         if changes is not None and touched is not None and touched <= changes.names:
-            names = changes.names
-            changed = changes.slots
-            self._check_claims(changed, filter(names.__contains__, self.resources), now)
+            self._check_claims(changes.slots, filter(changes.names.__contains__,
+                                                     self.resources), now)
         else:
             self._check_claims(slots, self.resources, now)
         self._touched = set()
