@@ -68,6 +68,8 @@ class ShadowSettings:
     negotiator_log: Path | None = None  # the real NegotiatorLog: every cycle's start and end
     # a pass after another queries the schedds in a child beside the slot ads
     capture_beside: bool = True
+    # each schedd captured by its resource requests (adapters/resource_requests.py)
+    capture_requests: bool = True
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
@@ -111,6 +113,7 @@ class ShadowSettings:
             cycle_config=Path(o["cycle_config"]) if o.get("cycle_config") else None,
             negotiator_log=Path(negotiator_log) if negotiator_log else None,
             capture_beside=ext_bool(knobs, "CAPTURE_BESIDE", True),
+            capture_requests=ext_bool(knobs, "CAPTURE_REQUESTS", True),
         )
         if s.matchlog_tz is not None:
             from zoneinfo import ZoneInfo
@@ -207,16 +210,18 @@ def newest_config(root: Path, *, exclude: Path | None = None) -> Path | None:
     return next((p / "config" for p in names if (p / "config").is_file()), None)
 
 
-def newest_projection(root: Path, *, exclude: Path | None = None) -> list | None:
+def newest_projection(root: Path, *, exclude: Path | None = None,
+                      key: str = "job_projection") -> list | None:
     """The job projection of the newest snapshot under `root` (its meta.json's
-    "job_projection"), if it has one: what the next capture's schedd queries most
-    likely project (the capture checks it)."""
+    "job_projection", or the list under `key`: "job_request_attrs"), if it has one:
+    what the next capture's schedd queries most likely project (the capture checks
+    it)."""
     for p in _snapshots_newest_first(root, exclude)[:1]:
         try:
             meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        got = meta.get("job_projection") if isinstance(meta, dict) else None
+        got = meta.get(key) if isinstance(meta, dict) else None
         return got if isinstance(got, list) else None
     return None
 
@@ -530,7 +535,11 @@ class _Pass:
                                   htcondor=self.loop.htcondor,
                                   earlier_config=newest_config(root, exclude=out),
                                   earlier_projection=newest_projection(root, exclude=out)
-                                  if self.s.capture_beside else None)
+                                  if self.s.capture_beside else None,
+                                  earlier_kept=newest_projection(
+                                      root, exclude=out, key="job_request_attrs")
+                                  if self.s.capture_beside else None,
+                                  by_requests=self.s.capture_requests)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)

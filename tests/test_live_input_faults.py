@@ -45,6 +45,8 @@ def bad_answer(pool, mocker, answer, *, second=None):
         schedd = mocker.Mock(spec=["query"])
 
         def query(constraint="True", projection=(), **kw):
+            if kw.get("opts"):
+                return []       # an autocluster query: no autoclusters, jobs queried whole
             calls.append(list(projection))
             got = answer if len(calls) == 1 else second
             return got() if callable(got) else got

@@ -102,6 +102,7 @@ from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
+from .resource_requests import job_lines_by_requests, kept_attributes
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
 from .snapshot import SNAPSHOT_FORMAT, negotiator_config_name
 
@@ -220,7 +221,9 @@ class CapturedAds:
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
                      now: int | None = None, htcondor=None,
                      earlier_config: Path | None = None,
-                     earlier_projection: list[str] | None = None) -> CaptureReport:
+                     earlier_projection: list[str] | None = None,
+                     earlier_kept: list[str] | None = None,
+                     by_requests: bool = False) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -243,6 +246,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     its answer is taken when the projection turns out the same (a pool's slots and
     negotiator config seldom change between two passes), else dropped and the schedds
     queried again (`_SchedsBeside`).
+
+    `by_requests`: each schedd captured by its resource requests (`resource_requests`:
+    its autoclusters, and each job's own attributes), when it can be; `earlier_kept`:
+    the earlier snapshot's "job_request_attrs", for the child beside.
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -254,8 +261,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     timings = dict.fromkeys(CAPTURE_STEPS, 0.0)
     lap = _Lap(timings)
 
-    with _client_timeouts(htcondor, timeout), _SchedsBeside(htcondor, pool,
-                                                           earlier_projection) as beside:
+    with _client_timeouts(htcondor, timeout), _SchedsBeside(
+            htcondor, pool, earlier_projection,
+            earlier_kept if by_requests else None) as beside:
         try:
             collector = htcondor.Collector(pool)
             raw_slots = collector.query(htcondor.AdTypes.Startd)
@@ -302,22 +310,26 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         # and the job attributes any of them reads
         others, other_warnings = others_read.result(errors)
         warnings.extend(other_warnings)
-        projection = job_projection(slots, knobs, slot_lines)
+        refs = referenced_job_attrs(slots, knobs, slot_lines)
+        projection = projection_of(refs)
         for _, other in others.values():
             if other is not None:
-                projection = list(dict.fromkeys(
-                    [*projection, *job_projection(slots, other, slot_lines)]))
+                more = referenced_job_attrs(slots, other, slot_lines)
+                refs |= more
+                projection = list(dict.fromkeys([*projection, *projection_of(more)]))
+        kept = kept_attributes(projection, refs) if by_requests else None
         lap("collector_other")
-        got = beside.result(projection)
+        got = beside.result(projection, kept)
         queried = "beside the slots" if got is not None else "after the slots"
+        by_request: dict[str, dict] = {}
         if got is not None:
-            schedd_jobs, answered, missing, schedd_errors, schedd_timings = got
+            schedd_jobs, answered, missing, schedd_errors, schedd_timings, by_request = got
             errors.update(schedd_errors)
             timings.update(schedd_timings)
             lap("schedd_wait")
         else:
-            schedd_jobs, answered, missing = _query_schedds(htcondor, collector, projection,
-                                                            errors, seen, lap)
+            schedd_jobs, answered, missing = _query_schedds(
+                htcondor, collector, projection, errors, seen, lap, kept, by_request)
 
     schedd_knobs, knob_warnings = schedd_knobs_read.result()
     warnings.extend(knob_warnings)
@@ -355,6 +367,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             },
             "schedd_files": {files[name]: name for name, _ in schedd_jobs},
             "job_projection": list(projection),
+            # a schedd captured by its resource requests: each job's own attributes
+            # asked (before its significant ones are taken out), and per schedd how
+            # many autoclusters and jobs (resource_requests; the others' jobs whole)
+            **({"job_request_attrs": list(kept)} if kept is not None else {}),
+            **({"captured_by_requests": by_request} if by_request else {}),
             # when the schedds were queried: by a child process beside the slot steps,
             # with the earlier snapshot's projection (the same), or after them
             "schedds_queried": queried,
@@ -422,17 +439,20 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
 class _SchedsBeside:
     """The schedds queried by a child process (adapters/beside.py) with an earlier
-    capture's job projection, while this process fetches the slot ads and turns them
-    into lines. `result(projection)`: the child's (jobs, answered, missing, errors,
-    timings) when it queried `projection`, else None (the child is stopped; the caller
+    capture's job projection (and, capturing by requests, its kept attributes), while
+    this process fetches the slot ads and turns them into lines.
+    `result(projection, kept)`: the child's (jobs, answered, missing, errors, timings,
+    by_request) when it queried the same, else None (the child is stopped; the caller
     queries the schedds itself). Only with the real bindings: a fake's calls would be
     made in a process the test cannot see."""
 
-    def __init__(self, htcondor, pool, projection):
+    def __init__(self, htcondor, pool, projection, kept=None):
         self._child = None
         self._projection = _valid_projection(projection)
+        self._kept = _valid_projection(kept)
         if self._projection is not None and _real_bindings(htcondor):
-            child = Beside(_query_schedds_alone, htcondor, pool, self._projection)
+            child = Beside(_query_schedds_alone, htcondor, pool, self._projection,
+                           self._kept)
             if child.pid is not None:
                 self._child = child
 
@@ -444,11 +464,12 @@ class _SchedsBeside:
             self._child.cancel()
             self._child = None
 
-    def result(self, projection: list[str]):
+    def result(self, projection: list[str], kept: list[str] | None = None):
         child, self._child = self._child, None
         if child is None:
             return None
-        if list(projection) != self._projection:
+        if list(projection) != self._projection or (
+                list(kept) if kept is not None else None) != self._kept:
             child.cancel()
             return None
         try:
@@ -457,15 +478,16 @@ class _SchedsBeside:
             return None
 
 
-def _query_schedds_alone(htcondor, pool, projection: list[str]):
+def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] | None):
     """`_query_schedds` in a process of its own: (jobs, answered, missing, errors,
-    timings)."""
+    timings, by_request)."""
     errors: dict[str, str] = {}
     timings = {"schedd_query": 0.0, "job_lines": 0.0}
+    by_request: dict[str, dict] = {}
     collector = htcondor.Collector(pool)
     jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors, {},
-                                             _Lap(timings))
-    return jobs, answered, missing, errors, timings
+                                             _Lap(timings), kept, by_request)
+    return jobs, answered, missing, errors, timings, by_request
 
 
 _ATTR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -1251,6 +1273,21 @@ def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None,
     attributes (sorted case-insensitively). `lines`: the slots' `adfiles.ad_lines`; with
     them, slots whose expressions and attribute names are the same (most of a pool's)
     are walked once."""
+    return projection_of(referenced_job_attrs(slots, knobs, lines))
+
+
+def projection_of(refs: Iterable[str]) -> list[str]:
+    """BASE_JOB_ATTRS, then `refs` (sorted case-insensitively), each name once."""
+    proj: dict[str, str] = {}
+    _ci_add(proj, BASE_JOB_ATTRS)
+    _ci_add(proj, sorted(refs, key=lambda s: (s.lower(), s)))
+    return list(proj.values())
+
+
+def referenced_job_attrs(slots: Iterable, knobs: Mapping[str, str] | None = None,
+                         lines: list[list[str]] | None = None) -> set[str]:
+    """The job attributes the slots' expressions and the negotiator's knobs reference
+    (see `job_projection`)."""
     slots = list(slots)
     refs: set[str] = set()
     slot_attrs: set[str] = set()
@@ -1268,10 +1305,7 @@ def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None,
                 refs |= slot_job_refs(slot)
                 slot_attrs.update(k.lower() for k in slot.keys())
     refs |= _knob_job_refs(knobs, slot_attrs)
-    proj: dict[str, str] = {}
-    _ci_add(proj, BASE_JOB_ATTRS)
-    _ci_add(proj, sorted(refs, key=lambda s: (s.lower(), s)))
-    return list(proj.values())
+    return refs
 
 
 # a line's value that references nothing: a number, a plain string, a boolean
@@ -1326,12 +1360,18 @@ def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str])
 # ---------------------------------------------------------------- schedds
 
 def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
-                   shared: dict | None = None, lap=None):
+                   shared: dict | None = None, lap=None, kept: list[str] | None = None,
+                   by_request: dict | None = None):
     """Each schedd's (name, its job ads' lines), the schedds that answered, those that
     did not. A schedd whose answer is not job ads, or cannot be written, is one that did
     not answer; when only its second answer is, the first one's jobs are kept. `lap`
-    (_Lap) is told where the time went: "schedd_query", "job_lines"."""
+    (_Lap) is told where the time went: "schedd_query", "job_lines".
+
+    `kept`: capture each schedd by its resource requests (`resource_requests`), each job
+    with these of its own attributes; `by_request` is told, for each schedd captured
+    that way, how many autoclusters and jobs (a schedd left out of it was queried whole)."""
     lap = lap or (lambda step: None)
+    shared = {} if shared is None else shared
     try:
         locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
     except Exception as exc:
@@ -1356,41 +1396,82 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
         seen.add(name)
         try:
             schedd = htcondor.Schedd(loc)
-            answer = schedd.query(constraint=JOB_CONSTRAINT, projection=list(projection))
+        except Exception as exc:
+            errors[name] = _one_line(exc)
+            missing.append(name)
+            lap("schedd_query")
+            continue
+
+        def whole(constraint: str) -> list[list[str]]:
+            return _whole_job_lines(schedd, name, constraint, projection, shared, lap,
+                                    errors)
+        try:
+            got = None
+            if kept is not None:
+                got = job_lines_by_requests(
+                    htcondor, schedd, constraint=JOB_CONSTRAINT, kept=kept, shared=shared,
+                    checked=_checked_or_unusable, whole=whole,
+                    missing_refs=job_refs_missing_in_lines, lap=lap)
+            if got is not None:
+                lines, stats = got
+                if by_request is not None:
+                    by_request[name] = stats
+            else:
+                lines = whole(JOB_CONSTRAINT)
+        except _Unusable as exc:
+            errors[name] = str(exc)
+            missing.append(name)
+            continue
         except Exception as exc:
             errors[name] = _one_line(exc)
             missing.append(name)
             continue
-        finally:
-            lap("schedd_query")
-        try:
-            lines = _job_lines(answer, shared)
-            del answer                          # the ClassAds are freed here
-            extra = job_refs_missing_in_lines(lines, projection)
-        except Exception as exc:
-            errors[name] = str(exc) if isinstance(exc, _Unusable) else _bad_answer(exc)
-            missing.append(name)
-            continue
-        finally:
-            lap("job_lines")
-        if extra:
-            why = f"second query (projection extended by {', '.join(extra)})"
-            try:
-                again = schedd.query(constraint=JOB_CONSTRAINT,
-                                     projection=list(projection) + extra)
-            except Exception as exc:
-                errors[name] = f"{why} failed, jobs kept from the first: {_one_line(exc)}"
-            else:
-                lap("schedd_query")
-                try:
-                    lines = _job_lines(again, shared)
-                    del again
-                except _Unusable as exc:
-                    errors[name] = f"{why}: jobs kept from the first, {exc}"
-            lap("job_lines")
         results.append((name, lines))
         answered.append(name)
     return results, answered, missing
+
+
+def _checked_or_unusable(answer) -> list:
+    try:
+        return checked_job_ads(answer)
+    except Exception as exc:
+        raise _Unusable(_bad_answer(exc)) from None
+
+
+def _whole_job_lines(schedd, name: str, constraint: str, projection: list[str],
+                     shared: dict, lap, errors: dict) -> list[list[str]]:
+    """The lines of a schedd's jobs matching `constraint`, queried whole with
+    `projection`, and once more with it extended when the jobs' own expressions or
+    AutoClusterAttrs name attributes it lacks. Raises _Unusable when the answer is not
+    job ads or cannot be written; a failed query raises."""
+    try:
+        answer = schedd.query(constraint=constraint, projection=list(projection))
+    finally:
+        lap("schedd_query")
+    try:
+        lines = _job_lines(answer, shared)
+        del answer                          # the ClassAds are freed here
+        try:
+            extra = job_refs_missing_in_lines(lines, projection)
+        except Exception as exc:
+            raise _Unusable(_bad_answer(exc)) from None
+    finally:
+        lap("job_lines")
+    if extra:
+        why = f"second query (projection extended by {', '.join(extra)})"
+        try:
+            again = schedd.query(constraint=constraint, projection=list(projection) + extra)
+        except Exception as exc:
+            errors[name] = f"{why} failed, jobs kept from the first: {_one_line(exc)}"
+        else:
+            lap("schedd_query")
+            try:
+                lines = _job_lines(again, shared)
+                del again
+            except _Unusable as exc:
+                errors[name] = f"{why}: jobs kept from the first, {exc}"
+        lap("job_lines")
+    return lines
 
 
 class BadAnswer(ValueError):

@@ -1,0 +1,177 @@
+"""Capturing a schedd's queue in the shape of its resource requests.
+
+The negotiator never reads a schedd's whole queue: the schedd offers it one job ad per
+autocluster run, and what a request can match is decided by the job's significant
+attributes, the ones its autocluster (AutoClusterId) stands for. The schedd keeps that
+id true: when a significant attribute of a job changes, it deletes the job's
+AutoClusterId until it works the autocluster out again, and an id always names the same
+signature (ids are handed out in increasing order, never reused).
+
+So a capture can ask a schedd for
+
+* its autoclusters (`QueryOpt.AutoCluster`): one ad per autocluster with the values of
+  its significant attributes, as the schedd printed them into the autocluster's
+  signature (with the job attributes those values reference, which the schedd adds);
+* each job's own attributes only: ids, status, submitter, the order attributes, the job
+  attributes the slots and the negotiator's expressions reference that are not
+  significant at this schedd, and a few the pass reports (`KEPT`);
+
+and put each job back together as those two sets of lines. A job whose AutoClusterId is
+missing, or names an autocluster that was not in the answer (a job new since the
+schedd last worked its autoclusters out, or edited since), is queried whole, as a
+capture without requests queries every job.
+
+Nothing is taken on trust: an autocluster answer that is not autocluster ads (each with
+an integer AutoClusterId, once, and an integer JobCount, and no job ids) makes the
+capture query every job whole; so do jobs whose expressions reference an attribute the
+request capture left out, and more jobs without a known autocluster than with one.
+
+What the jobs lose: the attributes in `LEFT_OUT` (GlobalJobId, Owner, ImageSize, ...),
+unless an expression references them or they are significant. No rule of the cycle
+reads them: the submitter is `AccountingGroup`/`User`, the schedd is the file's, a job
+is named by its ids.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import classad2
+
+from .adfiles import _attribute_lines, _split_line, sort_lines
+
+# The job attributes of the base projection that a job captured by requests leaves out,
+# unless a slot or negotiator expression references them (then they are kept) or they
+# are significant at the schedd (then they come from the autocluster).
+LEFT_OUT: tuple[str, ...] = (
+    "GlobalJobId", "MyType", "TargetType", "LastMatchTime", "Owner", "AcctGroup",
+    "AcctGroupUser", "NiceUser", "WantMatchDiagnostics", "AutoClusterAttrs", "FlockTo",
+    "ImageSize", "ExecutableSize", "DiskUsage", "MemoryUsage", "RemoteUser", "RemoteHost",
+)
+_LEFT_OUT = frozenset(a.lower() for a in LEFT_OUT)
+
+# Attributes of an autocluster ad that are the schedd's bookkeeping, not job attributes.
+_BOOKKEEPING = frozenset(("autoclusterid", "jobcount", "jobids", "servertime", "id"))
+
+# More jobs than this share without a known autocluster: query every job whole.
+_MOST_WHOLE = 0.5
+# At most this many jobs are queried whole by their ids (a longer constraint is not
+# worth it: the whole queue is queried instead).
+MAX_WHOLE_BY_ID = 2000
+
+
+def kept_attributes(projection: Iterable[str], referenced: Iterable[str]) -> list[str]:
+    """The attributes a job captured by requests keeps of `projection`: all but
+    `LEFT_OUT`, and those too when an expression references them (`referenced`)."""
+    refs = {a.lower() for a in referenced}
+    return [a for a in projection if a.lower() not in _LEFT_OUT or a.lower() in refs]
+
+
+def autocluster_lines(answer) -> dict[int, list[str]] | None:
+    """An autocluster answer as AutoClusterId -> the autocluster's significant attribute
+    lines (sorted, as `adfiles.ad_lines` writes a job's); None when it is not autocluster
+    ads."""
+    if answer is None or isinstance(answer, (str, bytes, dict, classad2.ClassAd)):
+        return None
+    out: dict[int, list[str]] = {}
+    try:
+        for ad in answer:
+            if not isinstance(ad, classad2.ClassAd):
+                return None
+            acid, count = ad.get("AutoClusterId"), ad.get("JobCount")
+            if type(acid) is not int or type(count) is not int or acid in out:
+                return None
+            if "ClusterId" in ad or "ProcId" in ad:   # a job ad, not an autocluster's
+                return None
+            lines = [ln for ln in _attribute_lines(ad)
+                     if _split_line(ln)[0].lower() not in _BOOKKEEPING]
+            out[acid] = sort_lines(lines)
+    except Exception:
+        return None
+    return out
+
+
+def _ids_constraint(ids: list[tuple[int, int]]) -> str:
+    """A constraint matching exactly the jobs `ids`."""
+    by_cluster: dict[int, list[int]] = {}
+    for c, p in ids:
+        by_cluster.setdefault(c, []).append(p)
+    return " || ".join(f"(ClusterId == {c} && member(ProcId, {{{', '.join(map(str, ps))}}}))"
+                       for c, ps in sorted(by_cluster.items()))
+
+
+def _ids_of(lines: list[str]) -> tuple[int, int] | None:
+    c = p = None
+    for ln in lines:
+        name, text = _split_line(ln)
+        low = name.lower()
+        if low == "clusterid":
+            c = text
+        elif low == "procid":
+            p = text
+    try:
+        return int(c), int(p)
+    except (TypeError, ValueError):
+        return None
+
+
+def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
+                          shared: dict, checked: Callable, whole: Callable,
+                          missing_refs: Callable, lap: Callable
+                          ) -> tuple[list[list[str]], dict] | None:
+    """A schedd's jobs (those matching `constraint`) as each job's lines, captured by
+    its resource requests, and what was captured how; None when the schedd is better
+    queried whole (no autoclusters, an answer that is not autocluster ads, most jobs
+    without a known autocluster, or references to attributes left out).
+
+    `checked(answer)`: the answer as job ads (raises when it is not); `whole(constraint)`:
+    the lines of the jobs matching `constraint`, queried whole; `missing_refs(lines,
+    names)`: the job attributes the lines' expressions reference that are neither in
+    `names` nor in the lines; `lap(step)`: where the time went."""
+    opt = getattr(getattr(htcondor, "QueryOpt", None), "AutoCluster", None)
+    if opt is None:
+        return None
+    try:
+        acs = autocluster_lines(schedd.query(constraint="true", projection=[], opts=opt))
+    except Exception:               # noqa: BLE001 - queried whole instead
+        acs = None
+    lap("schedd_query")
+    if not acs:
+        return None
+    significant = {_split_line(ln)[0].lower() for lines in acs.values() for ln in lines}
+    asked = [a for a in kept if a.lower() not in significant]
+    answer = schedd.query(constraint=constraint, projection=asked)
+    lap("schedd_query")
+    jobs = checked(answer)
+    share = shared.setdefault
+    for lines in acs.values():
+        lines[:] = map(share, lines, lines)
+    rows: list = []
+    wanting: list[tuple[int, tuple[int, int]]] = []     # (row index, job id) queried whole
+    get = acs.get
+    for ad in jobs:
+        acid = ad.get("AutoClusterId")
+        sig = get(acid) if type(acid) is int else None
+        if sig is None:
+            wanting.append((len(rows), (ad["ClusterId"], ad["ProcId"])))
+            rows.append(None)
+            continue
+        lines = sort_lines(_attribute_lines(ad) + sig)
+        rows.append(list(map(share, lines, lines)))
+    del answer, jobs
+    lap("job_lines")
+    if len(wanting) > _MOST_WHOLE * len(rows) or len(wanting) > MAX_WHOLE_BY_ID:
+        return None
+    named = asked + sorted(significant)
+    if missing_refs([r for r in rows if r is not None], named):
+        return None
+    stats = {"autoclusters": len(acs), "jobs_by_request": len(rows) - len(wanting),
+             "jobs_whole": len(wanting)}
+    if wanting:
+        ids = [job for _, job in wanting]
+        got = {_ids_of(lines): lines
+               for lines in whole(f"({constraint}) && ({_ids_constraint(ids)})")}
+        for index, job in wanting:
+            rows[index] = got.get(job)      # gone since the first answer: left out
+        rows = [r for r in rows if r is not None]
+    return rows, stats
