@@ -40,6 +40,9 @@ Bindings calls made by one capture (`htcondor2` is the module used):
                                                                    above for each other one)
   collector.locateAll(DaemonTypes.Schedd)                        1
   Schedd(location).query(constraint, projection)                 1 or 2 per schedd
+  (by_requests: Schedd.query(opts=QueryOpt.AutoCluster), then    2, 3 or 4 per schedd
+   the jobs' own attributes, then those without a known
+   autocluster by their ids: adapters/resource_requests.py)
 
 Job projection: `BASE_JOB_ATTRS` (the job attributes the negotiator reads), plus every
 job attribute the slots' Requirements / Start / Rank / Consumption* expressions reference
