@@ -80,6 +80,9 @@ def test_a_real_schedd_by_requests_gives_the_whole_jobs_values(clean_pool, tmp_p
     (stats,) = meta_r["captured_by_requests"].values()
     assert stats["jobs_by_request"] + stats["jobs_whole"] == 10
     assert stats["jobs_whole"] >= 1 and stats["autoclusters"] >= 3
+    # bob's and carol's clusters are runs of alike jobs (one group query); alice's first
+    # cluster, with its edited job, is asked job by job
+    assert stats["job_runs"] >= 2
 
     (fr,), (fw,) = sorted(snap_r.glob("jobs-*.ads")), sorted(snap_w.glob("jobs-*.ads"))
     jr = {(j["ClusterId"], j["ProcId"]): j for j in read_ads(fr)}

@@ -34,8 +34,9 @@ SIG = ["Requirements", "Rank", "RequestCpus", "RequestMemory", "ConcurrencyLimit
 class ScheddWithAutoclusters:
     """A schedd's job queries and its autocluster query over `jobs` (ClassAds)."""
 
-    def __init__(self, jobs, significant=SIG):
+    def __init__(self, jobs, significant=SIG, groups=True):
         self.jobs = jobs
+        self.groups = groups
         self.significant = list(significant)
         self.ids: dict[str, int] = {}
         self.queries: list[tuple] = []
@@ -81,6 +82,26 @@ class ScheddWithAutoclusters:
                 out.append(ad)
             return out
         cons = classad2.ExprTree(str(constraint))
+        if opts == htcondor2.QueryOpt.GroupBy and self.groups:
+            # one ad per distinct set of values of the projection (the constraint is
+            # tested on what the group keeps), with JobCount and the first and last id
+            # (the bindings ask for two: "first ... last")
+            groups: dict[str, list] = {}
+            for j in self.jobs:
+                kept = restrict(j, projection)
+                if cons.eval(kept) is True:
+                    groups.setdefault(kept.printOld(), []).append(j)
+            out = []
+            for n, (text, members) in enumerate(groups.items(), start=1):
+                ad = classad2.parseOne(text, classad2.ParserType.Old)
+                ids = sorted((j["ClusterId"], j["ProcId"]) for j in members)
+                shown = [f"{c}.{p}" for c, p in ids]
+                ad["Id"], ad["JobCount"] = n, len(ids)
+                ad["JobIds"] = " ".join(shown if len(shown) < 3 else [shown[0], "...", shown[-1]])
+                out.append(ad)
+            return out
+        if opts == htcondor2.QueryOpt.GroupBy:
+            raise RuntimeError("this schedd does not group")
         return [restrict(j, projection) for j in self.jobs if cons.eval(j) is True]
 
 
@@ -144,16 +165,76 @@ def test_jobs_put_back_together_are_the_whole_jobs_less_what_is_left_out():
     schedd = ScheddWithAutoclusters(jobs)
     (rows, stats), whole_calls = by_requests(schedd)
     queries = list(schedd.queries)
-    assert stats == {"autoclusters": 5, "jobs_by_request": 9, "jobs_whole": 0}
+    # (users alternate from job to job: each job is a run of its own)
+    assert stats == {"autoclusters": 5, "job_runs": 9, "jobs_by_request": 9, "jobs_whole": 0}
     assert whole_calls == []
     assert_same_but_left_out(rows, schedd)
     # the job's own Requirements references Wanted: the schedd adds it to the signature
     assert 'Wanted = 3' in rows[-1]
     # each job's own attributes were asked, not the significant ones
-    (_, asked, _), = [q for q in queries if q[2] == 0]
-    assert {"clusterid", "procid", "user", "autoclusterid"} <= {a.lower() for a in asked}
-    assert not {"requestmemory", "requirements", "site", "globaljobid", "owner"} & {
+    (_, asked, _), = [q for q in queries if q[2] == int(htcondor2.QueryOpt.GroupBy)]
+    assert {"clusterid", "user", "autoclusterid"} <= {a.lower() for a in asked}
+    assert not {"procid", "requestmemory", "requirements", "site", "globaljobid", "owner"} & {
         a.lower() for a in asked}
+
+
+def queue_of_runs():
+    """Three users' clusters, each in runs of alike jobs (as `queue N` statements make
+    them), one run of cluster 2 broken by a job of another autocluster."""
+    jobs = []
+    for p in range(30):
+        jobs.append(job(1, p, User=f"u{p // 10}@example.org", RequestMemory=64 + p // 10))
+    for p in range(7):
+        jobs.append(job(2, p, User="v@example.org", RequestMemory=128 if p != 3 else 256))
+    return jobs
+
+
+def test_runs_of_alike_jobs_come_from_one_group_query():
+    schedd = ScheddWithAutoclusters(queue_of_runs())
+    (rows, stats), whole_calls = by_requests(schedd)
+    queries = list(schedd.queries)
+    # cluster 1: three runs of ten; cluster 2 is not all runs (2.3 splits its run of
+    # 128 MB jobs in two: one group, not consecutive ids): asked job by job
+    assert stats == {"autoclusters": 5, "job_runs": 3, "jobs_by_request": 37, "jobs_whole": 0}
+    assert [q[2] for q in queries] == [int(htcondor2.QueryOpt.AutoCluster),
+                                       int(htcondor2.QueryOpt.GroupBy), 0]
+    assert "member(ClusterId, {2})" in queries[2][0]
+    assert whole_calls == []
+    assert_same_but_left_out(rows, schedd)
+    # a schedd that does not group: the same jobs, each asked one by one
+    alone = ScheddWithAutoclusters(queue_of_runs(), groups=False)
+    (rows2, stats2), _ = by_requests(alone)
+    assert as_dicts(rows2) == as_dicts(rows) and stats2["job_runs"] == 0
+
+
+@pytest.mark.parametrize("answer", [
+    "garbage", [1], [classad2.ClassAd({"JobCount": 3, "JobIds": "1.0 ... 1.2"})],
+    [classad2.ClassAd({"ClusterId": "1", "JobCount": 3, "JobIds": "1.0 ... 1.2"})],
+])
+def test_a_group_answer_that_is_not_groups_means_every_job_one_by_one(answer):
+    schedd = ScheddWithAutoclusters(queue_of_runs())
+    real = schedd.query
+
+    def query(constraint="true", projection=(), **kw):
+        if kw.get("opts") == htcondor2.QueryOpt.GroupBy:
+            return answer
+        return real(constraint, projection, **kw)
+    schedd.query = query
+    (rows, stats), _ = by_requests(schedd)
+    assert stats["job_runs"] == 0 and stats["jobs_by_request"] == 37
+    assert_same_but_left_out(rows, schedd)
+
+
+@pytest.mark.parametrize("ids, count, want", [
+    ("1.0 ... 1.9", 10, range(0, 10)), ("1.4", 1, range(4, 5)), ("1.4 1.5", 2, range(4, 6)),
+    ("1.0 ... 1.9", 9, None),            # a gap
+    ("1.0 ... 2.3", 10, None),           # two clusters
+    ("2.0 ... 2.9", 10, None),           # another cluster than the group's
+    ("1.0 ...", 3, None), ("", 1, None), (None, 1, None), ("1.0", 0, None), ("1.x", 1, None),
+])
+def test_a_run_is_read_from_first_last_and_count(ids, count, want):
+    from negotiator_ext.adapters.resource_requests import _proc_range
+    assert _proc_range(ids, count, 1) == want
 
 
 def test_a_referenced_attribute_of_the_left_out_list_is_kept():
@@ -171,7 +252,8 @@ def test_jobs_without_a_known_autocluster_are_queried_whole_by_their_ids():
     del jobs[6]["AutoClusterId"]                       # new since the schedd last looked
     jobs[6]["RequestCpus"] = 4
     (rows, stats), whole_calls = by_requests(schedd)
-    assert stats == {"autoclusters": 1, "jobs_by_request": 5, "jobs_whole": 2}
+    # (neither cluster is all runs of a known autocluster: their jobs asked one by one)
+    assert stats == {"autoclusters": 1, "job_runs": 0, "jobs_by_request": 5, "jobs_whole": 2}
     assert len(whole_calls) == 1
     assert "ClusterId == 1 && member(ProcId, {2})" in whole_calls[0]
     assert "ClusterId == 3 && member(ProcId, {0})" in whole_calls[0]

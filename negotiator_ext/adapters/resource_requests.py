@@ -115,14 +115,87 @@ def _ids_of(lines: list[str]) -> tuple[int, int] | None:
         return None
 
 
+def _proc_range(ids, count, cluster: int) -> range | None:
+    """The procs of a group of jobs of `cluster` when they are one run of consecutive
+    ids: a group ad's JobIds gives its first and last job ("1.0 ... 1.165": the schedd
+    keeps a group's ids in a sorted set and prints the least and the greatest) and
+    JobCount how many there are."""
+    if type(count) is not int or count < 1 or not isinstance(ids, str):
+        return None
+    toks = ids.split()
+    try:
+        fc, fp = (int(x) for x in toks[0].split("."))
+        lc, lp = (int(x) for x in toks[-1].split("."))
+    except (IndexError, ValueError):
+        return None
+    if fc != cluster or lc != cluster or fp < 0 or lp - fp + 1 != count:
+        return None
+    return range(fp, lp + 1)
+
+
+_GROUP_BOOKKEEPING = frozenset(("id", "jobcount", "jobids", "servertime"))
+
+
+def _ranges(htcondor, schedd, constraint: str, asked: list[str], acs: dict, share
+            ) -> tuple[list, set[int]] | None:
+    """The jobs the schedd can give as runs of consecutive ids (`QueryOpt.GroupBy` on
+    each job's own attributes but ProcId: one ad per distinct set of values, with its
+    first and last job and their count): [(cluster, procs, the run's lines with a
+    placeholder for ProcId, its index)], and the clusters that are not all such runs of
+    a known autocluster (their jobs are asked one by one). None when the schedd does not
+    group (or answers something else): every job is asked one by one."""
+    opt = getattr(getattr(htcondor, "QueryOpt", None), "GroupBy", None)
+    low = {a.lower() for a in asked}
+    # the constraint is tested on what the group keeps: JobStatus must be one of them
+    if opt is None or not {"clusterid", "jobstatus", "procid"} <= low:
+        return None
+    attrs = [a for a in asked if a.lower() != "procid"]
+    try:
+        answer = schedd.query(constraint=constraint, projection=attrs, opts=opt)
+        if answer is None or isinstance(answer, (str, bytes, dict, classad2.ClassAd)):
+            return None
+        answer = list(answer)
+    except Exception:               # noqa: BLE001 - every job asked one by one instead
+        return None
+    runs: list = []
+    partial: set[int] = set()
+    for ad in answer:
+        if not isinstance(ad, classad2.ClassAd):
+            return None
+        cluster = ad.get("ClusterId")
+        if type(cluster) is not int:
+            return None
+        acid = ad.get("AutoClusterId")
+        sig = acs.get(acid) if type(acid) is int else None
+        procs = _proc_range(ad.get("JobIds"), ad.get("JobCount"), cluster)
+        if sig is None or procs is None:
+            partial.add(cluster)
+            continue
+        try:
+            own = [ln for ln in _attribute_lines(ad)
+                   if _split_line(ln)[0].lower() not in _GROUP_BOOKKEEPING]
+        except Exception:           # noqa: BLE001
+            return None
+        placeholder = "ProcId = -1"
+        lines = sort_lines(own + sig + [placeholder])
+        at = next(i for i, ln in enumerate(lines) if ln is placeholder)
+        runs.append((cluster, procs, [share(ln, ln) for ln in lines], at))
+    return [r for r in runs if r[0] not in partial], partial
+
+
 def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
                           shared: dict, checked: Callable, whole: Callable,
                           missing_refs: Callable, lap: Callable
                           ) -> tuple[list[list[str]], dict] | None:
-    """A schedd's jobs (those matching `constraint`) as each job's lines, captured by
-    its resource requests, and what was captured how; None when the schedd is better
-    queried whole (no autoclusters, an answer that is not autocluster ads, most jobs
-    without a known autocluster, or references to attributes left out).
+    """A schedd's jobs (those matching `constraint`) as each job's lines, in the order of
+    their ids, captured by its resource requests, and what was captured how; None when
+    the schedd is better queried whole (no autoclusters, an answer that is not
+    autocluster ads, most jobs without a known autocluster, or references to attributes
+    left out).
+
+    Each job's own attributes come from a group query when its jobs are runs of
+    consecutive ids with the same values (`_ranges`: a few ads for a whole queue), else
+    from a query of each job's own attributes.
 
     `checked(answer)`: the answer as job ads (raises when it is not); `whole(constraint)`:
     the lines of the jobs matching `constraint`, queried whole; `missing_refs(lines,
@@ -139,39 +212,67 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
     if not acs:
         return None
     significant = {_split_line(ln)[0].lower() for lines in acs.values() for ln in lines}
+    if "procid" in significant or "clusterid" in significant:
+        return None
     asked = [a for a in kept if a.lower() not in significant]
-    answer = schedd.query(constraint=constraint, projection=asked)
-    lap("schedd_query")
-    jobs = checked(answer)
     share = shared.setdefault
     for lines in acs.values():
         lines[:] = map(share, lines, lines)
-    rows: list = []
-    wanting: list[tuple[int, tuple[int, int]]] = []     # (row index, job id) queried whole
-    get = acs.get
-    for ad in jobs:
-        acid = ad.get("AutoClusterId")
-        sig = get(acid) if type(acid) is int else None
-        if sig is None:
-            wanting.append((len(rows), (ad["ClusterId"], ad["ProcId"])))
-            rows.append(None)
-            continue
-        lines = sort_lines(_attribute_lines(ad) + sig)
-        rows.append(list(map(share, lines, lines)))
-    del answer, jobs
+
+    by_cluster: dict[int, list] = {}      # cluster -> [(first proc, [lines or None])]
+    got = _ranges(htcondor, schedd, constraint, asked, acs, share)
+    lap("schedd_query")
+    runs = 0
+    if got is not None:
+        ranges, partial = got
+        runs = len(ranges)
+        for cluster, procs, lines, at in ranges:
+            head, tail = lines[:at], lines[at + 1:]
+            rows = [head + [share(pl, pl)] + tail
+                    for pl in (f"ProcId = {p}" for p in procs)]
+            by_cluster.setdefault(cluster, []).append((procs.start, rows))
+        one_by_one = (f"({constraint}) && member(ClusterId, {{{', '.join(map(str, sorted(partial)))}}})"
+                      if partial else None)
+    else:
+        one_by_one = constraint
+    wanting = 0
+    if one_by_one is not None:
+        answer = schedd.query(constraint=one_by_one, projection=asked)
+        lap("schedd_query")
+        jobs = checked(answer)
+        get = acs.get
+        for ad in jobs:
+            acid = ad.get("AutoClusterId")
+            sig = get(acid) if type(acid) is int else None
+            c, p = ad["ClusterId"], ad["ProcId"]
+            if sig is None:
+                wanting += 1
+                row = None
+            else:
+                lines = sort_lines(_attribute_lines(ad) + sig)
+                row = list(map(share, lines, lines))
+            by_cluster.setdefault(c, []).append((p, [row]))
+        del answer, jobs
+    rows = []
+    for c in sorted(by_cluster):
+        chunks = by_cluster[c]
+        chunks.sort(key=lambda x: x[0])
+        ids = [(c, p) for first, chunk in chunks for p in range(first, first + len(chunk))]
+        lines = [r for _, chunk in chunks for r in chunk]
+        rows.extend(zip(ids, lines))
+    del by_cluster
     lap("job_lines")
-    if len(wanting) > _MOST_WHOLE * len(rows) or len(wanting) > MAX_WHOLE_BY_ID:
+    if wanting > _MOST_WHOLE * len(rows) or wanting > MAX_WHOLE_BY_ID:
         return None
     named = asked + sorted(significant)
-    if missing_refs([r for r in rows if r is not None], named):
+    if missing_refs([r for _, r in rows if r is not None], named):
         return None
-    stats = {"autoclusters": len(acs), "jobs_by_request": len(rows) - len(wanting),
-             "jobs_whole": len(wanting)}
+    stats = {"autoclusters": len(acs), "job_runs": runs,
+             "jobs_by_request": len(rows) - wanting, "jobs_whole": wanting}
     if wanting:
-        ids = [job for _, job in wanting]
-        got = {_ids_of(lines): lines
-               for lines in whole(f"({constraint}) && ({_ids_constraint(ids)})")}
-        for index, job in wanting:
-            rows[index] = got.get(job)      # gone since the first answer: left out
-        rows = [r for r in rows if r is not None]
-    return rows, stats
+        ids = [job for job, r in rows if r is None]
+        again = {_ids_of(lines): lines
+                 for lines in whole(f"({constraint}) && ({_ids_constraint(ids)})")}
+        # a job gone since the first answer is left out
+        rows = [(job, r if r is not None else again.get(job)) for job, r in rows]
+    return [r for _, r in rows if r is not None], stats
