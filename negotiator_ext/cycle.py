@@ -391,6 +391,7 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
     schedd_of = _ScheddOf(snap.meta, default_schedd)
     view = QueueView(values)
     job_key, idle, running = matcher.job_key, view.idle, view.running
+    literal = values.literal
     for file_name, table in job_tables.items():
         names = table.store.names
         heads = table.heads
@@ -400,7 +401,22 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
             table.heads = None
             if len(heads) != len(table.rows):
                 heads = None
+        # A run: rows alike but for their ProcId pair (a cluster's jobs captured by
+        # their requests, or read from a file), where nothing reads ProcId: the row
+        # before's queue, key and order serve, with the job's own proc.
+        run = None                  # (row, index of its ProcId pair, queue, key, order)
         for index, row in enumerate(table.rows, start=1):
+            if run is not None:
+                last, k, q, key, order = run
+                if (len(row) == len(last) and row[k][0] == "procid"
+                        and row[:k] == last[:k] and row[k + 1:] == last[k + 1:]):
+                    lit, proc = literal(row[k][1])
+                    proc = id_number(proc) if lit else None
+                    if proc is not None:
+                        by_queue[q].append((order + (proc,), key, row))
+                        run = (row, k, q, key, order)
+                        continue
+                run = None
             if heads is None:
                 job = Job(row, names, values)
                 head = idle(job)
@@ -431,8 +447,27 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
             if jobs is None:
                 jobs = by_queue[q] = []
                 queue_names[q] = names
-            jobs.append((head[1], job_key(job.texts), row))
+            key = job_key(job.texts)
+            jobs.append((head[1], key, row))
+            if job_constraint is None and _run_may_start(row, key):
+                run = (row, next(i for i, p in enumerate(row) if p[0] == "procid"), q, key,
+                       head[1][:-1])
     return by_queue, queue_names
+
+
+def _run_may_start(row, key) -> bool:
+    """Whether the rows after `row` that differ from it in their ProcId alone are the
+    same job to the schedd and the negotiator but for its proc: no text of the row
+    names ProcId (its own being a literal), and the job's key does not read it."""
+    if "procid" in key[0][0]:
+        return False
+    found = False
+    for name, text in row:
+        if name == "procid":
+            found = True
+        elif "procid" in text.lower():
+            return False
+    return found
 
 
 def _job_queues(by_queue: dict, queue_names: dict, every_job_alone: bool,

@@ -317,3 +317,57 @@ def test_refused_classes_taken_off_whole_change_no_decision(tmp_path_factory, p,
     with monkeypatch.context() as m:
         m.setattr(MatchList, "pop", lambda self, refused=None: one_by_one(self, None))
         assert result() == fast
+
+
+# ---- runs of alike jobs keyed once (cycle._idle_jobs) ------------------------------------
+
+run_pools = st.fixed_dictionaries({
+    "runs": st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 6),
+                               st.sampled_from([256, 1500]), st.sampled_from([None, "g1"]),
+                               st.sampled_from(["literal", "reads ProcId"])),
+                     min_size=1, max_size=5),
+    "slots": st.lists(st.sampled_from([512, 2048]), min_size=1, max_size=10),
+    "start_reads_procid": st.booleans(),
+})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=run_pools)
+def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatch):
+    """Jobs alike but for their ProcId (a queue captured by its requests: no GlobalJobId)
+    are keyed once per run; a JobPrio that reads ProcId, or slots whose START reads it,
+    end the runs. The cycle's whole result is the same as keying every job."""
+    from negotiator_ext import cycle as cycle_mod
+    from poolmaker import Expr
+    d = tmp_path_factory.mktemp("pool")
+    start = "TARGET.ProcId >= 0" if p["start_reads_procid"] else "true"
+    slots = [slot(f"slot1@n{i}.test.local", Memory=m, START=Expr(start))
+             for i, m in enumerate(p["slots"])]
+    jobs = []
+    for cluster, (user, n, mem, group, prio) in enumerate(p["runs"], start=1):
+        for proc in range(n):
+            j = job(cluster, proc, user, group, RequestMemory=mem,
+                    JobPrio=Expr("ProcId % 3") if prio == "reads ProcId" else 0)
+            del j["GlobalJobId"]
+            jobs.append(j)
+    pool_dir = make_pool(d, slots=slots, jobs=jobs, config="GROUP_NAMES = g1\nGROUP_QUOTA_g1 = 3\n")
+
+    def result():
+        doc = run_cycle(load_pool(pool_dir)).to_json()
+        doc.pop("timings", None)
+        return doc
+
+    started = []
+    real = cycle_mod._run_may_start
+    with monkeypatch.context() as m:
+        m.setattr(cycle_mod, "_run_may_start",
+                  lambda row, key: started.append(real(row, key)) or started[-1])
+        keyed_by_runs = result()
+    if any(n > 1 and prio == "literal" for _, n, _, _, prio in p["runs"]) \
+            and not p["start_reads_procid"]:
+        assert any(started)             # some run was keyed once
+    if p["start_reads_procid"]:
+        assert not any(started)
+    with monkeypatch.context() as m:
+        m.setattr(cycle_mod, "_run_may_start", lambda row, key: False)
+        assert result() == keyed_by_runs
