@@ -400,8 +400,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the pool's directory")
     ap.add_argument("--keep-snapshot", metavar="DIR", type=Path,
-                    help="copy pass 1's snapshot to DIR/<shape> (to time `negotiate` on it "
-                         "later, from files, without the pool)")
+                    help="copy pass 1's snapshot to DIR/<shape> and pass 3's to "
+                         "DIR/<shape>-pass3 (to time `negotiate` on them later, from "
+                         "files, without the pool)")
     ap.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                     help="leave the pool up this long after the report (to profile a pass "
                          "by hand: CONDOR_CONFIG and the collector are printed)")
@@ -471,6 +472,12 @@ def run_shape(release, shape: str, args) -> dict:
                 shutil.rmtree(dest, ignore_errors=True)
                 shutil.copytree(snaps[0], dest)
                 report["snapshot_kept"] = str(dest)
+                # and pass 3's: after the real cycle, the schedd has its autoclusters,
+                # so that pass captured the jobs by their requests
+                last = args.keep_snapshot / f"{shape}-pass3"
+                shutil.rmtree(last, ignore_errors=True)
+                shutil.copytree(snaps[-1], last)
+                report["pass3_snapshot_kept"] = str(last)
         if not args.json:
             show(report)
         if args.hold:
