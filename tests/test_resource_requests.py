@@ -245,24 +245,53 @@ def test_a_referenced_attribute_of_the_left_out_list_is_kept():
     assert kept_attributes(["Owner", "GlobalJobId", "User"], ["owner"]) == ["Owner", "User"]
 
 
-def test_jobs_without_a_known_autocluster_are_queried_whole_by_their_ids():
-    jobs = [job(1, p) for p in range(6)] + [job(3, 0)]
+def test_jobs_without_a_known_autocluster_are_queried_whole():
+    jobs = [job(1, p) for p in range(6)] + [job(3, 0), job(4, 0)]
     schedd = ScheddWithAutoclusters(jobs)
     schedd.edit(jobs[2], "RequestMemory", 128)         # edited: no id until worked out
     del jobs[6]["AutoClusterId"]                       # new since the schedd last looked
     jobs[6]["RequestCpus"] = 4
+    jobs[7]["AutoClusterId"] = 99                      # an id the answer did not have
     (rows, stats), whole_calls = by_requests(schedd)
-    # (neither cluster is all runs of a known autocluster: their jobs asked one by one)
-    assert stats == {"autoclusters": 1, "job_runs": 0, "jobs_by_request": 5, "jobs_whole": 2}
-    assert len(whole_calls) == 1
-    assert "ClusterId == 1 && member(ProcId, {2})" in whole_calls[0]
-    assert "ClusterId == 3 && member(ProcId, {0})" in whole_calls[0]
+    # (no cluster is all runs of a known autocluster: their jobs asked one by one)
+    assert stats == {"autoclusters": 1, "job_runs": 0, "jobs_by_request": 5, "jobs_whole": 3}
+    # those without an id by one test each job can pass; the unknown id by its ids
+    assert len(whole_calls) == 2
+    assert whole_calls[0].endswith("&& (AutoClusterId =?= undefined)")
+    assert whole_calls[1].endswith("&& ((ClusterId == 4 && member(ProcId, {0})))")
     d = as_dicts(rows)
     assert d[2]["requestmemory"] == "128" and d[6]["requestcpus"] == "4"
     # queried whole: every projected attribute, in the queue's order
     assert d[2]["globaljobid"] == '"s#1.2#1"'
     assert [(x["clusterid"], x["procid"]) for x in d] == [
-        ("1", str(p)) for p in range(6)] + [("3", "0")]
+        ("1", str(p)) for p in range(6)] + [("3", "0"), ("4", "0")]
+
+
+def test_a_job_given_its_autocluster_meanwhile_is_named_by_its_ids():
+    jobs = [job(1, p) for p in range(6)]
+    schedd = ScheddWithAutoclusters(jobs)
+    del jobs[4]["AutoClusterId"]
+    real = schedd.query
+
+    def query(constraint="true", projection=(), **kw):
+        if "=?= undefined" in str(constraint):
+            schedd.cluster(jobs[4])                  # the schedd works it out meanwhile
+        return real(constraint, projection, **kw)
+    schedd.query = query
+    (rows, stats), whole_calls = by_requests(schedd)
+    assert stats["jobs_whole"] == 1 and len(whole_calls) == 2
+    assert "ClusterId == 1 && member(ProcId, {4})" in whole_calls[1]
+    assert [d["procid"] for d in as_dicts(rows)] == [str(p) for p in range(6)]
+
+
+def test_too_many_to_name_means_the_whole_queue(monkeypatch):
+    from negotiator_ext.adapters import resource_requests
+    monkeypatch.setattr(resource_requests, "MAX_NAMED", 2)
+    jobs = [job(c, 0) for c in range(1, 10)]
+    schedd = ScheddWithAutoclusters(jobs)
+    for j in jobs[:3]:
+        j["AutoClusterId"] = 50 + j["ClusterId"]     # three ids the answer lacks
+    assert by_requests(schedd)[0] is None
 
 
 def test_a_job_gone_between_the_two_answers_is_left_out():
@@ -272,7 +301,7 @@ def test_a_job_gone_between_the_two_answers_is_left_out():
     real_query = schedd.query
 
     def query(constraint="true", projection=(), **kw):
-        if "member(ProcId" in str(constraint):
+        if "=?= undefined" in str(constraint):
             jobs[1]["JobStatus"] = 4                   # completed meanwhile
         return real_query(constraint, projection, **kw)
     schedd.query = query

@@ -16,10 +16,15 @@ So a capture can ask a schedd for
   attributes the slots and the negotiator's expressions reference that are not
   significant at this schedd, and a few the pass reports (`KEPT`);
 
-and put each job back together as those two sets of lines. A job whose AutoClusterId is
-missing, or names an autocluster that was not in the answer (a job new since the
-schedd last worked its autoclusters out, or edited since), is queried whole, as a
-capture without requests queries every job.
+and put each job back together as those two sets of lines. The jobs' own attributes
+come, for runs of consecutive ids alike in them (a cluster's jobs, as `queue N` makes
+them), from one group query (`QueryOpt.GroupBy`: one ad per run with its first and last
+id and their count), and job by job for the other clusters. A job whose AutoClusterId is
+missing (new since the schedd last worked its autoclusters out, or edited since) is
+queried whole, with the others like it, by `AutoClusterId =?= undefined`; one whose id
+was not in the autocluster answer, by its ids. A schedd tests a constraint on every job
+(and a list's member() walks the list), so no constraint names more than `MAX_NAMED`
+jobs or clusters: beyond that the capture asks for more instead.
 
 Nothing is taken on trust: an autocluster answer that is not autocluster ads (each with
 an integer AutoClusterId, once, and an integer JobCount, and no job ids) makes the
@@ -55,9 +60,10 @@ _BOOKKEEPING = frozenset(("autoclusterid", "jobcount", "jobids", "servertime", "
 
 # More jobs than this share without a known autocluster: query every job whole.
 _MOST_WHOLE = 0.5
-# At most this many jobs are queried whole by their ids (a longer constraint is not
-# worth it: the whole queue is queried instead).
-MAX_WHOLE_BY_ID = 2000
+# A schedd tests a constraint on every job, and a ClassAd list's member() walks the
+# list: a constraint naming jobs or clusters one by one stays this short, else the
+# capture asks for more (every job's own attributes, or the whole queue).
+MAX_NAMED = 200
 
 
 def kept_attributes(projection: Iterable[str], referenced: Iterable[str]) -> list[str]:
@@ -223,6 +229,8 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
     got = _ranges(htcondor, schedd, constraint, asked, acs, share)
     lap("schedd_query")
     runs = 0
+    if got is not None and len(got[1]) > MAX_NAMED:
+        got = None                  # too many clusters to name: every job one by one
     if got is not None:
         ranges, partial = got
         runs = len(ranges)
@@ -235,7 +243,8 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
                       if partial else None)
     else:
         one_by_one = constraint
-    wanting = 0
+    without: set = set()            # jobs without an AutoClusterId
+    unknown: set = set()            # jobs whose AutoClusterId the answer did not have
     if one_by_one is not None:
         answer = schedd.query(constraint=one_by_one, projection=asked)
         lap("schedd_query")
@@ -246,7 +255,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
             sig = get(acid) if type(acid) is int else None
             c, p = ad["ClusterId"], ad["ProcId"]
             if sig is None:
-                wanting += 1
+                (unknown if "AutoClusterId" in ad else without).add((c, p))
                 row = None
             else:
                 lines = sort_lines(_attribute_lines(ad) + sig)
@@ -262,7 +271,8 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
         rows.extend(zip(ids, lines))
     del by_cluster
     lap("job_lines")
-    if wanting > _MOST_WHOLE * len(rows) or wanting > MAX_WHOLE_BY_ID:
+    wanting = len(without) + len(unknown)
+    if wanting > _MOST_WHOLE * len(rows) or len(unknown) > MAX_NAMED:
         return None
     named = asked + sorted(significant)
     if missing_refs([r for _, r in rows if r is not None], named):
@@ -270,9 +280,19 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
     stats = {"autoclusters": len(acs), "job_runs": runs,
              "jobs_by_request": len(rows) - wanting, "jobs_whole": wanting}
     if wanting:
-        ids = [job for job, r in rows if r is None]
-        again = {_ids_of(lines): lines
-                 for lines in whole(f"({constraint}) && ({_ids_constraint(ids)})")}
+        again: dict = {}
+        if without:
+            # one test per job, however many: the jobs the schedd has no autocluster for
+            again.update((_ids_of(lines), lines) for lines in whole(
+                f"({constraint}) && (AutoClusterId =?= undefined)"))
+        # those named one by one: ids unknown to the autocluster answer, and jobs that
+        # got their autocluster in the meantime
+        rest = sorted(unknown | {job for job in without if job not in again})
+        if len(rest) > MAX_NAMED:
+            return None
+        if rest:
+            again.update((_ids_of(lines), lines) for lines in whole(
+                f"({constraint}) && ({_ids_constraint(rest)})"))
         # a job gone since the first answer is left out
         rows = [(job, r if r is not None else again.get(job)) for job, r in rows]
     return [r for _, r in rows if r is not None], stats
