@@ -278,10 +278,13 @@ def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
             "import resource, sys, time\n"
             "t = time.monotonic()\n"
             "sys.argv = ['negotiator-ext'] + sys.argv[1:]\n"
-            "from negotiator_ext.cli import main\n"
+            "from negotiator_ext.cli import end_process, ends_with_command, main\n"
+            # as the console command runs it (cli.console_main)
+            "ends = ends_with_command(sys.argv[1:])\n"
             "rc = main(sys.argv[1:])\n"
             "print('BENCH', time.monotonic() - t, "
-            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)\n",
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)\n"
+            "end_process(rc) if ends else sys.exit(rc)\n",
             "shadow", "--once", "--pool", pool.collector, "--state-dir", str(work / "state"),
             "--no-advertise", "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
             "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
