@@ -420,3 +420,11 @@ def test_a_capture_by_requests_decides_as_a_whole_capture(pool, mocker, tmp_path
     assert a.jobs == b.jobs
     ra, rb = (run_cycle(load_pool(tmp_path / d)) for d in ("requests", "whole"))
     assert ra.matches and ra.to_json() == rb.to_json()
+
+
+def test_a_referenced_attribute_named_like_the_schedds_bookkeeping_means_the_whole_queue():
+    # a slot reads TARGET.JobCount: the autocluster answer's own JobCount would hide it
+    schedd = ScheddWithAutoclusters([job(1, p, JobCount=7) for p in range(3)])
+    assert by_requests(schedd, projection=live.projection_of({"Site", "JobCount"}),
+                       refs=("Site", "JobCount"))[0] is None
+    assert schedd.queries == []

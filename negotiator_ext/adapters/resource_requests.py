@@ -14,7 +14,7 @@ So a capture can ask a schedd for
   signature (with the job attributes those values reference, which the schedd adds);
 * each job's own attributes only: ids, status, submitter, the order attributes, the job
   attributes the slots and the negotiator's expressions reference that are not
-  significant at this schedd, and a few the pass reports (`KEPT`);
+  significant at this schedd, and a few the pass reports (`kept_attributes`);
 
 and put each job back together as those two sets of lines. The jobs' own attributes
 come, for runs of consecutive ids alike in them (a cluster's jobs, as `queue N` makes
@@ -27,9 +27,12 @@ was not in the autocluster answer, by its ids. A schedd tests a constraint on ev
 jobs or clusters: beyond that the capture asks for more instead.
 
 Nothing is taken on trust: an autocluster answer that is not autocluster ads (each with
-an integer AutoClusterId, once, and an integer JobCount, and no job ids) makes the
-capture query every job whole; so do jobs whose expressions reference an attribute the
-request capture left out, and more jobs without a known autocluster than with one.
+an integer AutoClusterId, once, and an integer JobCount, and no ClusterId or ProcId)
+makes the capture query every job whole; so do jobs whose expressions reference an
+attribute the request capture left out, more jobs without a known autocluster than with
+one, and a job attribute the expressions reference that has the name of the schedd's
+own bookkeeping in these answers (JobCount, JobIds, Id: the answer's value would hide
+the job's).
 
 What the jobs lose: the attributes in `LEFT_OUT` (GlobalJobId, Owner, ImageSize, ...),
 unless an expression references them or they are significant. No rule of the cycle
@@ -56,7 +59,9 @@ LEFT_OUT: tuple[str, ...] = (
 _LEFT_OUT = frozenset(a.lower() for a in LEFT_OUT)
 
 # Attributes of an autocluster ad that are the schedd's bookkeeping, not job attributes.
-_BOOKKEEPING = frozenset(("autoclusterid", "jobcount", "jobids", "servertime", "id"))
+_BOOKKEEPING = frozenset(("autoclusterid", "jobcount", "jobids", "servertime"))
+# and of a group ad
+_GROUP_BOOKKEEPING = frozenset(("id", "jobcount", "jobids", "servertime"))
 
 # More jobs than this share without a known autocluster: query every job whole.
 _MOST_WHOLE = 0.5
@@ -139,9 +144,6 @@ def _proc_range(ids, count, cluster: int) -> range | None:
     return range(fp, lp + 1)
 
 
-_GROUP_BOOKKEEPING = frozenset(("id", "jobcount", "jobids", "servertime"))
-
-
 def _ranges(htcondor, schedd, constraint: str, asked: list[str], acs: dict, share
             ) -> tuple[list, set[int]] | None:
     """The jobs the schedd can give as runs of consecutive ids (`QueryOpt.GroupBy` on
@@ -208,7 +210,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
     names)`: the job attributes the lines' expressions reference that are neither in
     `names` nor in the lines; `lap(step)`: where the time went."""
     opt = getattr(getattr(htcondor, "QueryOpt", None), "AutoCluster", None)
-    if opt is None:
+    if opt is None or {a.lower() for a in kept} & {"jobcount", "jobids", "id"}:
         return None
     try:
         acs = autocluster_lines(schedd.query(constraint="true", projection=[], opts=opt))
