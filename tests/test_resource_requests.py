@@ -54,10 +54,11 @@ class ScheddWithAutoclusters:
         return "\n".join(f"{n} = {job.lookup(n) if n in job else ''}" for n in names)
 
     def cluster(self, job) -> None:
-        """Work out the job's autocluster (as the schedd does before it negotiates)."""
+        """Work out the job's autocluster (as the schedd does before it negotiates), and
+        name the attributes of its signature (those referenced added) in the job."""
         sig = self._signature(job)
         job["AutoClusterId"] = self.ids.setdefault(sig, len(self.ids) + 1)
-        job["AutoClusterAttrs"] = ",".join(self.significant)
+        job["AutoClusterAttrs"] = ",".join(line.split(" = ")[0] for line in sig.split("\n"))
 
     def edit(self, job, attr, value) -> None:
         """condor_qedit: a significant attribute changed, the id is gone."""
@@ -428,3 +429,37 @@ def test_a_referenced_attribute_named_like_the_schedds_bookkeeping_means_the_who
     assert by_requests(schedd, projection=live.projection_of({"Site", "JobCount"}),
                        refs=("Site", "JobCount"))[0] is None
     assert schedd.queries == []
+
+
+@pytest.mark.parametrize("broken", ["injected", "requirements lost"])
+def test_a_signature_broken_by_a_line_break_means_the_whole_queue(broken):
+    """The schedd prints a signature in the old syntax, where a string keeps its line
+    breaks, and reads it back line by line: Site = "a<newline>Requirements = true"
+    loses Site and adds a Requirements of its own; the same with Requirements first
+    loses Requirements. Either way the autocluster ad and the AutoClusterAttrs its jobs
+    name disagree."""
+    schedd = ScheddWithAutoclusters([job(1, p, Site="a") for p in range(3)])
+    real = schedd.query
+
+    def query(constraint="true", projection=(), **kw):
+        got = real(constraint, projection, **kw)
+        if kw.get("opts") == htcondor2.QueryOpt.AutoCluster:
+            for ad in got:
+                if broken == "injected":
+                    del ad["Site"]
+                    ad["Injected"] = True
+                else:
+                    del ad["Requirements"]
+        return got
+    schedd.query = query
+    assert by_requests(schedd)[0] is None
+
+
+def test_what_a_real_old_syntax_signature_breaks_into():
+    """classad2's printOld is the schedd's unparser in the old syntax: a line break in a
+    string is written as it is, so the signature's line splits in two."""
+    ad = classad2.ClassAd({"Site": 'a"\nRequirements = true\nZ = "b'})
+    text = ad.printOld()
+    assert text.count("\n") == 3            # one attribute, three lines
+    lines = text.rstrip("\n").split("\n")
+    assert lines[1] == "Requirements = true"

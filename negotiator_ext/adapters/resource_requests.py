@@ -34,6 +34,15 @@ one, and a job attribute the expressions reference that has the name of the sche
 own bookkeeping in these answers (JobCount, JobIds, Id: the answer's value would hide
 the job's).
 
+The schedd prints an autocluster's signature in the old ClassAd syntax, one attribute a
+line, and reads it back line by line for the answer; a string with a line break in it
+(which the old syntax writes as it is) breaks its line: that attribute is lost, and
+what follows the break may read as lines of its own. Each job names the attributes of
+its signature (AutoClusterAttrs, kept for this): an autocluster ad with an attribute
+its jobs do not name, or without the Requirements they name, makes the capture query
+every job whole. (An attribute other than Requirements that such a break loses, and
+that its jobs may also lack, cannot be told from one they lack.)
+
 What the jobs lose: the attributes in `LEFT_OUT` (GlobalJobId, Owner, ImageSize, ...),
 unless an expression references them or they are significant. No rule of the cycle
 reads them: the submitter is `AccountingGroup`/`User`, the schedd is the file's, a job
@@ -53,7 +62,7 @@ from .adfiles import _attribute_lines, _split_line, sort_lines
 # are significant at the schedd (then they come from the autocluster).
 LEFT_OUT: tuple[str, ...] = (
     "GlobalJobId", "MyType", "TargetType", "LastMatchTime", "Owner", "AcctGroup",
-    "AcctGroupUser", "NiceUser", "WantMatchDiagnostics", "AutoClusterAttrs", "FlockTo",
+    "AcctGroupUser", "NiceUser", "WantMatchDiagnostics", "FlockTo",
     "ImageSize", "ExecutableSize", "DiskUsage", "MemoryUsage", "RemoteUser", "RemoteHost",
 )
 _LEFT_OUT = frozenset(a.lower() for a in LEFT_OUT)
@@ -144,6 +153,43 @@ def _proc_range(ids, count, cluster: int) -> range | None:
     return range(fp, lp + 1)
 
 
+def _signatures_whole(rows, names: dict[int, set[str]]) -> set[str] | None:
+    """The attributes the jobs' AutoClusterAttrs name, when every autocluster ad the rows
+    were put back together with holds those its jobs name and no others, Requirements
+    among them when they name it; else None (see the module docstring: a string with a
+    line break breaks the schedd's own copy). Each distinct (AutoClusterId,
+    AutoClusterAttrs) is looked at once."""
+    seen: set[tuple] = set()
+    every: set[str] = set()
+    for _, row in rows:
+        if row is None:
+            continue
+        acid = listed = None
+        for ln in row:
+            name, text = _split_line(ln)
+            low = name.lower()
+            if low == "autoclusterid":
+                acid = text
+            elif low == "autoclusterattrs":
+                listed = text
+        key = (acid, listed)
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            have = names[int(acid)]
+        except (TypeError, ValueError, KeyError):
+            return None
+        if listed is None or len(listed) < 2 or listed[0] != '"' or listed[-1] != '"' \
+                or "\\" in listed:
+            return None
+        said = {n.strip().lower() for n in listed[1:-1].split(",") if n.strip()}
+        if not have <= said or ("requirements" in said and "requirements" not in have):
+            return None
+        every |= said
+    return every
+
+
 def _ranges(htcondor, schedd, constraint: str, asked: list[str], acs: dict, share
             ) -> tuple[list, set[int]] | None:
     """The jobs the schedd can give as runs of consecutive ids (`QueryOpt.GroupBy` on
@@ -222,6 +268,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
     significant = {_split_line(ln)[0].lower() for lines in acs.values() for ln in lines}
     if "procid" in significant or "clusterid" in significant:
         return None
+    names = {acid: {_split_line(ln)[0].lower() for ln in lines} for acid, lines in acs.items()}
     asked = [a for a in kept if a.lower() not in significant]
     share = shared.setdefault
     for lines in acs.values():
@@ -273,10 +320,14 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
         rows.extend(zip(ids, lines))
     del by_cluster
     lap("job_lines")
+    listed = _signatures_whole(rows, names)
+    if listed is None:
+        return None
     wanting = len(without) + len(unknown)
     if wanting > _MOST_WHOLE * len(rows) or len(unknown) > MAX_NAMED:
         return None
-    named = asked + sorted(significant)
+    # (an attribute the signatures name but no autocluster ad holds: the jobs lack it)
+    named = asked + sorted(significant | listed)
     if missing_refs([r for _, r in rows if r is not None], named):
         return None
     stats = {"autoclusters": len(acs), "job_runs": runs,
