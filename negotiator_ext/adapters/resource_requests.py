@@ -153,51 +153,33 @@ def _proc_range(ids, count, cluster: int) -> range | None:
     return range(fp, lp + 1)
 
 
-def _signatures_whole(rows, names: dict[int, set[str]]) -> set[str] | None:
-    """The attributes the jobs' AutoClusterAttrs name, when every autocluster ad the rows
-    were put back together with holds those its jobs name and no others, Requirements
-    among them when they name it; else None (see the module docstring: a string with a
-    line break breaks the schedd's own copy). Each distinct (AutoClusterId,
-    AutoClusterAttrs) is looked at once."""
-    seen: set[tuple] = set()
+def _signatures_whole(signed: set[tuple], names: dict[int, set[str]]) -> set[str] | None:
+    """The attributes the jobs' AutoClusterAttrs name, given each (AutoClusterId,
+    AutoClusterAttrs) the jobs put back together hold, when every autocluster ad holds
+    those its jobs name and no others, Requirements among them when they name it; else
+    None (see the module docstring: a string with a line break breaks the schedd's own
+    copy)."""
     every: set[str] = set()
-    for _, row in rows:
-        if row is None:
-            continue
-        acid = listed = None
-        for ln in row:
-            name, text = _split_line(ln)
-            low = name.lower()
-            if low == "autoclusterid":
-                acid = text
-            elif low == "autoclusterattrs":
-                listed = text
-        key = (acid, listed)
-        if key in seen:
-            continue
-        seen.add(key)
-        try:
-            have = names[int(acid)]
-        except (TypeError, ValueError, KeyError):
+    for acid, listed in signed:
+        have = names.get(acid)
+        if have is None or not isinstance(listed, str):
             return None
-        if listed is None or len(listed) < 2 or listed[0] != '"' or listed[-1] != '"' \
-                or "\\" in listed:
-            return None
-        said = {n.strip().lower() for n in listed[1:-1].split(",") if n.strip()}
+        said = {n.strip().lower() for n in listed.split(",") if n.strip()}
         if not have <= said or ("requirements" in said and "requirements" not in have):
             return None
         every |= said
     return every
 
 
-def _ranges(htcondor, schedd, constraint: str, asked: list[str], acs: dict, share
-            ) -> tuple[list, set[int]] | None:
+def _ranges(htcondor, schedd, constraint: str, asked: list[str], acs: dict, share,
+            signed: set) -> tuple[list, set[int]] | None:
     """The jobs the schedd can give as runs of consecutive ids (`QueryOpt.GroupBy` on
     each job's own attributes but ProcId: one ad per distinct set of values, with its
     first and last job and their count): [(cluster, procs, the run's lines with a
     placeholder for ProcId, its index)], and the clusters that are not all such runs of
-    a known autocluster (their jobs are asked one by one). None when the schedd does not
-    group (or answers something else): every job is asked one by one."""
+    a known autocluster (their jobs are asked one by one); `signed` is told each run's
+    (AutoClusterId, AutoClusterAttrs). None when the schedd does not group (or answers
+    something else): every job is asked one by one."""
     opt = getattr(getattr(htcondor, "QueryOpt", None), "GroupBy", None)
     low = {a.lower() for a in asked}
     # the constraint is tested on what the group keeps: JobStatus must be one of them
@@ -230,6 +212,7 @@ def _ranges(htcondor, schedd, constraint: str, asked: list[str], acs: dict, shar
                    if _split_line(ln)[0].lower() not in _GROUP_BOOKKEEPING]
         except Exception:           # noqa: BLE001
             return None
+        signed.add((acid, ad.get("AutoClusterAttrs")))
         placeholder = "ProcId = -1"
         lines = sort_lines(own + sig + [placeholder])
         at = next(i for i, ln in enumerate(lines) if ln is placeholder)
@@ -275,11 +258,13 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
         lines[:] = map(share, lines, lines)
 
     by_cluster: dict[int, list] = {}      # cluster -> [(first proc, [lines or None])]
-    got = _ranges(htcondor, schedd, constraint, asked, acs, share)
+    signed: set[tuple] = set()      # (AutoClusterId, AutoClusterAttrs) of the jobs taken
+    got = _ranges(htcondor, schedd, constraint, asked, acs, share, signed)
     lap("schedd_query")
     runs = 0
     if got is not None and len(got[1]) > MAX_NAMED:
         got = None                  # too many clusters to name: every job one by one
+        signed.clear()
     if got is not None:
         ranges, partial = got
         runs = len(ranges)
@@ -307,6 +292,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
                 (unknown if "AutoClusterId" in ad else without).add((c, p))
                 row = None
             else:
+                signed.add((acid, ad.get("AutoClusterAttrs")))
                 lines = sort_lines(_attribute_lines(ad) + sig)
                 row = list(map(share, lines, lines))
             by_cluster.setdefault(c, []).append((p, [row]))
@@ -320,7 +306,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
         rows.extend(zip(ids, lines))
     del by_cluster
     lap("job_lines")
-    listed = _signatures_whole(rows, names)
+    listed = _signatures_whole(signed, names)
     if listed is None:
         return None
     wanting = len(without) + len(unknown)
