@@ -153,6 +153,10 @@ def _proc_range(ids, count, cluster: int) -> range | None:
     return range(fp, lp + 1)
 
 
+def _first(chunk: tuple) -> int:
+    return chunk[0]
+
+
 def _signatures_whole(signed: set[tuple], names: dict[int, set[str]]) -> set[str] | None:
     """The attributes the jobs' AutoClusterAttrs name, given each (AutoClusterId,
     AutoClusterAttrs) the jobs put back together hold, when every autocluster ad holds
@@ -258,6 +262,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
         lines[:] = map(share, lines, lines)
 
     by_cluster: dict[int, list] = {}      # cluster -> [(first proc, [lines or None])]
+    distinct: list[list[str]] = []        # every distinct set of lines, once (a run's once)
     signed: set[tuple] = set()      # (AutoClusterId, AutoClusterAttrs) of the jobs taken
     got = _ranges(htcondor, schedd, constraint, asked, acs, share, signed)
     lap("schedd_query")
@@ -273,6 +278,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
             rows = [head + [share(pl, pl)] + tail
                     for pl in (f"ProcId = {p}" for p in procs)]
             by_cluster.setdefault(cluster, []).append((procs.start, rows))
+            distinct.append(rows[0])
         one_by_one = (f"({constraint}) && member(ClusterId, {{{', '.join(map(str, sorted(partial)))}}})"
                       if partial else None)
     else:
@@ -295,15 +301,18 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
                 signed.add((acid, ad.get("AutoClusterAttrs")))
                 lines = sort_lines(_attribute_lines(ad) + sig)
                 row = list(map(share, lines, lines))
+                distinct.append(row)
             by_cluster.setdefault(c, []).append((p, [row]))
         del answer, jobs
-    rows = []
+    rows = []                       # each job's lines (None: to be queried whole), by id
+    wanted_at: list[tuple[int, tuple[int, int]]] = []
     for c in sorted(by_cluster):
         chunks = by_cluster[c]
-        chunks.sort(key=lambda x: x[0])
-        ids = [(c, p) for first, chunk in chunks for p in range(first, first + len(chunk))]
-        lines = [r for _, chunk in chunks for r in chunk]
-        rows.extend(zip(ids, lines))
+        chunks.sort(key=_first)
+        for first, chunk in chunks:
+            if chunk[0] is None:
+                wanted_at.append((len(rows), (c, first)))
+            rows.extend(chunk)
     del by_cluster
     lap("job_lines")
     listed = _signatures_whole(signed, names)
@@ -312,9 +321,10 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
     wanting = len(without) + len(unknown)
     if wanting > _MOST_WHOLE * len(rows) or len(unknown) > MAX_NAMED:
         return None
-    # (an attribute the signatures name but no autocluster ad holds: the jobs lack it)
+    # (an attribute the signatures name but no autocluster ad holds: the jobs lack it;
+    # the jobs of a run differ in their ProcId alone, a literal)
     named = asked + sorted(significant | listed)
-    if missing_refs([r for _, r in rows if r is not None], named):
+    if missing_refs(distinct, named):
         return None
     stats = {"autoclusters": len(acs), "job_runs": runs,
              "jobs_by_request": len(rows) - wanting, "jobs_whole": wanting}
@@ -332,6 +342,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
         if rest:
             again.update((_ids_of(lines), lines) for lines in whole(
                 f"({constraint}) && ({_ids_constraint(rest)})"))
-        # a job gone since the first answer is left out
-        rows = [(job, r if r is not None else again.get(job)) for job, r in rows]
-    return [r for _, r in rows if r is not None], stats
+        for index, job in wanted_at:
+            rows[index] = again.get(job)    # a job gone since the first answer: None
+        rows = [r for r in rows if r is not None]
+    return rows, stats
