@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from operator import is_not
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -403,19 +404,22 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
                 heads = None
         # A run: rows alike but for their ProcId pair (a cluster's jobs captured by
         # their requests, or read from a file), where nothing reads ProcId: the row
-        # before's queue, key and order serve, with the job's own proc.
-        run = None                  # (row, index of its ProcId pair, queue, key, order)
+        # before's queue, key and order serve, with the job's own proc. (Pairs are
+        # shared: alike rows hold the very same pair objects.)
+        run = None     # (row, index of its ProcId pair: None not yet known, queue, key, order)
         for index, row in enumerate(table.rows, start=1):
             if run is not None:
                 last, k, q, key, order = run
-                if (len(row) == len(last) and row[k][0] == "procid"
-                        and row[:k] == last[:k] and row[k + 1:] == last[k + 1:]):
-                    lit, proc = literal(row[k][1])
-                    proc = id_number(proc) if lit else None
-                    if proc is not None:
-                        by_queue[q].append((order + (proc,), key, row))
-                        run = (row, k, q, key, order)
-                        continue
+                if len(row) == len(last) and sum(map(is_not, row, last)) == 1:
+                    if k is None:       # worked out once a run
+                        k = _run_proc_index(last, key)
+                    if k >= 0 and row[k] is not last[k] and row[k][0] == "procid":
+                        lit, proc = literal(row[k][1])
+                        proc = id_number(proc) if lit else None
+                        if proc is not None:
+                            by_queue[q].append((order + (proc,), key, row))
+                            run = (row, k, q, key, order)
+                            continue
                 run = None
             if heads is None:
                 job = Job(row, names, values)
@@ -449,25 +453,25 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
                 queue_names[q] = names
             key = job_key(job.texts)
             jobs.append((head[1], key, row))
-            if job_constraint is None and _run_may_start(row, key):
-                run = (row, next(i for i, p in enumerate(row) if p[0] == "procid"), q, key,
-                       head[1][:-1])
+            if job_constraint is None:
+                run = (row, None, q, key, head[1][:-1])
     return by_queue, queue_names
 
 
-def _run_may_start(row, key) -> bool:
-    """Whether the rows after `row` that differ from it in their ProcId alone are the
-    same job to the schedd and the negotiator but for its proc: no text of the row
-    names ProcId (its own being a literal), and the job's key does not read it."""
+def _run_proc_index(row, key) -> int:
+    """The index of the row's ProcId pair when the rows after it that differ from it in
+    that pair alone are the same job to the schedd and the negotiator but for its proc
+    (no other text of the row names ProcId, and the job's key does not read it); else
+    -1."""
     if "procid" in key[0][0]:
-        return False
-    found = False
-    for name, text in row:
+        return -1
+    at = -1
+    for i, (name, text) in enumerate(row):
         if name == "procid":
-            found = True
+            at = i
         elif "procid" in text.lower():
-            return False
-    return found
+            return -1
+    return at
 
 
 def _job_queues(by_queue: dict, queue_names: dict, every_job_alone: bool,

@@ -358,10 +358,10 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
         return doc
 
     started = []
-    real = cycle_mod._run_may_start
+    real = cycle_mod._run_proc_index
     with monkeypatch.context() as m:
-        m.setattr(cycle_mod, "_run_may_start",
-                  lambda row, key: started.append(real(row, key)) or started[-1])
+        m.setattr(cycle_mod, "_run_proc_index",
+                  lambda row, key: started.append(real(row, key) >= 0) or real(row, key))
         keyed_by_runs = result()
     if any(n > 1 and prio == "literal" for _, n, _, _, prio in p["runs"]) \
             and not p["start_reads_procid"]:
@@ -369,5 +369,5 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
     if p["start_reads_procid"]:
         assert not any(started)
     with monkeypatch.context() as m:
-        m.setattr(cycle_mod, "_run_may_start", lambda row, key: False)
+        m.setattr(cycle_mod, "_run_proc_index", lambda row, key: -1)
         assert result() == keyed_by_runs
