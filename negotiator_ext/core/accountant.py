@@ -536,13 +536,13 @@ def _persisted(attr: str, value: Any) -> Any:
         return value
     if attr in _INT_ATTRS:
         return int(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return round6(value)
+    if isinstance(value, float):
+        return _real(value)
     return value
 
 
 def _real(x: float) -> float:
-    """A real as `_persisted` stores it."""
+    """A real as the ClassAd log stores it (rule A5): rounded to 6 decimals."""
     return round6(x) if math.isfinite(x) else x
 
 
