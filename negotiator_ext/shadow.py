@@ -210,20 +210,21 @@ def newest_config(root: Path, *, exclude: Path | None = None) -> Path | None:
     return next((p / "config" for p in names if (p / "config").is_file()), None)
 
 
-def newest_projection(root: Path, *, exclude: Path | None = None,
-                      key: str = "job_projection") -> list | None:
-    """The job projection of the newest snapshot under `root` (its meta.json's
-    "job_projection", or the list under `key`: "job_request_attrs"), if it has one:
-    what the next capture's schedd queries most likely project (the capture checks
-    it)."""
+def newest_projection(root: Path, *, exclude: Path | None = None
+                      ) -> tuple[list | None, list | None]:
+    """The job projection of the newest snapshot under `root` and the attributes its
+    jobs captured by requests were asked (its meta.json's "job_projection" and
+    "job_request_attrs"), each None when it has none: what the next capture's schedd
+    queries most likely ask (the capture checks it)."""
     for p in _snapshots_newest_first(root, exclude)[:1]:
         try:
             meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return None
-        got = meta.get(key) if isinstance(meta, dict) else None
-        return got if isinstance(got, list) else None
-    return None
+            break
+        if isinstance(meta, dict):
+            got = [meta.get(k) for k in ("job_projection", "job_request_attrs")]
+            return tuple(v if isinstance(v, list) else None for v in got)
+    return None, None
 
 
 # ---- one pass ----------------------------------------------------------------------------
@@ -531,14 +532,12 @@ class _Pass:
                                         f"{exc.strerror or exc}") from None
         t = int(self.started)
         out = _snapshot_path(root, t, self.uuid)
+        projection, kept = (newest_projection(root, exclude=out) if self.s.capture_beside
+                            else (None, None))
         report = capture_snapshot(self.s.pool, out, timeout=self.s.timeout, now=t,
                                   htcondor=self.loop.htcondor,
                                   earlier_config=newest_config(root, exclude=out),
-                                  earlier_projection=newest_projection(root, exclude=out)
-                                  if self.s.capture_beside else None,
-                                  earlier_kept=newest_projection(
-                                      root, exclude=out, key="job_request_attrs")
-                                  if self.s.capture_beside else None,
+                                  earlier_projection=projection, earlier_kept=kept,
                                   by_requests=self.s.capture_requests)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
