@@ -1435,6 +1435,7 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
 
 
 def _checked_or_unusable(answer) -> list:
+    """`checked_job_ads`, raising _Unusable (naming the first thing wrong)."""
     try:
         return checked_job_ads(answer)
     except Exception as exc:
@@ -1488,10 +1489,7 @@ class _Unusable(Exception):
 def _job_lines(answer, shared: dict | None) -> list[list[str]]:
     """A schedd's answer, checked to be job ads (`checked_job_ads`), as each job's lines
     (`adfiles.ad_lines`); _Unusable when it is not job ads or cannot be written."""
-    try:
-        jobs = checked_job_ads(answer)
-    except Exception as exc:
-        raise _Unusable(_bad_answer(exc)) from None
+    jobs = _checked_or_unusable(answer)
     try:
         return ad_lines(jobs, shared)
     except Exception as exc:
