@@ -37,6 +37,10 @@ class ScheddWithAutoclusters:
     def __init__(self, jobs, significant=SIG, groups=True):
         self.jobs = jobs
         self.groups = groups
+        # a test's say: `before(constraint, opts)` is called before each answer, and
+        # what it returns, when not None, is the answer; `after(ads)` may change the
+        # autocluster answer
+        self.before = self.after = None
         self.significant = list(significant)
         self.ids: dict[str, int] = {}
         self.queries: list[tuple] = []
@@ -69,6 +73,10 @@ class ScheddWithAutoclusters:
     def query(self, constraint="true", projection=(), callback=None, limit=-1,
               opts=htcondor2.QueryOpt.Default):
         self.queries.append((str(constraint), list(projection), int(opts)))
+        if self.before is not None:
+            got = self.before(str(constraint), opts)
+            if got is not None:
+                return got
         if opts == htcondor2.QueryOpt.AutoCluster:
             out = []
             for sig, acid in self.ids.items():
@@ -81,6 +89,8 @@ class ScheddWithAutoclusters:
                 ad["AutoClusterId"], ad["JobCount"] = acid, len(members)
                 ad["JobIds"] = " ".join(f"{j['ClusterId']}.{j['ProcId']}" for j in members[:1])
                 out.append(ad)
+            if self.after is not None:
+                self.after(out)
             return out
         cons = classad2.ExprTree(str(constraint))
         if opts == htcondor2.QueryOpt.GroupBy and self.groups:
@@ -214,13 +224,8 @@ def test_runs_of_alike_jobs_come_from_one_group_query():
 ])
 def test_a_group_answer_that_is_not_groups_means_every_job_one_by_one(answer):
     schedd = ScheddWithAutoclusters(queue_of_runs())
-    real = schedd.query
-
-    def query(constraint="true", projection=(), **kw):
-        if kw.get("opts") == htcondor2.QueryOpt.GroupBy:
-            return answer
-        return real(constraint, projection, **kw)
-    schedd.query = query
+    schedd.before = lambda constraint, opts: answer if opts == htcondor2.QueryOpt.GroupBy \
+        else None
     (rows, stats), _ = by_requests(schedd)
     assert stats["job_runs"] == 0 and stats["jobs_by_request"] == 37
     assert_same_but_left_out(rows, schedd)
@@ -272,13 +277,11 @@ def test_a_job_given_its_autocluster_meanwhile_is_named_by_its_ids():
     jobs = [job(1, p) for p in range(6)]
     schedd = ScheddWithAutoclusters(jobs)
     del jobs[4]["AutoClusterId"]
-    real = schedd.query
 
-    def query(constraint="true", projection=(), **kw):
-        if "=?= undefined" in str(constraint):
+    def before(constraint, opts):
+        if "=?= undefined" in constraint:
             schedd.cluster(jobs[4])                  # the schedd works it out meanwhile
-        return real(constraint, projection, **kw)
-    schedd.query = query
+    schedd.before = before
     (rows, stats), whole_calls = by_requests(schedd)
     assert stats["jobs_whole"] == 1 and len(whole_calls) == 2
     assert "ClusterId == 1 && member(ProcId, {4})" in whole_calls[1]
@@ -299,13 +302,11 @@ def test_a_job_gone_between_the_two_answers_is_left_out():
     jobs = [job(1, p) for p in range(4)]
     schedd = ScheddWithAutoclusters(jobs)
     del jobs[1]["AutoClusterId"]
-    real_query = schedd.query
 
-    def query(constraint="true", projection=(), **kw):
-        if "=?= undefined" in str(constraint):
+    def before(constraint, opts):
+        if "=?= undefined" in constraint:
             jobs[1]["JobStatus"] = 4                   # completed meanwhile
-        return real_query(constraint, projection, **kw)
-    schedd.query = query
+    schedd.before = before
     (rows, stats), _ = by_requests(schedd)
     assert [d["procid"] for d in as_dicts(rows)] == ["0", "2", "3"]
     assert stats["jobs_whole"] == 1
@@ -346,13 +347,11 @@ def test_an_answer_that_is_not_autocluster_ads_is_not_taken(answer):
 
 def test_an_autocluster_query_that_fails_or_bindings_without_it_mean_the_whole_queue():
     schedd = ScheddWithAutoclusters([job(1, 0)])
-    real = schedd.query
 
-    def failing(constraint="true", projection=(), **kw):
-        if kw.get("opts"):
+    def before(constraint, opts):
+        if opts:
             raise RuntimeError("timed out")
-        return real(constraint, projection, **kw)
-    schedd.query = failing
+    schedd.before = before
     assert by_requests(schedd)[0] is None
 
     class NoOpts:
@@ -439,19 +438,15 @@ def test_a_signature_broken_by_a_line_break_means_the_whole_queue(broken):
     loses Requirements. Either way the autocluster ad and the AutoClusterAttrs its jobs
     name disagree."""
     schedd = ScheddWithAutoclusters([job(1, p, Site="a") for p in range(3)])
-    real = schedd.query
 
-    def query(constraint="true", projection=(), **kw):
-        got = real(constraint, projection, **kw)
-        if kw.get("opts") == htcondor2.QueryOpt.AutoCluster:
-            for ad in got:
-                if broken == "injected":
-                    del ad["Site"]
-                    ad["Injected"] = True
-                else:
-                    del ad["Requirements"]
-        return got
-    schedd.query = query
+    def after(ads):
+        for ad in ads:
+            if broken == "injected":
+                del ad["Site"]
+                ad["Injected"] = True
+            else:
+                del ad["Requirements"]
+    schedd.after = after
     assert by_requests(schedd)[0] is None
 
 

@@ -51,6 +51,7 @@ is named by its ids.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Callable, Iterable
 
 import classad2
@@ -151,10 +152,6 @@ def _proc_range(ids, count, cluster: int) -> range | None:
     if fc != cluster or lc != cluster or fp < 0 or lp - fp + 1 != count:
         return None
     return range(fp, lp + 1)
-
-
-def _first(chunk: tuple) -> int:
-    return chunk[0]
 
 
 def _signatures_whole(signed: set[tuple], names: dict[int, set[str]]) -> set[str] | None:
@@ -308,7 +305,7 @@ def job_lines_by_requests(htcondor, schedd, *, constraint: str, kept: list[str],
     wanted_at: list[tuple[int, tuple[int, int]]] = []
     for c in sorted(by_cluster):
         chunks = by_cluster[c]
-        chunks.sort(key=_first)
+        chunks.sort(key=itemgetter(0))
         for first, chunk in chunks:
             if chunk[0] is None:
                 wanted_at.append((len(rows), (c, first)))
