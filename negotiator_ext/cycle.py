@@ -347,8 +347,14 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
         if trimmed(view, usage, cfg, now):
             continue
         cp = consumption.supports_policy(ad)
+        shared = pool.shared_slot_ads
+        if cp or (shared and rolled_up and classads.as_bool(
+                view.value("PartitionableSlot")) is True):
+            # its assets change during the cycle; a kept p-slot's too, when its dynamic
+            # slots' preemption is modelled (core.pslot_preemption changes its ad)
+            ad = classads.copy_ad(ad)
+            shared = False
         if cp:
-            ad = classads.copy_ad(ad)   # its assets change during the cycle
             if uses_negotiator_slot_weight(ad, cfg):
                 # obtainAdsFromCollector inserts SLOT_WEIGHT: the match cost is its drop
                 ad["SlotWeight"] = classads.parse_expr(cfg.slot_weight)
@@ -365,7 +371,7 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
                     current_user=holder if cfg.consider_preemption else None,
                     usage_user=holder,
                     claimer_schedd=schedd if isinstance(schedd, str) else None,
-                    claims_left=max(claims, 0) if cp else 1)
+                    claims_left=max(claims, 0) if cp else 1, shared=shared)
         if cp and slot.claims_left <= 0:
             continue
         if texts is not None and not cp:

@@ -61,6 +61,9 @@ class Pool:
     # the slots changed since `accountant` was last checked against them, when the
     # caller keeps its slots from cycle to cycle (the simulator; core.accountant)
     slot_changes: SlotChanges | None = None
+    # the slot ads are the caller's, kept for later (a shadow loop's slot cache): the
+    # cycle copies an ad before it writes into it
+    shared_slot_ads: bool = False
 
     def schedds(self) -> Schedds:
         """The schedds' limits, with one cycle's counts (the job files' running jobs are
@@ -353,7 +356,8 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     default, by_name = schedd_limits_of(snap, config)
     return Pool(snapshot=snap, config=config, groups=groups, slot_ads=tuple(ads),
                 slots=tuple(slots), accountant=state, warnings=tuple(warnings),
-                slot_texts=tuple(texts), schedd_default=default, schedd_limits=by_name)
+                slot_texts=tuple(texts), schedd_default=default, schedd_limits=by_name,
+                shared_slot_ads=snap.slots_shared)
 
 
 def schedd_limits_of(snap: Snapshot, config: NegotiatorConfig

@@ -70,6 +70,9 @@ class ShadowSettings:
     capture_beside: bool = True
     # each schedd captured by its resource requests (adapters/resource_requests.py)
     capture_requests: bool = True
+    # a loop keeps the slot ads between passes and fetches only those the collector
+    # heard from since (adapters/slot_cache.py)
+    keep_slot_ads: bool = True
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
@@ -114,6 +117,7 @@ class ShadowSettings:
             negotiator_log=Path(negotiator_log) if negotiator_log else None,
             capture_beside=ext_bool(knobs, "CAPTURE_BESIDE", True),
             capture_requests=ext_bool(knobs, "CAPTURE_REQUESTS", True),
+            keep_slot_ads=ext_bool(knobs, "KEEP_SLOT_ADS", True),
         )
         if s.matchlog_tz is not None:
             from zoneinfo import ZoneInfo
@@ -249,6 +253,9 @@ class ShadowLoop:
         self.latest: dict[str, tuple] = {}
         self.last_records: list = []        # every record of the last pass (run_passes)
         self.warned_cycle_time = False      # a capture before LastUpdate is logged once
+        # the slot ads kept from the last pass (adapters/slot_cache.py): a loop's own
+        # (run_forever), never a single pass's
+        self.slot_cache = None
 
     @property
     def htcondor(self):
@@ -289,6 +296,9 @@ class ShadowLoop:
         is tried again at the next interval, logged when it starts and when it clears,
         not every pass. Nothing else stops the loop."""
         from .adapters.ledger import LedgerError
+        if self.settings.keep_slot_ads and self.slot_cache is None:
+            from .adapters.slot_cache import SlotCache
+            self.slot_cache = SlotCache()
         failing: tuple[str, str] | None = None   # (since when, ledger) a transient error
         while not stop.is_set():
             t0 = time.monotonic()
@@ -538,7 +548,8 @@ class _Pass:
                                   htcondor=self.loop.htcondor,
                                   earlier_config=newest_config(root, exclude=out),
                                   earlier_projection=projection, earlier_kept=kept,
-                                  by_requests=self.s.capture_requests)
+                                  by_requests=self.s.capture_requests,
+                                  slot_cache=self.loop.slot_cache)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)

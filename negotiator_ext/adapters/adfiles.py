@@ -471,16 +471,21 @@ def write_lines(path: str | Path, lines: list[list[str]]) -> None:
 
 
 def text_ads_of_lines(lines: list[list[str]], source: str,
-                      store: TextStore | None = None) -> TextAds:
+                      store: TextStore | None = None, rows: list | None = None) -> TextAds:
     """The TextAds that reading `source`, written by `write_lines(source, lines)`, gives,
     without reading or parsing it again: every line is one classad2 wrote and read back
     (`_attribute_lines`), one attribute each. An expression too large to walk is refused
-    at its line, as when the file is read."""
+    at its line, as when the file is read. `rows`: each ad's row where already worked
+    out from the same lines (None where not; `store.names` already holds their names)."""
     out = TextAds(store)
     pairs: dict = {}                # a line -> its shared pair
     get, known = pairs.get, pairs.__contains__
     first = 1
     for index, ad in enumerate(lines, start=1):
+        if rows is not None and (row := rows[index - 1]) is not None:
+            out.add_row(row)
+            first += len(ad) + 1
+            continue
         row = tuple(map(get, ad))
         if None in row:             # lines not seen before in this file
             for ln in filterfalse(known, ad):

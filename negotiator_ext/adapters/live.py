@@ -106,6 +106,7 @@ from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
 from .resource_requests import job_lines_by_requests, kept_attributes
+from .slot_cache import is_slot_ad
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
 from .snapshot import SNAPSHOT_FORMAT, negotiator_config_name
 
@@ -219,6 +220,11 @@ class CapturedAds:
     slots: tuple
     slot_lines: list
     jobs: Mapping[str, list]          # jobs file name -> each job's lines
+    # the slot ads' texts when the capture has them already (a shadow loop's kept slots)
+    slot_texts: Any = None
+    # the slot ads are kept for a later pass (slot_cache): the cycle copies an ad
+    # before it writes into it
+    shared: bool = False
 
 
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
@@ -226,7 +232,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      earlier_config: Path | None = None,
                      earlier_projection: list[str] | None = None,
                      earlier_kept: list[str] | None = None,
-                     by_requests: bool = False) -> CaptureReport:
+                     by_requests: bool = False, slot_cache=None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -253,6 +259,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     `by_requests`: each schedd captured by its resource requests (`resource_requests`:
     its autoclusters, and each job's own attributes), when it can be; `earlier_kept`:
     the earlier snapshot's "job_request_attrs", for the child beside.
+
+    `slot_cache` (slot_cache.SlotCache, a shadow loop's): the slot ads of the loop's
+    last pass, of which only those the collector heard from since are fetched again; the
+    ads it hands out are kept for the next pass (`CapturedAds.shared`).
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -267,26 +277,47 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     with _client_timeouts(htcondor, timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None) as beside:
+        seen: dict = {}             # one string for each distinct line of the capture
+        slot_texts = None
         try:
             collector = htcondor.Collector(pool)
-            raw_slots = collector.query(htcondor.AdTypes.Startd)
+            if slot_cache is None:
+                raw_slots = collector.query(htcondor.AdTypes.Startd)
+            else:
+                refreshed = _slots_by_stamps(htcondor, collector, slot_cache, seen, out,
+                                             timings)
+                raw_slots, slot_lines = refreshed.answered, refreshed.lines
+                slot_texts = refreshed.texts
+        except _QueryFailed as exc:
+            raise InputError(source, "cannot query the collector for slot ads: "
+                                     f"{_one_line(exc.__cause__)}") from None
+        except InputError:
+            raise
         except Exception as exc:
-            raise InputError(source, f"cannot query the collector for slot ads: {_one_line(exc)}") from None
-        slots = [ad for ad in raw_slots if _is_slot_ad(ad)]
-        lap("slot_query")
+            if slot_cache is None:
+                raise InputError(source, "cannot query the collector for slot ads: "
+                                         f"{_one_line(exc)}") from None
+            raise InputError(source, "cannot write the collector's slot ads: "
+                                     f"{_one_line(exc)}") from None
+        if slot_cache is None:
+            slots = [ad for ad in raw_slots if is_slot_ad(ad)]
+            lap("slot_query")
+        else:
+            slots = refreshed.slots
+            lap("slot_lines")
         # the negotiator's config is read by a child process while the slot ads are
         # turned into lines here
         config_read = _ConfigRead(htcondor, collector, timeout)
         others_read = _OtherNegotiatorsRead(htcondor, collector, timeout,
                                             config_read.location)
         schedd_knobs_read = _ScheddKnobsRead(htcondor, collector, timeout)
-        seen: dict = {}             # one string for each distinct line of the capture
-        try:
-            slot_lines = ad_lines(slots, seen)
-        except Exception as exc:
-            raise InputError(source, "cannot write the collector's slot ads: "
-                                     f"{_one_line(exc)}") from None
-        lap("slot_lines")
+        if slot_cache is None:
+            try:
+                slot_lines = ad_lines(slots, seen)
+            except Exception as exc:
+                raise InputError(source, "cannot write the collector's slot ads: "
+                                         f"{_one_line(exc)}") from None
+            lap("slot_lines")
 
         negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
                                          "collector:negotiator", errors)
@@ -379,8 +410,13 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             # with the earlier snapshot's projection (the same), or after them
             "schedds_queried": queried,
         }
-        if len(raw_slots) != len(slots):
-            meta["skipped_startd_ads"] = len(raw_slots) - len(slots)
+        answered = raw_slots if isinstance(raw_slots, int) else len(raw_slots)
+        if answered != len(slots):
+            meta["skipped_startd_ads"] = answered - len(slots)
+        if slot_cache is not None:
+            # a shadow loop's pass: how many slot ads it fetched whole, how many it kept
+            meta["slots_fetched"] = {"whole_query": refreshed.whole,
+                                     "fetched": refreshed.fetched, "kept": refreshed.kept}
         return meta
 
     def unwritable(path: Path, ads) -> str | None:
@@ -397,7 +433,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         return None
 
     def write(tmp: Path) -> None:
-        write_lines(tmp / "slots.ads", slot_lines)
+        if slot_cache is None or not slot_cache.write(tmp / "slots.ads"):
+            write_lines(tmp / "slots.ads", slot_lines)
         for name, lines in schedd_jobs:
             write_lines(tmp / files[name], lines)
         for stem, ads in list(optional.items()):
@@ -425,6 +462,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         _write_atomically(out, write)
     except OSError as exc:
         raise InputError(str(out), f"cannot write the snapshot: {exc.strerror or _one_line(exc)}") from None
+    if slot_cache is not None:
+        slot_cache.written(out / "slots.ads")
     lap("write")
     return CaptureReport(
         directory=out,
@@ -435,7 +474,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         errors=MappingProxyType(dict(errors)),
         partial=bool(errors) or bool(missing),
         ads=CapturedAds(slots=tuple(slots), slot_lines=slot_lines,
-                        jobs={files[name]: lines for name, lines in schedd_jobs}),
+                        jobs={files[name]: lines for name, lines in schedd_jobs},
+                        slot_texts=slot_texts, shared=slot_cache is not None),
         timings={k: round(v, 3) for k, v in timings.items()},
     )
 
@@ -622,13 +662,34 @@ def _optional_query(collector, ad_type, key: str, errors: dict) -> list | None:
         return None
 
 
-def _is_slot_ad(ad) -> bool:
-    """Slot ads only: a Startd query may also return the startd daemon ads (MyType
-    "StartD") of newer collectors."""
-    my_type = ad.get("MyType")
-    if isinstance(my_type, str) and my_type.lower() != "machine":
-        return False
-    return isinstance(ad.get("Name"), str)
+class _QueryFailed(Exception):
+    """The collector's slot query failed (its exception is the cause)."""
+
+
+def _slots_by_stamps(htcondor, collector, cache, seen: dict, out: Path, timings: dict):
+    """The slot ads through a shadow loop's cache (slot_cache.SlotCache.refresh), the
+    time spent in the collector's queries counted as "slot_query", the rest (lines,
+    texts) as "slot_lines"."""
+    spent = [0.0]
+
+    def query(constraint, projection):
+        t = time.perf_counter()
+        kw = {}
+        if constraint is not None:
+            kw["constraint"] = constraint
+        if projection is not None:
+            kw["projection"] = list(projection)
+        try:
+            return list(collector.query(htcondor.AdTypes.Startd, **kw))
+        except Exception as exc:
+            raise _QueryFailed() from exc
+        finally:
+            spent[0] += time.perf_counter() - t
+
+    got = cache.refresh(query, seen, str(out / "slots.ads"))
+    timings["slot_query"] += spent[0]
+    timings["slot_lines"] -= spent[0]     # the lap that follows counts the whole refresh
+    return got
 
 
 def _condor_version(htcondor, collector, negotiator_ads, neg_location) -> str | None:

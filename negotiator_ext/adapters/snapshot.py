@@ -77,6 +77,9 @@ class Snapshot:
     # the one this snapshot is read for (`for_negotiator`), None when not chosen
     negotiator_configs: Mapping[str, Path] = field(default_factory=dict)
     negotiator_name: str | None = None
+    # the slot ads are kept by a shadow loop for its next pass (live.CapturedAds.shared):
+    # a cycle copies an ad before it writes into it
+    slots_shared: bool = False
 
     @property
     def partial(self) -> bool:
@@ -282,7 +285,8 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     try:
         if captured is not None:
             slots = tuple(captured.slots)
-            slot_texts = text_ads_of_lines(captured.slot_lines, str(slots_file))
+            slot_texts = (captured.slot_texts if captured.slot_texts is not None
+                          else text_ads_of_lines(captured.slot_lines, str(slots_file)))
         else:
             slot_ads, slot_texts = read_ads_and_texts(slots_file)
             slots = tuple(slot_ads)
@@ -325,6 +329,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         schedd_ads=schedd_ads,
         schedd_ads_source=str(schedds_file) if schedds_file else None,
         negotiator_configs=negotiator_configs,
+        slots_shared=captured is not None and bool(getattr(captured, "shared", False)),
     )
 
 

@@ -79,6 +79,7 @@ class Slot:
     claimer_schedd: str | None = None  # RemoteScheddName of a claimed p-slot
     claims_left: int = 1             # claim ids the negotiator can hand out
     live: tuple = ()                 # (attribute prefix, user) whose usage the ad shows (4.10)
+    shared: bool = False             # `ad` is the caller's to keep: copied before a write
     live_req: bool = False           # its own Requirements read that usage
     removed: bool = False
     key: tuple = ()                  # slot class key
@@ -1255,6 +1256,15 @@ def symmetric_match(job, slot_ad, cp: bool) -> bool:
         consumption.restore_requested(job, restore)
 
 
+def own_ad(slot: Slot) -> Any:
+    """The slot's ad for the cycle to write into: a copy of it first when the ad is the
+    caller's (`Slot.shared`, a shadow loop's kept slot ads)."""
+    if slot.shared:
+        slot.ad = classads.copy_ad(slot.ad)
+        slot.shared = False
+    return slot.ad
+
+
 def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
                           cross_slot_prefix: str | None = None) -> list[str]:
     """addRemoteUserPrios (4.10): the current user's priority, floor and usage, and its
@@ -1267,6 +1277,9 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
     `group_quotas` (groupQuotasHash: the quotas the last allocation left) has the
     user's group. Returns the attributes it may have written."""
     ad = slot.ad
+    if slot.shared and (slot.current_user is not None or cross_slot_prefix is not None
+                        or "PreemptingRank" in ad):
+        ad = own_ad(slot)
     users = []
     if slot.current_user is not None:
         users.append(("", slot.current_user))
@@ -1312,8 +1325,10 @@ def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
     expr_texts = {attr.lower(): classads.attribute_text(classads.ClassAd({attr: e}), attr)
                   for attr, e in exprs.items()}
     for s in slots:
-        for attr, e in exprs.items():
-            s.ad[attr] = e
+        if exprs:
+            ad = own_ad(s)
+            for attr, e in exprs.items():
+                ad[attr] = e
         written: list[str] = []
         if config.consider_preemption:
             written = add_remote_user_attrs(s, acc, groups, group_quotas, cross_prefix)

@@ -1,0 +1,228 @@
+"""The collector's slot ads kept from one shadow pass to the next (a loop's passes).
+
+A shadow loop sees the same pool every interval, and most slots have not changed since
+the last pass: a startd sends its ads when their state changes and every
+UPDATE_INTERVAL (five minutes by default). The collector counts every update it takes
+in for an ad (UpdatesTotal, with COLLECTOR_DAEMON_STATS, HTCondor's default: the
+collector writes it over whatever the sender put there) and stamps the ad with
+LastHeardFrom (its own clock, unless the sender set one). So a pass after the first asks
+the collector for each slot's stamp only (`POLL`: six attributes instead of 150),
+fetches whole only the ads whose stamp differs from the one it holds (one query, the
+collector testing a LastHeardFrom constraint), and keeps the ClassAds, the lines and the
+texts of the rest. The ads are handed out in the order of the stamp answer: the
+collector's own order, which a whole query at that moment gives too (the order ties
+among identical slots follow).
+
+What is kept is what the collector sent: the cycle copies a shared ad before it writes
+into it (`cycle._candidate_slots`, `matchmaking.own_ad`), so a kept ad serves the next
+pass as it came. A poll answer that is not what it should be (an ad without a whole
+UpdatesTotal or LastHeardFrom, two ads of one key) and a pass where most slots changed
+take the whole query instead, as the first pass does; a collector without daemon stats
+is queried whole every pass.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..core.adtext import TextAds, TextStore
+from .adfiles import ad_lines, text_ads_of_lines, write_lines
+
+# what a pass asks the collector of every slot after the first pass
+POLL = ("Name", "MyAddress", "MyType", "LastHeardFrom", "UpdatesTotal",
+        "UpdateSequenceNumber")
+
+# more changed slots than this share of the pool: one whole query is cheaper
+WHOLE_SHARE = 0.5
+
+
+@dataclass(eq=False)
+class _Kept:
+    """One slot as the collector last sent it whole."""
+    ad: object
+    lines: list
+    stamp: tuple                  # (LastHeardFrom, UpdatesTotal, UpdateSequenceNumber)
+    row: tuple | None = None      # its (lower-case name, text) pairs, once worked out
+
+
+@dataclass
+class Refreshed:
+    """What one pass takes from the cache: the slot ads in the collector's order, their
+    lines and texts, how many startd ads the collector answered (slots or not), and
+    how the pass got them."""
+    slots: list
+    lines: list
+    texts: TextAds
+    answered: int
+    whole: bool                   # one whole query (the first pass, or most changed)
+    fetched: int                  # slot ads fetched whole this pass
+    kept: int                     # slot ads taken as held
+
+
+def is_slot_ad(ad) -> bool:
+    """Slot ads only: a Startd query may also return the startd daemon ads (MyType
+    "StartD") of newer collectors."""
+    my_type = ad.get("MyType")
+    if isinstance(my_type, str) and my_type.lower() != "machine":
+        return False
+    return isinstance(ad.get("Name"), str)
+
+
+def _key(ad) -> tuple:
+    address = ad.get("MyAddress")
+    return (ad.get("Name"), address if isinstance(address, str) else None)
+
+
+def _whole_number(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _stamp(ad) -> tuple | None:
+    """(LastHeardFrom, UpdatesTotal, UpdateSequenceNumber); None without a whole
+    LastHeardFrom and UpdatesTotal (nothing to tell an update by)."""
+    heard, total = ad.get("LastHeardFrom"), ad.get("UpdatesTotal")
+    if not (_whole_number(heard) and _whole_number(total)):
+        return None
+    seq = ad.get("UpdateSequenceNumber")
+    return (heard, total, seq if _whole_number(seq) else None)
+
+
+class SlotCache:
+    """The slot ads of the last pass, by (Name, MyAddress). `refresh` gives this pass's.
+
+    `query(constraint, projection)` is the collector's Startd query (the bindings'
+    `Collector.query(AdTypes.Startd, constraint, projection)`); it raises what the
+    bindings raise, and the cache is then emptied (the next pass starts whole)."""
+
+    def __init__(self):
+        self._kept: dict[tuple, _Kept] = {}
+        self._names: dict[str, str] = {}     # every lower-case attribute name kept
+        self._order: list[_Kept] | None = None    # the last refresh's slots, when kept
+        self._written: tuple[Path, list] | None = None   # the last slots file and its slots
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def clear(self) -> None:
+        self._kept = {}
+        self._names = {}
+        self._order = None
+        self._written = None
+
+    # -- this pass's ads -------------------------------------------------------------------
+
+    def refresh(self, query: Callable, seen: dict, source: str) -> Refreshed:
+        """This pass's slot ads; `seen` shares equal lines (`adfiles.ad_lines`), `source`
+        names the slots file in a message about a line too large to read."""
+        try:
+            got = self._by_stamps(query, seen, source) if self._kept else None
+            return got if got is not None else self._whole(query, seen, source)
+        except BaseException:
+            self.clear()
+            raise
+
+    def _whole(self, query: Callable, seen: dict, source: str) -> Refreshed:
+        answer = list(query(None, None))
+        slots = [ad for ad in answer if is_slot_ad(ad)]
+        lines = ad_lines(slots, seen)
+        self._kept = {}
+        self._names = {}
+        store = TextStore()
+        texts = text_ads_of_lines(lines, source, store)
+        self._names.update(store.names)
+        keys = set()
+        for ad, ad_lines_, row in zip(slots, lines, texts.rows):
+            key, stamp = _key(ad), _stamp(ad)
+            if key in keys or stamp is None:
+                keys = None             # nothing to go by next time: no ad is kept
+                break
+            keys.add(key)
+            self._kept[key] = _Kept(ad, ad_lines_, stamp, row=row)
+        if keys is None:
+            self._kept = {}
+        self._order = list(self._kept.values()) if self._kept else None
+        return Refreshed(slots=slots, lines=lines, texts=texts, answered=len(answer),
+                         whole=True, fetched=len(slots), kept=0)
+
+    def _by_stamps(self, query: Callable, seen: dict, source: str) -> Refreshed | None:
+        answer = list(query(None, list(POLL)))
+        order: list[tuple] = []
+        stamps: dict[tuple, tuple] = {}
+        for ad in answer:
+            if not is_slot_ad(ad):
+                continue
+            key, stamp = _key(ad), _stamp(ad)
+            if stamp is None or key in stamps:
+                return None
+            order.append(key)
+            stamps[key] = stamp
+        kept = self._kept
+        changed = {k for k in order if (e := kept.get(k)) is None or e.stamp != stamps[k]}
+        if len(changed) > WHOLE_SHARE * max(len(order), 1):
+            return None
+        fresh: dict[tuple, object] = {}
+        if changed:
+            since = min(stamps[k][0] for k in changed)
+            for ad in query(f"LastHeardFrom >= {since}", None):
+                if not is_slot_ad(ad):
+                    continue
+                key, stamp = _key(ad), _stamp(ad)
+                if stamp is None:
+                    return None
+                if key in stamps and (key in changed or stamp != kept[key].stamp):
+                    if key in fresh:
+                        return None
+                    fresh[key] = ad
+        # the pass's slots: a held ad unless a newer one came; a changed slot that the
+        # fetch did not find is gone since the poll
+        new_kept: dict[tuple, _Kept] = {}
+        for key in order:
+            ad = fresh.get(key)
+            if ad is not None:
+                new_kept[key] = _Kept(ad, ad_lines([ad], seen)[0], _stamp(ad))
+            elif key not in changed:
+                new_kept[key] = kept[key]
+        entries = list(new_kept.values())
+        store = TextStore()
+        store.names.update(self._names)
+        texts = text_ads_of_lines([e.lines for e in entries], source, store,
+                                  rows=[e.row for e in entries])
+        for e, row in zip(entries, texts.rows):
+            e.row = row
+        self._names = dict(store.names)
+        self._kept = new_kept
+        self._order = entries
+        return Refreshed(slots=[e.ad for e in entries], lines=[e.lines for e in entries],
+                         texts=texts, answered=len(answer), whole=False,
+                         fetched=len(fresh), kept=len(entries) - len(fresh))
+
+    # -- the snapshot's slots file ---------------------------------------------------------
+
+    def write(self, path: Path) -> bool:
+        """Write the last `refresh`'s slots to `path` in `-long` form (as
+        `adfiles.write_lines`): a hard link to the last snapshot's slots file when they
+        are the same ads in the same order (a snapshot's files are never changed once
+        written). False, writing nothing, when the last refresh kept nothing (its ads
+        had nothing to go by: the caller writes them)."""
+        order = self._order
+        if order is None:
+            return False
+        last = self._written
+        if last is not None and len(last[1]) == len(order) and all(
+                map(operator.is_, last[1], order)):
+            try:
+                os.link(last[0], path)
+                return True
+            except OSError:
+                pass
+        write_lines(path, [e.lines for e in order])
+        return True
+
+    def written(self, path: Path) -> None:
+        """The slots file `write` wrote is at `path` now (its snapshot's final place)."""
+        if self._order is not None:
+            self._written = (Path(path), self._order)

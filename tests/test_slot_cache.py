@@ -1,0 +1,360 @@
+"""A shadow loop's slot ads kept between passes (adapters/slot_cache.py): each pass gives
+exactly the slots, in the order and with the texts, that a whole query of the collector
+at that moment gives; the cycle never writes into a kept ad."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import classad2
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from negotiator_ext.adapters.adfiles import ad_lines, read_ads, text_ads_of_lines, write_lines
+from negotiator_ext.adapters.slot_cache import POLL, SlotCache
+
+FIXTURES = Path(__file__).parent / "data" / "fixtures"
+
+
+class Collector:
+    """A collector's startd table: ads in its own order, each stamped with LastHeardFrom
+    (the collector's clock, whole seconds) when it is taken in. `query` honours its
+    constraint and projection and counts what it sends; `between` runs after the
+    stamp query (a change that lands between a pass's two queries)."""
+
+    def __init__(self, now: int = 1_000):
+        self.now = now
+        self.ads: dict[str, classad2.ClassAd] = {}
+        self.queries: list[tuple] = []
+        self.between = None
+        self.fail: Exception | None = None
+        self.total: dict[str, int] = {}     # UpdatesTotal: the collector's count per ad
+        self.daemon_stats = True            # COLLECTOR_DAEMON_STATS
+
+    def update(self, name: str, **attrs) -> None:
+        ad = self.ads.get(name)
+        ad = classad2.ClassAd(repr(ad)) if ad is not None else classad2.ClassAd(
+            {"Name": name, "MyType": "Machine", "MyAddress": f"<127.0.0.1:9{len(self.ads)}>",
+             "Cpus": 1, "Memory": 1024, "State": "Unclaimed", "Activity": "Idle",
+             "Requirements": classad2.ExprTree("TARGET.RequestCpus <= MY.Cpus")})
+        for k, v in attrs.items():
+            ad[k] = v
+        if "LastHeardFrom" not in attrs:    # the collector's stamp, unless the sender set one
+            ad["LastHeardFrom"] = self.now
+        self.total[name] = self.total.get(name, 0) + 1
+        if self.daemon_stats:
+            ad["UpdatesTotal"] = self.total[name]
+        self.ads[name] = ad
+
+    def remove(self, name: str) -> None:
+        self.ads.pop(name, None)
+
+    def query(self, constraint, projection):
+        if self.fail is not None:
+            raise self.fail
+        self.queries.append((constraint, tuple(projection or ())))
+        out = []
+        for ad in self.ads.values():
+            if constraint is not None and classad2.ExprTree(constraint).eval(ad) is not True:
+                continue
+            copy = classad2.ClassAd(repr(ad))
+            if projection:
+                want = {p.lower() for p in projection}
+                for k in list(copy.keys()):
+                    if k.lower() not in want:
+                        del copy[k]
+            out.append(copy)
+        if projection and self.between is not None:
+            between, self.between = self.between, None
+            between()
+        return out
+
+    def whole(self) -> list[list[str]]:
+        return ad_lines(list(self.ads.values()))
+
+
+def refresh(cache: SlotCache, coll: Collector, tmp_path: Path):
+    return cache.refresh(coll.query, {}, str(tmp_path / "slots.ads"))
+
+
+def test_a_pass_with_nothing_changed_fetches_nothing(tmp_path):
+    coll = Collector()
+    for i in range(20):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    first = refresh(cache, coll, tmp_path)
+    assert first.whole and first.fetched == 20
+    coll.queries.clear()
+    got = refresh(cache, coll, tmp_path)
+    assert not got.whole and got.fetched == 0 and got.kept == 20
+    assert coll.queries == [(None, POLL)]
+    assert got.slots == first.slots                 # the same objects
+    assert got.lines == coll.whole()
+    assert got.texts.rows == first.texts.rows
+
+
+def test_changed_new_and_gone_slots(tmp_path):
+    coll = Collector()
+    for i in range(10):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    coll.now += 30
+    coll.update("slot3@host", State="Claimed", RemoteUser="u@x")
+    coll.update("slot10@host")
+    coll.remove("slot5@host")
+    coll.queries.clear()
+    got = refresh(cache, coll, tmp_path)
+    assert not got.whole
+    assert got.fetched == 2 and got.kept == 8
+    assert got.lines == coll.whole()
+    assert got.texts.rows == text_ads_of_lines(coll.whole(), "x").rows
+    assert coll.queries[1] == ("LastHeardFrom >= 1030", ())
+
+
+def test_an_update_in_the_same_second_is_not_missed(tmp_path):
+    coll = Collector()
+    for i in range(4):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    # the same second as the fetch: LastHeardFrom does not change, no sequence number;
+    # the collector's count of the ad's updates does
+    coll.update("slot2@host", State="Claimed")
+    got = refresh(cache, coll, tmp_path)
+    assert got.fetched == 1 and got.lines == coll.whole()
+
+
+def test_a_sender_that_sets_its_own_last_heard_from_is_not_missed(tmp_path):
+    coll = Collector()
+    for i in range(4):
+        coll.update(f"slot{i}@host", LastHeardFrom=5)
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    coll.now += 100
+    coll.update("slot1@host", LastHeardFrom=5, State="Owner")
+    got = refresh(cache, coll, tmp_path)
+    assert not got.whole and got.lines == coll.whole()
+
+
+def test_without_the_collectors_daemon_stats_every_pass_is_whole(tmp_path):
+    coll = Collector()
+    coll.daemon_stats = False
+    for i in range(4):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    assert len(cache) == 0
+    coll.update("slot1@host", State="Owner")
+    got = refresh(cache, coll, tmp_path)
+    assert got.whole and got.lines == coll.whole()
+    assert not cache.write(tmp_path / "slots.ads")    # the capture writes them itself
+
+
+def test_a_change_between_the_two_queries_is_taken(tmp_path):
+    coll = Collector()
+    for i in range(6):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    coll.now += 10
+    coll.update("slot1@host", Memory=2048)
+
+    def later():
+        coll.now += 1
+        coll.update("slot4@host", Memory=4096)      # after the stamps were read
+        coll.remove("slot1@host")                  # gone before the fetch
+    coll.between = later
+    got = refresh(cache, coll, tmp_path)
+    names = [ad["Name"] for ad in got.slots]
+    assert "slot1@host" not in names
+    mem = {ad["Name"]: ad["Memory"] for ad in got.slots}
+    assert mem["slot4@host"] == 4096                # the newer ad, as a whole query gives
+    assert refresh(cache, coll, tmp_path).lines == coll.whole()
+
+
+@pytest.mark.parametrize("garbage", ["no stamp", "duplicate", "text stamp"])
+def test_a_poll_answer_that_cannot_be_trusted_means_a_whole_query(tmp_path, garbage):
+    coll = Collector()
+    for i in range(5):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    coll.now += 10
+    ad = coll.ads["slot1@host"]
+    if garbage == "no stamp":
+        del ad["LastHeardFrom"]
+    elif garbage == "text stamp":
+        ad["LastHeardFrom"] = "yesterday"
+    else:
+        dup = classad2.ClassAd(repr(ad))
+        coll.ads["dup"] = dup
+    coll.queries.clear()
+    got = refresh(cache, coll, tmp_path)
+    assert got.whole
+    assert got.lines == coll.whole()
+    assert coll.queries[-1] == (None, ())
+
+
+def test_most_slots_changed_means_one_whole_query(tmp_path):
+    coll = Collector()
+    for i in range(10):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    coll.now += 60
+    for i in range(8):
+        coll.update(f"slot{i}@host", Memory=512)
+    got = refresh(cache, coll, tmp_path)
+    assert got.whole and got.lines == coll.whole()
+
+
+def test_a_failed_query_empties_the_cache(tmp_path):
+    coll = Collector()
+    coll.update("slot1@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    assert len(cache) == 1
+    coll.fail = OSError("collector gone")
+    with pytest.raises(OSError):
+        refresh(cache, coll, tmp_path)
+    assert len(cache) == 0
+    coll.fail = None
+    assert refresh(cache, coll, tmp_path).whole
+
+
+def test_the_slots_file_is_a_link_when_nothing_changed(tmp_path):
+    coll = Collector()
+    for i in range(5):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    paths = []
+    for n, change in enumerate([None, None, "slot2@host", None]):
+        if change:
+            coll.now += 5
+            coll.update(change, State="Owner")
+        got = refresh(cache, coll, tmp_path)
+        d = tmp_path / f"snap{n}"
+        d.mkdir()
+        assert cache.write(d / "slots.ads")
+        cache.written(d / "slots.ads")
+        expected = tmp_path / f"expected{n}"
+        write_lines(expected, got.lines)
+        assert (d / "slots.ads").read_bytes() == expected.read_bytes()
+        paths.append(d / "slots.ads")
+    ino = [os.stat(p).st_ino for p in paths]
+    assert ino[1] == ino[0]              # nothing changed: the same file
+    assert ino[2] != ino[1]              # slot2 changed
+    assert ino[3] == ino[2]
+    # the earlier snapshot pruned: written again
+    os.unlink(paths[3])
+    os.unlink(paths[2])
+    d = tmp_path / "snap4"
+    d.mkdir()
+    refresh(cache, coll, tmp_path)
+    assert cache.write(d / "slots.ads")
+    assert (d / "slots.ads").read_bytes() == (tmp_path / "expected3").read_bytes()
+
+
+_step = st.one_of(
+    st.tuples(st.just("update"), st.integers(0, 7), st.integers(0, 3)),
+    st.tuples(st.just("remove"), st.integers(0, 7), st.just(0)),
+    st.tuples(st.just("tick"), st.integers(0, 2), st.just(0)),
+    st.tuples(st.just("pass"), st.just(0), st.just(0)),
+    st.tuples(st.just("between"), st.integers(0, 7), st.integers(0, 3)),
+)
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(_step, max_size=30))
+def test_every_pass_equals_a_whole_query(tmp_path, steps):
+    """Random updates, removals, clock ticks (or none: the same second), and changes
+    between a pass's two queries: every pass's slots, lines and texts equal a whole
+    query's at the end of that pass."""
+    coll = Collector()
+    for i in range(4):
+        coll.update(f"slot{i}@host")
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    for kind, i, v in steps:
+        name = f"slot{i}@host"
+        if kind == "update":
+            coll.update(name, Memory=1024 * (v + 1))
+        elif kind == "remove":
+            coll.remove(name)
+        elif kind == "tick":
+            coll.now += i
+        elif kind == "between":
+            def between(name=name, v=v):
+                at_poll.append({n: ad_lines([a])[0] for n, a in coll.ads.items()})
+                coll.update(name, Cpus=v + 1)
+            coll.between = between
+        else:
+            at_poll: list[dict] = []
+            got = refresh(cache, coll, tmp_path)
+            coll.between = None
+            if not at_poll or got.whole:    # exactly a whole query (at the pass's end)
+                assert got.lines == coll.whole()
+                assert got.texts.rows == text_ads_of_lines(coll.whole(), "x").rows
+                assert [repr(a) for a in got.slots] == [repr(a) for a in coll.ads.values()]
+            else:                       # the slots the stamps named, each as then or as now
+                names = [a["Name"] for a in got.slots]
+                assert names == list(at_poll[0])
+                for ad, lines in zip(got.slots, got.lines):
+                    assert lines in (at_poll[0][ad["Name"]], ad_lines([coll.ads[ad["Name"]]])[0])
+    coll.between = None
+    got = refresh(cache, coll, tmp_path)
+    assert got.lines == coll.whole()
+
+
+# -- the cycle leaves a kept ad as it came ------------------------------------------------
+
+from conftest import unpack_recording  # noqa: E402
+
+RULES = Path(__file__).parent / "data" / "rules"
+
+
+def _pools(tmp_path):
+    """Recorded pools where the cycle writes into slot ads: claimed slots with
+    preemption considered (the current user's figures), NEGOTIATOR_MATCH_EXPRS on every
+    slot, a p-slot changed by its dynamic slots' preemption, a consumption policy."""
+    from negotiator_ext.pool import load_pool
+    for name in ("preempt_priority", "hgq_nested_hep_lep_surplus",
+                 "pslot_consumption_policy_cpu"):
+        yield name, load_pool(FIXTURES / name)
+    match_exprs = tmp_path / "match-exprs.config"
+    match_exprs.write_text((FIXTURES / "preempt_priority" / "config").read_text()
+                           + "\nNEGOTIATOR_MATCH_EXPRS = ExtSeen\nExtSeen = 1\n"
+                           + "NEGOTIATOR_CROSS_SLOT_PRIOS = True\n")
+    yield "match_exprs", load_pool(FIXTURES / "preempt_priority", match_exprs)
+    for rule in ("pslot_preemption", "pslot_preemption_rank"):
+        d = unpack_recording(RULES / f"{rule}.tar.gz", tmp_path)
+        yield rule, load_pool(d)
+
+
+def test_the_cycle_copies_a_kept_ad_before_writing_into_it(tmp_path):
+    import dataclasses
+    import json
+
+    from negotiator_ext.cycle import run_cycle
+    from negotiator_ext.pool import load_pool
+
+    wrote = 0
+    for name, pool in _pools(tmp_path):
+        before = [repr(ad) for ad in pool.slot_ads]
+        shared = dataclasses.replace(pool, shared_slot_ads=True)
+        kept = run_cycle(shared)
+        assert [repr(ad) for ad in pool.slot_ads] == before, name
+        # the same decisions as a cycle that owns its ads (on a pool read afresh)
+        own = load_pool(pool.snapshot.directory, None if name != "match_exprs"
+                        else tmp_path / "match-exprs.config")
+        mine = run_cycle(own)
+        changed = sum(repr(a) != b for a, b in zip(own.slot_ads, before))
+        wrote += changed
+        a, b = kept.to_json(), mine.to_json()
+        a.pop("timings", None), b.pop("timings", None)
+        assert json.dumps(a, sort_keys=True, default=str) == \
+            json.dumps(b, sort_keys=True, default=str), name
+    assert wrote > 0        # the unshared cycles did write into their ads
