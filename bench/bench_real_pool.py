@@ -149,8 +149,9 @@ def fake_ad(lines: list[str], machine: str, address: str) -> str:
     return "\n".join(out)
 
 
-def advertise(pool: LivePool, static: int, partitionable: int, work: Path) -> float:
-    """Advertise the fake slots; returns the seconds it took."""
+def advertise(pool: LivePool, static: int, partitionable: int, work: Path
+              ) -> tuple[float, list[str]]:
+    """Advertise the fake slots; returns the seconds it took and the ads."""
     st = template(pool, 'SlotType == "Static"')
     ps = template(pool, 'SlotType == "Partitionable"')
     closed = free_port()         # nothing listens there: every claim fails
@@ -167,6 +168,30 @@ def advertise(pool: LivePool, static: int, partitionable: int, work: Path) -> fl
     want = static + partitionable + 2
     pool.wait_for(lambda: slot_count(pool) >= want, 600, f"{want} slots in the collector",
                   every=2)
+    return time.monotonic() - t0, ads
+
+
+def churn(pool: LivePool, ads: list[str], share: float, round_: int, work: Path) -> float:
+    """Advertise again `share` of the fake slots (a different share each round), each
+    with a new BenchUpdate value: what a startd's periodic update does to the collector
+    (a new LastHeardFrom and UpdatesTotal, the same slot). Returns the seconds it took."""
+    n = int(len(ads) * share)
+    start = (round_ * n) % max(len(ads), 1)
+    chosen = [ads[(start + i) % len(ads)] + f"\nBenchUpdate = {round_}" for i in range(n)]
+    t0 = time.monotonic()
+    chunk = 10_000
+    for k in range(0, len(chosen), chunk):
+        f = work / f"churn-{round_}-{k // chunk}.ads"
+        f.write_text("\n\n".join(chosen[k:k + chunk]) + "\n")
+        pool.tool("condor_advertise", "-multiple", "-tcp", "-fake-private-ad",
+                  "UPDATE_STARTD_AD", str(f), timeout=600)
+        f.unlink()
+    # the collector has taken them all in when the last one shows
+    last = chosen[-1].split('Name = "', 1)[1].split('"', 1)[0] if chosen else None
+    if last is not None:
+        pool.wait_for(lambda: pool.tool("condor_status", "-af", "BenchUpdate", "-constraint",
+                                        f'Name == "{last}"', check=False).stdout.strip()
+                      == str(round_), 600, "the churned slots", every=0.5)
     return time.monotonic() - t0
 
 
@@ -300,6 +325,87 @@ def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
             "peak_rss_mib": round(int(m.group(2)) / 1024), "record": rec}
 
 
+_LOOP_HARNESS = """\
+import os, resource, signal, sys, time
+from pathlib import Path
+from negotiator_ext import shadow
+work, passes = Path(sys.argv[1]), int(sys.argv[2])
+real = shadow.ShadowLoop.run_pass
+done = [0]
+def timed(self, *a, **kw):
+    n = done[0] + 1
+    if n > 1:     # the bench changes the pool between passes: wait for its word
+        (work / f"loop-ready-{n}").touch()
+        while not (work / f"loop-go-{n}").exists():
+            time.sleep(0.05)
+    t = time.monotonic()
+    rec = real(self, *a, **kw)
+    print("BENCHPASS", n, time.monotonic() - t,
+          resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr, flush=True)
+    done[0] = n
+    if n >= passes:
+        os.kill(os.getpid(), signal.SIGTERM)      # the loop's own stop: ends after this pass
+    return rec
+shadow.ShadowLoop.run_pass = timed
+from negotiator_ext.cli import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dict:
+    """A `shadow --interval` loop of four passes in one process (the daemon's way: the
+    slot ads kept between passes): 1, the slots queried whole; 2, nothing changed; 3,
+    after `share` of the slots were advertised again and one real cycle ran (which
+    pass 3 compares with pass 2's cycle); 4, after another `share` advertised again.
+    Each pass timed from its start to its ledger record, the pool's changes between
+    passes outside it."""
+    state = work / "loop-state"
+    argv = [sys.executable, "-c", _LOOP_HARNESS, str(work), "4",
+            "shadow", "--interval", "1", "--pool", pool.collector, "--state-dir", str(state),
+            "--no-advertise", "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
+            "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
+    proc = subprocess.Popen(argv, env=pool.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    between: dict = {}
+    try:
+        for n in (2, 3, 4):
+            ready = work / f"loop-ready-{n}"
+            while not ready.exists():
+                if proc.poll() is not None:
+                    raise RuntimeError(f"the shadow loop ended early ({proc.returncode}): "
+                                       f"{proc.stderr.read()[-2000:]}")
+                time.sleep(0.1)
+            if n >= 3:
+                between[f"churn_before_{n}_s"] = round(churn(pool, ads, share, n, work), 1)
+            if n == 3:
+                ad, waited, _ = real_cycle(pool, timeout=7200)
+                between["real_cycle_before_3"] = {
+                    "duration_s": ad.get("LastNegotiationCycleDuration0"),
+                    "matches": ad.get("LastNegotiationCycleMatches0")}
+                time.sleep(1.0)
+            (work / f"loop-go-{n}").touch()
+        out, err = proc.communicate(timeout=7200)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the shadow loop failed ({proc.returncode}): {err[-2000:]}")
+    timed = {int(m.group(1)): (float(m.group(2)), int(m.group(3))) for m in re.finditer(
+        r"^BENCHPASS (\d+) (\S+) (\d+)$", err, re.M)}
+    records = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    passes = []
+    for n, rec in enumerate(records, start=1):
+        took, rss = timed.get(n, (None, 0))
+        snap = Path(rec.get("snapshot_dir") or "")
+        meta = json.loads((snap / "meta.json").read_text()) if (snap / "meta.json").exists() else {}
+        passes.append(dict(pass_summary({"wall_s": None, "in_process_s": round(took, 2)
+                                         if took is not None else None,
+                                         "peak_rss_mib": round(rss / 1024), "record": rec}),
+                           slots_fetched=meta.get("slots_fetched")))
+    return {"passes": passes, "churn_share": share, **between}
+
+
 def negotiate_from_files(pool: LivePool, work: Path) -> dict:
     """`negotiator-ext negotiate --json` on the first pass's snapshot, from its files (what
     a what-if or an audit of that pool does): wall time and peak RSS."""
@@ -369,6 +475,26 @@ def show(report: dict) -> None:
         if p.get("steps_s"):
             print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
                   + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
+    loop = report.get("loop")
+    if loop:
+        what = {1: "slots queried whole", 2: "nothing changed",
+                3: f"{loop['churn_share']:.0%} of the slots updated, after a real cycle "
+                   f"({(loop.get('real_cycle_before_3') or {}).get('duration_s')} s)",
+                4: f"{loop['churn_share']:.0%} of the slots updated"}
+        for n, p in enumerate(loop["passes"], start=1):
+            f = p.get("slots_fetched") or {}
+            print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
+                  f"{p['capture_s']} s, cycle {p['cycle_s']} s), process peak "
+                  f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}; "
+                  f"slots fetched {f.get('fetched')}, kept {f.get('kept')}"
+                  + (f"; compared: real {p['comparison']['real_matches']}, ours "
+                     f"{p['comparison']['shadow_matches']}, count agreement "
+                     f"{p['comparison']['count_agreement']}, "
+                     f"{p['submitters_equal_counts']}/{p['submitters_compared']} "
+                     f"submitters equal" if p.get("comparison") else ""))
+            if p.get("steps_s"):
+                print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
+                      + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
     n = report.get("negotiate_from_files") or {}
     if "wall_s" in n:
         print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
@@ -406,6 +532,13 @@ def main(argv=None) -> int:
                     help="copy pass 1's snapshot to DIR/<shape> and pass 3's to "
                          "DIR/<shape>-pass3 (to time `negotiate` on them later, from "
                          "files, without the pool)")
+    ap.add_argument("--no-loop", dest="loop", action="store_false",
+                    help="leave out the shadow loop's passes (`shadow --interval`, the "
+                         "slot ads kept between passes)")
+    ap.add_argument("--churn", type=float, default=0.2, metavar="SHARE",
+                    help="the share of the slots advertised again before the loop's "
+                         "passes 3 and 4 (default 0.2: a startd's five-minute update seen "
+                         "by a one-minute interval)")
     ap.add_argument("--hold", type=float, default=0, metavar="SECONDS",
                     help="leave the pool up this long after the report (to profile a pass "
                          "by hand: CONDOR_CONFIG and the collector are printed)")
@@ -447,7 +580,8 @@ def run_shape(release, shape: str, args) -> dict:
         # the negotiator's cycle at its start (nothing to match yet) out of the way
         pool.wait_for(lambda: negotiator_ad(pool).get("LastNegotiationCycleEnd0"), 120,
                       "the negotiator's first cycle")
-        report["setup_advertise_s"] = round(advertise(pool, static, partitionable, work), 1)
+        took, ads = advertise(pool, static, partitionable, work)
+        report["setup_advertise_s"] = round(took, 1)
         report["setup_submit_s"] = round(submit_jobs(pool, jobs, acs, subs, groups), 1)
         report["setup_total_s"] = round(time.monotonic() - t0, 1)
         p1 = shadow_pass(pool, work)
@@ -468,6 +602,8 @@ def run_shape(release, shape: str, args) -> dict:
         report["pass2"] = pass_summary(p2)
         report["pass3"] = pass_summary(p3)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
+        if args.loop:
+            report["loop"] = shadow_loop(pool, work, ads, args.churn)
         if args.keep_snapshot is not None:
             snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
             if snaps:
