@@ -364,8 +364,11 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
             "shadow", "--interval", "1", "--pool", pool.collector, "--state-dir", str(state),
             "--no-advertise", "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
             "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
-    proc = subprocess.Popen(argv, env=pool.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    # its output to files: a pass's record (every match) is more than a pipe holds
+    out_file, err_file = work / "loop.out", work / "loop.err"
+    with out_file.open("w") as out_f, err_file.open("w") as err_f:
+        proc = subprocess.Popen(argv, env=pool.env, stdout=out_f, stderr=err_f, text=True,
+                                cwd=ROOT)
     between: dict = {}
     try:
         for n in (2, 3, 4):
@@ -373,7 +376,7 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
             while not ready.exists():
                 if proc.poll() is not None:
                     raise RuntimeError(f"the shadow loop ended early ({proc.returncode}): "
-                                       f"{proc.stderr.read()[-2000:]}")
+                                       f"{err_file.read_text()[-2000:]}")
                 time.sleep(0.1)
             if n >= 3:
                 between[f"churn_before_{n}_s"] = round(churn(pool, ads, share, n, work), 1)
@@ -384,7 +387,8 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
                     "matches": ad.get("LastNegotiationCycleMatches0")}
                 time.sleep(1.0)
             (work / f"loop-go-{n}").touch()
-        out, err = proc.communicate(timeout=7200)
+        proc.wait(timeout=7200)
+        out, err = out_file.read_text(), err_file.read_text()
     finally:
         if proc.poll() is None:
             proc.kill()

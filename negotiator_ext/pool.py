@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path
 from typing import Mapping
 
@@ -333,18 +334,27 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
 
     ads, slots, texts = [], [], []
     rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)
-    for i, (ad, row) in enumerate(zip(snap.slots, rows), start=1):
-        name = classads.eval_string(ad, "Name")
-        for attr in _NUMERIC_SLOT_ATTRS:
-            if attr in ad:
-                v = classads.eval_attr(ad, attr)
-                check_number(ad, attr, float(v) if isinstance(v, bool) else v,
-                             snap.slots_source, f"{i} ({name})")
-        if not matches_constraint(ad, config.slot_constraint):
+    # a shadow loop's kept slot ads: what is worked out of an ad alone is kept with it
+    key = _slot_memo_key(config) if snap.slot_memos is not None else None
+    memos = snap.slot_memos if key is not None else repeat(None)
+    for i, (ad, row, memo) in enumerate(zip(snap.slots, rows, memos), start=1):
+        got = memo.get(key) if memo is not None else None
+        if got is None:
+            name = classads.eval_string(ad, "Name")
+            for attr in _NUMERIC_SLOT_ATTRS:
+                if attr in ad:
+                    v = classads.eval_attr(ad, attr)
+                    check_number(ad, attr, float(v) if isinstance(v, bool) else v,
+                                 snap.slots_source, f"{i} ({name})")
+            got = (slot_usage(ad, config) if matches_constraint(ad, config.slot_constraint)
+                   else False)
+            if memo is not None:
+                memo[key] = got
+        if got is False:
             continue
         ads.append(ad)
         texts.append(row)
-        slots.append(slot_usage(ad, config))
+        slots.append(got)
 
     _check_submitters(snap)
     if snap.accounting is not None:
@@ -358,6 +368,16 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
                 slots=tuple(slots), accountant=state, warnings=tuple(warnings),
                 slot_texts=tuple(texts), schedd_default=default, schedd_limits=by_name,
                 shared_slot_ads=snap.slots_shared)
+
+
+def _slot_memo_key(config: NegotiatorConfig) -> tuple | None:
+    """What a slot's checks, constraint and usage (build_pool) depend on besides the ad:
+    its memo's key; None (no memo) when an expression may read the clock."""
+    key = (config.slot_constraint, config.use_slot_weights,
+           config.force_negotiator_slot_weight, config.slot_weight)
+    if any("time" in (t or "").lower() for t in (config.slot_constraint, config.slot_weight)):
+        return None
+    return key
 
 
 def schedd_limits_of(snap: Snapshot, config: NegotiatorConfig

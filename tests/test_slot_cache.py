@@ -358,3 +358,40 @@ def test_the_cycle_copies_a_kept_ad_before_writing_into_it(tmp_path):
         assert json.dumps(a, sort_keys=True, default=str) == \
             json.dumps(b, sort_keys=True, default=str), name
     assert wrote > 0        # the unshared cycles did write into their ads
+
+
+def test_what_a_pass_works_out_of_a_kept_ad_is_kept_with_it(tmp_path):
+    """pool.build_pool keeps each slot's checks, constraint and usage in its memo, by
+    the config they depend on: another config works them out again; an expression that
+    may read the clock is never kept."""
+    import dataclasses
+
+    from negotiator_ext.pool import build_pool, load_pool
+
+    pool = load_pool(FIXTURES / "hgq_nested_hep_lep_surplus")
+    snap = pool.snapshot
+    memos = tuple({} for _ in snap.slots)
+    kept = dataclasses.replace(snap, slot_memos=memos)
+    first = build_pool(kept, pool.config)
+    assert first.slots == pool.slots and all(len(m) == 1 for m in memos)
+    again = build_pool(kept, pool.config)
+    assert all(a is b for a, b in zip(again.slots, first.slots))      # taken from the memo
+    heavier = dataclasses.replace(pool.config, slot_weight="2 * Cpus",
+                                  force_negotiator_slot_weight=True)
+    other = build_pool(kept, heavier)
+    assert [s.weight for s in other.slots] == [
+        2 * classad2.ClassAd(repr(a)).eval("Cpus") for a in snap.slots]
+    assert all(len(m) == 2 for m in memos)
+    narrow = dataclasses.replace(pool.config, slot_constraint='State == "Claimed"')
+    assert len(build_pool(kept, narrow).slots) == sum(s.state == "Claimed" for s in pool.slots)
+    clocked = dataclasses.replace(pool.config, slot_weight="Cpus + (time() > 0)")
+    build_pool(kept, clocked)
+    assert all(len(m) == 3 for m in memos)            # no memo for that one
+    # a bad value is refused every time, never kept as good
+    bad = dataclasses.replace(snap, slots=tuple(classad2.ClassAd(repr(a)) for a in snap.slots),
+                              slot_memos=tuple({} for _ in snap.slots))
+    bad.slots[0]["Cpus"] = float("nan")
+    from negotiator_ext.errors import InputError
+    for _ in range(2):
+        with pytest.raises(InputError, match="Cpus"):
+            build_pool(bad, pool.config)

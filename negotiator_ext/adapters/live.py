@@ -225,6 +225,8 @@ class CapturedAds:
     # the slot ads are kept for a later pass (slot_cache): the cycle copies an ad
     # before it writes into it
     shared: bool = False
+    # each kept slot's memo (slot_cache: what pool.build_pool works out of it alone)
+    slot_memos: Any = None
 
 
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
@@ -278,7 +280,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
-        slot_texts = None
+        slot_texts = slot_memos = None
         try:
             collector = htcondor.Collector(pool)
             if slot_cache is None:
@@ -287,7 +289,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                 refreshed = _slots_by_stamps(htcondor, collector, slot_cache, seen, out,
                                              timings)
                 raw_slots, slot_lines = refreshed.answered, refreshed.lines
-                slot_texts = refreshed.texts
+                slot_texts, slot_memos = refreshed.texts, refreshed.memos
         except _QueryFailed as exc:
             raise InputError(source, "cannot query the collector for slot ads: "
                                      f"{_one_line(exc.__cause__)}") from None
@@ -475,7 +477,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         partial=bool(errors) or bool(missing),
         ads=CapturedAds(slots=tuple(slots), slot_lines=slot_lines,
                         jobs={files[name]: lines for name, lines in schedd_jobs},
-                        slot_texts=slot_texts, shared=slot_cache is not None),
+                        slot_texts=slot_texts, shared=slot_cache is not None,
+                        slot_memos=slot_memos),
         timings={k: round(v, 3) for k, v in timings.items()},
     )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import operator
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -47,6 +47,9 @@ class _Kept:
     lines: list
     stamp: tuple                  # (LastHeardFrom, UpdatesTotal, UpdateSequenceNumber)
     row: tuple | None = None      # its (lower-case name, text) pairs, once worked out
+    # what a pass worked out of the ad alone under a config (pool.build_pool): kept
+    # with the ad, dropped with it
+    memo: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -61,6 +64,7 @@ class Refreshed:
     whole: bool                   # one whole query (the first pass, or most changed)
     fetched: int                  # slot ads fetched whole this pass
     kept: int                     # slot ads taken as held
+    memos: list | None = None     # each slot's memo (`_Kept.memo`), when the ads are kept
 
 
 def is_slot_ad(ad) -> bool:
@@ -146,7 +150,8 @@ class SlotCache:
             self._kept = {}
         self._order = list(self._kept.values()) if self._kept else None
         return Refreshed(slots=slots, lines=lines, texts=texts, answered=len(answer),
-                         whole=True, fetched=len(slots), kept=0)
+                         whole=True, fetched=len(slots), kept=0,
+                         memos=None if self._order is None else [e.memo for e in self._order])
 
     def _by_stamps(self, query: Callable, seen: dict, source: str) -> Refreshed | None:
         answer = list(query(None, list(POLL)))
@@ -198,7 +203,8 @@ class SlotCache:
         self._order = entries
         return Refreshed(slots=[e.ad for e in entries], lines=[e.lines for e in entries],
                          texts=texts, answered=len(answer), whole=False,
-                         fetched=len(fresh), kept=len(entries) - len(fresh))
+                         fetched=len(fresh), kept=len(entries) - len(fresh),
+                         memos=[e.memo for e in entries])
 
     # -- the snapshot's slots file ---------------------------------------------------------
 

@@ -80,6 +80,8 @@ class Snapshot:
     # the slot ads are kept by a shadow loop for its next pass (live.CapturedAds.shared):
     # a cycle copies an ad before it writes into it
     slots_shared: bool = False
+    # each slot's memo, kept with its ad from pass to pass (live.CapturedAds.slot_memos)
+    slot_memos: tuple | None = None
 
     @property
     def partial(self) -> bool:
@@ -330,6 +332,8 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         schedd_ads_source=str(schedds_file) if schedds_file else None,
         negotiator_configs=negotiator_configs,
         slots_shared=captured is not None and bool(getattr(captured, "shared", False)),
+        slot_memos=(tuple(captured.slot_memos) if captured is not None
+                    and getattr(captured, "slot_memos", None) is not None else None),
     )
 
 
