@@ -406,8 +406,24 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
         passes.append(dict(pass_summary({"wall_s": None, "in_process_s": round(took, 2)
                                          if took is not None else None,
                                          "peak_rss_mib": round(rss / 1024), "record": rec}),
-                           slots_fetched=meta.get("slots_fetched")))
+                           slots_fetched=meta.get("slots_fetched"),
+                           same_as_from_files=same_as_from_files(pool, rec)))
     return {"passes": passes, "churn_share": share, **between}
+
+
+def same_as_from_files(pool: LivePool, rec: dict) -> dict:
+    """The loop pass's cycle (on the slot ads it kept) against `negotiate --json` on the
+    snapshot it wrote, read from its files: every match, (job, submitter, slot), equal."""
+    snap = rec.get("snapshot_dir")
+    if not snap:
+        return {}
+    proc = subprocess.run([sys.executable, "-m", "negotiator_ext", "negotiate", snap,
+                           "--json"], env=pool.env, capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode not in (0, 1):
+        return {"error": proc.stderr[-500:]}
+    files = [(m["job"], m["submitter"], m["slot"]) for m in json.loads(proc.stdout)["matches"]]
+    ours = [(m["job"], m["submitter"], m["slot"]) for m in rec.get("shadow_matches") or ()]
+    return {"matches": len(ours), "from_files": len(files), "identical": ours == files}
 
 
 def negotiate_from_files(pool: LivePool, work: Path) -> dict:
@@ -490,7 +506,8 @@ def show(report: dict) -> None:
             print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
                   f"{p['capture_s']} s, cycle {p['cycle_s']} s), process peak "
                   f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}; "
-                  f"slots fetched {f.get('fetched')}, kept {f.get('kept')}"
+                  f"slots fetched {f.get('fetched')}, kept {f.get('kept')}; every match "
+                  f"as from its files: {(p.get('same_as_from_files') or {}).get('identical')}"
                   + (f"; compared: real {p['comparison']['real_matches']}, ours "
                      f"{p['comparison']['shadow_matches']}, count agreement "
                      f"{p['comparison']['count_agreement']}, "

@@ -269,15 +269,17 @@ _step = st.one_of(
 @settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(_step, max_size=30))
-def test_every_pass_equals_a_whole_query(tmp_path, steps):
+def test_every_pass_equals_a_whole_query(tmp_path_factory, steps):
     """Random updates, removals, clock ticks (or none: the same second), and changes
     between a pass's two queries: every pass's slots, lines and texts equal a whole
-    query's at the end of that pass."""
+    query's at the end of that pass, and its slots file what write_lines writes."""
+    tmp_path = tmp_path_factory.mktemp("passes")
     coll = Collector()
     for i in range(4):
         coll.update(f"slot{i}@host")
     cache = SlotCache()
     refresh(cache, coll, tmp_path)
+    passes = 0
     for kind, i, v in steps:
         name = f"slot{i}@host"
         if kind == "update":
@@ -295,6 +297,14 @@ def test_every_pass_equals_a_whole_query(tmp_path, steps):
             at_poll: list[dict] = []
             got = refresh(cache, coll, tmp_path)
             coll.between = None
+            # the slots file: copied from the last one where it can, the same bytes
+            passes += 1
+            out = tmp_path / f"p{passes}-slots.ads"
+            assert cache.write(out) == (len(cache) > 0)
+            if len(cache):
+                cache.written(out)
+                write_lines(tmp_path / "expected.ads", got.lines)
+                assert out.read_bytes() == (tmp_path / "expected.ads").read_bytes()
             if not at_poll or got.whole:    # exactly a whole query (at the pass's end)
                 assert got.lines == coll.whole()
                 assert got.texts.rows == text_ads_of_lines(coll.whole(), "x").rows

@@ -281,8 +281,13 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             earlier_kept if by_requests else None) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = None
+        reads = None
         try:
             collector = htcondor.Collector(pool)
+            if slot_cache is not None:
+                # the kept slots take a fraction of a second: the negotiator's config is
+                # read by its child from the start
+                reads = _start_reads(htcondor, collector, timeout)
             if slot_cache is None:
                 raw_slots = collector.query(htcondor.AdTypes.Startd)
             else:
@@ -309,10 +314,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             lap("slot_lines")
         # the negotiator's config is read by a child process while the slot ads are
         # turned into lines here
-        config_read = _ConfigRead(htcondor, collector, timeout)
-        others_read = _OtherNegotiatorsRead(htcondor, collector, timeout,
-                                            config_read.location)
-        schedd_knobs_read = _ScheddKnobsRead(htcondor, collector, timeout)
+        config_read, others_read, schedd_knobs_read = (
+            reads or _start_reads(htcondor, collector, timeout))
         if slot_cache is None:
             try:
                 slot_lines = ad_lines(slots, seen)
@@ -663,6 +666,14 @@ def _optional_query(collector, ad_type, key: str, errors: dict) -> list | None:
     except Exception as exc:
         errors[key] = _one_line(exc)
         return None
+
+
+def _start_reads(htcondor, collector, timeout):
+    """The reads that run beside the slot steps: the negotiator's config (a child), the
+    other negotiators' and the schedds' knobs."""
+    config_read = _ConfigRead(htcondor, collector, timeout)
+    others_read = _OtherNegotiatorsRead(htcondor, collector, timeout, config_read.location)
+    return config_read, others_read, _ScheddKnobsRead(htcondor, collector, timeout)
 
 
 class _QueryFailed(Exception):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..core.adtext import TextAds, TextStore
-from .adfiles import ad_lines, text_ads_of_lines, write_lines
+from .adfiles import ad_lines, text_ads_of_lines
 
 # what a pass asks the collector of every slot after the first pass
 POLL = ("Name", "MyAddress", "MyType", "LastHeardFrom", "UpdatesTotal",
@@ -106,7 +106,9 @@ class SlotCache:
         self._kept: dict[tuple, _Kept] = {}
         self._names: dict[str, str] = {}     # every lower-case attribute name kept
         self._order: list[_Kept] | None = None    # the last refresh's slots, when kept
-        self._written: tuple[Path, list] | None = None   # the last slots file and its slots
+        # the last slots file written: its path, its slots, each one's (offset, length)
+        self._written: tuple[Path, list, dict] | None = None
+        self._places: dict | None = None          # those of the file `write` just wrote
 
     def __len__(self) -> int:
         return len(self._kept)
@@ -116,6 +118,7 @@ class SlotCache:
         self._names = {}
         self._order = None
         self._written = None
+        self._places = None
 
     # -- this pass's ads -------------------------------------------------------------------
 
@@ -209,10 +212,12 @@ class SlotCache:
     # -- the snapshot's slots file ---------------------------------------------------------
 
     def write(self, path: Path) -> bool:
-        """Write the last `refresh`'s slots to `path` in `-long` form (as
-        `adfiles.write_lines`): a hard link to the last snapshot's slots file when they
-        are the same ads in the same order (a snapshot's files are never changed once
-        written). False, writing nothing, when the last refresh kept nothing (its ads
+        """Write the last `refresh`'s slots to `path` in `-long` form, byte for byte what
+        `adfiles.write_lines` writes: a hard link to the last snapshot's slots file when
+        they are the same ads in the same order (a snapshot's files are never changed once
+        written); else each ad kept since that file was written is copied from it by the
+        kernel (runs of them at once, `os.copy_file_range`), and only the others are
+        written out. False, writing nothing, when the last refresh kept nothing (its ads
         had nothing to go by: the caller writes them)."""
         order = self._order
         if order is None:
@@ -222,13 +227,92 @@ class SlotCache:
                 map(operator.is_, last[1], order)):
             try:
                 os.link(last[0], path)
+                self._places = last[2]
                 return True
             except OSError:
                 pass
-        write_lines(path, [e.lines for e in order])
+        places = last[2] if last is not None else {}
+        try:
+            src = os.open(last[0], os.O_RDONLY) if places else None
+        except OSError:
+            src, places = None, {}
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            self._places = _write_slots(tmp, order, src, places)
+        finally:
+            if src is not None:
+                os.close(src)
+        tmp.replace(path)
         return True
 
     def written(self, path: Path) -> None:
         """The slots file `write` wrote is at `path` now (its snapshot's final place)."""
-        if self._order is not None:
-            self._written = (Path(path), self._order)
+        if self._order is not None and self._places is not None:
+            self._written = (Path(path), self._order, self._places)
+
+
+def _write_slots(tmp: Path, order: list, src: int | None, places: dict) -> dict:
+    """Write `order`'s ads to `tmp`: those with a place (offset, length) in the file
+    open at `src` copied from it, the others as text. Returns each ad's place in `tmp`."""
+    out: dict = {}
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+    try:
+        at = 0                        # where the next byte goes
+        texts: list[bytes] = []       # written out at `texts_at`
+        texts_at = 0
+        run = None                    # [source offset, length, destination offset]
+        for e in order:
+            place = places.get(e)
+            if place is None:
+                if run is not None:
+                    _copy(src, fd, *run)
+                    run = None
+                if not texts:
+                    texts_at = at
+                data = ("\n".join(e.lines) + "\n\n").encode("utf-8")
+                texts.append(data)
+                out[e] = (at, len(data))
+                at += len(data)
+                continue
+            if texts:
+                _pwrite_all(fd, b"".join(texts), texts_at)
+                texts = []
+            if run is not None and run[0] + run[1] == place[0]:
+                run[1] += place[1]
+            else:
+                if run is not None:
+                    _copy(src, fd, *run)
+                run = [place[0], place[1], at]
+            out[e] = (at, place[1])
+            at += place[1]
+        if run is not None:
+            _copy(src, fd, *run)
+        if texts:
+            _pwrite_all(fd, b"".join(texts), texts_at)
+    finally:
+        os.close(fd)
+    return out
+
+
+def _pwrite_all(fd: int, data: bytes, at: int) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.pwrite(fd, view, at)
+        view, at = view[n:], at + n
+
+
+def _copy(src: int, dst: int, src_at: int, length: int, dst_at: int) -> None:
+    """`length` bytes from `src` at `src_at` to `dst` at `dst_at`: in the kernel where it
+    can, else read and written here."""
+    while length > 0:
+        try:
+            n = os.copy_file_range(src, dst, length, src_at, dst_at)
+        except (OSError, AttributeError):
+            n = 0
+        if n <= 0:
+            data = os.pread(src, length, src_at)
+            if not data:
+                raise OSError(f"the last slots file ended {length} bytes early")
+            _pwrite_all(dst, data, dst_at)
+            n = len(data)
+        src_at, dst_at, length = src_at + n, dst_at + n, length - n
