@@ -381,10 +381,17 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
             if n >= 3:
                 between[f"churn_before_{n}_s"] = round(churn(pool, ads, share, n, work), 1)
             if n == 3:
+                # the same real cycle compared the `--once` way too (a pass right before
+                # it, one after): what the kept slots change in the comparison, if anything
+                once_before = shadow_pass(pool, work)
+                time.sleep(1.0)
                 ad, waited, _ = real_cycle(pool, timeout=7200)
                 between["real_cycle_before_3"] = {
                     "duration_s": ad.get("LastNegotiationCycleDuration0"),
                     "matches": ad.get("LastNegotiationCycleMatches0")}
+                once_after = shadow_pass(pool, work)
+                between["once_before_3"] = pass_summary(once_before)
+                between["once_after_3"] = pass_summary(once_after)
                 time.sleep(1.0)
             (work / f"loop-go-{n}").touch()
         proc.wait(timeout=7200)
@@ -501,6 +508,13 @@ def show(report: dict) -> None:
                 3: f"{loop['churn_share']:.0%} of the slots updated, after a real cycle "
                    f"({(loop.get('real_cycle_before_3') or {}).get('duration_s')} s)",
                 4: f"{loop['churn_share']:.0%} of the slots updated"}
+        c = (loop.get("once_after_3") or {}).get("comparison")
+        if c:
+            o = loop["once_after_3"]
+            print(f"the real cycle before loop pass 3, compared by `shadow --once` passes "
+                  f"around it: real {c['real_matches']}, ours {c['shadow_matches']}, count "
+                  f"agreement {c['count_agreement']}, {o['submitters_equal_counts']}/"
+                  f"{o['submitters_compared']} submitters equal")
         for n, p in enumerate(loop["passes"], start=1):
             f = p.get("slots_fetched") or {}
             print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
