@@ -233,6 +233,11 @@ def newest_projection(root: Path, *, exclude: Path | None = None
 
 # ---- one pass ----------------------------------------------------------------------------
 
+# a loop that keeps its slot ads collects everything once in this many passes (in the
+# others, what the pass made: limits.paused_gc)
+FULL_COLLECTION_EVERY = 10
+
+
 class ShadowLoop:
     """Passes beside one pool, recorded in one ledger.
 
@@ -256,6 +261,7 @@ class ShadowLoop:
         # the slot ads kept from the last pass (adapters/slot_cache.py): a loop's own
         # (run_forever), never a single pass's
         self.slot_cache = None
+        self.passes = 0                     # passes run (run_passes)
 
     @property
     def htcondor(self):
@@ -281,7 +287,13 @@ class ShadowLoop:
         compared with its own real cycles), in the order of their names."""
         from .adapters.ledger import open_ledger
         from .limits import paused_gc
-        with paused_gc(collect), open_ledger(self.settings.ledger_url) as ledger:
+        # a loop's pass collects what it made (generation 1), not the slot ads it keeps;
+        # every FULL_COLLECTION_EVERY passes, everything
+        self.passes += 1
+        young = (self.slot_cache is not None and len(self.slot_cache) > 0
+                 and self.passes % FULL_COLLECTION_EVERY)
+        with paused_gc(collect, 1 if young else 2), \
+                open_ledger(self.settings.ledger_url) as ledger:
             recs = _Pass(self, ledger, replay).run_all()
         self.last_records = recs
         return recs

@@ -349,11 +349,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         # and the job attributes any of them reads
         others, other_warnings = others_read.result(errors)
         warnings.extend(other_warnings)
-        refs = referenced_job_attrs(slots, knobs, slot_lines)
+        refs = referenced_job_attrs(slots, knobs, slot_lines, slot_memos)
         projection = projection_of(refs)
         for _, other in others.values():
             if other is not None:
-                more = referenced_job_attrs(slots, other, slot_lines)
+                more = referenced_job_attrs(slots, other, slot_lines, slot_memos)
                 refs |= more
                 projection = list(dict.fromkeys([*projection, *projection_of(more)]))
         kept = kept_attributes(projection, refs) if by_requests else None
@@ -1363,9 +1363,11 @@ def projection_of(refs: Iterable[str]) -> list[str]:
 
 
 def referenced_job_attrs(slots: Iterable, knobs: Mapping[str, str] | None = None,
-                         lines: list[list[str]] | None = None) -> set[str]:
+                         lines: list[list[str]] | None = None,
+                         memos: list | None = None) -> set[str]:
     """The job attributes the slots' expressions and the negotiator's knobs reference
-    (see `job_projection`)."""
+    (see `job_projection`). `memos`: each slot's memo (a shadow loop's kept slots,
+    slot_cache), where its key among alike slots is kept from pass to pass."""
     slots = list(slots)
     refs: set[str] = set()
     slot_attrs: set[str] = set()
@@ -1376,8 +1378,12 @@ def referenced_job_attrs(slots: Iterable, knobs: Mapping[str, str] | None = None
     else:
         walked: set[tuple] = set()
         line_keys: dict[str, str] = {}
-        for slot, ad in zip(slots, lines):
-            key = _slot_key(ad, line_keys)
+        for slot, ad, memo in zip(slots, lines, memos if memos is not None else repeat(None)):
+            key = memo.get(_SLOT_KEY) if memo is not None else None
+            if key is None:
+                key = _slot_key(ad, line_keys)
+                if memo is not None:
+                    memo[_SLOT_KEY] = key
             if key not in walked:
                 walked.add(key)
                 refs |= slot_job_refs(slot)
@@ -1388,6 +1394,9 @@ def referenced_job_attrs(slots: Iterable, knobs: Mapping[str, str] | None = None
 
 # a line's value that references nothing: a number, a plain string, a boolean
 _LITERAL = re.compile(r'-?\d+(\.\d*)?([eE][-+]?\d+)?|"[^"\\]*"|(?i:true|false|undefined)')
+
+
+_SLOT_KEY = "job_refs_key"     # a kept slot's memo: its `_slot_key` (of its lines alone)
 
 
 def _slot_key(lines: list[str], keys: dict[str, str]) -> tuple[str, ...]:
