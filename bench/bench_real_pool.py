@@ -159,16 +159,22 @@ def advertise(pool: LivePool, static: int, partitionable: int, work: Path
     ads = [fake_ad(st, f"fake-s{i:06d}.bench", address) for i in range(static)]
     ads += [fake_ad(ps, f"fake-p{i:06d}.bench", address) for i in range(partitionable)]
     t0 = time.monotonic()
-    chunk = 10_000
-    for k in range(0, len(ads), chunk):
-        f = work / f"slots-{k // chunk}.ads"
-        f.write_text("\n\n".join(ads[k:k + chunk]) + "\n")
-        pool.tool("condor_advertise", "-multiple", "-tcp", "-fake-private-ad",
-                  "UPDATE_STARTD_AD", str(f), timeout=600)
+    send_ads(pool, ads, work, "slots")
     want = static + partitionable + 2
     pool.wait_for(lambda: slot_count(pool) >= want, 600, f"{want} slots in the collector",
                   every=2)
     return time.monotonic() - t0, ads
+
+
+def send_ads(pool: LivePool, ads: list[str], work: Path, stem: str) -> None:
+    """UPDATE_STARTD_AD for each of `ads`, ten thousand at a time."""
+    chunk = 10_000
+    for k in range(0, len(ads), chunk):
+        f = work / f"{stem}-{k // chunk}.ads"
+        f.write_text("\n\n".join(ads[k:k + chunk]) + "\n")
+        pool.tool("condor_advertise", "-multiple", "-tcp", "-fake-private-ad",
+                  "UPDATE_STARTD_AD", str(f), timeout=600)
+        f.unlink()
 
 
 def churn(pool: LivePool, ads: list[str], share: float, round_: int, work: Path) -> float:
@@ -179,13 +185,7 @@ def churn(pool: LivePool, ads: list[str], share: float, round_: int, work: Path)
     start = (round_ * n) % max(len(ads), 1)
     chosen = [ads[(start + i) % len(ads)] + f"\nBenchUpdate = {round_}" for i in range(n)]
     t0 = time.monotonic()
-    chunk = 10_000
-    for k in range(0, len(chosen), chunk):
-        f = work / f"churn-{round_}-{k // chunk}.ads"
-        f.write_text("\n\n".join(chosen[k:k + chunk]) + "\n")
-        pool.tool("condor_advertise", "-multiple", "-tcp", "-fake-private-ad",
-                  "UPDATE_STARTD_AD", str(f), timeout=600)
-        f.unlink()
+    send_ads(pool, chosen, work, f"churn-{round_}")
     # the collector has taken them all in when the last one shows
     last = chosen[-1].split('Name = "', 1)[1].split('"', 1)[0] if chosen else None
     if last is not None:

@@ -78,6 +78,16 @@ def refresh(cache: SlotCache, coll: Collector, tmp_path: Path):
     return cache.refresh(coll.query, {}, str(tmp_path / "slots.ads"))
 
 
+def started(tmp_path: Path, slots: int, **attrs) -> tuple[Collector, SlotCache]:
+    """A collector with `slots` slots, and a cache after its first (whole) pass."""
+    coll = Collector()
+    for i in range(slots):
+        coll.update(f"slot{i}@host", **attrs)
+    cache = SlotCache()
+    refresh(cache, coll, tmp_path)
+    return coll, cache
+
+
 def test_a_pass_with_nothing_changed_fetches_nothing(tmp_path):
     coll = Collector()
     for i in range(20):
@@ -95,11 +105,7 @@ def test_a_pass_with_nothing_changed_fetches_nothing(tmp_path):
 
 
 def test_changed_new_and_gone_slots(tmp_path):
-    coll = Collector()
-    for i in range(10):
-        coll.update(f"slot{i}@host")
-    cache = SlotCache()
-    refresh(cache, coll, tmp_path)
+    coll, cache = started(tmp_path, 10)
     coll.now += 30
     coll.update("slot3@host", State="Claimed", RemoteUser="u@x")
     coll.update("slot10@host")
@@ -114,11 +120,7 @@ def test_changed_new_and_gone_slots(tmp_path):
 
 
 def test_an_update_in_the_same_second_is_not_missed(tmp_path):
-    coll = Collector()
-    for i in range(4):
-        coll.update(f"slot{i}@host")
-    cache = SlotCache()
-    refresh(cache, coll, tmp_path)
+    coll, cache = started(tmp_path, 4)
     # the same second as the fetch: LastHeardFrom does not change, no sequence number;
     # the collector's count of the ad's updates does
     coll.update("slot2@host", State="Claimed")
@@ -127,11 +129,7 @@ def test_an_update_in_the_same_second_is_not_missed(tmp_path):
 
 
 def test_a_sender_that_sets_its_own_last_heard_from_is_not_missed(tmp_path):
-    coll = Collector()
-    for i in range(4):
-        coll.update(f"slot{i}@host", LastHeardFrom=5)
-    cache = SlotCache()
-    refresh(cache, coll, tmp_path)
+    coll, cache = started(tmp_path, 4, LastHeardFrom=5)
     coll.now += 100
     coll.update("slot1@host", LastHeardFrom=5, State="Owner")
     got = refresh(cache, coll, tmp_path)
@@ -153,11 +151,7 @@ def test_without_the_collectors_daemon_stats_every_pass_is_whole(tmp_path):
 
 
 def test_a_change_between_the_two_queries_is_taken(tmp_path):
-    coll = Collector()
-    for i in range(6):
-        coll.update(f"slot{i}@host")
-    cache = SlotCache()
-    refresh(cache, coll, tmp_path)
+    coll, cache = started(tmp_path, 6)
     coll.now += 10
     coll.update("slot1@host", Memory=2048)
 
@@ -176,11 +170,7 @@ def test_a_change_between_the_two_queries_is_taken(tmp_path):
 
 @pytest.mark.parametrize("garbage", ["no stamp", "duplicate", "text stamp"])
 def test_a_poll_answer_that_cannot_be_trusted_means_a_whole_query(tmp_path, garbage):
-    coll = Collector()
-    for i in range(5):
-        coll.update(f"slot{i}@host")
-    cache = SlotCache()
-    refresh(cache, coll, tmp_path)
+    coll, cache = started(tmp_path, 5)
     coll.now += 10
     ad = coll.ads["slot1@host"]
     if garbage == "no stamp":
@@ -198,11 +188,7 @@ def test_a_poll_answer_that_cannot_be_trusted_means_a_whole_query(tmp_path, garb
 
 
 def test_most_slots_changed_means_one_whole_query(tmp_path):
-    coll = Collector()
-    for i in range(10):
-        coll.update(f"slot{i}@host")
-    cache = SlotCache()
-    refresh(cache, coll, tmp_path)
+    coll, cache = started(tmp_path, 10)
     coll.now += 60
     for i in range(8):
         coll.update(f"slot{i}@host", Memory=512)
@@ -274,11 +260,7 @@ def test_every_pass_equals_a_whole_query(tmp_path_factory, steps):
     between a pass's two queries: every pass's slots, lines and texts equal a whole
     query's at the end of that pass, and its slots file what write_lines writes."""
     tmp_path = tmp_path_factory.mktemp("passes")
-    coll = Collector()
-    for i in range(4):
-        coll.update(f"slot{i}@host")
-    cache = SlotCache()
-    refresh(cache, coll, tmp_path)
+    coll, cache = started(tmp_path, 4)
     passes = 0
     for kind, i, v in steps:
         name = f"slot{i}@host"
@@ -405,3 +387,36 @@ def test_what_a_pass_works_out_of_a_kept_ad_is_kept_with_it(tmp_path):
     for _ in range(2):
         with pytest.raises(InputError, match="Cpus"):
             build_pool(bad, pool.config)
+
+
+def test_a_loops_pass_collects_what_it_made_and_everything_now_and_then(tmp_path, mocker):
+    """A loop that keeps its slot ads collects generation 1 after a pass (what the pass
+    made), everything after its first pass and every FULL_COLLECTION_EVERY passes;
+    `shadow --once` (no cache) always everything."""
+    import contextlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_shadow import _loop
+
+    from negotiator_ext import limits, shadow
+
+    seen = []
+
+    @contextlib.contextmanager
+    def recording(collect=True, generation=2):
+        seen.append(generation)
+        yield
+
+    mocker.patch.object(limits, "paused_gc", recording)
+    fake, loop = _loop(tmp_path, mocker)
+    loop.run_pass()
+    assert seen == [2]
+    loop.slot_cache = SlotCache()
+    for _ in range(shadow.FULL_COLLECTION_EVERY):
+        loop.run_pass()
+    # the cache is empty for the first of these (filled by it): a whole collection
+    assert seen[1] == 2 and len(loop.slot_cache) > 0
+    every = shadow.FULL_COLLECTION_EVERY
+    assert seen[2:] == [2 if n % every == 0 else 1 for n in range(3, every + 2)]
+    assert 2 in seen[2:] and seen.count(1) == every - 2
