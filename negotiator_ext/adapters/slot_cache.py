@@ -81,6 +81,22 @@ def _key(ad) -> tuple:
     return (ad.get("Name"), address if isinstance(address, str) else None)
 
 
+def _poll_row(ad) -> tuple | None:
+    """(key, stamp) of a slot ad of the stamp answer, each attribute read once; None for
+    an ad that is not a slot's (`is_slot_ad`); (key, None) for a slot without a stamp."""
+    get = ad.get
+    name, my_type = get("Name"), get("MyType")
+    if not isinstance(name, str) or (isinstance(my_type, str) and my_type.lower() != "machine"):
+        return None
+    address = get("MyAddress")
+    heard, total = get("LastHeardFrom"), get("UpdatesTotal")
+    key = (name, address if isinstance(address, str) else None)
+    if not (_whole_number(heard) and _whole_number(total)):
+        return key, None
+    seq = get("UpdateSequenceNumber")
+    return key, (heard, total, seq if _whole_number(seq) else None)
+
+
 def _whole_number(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -160,10 +176,10 @@ class SlotCache:
         answer = list(query(None, list(POLL)))
         order: list[tuple] = []
         stamps: dict[tuple, tuple] = {}
-        for ad in answer:
-            if not is_slot_ad(ad):
+        for row in map(_poll_row, answer):
+            if row is None:
                 continue
-            key, stamp = _key(ad), _stamp(ad)
+            key, stamp = row
             if stamp is None or key in stamps:
                 return None
             order.append(key)
