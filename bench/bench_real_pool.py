@@ -29,7 +29,12 @@ Then, in this order:
      compares it with pass 1's cycle: per-submitter match counts; it queries the schedds
      beside the slot ads, with pass 1's job projection), and a pass 3 the same way but
      with NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the schedds after the slots);
-  4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files.
+  4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files;
+  5. a `shadow --interval` loop of four passes in one process, keeping its slot ads
+     (`shadow_loop`): whole; nothing changed; after --churn of the slots advertised again
+     and a real cycle (also compared by `--once` passes around it); after another churn.
+     Each loop pass's matches are checked against `negotiate` on its own snapshot's files
+     (`--no-loop` leaves the loop out).
 Reported (stdout, and JSON with --json): the pool, the real cycle's figures, each pass's
 wall time, peak RSS, capture and cycle time, and the comparison. Setup (advertising,
 submitting, waiting for the schedd) is timed but not part of any figure. A benchmark,
