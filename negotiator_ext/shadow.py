@@ -261,6 +261,8 @@ class ShadowLoop:
         # the slot ads kept from the last pass (adapters/slot_cache.py): a loop's own
         # (run_forever), never a single pass's
         self.slot_cache = None
+        # the job lines the loop's last pass split into texts (adapters/adfiles.py)
+        self.known_lines = None
         self.passes = 0                     # passes run (run_passes)
 
     @property
@@ -311,6 +313,9 @@ class ShadowLoop:
         if self.settings.keep_slot_ads and self.slot_cache is None:
             from .adapters.slot_cache import SlotCache
             self.slot_cache = SlotCache()
+        if self.known_lines is None:
+            from .adapters.adfiles import KnownLines
+            self.known_lines = KnownLines()
         failing: tuple[str, str] | None = None   # (since when, ledger) a transient error
         while not stop.is_set():
             t0 = time.monotonic()
@@ -561,7 +566,8 @@ class _Pass:
                                   earlier_config=newest_config(root, exclude=out),
                                   earlier_projection=projection, earlier_kept=kept,
                                   by_requests=self.s.capture_requests,
-                                  slot_cache=self.loop.slot_cache)
+                                  slot_cache=self.loop.slot_cache,
+                                  known_lines=self.loop.known_lines)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)

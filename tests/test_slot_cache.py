@@ -420,3 +420,46 @@ def test_a_loops_pass_collects_what_it_made_and_everything_now_and_then(tmp_path
     every = shadow.FULL_COLLECTION_EVERY
     assert seen[2:] == [2 if n % every == 0 else 1 for n in range(3, every + 2)]
     assert 2 in seen[2:] and seen.count(1) == every - 2
+
+
+_job_line = st.sampled_from([
+    "ClusterId = 1", "ClusterId = 2", "ProcId = 0", "ProcId = 1", "JobStatus = 1",
+    "JobStatus = 2", 'Owner = "alice"', 'Owner = "bob"', "RequestCpus = 1",
+    "requestcpus = 2", "Requirements = TARGET.Cpus >= MY.RequestCpus",
+    'GoneLater = "x"', "Rank = 0.0"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(passes=st.lists(st.lists(st.lists(_job_line, min_size=1, max_size=6), max_size=6),
+                       min_size=1, max_size=5))
+def test_a_loops_job_texts_equal_those_split_afresh(passes):
+    """adfiles.KnownLines: each pass's job texts, taken from the lines the last pass split,
+    equal the texts split afresh (rows and names: a name no job of this pass has is not
+    among them)."""
+    from negotiator_ext.adapters.adfiles import KnownLines
+    from negotiator_ext.core.adtext import TextStore
+
+    known = KnownLines()
+    for jobs in passes:
+        jobs = [sorted(set(j), key=str.lower) for j in jobs]
+        known.next_pass()
+        store = TextStore()
+        got = text_ads_of_lines(jobs, "jobs.ads", store, earlier=known)
+        fresh = text_ads_of_lines(jobs, "jobs.ads", TextStore())
+        assert got.rows == fresh.rows
+        assert set(got.store.names) == set(fresh.store.names)
+
+
+def test_a_line_too_large_is_refused_when_a_loop_first_sees_it():
+    from negotiator_ext.adapters.adfiles import KnownLines
+    from negotiator_ext.core.adtext import TextStore
+    from negotiator_ext.errors import InputError
+    from negotiator_ext.limits import MAX_EXPR_OPERATORS
+
+    known = KnownLines()
+    known.next_pass()
+    text_ads_of_lines([["A = 1"]], "jobs.ads", TextStore(), earlier=known)
+    known.next_pass()
+    deep = "B = " + " + ".join(["1"] * (MAX_EXPR_OPERATORS + 10))
+    with pytest.raises(InputError, match="jobs.ads"):
+        text_ads_of_lines([["A = 1"], [deep]], "jobs.ads", TextStore(), earlier=known)

@@ -471,15 +471,20 @@ def write_lines(path: str | Path, lines: list[list[str]]) -> None:
 
 
 def text_ads_of_lines(lines: list[list[str]], source: str,
-                      store: TextStore | None = None, rows: list | None = None) -> TextAds:
+                      store: TextStore | None = None, rows: list | None = None,
+                      earlier: "KnownLines | None" = None) -> TextAds:
     """The TextAds that reading `source`, written by `write_lines(source, lines)`, gives,
     without reading or parsing it again: every line is one classad2 wrote and read back
     (`_attribute_lines`), one attribute each. An expression too large to walk is refused
     at its line, as when the file is read. `rows`: each ad's row where already worked
-    out from the same lines (None where not; `store.names` already holds their names)."""
+    out from the same lines (None where not; `store.names` already holds their names).
+    `earlier`: lines an earlier call split already (a shadow loop's job lines, most of
+    them the same from pass to pass), taken from there instead of split again."""
     out = TextAds(store)
     pairs: dict = {}                # a line -> its shared pair
     get, known = pairs.get, pairs.__contains__
+    old_pair = earlier.pairs.get if earlier is not None else None
+    names = out.store.names
     first = 1
     for index, ad in enumerate(lines, start=1):
         if rows is not None and (row := rows[index - 1]) is not None:
@@ -489,13 +494,42 @@ def text_ads_of_lines(lines: list[list[str]], source: str,
         row = tuple(map(get, ad))
         if None in row:             # lines not seen before in this file
             for ln in filterfalse(known, ad):
+                p = old_pair(ln) if old_pair is not None else None
+                if p is not None:   # checked and split when first seen
+                    if p[0] not in names:
+                        names[p[0]] = earlier.names[p[0]]
+                    pairs[ln] = p
+                    continue
                 if len(ln) > MAX_EXPR_OPERATORS:
                     _check_expression_sizes(source, first, ad, index)
                 pairs[ln] = out.pair(*_split_line(ln))
             row = tuple(map(get, ad))
         out.add_row(row)
         first += len(ad) + 1
+    if earlier is not None:
+        earlier.seen(pairs, names)
     return out
+
+
+class KnownLines:
+    """Lines split into their shared (lower-case name, text) pairs by the last calls of
+    `text_ads_of_lines` that were given this (a shadow loop's job lines: most are the same
+    from one pass to the next), with their names as written. What one pass's calls used
+    is what the next pass finds (`next_pass`): a line no longer used is dropped then."""
+
+    def __init__(self):
+        self.pairs: dict[str, tuple] = {}
+        self.names: dict[str, str] = {}
+        self._pairs: dict[str, tuple] = {}
+        self._names: dict[str, str] = {}
+
+    def seen(self, pairs: dict, names: dict) -> None:
+        self._pairs.update(pairs)
+        self._names.update(names)
+
+    def next_pass(self) -> None:
+        self.pairs, self.names = self._pairs, self._names
+        self._pairs, self._names = {}, {}
 
 
 # ---- one line per attribute ----------------------------------------------------------

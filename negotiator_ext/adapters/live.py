@@ -227,6 +227,8 @@ class CapturedAds:
     shared: bool = False
     # each kept slot's memo (slot_cache: what pool.build_pool works out of it alone)
     slot_memos: Any = None
+    # a shadow loop's job lines split by its last pass (adfiles.KnownLines)
+    known_lines: Any = None
 
 
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
@@ -234,7 +236,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      earlier_config: Path | None = None,
                      earlier_projection: list[str] | None = None,
                      earlier_kept: list[str] | None = None,
-                     by_requests: bool = False, slot_cache=None) -> CaptureReport:
+                     by_requests: bool = False, slot_cache=None,
+                     known_lines=None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -264,7 +267,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     `slot_cache` (slot_cache.SlotCache, a shadow loop's): the slot ads of the loop's
     last pass, of which only those the collector heard from since are fetched again; the
-    ads it hands out are kept for the next pass (`CapturedAds.shared`).
+    ads it hands out are kept for the next pass (`CapturedAds.shared`); `known_lines`
+    (adfiles.KnownLines, a loop's too): the job lines its last pass split, for the pass
+    to take its job texts from (`snapshot.load_snapshot`).
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -481,7 +486,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         ads=CapturedAds(slots=tuple(slots), slot_lines=slot_lines,
                         jobs={files[name]: lines for name, lines in schedd_jobs},
                         slot_texts=slot_texts, shared=slot_cache is not None,
-                        slot_memos=slot_memos),
+                        slot_memos=slot_memos, known_lines=known_lines),
         timings={k: round(v, 3) for k, v in timings.items()},
     )
 

@@ -301,8 +301,13 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         raise
     if captured is not None and jobs:
         store = TextStore()   # job ads share most of their lines: keep each line once
+        # a shadow loop's job lines split by its last pass (adfiles.KnownLines)
+        known = getattr(captured, "known_lines", None)
+        if known is not None:
+            known.next_pass()
         for name in sorted(captured.jobs):
-            queues[name] = text_ads_of_lines(captured.jobs[name], str(directory / name), store)
+            queues[name] = text_ads_of_lines(captured.jobs[name], str(directory / name),
+                                             store, earlier=known)
 
     submitters_file = _one_of(directory, "submitters")  # read in this order: the first bad file is named
     submitters = tuple(read_ads(submitters_file)) if submitters_file else None
