@@ -70,27 +70,26 @@ class Refreshed:
 def is_slot_ad(ad) -> bool:
     """Slot ads only: a Startd query may also return the startd daemon ads (MyType
     "StartD") of newer collectors."""
-    my_type = ad.get("MyType")
-    if isinstance(my_type, str) and my_type.lower() != "machine":
-        return False
-    return isinstance(ad.get("Name"), str)
+    return _is_slot(ad.get("Name"), ad.get("MyType"))
 
 
-def _key(ad) -> tuple:
-    address = ad.get("MyAddress")
-    return (ad.get("Name"), address if isinstance(address, str) else None)
+def _is_slot(name, my_type) -> bool:
+    return isinstance(name, str) and not (isinstance(my_type, str)
+                                          and my_type.lower() != "machine")
 
 
-def _poll_row(ad) -> tuple | None:
-    """(key, stamp) of a slot ad of the stamp answer, each attribute read once; None for
-    an ad that is not a slot's (`is_slot_ad`); (key, None) for a slot without a stamp."""
+def _key_and_stamp(ad) -> tuple | None:
+    """(key, stamp) of a slot ad, each attribute read once: the key (Name, MyAddress),
+    the stamp (LastHeardFrom, UpdatesTotal, UpdateSequenceNumber), None without a whole
+    LastHeardFrom and UpdatesTotal (nothing to tell an update by). None for an ad that
+    is not a slot's (`is_slot_ad`)."""
     get = ad.get
-    name, my_type = get("Name"), get("MyType")
-    if not isinstance(name, str) or (isinstance(my_type, str) and my_type.lower() != "machine"):
+    name = get("Name")
+    if not _is_slot(name, get("MyType")):
         return None
     address = get("MyAddress")
-    heard, total = get("LastHeardFrom"), get("UpdatesTotal")
     key = (name, address if isinstance(address, str) else None)
+    heard, total = get("LastHeardFrom"), get("UpdatesTotal")
     if not (_whole_number(heard) and _whole_number(total)):
         return key, None
     seq = get("UpdateSequenceNumber")
@@ -99,16 +98,6 @@ def _poll_row(ad) -> tuple | None:
 
 def _whole_number(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _stamp(ad) -> tuple | None:
-    """(LastHeardFrom, UpdatesTotal, UpdateSequenceNumber); None without a whole
-    LastHeardFrom and UpdatesTotal (nothing to tell an update by)."""
-    heard, total = ad.get("LastHeardFrom"), ad.get("UpdatesTotal")
-    if not (_whole_number(heard) and _whole_number(total)):
-        return None
-    seq = ad.get("UpdateSequenceNumber")
-    return (heard, total, seq if _whole_number(seq) else None)
 
 
 class SlotCache:
@@ -121,7 +110,6 @@ class SlotCache:
     def __init__(self):
         self._kept: dict[tuple, _Kept] = {}
         self._names: dict[str, str] = {}     # every lower-case attribute name kept
-        self._order: list[_Kept] | None = None    # the last refresh's slots, when kept
         # the last slots file written: its path, its slots, each one's (offset, length)
         self._written: tuple[Path, list, dict] | None = None
         self._places: dict | None = None          # those of the file `write` just wrote
@@ -132,7 +120,6 @@ class SlotCache:
     def clear(self) -> None:
         self._kept = {}
         self._names = {}
-        self._order = None
         self._written = None
         self._places = None
 
@@ -150,33 +137,26 @@ class SlotCache:
 
     def _whole(self, query: Callable, seen: dict, source: str) -> Refreshed:
         answer = list(query(None, None))
-        slots = [ad for ad in answer if is_slot_ad(ad)]
+        rows = [(ad, row) for ad, row in zip(answer, map(_key_and_stamp, answer))
+                if row is not None]
+        slots = [ad for ad, _ in rows]
         lines = ad_lines(slots, seen)
-        self._kept = {}
-        self._names = {}
         store = TextStore()
         texts = text_ads_of_lines(lines, source, store)
-        self._names.update(store.names)
-        keys = set()
-        for ad, ad_lines_, row in zip(slots, lines, texts.rows):
-            key, stamp = _key(ad), _stamp(ad)
-            if key in keys or stamp is None:
-                keys = None             # nothing to go by next time: no ad is kept
-                break
-            keys.add(key)
-            self._kept[key] = _Kept(ad, ad_lines_, stamp, row=row)
-        if keys is None:
-            self._kept = {}
-        self._order = list(self._kept.values()) if self._kept else None
+        kept = {key: _Kept(ad, ad_lines_, stamp, row=text_row)
+                for (ad, (key, stamp)), ad_lines_, text_row in zip(rows, lines, texts.rows)}
+        if len(kept) < len(slots) or any(e.stamp is None for e in kept.values()):
+            kept = {}                   # nothing to go by next time: no ad is kept
+        self._kept, self._names = kept, dict(store.names)
         return Refreshed(slots=slots, lines=lines, texts=texts, answered=len(answer),
                          whole=True, fetched=len(slots), kept=0,
-                         memos=None if self._order is None else [e.memo for e in self._order])
+                         memos=[e.memo for e in kept.values()] if kept else None)
 
     def _by_stamps(self, query: Callable, seen: dict, source: str) -> Refreshed | None:
         answer = list(query(None, list(POLL)))
         order: list[tuple] = []
         stamps: dict[tuple, tuple] = {}
-        for row in map(_poll_row, answer):
+        for row in map(_key_and_stamp, answer):
             if row is None:
                 continue
             key, stamp = row
@@ -188,26 +168,27 @@ class SlotCache:
         changed = {k for k in order if (e := kept.get(k)) is None or e.stamp != stamps[k]}
         if len(changed) > WHOLE_SHARE * max(len(order), 1):
             return None
-        fresh: dict[tuple, object] = {}
+        fresh: dict[tuple, tuple] = {}     # key -> (the ad fetched whole, its stamp)
         if changed:
             since = min(stamps[k][0] for k in changed)
             for ad in query(f"LastHeardFrom >= {since}", None):
-                if not is_slot_ad(ad):
+                row = _key_and_stamp(ad)
+                if row is None:
                     continue
-                key, stamp = _key(ad), _stamp(ad)
+                key, stamp = row
                 if stamp is None:
                     return None
                 if key in stamps and (key in changed or stamp != kept[key].stamp):
                     if key in fresh:
                         return None
-                    fresh[key] = ad
+                    fresh[key] = (ad, stamp)
         # the pass's slots: a held ad unless a newer one came; a changed slot that the
         # fetch did not find is gone since the poll
         new_kept: dict[tuple, _Kept] = {}
         for key in order:
-            ad = fresh.get(key)
-            if ad is not None:
-                new_kept[key] = _Kept(ad, ad_lines([ad], seen)[0], _stamp(ad))
+            got = fresh.get(key)
+            if got is not None:
+                new_kept[key] = _Kept(got[0], ad_lines([got[0]], seen)[0], got[1])
             elif key not in changed:
                 new_kept[key] = kept[key]
         entries = list(new_kept.values())
@@ -219,7 +200,6 @@ class SlotCache:
             e.row = row
         self._names = dict(store.names)
         self._kept = new_kept
-        self._order = entries
         return Refreshed(slots=[e.ad for e in entries], lines=[e.lines for e in entries],
                          texts=texts, answered=len(answer), whole=False,
                          fetched=len(fresh), kept=len(entries) - len(fresh),
@@ -235,8 +215,8 @@ class SlotCache:
         kernel (runs of them at once, `os.copy_file_range`), and only the others are
         written out. False, writing nothing, when the last refresh kept nothing (its ads
         had nothing to go by: the caller writes them)."""
-        order = self._order
-        if order is None:
+        order = list(self._kept.values())
+        if not order:
             return False
         last = self._written
         if last is not None and len(last[1]) == len(order) and all(
@@ -263,8 +243,8 @@ class SlotCache:
 
     def written(self, path: Path) -> None:
         """The slots file `write` wrote is at `path` now (its snapshot's final place)."""
-        if self._order is not None and self._places is not None:
-            self._written = (Path(path), self._order, self._places)
+        if self._kept and self._places is not None:
+            self._written = (Path(path), list(self._kept.values()), self._places)
 
 
 def _write_slots(tmp: Path, order: list, src: int | None, places: dict) -> dict:
