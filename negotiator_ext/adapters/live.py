@@ -285,20 +285,26 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
-        slot_texts = slot_memos = None
-        reads = None
+        slot_texts = slot_memos = refreshed = None
         try:
             collector = htcondor.Collector(pool)
-            if slot_cache is not None:
-                # the kept slots take a fraction of a second: the negotiator's config is
-                # read by its child from the start
-                reads = _start_reads(htcondor, collector, timeout)
+        except Exception as exc:
+            raise InputError(source, "cannot query the collector for slot ads: "
+                                     f"{_one_line(exc)}") from None
+        # the negotiator's config is read by a child process beside the slot steps
+        config_read, others_read, schedd_knobs_read = _start_reads(htcondor, collector,
+                                                                   timeout)
+        query = _startd_query(htcondor, collector, timings)
+        try:
             if slot_cache is None:
-                raw_slots = collector.query(htcondor.AdTypes.Startd)
+                raw_slots = query(None, None)
+                startd_ads = len(raw_slots)
+                slots = [ad for ad in raw_slots if is_slot_ad(ad)]
+                slot_lines = ad_lines(slots, seen)
             else:
-                refreshed = _slots_by_stamps(htcondor, collector, slot_cache, seen, out,
-                                             timings)
-                raw_slots, slot_lines = refreshed.answered, refreshed.lines
+                refreshed = slot_cache.refresh(query, seen, str(out / "slots.ads"))
+                slots, slot_lines, startd_ads = (refreshed.slots, refreshed.lines,
+                                                 refreshed.answered)
                 slot_texts, slot_memos = refreshed.texts, refreshed.memos
         except _QueryFailed as exc:
             raise InputError(source, "cannot query the collector for slot ads: "
@@ -306,28 +312,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except InputError:
             raise
         except Exception as exc:
-            if slot_cache is None:
-                raise InputError(source, "cannot query the collector for slot ads: "
-                                         f"{_one_line(exc)}") from None
             raise InputError(source, "cannot write the collector's slot ads: "
                                      f"{_one_line(exc)}") from None
-        if slot_cache is None:
-            slots = [ad for ad in raw_slots if is_slot_ad(ad)]
-            lap("slot_query")
-        else:
-            slots = refreshed.slots
-            lap("slot_lines")
-        # the negotiator's config is read by a child process while the slot ads are
-        # turned into lines here
-        config_read, others_read, schedd_knobs_read = (
-            reads or _start_reads(htcondor, collector, timeout))
-        if slot_cache is None:
-            try:
-                slot_lines = ad_lines(slots, seen)
-            except Exception as exc:
-                raise InputError(source, "cannot write the collector's slot ads: "
-                                         f"{_one_line(exc)}") from None
-            lap("slot_lines")
+        lap("slot_lines")
 
         negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
                                          "collector:negotiator", errors)
@@ -420,9 +407,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             # with the earlier snapshot's projection (the same), or after them
             "schedds_queried": queried,
         }
-        answered = raw_slots if isinstance(raw_slots, int) else len(raw_slots)
-        if answered != len(slots):
-            meta["skipped_startd_ads"] = answered - len(slots)
+        if startd_ads != len(slots):
+            meta["skipped_startd_ads"] = startd_ads - len(slots)
         if slot_cache is not None:
             # a shadow loop's pass: how many slot ads it fetched whole, how many it kept
             meta["slots_fetched"] = {"whole_query": refreshed.whole,
@@ -685,12 +671,11 @@ class _QueryFailed(Exception):
     """The collector's slot query failed (its exception is the cause)."""
 
 
-def _slots_by_stamps(htcondor, collector, cache, seen: dict, out: Path, timings: dict):
-    """The slot ads through a shadow loop's cache (slot_cache.SlotCache.refresh), the
-    time spent in the collector's queries counted as "slot_query", the rest (lines,
-    texts) as "slot_lines"."""
-    spent = [0.0]
-
+def _startd_query(htcondor, collector, timings: dict):
+    """The collector's Startd query as `query(constraint, projection)` (what
+    slot_cache.SlotCache.refresh calls): its failure raised as _QueryFailed, its time
+    counted as the "slot_query" step and taken off "slot_lines", the lap that follows
+    (which counts the whole of the slot steps)."""
     def query(constraint, projection):
         t = time.perf_counter()
         kw = {}
@@ -703,12 +688,10 @@ def _slots_by_stamps(htcondor, collector, cache, seen: dict, out: Path, timings:
         except Exception as exc:
             raise _QueryFailed() from exc
         finally:
-            spent[0] += time.perf_counter() - t
-
-    got = cache.refresh(query, seen, str(out / "slots.ads"))
-    timings["slot_query"] += spent[0]
-    timings["slot_lines"] -= spent[0]     # the lap that follows counts the whole refresh
-    return got
+            spent = time.perf_counter() - t
+            timings["slot_query"] += spent
+            timings["slot_lines"] -= spent
+    return query
 
 
 def _condor_version(htcondor, collector, negotiator_ads, neg_location) -> str | None:

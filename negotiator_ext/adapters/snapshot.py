@@ -302,7 +302,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     if captured is not None and jobs:
         store = TextStore()   # job ads share most of their lines: keep each line once
         # a shadow loop's job lines split by its last pass (adfiles.KnownLines)
-        known = getattr(captured, "known_lines", None)
+        known = captured.known_lines
         if known is not None:
             known.next_pass()
         for name in sorted(captured.jobs):
@@ -336,9 +336,9 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         schedd_ads=schedd_ads,
         schedd_ads_source=str(schedds_file) if schedds_file else None,
         negotiator_configs=negotiator_configs,
-        slots_shared=captured is not None and bool(getattr(captured, "shared", False)),
+        slots_shared=captured is not None and captured.shared,
         slot_memos=(tuple(captured.slot_memos) if captured is not None
-                    and getattr(captured, "slot_memos", None) is not None else None),
+                    and captured.slot_memos is not None else None),
     )
 
 
