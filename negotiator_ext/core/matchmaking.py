@@ -1277,13 +1277,9 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
     `group_quotas` (groupQuotasHash: the quotas the last allocation left) has the
     user's group. Returns the attributes it may have written."""
     ad = slot.ad
-    if slot.shared and (slot.current_user is not None or cross_slot_prefix is not None
-                        or "PreemptingRank" in ad):
-        ad = own_ad(slot)
     users = []
     if slot.current_user is not None:
         users.append(("", slot.current_user))
-        ad["RemoteUserFloor"] = acc.floor(slot.current_user)
     if cross_slot_prefix is not None:
         total = classads.eval_number(ad, "TotalSlots")
         for n in range(1, int(total) + 1 if total is not None and total > 0 else 1):
@@ -1291,7 +1287,12 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
             user = current_user(ad, prefix)
             if user is not None:
                 users.append((prefix, user))
-    written = ["RemoteUserFloor"] if slot.current_user is not None else []
+    if users or "PreemptingRank" in ad:
+        ad = own_ad(slot)               # it is written into below
+    written = []
+    if slot.current_user is not None:
+        ad["RemoteUserFloor"] = acc.floor(slot.current_user)
+        written.append("RemoteUserFloor")
     for prefix, user in users:
         ad[prefix + "RemoteUserPrio"] = f32(acc.priority(user))
         ad[prefix + "RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
