@@ -187,13 +187,18 @@ def test_a_poll_answer_that_cannot_be_trusted_means_a_whole_query(tmp_path, garb
     assert coll.queries[-1] == (None, ())
 
 
-def test_most_slots_changed_means_one_whole_query(tmp_path):
+@pytest.mark.parametrize("changed, whole", [(5, False), (6, True), (10, True)])
+def test_more_than_half_the_slots_changed_means_one_whole_query(tmp_path, changed, whole):
+    """WHOLE_SHARE: 5 of 10 slots changed are fetched by stamp, 6 by one whole query."""
     coll, cache = started(tmp_path, 10)
     coll.now += 60
-    for i in range(8):
+    for i in range(changed):
         coll.update(f"slot{i}@host", Memory=512)
+    coll.queries.clear()
     got = refresh(cache, coll, tmp_path)
-    assert got.whole and got.lines == coll.whole()
+    assert got.whole is whole and got.lines == coll.whole()
+    assert got.fetched == (10 if whole else changed)
+    assert coll.queries[-1] == ((None, ()) if whole else ("LastHeardFrom >= 1060", ()))
 
 
 def test_a_failed_query_empties_the_cache(tmp_path):
