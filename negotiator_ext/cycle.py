@@ -283,6 +283,7 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         schedd_limits=inp.schedds,
         budget=TimeBudget.for_config(inp.config, inp.cost) if inp.cost else None)
     outcome = neg.run(inp.quotas, rr_times)
+    inp.matcher.release()
     timings = dict(inp.timings, negotiation=round(time.perf_counter() - t0, 4))
     cfg, limits_before = inp.config, inp.limits_before
     return CycleResult(

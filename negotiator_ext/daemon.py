@@ -158,6 +158,9 @@ class ShadowDaemon:
         settings = self.shadow.read_settings(self.config_path)
         loop = self.shadow.ShadowLoop(settings, htcondor=self.htcondor, clock=self.clock,
                                       log=logging.getLogger(PACKAGE_LOGGER + ".shadow"))
+        # the loop's worker process (adapters/worker.py) reads HTCondor's config as this
+        # process does: CONDOR_CONFIG (inherited), this subsystem
+        loop.subsystem = (SUBSYSTEM, "Daemon")
         self.settings, self.loop = settings, loop
         self._configure_metrics()
 

@@ -263,6 +263,11 @@ class ShadowLoop:
         self.slot_cache = None
         # the job lines the loop's last pass split into texts (adapters/adfiles.py)
         self.known_lines = None
+        # the process that queries the schedds beside a loop's slot steps
+        # (adapters/worker.py), started by run_forever; `subsystem` is its HTCondor
+        # subsystem, (name, SubsystemType member), as this process's (None: the default)
+        self.worker = None
+        self.subsystem: tuple[str, str] | None = None
         self.passes = 0                     # passes run (run_passes)
 
     @property
@@ -309,13 +314,24 @@ class ShadowLoop:
         report once. A transient one (locked by another process beyond the lock timeout)
         is tried again at the next interval, logged when it starts and when it clears,
         not every pass. Nothing else stops the loop."""
-        from .adapters.ledger import LedgerError
         if self.settings.keep_slot_ads and self.slot_cache is None:
             from .adapters.slot_cache import SlotCache
             self.slot_cache = SlotCache()
         if self.known_lines is None:
             from .adapters.adfiles import KnownLines
             self.known_lines = KnownLines()
+        if self.worker is None:
+            from .adapters.worker import Worker
+            self.worker = Worker(self.subsystem, preload=("negotiator_ext.adapters.live",))
+        self.worker.start()
+        try:
+            self._run_forever(stop, on_pass)
+        finally:
+            self.worker.close()
+
+    def _run_forever(self, stop: threading.Event,
+                     on_pass: Callable[[PassRecord], None] | None) -> None:
+        from .adapters.ledger import LedgerError
         failing: tuple[str, str] | None = None   # (since when, ledger) a transient error
         while not stop.is_set():
             t0 = time.monotonic()
@@ -567,7 +583,8 @@ class _Pass:
                                   earlier_projection=projection, earlier_kept=kept,
                                   by_requests=self.s.capture_requests,
                                   slot_cache=self.loop.slot_cache,
-                                  known_lines=self.loop.known_lines)
+                                  known_lines=self.loop.known_lines,
+                                  worker=self.loop.worker)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)

@@ -69,6 +69,22 @@ def fakes(clean_pool, tmp_path):
     _withdraw(clean_pool, tmp_path, 'regexp("^fake-cache", Machine)')
 
 
+def _workers_of(pid: int) -> list[int]:
+    """The worker processes (adapters/worker.py) whose parent is, or was, `pid`."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes()
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"negotiator_ext.adapters.worker" in cmd and ppid in (pid, 1):
+            out.append(int(entry.name))
+    return out
+
+
 def test_kept_slots_equal_a_whole_query_of_a_real_collector(clean_pool, fakes, tmp_path):
     pool = clean_pool
     coll = htcondor2.Collector(pool.collector)
@@ -148,6 +164,10 @@ def test_a_shadow_loop_fetches_only_what_changed(clean_pool, fakes, tmp_path):
         assert f["whole_query"] is False
         assert f["kept"] >= 20 and f["fetched"] + f["kept"] == m["counts"]["slots"]
     assert all(r["status"] != "failed" for r in records)
+    # after the first, the loop's worker process queried the schedds beside the slot
+    # steps (adapters/worker.py), and the loop ended it as it ended
+    assert [m["schedds_queried"] for m in metas[1:]] == ["beside the slots"] * 2
+    assert not _workers_of(proc.pid)
     # each snapshot's slots file holds the fakes as the collector has them
     now = read_ads(Path(records[-1]["snapshot_dir"]) / "slots.ads")
     whole = list(htcondor2.Collector(pool.collector).query(htcondor2.AdTypes.Startd))

@@ -105,6 +105,9 @@ from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
+from .remote_knobs import (  # noqa: F401 - the capture's names for them
+    _KNOB_NAME, POLICY_KNOB_PREFIXES, POLICY_KNOB_SUFFIXES, POLICY_KNOBS,
+    REMOTE_PARAM_UNDEFINED, SCHEDD_KNOBS, is_policy_knob, select_policy_knobs, select_schedd_knobs)
 from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
@@ -149,35 +152,8 @@ _SLOT_SCOPE_KNOBS = ("PREEMPTION_REQUIREMENTS", "PREEMPTION_RANK",
                      "NEGOTIATOR_PRE_JOB_RANK", "NEGOTIATOR_POST_JOB_RANK")
 _JOB_SCOPE_KNOBS = ("NEGOTIATOR_JOB_CONSTRAINT",)
 
-# Which negotiator knobs go into the snapshot's config file.
-POLICY_KNOB_PREFIXES: tuple[str, ...] = (
-    "NEGOTIATOR_", "GROUP_", "PREEMPTION_", "CONCURRENCY_LIMIT", "PRIORITY_",
-    "HFS_",  # legacy names of GROUP_QUOTA_MAX_ALLOCATION_ROUNDS / _ROUND_ROBIN_RATE
-)
-POLICY_KNOBS: frozenset[str] = frozenset({
-    "PRIORITY_HALFLIFE", "DEFAULT_PRIO_FACTOR", "NICE_USER_PRIO_FACTOR",
-    "REMOTE_PRIO_FACTOR", "ACCOUNTANT_LOCAL_DOMAIN", "SLOT_WEIGHT",
-    "FORCE_NEGOTIATOR_SLOT_WEIGHT", "USE_RESOURCE_REQUEST_COUNTS", "USE_GLOBAL_JOB_PRIOS",
-    "ALLOW_PSLOT_PREEMPTION", "MATCH_WORKING_CM_SLOTS", "NEGOTIATE_ALL_JOBS_IN_CLUSTER",
-    *schedd_limits.KNOBS,
-})
-POLICY_KNOB_SUFFIXES: tuple[str, ...] = ("_LIMIT",)
-# The schedd's limits on what it offers (core.schedd_limits): read from each schedd, and
-# from the negotiator too (where a shared config sets them, the snapshot's config keeps
-# them for a snapshot without a schedd's own).
-SCHEDD_KNOBS: tuple[str, ...] = schedd_limits.KNOBS
-_SUBSYS = "NEGOTIATOR."
-
-# What htcondor2.RemoteParam returns for a listed knob that has no value: the bindings
-# read a value with the CONFIG_VAL command, and the daemon answers a knob for which its
-# param() has no value (unset, or empty once expanded) with exactly this string. The
-# knob is left out of the snapshot's config, so HTCondor's default applies, as in the
-# negotiator.
-REMOTE_PARAM_UNDEFINED = "Not defined"
-
-# A knob name HTCondor's config accepts (is_valid_param_name: letters, digits, "_./"),
-# and names its config reads as the start of a statement even before "=".
-_KNOB_NAME = re.compile(r"[A-Za-z0-9_./]+")
+# Names HTCondor's config reads as the start of a statement even before "=" (knob names
+# it accepts: remote_knobs._KNOB_NAME).
 _CONFIG_KEYWORDS = frozenset({"if", "elif", "else", "endif"})
 
 # HTCondor's own client-side timeouts (seconds), set for the duration of a capture.
@@ -237,7 +213,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      earlier_projection: list[str] | None = None,
                      earlier_kept: list[str] | None = None,
                      by_requests: bool = False, slot_cache=None,
-                     known_lines=None) -> CaptureReport:
+                     known_lines=None, worker=None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -269,7 +245,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     last pass, of which only those the collector heard from since are fetched again; the
     ads it hands out are kept for the next pass (`CapturedAds.shared`); `known_lines`
     (adfiles.KnownLines, a loop's too): the job lines its last pass split, for the pass
-    to take its job texts from (`snapshot.load_snapshot`).
+    to take its job texts from (`snapshot.load_snapshot`). `worker` (worker.Worker, a
+    loop's too): the process that queries the schedds beside the slot steps, instead of
+    a child forked from this one.
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -283,7 +261,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     with _client_timeouts(htcondor, timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
-            earlier_kept if by_requests else None) as beside:
+            earlier_kept if by_requests else None, worker, timeout) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = refreshed = None
         try:
@@ -478,23 +456,27 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
 
 class _SchedsBeside:
-    """The schedds queried by a child process (adapters/beside.py) with an earlier
-    capture's job projection (and, capturing by requests, its kept attributes), while
-    this process fetches the slot ads and turns them into lines.
-    `result(projection, kept)`: the child's (jobs, answered, missing, errors, timings,
-    by_request) when it queried the same, else None (the child is stopped; the caller
-    queries the schedds itself). Only with the real bindings: a fake's calls would be
-    made in a process the test cannot see."""
+    """The schedds queried by another process with an earlier capture's job projection
+    (and, capturing by requests, its kept attributes), while this process fetches the
+    slot ads and turns them into lines: a loop's `worker` (adapters/worker.py), else a
+    child forked now (adapters/beside.py). `result(projection, kept)`: the other
+    process's (jobs, answered, missing, errors, timings, by_request) when it queried the
+    same, else None (it is stopped; the caller queries the schedds itself). Only with
+    the real bindings: a fake's calls would be made in a process the test cannot see."""
 
-    def __init__(self, htcondor, pool, projection, kept=None):
+    def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0):
         self._child = None
         self._projection = _valid_projection(projection)
         self._kept = _valid_projection(kept)
-        if self._projection is not None and _real_bindings(htcondor):
-            child = Beside(_query_schedds_alone, htcondor, pool, self._projection,
-                           self._kept)
-            if child.pid is not None:
-                self._child = child
+        if self._projection is None or not _real_bindings(htcondor):
+            return
+        if worker is not None:
+            self._child = worker.submit(f"{__name__}:query_schedds_in_worker", pool,
+                                        self._projection, self._kept, timeout)
+            return
+        child = Beside(_query_schedds_alone, htcondor, pool, self._projection, self._kept)
+        if child.pid is not None:
+            self._child = child
 
     def __enter__(self) -> "_SchedsBeside":
         return self
@@ -516,6 +498,15 @@ class _SchedsBeside:
             return child.result()
         except Exception:               # noqa: BLE001 - queried again here
             return None
+
+
+def query_schedds_in_worker(pool, projection: list[str], kept: list[str] | None,
+                            timeout: int):
+    """`_query_schedds_alone` in a loop's worker process (adapters/worker.py), with the
+    capture's client timeouts."""
+    import htcondor2
+    with _client_timeouts(htcondor2, timeout):
+        return _query_schedds_alone(htcondor2, pool, projection, kept)
 
 
 def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] | None):
@@ -721,13 +712,6 @@ def _earlier_config(path: Path) -> tuple[str | None, dict[str, str] | None]:
     except (OSError, UnicodeDecodeError, InputError):
         return None, None
     return text, {k: str(v) for k, v in params.items() if v is not None}
-
-
-def is_policy_knob(name: str) -> bool:
-    """The knobs of the negotiator's policy written to the snapshot's config file."""
-    u = name.upper()
-    return (u in POLICY_KNOBS or u.startswith(POLICY_KNOB_PREFIXES)
-            or u.endswith(POLICY_KNOB_SUFFIXES))
 
 
 class _ConfigRead:
@@ -1044,109 +1028,6 @@ def _json_lines(path: Path) -> list[dict]:
             continue
         if isinstance(r, dict):
             out.append(r)
-    return out
-
-
-def select_policy_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
-    """The policy knobs of a RemoteParam mapping, fetching only their values.
-
-    RemoteParam lists the daemon's knob names in one round trip and fetches each value
-    separately, so only the selected names are read. An override for the daemon's own
-    local name ("NEGOTIATOR2.<knob>" for a negotiator started with `-local-name
-    NEGOTIATOR2`, its LOCALNAME) wins over "NEGOTIATOR.<knob>", which wins over <knob>,
-    as in the negotiator's own lookups; each is written as <knob>. A knob listed without
-    a value (RemoteParam gives REMOTE_PARAM_UNDEFINED) is left out, and so is a name that
-    is not a knob name HTCondor's config accepts.
-    """
-    names = _listed(remote)
-    prefixes = _prefixes(remote, names, _SUBSYS)
-    fetched: dict[str, str | None] = {}
-
-    def value(upper: str) -> str | None:     # one remote request per knob at most
-        if upper not in fetched:
-            key = _key(names, prefixes, upper)
-            v = remote[key] if key is not None else None
-            fetched[upper] = None if v is None or v == REMOTE_PARAM_UNDEFINED else str(v)
-        return fetched[upper]
-
-    wanted: dict[str, str] = {}  # upper -> name to write
-    for upper, key in names.items():
-        base_upper, base = upper, key
-        for prefix in prefixes:
-            if upper.startswith(prefix):
-                base_upper, base = upper[len(prefix):], key[len(prefix):]
-                break
-        if base_upper and is_policy_knob(base_upper):
-            wanted.setdefault(base_upper, base)
-
-    # Macros named by NEGOTIATOR_MATCH_EXPRS become slot attributes: keep them too.
-    match_exprs = value("NEGOTIATOR_MATCH_EXPRS") if "NEGOTIATOR_MATCH_EXPRS" in wanted else None
-    for n in re.split(r"[\s,]+", match_exprs or ""):
-        if n and _key(names, prefixes, n.upper()) is not None:
-            wanted.setdefault(n.upper(), n)
-    # The per-group knobs (GROUP_QUOTA_<g>, GROUP_PRIO_FACTOR_<g>, ...) are all GROUP_*,
-    # so the prefix list selects them.
-
-    out: dict[str, str] = {}
-    for upper in sorted(wanted):
-        v = value(upper)
-        if v is not None:
-            out[wanted[upper]] = v
-    return out
-
-
-def _prefixes(remote: Mapping[str, Any], names: Mapping[str, str], subsys: str
-              ) -> tuple[str, ...]:
-    """The prefixes of a daemon's own overrides, strongest first: its local name's (its
-    LOCALNAME, fetched only when some listed knob has another prefix than `subsys`),
-    then `subsys`."""
-    dotted = {u.split(".", 1)[0] + "." for u in names if "." in u}
-    if not dotted - {subsys}:
-        return (subsys,)
-    try:
-        local = remote["LOCALNAME"]
-    except Exception:
-        local = None
-    if not isinstance(local, str) or local == REMOTE_PARAM_UNDEFINED or not local:
-        return (subsys,)
-    own = local.upper() + "."
-    return (subsys,) if own == subsys else (own, subsys)
-
-
-def _key(names: Mapping[str, str], prefixes: tuple[str, ...], upper: str) -> str | None:
-    """The listed name a knob's value is read under: its strongest override, else itself."""
-    for prefix in prefixes:
-        if prefix + upper in names:
-            return names[prefix + upper]
-    return names.get(upper)
-
-
-def _listed(remote: Mapping[str, Any]) -> dict[str, str]:
-    """The knob names a RemoteParam lists (one round trip), upper-cased -> as the daemon
-    spells them; names HTCondor's config would not accept are left out."""
-    names: dict[str, str] = {}
-    for key in remote.keys():
-        if key and _KNOB_NAME.fullmatch(key) and key.upper() not in names:
-            names[key.upper()] = key
-    return names
-
-
-def select_schedd_knobs(remote: Mapping[str, Any]) -> dict[str, str]:
-    """A schedd's own limits on what it offers (core.schedd_limits.KNOBS) from its
-    RemoteParam mapping: the knobs it lists, an override for its local name (LOCALNAME,
-    a schedd started with `-local-name`) or "SCHEDD.<knob>" winning, each fetched once; a
-    knob it does not list, or lists without a value, is left out (the snapshot's config,
-    else HTCondor's default, then applies)."""
-    names = _listed(remote)
-    prefixes = _prefixes(remote, names, "SCHEDD.")
-    out: dict[str, str] = {}
-    for knob in SCHEDD_KNOBS:
-        key = _key(names, prefixes, knob)
-        if key is None:
-            continue
-        v = remote[key]
-        if v is not None and v != REMOTE_PARAM_UNDEFINED:
-            out[knob] = str(v)
     return out
 
 
