@@ -30,6 +30,7 @@ import classad2
 from ..core.adtext import TextAds, TextStore
 from ..errors import InputError
 from ..limits import MAX_EXPR_OPERATORS, too_large_expression
+from .job_delta import KnownJobs
 
 _ATTR_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_.]*)\s*=")
 
@@ -522,6 +523,8 @@ class KnownLines:
         self.names: dict[str, str] = {}
         self._pairs: dict[str, tuple] = {}
         self._names: dict[str, str] = {}
+        # the loop's jobs from one pass to the next as its worker answered them
+        self.jobs = KnownJobs()
 
     def seen(self, pairs: dict, names: dict) -> None:
         self._pairs.update(pairs)

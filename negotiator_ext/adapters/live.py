@@ -108,6 +108,7 @@ from .beside import Beside
 from .remote_knobs import (  # noqa: F401 - the capture's names for them
     _KNOB_NAME, POLICY_KNOB_PREFIXES, POLICY_KNOB_SUFFIXES, POLICY_KNOBS,
     REMOTE_PARAM_UNDEFINED, SCHEDD_KNOBS, is_policy_knob, select_policy_knobs, select_schedd_knobs)
+from .job_delta import SENT, KnownJobs
 from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
@@ -205,6 +206,8 @@ class CapturedAds:
     slot_memos: Any = None
     # a shadow loop's job lines split by its last pass (adfiles.KnownLines)
     known_lines: Any = None
+    # jobs file name -> its schedd (known_lines.jobs keeps what it can by schedd)
+    job_schedds: Mapping[str, str] = field(default_factory=dict)
 
 
 def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30,
@@ -261,7 +264,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     with _client_timeouts(htcondor, timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
-            earlier_kept if by_requests else None, worker, timeout) as beside:
+            earlier_kept if by_requests else None, worker, timeout,
+            known_lines.jobs if known_lines is not None else None) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = refreshed = None
         try:
@@ -406,11 +410,15 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             return _one_line(exc)
         return None
 
+    known_jobs = known_lines.jobs if known_lines is not None else None
+
     def write(tmp: Path) -> None:
         if slot_cache is None or not slot_cache.write(tmp / "slots.ads"):
             write_lines(tmp / "slots.ads", slot_lines)
         for name, lines in schedd_jobs:
-            write_lines(tmp / files[name], lines)
+            # a schedd whose jobs are the last pass's: its jobs file linked
+            if known_jobs is None or not known_jobs.link_file(name, tmp / files[name]):
+                write_lines(tmp / files[name], lines)
         for stem, ads in list(optional.items()):
             why = unwritable(tmp / f"{stem}.ads", ads) if ads is not None else None
             if why:
@@ -438,6 +446,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         raise InputError(str(out), f"cannot write the snapshot: {exc.strerror or _one_line(exc)}") from None
     if slot_cache is not None:
         slot_cache.written(out / "slots.ads")
+    if known_jobs is not None:
+        for name, _ in schedd_jobs:
+            known_jobs.written(name, out / files[name])
     lap("write")
     return CaptureReport(
         directory=out,
@@ -450,7 +461,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         ads=CapturedAds(slots=tuple(slots), slot_lines=slot_lines,
                         jobs={files[name]: lines for name, lines in schedd_jobs},
                         slot_texts=slot_texts, shared=slot_cache is not None,
-                        slot_memos=slot_memos, known_lines=known_lines),
+                        slot_memos=slot_memos, known_lines=known_lines,
+                        job_schedds={files[name]: name for name, _ in schedd_jobs}),
         timings={k: round(v, 3) for k, v in timings.items()},
     )
 
@@ -464,15 +476,24 @@ class _SchedsBeside:
     same, else None (it is stopped; the caller queries the schedds itself). Only with
     the real bindings: a fake's calls would be made in a process the test cannot see."""
 
-    def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0):
+    def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0,
+                 known_jobs=None):
         self._child = None
         self._projection = _valid_projection(projection)
         self._kept = _valid_projection(kept)
+        # the worker answers with the jobs changed since the answer the loop holds
+        # (adapters/job_delta.py); without a worker, no job is taken from a last pass
+        self._known = known_jobs if worker is not None else None
+        if known_jobs is not None:
+            known_jobs.not_taken()
         if self._projection is None or not _real_bindings(htcondor):
             return
         if worker is not None:
+            if self._known is None:
+                self._known = KnownJobs()
             self._child = worker.submit(f"{__name__}:query_schedds_in_worker", pool,
-                                        self._projection, self._kept, timeout)
+                                        self._projection, self._kept, timeout,
+                                        self._known.token)
             return
         child = Beside(_query_schedds_alone, htcondor, pool, self._projection, self._kept)
         if child.pid is not None:
@@ -495,18 +516,27 @@ class _SchedsBeside:
             child.cancel()
             return None
         try:
-            return child.result()
+            got = child.result()
         except Exception:               # noqa: BLE001 - queried again here
             return None
+        if self._known is None:
+            return got
+        try:
+            jobs = self._known.take(got[0])
+        except Exception:               # noqa: BLE001 - not an answer: queried again here
+            jobs = None
+        return (jobs, *got[1:]) if jobs is not None else None
 
 
 def query_schedds_in_worker(pool, projection: list[str], kept: list[str] | None,
-                            timeout: int):
+                            timeout: int, have: str | None = None):
     """`_query_schedds_alone` in a loop's worker process (adapters/worker.py), with the
-    capture's client timeouts."""
+    capture's client timeouts; the jobs as a job_delta.Delta against the worker's last
+    answer, when `have` (what the loop holds) is that answer."""
     import htcondor2
     with _client_timeouts(htcondor2, timeout):
-        return _query_schedds_alone(htcondor2, pool, projection, kept)
+        jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept)
+    return (SENT.delta(jobs, have), *rest)
 
 
 def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] | None):

@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections import Counter
+from itertools import repeat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -260,6 +262,31 @@ def _read_job_files_beside(files: list[Path]) -> dict[str, TextAds]:
     return tables
 
 
+def _job_texts(lines: list, source: str, store: TextStore, known, schedd: str | None):
+    """The texts of a captured schedd's jobs; in a shadow loop (`known`, adfiles.KnownLines)
+    each job its worker found unchanged since the last pass keeps that pass's texts
+    (job_delta.KnownJobs), and this pass's are kept for the next."""
+    jobs = known.jobs if known is not None and schedd is not None else None
+    got = jobs.rows_for(schedd) if jobs is not None else None
+    rows = None
+    names = Counter()
+    if got is not None:
+        rows, names = got
+        if all(n in known.names for n, c in names.items() if c > 0):
+            for n, c in names.items():
+                if c > 0 and n not in store.names:
+                    store.names[n] = known.names[n]
+        else:                       # (never: every kept name was seen by the last pass)
+            rows, names = None, Counter()
+    texts = text_ads_of_lines(lines, source, store, rows=rows, earlier=known)
+    if jobs is not None:
+        for row, old in zip(texts.rows, rows if rows is not None else repeat(None)):
+            if old is None:
+                names.update(p[0] for p in row)
+        jobs.keep_rows(schedd, texts.rows, names)
+    return texts
+
+
 def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snapshot:
     """Read a snapshot directory (without its job files when not `jobs`: a simulation
     takes only a recorded pool's slots). Raises InputError naming the file on bad input.
@@ -305,9 +332,10 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         known = captured.known_lines
         if known is not None:
             known.next_pass()
+        schedds = getattr(captured, "job_schedds", None) or {}
         for name in sorted(captured.jobs):
-            queues[name] = text_ads_of_lines(captured.jobs[name], str(directory / name),
-                                             store, earlier=known)
+            queues[name] = _job_texts(captured.jobs[name], str(directory / name), store,
+                                      known, schedds.get(name))
 
     submitters_file = _one_of(directory, "submitters")  # read in this order: the first bad file is named
     submitters = tuple(read_ads(submitters_file)) if submitters_file else None

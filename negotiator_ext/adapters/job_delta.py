@@ -1,0 +1,178 @@
+"""A shadow loop's job lines from one pass to the next: the worker's answers as deltas.
+
+A loop's worker (adapters/worker.py) queries the schedds every pass, and most jobs it
+finds are the jobs it found the pass before, line for line (an idle job waits for many
+cycles). So the worker keeps what it sent last (`Sent`) and answers each job with its
+lines only when they differ from every job of that schedd's last answer, else with the
+index of the job they equal there. The loop (`KnownJobs`) puts the answer back
+together from the lines it holds, each unchanged job as the very same list, and keeps
+for the next pass each job's texts (`text_ads_of_lines` rows) and the snapshot file
+they were written to: a job seen before is not split into texts again, and a schedd
+whose jobs are all unchanged has its jobs file linked, not written.
+
+An answer names the answer it builds on (`base`) and the loop takes it only when that is
+the one it holds (`take`): a worker started again, or an answer the loop did not take,
+means a whole answer, never a wrong one. Whatever the loop keeps of a pass (texts, file)
+is kept under that pass's answer and used only by the answer built on it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Delta:
+    """One answer of the worker: each schedd's jobs as lines or indexes into that
+    schedd's jobs in answer `base` (None: every job as lines)."""
+    token: str
+    base: str | None
+    jobs: list                      # (schedd, [lines | index, ...]), in the schedd's order
+
+
+class Sent:
+    """The worker's side: what it sent last, to answer the next request against."""
+
+    def __init__(self):
+        self.token: str | None = None
+        self._index: dict[str, dict[tuple, int]] = {}
+
+    def delta(self, jobs: list, have: str | None) -> Delta:
+        """`jobs` ((schedd, each job's lines)) against the last answer sent, when `have`
+        (what the loop holds) is that answer; else whole."""
+        last = self._index if have is not None and have == self.token else None
+        out, index = [], {}
+        for name, lines in jobs:
+            before = last.get(name) if last is not None else None
+            mine: dict[tuple, int] = {}
+            coded = []
+            for i, ad in enumerate(lines):
+                key = tuple(ad)
+                mine.setdefault(key, i)
+                j = before.get(key) if before is not None else None
+                coded.append(ad if j is None else j)
+            index[name] = mine
+            out.append((name, coded))
+        self.token, self._index = uuid.uuid4().hex, index
+        return Delta(self.token, have if last is not None else None, out)
+
+
+SENT = Sent()                       # a worker process's own
+
+
+@dataclass
+class _Kept:
+    """What the loop kept of one schedd's jobs in one answer."""
+    token: str
+    rows: list | None = None        # each job's texts (rows), once worked out
+    names: Counter | None = None    # how many of those rows hold each attribute name
+    file: Path | None = None        # the snapshot file they were written to
+    count: int = 0                  # how many jobs that file holds
+
+
+@dataclass
+class KnownJobs:
+    """The loop's side: the last answer taken, each schedd's jobs in it, and what the
+    passes since worked out of them."""
+    token: str | None = None
+    jobs: dict = field(default_factory=dict)          # schedd -> each job's lines
+    base: str | None = None                           # this pass's answer built on
+    reuse: dict = field(default_factory=dict)         # schedd -> index in last, or None
+    kept: dict = field(default_factory=dict)          # (schedd, answer) -> _Kept
+    taken: bool = False                               # this pass's jobs are `jobs`
+
+    def take(self, delta) -> list | None:
+        """`delta`'s jobs as (schedd, each job's lines), unchanged jobs as the lists held;
+        None when it is not a Delta, builds on an answer not held, or names a job that
+        is not there (the caller queries the schedds itself)."""
+        if not isinstance(delta, Delta) or (delta.base is not None and delta.base != self.token):
+            return None
+        held = self.jobs if delta.base is not None else {}
+        jobs, reuse = [], {}
+        try:
+            for name, coded in delta.jobs:
+                before = held.get(name, ())
+                lines, where = [], []
+                for x in coded:
+                    if type(x) is int:
+                        if not 0 <= x < len(before):
+                            return None
+                        lines.append(before[x])
+                        where.append(x)
+                    else:
+                        lines.append(x)
+                        where.append(None)
+                jobs.append((name, lines))
+                reuse[name] = where
+        except (TypeError, ValueError):
+            return None
+        self.base, self.taken = delta.base, True
+        self.token, self.jobs, self.reuse = delta.token, dict(jobs), reuse
+        # what was kept under other answers than the one this builds on serves no later one
+        self.kept = {k: v for k, v in self.kept.items() if v.token == delta.base}
+        return jobs
+
+    def not_taken(self) -> None:
+        """This pass's jobs did not come from the worker: nothing is reused for them, and
+        nothing of them is kept (what the last answer taken left stays for the next)."""
+        self.base, self.reuse, self.taken = None, {}, False
+
+    # -- the jobs' texts -----------------------------------------------------------------
+
+    def rows_for(self, schedd: str) -> tuple[list, Counter] | None:
+        """For this pass's jobs of `schedd`, each one's rows kept from the last pass (None
+        for a job new or changed), and how many of the kept rows hold each attribute name;
+        None when nothing is kept for them."""
+        kept = self.kept.get((schedd, self.base))
+        where = self.reuse.get(schedd)
+        if kept is None or kept.rows is None or where is None:
+            return None
+        rows = kept.rows
+        names = Counter(kept.names)
+        used = set()
+        for j in where:
+            if j is not None:
+                used.add(j)
+        for j in range(len(rows)):
+            if j not in used:
+                names.subtract(p[0] for p in rows[j])
+        return [rows[j] if j is not None else None for j in where], names
+
+    def keep_rows(self, schedd: str, rows: list, names: Counter) -> None:
+        """This pass's rows of `schedd`'s jobs and their names, for the next pass."""
+        if self.taken and schedd in self.jobs:
+            self._mine(schedd).rows, self._mine(schedd).names = rows, +names
+
+    def _mine(self, schedd: str) -> _Kept:
+        """What this pass keeps of `schedd`'s jobs (under the answer taken)."""
+        kept = self.kept.get((schedd, self.token))
+        if kept is None:
+            kept = self.kept[(schedd, self.token)] = _Kept(self.token)
+        return kept
+
+    # -- the jobs files ------------------------------------------------------------------
+
+    def link_file(self, schedd: str, path: Path) -> bool:
+        """Link the last pass's jobs file of `schedd` at `path` when this pass's jobs are
+        that file's, in its order; False (nothing done) otherwise."""
+        kept = self.kept.get((schedd, self.base))
+        where = self.reuse.get(schedd)
+        if kept is None or kept.file is None or where is None:
+            return False
+        if len(where) != kept.count or where != list(range(kept.count)):
+            return False
+        try:
+            os.link(kept.file, path)
+        except OSError:
+            return False
+        return True
+
+    def written(self, schedd: str, path: Path) -> None:
+        """This pass's jobs of `schedd` are in the file at `path` (its final place)."""
+        if self.taken and schedd in self.jobs:
+            kept = self._mine(schedd)
+            kept.file, kept.count = Path(path), len(self.jobs[schedd])

@@ -1,0 +1,140 @@
+"""A shadow loop's jobs from pass to pass (adapters/job_delta.py): the worker's answers
+as deltas against its last answer, put back together by the loop into exactly the
+lines queried, each pass's texts equal to texts split afresh (rows and attribute
+names), a jobs file linked only when it holds the same jobs in the same order."""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import given, settings, strategies as st
+
+from negotiator_ext.adapters.adfiles import KnownLines, text_ads_of_lines, write_lines
+from negotiator_ext.adapters.job_delta import Delta, KnownJobs, Sent
+from negotiator_ext.adapters.snapshot import _job_texts
+from negotiator_ext.core.adtext import TextStore
+
+_line = st.sampled_from([
+    "JobStatus = 1", "JobStatus = 2", 'Owner = "alice"', 'Owner = "bob"',
+    "RequestCpus = 1", "requestcpus = 2", "Requirements = TARGET.Cpus >= MY.RequestCpus",
+    'OnlySometimes = "x"', "Rank = 0.0", "RequestMemory = 2048"])
+
+
+def _job(i: int, extra: list[str]) -> list[str]:
+    lines = {ln.split(" = ", 1)[0].lower(): ln for ln in extra}
+    lines["clusterid"] = f"ClusterId = {i // 3 + 1}"
+    lines["procid"] = f"ProcId = {i % 3}"
+    return sorted(lines.values(), key=str.lower)
+
+
+# a pass: schedd -> its jobs, each (job number, extra lines); a job keeps its number
+_pass = st.dictionaries(st.sampled_from(["s1", "s2"]),
+                        st.lists(st.tuples(st.integers(0, 12), st.lists(_line, max_size=5)),
+                                 max_size=8, unique_by=lambda j: j[0]),
+                        max_size=2)
+
+
+def _lines(schedds: dict) -> list:
+    # fresh lists and strings every pass, as a worker's answer unpickled
+    return [(name, [[(ln + ".")[:-1] for ln in _job(i, extra)] for i, extra in jobs])
+            for name, jobs in sorted(schedds.items())]
+
+
+@settings(max_examples=150, deadline=None)
+@given(passes=st.lists(_pass, min_size=1, max_size=5),
+       dropped=st.lists(st.booleans(), min_size=5, max_size=5))
+def test_a_loops_jobs_equal_the_answers_and_their_texts_those_split_afresh(passes, dropped):
+    sent, known = Sent(), KnownLines()
+    for n, schedds in enumerate(passes):
+        answer = _lines(schedds)
+        delta = sent.delta(answer, known.jobs.token)
+        if dropped[n]:
+            continue                # an answer the loop did not take: the next is whole
+        before = {name: list(lines) for name, lines in known.jobs.jobs.items()}
+        got = known.jobs.take(delta)
+        assert got == answer
+        for name, lines in got:
+            for ad, where in zip(lines, known.jobs.reuse[name]):
+                if where is not None:       # an unchanged job: the very list held
+                    assert ad is before[name][where]
+        known.next_pass()
+        store = TextStore()
+        for name, lines in got:
+            texts = _job_texts(lines, "jobs.ads", store, known, name)
+            fresh = text_ads_of_lines(lines, "jobs.ads", TextStore())
+            assert texts.rows == fresh.rows
+        fresh_names = TextStore()
+        for _, lines in got:
+            text_ads_of_lines(lines, "jobs.ads", fresh_names)
+        assert set(store.names) == set(fresh_names.names)
+
+
+def test_an_answer_on_a_base_not_held_is_not_taken():
+    sent, known = Sent(), KnownJobs()
+    jobs = [("s1", [["ClusterId = 1", "ProcId = 0"]])]
+    assert known.take(sent.delta(jobs, None)) == jobs
+    held = known.token
+    again = sent.delta(jobs, held)
+    assert again.base == held and again.jobs == [("s1", [0])]
+    other = Delta(token="x", base="not-held", jobs=[("s1", [0])])
+    assert known.take(other) is None
+    assert known.token == held                       # nothing changed
+    assert known.take(Delta("y", held, [("s1", [5])])) is None     # no such job
+    assert known.take("garbage") is None
+    # a worker started again knows nothing: its answer is whole
+    fresh = Sent().delta(jobs, held)
+    assert fresh.base is None and fresh.jobs == jobs
+    assert known.take(fresh) == jobs
+
+
+def test_a_jobs_file_is_linked_only_for_the_same_jobs_in_the_same_order(tmp_path):
+    sent, known = Sent(), KnownJobs()
+    a, b = ["ClusterId = 1", "ProcId = 0"], ["ClusterId = 1", "ProcId = 1"]
+    first = tmp_path / "1"
+    first.mkdir()
+    known.take(sent.delta([("s1", [a, b])], known.token))
+    write_lines(first / "jobs-s1.ads", [a, b])
+    known.written("s1", first / "jobs-s1.ads")
+
+    def link(jobs, where):
+        known.take(sent.delta([("s1", jobs)], known.token))
+        where.mkdir()
+        linked = known.link_file("s1", where / "jobs-s1.ads")
+        if not linked:
+            write_lines(where / "jobs-s1.ads", jobs)
+        known.written("s1", where / "jobs-s1.ads")
+        return linked
+
+    assert link([list(a), list(b)], tmp_path / "2")
+    assert os.path.samefile(first / "jobs-s1.ads", tmp_path / "2" / "jobs-s1.ads")
+    assert not link([list(b), list(a)], tmp_path / "3")            # another order
+    assert not link([list(b)], tmp_path / "4")                     # a job gone
+    assert link([list(b)], tmp_path / "5")
+    assert (tmp_path / "5" / "jobs-s1.ads").read_text() == "\n".join(b) + "\n\n"
+    # a pass whose jobs did not come from the worker keeps nothing, links nothing
+    known.not_taken()
+    assert not known.link_file("s1", tmp_path / "6.ads")
+    known.written("s1", tmp_path / "6.ads")
+    assert known.kept[("s1", known.token)].file == tmp_path / "5" / "jobs-s1.ads"
+
+
+def test_an_unchanged_job_keeps_its_texts_and_a_gone_jobs_names_go():
+    sent, known = Sent(), KnownLines()
+    a = ["ClusterId = 1", "ProcId = 0", 'Owner = "alice"']
+    b = ["ClusterId = 1", "OnlyB = 1", "ProcId = 1"]
+    c = ["ClusterId = 2", "ProcId = 0", 'Owner = "bob"']
+
+    def one_pass(jobs):
+        got = known.jobs.take(sent.delta([("s1", [list(j) for j in jobs])], known.jobs.token))
+        known.next_pass()
+        store = TextStore()
+        return _job_texts(got[0][1], "jobs.ads", store, known, "s1"), store
+
+    first, _ = one_pass([a, b])
+    second, store = one_pass([a, c])
+    assert second.rows[0] is first.rows[0]          # a: its texts as the last pass's
+    assert second.rows[1] is not first.rows[1]
+    assert "onlyb" not in store.names and "owner" in store.names
+    third, store = one_pass([a, c, b])
+    assert third.rows[:2] == second.rows[:2] and third.rows[0] is first.rows[0]
+    assert store.names["onlyb"] == "OnlyB"
