@@ -353,7 +353,11 @@ def timed(self, *a, **kw):
     return rec
 shadow.ShadowLoop.run_pass = timed
 from negotiator_ext.cli import main
-sys.exit(main(sys.argv[3:]))
+rc = main(sys.argv[3:])
+# the loop has ended its worker (and every other child): the largest one's peak
+print("BENCHCHILDREN", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+      file=sys.stderr, flush=True)
+sys.exit(rc)
 """
 
 
@@ -420,7 +424,9 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
                                          "peak_rss_mib": round(rss / 1024), "record": rec}),
                            slots_fetched=meta.get("slots_fetched"),
                            same_as_from_files=same_as_from_files(pool, rec)))
-    return {"passes": passes, "churn_share": share, **between}
+    children = re.search(r"^BENCHCHILDREN (\d+)$", err, re.M)
+    return {"passes": passes, "churn_share": share, **between,
+            "children_peak_mib": round(int(children.group(1)) / 1024) if children else None}
 
 
 def same_as_from_files(pool: LivePool, rec: dict) -> dict:
@@ -535,6 +541,9 @@ def show(report: dict) -> None:
             if p.get("steps_s"):
                 print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
                       + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
+        if loop.get("children_peak_mib") is not None:
+            print(f"the loop's worker (its largest child process): peak "
+                  f"{loop['children_peak_mib']} MiB, beside the loop's own")
     n = report.get("negotiate_from_files") or {}
     if "wall_s" in n:
         print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
