@@ -347,17 +347,21 @@ def timed(self, *a, **kw):
     rec = real(self, *a, **kw)
     print("BENCHPASS", n, time.monotonic() - t,
           resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr, flush=True)
+    # the loop's worker process (adapters/worker.py): its own peak so far (kB)
+    proc = getattr(getattr(self, "worker", None), "_proc", None)
+    try:
+        with open(f"/proc/{proc.pid}/status") as f:
+            hwm = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
+    except (AttributeError, OSError, StopIteration, ValueError):
+        hwm = 0
+    print("BENCHWORKER", n, hwm, file=sys.stderr, flush=True)
     done[0] = n
     if n >= passes:
         os.kill(os.getpid(), signal.SIGTERM)      # the loop's own stop: ends after this pass
     return rec
 shadow.ShadowLoop.run_pass = timed
 from negotiator_ext.cli import main
-rc = main(sys.argv[3:])
-# the loop has ended its worker (and every other child): the largest one's peak
-print("BENCHCHILDREN", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
-      file=sys.stderr, flush=True)
-sys.exit(rc)
+sys.exit(main(sys.argv[3:]))
 """
 
 
@@ -424,9 +428,9 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
                                          "peak_rss_mib": round(rss / 1024), "record": rec}),
                            slots_fetched=meta.get("slots_fetched"),
                            same_as_from_files=same_as_from_files(pool, rec)))
-    children = re.search(r"^BENCHCHILDREN (\d+)$", err, re.M)
+    worker = [int(m.group(1)) for m in re.finditer(r"^BENCHWORKER \d+ (\d+)$", err, re.M)]
     return {"passes": passes, "churn_share": share, **between,
-            "children_peak_mib": round(int(children.group(1)) / 1024) if children else None}
+            "worker_peak_mib": round(max(worker) / 1024) if worker else None}
 
 
 def same_as_from_files(pool: LivePool, rec: dict) -> dict:
@@ -541,9 +545,9 @@ def show(report: dict) -> None:
             if p.get("steps_s"):
                 print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
                       + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
-        if loop.get("children_peak_mib") is not None:
-            print(f"the loop's worker (its largest child process): peak "
-                  f"{loop['children_peak_mib']} MiB, beside the loop's own")
+        if loop.get("worker_peak_mib") is not None:
+            print(f"the loop's worker process (it queries the schedds): peak "
+                  f"{loop['worker_peak_mib']} MiB, beside the loop process's own")
     n = report.get("negotiate_from_files") or {}
     if "wall_s" in n:
         print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "

@@ -13,7 +13,7 @@ import classad2
 import htcondor2
 import pytest
 
-from negotiator_ext.adapters import live
+from negotiator_ext.adapters import live, remote_knobs
 from negotiator_ext.adapters.adfiles import ad_lines, read_ads
 from negotiator_ext.adapters.condor_config import load_config, read_params
 from negotiator_ext.adapters.live import BASE_JOB_ATTRS, CaptureReport, capture_snapshot
@@ -441,7 +441,7 @@ def test_select_policy_knobs_drops_only_the_bindings_undefined_marker():
         "NEGOTIATOR_X\ninclude command : touch /tmp/x": "1",   # not a knob name: ignored
         "SCHEDD_INTERVAL": "Not defined",                      # not a policy knob
     })
-    assert live.REMOTE_PARAM_UNDEFINED == "Not defined"
+    assert remote_knobs.REMOTE_PARAM_UNDEFINED == "Not defined"
     assert live.select_policy_knobs(remote) == {
         "PRIORITY_HALFLIFE": "Not defined ", "GROUP_QUOTA_a": "NOT DEFINED",
         "NEGOTIATOR_CYCLE_DELAY": "20"}

@@ -99,16 +99,13 @@ from typing import Any, Iterable, Mapping
 
 import classad2
 
-from ..core import schedd_limits
 from ..core.negotiation import id_number
 from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
-from .remote_knobs import (  # noqa: F401 - the capture's names for them
-    _KNOB_NAME, POLICY_KNOB_PREFIXES, POLICY_KNOB_SUFFIXES, POLICY_KNOBS,
-    REMOTE_PARAM_UNDEFINED, SCHEDD_KNOBS, is_policy_knob, select_policy_knobs, select_schedd_knobs)
 from .job_delta import SENT, KnownJobs
+from .remote_knobs import _KNOB_NAME, select_policy_knobs, select_schedd_knobs
 from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
