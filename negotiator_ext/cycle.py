@@ -29,6 +29,7 @@ from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Matc
 from .core.schedd_limits import Schedds
 from .core.time_limits import CostModel, TimeBudget
 from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight
+from . import limits
 from .errors import InputError
 from .pool import Pool
 
@@ -283,7 +284,11 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         schedd_limits=inp.schedds,
         budget=TimeBudget.for_config(inp.config, inp.cost) if inp.cost else None)
     outcome = neg.run(inp.quotas, rr_times)
-    inp.matcher.release()
+    if not limits.PROCESS_ENDS:
+        # the process goes on (a loop, a simulation): the cycle's objects freed as soon as
+        # it is over, not left in reference cycles for the collector; a process that ends
+        # with this cycle frees nothing at all
+        inp.matcher.release()
     timings = dict(inp.timings, negotiation=round(time.perf_counter() - t0, 4))
     cfg, limits_before = inp.config, inp.limits_before
     return CycleResult(

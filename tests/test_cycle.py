@@ -279,3 +279,34 @@ def test_json_shows_the_group_order_and_each_submitters_place_in_its_pie_spin():
         "group_chemistry.curie@refcondor.local": 1,
         "group_physics.lep.fermi@refcondor.local": 1,
         "group_physics.hep.higgs@refcondor.local": 1}
+
+
+@pytest.mark.parametrize("process_ends", [False, True])
+def test_a_cycle_leaves_its_slots_to_reference_counting(tmp_path, monkeypatch, process_ends):
+    """A cycle in a process that goes on (a loop, a simulation) breaks the reference
+    cycles among its slots, their classes and match groups as it ends (Matcher.release):
+    none of its slots is left for Python's cyclic collector. A process that ends with the
+    cycle (`negotiate`, `shadow --once`) frees nothing."""
+    import gc
+
+    from negotiator_ext import limits
+    from negotiator_ext.core.matchmaking import Slot
+
+    monkeypatch.setattr(limits, "PROCESS_ENDS", process_ends)
+    slots = [slot(f"slot{i}@m.test.local") for i in range(6)]
+    jobs = [job(1, p, "alice") for p in range(4)]
+    pool = load_pool(make_pool(tmp_path / "pool", slots=slots, jobs=jobs))
+    gc.collect()
+    gc.disable()
+    try:
+        r = run_cycle(pool)
+        assert len(r.matches) == 4
+        del r
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = sum(isinstance(o, Slot) for o in gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert (left == 0) if not process_ends else (left == 6)
