@@ -138,3 +138,30 @@ def test_an_unchanged_job_keeps_its_texts_and_a_gone_jobs_names_go():
     third, store = one_pass([a, c, b])
     assert third.rows[:2] == second.rows[:2] and third.rows[0] is first.rows[0]
     assert store.names["onlyb"] == "OnlyB"
+
+
+def test_texts_kept_under_an_answer_serve_it_after_a_pass_without_the_worker():
+    """A pass whose jobs did not come from the worker (`not_taken`) keeps nothing and
+    leaves what the last answer taken kept: an answer built on that one still takes its
+    texts, each name spelled as its ads write it (whatever the pass between saw)."""
+    sent, known = Sent(), KnownLines()
+    a = ["ClusterId = 1", "OnlyA = 1", "ProcId = 0"]
+    b = ["ClusterId = 1", "ProcId = 1"]
+    got = known.jobs.take(sent.delta([("s1", [list(a), list(b)])], known.jobs.token))
+    known.next_pass()
+    first = _job_texts(got[0][1], "jobs.ads", TextStore(), known, "s1")
+    # a pass without the worker: other jobs, through the same KnownLines
+    known.jobs.not_taken()
+    known.next_pass()
+    _job_texts([list(b)], "jobs.ads", TextStore(), known, "s1")
+    assert ("s1", known.jobs.token) in known.jobs.kept
+    # the worker's next answer builds on the one the loop holds
+    delta = sent.delta([("s1", [list(a), list(b)])], known.jobs.token)
+    assert delta.jobs == [("s1", [0, 1])]
+    got = known.jobs.take(delta)
+    known.next_pass()
+    store = TextStore()
+    third = _job_texts(got[0][1], "jobs.ads", store, known, "s1")
+    assert third.rows[0] is first.rows[0] and third.rows[1] is first.rows[1]
+    assert store.names["onlya"] == "OnlyA"
+    assert third.rows == text_ads_of_lines([a, b], "jobs.ads", TextStore()).rows

@@ -67,9 +67,9 @@ SENT = Sent()                       # a worker process's own
 @dataclass
 class _Kept:
     """What the loop kept of one schedd's jobs in one answer."""
-    token: str
     rows: list | None = None        # each job's texts (rows), once worked out
     names: Counter | None = None    # how many of those rows hold each attribute name
+    spelled: dict | None = None     # each of those names as its ads write it
     file: Path | None = None        # the snapshot file they were written to
     count: int = 0                  # how many jobs that file holds
 
@@ -113,7 +113,7 @@ class KnownJobs:
         self.base, self.taken = delta.base, True
         self.token, self.jobs, self.reuse = delta.token, dict(jobs), reuse
         # what was kept under other answers than the one this builds on serves no later one
-        self.kept = {k: v for k, v in self.kept.items() if v.token == delta.base}
+        self.kept = {k: v for k, v in self.kept.items() if k[1] == delta.base}
         return jobs
 
     def not_taken(self) -> None:
@@ -123,35 +123,37 @@ class KnownJobs:
 
     # -- the jobs' texts -----------------------------------------------------------------
 
-    def rows_for(self, schedd: str) -> tuple[list, Counter] | None:
+    def rows_for(self, schedd: str) -> tuple[list, Counter, dict] | None:
         """For this pass's jobs of `schedd`, each one's rows kept from the last pass (None
-        for a job new or changed), and how many of the kept rows hold each attribute name;
-        None when nothing is kept for them."""
+        for a job new or changed), how many of those rows hold each attribute name, and
+        each such name as the ads write it; None when nothing is kept for them."""
         kept = self.kept.get((schedd, self.base))
         where = self.reuse.get(schedd)
         if kept is None or kept.rows is None or where is None:
             return None
         rows = kept.rows
         names = Counter(kept.names)
-        used = set()
-        for j in where:
-            if j is not None:
-                used.add(j)
-        for j in range(len(rows)):
-            if j not in used:
-                names.subtract(p[0] for p in rows[j])
-        return [rows[j] if j is not None else None for j in where], names
+        used = set(where)
+        for j, row in enumerate(rows):
+            if j not in used:               # a job gone or changed: its names leave
+                names.subtract(p[0] for p in row)
+        names = +names
+        return ([rows[j] if j is not None else None for j in where], names,
+                {n: kept.spelled[n] for n in names})
 
-    def keep_rows(self, schedd: str, rows: list, names: Counter) -> None:
-        """This pass's rows of `schedd`'s jobs and their names, for the next pass."""
+    def keep_rows(self, schedd: str, rows: list, names: Counter, spelled: dict) -> None:
+        """This pass's rows of `schedd`'s jobs, how many hold each attribute name, and
+        `spelled` (at least those names as the ads write them), for the next pass."""
         if self.taken and schedd in self.jobs:
-            self._mine(schedd).rows, self._mine(schedd).names = rows, +names
+            kept = self._mine(schedd)
+            kept.rows, kept.names = rows, +names
+            kept.spelled = {n: spelled[n] for n in kept.names}
 
     def _mine(self, schedd: str) -> _Kept:
         """What this pass keeps of `schedd`'s jobs (under the answer taken)."""
         kept = self.kept.get((schedd, self.token))
         if kept is None:
-            kept = self.kept[(schedd, self.token)] = _Kept(self.token)
+            kept = self.kept[(schedd, self.token)] = _Kept()
         return kept
 
     # -- the jobs files ------------------------------------------------------------------

@@ -268,22 +268,17 @@ def _job_texts(lines: list, source: str, store: TextStore, known, schedd: str | 
     (job_delta.KnownJobs), and this pass's are kept for the next."""
     jobs = known.jobs if known is not None and schedd is not None else None
     got = jobs.rows_for(schedd) if jobs is not None else None
-    rows = None
-    names = Counter()
+    rows, names = None, Counter()
     if got is not None:
-        rows, names = got
-        if all(n in known.names for n, c in names.items() if c > 0):
-            for n, c in names.items():
-                if c > 0 and n not in store.names:
-                    store.names[n] = known.names[n]
-        else:                       # (never: every kept name was seen by the last pass)
-            rows, names = None, Counter()
+        rows, names, spelled = got
+        for n in names:             # the kept rows' names, as text_ads_of_lines wants them
+            store.names.setdefault(n, spelled[n])
     texts = text_ads_of_lines(lines, source, store, rows=rows, earlier=known)
     if jobs is not None:
         for row, old in zip(texts.rows, rows if rows is not None else repeat(None)):
             if old is None:
                 names.update(p[0] for p in row)
-        jobs.keep_rows(schedd, texts.rows, names)
+        jobs.keep_rows(schedd, texts.rows, names, store.names)
     return texts
 
 
@@ -332,10 +327,9 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         known = captured.known_lines
         if known is not None:
             known.next_pass()
-        schedds = getattr(captured, "job_schedds", None) or {}
         for name in sorted(captured.jobs):
             queues[name] = _job_texts(captured.jobs[name], str(directory / name), store,
-                                      known, schedds.get(name))
+                                      known, captured.job_schedds.get(name))
 
     submitters_file = _one_of(directory, "submitters")  # read in this order: the first bad file is named
     submitters = tuple(read_ads(submitters_file)) if submitters_file else None

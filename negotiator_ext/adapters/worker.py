@@ -103,12 +103,6 @@ class Worker:
             pass
         proc.wait()
 
-    def __enter__(self) -> "Worker":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def _running(self) -> subprocess.Popen:
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
