@@ -331,22 +331,42 @@ def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
 
 
 _LOOP_HARNESS = """\
-import os, resource, signal, sys, time
+import os, resource, signal, sys, threading, time
 from pathlib import Path
 from negotiator_ext import shadow
 work, passes = Path(sys.argv[1]), int(sys.argv[2])
 real = shadow.ShadowLoop.run_pass
 done = [0]
+def rss(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return 0
+# the loop's and its worker's resident memory together, sampled every 20 ms during a
+# pass: what the machine must hold at once (each one's own peak may come at another time)
+together = [0, None, False]      # the pass's largest sum (kB), the worker's pid, sampling
+def sample():
+    while True:
+        if together[2]:
+            w = together[1]
+            together[0] = max(together[0], rss(os.getpid()) + (rss(w) if w else 0))
+        time.sleep(0.02)
+threading.Thread(target=sample, daemon=True).start()
 def timed(self, *a, **kw):
     n = done[0] + 1
     if n > 1:     # the bench changes the pool between passes: wait for its word
         (work / f"loop-ready-{n}").touch()
         while not (work / f"loop-go-{n}").exists():
             time.sleep(0.05)
+    proc = getattr(getattr(self, "worker", None), "_proc", None)
+    together[:] = [0, getattr(proc, "pid", None), True]
     t = time.monotonic()
     rec = real(self, *a, **kw)
+    together[2] = False
     print("BENCHPASS", n, time.monotonic() - t,
           resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr, flush=True)
+    print("BENCHTOGETHER", n, together[0], file=sys.stderr, flush=True)
     # the loop's worker process (adapters/worker.py): its own peak so far (kB)
     proc = getattr(getattr(self, "worker", None), "_proc", None)
     try:
@@ -429,6 +449,10 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
                            slots_fetched=meta.get("slots_fetched"),
                            same_as_from_files=same_as_from_files(pool, rec)))
     worker = [int(m.group(1)) for m in re.finditer(r"^BENCHWORKER \d+ (\d+)$", err, re.M)]
+    together = {int(m.group(1)): round(int(m.group(2)) / 1024) for m in re.finditer(
+        r"^BENCHTOGETHER (\d+) (\d+)$", err, re.M)}
+    for n, p in enumerate(passes, start=1):
+        p["with_worker_mib"] = together.get(n)
     return {"passes": passes, "churn_share": share, **between,
             "worker_peak_mib": round(max(worker) / 1024) if worker else None}
 
@@ -534,8 +558,9 @@ def show(report: dict) -> None:
             f = p.get("slots_fetched") or {}
             print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
                   f"{p['capture_s']} s, cycle {p['cycle_s']} s), process peak "
-                  f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}; "
-                  f"slots fetched {f.get('fetched')}, kept {f.get('kept')}; every match "
+                  f"{p['peak_rss_mib']} MiB (with its worker, at once: "
+                  f"{p.get('with_worker_mib')} MiB), {p['our_matches']} matches, "
+                  f"{p['status']}; slots fetched {f.get('fetched')}, kept {f.get('kept')}; every match "
                   f"as from its files: {(p.get('same_as_from_files') or {}).get('identical')}"
                   + (f"; compared: real {p['comparison']['real_matches']}, ours "
                      f"{p['comparison']['shadow_matches']}, count agreement "

@@ -4,7 +4,11 @@ A loop's worker (adapters/worker.py) queries the schedds every pass, and most jo
 finds are the jobs it found the pass before, line for line (an idle job waits for many
 cycles). So the worker keeps what it sent last (`Sent`) and answers each job with its
 lines only when they differ from every job of that schedd's last answer, else with the
-index of the job they equal there. The loop (`KnownJobs`) puts the answer back
+index of the job they equal there. It keeps each job it sent as a digest of its lines
+(BLAKE2b, 128 bits: 500,000 jobs in about 60 MB, where their lines took several
+hundred), which two different jobs share with a chance of about 1 in 10^27 per pass at
+a million jobs, and which no job ad can be written to share with another (finding
+such a pair is a 2^64-step search). The loop (`KnownJobs`) puts the answer back
 together from the lines it holds, each unchanged job as the very same list, and keeps
 for the next pass each job's texts (`text_ads_of_lines` rows) and the snapshot file
 they were written to: a job seen before is not split into texts again, and a schedd
@@ -18,6 +22,7 @@ is kept under that pass's answer and used only by the answer built on it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from collections import Counter
@@ -39,19 +44,20 @@ class Sent:
 
     def __init__(self):
         self.token: str | None = None
-        self._index: dict[str, dict[tuple, int]] = {}
+        self._index: dict[str, dict[bytes, int]] = {}
 
     def delta(self, jobs: list, have: str | None) -> Delta:
         """`jobs` ((schedd, each job's lines)) against the last answer sent, when `have`
         (what the loop holds) is that answer; else whole."""
         last = self._index if have is not None and have == self.token else None
+        self._index = {}                # the last answer's index is of no use past here
         out, index = [], {}
         for name, lines in jobs:
             before = last.get(name) if last is not None else None
-            mine: dict[tuple, int] = {}
+            mine: dict[bytes, int] = {}
             coded = []
             for i, ad in enumerate(lines):
-                key = tuple(ad)
+                key = digest(ad)
                 mine.setdefault(key, i)
                 j = before.get(key) if before is not None else None
                 coded.append(ad if j is None else j)
@@ -59,6 +65,15 @@ class Sent:
             out.append((name, coded))
         self.token, self._index = uuid.uuid4().hex, index
         return Delta(self.token, have if last is not None else None, out)
+
+
+def digest(lines: list[str]) -> bytes:
+    """A job's lines as 16 bytes. Its lines are one attribute each (no line holds a
+    newline: a string's newline is written escaped), so joined by newlines they are
+    the job's text in its jobs file, and two jobs share it only when their lines are
+    the same."""
+    return hashlib.blake2b("\n".join(lines).encode("utf-8", "surrogatepass"),
+                           digest_size=16).digest()
 
 
 SENT = Sent()                       # a worker process's own

@@ -25,6 +25,7 @@ refused), and only for the process that started it: the pipes are its own.
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 import pickle
@@ -218,22 +219,49 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         if data is None:
             return 0                              # the parent is done (or gone)
+        reply = _reply(data)
+        del data
         try:
-            target, call_args = pickle.loads(data)
-            answer = (_OK, _call(target, call_args))
-        except BaseException as exc:              # noqa: BLE001 - sent to the parent
-            answer = (_RAISED, exc)
-        try:
-            reply = pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:                  # noqa: BLE001 - an unpicklable value
-            reply = pickle.dumps((_RAISED, RuntimeError(
-                f"{type(answer[1]).__name__}: {answer[1]}" if answer[0] == _RAISED
-                else f"the answer could not be sent back: {exc}")))
-        try:
-            out.write(_LENGTH.pack(len(reply)) + reply)
+            out.write(_LENGTH.pack(len(reply)))   # (not joined: a copy of the answer)
+            out.write(reply)
             out.flush()
         except OSError:
             return 0                              # the parent is gone
+        del reply
+        _give_back()
+
+
+def _reply(data: bytes) -> bytes:
+    """The answer to one request, pickled (what the function returned, or raised)."""
+    try:
+        target, call_args = pickle.loads(data)
+        answer = (_OK, _call(target, call_args))
+    except BaseException as exc:                  # noqa: BLE001 - sent to the parent
+        answer = (_RAISED, exc)
+    try:
+        return pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:                      # noqa: BLE001 - an unpicklable value
+        return pickle.dumps((_RAISED, RuntimeError(
+            f"{type(answer[1]).__name__}: {answer[1]}" if answer[0] == _RAISED
+            else f"the answer could not be sent back: {exc}")))
+
+
+def _give_back() -> None:
+    """Hand the memory an answer used back to the system: the bindings' ClassAds and an
+    answer's large buffers come from the C heap, whose freed blocks glibc otherwise
+    keeps for the process. Between requests the worker then holds only what it keeps
+    for its next answer, while the loop's cycle, the loop's own peak, runs."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = ctypes.CDLL(None).malloc_trim
+        except (AttributeError, OSError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM = None
 
 
 if __name__ == "__main__":
