@@ -11,6 +11,7 @@ from collections import Counter
 
 import classad2
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import FIXTURES, SCENARIOS
 from negotiator_ext.adapters.adfiles import read_ads
@@ -430,3 +431,32 @@ def test_unseen_cycles_warning_names_the_knobs():
     assert unseen_cycles_warning(NegotiatorConfig(negotiator_interval=100)) is None
     assert unseen_cycles_warning(NegotiatorConfig(negotiator_interval=20,
                                                   negotiator_update_after_cycle=True)) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.sampled_from([b"", b"x", b"a Started Negotiation Cycle b", b"yy" * 9,
+                                       b"Finished Negotiation Cycle", b"StartedNegotiation"]),
+                      max_size=40),
+       block=st.integers(1, 64), limit=st.integers(0, 2000))
+def test_the_marked_backward_reader_gives_the_marked_lines_and_counts_of_the_whole_one(
+        lines, block, limit):
+    # what read_negotiator_log gets by skipping blocks without a cycle line is what the
+    # line-by-line reader gives, each marked line with the bytes read through it
+    import io
+
+    from negotiator_ext.adapters import observe
+    data = b"\n".join(lines)
+    expected, through = [], 0
+    for line in observe._backward(io.BytesIO(data)):
+        through += len(line) + 1
+        if any(m in line for m in observe._CYCLE_MARK):
+            expected.append((line, through))
+    saved = observe._BLOCK
+    observe._BLOCK = block
+    try:
+        got = list(observe._backward_marked(io.BytesIO(data), observe._CYCLE_MARK, limit))
+    finally:
+        observe._BLOCK = saved
+    # every line within the limit is there; past it, reading may have stopped
+    assert got == expected[:len(got)]
+    assert [e for e in expected if e[1] <= limit] == [g for g in got if g[1] <= limit]

@@ -365,7 +365,17 @@ def _decode(value: Any, annotation: Any) -> Any:
 
 def _row_of(obj: Any) -> dict[str, Any]:
     """A record dataclass as column -> stored value."""
-    return {f.name: _encode(getattr(obj, f.name), _kind(f.type)) for f in dataclasses.fields(obj)}
+    fields = _FIELD_KINDS.get(type(obj))
+    if fields is None:
+        fields = _FIELD_KINDS[type(obj)] = tuple(
+            (f.name, _kind(f.type)) for f in dataclasses.fields(obj))
+    return {name: (value if kind == "plain" else _encode(value, kind))
+            for name, kind in fields for value in (getattr(obj, name),)}
+
+
+# each record class's fields and how each is stored, worked out once (a pass writes
+# thousands of match rows)
+_FIELD_KINDS: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def _record_of(cls: type, row: dict[str, Any]) -> Any:

@@ -206,6 +206,37 @@ def _backward(f) -> Iterator[bytes]:
     yield carry
 
 
+def _backward_marked(f, marks: tuple[bytes, ...], limit: int
+                     ) -> Iterator[tuple[bytes, int]]:
+    """The lines of binary file `f` that hold one of `marks`, last first, each with how
+    many bytes `_backward` would have gone through to reach it (every line and its
+    newline from the file's end, this one's included); a block of lines without a mark
+    is not split (a NegotiatorLog at D_FULLDEBUG writes many lines a match, and two a
+    cycle are wanted). No block is read once more than `limit` bytes have been."""
+    f.seek(0, os.SEEK_END)
+    end = pos = f.tell()
+    carry = b""
+    while pos > 0 and end - pos <= limit:
+        n = min(_BLOCK, pos)
+        pos -= n
+        f.seek(pos)
+        chunk = f.read(n) + carry
+        cut = chunk.find(b"\n")
+        if cut < 0:                 # one line longer than the blocks read so far
+            carry = chunk
+            continue
+        carry, body = chunk[:cut], chunk[cut + 1:]
+        if not any(m in body for m in marks):
+            continue
+        through = end - (pos + len(chunk))      # the bytes after the body
+        for line in reversed(body.split(b"\n")):
+            through += len(line) + 1
+            if any(m in line for m in marks):
+                yield line, through
+    if pos == 0 and any(m in carry for m in marks):
+        yield carry, end + 1
+
+
 def _decode(b: bytes) -> str:
     return b.decode("utf-8", errors="replace")
 
@@ -314,12 +345,11 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
     budget = [max_bytes]
 
     def back(f) -> bool:
-        for raw in _backward(f):
-            budget[0] -= len(raw) + 1
-            if budget[0] < 0:
+        left = budget[0]
+        for raw, read in _backward_marked(f, _CYCLE_MARK, left):
+            if read > left:
+                budget[0] = left - read
                 return False
-            if _CYCLE_MARK[0] not in raw and _CYCLE_MARK[1] not in raw:
-                continue
             m = _CYCLE_LINE.match(_decode(raw))
             if m is None:
                 continue
@@ -329,6 +359,7 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
             events.append((t, m["kind"]))
             if m["kind"] == "Started" and t < since:
                 return True
+        budget[0] = left - (f.seek(0, os.SEEK_END) + 1)    # all of it read
         return False
 
     try:
