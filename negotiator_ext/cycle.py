@@ -352,7 +352,9 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
         view = AdView(ad, texts, values)
         if trimmed(view, usage, cfg, now):
             continue
-        cp = consumption.supports_policy(ad)
+        # (only a partitionable slot has a policy: the others' ads are not asked)
+        cp = (classads.as_bool(view.value("PartitionableSlot")) is True
+              and consumption.supports_policy(ad))
         shared = pool.shared_slot_ads
         if cp or (shared and rolled_up and classads.as_bool(
                 view.value("PartitionableSlot")) is True):

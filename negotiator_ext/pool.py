@@ -22,7 +22,7 @@ from .core.groups import GroupQuota, GroupTree, group_demand
 from .core.schedd_limits import ScheddLimits, Schedds
 from .core.time_limits import CostModel
 from .core.schedd_limits import from_config as limits_from_config
-from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_usage
+from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_size, slot_usage
 from .errors import InputError
 from .limits import check_number
 
@@ -52,8 +52,9 @@ class Pool:
     all_slot_ads: tuple = ()
     all_slots: tuple[SlotUsage, ...] = ()
     # every slot's pie weight (weight x GhostMultiplier) and its contribution to the
-    # effective pool size, when the caller keeps them (the simulator: per slot, computed
-    # once per change); empty: computed here
+    # effective pool size, when the caller keeps them (build_pool: with each slot's
+    # usage, kept with a shadow loop's kept ad; the simulator: per slot, computed once
+    # per change); empty: computed here
     pie_weights: tuple[float, ...] = ()
     effective_sizes: tuple[float, ...] = ()
     # each schedd's limits on what it offers (M7): the config's, and the schedds' own
@@ -332,7 +333,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     groups = GroupTree(config)
     warnings = list(warnings or ()) + config_warnings(config, groups)
 
-    ads, slots, texts = [], [], []
+    ads, slots, texts, pies, effective = [], [], [], [], []
     rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)
     # a shadow loop's kept slot ads: what is worked out of an ad alone is kept with it
     key = _slot_memo_key(config) if snap.slot_memos is not None else None
@@ -346,15 +347,20 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
                     v = classads.eval_attr(ad, attr)
                     check_number(ad, attr, float(v) if isinstance(v, bool) else v,
                                  snap.slots_source, f"{i} ({name})")
-            got = (slot_usage(ad, config) if matches_constraint(ad, config.slot_constraint)
-                   else False)
+            usage = (slot_usage(ad, config) if matches_constraint(ad, config.slot_constraint)
+                     else False)
+            # with its share of the pool's size (step 8): its pie weight, effective size
+            got = (usage, slot_size(ad, usage.weight) if usage is not False else None)
             if memo is not None:
                 memo[key] = got
-        if got is False:
+        usage, size = got
+        if usage is False:
             continue
         ads.append(ad)
         texts.append(row)
-        slots.append(got)
+        slots.append(usage)
+        pies.append(size[0])
+        effective.append(size[1])
 
     _check_submitters(snap)
     if snap.accounting is not None:
@@ -367,7 +373,8 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     return Pool(snapshot=snap, config=config, groups=groups, slot_ads=tuple(ads),
                 slots=tuple(slots), accountant=state, warnings=tuple(warnings),
                 slot_texts=tuple(texts), schedd_default=default, schedd_limits=by_name,
-                shared_slot_ads=snap.slots_shared)
+                shared_slot_ads=snap.slots_shared, pie_weights=tuple(pies),
+                effective_sizes=tuple(effective))
 
 
 def _slot_memo_key(config: NegotiatorConfig) -> tuple | None:

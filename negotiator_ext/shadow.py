@@ -44,6 +44,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 from .core.config import ext_bool, ext_number
 from .core.records import MatchEntry, PassRecord, RealCycle, SubmitterObs
 from .errors import InputError
+from .limits import give_back_memory
 
 LOG = logging.getLogger("negotiator_ext.shadow")
 
@@ -368,6 +369,9 @@ class ShadowLoop:
                             on_pass(rec)
                     except Exception:
                         self.log.exception("reporting the pass failed")
+            # what the pass freed goes back to the system while the loop waits (the next
+            # pass, and the worker's answer beside it, start from what the loop keeps)
+            give_back_memory()
             stop.wait(max(0.0, self.settings.interval - (time.monotonic() - t0)))
 
 

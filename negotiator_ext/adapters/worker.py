@@ -25,7 +25,6 @@ refused), and only for the process that started it: the pipes are its own.
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
 import pickle
@@ -34,6 +33,8 @@ import struct
 import subprocess
 import sys
 from typing import Any
+
+from ..limits import give_back_memory
 
 _OK, _RAISED = "ok", "raised"
 _LENGTH = struct.Struct("!Q")
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:
             return 0                              # the parent is gone
         del reply
-        _give_back()
+        give_back_memory()      # what the answer used: the loop's cycle runs now
 
 
 def _reply(data: bytes) -> bytes:
@@ -244,24 +245,6 @@ def _reply(data: bytes) -> bytes:
         return pickle.dumps((_RAISED, RuntimeError(
             f"{type(answer[1]).__name__}: {answer[1]}" if answer[0] == _RAISED
             else f"the answer could not be sent back: {exc}")))
-
-
-def _give_back() -> None:
-    """Hand the memory an answer used back to the system: the bindings' ClassAds and an
-    answer's large buffers come from the C heap, whose freed blocks glibc otherwise
-    keeps for the process. Between requests the worker then holds only what it keeps
-    for its next answer, while the loop's cycle, the loop's own peak, runs."""
-    global _TRIM
-    if _TRIM is None:
-        try:
-            _TRIM = ctypes.CDLL(None).malloc_trim
-        except (AttributeError, OSError):
-            _TRIM = False
-    if _TRIM:
-        _TRIM(0)
-
-
-_TRIM = None
 
 
 if __name__ == "__main__":
