@@ -10,9 +10,14 @@ import os
 from hypothesis import given, settings, strategies as st
 
 from negotiator_ext.adapters.adfiles import KnownLines, text_ads_of_lines, write_lines
-from negotiator_ext.adapters.job_delta import Delta, KnownJobs, Sent
+from negotiator_ext.adapters.job_delta import Delta, KnownJobs, delta as answer
 from negotiator_ext.adapters.snapshot import _job_texts
 from negotiator_ext.core.adtext import TextStore
+
+def _ask(jobs: list, known: KnownJobs) -> Delta:
+    # the worker's answer to the loop's request: the answer it holds, and its digests
+    return answer(jobs, known.token, known.digests)
+
 
 _line = st.sampled_from([
     "JobStatus = 1", "JobStatus = 2", 'Owner = "alice"', 'Owner = "bob"',
@@ -44,15 +49,15 @@ def _lines(schedds: dict) -> list:
 @given(passes=st.lists(_pass, min_size=1, max_size=5),
        dropped=st.lists(st.booleans(), min_size=5, max_size=5))
 def test_a_loops_jobs_equal_the_answers_and_their_texts_those_split_afresh(passes, dropped):
-    sent, known = Sent(), KnownLines()
+    known = KnownLines()
     for n, schedds in enumerate(passes):
-        answer = _lines(schedds)
-        delta = sent.delta(answer, known.jobs.token)
+        asked = _lines(schedds)
+        delta = _ask(asked, known.jobs)
         if dropped[n]:
-            continue                # an answer the loop did not take: the next is whole
+            continue                # not taken: the next builds on what the loop holds
         before = {name: list(lines) for name, lines in known.jobs.jobs.items()}
         got = known.jobs.take(delta)
-        assert got == answer
+        assert got == asked
         for name, lines in got:
             for ad, where in zip(lines, known.jobs.reuse[name]):
                 if where is not None:       # an unchanged job: the very list held
@@ -70,34 +75,37 @@ def test_a_loops_jobs_equal_the_answers_and_their_texts_those_split_afresh(passe
 
 
 def test_an_answer_on_a_base_not_held_is_not_taken():
-    sent, known = Sent(), KnownJobs()
+    known = KnownJobs()
     jobs = [("s1", [["ClusterId = 1", "ProcId = 0"]])]
-    assert known.take(sent.delta(jobs, None)) == jobs
+    assert known.take(answer(jobs, None, None)) == jobs
     held = known.token
-    again = sent.delta(jobs, held)
+    again = _ask(jobs, known)
     assert again.base == held and again.jobs == [("s1", [0])]
     other = Delta(token="x", base="not-held", jobs=[("s1", [0])])
     assert known.take(other) is None
     assert known.token == held                       # nothing changed
     assert known.take(Delta("y", held, [("s1", [5])])) is None     # no such job
     assert known.take("garbage") is None
-    # a worker started again knows nothing: its answer is whole
-    fresh = Sent().delta(jobs, held)
+    # digests that are not 16 bytes a job: that schedd's jobs whole, still on the base
+    odd = answer(jobs, held, {"s1": b"123"})
+    assert odd.base == held and odd.jobs == jobs
+    # no digests sent: the answer is whole
+    fresh = answer(jobs, held, None)
     assert fresh.base is None and fresh.jobs == jobs
     assert known.take(fresh) == jobs
 
 
 def test_a_jobs_file_is_linked_only_for_the_same_jobs_in_the_same_order(tmp_path):
-    sent, known = Sent(), KnownJobs()
+    known = KnownJobs()
     a, b = ["ClusterId = 1", "ProcId = 0"], ["ClusterId = 1", "ProcId = 1"]
     first = tmp_path / "1"
     first.mkdir()
-    known.take(sent.delta([("s1", [a, b])], known.token))
+    known.take(_ask([("s1", [a, b])], known))
     write_lines(first / "jobs-s1.ads", [a, b])
     known.written("s1", first / "jobs-s1.ads")
 
     def link(jobs, where):
-        known.take(sent.delta([("s1", jobs)], known.token))
+        known.take(_ask([("s1", jobs)], known))
         where.mkdir()
         linked = known.link_file("s1", where / "jobs-s1.ads")
         if not linked:
@@ -119,13 +127,13 @@ def test_a_jobs_file_is_linked_only_for_the_same_jobs_in_the_same_order(tmp_path
 
 
 def test_an_unchanged_job_keeps_its_texts_and_a_gone_jobs_names_go():
-    sent, known = Sent(), KnownLines()
+    known = KnownLines()
     a = ["ClusterId = 1", "ProcId = 0", 'Owner = "alice"']
     b = ["ClusterId = 1", "OnlyB = 1", "ProcId = 1"]
     c = ["ClusterId = 2", "ProcId = 0", 'Owner = "bob"']
 
     def one_pass(jobs):
-        got = known.jobs.take(sent.delta([("s1", [list(j) for j in jobs])], known.jobs.token))
+        got = known.jobs.take(_ask([("s1", [list(j) for j in jobs])], known.jobs))
         known.next_pass()
         store = TextStore()
         return _job_texts(got[0][1], "jobs.ads", store, known, "s1"), store
@@ -144,10 +152,10 @@ def test_texts_kept_under_an_answer_serve_it_after_a_pass_without_the_worker():
     """A pass whose jobs did not come from the worker (`not_taken`) keeps nothing and
     leaves what the last answer taken kept: an answer built on that one still takes its
     texts, each name spelled as its ads write it (whatever the pass between saw)."""
-    sent, known = Sent(), KnownLines()
+    known = KnownLines()
     a = ["ClusterId = 1", "OnlyA = 1", "ProcId = 0"]
     b = ["ClusterId = 1", "ProcId = 1"]
-    got = known.jobs.take(sent.delta([("s1", [list(a), list(b)])], known.jobs.token))
+    got = known.jobs.take(_ask([("s1", [list(a), list(b)])], known.jobs))
     known.next_pass()
     first = _job_texts(got[0][1], "jobs.ads", TextStore(), known, "s1")
     # a pass without the worker: other jobs, through the same KnownLines
@@ -156,7 +164,7 @@ def test_texts_kept_under_an_answer_serve_it_after_a_pass_without_the_worker():
     _job_texts([list(b)], "jobs.ads", TextStore(), known, "s1")
     assert ("s1", known.jobs.token) in known.jobs.kept
     # the worker's next answer builds on the one the loop holds
-    delta = sent.delta([("s1", [list(a), list(b)])], known.jobs.token)
+    delta = _ask([("s1", [list(a), list(b)])], known.jobs)
     assert delta.jobs == [("s1", [0, 1])]
     got = known.jobs.take(delta)
     known.next_pass()
@@ -167,16 +175,19 @@ def test_texts_kept_under_an_answer_serve_it_after_a_pass_without_the_worker():
     assert third.rows == text_ads_of_lines([a, b], "jobs.ads", TextStore()).rows
 
 
-def test_the_worker_keeps_a_digest_of_each_job_not_its_lines():
-    # 500,000 jobs' lines took the worker several hundred MB between passes; their
-    # digests take 16 bytes each, and a job one character apart is still a new job
-    sent, known = Sent(), KnownJobs()
+def test_the_loop_keeps_a_digest_of_each_job_and_the_worker_nothing():
+    # 500,000 jobs' lines (then their digests, with a dict) kept the worker at several
+    # hundred MB between passes; the loop now keeps 16 bytes a job, and a job one
+    # character apart is still a new job
+    known = KnownJobs()
     first = [["ClusterId = 1", "Owner = \"alice\"", "ProcId = 0"],
              ["ClusterId = 1", "Owner = \"alice\"", "ProcId = 1"]]
-    known.take(sent.delta([("s1", first)], None))
-    kept = sent._index["s1"]
-    assert len(kept) == 2 and all(type(k) is bytes and len(k) == 16 for k in kept)
+    known.take(answer([("s1", first)], None, None))
+    old = known.digests["s1"]
+    assert len(old) == 32
     again = [[ln for ln in first[1]], ["ClusterId = 1", "Owner = \"alicf\"", "ProcId = 0"]]
-    delta = sent.delta([("s1", again)], known.token)
+    delta = _ask([("s1", again)], known)
     assert delta.jobs == [("s1", [1, again[1]])]
     assert known.take(delta) == [("s1", again)]
+    new = known.digests["s1"]
+    assert new[:16] == old[16:] and new[16:] not in (old[:16], old[16:])

@@ -2,22 +2,26 @@
 
 A loop's worker (adapters/worker.py) queries the schedds every pass, and most jobs it
 finds are the jobs it found the pass before, line for line (an idle job waits for many
-cycles). So the worker keeps what it sent last (`Sent`) and answers each job with its
-lines only when they differ from every job of that schedd's last answer, else with the
-index of the job they equal there. It keeps each job it sent as a digest of its lines
-(BLAKE2b, 128 bits: 500,000 jobs in about 60 MB, where their lines took several
-hundred), which two different jobs share with a chance of about 1 in 10^27 per pass at
-a million jobs, and which no job ad can be written to share with another (finding
-such a pair is a 2^64-step search). The loop (`KnownJobs`) puts the answer back
-together from the lines it holds, each unchanged job as the very same list, and keeps
-for the next pass each job's texts (`text_ads_of_lines` rows) and the snapshot file
-they were written to: a job seen before is not split into texts again, and a schedd
-whose jobs are all unchanged has its jobs file linked, not written.
+cycles). So each answer carries, beside the jobs, a 16-byte digest of each job's lines
+(BLAKE2b, 128 bits), which the loop keeps and hands back with its next request; the
+worker answers each job with its lines only when its digest is none of that schedd's
+jobs' in the answer the loop holds, else with the index of the job it equals there
+(`delta`). The worker keeps nothing from one request to the next (at 500,000 jobs it
+held several hundred MB between passes, beside the loop's own peak); the loop keeps 16
+bytes a job. Two different jobs share a digest with a chance of about 1 in 10^27 per
+pass at a million jobs, and no job ad can be written to share another's (finding such
+a pair is a 2^64-step search).
+
+The loop (`KnownJobs`) puts the answer back together from the lines it holds, each
+unchanged job as the very same list, and keeps for the next pass each job's texts
+(`text_ads_of_lines` rows) and the snapshot file they were written to: a job seen before
+is not split into texts again, and a schedd whose jobs are all unchanged has its jobs
+file linked, not written.
 
 An answer names the answer it builds on (`base`) and the loop takes it only when that is
-the one it holds (`take`): a worker started again, or an answer the loop did not take,
-means a whole answer, never a wrong one. Whatever the loop keeps of a pass (texts, file)
-is kept under that pass's answer and used only by the answer built on it.
+the one it holds (`take`): an answer built on another means a whole answer next, never a
+wrong one. Whatever the loop keeps of a pass (texts, file) is kept under that pass's
+answer and used only by the answer built on it.
 """
 
 from __future__ import annotations
@@ -33,38 +37,41 @@ from pathlib import Path
 @dataclass
 class Delta:
     """One answer of the worker: each schedd's jobs as lines or indexes into that
-    schedd's jobs in answer `base` (None: every job as lines)."""
+    schedd's jobs in answer `base` (None: every job as lines), and each job's digest."""
     token: str
     base: str | None
     jobs: list                      # (schedd, [lines | index, ...]), in the schedd's order
+    digests: dict = field(default_factory=dict)     # schedd -> 16 bytes a job, in order
 
 
-class Sent:
-    """The worker's side: what it sent last, to answer the next request against."""
+def delta(jobs: list, have: str | None, held: dict | None) -> Delta:
+    """The worker's answer: `jobs` ((schedd, each job's lines)) against the answer `have`
+    whose digests the loop holds (`held`: schedd -> 16 bytes a job, as an answer gives
+    them); whole without them."""
+    if have is None or not isinstance(held, dict):
+        have, held = None, {}
+    out, digests = [], {}
+    for name, lines in jobs:
+        blob = held.get(name)
+        before = (dict(zip(_chunks(blob), range(len(blob) // DIGEST_SIZE)))
+                  if isinstance(blob, bytes) and len(blob) % DIGEST_SIZE == 0 else {})
+        get = before.get
+        coded, mine = [], []
+        for ad in lines:
+            key = digest(ad)
+            mine.append(key)
+            j = get(key)
+            coded.append(ad if j is None else j)
+        out.append((name, coded))
+        digests[name] = b"".join(mine)
+    return Delta(uuid.uuid4().hex, have, out, digests)
 
-    def __init__(self):
-        self.token: str | None = None
-        self._index: dict[str, dict[bytes, int]] = {}
 
-    def delta(self, jobs: list, have: str | None) -> Delta:
-        """`jobs` ((schedd, each job's lines)) against the last answer sent, when `have`
-        (what the loop holds) is that answer; else whole."""
-        last = self._index if have is not None and have == self.token else None
-        self._index = {}                # the last answer's index is of no use past here
-        out, index = [], {}
-        for name, lines in jobs:
-            before = last.get(name) if last is not None else None
-            mine: dict[bytes, int] = {}
-            coded = []
-            for i, ad in enumerate(lines):
-                key = digest(ad)
-                mine.setdefault(key, i)
-                j = before.get(key) if before is not None else None
-                coded.append(ad if j is None else j)
-            index[name] = mine
-            out.append((name, coded))
-        self.token, self._index = uuid.uuid4().hex, index
-        return Delta(self.token, have if last is not None else None, out)
+DIGEST_SIZE = 16
+
+
+def _chunks(blob: bytes) -> list[bytes]:
+    return [blob[i:i + DIGEST_SIZE] for i in range(0, len(blob), DIGEST_SIZE)]
 
 
 def digest(lines: list[str]) -> bytes:
@@ -73,10 +80,7 @@ def digest(lines: list[str]) -> bytes:
     the job's text in its jobs file, and two jobs share it only when their lines are
     the same."""
     return hashlib.blake2b("\n".join(lines).encode("utf-8", "surrogatepass"),
-                           digest_size=16).digest()
-
-
-SENT = Sent()                       # a worker process's own
+                           digest_size=DIGEST_SIZE).digest()
 
 
 @dataclass
@@ -95,6 +99,7 @@ class KnownJobs:
     passes since worked out of them."""
     token: str | None = None
     jobs: dict = field(default_factory=dict)          # schedd -> each job's lines
+    digests: dict = field(default_factory=dict)       # schedd -> its jobs' digests
     base: str | None = None                           # this pass's answer built on
     reuse: dict = field(default_factory=dict)         # schedd -> index in last, or None
     kept: dict = field(default_factory=dict)          # (schedd, answer) -> _Kept
@@ -125,8 +130,10 @@ class KnownJobs:
                 reuse[name] = where
         except (TypeError, ValueError):
             return None
+        digests = delta.digests if isinstance(delta.digests, dict) else {}
         self.base, self.taken = delta.base, True
         self.token, self.jobs, self.reuse = delta.token, dict(jobs), reuse
+        self.digests = {name: digests.get(name, b"") for name in self.jobs}
         # what was kept under other answers than the one this builds on serves no later one
         self.kept = {k: v for k, v in self.kept.items() if k[1] == delta.base}
         return jobs

@@ -104,7 +104,7 @@ from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
-from .job_delta import SENT, KnownJobs
+from .job_delta import KnownJobs, delta as jobs_delta
 from .remote_knobs import _KNOB_NAME, select_policy_knobs, select_schedd_knobs
 from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
@@ -490,7 +490,7 @@ class _SchedsBeside:
                 self._known = KnownJobs()
             self._child = worker.submit(f"{__name__}:query_schedds_in_worker", pool,
                                         self._projection, self._kept, timeout,
-                                        self._known.token)
+                                        self._known.token, self._known.digests)
             return
         child = Beside(_query_schedds_alone, htcondor, pool, self._projection, self._kept)
         if child.pid is not None:
@@ -526,14 +526,15 @@ class _SchedsBeside:
 
 
 def query_schedds_in_worker(pool, projection: list[str], kept: list[str] | None,
-                            timeout: int, have: str | None = None):
+                            timeout: int, have: str | None = None,
+                            held: dict | None = None):
     """`_query_schedds_alone` in a loop's worker process (adapters/worker.py), with the
-    capture's client timeouts; the jobs as a job_delta.Delta against the worker's last
-    answer, when `have` (what the loop holds) is that answer."""
+    capture's client timeouts; the jobs as a job_delta.Delta against the answer `have`
+    the loop holds, whose digests it sends back (`held`)."""
     import htcondor2
     with _client_timeouts(htcondor2, timeout):
         jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept)
-    return (SENT.delta(jobs, have), *rest)
+    return (jobs_delta(jobs, have, held), *rest)
 
 
 def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] | None):
