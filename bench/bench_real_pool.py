@@ -375,6 +375,9 @@ def timed(self, *a, **kw):
     except (AttributeError, OSError, StopIteration, ValueError):
         hwm = 0
     print("BENCHWORKER", n, hwm, file=sys.stderr, flush=True)
+    # what it holds once the pass is over (between its answers)
+    print("BENCHWORKERNOW", n, rss(proc.pid) if proc is not None else 0, file=sys.stderr,
+          flush=True)
     done[0] = n
     if n >= passes:
         os.kill(os.getpid(), signal.SIGTERM)      # the loop's own stop: ends after this pass
@@ -451,8 +454,11 @@ def shadow_loop(pool: LivePool, work: Path, ads: list[str], share: float) -> dic
     worker = [int(m.group(1)) for m in re.finditer(r"^BENCHWORKER \d+ (\d+)$", err, re.M)]
     together = {int(m.group(1)): round(int(m.group(2)) / 1024) for m in re.finditer(
         r"^BENCHTOGETHER (\d+) (\d+)$", err, re.M)}
+    worker_now = {int(m.group(1)): round(int(m.group(2)) / 1024) for m in re.finditer(
+        r"^BENCHWORKERNOW (\d+) (\d+)$", err, re.M)}
     for n, p in enumerate(passes, start=1):
         p["with_worker_mib"] = together.get(n)
+        p["worker_after_mib"] = worker_now.get(n)
     return {"passes": passes, "churn_share": share, **between,
             "worker_peak_mib": round(max(worker) / 1024) if worker else None}
 
@@ -559,7 +565,8 @@ def show(report: dict) -> None:
             print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
                   f"{p['capture_s']} s, cycle {p['cycle_s']} s), process peak "
                   f"{p['peak_rss_mib']} MiB (with its worker, at once: "
-                  f"{p.get('with_worker_mib')} MiB), {p['our_matches']} matches, "
+                  f"{p.get('with_worker_mib')} MiB; the worker after the pass: "
+                  f"{p.get('worker_after_mib')} MiB), {p['our_matches']} matches, "
                   f"{p['status']}; slots fetched {f.get('fetched')}, kept {f.get('kept')}; every match "
                   f"as from its files: {(p.get('same_as_from_files') or {}).get('identical')}"
                   + (f"; compared: real {p['comparison']['real_matches']}, ours "
