@@ -352,12 +352,11 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
         view = AdView(ad, texts, values)
         if trimmed(view, usage, cfg, now):
             continue
+        pslot = classads.as_bool(view.value("PartitionableSlot")) is True
         # (only a partitionable slot has a policy: the others' ads are not asked)
-        cp = (classads.as_bool(view.value("PartitionableSlot")) is True
-              and consumption.supports_policy(ad))
+        cp = pslot and consumption.supports_policy(ad)
         shared = pool.shared_slot_ads
-        if cp or (shared and rolled_up and classads.as_bool(
-                view.value("PartitionableSlot")) is True):
+        if cp or (shared and rolled_up and pslot):
             # its assets change during the cycle; a kept p-slot's too, when its dynamic
             # slots' preemption is modelled (core.pslot_preemption changes its ad)
             ad = classads.copy_ad(ad)
@@ -372,7 +371,6 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
         if cp:
             n = classads.eval_number(ad, "NumClaims")
             claims = int(n) if n is not None else int(math.ceil(classads.eval_number(ad, "Cpus") or 0))
-        pslot = classads.as_bool(view.value("PartitionableSlot")) is True
         schedd = view.value("RemoteScheddName") if pslot else None
         slot = Slot(index=i, ad=ad, name=usage.name, weight=usage.weight, usage=usage,
                     partitionable=pslot, cp=cp,

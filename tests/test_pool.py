@@ -8,7 +8,7 @@ import pytest
 from negotiator_ext.cli import main
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
-from poolmaker import DOMAIN, job, make_pool, slot, submitters_for
+from poolmaker import DOMAIN, Expr, job, make_pool, slot, submitters_for
 
 
 def test_submitter_ads_need_a_valid_name_and_a_schedd_address(tmp_path):
@@ -61,3 +61,27 @@ def test_knobs_not_modelled_are_announced(tmp_path, line, knob):
     d = make_pool(tmp_path / "off", slots=[slot("slot1@a")], jobs=[job(1, 0, "alice")],
                   config="NEGOTIATOR_CONSIDER_PREEMPTION = True")
     assert not any("not modelled" in w for w in load_pool(d).warnings)
+
+
+def test_the_pools_size_is_each_slots_pie_weight_and_effective_size(tmp_path):
+    """Step 8 from build_pool's per-slot figures (kept with a loop's kept ads): a pie
+    weight is SlotWeight x GhostMultiplier, a p-slot counts its Cpus, any other slot 1;
+    the same from a slot memo, and with NEGOTIATOR_SLOT_POOLSIZE_CONSTRAINT the ads are
+    asked again."""
+    import dataclasses
+
+    from negotiator_ext.pool import build_pool
+    slots = [slot("slot1@a.test.local", Cpus=2, SlotWeight=Expr("Cpus"), GhostMultiplier=3),
+             slot("slot1@b.test.local", Cpus=8, SlotWeight=Expr("Cpus"), PartitionableSlot=True),
+             slot("slot1@c.test.local")]
+    make_pool(tmp_path / "p", slots=slots, jobs=[job(1, 0, "a")])
+    pool = load_pool(tmp_path / "p")
+    assert pool.pie_weights == (6.0, 8.0, 1.0) and pool.effective_sizes == (1.0, 8.0, 1.0)
+    assert pool.pool_sizes() == (3, 15.0, 10.0)
+    memos = tuple({} for _ in pool.snapshot.slots)
+    kept = dataclasses.replace(pool.snapshot, slot_memos=memos)
+    for _ in range(2):                                  # worked out, then from the memo
+        again = build_pool(kept, pool.config)
+        assert (again.pie_weights, again.pool_sizes()) == (pool.pie_weights, (3, 15.0, 10.0))
+    narrow = dataclasses.replace(pool.config, slot_poolsize_constraint="Cpus < 8")
+    assert build_pool(kept, narrow).pool_sizes() == (2, 7.0, 2.0)

@@ -107,10 +107,11 @@ class _Traced:
 
 def remote_main(alarm: int, schedd: bool = False) -> int:
     """`--remote SECONDS`: read the policy knobs of the daemon whose location ad (ClassAd
-    text) is on stdin through htcondor2.RemoteParam, as `remote_knobs.select_policy_knobs` selects
-    them, and print JSON lines: {"listed": N} once the daemon has listed its knob names,
-    {"reading": NAME, "at": EPOCH} before each value is fetched, and at the end
-    {"knobs": {...}}, or {"error": TEXT} (exit status 1). With `schedd`, the knobs are
+    text) is on stdin through htcondor2.RemoteParam, as
+    `remote_knobs.select_policy_knobs` selects them, and print JSON lines: {"listed": N}
+    once the daemon has listed its knob names, {"reading": NAME, "at": EPOCH} before each
+    value is fetched, and at the end {"knobs": {...}}, or {"error": TEXT} (exit status
+    1). With `schedd`, the knobs are
     the schedd's limits (`remote_knobs.select_schedd_knobs`).
 
     The bindings wait for a daemon's answer inside C++ code with the interpreter lock

@@ -8,9 +8,9 @@ worker answers each job with its lines only when its digest is none of that sche
 jobs' in the answer the loop holds, else with the index of the job it equals there
 (`delta`). The worker keeps nothing from one request to the next (keeping its last
 answer's jobs took it to 602 MiB at 500,000 jobs, beside the loop's own peak); the loop
-keeps 16 bytes a job. Two different jobs share a digest with a chance of about 1 in 10^27 per
-pass at a million jobs, and no job ad can be written to share another's (finding such
-a pair is a 2^64-step search).
+keeps 16 bytes a job. Two different jobs share a digest with a chance of about 1 in
+10^27 per pass at a million jobs, and no job ad can be written to share another's
+(finding such a pair is a 2^64-step search).
 
 The loop (`KnownJobs`) puts the answer back together from the lines it holds, each
 unchanged job as the very same list, and keeps for the next pass each job's texts
@@ -106,16 +106,17 @@ class KnownJobs:
     kept: dict = field(default_factory=dict)          # (schedd, answer) -> _Kept
     taken: bool = False                               # this pass's jobs are `jobs`
 
-    def take(self, delta) -> list | None:
-        """`delta`'s jobs as (schedd, each job's lines), unchanged jobs as the lists held;
+    def take(self, answer) -> list | None:
+        """`answer`'s jobs as (schedd, each job's lines), unchanged jobs as the lists held;
         None when it is not a Delta, builds on an answer not held, or names a job that
         is not there (the caller queries the schedds itself)."""
-        if not isinstance(delta, Delta) or (delta.base is not None and delta.base != self.token):
+        if not isinstance(answer, Delta) or (answer.base is not None
+                                             and answer.base != self.token):
             return None
-        held = self.jobs if delta.base is not None else {}
+        held = self.jobs if answer.base is not None else {}
         jobs, reuse = [], {}
         try:
-            for name, coded in delta.jobs:
+            for name, coded in answer.jobs:
                 before = held.get(name, ())
                 lines, where = [], []
                 for x in coded:
@@ -131,12 +132,12 @@ class KnownJobs:
                 reuse[name] = where
         except (TypeError, ValueError):
             return None
-        digests = delta.digests if isinstance(delta.digests, dict) else {}
-        self.base, self.taken = delta.base, True
-        self.token, self.jobs, self.reuse = delta.token, dict(jobs), reuse
+        digests = answer.digests if isinstance(answer.digests, dict) else {}
+        self.base, self.taken = answer.base, True
+        self.token, self.jobs, self.reuse = answer.token, dict(jobs), reuse
         self.digests = {name: digests.get(name, b"") for name in self.jobs}
         # what was kept under other answers than the one this builds on serves no later one
-        self.kept = {k: v for k, v in self.kept.items() if k[1] == delta.base}
+        self.kept = {k: v for k, v in self.kept.items() if k[1] == answer.base}
         return jobs
 
     def not_taken(self) -> None:

@@ -369,8 +369,7 @@ def _row_of(obj: Any) -> dict[str, Any]:
     if fields is None:
         fields = _FIELD_KINDS[type(obj)] = tuple(
             (f.name, _kind(f.type)) for f in dataclasses.fields(obj))
-    return {name: (value if kind == "plain" else _encode(value, kind))
-            for name, kind in fields for value in (getattr(obj, name),)}
+    return {name: _encode(getattr(obj, name), kind) for name, kind in fields}
 
 
 # each record class's fields and how each is stored, worked out once (a pass writes

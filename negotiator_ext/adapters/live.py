@@ -105,7 +105,7 @@ from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
 from .job_delta import KnownJobs, delta as jobs_delta
-from .remote_knobs import _KNOB_NAME, select_policy_knobs, select_schedd_knobs
+from .remote_knobs import KNOB_NAME, select_policy_knobs, select_schedd_knobs
 from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
@@ -151,7 +151,7 @@ _SLOT_SCOPE_KNOBS = ("PREEMPTION_REQUIREMENTS", "PREEMPTION_RANK",
 _JOB_SCOPE_KNOBS = ("NEGOTIATOR_JOB_CONSTRAINT",)
 
 # Names HTCondor's config reads as the start of a statement even before "=" (knob names
-# it accepts: remote_knobs._KNOB_NAME).
+# it accepts: remote_knobs.KNOB_NAME).
 _CONFIG_KEYWORDS = frozenset({"if", "elif", "else", "endif"})
 
 # HTCondor's own client-side timeouts (seconds), set for the duration of a capture.
@@ -1128,7 +1128,7 @@ def format_config(knobs: Mapping[str, str], *, negotiator=None, pool: str | None
     backslash as its `\\xNN` (`\\uNNNN`) escape; a knob's value has its lines joined with
     spaces, its other control characters (but tabs) escaped the same way, and a trailing
     backslash (which would continue the line onto the next knob) escaped. A knob name
-    HTCondor's config would not read as one (see _KNOB_NAME) is a ValueError.
+    HTCondor's config would not read as one (see KNOB_NAME) is a ValueError.
     """
     who = "the negotiator"
     if negotiator is not None:
@@ -1148,7 +1148,7 @@ def format_config(knobs: Mapping[str, str], *, negotiator=None, pool: str | None
         "",
     ]
     for name in sorted(knobs, key=str.upper):
-        if not _KNOB_NAME.fullmatch(name) or name.lower() in _CONFIG_KEYWORDS:
+        if not KNOB_NAME.fullmatch(name) or name.lower() in _CONFIG_KEYWORDS:
             raise ValueError(f"not a knob name HTCondor's config can hold: {name!r}")
         v = _config_value(knobs[name])
         lines.append(f"{name} = {v}" if v else f"{name} =")

@@ -359,7 +359,9 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
             events.append((t, m["kind"]))
             if m["kind"] == "Started" and t < since:
                 return True
-        budget[0] = left - (f.seek(0, os.SEEK_END) + 1)    # all of it read
+        # read to its start, or past the budget: the file's bytes count whole, as
+        # line by line (a line and its newline each, the first without one)
+        budget[0] = left - (f.seek(0, os.SEEK_END) + 1)
         return False
 
     try:

@@ -38,7 +38,7 @@ _SUBSYS = "NEGOTIATOR."
 REMOTE_PARAM_UNDEFINED = "Not defined"
 
 # A knob name HTCondor's config accepts (is_valid_param_name: letters, digits, "_./").
-_KNOB_NAME = re.compile(r"[A-Za-z0-9_./]+")
+KNOB_NAME = re.compile(r"[A-Za-z0-9_./]+")
 
 
 def is_policy_knob(name: str) -> bool:
@@ -127,7 +127,7 @@ def _listed(remote: Mapping[str, Any]) -> dict[str, str]:
     spells them; names HTCondor's config would not accept are left out."""
     names: dict[str, str] = {}
     for key in remote.keys():
-        if key and _KNOB_NAME.fullmatch(key) and key.upper() not in names:
+        if key and KNOB_NAME.fullmatch(key) and key.upper() not in names:
             names[key.upper()] = key
     return names
 
