@@ -337,10 +337,10 @@ from negotiator_ext import shadow
 work, passes = Path(sys.argv[1]), int(sys.argv[2])
 real = shadow.ShadowLoop.run_pass
 done = [0]
-def rss(pid):
+def status(pid, field="VmRSS"):    # a process's memory figure (kB), 0 if none
     try:
         with open(f"/proc/{pid}/status") as f:
-            return next(int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:"))
+            return next(int(ln.split()[1]) for ln in f if ln.startswith(field + ":"))
     except (OSError, StopIteration, ValueError):
         return 0
 # the loop's and its worker's resident memory together, sampled every 20 ms during a
@@ -350,7 +350,7 @@ def sample():
     while True:
         if together[2]:
             w = together[1]
-            together[0] = max(together[0], rss(os.getpid()) + (rss(w) if w else 0))
+            together[0] = max(together[0], status(os.getpid()) + (status(w) if w else 0))
         time.sleep(0.02)
 threading.Thread(target=sample, daemon=True).start()
 def timed(self, *a, **kw):
@@ -367,17 +367,11 @@ def timed(self, *a, **kw):
     print("BENCHPASS", n, time.monotonic() - t,
           resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr, flush=True)
     print("BENCHTOGETHER", n, together[0], file=sys.stderr, flush=True)
-    # the loop's worker process (adapters/worker.py): its own peak so far (kB)
-    proc = getattr(getattr(self, "worker", None), "_proc", None)
-    try:
-        with open(f"/proc/{proc.pid}/status") as f:
-            hwm = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:"))
-    except (AttributeError, OSError, StopIteration, ValueError):
-        hwm = 0
-    print("BENCHWORKER", n, hwm, file=sys.stderr, flush=True)
-    # what it holds once the pass is over (between its answers)
-    print("BENCHWORKERNOW", n, rss(proc.pid) if proc is not None else 0, file=sys.stderr,
-          flush=True)
+    # the loop's worker process (adapters/worker.py): its own peak so far, and what it
+    # holds once the pass is over (between its answers)
+    w = together[1]
+    print("BENCHWORKER", n, status(w, "VmHWM") if w else 0, file=sys.stderr, flush=True)
+    print("BENCHWORKERNOW", n, status(w) if w else 0, file=sys.stderr, flush=True)
     done[0] = n
     if n >= passes:
         os.kill(os.getpid(), signal.SIGTERM)      # the loop's own stop: ends after this pass
@@ -567,8 +561,8 @@ def show(report: dict) -> None:
                   f"{p['peak_rss_mib']} MiB (with its worker, at once: "
                   f"{p.get('with_worker_mib')} MiB; the worker after the pass: "
                   f"{p.get('worker_after_mib')} MiB), {p['our_matches']} matches, "
-                  f"{p['status']}; slots fetched {f.get('fetched')}, kept {f.get('kept')}; every match "
-                  f"as from its files: {(p.get('same_as_from_files') or {}).get('identical')}"
+                  f"{p['status']}; slots fetched {f.get('fetched')}, kept {f.get('kept')}; "
+                  f"every match as from its files: {(p.get('same_as_from_files') or {}).get('identical')}"
                   + (f"; compared: real {p['comparison']['real_matches']}, ours "
                      f"{p['comparison']['shadow_matches']}, count agreement "
                      f"{p['comparison']['count_agreement']}, "

@@ -99,8 +99,9 @@ def _rss_kib(pid: int) -> int:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc")
 def test_the_worker_gives_back_what_an_answer_used(worker):
-    # between passes the worker holds only what it keeps for its next answer: the
-    # loop's cycle, its own peak, runs then (at 100,000 slots, beside 3.8 GiB)
+    # between passes the worker holds nothing of its last answer (job_delta: the loop
+    # keeps the jobs' digests): the loop's cycle, its own peak, runs then (at 100,000
+    # slots, beside 3.8 GiB)
     pid = worker.submit(PID).result()
     before = _rss_kib(pid)
     lines = [f"Attr{i} = {i}" for i in range(2_000_000)]   # about 200 MB in the worker
