@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from itertools import repeat
 from operator import is_not
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,7 +224,10 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
 
     clock.lap("slots")
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
+    memos = pool.slot_memos
     for s in slots:
+        if memos:
+            s.memo = memos[s.index]
         matcher.scan_slot(s)
 
     clock.lap("slot_reach")
@@ -340,54 +344,79 @@ def _time_limits(neg: Negotiation) -> dict | None:
 def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
     """The slots the matchmaker sees: the fetched slot ads less the trimmed ones (2.2
     step 9) and the consumption-policy p-slots with no claim left; a p-slot with a
-    consumption policy is a copy (its assets change during the cycle)."""
+    consumption policy is a copy (its assets change during the cycle). What this reads
+    of a kept slot ad (a shadow loop's: `Pool.slot_memos`) is kept in its memo for the
+    next pass."""
     cfg = pool.config
     slots: list[Slot] = []
     slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
     rolled_up = pslot_preemption_modelled(cfg)
     values = TextValues()           # the slots' literal texts, each evaluated once
-    for i, (ad, usage, row) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows)):
+    # what is read here depends on the ad and these knobs alone (the shutdown test reads
+    # the clock: nothing is kept with it)
+    memo_key = (("candidate", cfg.consider_preemption, cfg.consider_early_preemption,
+                 cfg.match_working_cm_slots, rolled_up)
+                if pool.slot_memos and cfg.trim_shutdown_threshold <= 0 else None)
+    memos = pool.slot_memos if memo_key is not None else repeat(None)
+    shared = pool.shared_slot_ads
+    facts: dict = {}                # one tuple of each kept (most slots' are alike)
+    for i, (ad, usage, row, memo) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows,
+                                                   memos)):
         texts = dict(row) if row is not None else None
-        # the ad as fetched, read through its texts (AdView) until a copy replaces it
-        view = AdView(ad, texts, values)
-        if trimmed(view, usage, cfg, now):
+        got = memo.get(memo_key) if memo is not None else None
+        if got is None:
+            got = _slot_facts(AdView(ad, texts, values), ad, usage, cfg, now, rolled_up)
+            if memo is not None:
+                got = memo[memo_key] = facts.setdefault(got, got)
+        if got is _TRIMMED:
             continue
-        pslot = classads.as_bool(view.value("PartitionableSlot")) is True
-        # (only a partitionable slot has a policy: the others' ads are not asked)
-        cp = pslot and consumption.supports_policy(ad)
-        shared = pool.shared_slot_ads
+        pslot, cp, holder, schedd, rolled = got
+        own = shared
         if cp or (shared and rolled_up and pslot):
             # its assets change during the cycle; a kept p-slot's too, when its dynamic
             # slots' preemption is modelled (core.pslot_preemption changes its ad)
             ad = classads.copy_ad(ad)
-            shared = False
+            own = False
+        claims = 1
         if cp:
             if uses_negotiator_slot_weight(ad, cfg):
                 # obtainAdsFromCollector inserts SLOT_WEIGHT: the match cost is its drop
                 ad["SlotWeight"] = classads.parse_expr(cfg.slot_weight)
-            view = AdView(ad, None, None)
-        holder = current_user(view)
-        claims = 1
-        if cp:
             n = classads.eval_number(ad, "NumClaims")
             claims = int(n) if n is not None else int(math.ceil(classads.eval_number(ad, "Cpus") or 0))
-        schedd = view.value("RemoteScheddName") if pslot else None
         slot = Slot(index=i, ad=ad, name=usage.name, weight=usage.weight, usage=usage,
                     partitionable=pslot, cp=cp,
                     current_user=holder if cfg.consider_preemption else None,
-                    usage_user=holder,
-                    claimer_schedd=schedd if isinstance(schedd, str) else None,
-                    claims_left=max(claims, 0) if cp else 1, shared=shared)
+                    usage_user=holder, claimer_schedd=schedd,
+                    claims_left=max(claims, 0) if cp else 1, shared=own)
         if cp and slot.claims_left <= 0:
             continue
         if texts is not None and not cp:
             slot.texts = texts            # (a p-slot with a policy reads its own copy)
-        if rolled_up and classads.as_bool(view.value("DynamicSlot")) is True and \
-                classads.as_bool(view.value("PSlotRollupInformation")) is True:
+        if rolled:
             # ALLOW_PSLOT_PREEMPTION: its p-slot stands for it (core.pslot_preemption)
             slot.removed = slot.rolled_up = True
         slots.append(slot)
     return slots
+
+
+_TRIMMED = "trimmed"
+
+
+def _slot_facts(view: AdView, ad, usage, cfg, now, rolled_up: bool):
+    """What `_candidate_slots` reads of a slot ad: _TRIMMED, or (partitionable, has a
+    consumption policy, who holds it, the schedd that claimed it (a p-slot's), rolled
+    up into its p-slot)."""
+    if trimmed(view, usage, cfg, now):
+        return _TRIMMED
+    pslot = classads.as_bool(view.value("PartitionableSlot")) is True
+    # (only a partitionable slot has a policy: the others' ads are not asked)
+    cp = pslot and consumption.supports_policy(ad)
+    schedd = view.value("RemoteScheddName") if pslot else None
+    rolled = rolled_up and classads.as_bool(view.value("DynamicSlot")) is True and \
+        classads.as_bool(view.value("PSlotRollupInformation")) is True
+    return (pslot, cp, current_user(view), schedd if isinstance(schedd, str) else None,
+            rolled)
 
 
 def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,

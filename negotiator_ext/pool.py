@@ -66,6 +66,9 @@ class Pool:
     # the slot ads are the caller's, kept for later (a shadow loop's slot cache): the
     # cycle copies an ad before it writes into it
     shared_slot_ads: bool = False
+    # each slot's memo (a shadow loop's kept slot ads: slot_cache), in which the cycle
+    # keeps what it works out of the ad alone from one pass to the next; empty: none
+    slot_memos: tuple = ()
 
     def schedds(self) -> Schedds:
         """The schedds' limits, with one cycle's counts (the job files' running jobs are
@@ -333,7 +336,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     groups = GroupTree(config)
     warnings = list(warnings or ()) + config_warnings(config, groups)
 
-    ads, slots, texts, pies, effective = [], [], [], [], []
+    ads, slots, texts, pies, effective, kept = [], [], [], [], [], []
     rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)
     # a shadow loop's kept slot ads: what is worked out of an ad alone is kept with it
     key = _slot_memo_key(config) if snap.slot_memos is not None else None
@@ -361,6 +364,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
         slots.append(usage)
         pies.append(size[0])
         effective.append(size[1])
+        kept.append(memo)
 
     _check_submitters(snap)
     if snap.accounting is not None:
@@ -374,7 +378,8 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
                 slots=tuple(slots), accountant=state, warnings=tuple(warnings),
                 slot_texts=tuple(texts), schedd_default=default, schedd_limits=by_name,
                 shared_slot_ads=snap.slots_shared, pie_weights=tuple(pies),
-                effective_sizes=tuple(effective))
+                effective_sizes=tuple(effective),
+                slot_memos=tuple(kept) if key is not None else ())
 
 
 def _slot_memo_key(config: NegotiatorConfig) -> tuple | None:

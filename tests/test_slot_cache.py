@@ -309,6 +309,9 @@ def test_every_pass_equals_a_whole_query(tmp_path_factory, steps):
 # -- the cycle leaves a kept ad as it came ------------------------------------------------
 
 from conftest import unpack_recording  # noqa: E402
+from negotiator_ext.cycle import run_cycle  # noqa: E402
+from negotiator_ext.pool import load_pool  # noqa: E402
+from poolmaker import Expr, job, make_pool, slot  # noqa: E402
 
 RULES = Path(__file__).parent / "data" / "rules"
 
@@ -468,3 +471,103 @@ def test_a_line_too_large_is_refused_when_a_loop_first_sees_it():
     deep = "B = " + " + ".join(["1"] * (MAX_EXPR_OPERATORS + 10))
     with pytest.raises(InputError, match="jobs.ads"):
         text_ads_of_lines([["A = 1"], [deep]], "jobs.ads", TextStore(), earlier=known)
+
+
+def _decisions(pool) -> str:
+    import json
+
+    got = run_cycle(pool).to_json()
+    got.pop("timings", None)
+    return json.dumps(got, sort_keys=True, default=str)
+
+
+def _kept_pool(pool, memos, config=None, jobs_of=None):
+    """`pool`'s slot ads as a loop keeps them (shared, with `memos`), under `config`
+    (default the pool's), with the jobs (and submitters) of `jobs_of` (default its own)."""
+    import dataclasses
+
+    from negotiator_ext.pool import build_pool
+    snap = dataclasses.replace(pool.snapshot, slots_shared=True, slot_memos=memos)
+    if jobs_of is not None:
+        other = jobs_of.snapshot
+        snap = dataclasses.replace(snap, jobs=other.jobs, submitters=other.submitters,
+                                   meta=other.meta)
+    return build_pool(snap, config or pool.config)
+
+
+def test_what_the_cycle_keeps_in_a_slots_memo_changes_no_decision(tmp_path):
+    """The cycle keeps what it reads of a kept slot ad (trimming, the slot's flags and
+    holder, what its expressions reach, its class key and static ranks) in the slot's
+    memo: pass after pass on the same ads, every decision is the one a cycle without
+    memos makes, where the cycle writes into slot ads (claimed slots' figures, match
+    expressions, consumption policies, rolled-up dynamic slots) and where it does not."""
+    import dataclasses
+
+    pools = list(_pools(tmp_path)) + [
+        (name, load_pool(FIXTURES / name))
+        for name in ("hgq_static_30slots", "pie_three_submitters")] + [
+        (rule, load_pool(unpack_recording(RULES / f"{rule}.tar.gz", tmp_path)))
+        for rule in ("ignore_job_ranks", "trim_shutdown")]
+    used = 0
+    for name, pool in pools:
+        plain = _decisions(_kept_pool(pool, None))
+        memos = tuple({} for _ in pool.snapshot.slots)
+        for _ in range(3):                       # filled, then read twice
+            assert _decisions(_kept_pool(pool, memos)) == plain, name
+        used += sum(any(str(k).startswith("matcher-") for k in m) for m in memos)
+        # a claimed slot whose current user's figures the cycle writes keeps no matcher
+        # memo (its texts change from cycle to cycle)
+        if name == "preempt_priority":
+            kept = {s.name for s, m in zip(pool.slots, memos)
+                    if any(str(k).startswith("matcher-") for k in m)}
+            claimed = {s.name for s in pool.slots if s.state == "Claimed"}
+            assert claimed and not kept & claimed
+        assert dataclasses.replace(pool.snapshot, slot_memos=None).slot_memos is None
+    assert used > 0
+
+
+def test_a_slots_memo_under_another_config_or_other_jobs_is_worked_out_again(tmp_path):
+    """What a memo keeps depends on the config's expressions and on which slot names
+    the jobs' attributes make job-dependent: memos filled under one config, or with one
+    queue, serve another config or another queue with that one's decisions."""
+    import dataclasses
+
+    pool = load_pool(FIXTURES / "preempt_priority")
+    memos = tuple({} for _ in pool.snapshot.slots)
+    _decisions(_kept_pool(pool, memos))
+    for change in (dict(pre_job_rank="Memory"), dict(post_job_rank="0 - SlotID"),
+                   dict(preemption_requirements="True"), dict(preemption_rank="SlotID"),
+                   dict(consider_preemption=False)):
+        config = dataclasses.replace(pool.config, **change)
+        assert _decisions(_kept_pool(pool, memos, config)) == \
+            _decisions(_kept_pool(pool, None, config)), change
+
+    # unclaimed slots alike but for MyBonus: a rank that reads it tells them apart, one
+    # that reads Memory does not
+    slots = [slot(f"slot{i}@n{i}.test.local", MyBonus=i) for i in range(1, 5)]
+    bonus = load_pool(make_pool(tmp_path / "bonus", slots=slots, jobs=[job(1, 0, "a")],
+                                config="NEGOTIATOR_PRE_JOB_RANK = Memory"))
+    memos = tuple({} for _ in bonus.snapshot.slots)
+    for change, best in ((dict(), "slot1"), (dict(pre_job_rank="MyBonus"), "slot4"),
+                         (dict(pre_job_rank=None, post_job_rank="MyBonus"), "slot4"),
+                         (dict(), "slot1")):
+        config = dataclasses.replace(bonus.config, **change)
+        got = run_cycle(_kept_pool(bonus, memos, config))
+        assert [m.slot.split("@")[0] for m in got.matches] == [best], change
+
+    # NEGOTIATOR_PRE_JOB_RANK reads Boost, which no slot has: with jobs that lack it
+    # the rank is the slot's own (kept in its memo), with jobs that have it the job's;
+    # the same kept slots, the two queues in turn
+    slots = [slot(f"slot{i}@n{i}.test.local", Memory=1024 * i) for i in range(1, 5)]
+    config = "NEGOTIATOR_PRE_JOB_RANK = ifThenElse(Boost =?= True, 0 - Memory, Memory)"
+    plain = load_pool(make_pool(tmp_path / "plain", slots=slots, jobs=[job(1, 0, "a")],
+                                config=config))
+    boost = load_pool(make_pool(tmp_path / "boost", slots=slots, config=config,
+                                jobs=[job(1, 0, "a", Boost=True)]))
+    memos = tuple({} for _ in plain.snapshot.slots)
+    for jobs_of, best in ((boost, "slot1"), (plain, "slot4"), (boost, "slot1"),
+                          (plain, "slot4")):
+        kept = _kept_pool(plain, memos, jobs_of=jobs_of)
+        assert _decisions(kept) == _decisions(_kept_pool(plain, None, jobs_of=jobs_of))
+        assert [m.slot.split("@")[0] for m in run_cycle(
+            _kept_pool(plain, memos, jobs_of=jobs_of)).matches] == [best]

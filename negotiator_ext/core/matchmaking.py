@@ -104,6 +104,10 @@ class Slot:
     spent: set = field(default_factory=set)
     preempt: Any = None
     preempt_weight: float = 0.0
+    # the slot's memo, kept with its ad from pass to pass (a shadow loop's kept slot
+    # ads, `Pool.slot_memos`), where the matcher keeps what the ad's own texts give
+    # (scan_slot, profile_slot); None: nothing kept
+    memo: dict | None = None
 
 
 @dataclass(eq=False)
@@ -495,6 +499,7 @@ class Matcher:
         self._slot_fams: dict[tuple, tuple] = {}    # scan_slot: shared per-slot families
         self._plans: dict[tuple, tuple] = {}        # profile_slot: per shared families
         self._uniform_names: dict[str, bool] = {}
+        self._plain_texts: list[dict] | None = None
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
         self.job_rank = parse("MY.Rank")
@@ -516,6 +521,11 @@ class Matcher:
         self._changed: list[Slot] = []
         self._pslot_failed: set[tuple] = set()
         # the slot-side expressions, each with the names it mentions (4.5, 4.6, 4.8)
+        # what scan_slot keeps in a slot's memo depends on these texts (and the ad)
+        self._memo_key = memo_token(("scan", config.pre_job_rank, config.post_job_rank,
+                                     config.preemption_requirements, config.preemption_rank,
+                                     tuple(sorted(config.match_exprs.items()))))
+        self._profiles: dict[tuple, tuple] = {}     # profile_slot: one of each kept
         self._families = [(fam, e, classads.names_in(e)) for fam, e in (
             ("req", self.req_expr), ("rankcond", self.rank_gt), ("pre", self.pre),
             ("post", self.post), ("preq", self.preq), ("prank", self.prank)) if e is not None]
@@ -639,23 +649,32 @@ class Matcher:
 
     def scan_slot(self, slot: Slot) -> None:
         """First pass over a slot: what its expressions reach, in it and outside it
-        (the outside names are looked up in the job)."""
+        (the outside names are looked up in the job). A slot's memo (`Slot.memo`) keeps
+        what its texts give from pass to pass, for a slot the cycle wrote nothing into
+        but the config's NEGOTIATOR_MATCH_EXPRS (no current user's figures, no
+        CurrentRank, no consumption policy): the others' memos are not used."""
         if not slot.texts:
             slot.texts = {n.lower(): t for n, t in classads.attribute_texts(slot.ad)}
+        memo = slot.memo
+        if memo is not None and (slot.cp or slot.live or "preemptingrank" in slot.texts):
+            memo = slot.memo = None
         get = slot.texts.get
-        fams = []
-        for fam, expr, names in self._families:
-            seen, outside = self._projector(names, self._seen_outside)(get)
-            fams.append((fam, expr, seen, outside))
+        key = memo.get(self._memo_key) if memo is not None else None
+        if key is None:
+            key = tuple(self._projector(names, self._seen_outside)(get)
+                        for _, _, names in self._families)
         # slots alike share one tuple (10,000 alike static slots: one), and the job
         # names it reaches are added once (the set only grows)
-        key = tuple((seen, outside) for _, _, seen, outside in fams)
         got = self._slot_fams.get(key)
         if got is None:
-            got = self._slot_fams[key] = tuple(fams)
-            for _, _, _, outside in got:
+            got = self._slot_fams[key] = (key, tuple(
+                (fam, expr, seen, outside)
+                for (fam, expr, _), (seen, outside) in zip(self._families, key)))
+            for _, outside in key:
                 self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
-        slot.fams = got
+        if memo is not None:
+            memo[self._memo_key] = got[0]
+        slot.fams = got[1]
         if slot.cp:
             # a consumption policy is evaluated against the request too (P3-P5): what it
             # reads of the job, and the Request<asset> it overrides, tell requests apart
@@ -671,26 +690,35 @@ class Matcher:
 
     def profile_slot(self, slot: Slot) -> None:
         """Second pass, once the jobs are known: the slot's class key and its static
-        (job-independent) ranks."""
+        (job-independent) ranks; what the slot's texts give under this plan is kept in
+        its memo (`scan_slot`)."""
         live = self.live_remote is not None and bool(slot.live)
         plan = self._plans.get((id(slot.fams), live, id(self.live_names)))
         if plan is None:
             plan = self._plan(slot.fams, live)
-        dependent, key_names, statics, rankcond, req_names, live_req = plan
-        static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
-        for fam, expr, seen in statics:
-            static[fam] = self._static(fam, expr, slot, seen)
-        if rankcond is not None:
-            slot.rank_static = (None if rankcond is _VARIES
-                                else self._static("rankcond", rankcond[0], slot,
-                                                  rankcond[1]) is True)
-        get = slot.texts.get
-        proj = tuple(zip(key_names, map(get, key_names)))
-        slot.req_id = self.intern(("req", tuple(zip(req_names, map(get, req_names)))))
+        dependent, key_names, statics, rankcond, req_names, live_req, memo_key = plan
+        memo = slot.memo
+        got = memo.get(memo_key) if memo is not None else None
+        if got is None:
+            static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
+            for fam, expr, seen in statics:
+                static[fam] = self._static(fam, expr, slot, seen)
+            rank_static = slot.rank_static
+            if rankcond is not None:
+                rank_static = (None if rankcond is _VARIES
+                               else self._static("rankcond", rankcond[0], slot,
+                                                 rankcond[1]) is True)
+            get = slot.texts.get
+            got = ((static["pre"], static["post"], static["prank"]), rank_static,
+                   tuple(map(get, key_names)), tuple(map(get, req_names)))
+            if memo is not None:
+                # alike slots' memos share one
+                got = memo[memo_key] = self._profiles.setdefault(got, got)
+        slot.static, slot.rank_static, proj, req = got
+        slot.req_id = self.intern(("req", req_names, req))
         slot.live_req = live_req
         slot.views = {}
-        slot.static = (static["pre"], static["post"], static["prank"])
-        slot.key = (dependent, proj, slot.weight, slot.current_user, slot.live,
+        slot.key = (dependent, key_names, proj, slot.weight, slot.current_user, slot.live,
                     slot.claimer_schedd, slot.partitionable,
                     ("cp", slot.index, slot.version) if slot.cp else None)
         slot.key_id = self.intern(("slot", slot.key))
@@ -719,8 +747,16 @@ class Matcher:
             elif fam in ("pre", "post", "prank"):
                 statics.append((fam, expr, seen))
         req_seen = next(seen for fam, _, seen, _ in fams if fam == "req")
-        plan = (tuple(dependent), tuple(sorted(key_names)), tuple(statics), rankcond,
-                tuple(sorted(req_seen)), live and not self.live_names.isdisjoint(req_seen))
+        key_names = tuple(sorted(key_names))
+        req_names = tuple(sorted(req_seen))
+        # what a slot's memo keeps under this plan (profile_slot) depends on these and
+        # on the config's expressions (scan_slot's memo key): a small token for them
+        memo_key = memo_token(("profile", self._memo_key, tuple(dependent), key_names,
+                               tuple((fam, seen) for fam, _, seen in statics),
+                               rankcond if rankcond in (None, _VARIES) else rankcond[1],
+                               req_names))
+        plan = (tuple(dependent), key_names, tuple(statics), rankcond, req_names,
+                live and not self.live_names.isdisjoint(req_seen), memo_key)
         # (keyed by the shared tuple's id: _slot_fams keeps every such tuple alive)
         self._plans[(id(fams), live, id(self.live_names))] = plan
         return plan
@@ -746,6 +782,7 @@ class Matcher:
     def build_classes(self, slots: list[Slot]) -> None:
         self.slots = slots
         self.partitions: dict[tuple, Partition] = {}
+        self._plain_texts: list[dict] | None = None     # _uniform: the non-CP slots' texts
 
     def release(self) -> None:
         """The cycle is over: break the reference cycles among its slots, their classes
@@ -817,7 +854,13 @@ class Matcher:
     def _uniform(self, name: str) -> bool:
         got = self._uniform_names.get(name)
         if got is None:
-            texts = {s.texts.get(name) for s in self.slots if not s.cp}
+            plain = self._plain_texts
+            if plain is None:
+                plain = self._plain_texts = [s.texts for s in self.slots if not s.cp]
+            # most names that tell slots apart do so among the first few slots
+            texts = {t.get(name) for t in plain[:64]}
+            if len(texts) <= 1:
+                texts = {t.get(name) for t in plain}
             got = len(texts) <= 1 and all(
                 t is None or not self.values.names(t) for t in texts) and not (
                 self.live_remote is not None and name in self.live_names)   # it changes
@@ -1268,6 +1311,20 @@ def symmetric_match(job, slot_ad, cp: bool) -> bool:
         consumption.restore_requested(job, restore)
 
 
+_MEMO_TOKENS: dict[tuple, str] = {}
+
+
+def memo_token(key: tuple) -> str:
+    """A short string standing for `key` in a slot's memo for as long as the process
+    lives (the same key, the same token): a memo is asked once a slot every pass, and a
+    small string hashes at once where a large tuple is hashed anew each time. (Keys are
+    what a config and a pool's jobs give: a few in a process's life.)"""
+    got = _MEMO_TOKENS.get(key)
+    if got is None:
+        got = _MEMO_TOKENS[key] = f"matcher-{len(_MEMO_TOKENS)}"
+    return got
+
+
 def own_ad(slot: Slot) -> Any:
     """The slot's ad for the cycle to write into: a copy of it first when the ad is the
     caller's (`Slot.shared`, a shadow loop's kept slot ads)."""
@@ -1299,7 +1356,9 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
             user = current_user(ad, prefix)
             if user is not None:
                 users.append((prefix, user))
-    if users or "PreemptingRank" in ad:
+    # (the slot's texts, when it has them, are its ad's: a dict asks faster)
+    preempting = ("preemptingrank" in slot.texts) if slot.texts else "PreemptingRank" in ad
+    if users or preempting:
         ad = own_ad(slot)               # it is written into below
     written = []
     if slot.current_user is not None:
@@ -1318,7 +1377,7 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
                 written += [prefix + "RemoteGroup", prefix + "RemoteGroupResourcesInUse",
                             prefix + "RemoteGroupQuota"]
     slot.live = tuple(users)
-    if "PreemptingRank" in ad:
+    if preempting:
         ad["CurrentRank"] = ad.lookup("PreemptingRank")
         written.append("CurrentRank")
     return written
