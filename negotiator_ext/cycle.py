@@ -456,7 +456,8 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
                         k = _run_proc_index(last, key)
                     if k >= 0 and row[k] is not last[k] and row[k][0] == "procid":
                         lit, proc = literal(row[k][1])
-                        proc = id_number(proc) if lit else None
+                        if not (lit and type(proc) is int and proc >= 0):
+                            proc = id_number(proc) if lit else None
                         if proc is not None:
                             by_queue[q].append((order + (proc,), key, row))
                             run = (row, k, q, key, order)

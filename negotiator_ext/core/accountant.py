@@ -44,7 +44,11 @@ _INT_ATTRS = frozenset({
 
 
 def round6(x: float) -> float:
-    """A persisted real as the accountant reads it back: printf("%f") then parsed (A5)."""
+    """A persisted real as the accountant reads it back: printf("%f") then parsed (A5).
+    (A whole number, the usual weight or count, is its own: "%f" writes every digit of
+    its integer part and zeros after the point.)"""
+    if type(x) is float and x.is_integer():
+        return x
     return float("%f" % x)
 
 

@@ -121,6 +121,7 @@ class Request:
     submitter: str
     # group_key + the ephemeral values expressions see, interned: the request key
     eval_id: int = -1
+    group_id: int = -1               # group_key interned (once a request)
     # the ephemeral attributes (4.2) to insert before the ad is next evaluated: most
     # requests find their verdicts cached by `eval_id` and never need them
     pending: dict | None = None
@@ -588,10 +589,21 @@ class Matcher:
         for a job, that the slots' own expressions do not already name. The cycle adds
         them to what slots see of jobs (add_job_names) and keys the jobs again, until
         nothing new is reached (a fixed point: slot -> job -> slot -> ... chains)."""
-        p = self._projector(frozenset(slot_names), self._reached_back)
-        out: set[str] = set()
+        roots = frozenset(slot_names)
+        p = self._projector(roots, self._reached_back)
+        token = memo_token(("reached back", roots))     # (a slot's memo keeps it)
+        found: dict[int, frozenset] = {}                 # each distinct answer once
         for s in slots:
-            out |= p(s.texts.get)
+            memo = s.memo
+            got = memo.get(token) if memo is not None else None
+            if got is None:
+                got = p(s.texts.get)
+                if memo is not None:
+                    memo[token] = got
+            found[id(got)] = got
+        out: set[str] = set()
+        for got in found.values():
+            out |= got
         return {n for n in out if "." not in n} - self.job_names_seen_by_slots
 
     def add_job_names(self, names: set[str]) -> None:

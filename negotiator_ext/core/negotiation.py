@@ -38,6 +38,7 @@ DBL_MAX = classads.DBL_MAX
 REQUEST_EPHEMERALS = ("SubmitterNegotiatingGroup", "SubmitterAutoregroup", "SubmittorPrio",
                       "SubmitterUserPrio", "SubmitterUserResourcesInUse", "SubmitterGroup",
                       "SubmitterGroupResourcesInUse", "SubmitterGroupQuota")
+_LOWER_NAMES = {n: n.lower() for n in REQUEST_EPHEMERALS}
 
 _JOB_PRIO_ATTRS = ("prejobprio1", "prejobprio2", "jobprio", "postjobprio1", "postjobprio2")
 
@@ -676,9 +677,13 @@ class Negotiation:
         # the values an expression can read: the slots' (TARGET.SubmitterX) and the
         # job's own (the job lacks them, so its key lists them among what it reaches)
         seen, own = self.matcher.job_names_seen_by_slots, req.group_key[1]
+        lower = _LOWER_NAMES
         extra = tuple((k, v) for k, v in values.items()
-                      if k.lower() in seen or k.lower() in own)
-        req.eval_id = self.matcher.intern(("request", req.group_key, extra))
+                      if lower[k] in seen or lower[k] in own)
+        group = req.group_id
+        if group < 0:       # (a request is prepared once a job: its key hashed once)
+            group = req.group_id = self.matcher.intern(req.group_key)
+        req.eval_id = self.matcher.intern(("request", group, extra))
 
     # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
 
