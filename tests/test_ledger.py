@@ -292,11 +292,11 @@ def test_a_failed_write_leaves_nothing_behind(url, monkeypatch):
         real_insert = ledger_mod.Ledger._insert_rows
         tables_written = []
 
-        def failing_insert(self, table, rows):
+        def failing_insert(self, table, rows, *cols):
             if table == "submitters":           # after the header, cycles and matches
                 raise RuntimeError("power cut")
             tables_written.append(table)
-            return real_insert(self, table, rows)
+            return real_insert(self, table, rows, *cols)
 
         monkeypatch.setattr(ledger_mod.Ledger, "_insert_rows", failing_insert)
         with pytest.raises(RuntimeError, match="power cut"):
@@ -686,10 +686,9 @@ def test_migration_from_v1(url, monkeypatch):
                             if n not in ("comparable", "pool_weight", "pass_timings",
                                          "time_limits")))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
-            real_row_of = ledger_mod._row_of
-            m.setattr(ledger_mod, "_row_of", lambda obj: {
-                k: v for k, v in real_row_of(obj).items()
-                if k not in ADDED_AFTER_V1})
+            real_fields_of = ledger_mod._fields_of
+            m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
+                (k, kind) for k, kind in real_fields_of(cls) if k not in ADDED_AFTER_V1))
             assert old.record_pass(rec)
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()

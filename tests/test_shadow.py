@@ -437,10 +437,10 @@ def test_a_failure_while_recording_loses_only_that_pass(tmp_path, mocker):
     from negotiator_ext.adapters import ledger as ledger_mod
     real = ledger_mod.Ledger._insert_rows
 
-    def dies(self, table, rows):
+    def dies(self, table, rows, *cols):
         if table == "submitters":
             raise KeyboardInterrupt     # as a kill after the header and matches were written
-        return real(self, table, rows)
+        return real(self, table, rows, *cols)
 
     mocker.patch.object(ledger_mod.Ledger, "_insert_rows", dies)
     loop.clock.t += 60

@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import operator
 import importlib.util
 import json
 import os
@@ -363,13 +364,29 @@ def _decode(value: Any, annotation: Any) -> Any:
     return value
 
 
+def _fields_of(cls: type) -> tuple[tuple[str, str], ...]:
+    """Each field of a record class with how it is stored."""
+    fields = _FIELD_KINDS.get(cls)
+    if fields is None:
+        fields = _FIELD_KINDS[cls] = tuple(
+            (f.name, _kind(f.type)) for f in dataclasses.fields(cls))
+    return fields
+
+
 def _row_of(obj: Any) -> dict[str, Any]:
     """A record dataclass as column -> stored value."""
-    fields = _FIELD_KINDS.get(type(obj))
-    if fields is None:
-        fields = _FIELD_KINDS[type(obj)] = tuple(
-            (f.name, _kind(f.type)) for f in dataclasses.fields(obj))
-    return {name: _encode(getattr(obj, name), kind) for name, kind in fields}
+    return {name: _encode(getattr(obj, name), kind) for name, kind in _fields_of(type(obj))}
+
+
+def _values_of(items: Sequence[Any]) -> tuple[list[str], list[tuple]]:
+    """Records of one dataclass as (columns, each record's stored values): the values
+    read at once where every field is stored as it is (a pass's thousands of matches)."""
+    fields = _fields_of(type(items[0]))
+    cols = [name for name, _ in fields]
+    if all(kind == "plain" for _, kind in fields):
+        get = operator.attrgetter(*cols)
+        return cols, (list(map(get, items)) if len(cols) > 1 else [(get(x),) for x in items])
+    return cols, [tuple(_encode(getattr(x, n), k) for n, k in fields) for x in items]
 
 
 # each record class's fields and how each is stored, worked out once (a pass writes
@@ -894,14 +911,18 @@ class Ledger:
             assert version is not None
             return version
 
-    def _insert_rows(self, table: str, rows: Sequence[dict[str, Any]]) -> None:
-        """INSERT rows (dicts with the same keys) into `table`."""
+    def _insert_rows(self, table: str, rows: Sequence, cols: list[str] | None = None
+                     ) -> None:
+        """INSERT rows into `table`: dicts with the same keys, or with `cols` tuples of
+        those columns' values."""
         if not rows:
             return
-        cols = list(rows[0])
+        if cols is None:
+            cols = list(rows[0])
+            rows = [tuple(r[c] for c in cols) for r in rows]
         sql = (f"INSERT INTO {_q(table)} ({', '.join(_q(c) for c in cols)}) "
                f"VALUES ({', '.join('?' for _ in cols)})")
-        self._db.executemany(sql, [tuple(r[c] for c in cols) for r in rows])
+        self._db.executemany(sql, rows)
 
     # -- writing passes
 
@@ -967,7 +988,10 @@ class Ledger:
                              ("submitters", rec.submitters),
                              ("groups", rec.groups),
                              ("comparisons", comparison)):
-            self._insert_rows(table, [{"pass_uuid": rec.uuid, **_row_of(x)} for x in items])
+            if items:
+                cols, values = _values_of(items)
+                self._insert_rows(table, [(rec.uuid, *v) for v in values],
+                                  ["pass_uuid", *cols])
         self._keep_slot_classes(rec)
         return rec
 
