@@ -399,14 +399,31 @@ def _record_of(cls: type, row: dict[str, Any]) -> Any:
     NULL in a column a later schema added, for a field made by a factory, is the
     field's default)."""
     kw = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in row:
+    for name, annotation, plain, factory in _decoding_of(cls):
+        if name not in row:
             continue
-        v = _decode(row[f.name], f.type)
-        if v is None and f.default_factory is not dataclasses.MISSING:
+        v = row[name]
+        if not plain:
+            v = _decode(v, annotation)
+        if v is None and factory:
             continue
-        kw[f.name] = v
+        kw[name] = v
     return cls(**kw)
+
+
+def _decoding_of(cls: type) -> tuple:
+    """Each field of a record class as `_record_of` reads it: (name, annotation, stored
+    as it is, made by a factory), worked out once per class (a comparison reads back
+    thousands of match rows)."""
+    got = _DECODING.get(cls)
+    if got is None:
+        got = _DECODING[cls] = tuple(
+            (f.name, f.type, _kind(f.type) == "plain",
+             f.default_factory is not dataclasses.MISSING) for f in dataclasses.fields(cls))
+    return got
+
+
+_DECODING: dict[type, tuple] = {}
 
 
 def _header_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -1087,9 +1104,17 @@ class Ledger:
 
     def _children(self, table: str, uuid: str, cls: type) -> list[Any]:
         with self._guard():
-            rows = self._query(f"SELECT * FROM {_q(table)} WHERE pass_uuid = ? ORDER BY id",
-                               (uuid,))
-        return [_record_of(cls, r) for r in rows]
+            cur = self._db.execute(f"SELECT * FROM {_q(table)} WHERE pass_uuid = ? ORDER BY id",
+                                   (uuid,))
+            names = [d[0] for d in cur.description]
+            rows = cur.fetchall()
+        fields = _decoding_of(cls)
+        if len(fields) > 1 and all(plain and not factory and name in names
+                                   for name, _, plain, factory in fields):
+            # every field stored as it is (a pass's thousands of matches): read in place
+            get = operator.itemgetter(*(names.index(name) for name, _, _, _ in fields))
+            return [cls(*get(r)) for r in rows]
+        return [_record_of(cls, dict(zip(names, r))) for r in rows]
 
     def shadow_matches(self, uuid: str) -> list[MatchEntry]:
         """Our matches in pass `uuid`, in the order recorded."""
