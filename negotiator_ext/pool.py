@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Mapping
 
 from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
-from .adapters.condor_config import ConfigRead, load_config
+from .adapters.condor_config import ConfigMemo, ConfigRead, load_config
 from .adapters.adfiles import read_ads
 from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negotiator_configs,
                                 snapshot_file)
@@ -172,11 +172,19 @@ class Pool:
 
 
 def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
-              captured=None, negotiator: str | None = None) -> Pool:
+              captured=None, negotiator: str | None = None,
+              config_memo: ConfigMemo | None = None) -> Pool:
     """The Pool of a snapshot directory (`captured`: what the capture that wrote it still
     holds, see `load_snapshot`) as the negotiator `negotiator` sees it (`for_negotiator`;
-    required when the pool has several)."""
-    early = _config_read_beside(directory, config_path)
+    required when the pool has several). `config_memo` (a shadow loop's): the snapshot's
+    own config is taken from there when its bytes are the last pass's."""
+    memo_key = known = None
+    own = Path(directory) / "config"
+    if config_memo is not None and config_path is None and not (
+            Path(directory) / NEGOTIATORS).exists():
+        memo_key = ConfigMemo.key(own)
+        known = config_memo.get(memo_key, own)
+    early = _config_read_beside(directory, config_path) if known is None else None
     try:
         snap = for_negotiator(load_snapshot(directory, captured=captured), negotiator)
     except BaseException:
@@ -194,12 +202,17 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
     if path is None:
         warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "
                         "using HTCondor's defaults")
-    if early is not None and early.path == path:
-        config = early.result()
+    if known is not None and path == own:
+        config = known
     else:
-        if early is not None:
-            early.cancel()
-        config = load_config(path)
+        if early is not None and early.path == path:
+            config = early.result()
+        else:
+            if early is not None:
+                early.cancel()
+            config = load_config(path)
+        if config_memo is not None and path == own:
+            config_memo.keep(memo_key, config)
     return build_pool(snap, config, warnings)
 
 

@@ -264,6 +264,8 @@ class ShadowLoop:
         self.slot_cache = None
         # the job lines the loop's last pass split into texts (adapters/adfiles.py)
         self.known_lines = None
+        # the config the loop's last pass read from its snapshot (condor_config.ConfigMemo)
+        self.config_memo = None
         # the process that queries the schedds beside a loop's slot steps
         # (adapters/worker.py), started by run_forever; `subsystem` is its HTCondor
         # subsystem, (name, SubsystemType member), as this process's (None: the default)
@@ -321,6 +323,9 @@ class ShadowLoop:
         if self.known_lines is None:
             from .adapters.adfiles import KnownLines
             self.known_lines = KnownLines()
+        if self.config_memo is None:
+            from .adapters.condor_config import ConfigMemo
+            self.config_memo = ConfigMemo()
         if self.worker is None:
             from .adapters.worker import Worker
             self.worker = Worker(self.subsystem, preload=("negotiator_ext.adapters.live",))
@@ -455,7 +460,7 @@ class _Pass:
         try:
             # a live capture's slot and job ads are taken as captured, not read back
             pool = load_pool(snap_dir, self.s.cycle_config, captured=captured,
-                             negotiator=negotiator)
+                             negotiator=negotiator, config_memo=self.loop.config_memo)
             del captured
         except InputError as exc:
             return self.record_failed(f"snapshot unreadable: {exc.one_line()}",

@@ -85,3 +85,37 @@ def test_the_pools_size_is_each_slots_pie_weight_and_effective_size(tmp_path):
         assert (again.pie_weights, again.pool_sizes()) == (pool.pie_weights, (3, 15.0, 10.0))
     narrow = dataclasses.replace(pool.config, slot_poolsize_constraint="Cpus < 8")
     assert build_pool(kept, narrow).pool_sizes() == (2, 7.0, 2.0)
+
+
+def test_a_loops_snapshot_config_is_read_again_only_when_it_changed(tmp_path, mocker):
+    """A shadow loop's passes keep the config read from their snapshot's own `config`
+    (condor_config.ConfigMemo): the same bytes are not handed to HTCondor's reader again
+    (the configuration is the same, its source the new file); other bytes are; a text
+    that draws $RANDOM_INTEGER is read every time, and one that names CONFIG_ROOT (the
+    snapshot's own directory) again for another directory."""
+    from negotiator_ext.adapters import condor_config
+    from negotiator_ext.adapters.condor_config import ConfigMemo
+
+    def snap(name, config):
+        return make_pool(tmp_path / name, slots=[slot("slot1@a.test.local")],
+                         jobs=[job(1, 0, "a")], config=config)
+
+    memo = ConfigMemo()
+    reads = mocker.spy(condor_config.ConfigRead, "__init__")
+    first = load_pool(snap("one", "PRIORITY_HALFLIFE = 600"), config_memo=memo)
+    same = load_pool(snap("two", "PRIORITY_HALFLIFE = 600"), config_memo=memo)
+    assert reads.call_count == 1
+    assert same.config.priority_halflife == first.config.priority_halflife == 600
+    assert same.config.source == str(tmp_path / "two" / "config")
+    other = load_pool(snap("three", "PRIORITY_HALFLIFE = 700"), config_memo=memo)
+    assert reads.call_count == 2 and other.config.priority_halflife == 700
+    for name in ("r1", "r2"):
+        load_pool(snap(name, "PRIORITY_HALFLIFE = $RANDOM_INTEGER(600, 700)"),
+                  config_memo=memo)
+    assert reads.call_count == 4
+    rooted = "NEGOTIATOR_PRE_JOB_RANK = size(\"$(CONFIG_ROOT)\")"
+    ranks = [load_pool(snap(name, rooted), config_memo=memo).config.pre_job_rank
+             for name in ("c1", "c2")]
+    assert reads.call_count == 6 and ranks[0] != ranks[1]
+    # what the reader itself gives for that file, source and all
+    assert load_pool(tmp_path / "two").config == same.config and run_cycle(same).matches

@@ -15,6 +15,7 @@ environment that holds nothing of this host's. Every read has a time and a memor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -256,6 +257,43 @@ def _config_error(output: str, path, data: bytes | None = None) -> str:
         return f"line {n}: not valid HTCondor configuration" + (f": {line!r}" if line else "")
     first = next((ln.strip() for ln in output.splitlines() if ln.strip()), "")
     return "HTCondor could not read this configuration" + (f" ({first})" if first else "")
+
+
+class ConfigMemo:
+    """The last configuration a loop read from a snapshot's own `config` file, by the
+    file's bytes: a loop's passes write the negotiator's config pass after pass, most
+    often the same, and HTCondor's reader is a new interpreter each time (about 0.3 s of
+    a core, beside the pass). The same bytes give the same configuration, but for a text
+    that names CONFIG_ROOT (the file's directory, the snapshot's: that is part of the
+    key) or draws $RANDOM_INTEGER/$RANDOM_CHOICE (never kept: read every time)."""
+
+    def __init__(self):
+        self._key: tuple | None = None
+        self._config: NegotiatorConfig | None = None
+
+    @staticmethod
+    def key(path: Path) -> tuple | None:
+        """What the configuration of file `path` depends on; None when it cannot be kept
+        (unreadable, too large for the reader, or random)."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read(config_guard.MAX_CONFIG_BYTES + 1)
+        except OSError:
+            return None
+        low = data.lower()
+        if len(data) > config_guard.MAX_CONFIG_BYTES or b"$random" in low:
+            return None
+        return data, (str(Path(path).resolve().parent) if b"config_root" in low else None)
+
+    def get(self, key: tuple | None, path: Path) -> NegotiatorConfig | None:
+        """The configuration kept for `key`, as read from `path` (None: not kept)."""
+        if key is None or key != self._key or self._config is None:
+            return None
+        return dataclasses.replace(self._config, source=_source(path))
+
+    def keep(self, key: tuple | None, config: NegotiatorConfig) -> None:
+        if key is not None:
+            self._key, self._config = key, config
 
 
 def load_config(path: str | Path | None) -> NegotiatorConfig:
