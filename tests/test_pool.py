@@ -102,20 +102,26 @@ def test_a_loops_snapshot_config_is_read_again_only_when_it_changed(tmp_path, mo
 
     memo = ConfigMemo()
     reads = mocker.spy(condor_config.ConfigRead, "__init__")
-    first = load_pool(snap("one", "PRIORITY_HALFLIFE = 600"), config_memo=memo)
-    same = load_pool(snap("two", "PRIORITY_HALFLIFE = 600"), config_memo=memo)
+    first = load_pool(snap("one", "# captured at 1\nPRIORITY_HALFLIFE = 600"),
+                      config_memo=memo)
+    # (the comment lines a file starts with are a capture's header, not the config)
+    same = load_pool(snap("two", "# captured at 2\nPRIORITY_HALFLIFE = 600"),
+                     config_memo=memo)
     assert reads.call_count == 1
     assert same.config.priority_halflife == first.config.priority_halflife == 600
     assert same.config.source == str(tmp_path / "two" / "config")
     other = load_pool(snap("three", "PRIORITY_HALFLIFE = 700"), config_memo=memo)
     assert reads.call_count == 2 and other.config.priority_halflife == 700
+    # a first comment line continued by a backslash may be part of what follows
+    load_pool(snap("cont", "# a \\\nPRIORITY_HALFLIFE = 700"), config_memo=memo)
+    assert reads.call_count == 3
     for name in ("r1", "r2"):
         load_pool(snap(name, "PRIORITY_HALFLIFE = $RANDOM_INTEGER(600, 700)"),
                   config_memo=memo)
-    assert reads.call_count == 4
+    assert reads.call_count == 5
     rooted = "NEGOTIATOR_PRE_JOB_RANK = size(\"$(CONFIG_ROOT)\")"
     ranks = [load_pool(snap(name, rooted), config_memo=memo).config.pre_job_rank
              for name in ("c1", "c2")]
-    assert reads.call_count == 6 and ranks[0] != ranks[1]
+    assert reads.call_count == 7 and ranks[0] != ranks[1]
     # what the reader itself gives for that file, source and all
     assert load_pool(tmp_path / "two").config == same.config and run_cycle(same).matches

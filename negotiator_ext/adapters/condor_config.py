@@ -263,9 +263,10 @@ class ConfigMemo:
     """The last configuration a loop read from a snapshot's own `config` file, by the
     file's bytes: a loop's passes write the negotiator's config pass after pass, most
     often the same, and HTCondor's reader is a new interpreter each time (about 0.3 s of
-    a core, beside the pass). The same bytes give the same configuration, but for a text
-    that names CONFIG_ROOT (the file's directory, the snapshot's: that is part of the
-    key) or draws $RANDOM_INTEGER/$RANDOM_CHOICE (never kept: read every time)."""
+    a core, beside the pass). The same bytes give the same configuration (the comment
+    lines it starts with aside: a capture's header names its time), but for a text that
+    names CONFIG_ROOT (the file's directory, the snapshot's: that is part of the key) or
+    draws $RANDOM_INTEGER/$RANDOM_CHOICE (never kept: read every time)."""
 
     def __init__(self):
         self._key: tuple | None = None
@@ -283,7 +284,15 @@ class ConfigMemo:
         low = data.lower()
         if len(data) > config_guard.MAX_CONFIG_BYTES or b"$random" in low:
             return None
-        return data, (str(Path(path).resolve().parent) if b"config_root" in low else None)
+        # the comment lines the file starts with (a capture's header names its time)
+        # are no part of it; one that ends in a backslash might be, and stays
+        lines = data.split(b"\n")
+        first = 0
+        while first < len(lines) and lines[first].lstrip().startswith(b"#") and \
+                not lines[first].rstrip().endswith(b"\\"):
+            first += 1
+        return (b"\n".join(lines[first:]),
+                str(Path(path).resolve().parent) if b"config_root" in low else None)
 
     def get(self, key: tuple | None, path: Path) -> NegotiatorConfig | None:
         """The configuration kept for `key`, as read from `path` (None: not kept)."""
