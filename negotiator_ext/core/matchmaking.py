@@ -122,6 +122,7 @@ class Request:
     # group_key + the ephemeral values expressions see, interned: the request key
     eval_id: int = -1
     group_id: int = -1               # group_key interned (once a request)
+    has_limits: bool | None = None   # its ad has a ConcurrencyLimits (once asked)
     # the ephemeral attributes (4.2) to insert before the ad is next evaluated: most
     # requests find their verdicts cached by `eval_id` and never need them
     pending: dict | None = None

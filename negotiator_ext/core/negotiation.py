@@ -256,6 +256,15 @@ class JobQueue:
                        autocluster=ac, group_key=key, schedd=schedd, submitter=submitter)
 
 
+def _has_limits(req: Request) -> bool:
+    """Whether the request's job has a ConcurrencyLimits (not an ephemeral attribute:
+    asked of its ad once a request)."""
+    got = req.has_limits
+    if got is None:
+        got = req.has_limits = "ConcurrencyLimits" in req.base_ad
+    return got
+
+
 _REQUEST_CPUS = classads.parse_expr("MY.RequestCpus")
 _REQUEST_MEMORY = classads.parse_expr("MY.RequestMemory")
 
@@ -694,7 +703,7 @@ class Negotiation:
         # Concurrency limits first (M3): a ConcurrencyLimits that is a string on its own
         # is checked once for the request; one that needs the slot, per candidate.
         per_candidate = False
-        if "ConcurrencyLimits" in req.base_ad:      # (not an ephemeral attribute)
+        if _has_limits(req):
             text = classads.eval_attr(req.ad, "ConcurrencyLimits")
             if isinstance(text, str):
                 if self._limits_rejected(text):
@@ -793,7 +802,7 @@ class Negotiation:
     def _limits_text(self, req: Request, slot: Slot) -> str | None:
         """The job's ConcurrencyLimits evaluated against the slot, lower-cased (what the
         negotiator stores as the slot's MatchedConcurrencyLimits), or None."""
-        if "ConcurrencyLimits" not in req.base_ad:
+        if not _has_limits(req):
             return None
         v = classads.eval_match(_LIMITS_EXPR, req.ad, slot.ad)
         return v.lower() if isinstance(v, str) else None
