@@ -371,3 +371,82 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
     with monkeypatch.context() as m:
         m.setattr(cycle_mod, "_run_proc_index", lambda row, key: -1)
         assert result() == keyed_by_runs
+
+
+memo_pools = st.fixed_dictionaries({
+    # (memory, claimed by "a"/"b" or None, changed before the second pass)
+    "slots": st.lists(st.tuples(st.sampled_from([512, 1024, 2048]),
+                                st.sampled_from([None, None, "a", "b"]), st.booleans()),
+                      min_size=1, max_size=6),
+    "jobs": st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.booleans()),
+                     min_size=1, max_size=6),
+    "boost_later": st.booleans(),
+    "rank": st.sampled_from([None, "Memory", "ifThenElse(Boost =?= True, 0 - Memory, Memory)"]),
+    "preq": st.sampled_from([None, "True", "RemoteUserPrio > SubmitterUserPrio"]),
+    # HTCondor's default PREEMPTION_RANK reads the current user's priority
+    "prank": st.sampled_from([None, "RemoteUserPrio", "0 - RemoteUserPrio"]),
+    # the users' priorities in each pass (the current users' figures the cycle writes
+    # into claimed slots change with them)
+    "prios": st.tuples(*[st.tuples(*[st.sampled_from([500.0, 5000.0, 50000.0])] * 3)] * 2),
+})
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(p=memo_pools)
+# always checked: c's job preempts the claimed slot whose user's priority is highest,
+# a's in the second pass, b's in the first (PREEMPTION_RANK reads the figure the cycle
+# writes into a claimed slot: no memo may keep it)
+@example(p={"slots": [(512, "a", False), (512, "b", False)], "jobs": [("c", False)],
+            "boost_later": False, "rank": None, "preq": "True", "prank": "RemoteUserPrio",
+            "prios": ((500.0, 50000.0, 500.0), (50000.0, 500.0, 500.0))})
+def test_a_loops_slot_memos_change_no_decision(tmp_path_factory, p):
+    """A shadow loop's kept slot ads carry what the cycle read of them into the next
+    pass (`Pool.slot_memos`): over two passes, with some slots advertised anew (a fresh
+    memo) and the queue changed between them, each pass decides what a cycle without
+    memos decides on the same ads."""
+    import dataclasses
+    import json
+
+    from negotiator_ext.pool import build_pool
+    from poolmaker import DOMAIN, accounting, claimed, running_by_submitter, submitters_for
+
+    def pool_of(name, later):
+        jobs = [job(i + 1, 0, u, RequestMemory=256,
+                    **({"Boost": True} if b and later and p["boost_later"] else {}))
+                for i, (u, b) in enumerate(p["jobs"])]
+        slots = []
+        for i, (mem, user, change) in enumerate(p["slots"]):
+            extra = {"Memory": mem * (2 if change and later else 1)}
+            name_i = f"slot1@n{i}.test.local"
+            if user is None:
+                slots.append(slot(name_i, **extra))
+                continue
+            running = job(100 + i, 0, user, JobStatus=2)
+            jobs.append(running)
+            slots.append(claimed(name_i, running, f"{user}@{DOMAIN}", **extra))
+        config = "NEGOTIATOR_CONSIDER_PREEMPTION = True\n"
+        if p["rank"]:
+            config += f"NEGOTIATOR_PRE_JOB_RANK = {p['rank']}\n"
+        if p["preq"]:
+            config += f"PREEMPTION_REQUIREMENTS = {p['preq']}\n"
+        if p["prank"]:
+            config += f"PREEMPTION_RANK = {p['prank']}\n"
+        acc = [accounting(f"{u}@{DOMAIN}", priority=pr)
+               for u, pr in zip("abc", p["prios"][1 if later else 0])]
+        return load_pool(make_pool(
+            tmp_path_factory.mktemp(name), slots=slots, jobs=jobs, accounting_ads=acc,
+            submitters=submitters_for(jobs, running_by_submitter(jobs)), config=config))
+
+    def decisions(pool, memos):
+        snap = dataclasses.replace(pool.snapshot, slots_shared=True, slot_memos=memos)
+        got = run_cycle(build_pool(snap, pool.config)).to_json()
+        got.pop("timings", None)
+        return json.dumps(got, sort_keys=True, default=str)
+
+    first, second = pool_of("one", False), pool_of("two", True)
+    memos = [{} for _ in p["slots"]]
+    assert decisions(first, tuple(memos)) == decisions(first, None)
+    # a slot advertised anew is a new ad: its memo starts empty
+    memos = [{} if change else m for m, (_, _, change) in zip(memos, p["slots"])]
+    for _ in range(2):
+        assert decisions(second, tuple(memos)) == decisions(second, None)
