@@ -688,7 +688,7 @@ def test_migration_from_v1(url, monkeypatch):
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
             real_fields_of = ledger_mod._fields_of
             m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
-                (k, kind) for k, kind in real_fields_of(cls) if k not in ADDED_AFTER_V1))
+                f for f in real_fields_of(cls) if f.name not in ADDED_AFTER_V1))
             assert old.record_pass(rec)
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()

@@ -62,7 +62,7 @@ import re
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..core.records import (Adjustment, Comparison, GroupObs, MatchEntry, PassRecord,
@@ -364,34 +364,46 @@ def _decode(value: Any, annotation: Any) -> Any:
     return value
 
 
-def _fields_of(cls: type) -> tuple[tuple[str, str], ...]:
-    """Each field of a record class with how it is stored."""
-    fields = _FIELD_KINDS.get(cls)
+class _Field(NamedTuple):
+    """A record class's field as the ledger stores it."""
+    name: str
+    kind: str                   # `_kind`: "json", "bool" or "plain" (stored as it is)
+    annotation: Any
+    factory: bool               # made by a default factory
+
+
+def _fields_of(cls: type) -> tuple[_Field, ...]:
+    """Each field of a record class with how it is stored, worked out once per class (a
+    pass writes thousands of match rows, a comparison reads them back)."""
+    fields = _FIELDS.get(cls)
     if fields is None:
-        fields = _FIELD_KINDS[cls] = tuple(
-            (f.name, _kind(f.type)) for f in dataclasses.fields(cls))
+        fields = _FIELDS[cls] = tuple(
+            _Field(f.name, _kind(f.type), f.type, f.default_factory is not dataclasses.MISSING)
+            for f in dataclasses.fields(cls))
     return fields
+
+
+_FIELDS: dict[type, tuple[_Field, ...]] = {}
+
+
+def _all_plain(fields: tuple[_Field, ...]) -> bool:
+    """Every field stored as it is, none made by a factory: records are rows as they are."""
+    return all(f.kind == "plain" and not f.factory for f in fields)
 
 
 def _row_of(obj: Any) -> dict[str, Any]:
     """A record dataclass as column -> stored value."""
-    return {name: _encode(getattr(obj, name), kind) for name, kind in _fields_of(type(obj))}
+    return {f.name: _encode(getattr(obj, f.name), f.kind) for f in _fields_of(type(obj))}
 
 
 def _values_of(items: Sequence[Any]) -> tuple[list[str], list[tuple]]:
     """Records of one dataclass as (columns, each record's stored values): the values
     read at once where every field is stored as it is (a pass's thousands of matches)."""
     fields = _fields_of(type(items[0]))
-    cols = [name for name, _ in fields]
-    if all(kind == "plain" for _, kind in fields):
-        get = operator.attrgetter(*cols)
-        return cols, (list(map(get, items)) if len(cols) > 1 else [(get(x),) for x in items])
-    return cols, [tuple(_encode(getattr(x, n), k) for n, k in fields) for x in items]
-
-
-# each record class's fields and how each is stored, worked out once (a pass writes
-# thousands of match rows)
-_FIELD_KINDS: dict[type, tuple[tuple[str, str], ...]] = {}
+    cols = [f.name for f in fields]
+    if len(cols) > 1 and _all_plain(fields):
+        return cols, list(map(operator.attrgetter(*cols), items))
+    return cols, [tuple(_encode(getattr(x, f.name), f.kind) for f in fields) for x in items]
 
 
 def _record_of(cls: type, row: dict[str, Any]) -> Any:
@@ -399,31 +411,16 @@ def _record_of(cls: type, row: dict[str, Any]) -> Any:
     NULL in a column a later schema added, for a field made by a factory, is the
     field's default)."""
     kw = {}
-    for name, annotation, plain, factory in _decoding_of(cls):
-        if name not in row:
+    for f in _fields_of(cls):
+        if f.name not in row:
             continue
-        v = row[name]
-        if not plain:
-            v = _decode(v, annotation)
-        if v is None and factory:
+        v = row[f.name]
+        if f.kind != "plain":
+            v = _decode(v, f.annotation)
+        if v is None and f.factory:
             continue
-        kw[name] = v
+        kw[f.name] = v
     return cls(**kw)
-
-
-def _decoding_of(cls: type) -> tuple:
-    """Each field of a record class as `_record_of` reads it: (name, annotation, stored
-    as it is, made by a factory), worked out once per class (a comparison reads back
-    thousands of match rows)."""
-    got = _DECODING.get(cls)
-    if got is None:
-        got = _DECODING[cls] = tuple(
-            (f.name, f.type, _kind(f.type) == "plain",
-             f.default_factory is not dataclasses.MISSING) for f in dataclasses.fields(cls))
-    return got
-
-
-_DECODING: dict[type, tuple] = {}
 
 
 def _header_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -1108,11 +1105,10 @@ class Ledger:
                                    (uuid,))
             names = [d[0] for d in cur.description]
             rows = cur.fetchall()
-        fields = _decoding_of(cls)
-        if len(fields) > 1 and all(plain and not factory and name in names
-                                   for name, _, plain, factory in fields):
+        fields = _fields_of(cls)
+        if len(fields) > 1 and _all_plain(fields) and all(f.name in names for f in fields):
             # every field stored as it is (a pass's thousands of matches): read in place
-            get = operator.itemgetter(*(names.index(name) for name, _, _, _ in fields))
+            get = operator.itemgetter(*(names.index(f.name) for f in fields))
             return [cls(*get(r)) for r in rows]
         return [_record_of(cls, dict(zip(names, r))) for r in rows]
 
