@@ -455,6 +455,8 @@ def test_the_marked_backward_reader_gives_the_marked_lines_and_counts_of_the_who
     observe._BLOCK = block
     try:
         got = list(observe._backward_marked(io.BytesIO(data), observe._CYCLE_MARK, limit))
+        # both read the same blocks: the whole reader gives every line, last first
+        assert list(observe._backward(io.BytesIO(data))) == data.split(b"\n")[::-1]
     finally:
         observe._BLOCK = saved
     # every line within the limit is there; past it, reading may have stopped

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import math
 import os
 import re
 from pathlib import Path
@@ -188,31 +189,12 @@ class _Lines:
                                         slot=mm["slot"], preempting=preempting, time=t)
 
 
-def _backward(f) -> Iterator[bytes]:
-    """The lines of binary file `f`, last first, read by blocks from the end (a rotated
-    MatchLog can be large; only its tail is read)."""
-    f.seek(0, os.SEEK_END)
-    pos = f.tell()
-    carry = b""
-    while pos > 0:
-        n = min(_BLOCK, pos)
-        pos -= n
-        f.seek(pos)
-        chunk = f.read(n) + carry
-        lines = chunk.split(b"\n")
-        carry = lines[0]
-        for line in reversed(lines[1:]):
-            yield line
-    yield carry
-
-
-def _backward_marked(f, marks: tuple[bytes, ...], limit: int
-                     ) -> Iterator[tuple[bytes, int]]:
-    """The lines of binary file `f` that hold one of `marks`, last first, each with how
-    many bytes `_backward` would have gone through to reach it (every line and its
-    newline from the file's end, this one's included); a block of lines without a mark
-    is not split (a NegotiatorLog at D_FULLDEBUG writes many lines a match, and two a
-    cycle are wanted). No block is read once more than `limit` bytes have been."""
+def _blocks_backward(f, limit: float = math.inf) -> Iterator[tuple[bytes, int]]:
+    """Binary file `f` read by blocks from its end (a rotated MatchLog can be large; only
+    its tail is read): each block's whole lines, last block first, as (those lines joined
+    by newlines, how many bytes of the file come after them); the file's first line comes
+    last, alone. No block is read once more than `limit` bytes have been (the first line
+    is then not given)."""
     f.seek(0, os.SEEK_END)
     end = pos = f.tell()
     carry = b""
@@ -225,16 +207,32 @@ def _backward_marked(f, marks: tuple[bytes, ...], limit: int
         if cut < 0:                 # one line longer than the blocks read so far
             carry = chunk
             continue
-        carry, body = chunk[:cut], chunk[cut + 1:]
+        carry = chunk[:cut]
+        yield chunk[cut + 1:], end - (pos + len(chunk))
+    if pos == 0:
+        yield carry, end - len(carry)
+
+
+def _backward(f) -> Iterator[bytes]:
+    """The lines of binary file `f`, last first (`_blocks_backward`)."""
+    for body, _ in _blocks_backward(f):
+        yield from reversed(body.split(b"\n"))
+
+
+def _backward_marked(f, marks: tuple[bytes, ...], limit: int
+                     ) -> Iterator[tuple[bytes, int]]:
+    """The lines of binary file `f` that hold one of `marks`, last first, each with how
+    many bytes `_backward` would have gone through to reach it (every line and its
+    newline from the file's end, this one's included); a block of lines without a mark
+    is not split (a NegotiatorLog at D_FULLDEBUG writes many lines a match, and two a
+    cycle are wanted). No block is read once more than `limit` bytes have been."""
+    for body, through in _blocks_backward(f, limit):
         if not any(m in body for m in marks):
             continue
-        through = end - (pos + len(chunk))      # the bytes after the body
         for line in reversed(body.split(b"\n")):
             through += len(line) + 1
             if any(m in line for m in marks):
                 yield line, through
-    if pos == 0 and any(m in carry for m in marks):
-        yield carry, end + 1
 
 
 def _decode(b: bytes) -> str:
