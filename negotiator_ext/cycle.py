@@ -224,10 +224,7 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
 
     clock.lap("slots")
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
-    memos = pool.slot_memos
     for s in slots:
-        if memos:
-            s.memo = memos[s.index]
         matcher.scan_slot(s)
 
     clock.lap("slot_reach")
@@ -356,17 +353,17 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
     # the clock: nothing is kept with it)
     memo_key = (("candidate", cfg.consider_preemption, cfg.consider_early_preemption,
                  cfg.match_working_cm_slots, rolled_up)
-                if pool.slot_memos and cfg.trim_shutdown_threshold <= 0 else None)
-    memos = pool.slot_memos if memo_key is not None else repeat(None)
+                if cfg.trim_shutdown_threshold <= 0 else None)
     shared = pool.shared_slot_ads
     facts: dict = {}                # one tuple of each kept (most slots' are alike)
     for i, (ad, usage, row, memo) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows,
-                                                   memos)):
+                                                   pool.slot_memos or repeat(None))):
         texts = dict(row) if row is not None else None
-        got = memo.get(memo_key) if memo is not None else None
+        keep = memo is not None and memo_key is not None
+        got = memo.get(memo_key) if keep else None
         if got is None:
             got = _slot_facts(AdView(ad, texts, values), ad, usage, cfg, now, rolled_up)
-            if memo is not None:
+            if keep:
                 got = memo[memo_key] = facts.setdefault(got, got)
         if got is _TRIMMED:
             continue
@@ -388,7 +385,7 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
                     partitionable=pslot, cp=cp,
                     current_user=holder if cfg.consider_preemption else None,
                     usage_user=holder, claimer_schedd=schedd,
-                    claims_left=max(claims, 0) if cp else 1, shared=own)
+                    claims_left=max(claims, 0) if cp else 1, shared=own, memo=memo)
         if cp and slot.claims_left <= 0:
             continue
         if texts is not None and not cp:

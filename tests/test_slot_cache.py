@@ -501,8 +501,6 @@ def test_what_the_cycle_keeps_in_a_slots_memo_changes_no_decision(tmp_path):
     memo: pass after pass on the same ads, every decision is the one a cycle without
     memos makes, where the cycle writes into slot ads (claimed slots' figures, match
     expressions, consumption policies, rolled-up dynamic slots) and where it does not."""
-    import dataclasses
-
     pools = list(_pools(tmp_path)) + [
         (name, load_pool(FIXTURES / name))
         for name in ("hgq_static_30slots", "pie_three_submitters")] + [
@@ -522,7 +520,6 @@ def test_what_the_cycle_keeps_in_a_slots_memo_changes_no_decision(tmp_path):
                     if any(str(k).startswith("matcher-") for k in m)}
             claimed = {s.name for s in pool.slots if s.state == "Claimed"}
             assert claimed and not kept & claimed
-        assert dataclasses.replace(pool.snapshot, slot_memos=None).slot_memos is None
     assert used > 0
 
 
