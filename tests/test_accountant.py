@@ -569,3 +569,14 @@ def test_a_record_written_again_after_a_check_counts_as_written():
     part = Accountant(state, NegotiatorConfig(), GroupTree(NegotiatorConfig()))
     part.check_matches([s], T0 + 60, SlotChanges(frozenset(), ()))
     assert part.resources == full.resources and part.customers == full.customers
+
+
+@given(x=st.one_of(st.floats(allow_nan=False, allow_infinity=False),
+                   st.integers(-10 ** 18, 10 ** 18).map(float), st.integers(-10 ** 6, 10 ** 6)))
+def test_round6_is_what_printf_f_reads_back_as(x):
+    """Rule A5: a persisted real is printf("%f") read back; a whole number (the fast
+    path) is its own, -0.0 included; an int comes back a float."""
+    got = round6(x)
+    assert type(got) is float and repr(got) == repr(float("%f" % x))
+    assert repr(round6(-0.0)) == "-0.0" and round6(2.5e-7) == 0.0
+    assert round6(1.0000005) == 1.000001 and round6(3.0) == 3.0
