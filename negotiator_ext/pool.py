@@ -179,9 +179,9 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
     required when the pool has several). `config_memo` (a shadow loop's): the snapshot's
     own config is taken from there when its bytes are the last pass's."""
     memo_key = known = None
-    own = Path(directory) / "config"
     if config_memo is not None and config_path is None and not (
             Path(directory) / NEGOTIATORS).exists():
+        own = Path(directory) / "config"        # the snapshot's own config, kept by its bytes
         memo_key = ConfigMemo.key(own)
         known = config_memo.get(memo_key, own)
     early = _config_read_beside(directory, config_path) if known is None else None
@@ -202,17 +202,16 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
     if path is None:
         warnings.append(f"{snap.directory}: no config in the snapshot and no --config: "
                         "using HTCondor's defaults")
-    if known is not None and path == own:
+    if known is not None:
         config = known
+    elif early is not None and early.path == path:
+        config = early.result()
     else:
-        if early is not None and early.path == path:
-            config = early.result()
-        else:
-            if early is not None:
-                early.cancel()
-            config = load_config(path)
-        if config_memo is not None and path == own:
-            config_memo.keep(memo_key, config)
+        if early is not None:
+            early.cancel()
+        config = load_config(path)
+    if config_memo is not None and known is None:
+        config_memo.keep(memo_key, config)      # (no key: nothing kept)
     return build_pool(snap, config, warnings)
 
 
