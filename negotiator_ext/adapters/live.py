@@ -95,7 +95,7 @@ from itertools import compress, repeat
 from operator import is_
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import classad2
 
@@ -213,7 +213,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      earlier_projection: list[str] | None = None,
                      earlier_kept: list[str] | None = None,
                      by_requests: bool = False, slot_cache=None,
-                     known_lines=None, worker=None) -> CaptureReport:
+                     known_lines=None, worker=None, kept_reads=None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -247,7 +247,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     (adfiles.KnownLines, a loop's too): the job lines its last pass split, for the pass
     to take its job texts from (`snapshot.load_snapshot`). `worker` (worker.Worker, a
     loop's too): the process that queries the schedds beside the slot steps, instead of
-    a child forked from this one.
+    a child forked from this one. `kept_reads` (KeptReads, a loop's too): the daemons'
+    configurations read by its earlier passes, taken again while their daemons' ads say
+    they have not read their files since (the negotiator's and the schedds' ads are
+    then queried first, for that).
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -270,9 +273,19 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, "cannot query the collector for slot ads: "
                                      f"{_one_line(exc)}") from None
+        # the daemons' own ads first when kept reads may serve: their stamps tell
+        schedd_ad_errors: dict = {}
+        daemon_ads = None
+        if kept_reads is not None:
+            kept_reads.last = {}
+            daemon_ads = (
+                _optional_query(collector, htcondor.AdTypes.Negotiator,
+                                "collector:negotiator", errors),
+                _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
+                                schedd_ad_errors))
         # the negotiator's config is read by a child process beside the slot steps
-        config_read, others_read, schedd_knobs_read = _start_reads(htcondor, collector,
-                                                                   timeout)
+        config_read, others_read, schedd_knobs_read = _start_reads(
+            htcondor, collector, timeout, kept_reads, daemon_ads)
         query = _startd_query(htcondor, collector, timings)
         try:
             if slot_cache is None:
@@ -295,16 +308,19 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                      f"{_one_line(exc)}") from None
         lap("slot_lines")
 
-        negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
-                                         "collector:negotiator", errors)
+        if daemon_ads is None:
+            negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
+                                             "collector:negotiator", errors)
         submitters = _optional_query(collector, htcondor.AdTypes.Submitter,
                                      "collector:submitters", errors)
         accounting = _optional_query(collector, htcondor.AdTypes.Accounting,
                                      "collector:accounting", errors)
         # the schedds' own ads (MaxJobsRunning, CurbMatchmaking): a failure is a warning
-        schedd_ad_errors: dict = {}
-        schedd_ads = _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
-                                     schedd_ad_errors)
+        if daemon_ads is None:
+            schedd_ads = _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
+                                         schedd_ad_errors)
+        else:
+            negotiator_ads, schedd_ads = daemon_ads
 
         neg_location, knobs = config_read.result(errors)
         version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
@@ -392,6 +408,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             # a shadow loop's pass: how many slot ads it fetched whole, how many it kept
             meta["slots_fetched"] = {"whole_query": refreshed.whole,
                                      "fetched": refreshed.fetched, "kept": refreshed.kept}
+        if kept_reads is not None and kept_reads.last:
+            # a loop's pass: each daemon's configuration read now, or kept from the
+            # read of an earlier pass (KeptReads)
+            meta["daemon_configs"] = dict(sorted(kept_reads.last.items()))
         return meta
 
     def unwritable(path: Path, ads) -> str | None:
@@ -678,12 +698,28 @@ def _optional_query(collector, ad_type, key: str, errors: dict) -> list | None:
         return None
 
 
-def _start_reads(htcondor, collector, timeout):
+def _start_reads(htcondor, collector, timeout, kept=None, daemon_ads=None):
     """The reads that run beside the slot steps: the negotiator's config (a child), the
-    other negotiators' and the schedds' knobs."""
-    config_read = _ConfigRead(htcondor, collector, timeout)
-    others_read = _OtherNegotiatorsRead(htcondor, collector, timeout, config_read.location)
-    return config_read, others_read, _ScheddKnobsRead(htcondor, collector, timeout)
+    other negotiators' and the schedds' knobs. `kept` (KeptReads) and `daemon_ads` (the
+    collector's negotiator ads and schedd ads): reads kept from a loop's earlier passes."""
+    neg_ads, schedd_ads = daemon_ads or (None, None)
+    config_read = _ConfigRead(htcondor, collector, timeout, kept, neg_ads)
+    others_read = _OtherNegotiatorsRead(htcondor, collector, timeout, config_read.location,
+                                        kept, neg_ads)
+    return config_read, others_read, _ScheddKnobsRead(htcondor, collector, timeout, kept,
+                                                      schedd_ads)
+
+
+def _through(kept, kind: str, location, ads, read: Callable[[], dict]) -> Callable[[], dict]:
+    """`read` (a daemon's knobs) through a loop's kept reads, when there are: the stamp
+    is that of the daemon's ad among `ads` with the location's Name and MyAddress."""
+    if kept is None:
+        return read
+    name = _ad_string(location, "Name")
+    stamp = KeptReads.stamp(ads, name)
+    if stamp is not None and stamp[0] != _ad_string(location, "MyAddress"):
+        stamp = None
+    return lambda: kept.read(kind, name, stamp, read)
 
 
 class _QueryFailed(Exception):
@@ -750,7 +786,7 @@ class _ConfigRead:
     (a test's fake RemoteParam is read here, in `result`); its errors are merged by
     `result`, in the order the capture has always given them."""
 
-    def __init__(self, htcondor, collector, timeout: float | None):
+    def __init__(self, htcondor, collector, timeout: float | None, kept=None, ads=None):
         self._errors: dict[str, str] = {}
         self._got: tuple = (None, None)
         self._thread = None
@@ -759,11 +795,14 @@ class _ConfigRead:
         if location is None:
             return
         if not _bindings_remote_param(htcondor):
-            self._later = (htcondor, location)
+            self._later = _through(kept, "negotiator", location, ads,
+                                   lambda: select_policy_knobs(htcondor.RemoteParam(location)))
             return
         self._later = None
         limit = float(timeout) if timeout and timeout > 0 else DEFAULT_REMOTE_READ_TIMEOUT
-        self._thread = threading.Thread(target=self._read, args=(location, limit),
+        read = _through(kept, "negotiator", location, ads, lambda: read_remote_policy_knobs(
+            location, timeout=limit, daemon=f"the negotiator {_daemon_name(location)}"))
+        self._thread = threading.Thread(target=self._read, args=(location, read),
                                         name="negotiator-config", daemon=True)
         self._thread.start()
 
@@ -772,19 +811,14 @@ class _ConfigRead:
         """The negotiator's location ad (None when it was not located)."""
         return self._location
 
-    def _read(self, location, limit: float) -> None:
-        self._got = _remote_knobs(lambda: read_remote_policy_knobs(
-            location, timeout=limit, daemon=f"the negotiator {_daemon_name(location)}"),
-            location, self._errors)
+    def _read(self, location, read) -> None:
+        self._got = _remote_knobs(read, location, self._errors)
 
     def result(self, errors: dict):
         """(negotiator location ad or None, {knob: value} or None); what failed is in
         `errors`."""
         if self._location is not None and self._thread is None:
-            htcondor, location = self._later
-            self._got = _remote_knobs(
-                lambda: select_policy_knobs(htcondor.RemoteParam(location)),
-                location, self._errors)
+            self._got = _remote_knobs(self._later, self._location, self._errors)
         elif self._thread is not None:
             self._thread.join()
         errors.update(self._errors)
@@ -798,7 +832,9 @@ class _OtherNegotiatorsRead:
     a test's fake RemoteParam is read in `result`). Nothing when the collector knows one
     negotiator or none."""
 
-    def __init__(self, htcondor, collector, timeout: float | None, first):
+    def __init__(self, htcondor, collector, timeout: float | None, first, kept=None,
+                 ads=None):
+        self._kept, self._ads = kept, ads
         self._named: list = []
         self._got: dict = {}
         self._errors: dict[str, str] = {}
@@ -839,6 +875,7 @@ class _OtherNegotiatorsRead:
             else:
                 read = (lambda loc=loc, name=name: read_remote_policy_knobs(
                     loc, timeout=limit, daemon=f"the negotiator {_comment_text(name)}"))
+            read = _through(self._kept, "negotiator", loc, self._ads, read)
             errors: dict[str, str] = {}
             _, knobs = _remote_knobs(read, loc, errors)
             if knobs is None:
@@ -913,6 +950,83 @@ def _daemon_name(location) -> str:
 class RemoteReadError(Exception):
     """A daemon's configuration could not be read through RemoteParam: one line, naming
     the daemon and, where it is known, the knob."""
+
+
+# a kept configuration read is taken again after this many seconds whatever its
+# daemon's ad says (an ad update lost, two reconfigs within one second)
+REREAD_AFTER = 900.0
+# a read begun sooner than this after its daemon's last reconfig is not kept
+RECONFIG_SETTLE = 2.0
+
+
+class KeptReads:
+    """A loop's reads of its daemons' configurations (RemoteParam), kept from pass to
+    pass. A daemon's configuration changes only when it reads its files again: at a
+    restart or a reconfig (condor_reconfig; a value set with condor_config_val -set or
+    -rset too takes effect then), and each ad a daemon sends says when that was:
+    DaemonCore puts DaemonStartTime and DaemonLastReconfigTime into every ad, and the
+    negotiator and the schedd send theirs again on reconfig. So a capture reads a
+    daemon's configuration again only when its ad in the collector has another
+    (MyAddress, DaemonStartTime, DaemonLastReconfigTime) than at the kept read, when
+    the ad has none of them whole, or when the kept read is REREAD_AFTER seconds old;
+    otherwise it takes the kept knobs (a new interpreter per read, and the daemon's
+    answers, are a tenth of a pass at 11,000 slots). A read is kept only when it began
+    RECONFIG_SETTLE seconds after the reconfig its stamp names, by this host's clock
+    (a second reconfig within the same second would not change the stamp). A read
+    that fails is not kept, and drops what was kept of that daemon. `clock`: seconds,
+    monotonic; `wall`: the time of day, as DaemonLastReconfigTime counts it."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic,
+                 wall: Callable[[], float] = time.time):
+        self._kept: dict[tuple, tuple] = {}     # (kind, Name) -> (stamp, knobs, when)
+        self.clock, self.wall = clock, wall
+        self.last: dict[str, str] = {}          # this capture: "kind Name" -> "kept"/"read"
+
+    @staticmethod
+    def stamp(ads, name: str | None) -> tuple | None:
+        """The stamp of the daemon named `name` among its collector `ads` (one ad of
+        that Name, with a MyAddress and both times whole), else None."""
+        if name is None:
+            return None
+        found = [ad for ad in ads or () if _ad_string(ad, "Name") == name]
+        if len(found) != 1:
+            return None
+        ad = found[0]
+        try:
+            got = (ad.get("MyAddress"), ad.get("DaemonStartTime"),
+                   ad.get("DaemonLastReconfigTime"))
+        except Exception:
+            return None
+        address, started, reconfigured = got
+        if not (isinstance(address, str) and address and _whole(started)
+                and _whole(reconfigured)):
+            return None
+        return got
+
+    def read(self, kind: str, name: str | None, stamp: tuple | None,
+             reader: Callable[[], dict]) -> dict[str, str]:
+        """The knobs of the daemon `name` of `kind` ("negotiator", "schedd"): the kept
+        ones when its stamp is the kept read's and that read is recent, else
+        `reader()`'s (kept under `stamp`; what it raises goes on, nothing kept)."""
+        key = (kind, name)
+        got = self._kept.get(key) if name is not None else None
+        now = self.clock()
+        label = f"{kind} {name}"
+        if (got is not None and stamp is not None and got[0] == stamp
+                and 0 <= now - got[2] < REREAD_AFTER):
+            self.last[label] = "kept"
+            return dict(got[1])
+        self._kept.pop(key, None)
+        settled = stamp is not None and self.wall() - stamp[2] >= RECONFIG_SETTLE
+        knobs = reader()
+        if settled and name is not None:
+            self._kept[key] = (stamp, dict(knobs), now)
+        self.last[label] = "read"
+        return knobs
+
+
+def _whole(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 # The children of reads in flight, and whether this process is stopping (see
@@ -1067,7 +1181,7 @@ class _ScheddKnobsRead:
     schedd that cannot be read is a warning, not an error: the snapshot's config (else
     HTCondor's defaults) stands in for it."""
 
-    def __init__(self, htcondor, collector, timeout: float | None):
+    def __init__(self, htcondor, collector, timeout: float | None, kept=None, ads=None):
         self.knobs: dict[str, dict[str, str]] = {}
         self.warnings: list[str] = []
         self._thread = None
@@ -1087,13 +1201,17 @@ class _ScheddKnobsRead:
             if isinstance(name, str) and name and name not in {n for n, _ in named}:
                 named.append((name, loc))
         if not _bindings_remote_param(htcondor):
-            self._later = [(name, lambda loc=loc: select_schedd_knobs(htcondor.RemoteParam(loc)))
+            self._later = [(name, _through(kept, "schedd", loc, ads, lambda loc=loc:
+                                           select_schedd_knobs(htcondor.RemoteParam(loc))))
                            for name, loc in named]
             return
         limit = float(timeout) if timeout and timeout > 0 else DEFAULT_REMOTE_READ_TIMEOUT
-        reads = [(name, lambda loc=loc, name=name: read_remote_policy_knobs(
-            loc, timeout=limit, daemon=f"the schedd {_comment_text(name)}", schedd=True))
-            for name, loc in named]
+        reads = [(name, _through(kept, "schedd", loc, ads, lambda loc=loc, name=name:
+                                 read_remote_policy_knobs(
+                                     loc, timeout=limit,
+                                     daemon=f"the schedd {_comment_text(name)}",
+                                     schedd=True)))
+                 for name, loc in named]
         self._thread = threading.Thread(target=self._read, args=(reads,),
                                         name="schedd-config", daemon=True)
         self._thread.start()
