@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import gc
 import json
 import logging
 import os
@@ -266,12 +267,20 @@ class ShadowLoop:
         self.known_lines = None
         # the config the loop's last pass read from its snapshot (condor_config.ConfigMemo)
         self.config_memo = None
+        # the daemons' configurations its passes read through RemoteParam, kept while
+        # the daemons' ads say they have not read their files since (live.KeptReads)
+        self.kept_reads = None
         # the process that queries the schedds beside a loop's slot steps
         # (adapters/worker.py), started by run_forever; `subsystem` is its HTCondor
         # subsystem, (name, SubsystemType member), as this process's (None: the default)
         self.worker = None
         self.subsystem: tuple[str, str] | None = None
         self.passes = 0                     # passes run (run_passes)
+        # run_forever's passes leave their collection and their objects for `tidy`,
+        # between passes (what a pass frees is no part of its record): the generation
+        # to collect then, and the last pass's steps with what they made
+        self.tidy_later = False
+        self._untidy: tuple | None = None
 
     @property
     def htcondor(self):
@@ -302,11 +311,27 @@ class ShadowLoop:
         self.passes += 1
         young = (self.slot_cache is not None and len(self.slot_cache) > 0
                  and self.passes % FULL_COLLECTION_EVERY)
-        with paused_gc(collect, 1 if young else 2), \
+        generation = 1 if young else 2
+        later = collect and self.tidy_later
+        self.tidy()
+        with paused_gc(collect and not later, generation), \
                 open_ledger(self.settings.ledger_url) as ledger:
-            recs = _Pass(self, ledger, replay).run_all()
+            one = _Pass(self, ledger, replay)
+            recs = one.run_all()
+        if later:
+            self._untidy = (generation, one)
         self.last_records = recs
         return recs
+
+    def tidy(self) -> None:
+        """What the last pass left for later (`tidy_later`, a loop's passes): the
+        objects it made freed and Python's cyclic collector run over them, after its
+        record is written and before the next pass. Nothing when there is nothing left."""
+        untidy, self._untidy = self._untidy, None
+        if untidy is not None:
+            generation, one = untidy
+            del one, untidy
+            gc.collect(generation)
 
     def run_forever(self, stop: threading.Event,
                     on_pass: Callable[[PassRecord], None] | None = None) -> None:
@@ -326,6 +351,10 @@ class ShadowLoop:
         if self.config_memo is None:
             from .adapters.condor_config import ConfigMemo
             self.config_memo = ConfigMemo()
+        if self.kept_reads is None:
+            from .adapters.live import KeptReads
+            self.kept_reads = KeptReads()
+        self.tidy_later = True
         if self.worker is None:
             from .adapters.worker import Worker
             self.worker = Worker(self.subsystem, preload=("negotiator_ext.adapters.live",))
@@ -374,8 +403,10 @@ class ShadowLoop:
                             on_pass(rec)
                     except Exception:
                         self.log.exception("reporting the pass failed")
-            # what the pass freed goes back to the system while the loop waits (the next
-            # pass, and the worker's answer beside it, start from what the loop keeps)
+            # what the pass made is freed, and goes back to the system, while the loop
+            # waits (the next pass, and the worker's answer beside it, start from what
+            # the loop keeps)
+            self.tidy()
             give_back_memory()
             stop.wait(max(0.0, self.settings.interval - (time.monotonic() - t0)))
 
@@ -399,6 +430,7 @@ class _Pass:
         self._submitters: dict[str, list[SubmitterObs]] = {}
         self.pool_name = loop.pool_name()       # the ledger's stream (run sets it)
         self.logs_read = True                   # the NegotiatorLog and MatchLog settings
+        self.made: tuple = ()                   # what `run` made (freed with the pass)
 
     def recorded_submitters(self, uuid: str) -> list[SubmitterObs]:
         """An earlier pass's submitter rows (read once: the drift and the comparison
@@ -547,6 +579,9 @@ class _Pass:
             snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable,
             slot_classes=result.slot_classes if comparable else {}, pass_timings=timings,
             time_limits=dict(result.time_limits or {}))
+        # the pass's pool and result, freed with the pass (a loop's: after its record,
+        # ShadowLoop.tidy)
+        self.made = (pool, result)
         return self.save(rec, last_any)
 
     # -- steps -----------------------------------------------------------------------------
@@ -593,7 +628,8 @@ class _Pass:
                                   by_requests=self.s.capture_requests,
                                   slot_cache=self.loop.slot_cache,
                                   known_lines=self.loop.known_lines,
-                                  worker=self.loop.worker)
+                                  worker=self.loop.worker,
+                                  kept_reads=self.loop.kept_reads)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
