@@ -430,6 +430,54 @@ def test_a_loops_pass_collects_what_it_made_and_everything_now_and_then(tmp_path
     assert 2 in seen[2:] and seen.count(1) == every - 2
 
 
+
+def test_a_loops_pass_leaves_its_collection_and_objects_for_tidy(tmp_path, mocker):
+    """`tidy_later` (run_forever's passes): the pass is recorded with the collector left
+    for later; its pool and result live until `tidy`, which frees them and collects
+    the generation the pass would have collected; a second `tidy` does nothing, and
+    the next pass tidies what the last one left before it starts."""
+    import gc
+    import sys
+    import weakref
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_shadow import _loop
+
+    from negotiator_ext import limits
+    from negotiator_ext.adapters.ledger import open_ledger
+
+    asked = []
+    real_paused = limits.paused_gc
+
+    def recording(collect=True, generation=2):
+        asked.append(collect)
+        return real_paused(collect, generation)
+
+    mocker.patch.object(limits, "paused_gc", recording)
+    fake, loop = _loop(tmp_path, mocker)
+    loop.slot_cache = SlotCache()
+    loop.tidy_later = True
+    rec = loop.run_pass()
+    assert asked == [False]                    # no collection inside the pass
+    with open_ledger(loop.settings.ledger_url) as ledger:
+        assert [r["uuid"] for r in ledger.passes()] == [rec.uuid]
+    generation, one = loop._untidy
+    assert generation == 2                     # the first pass of a cache: everything
+    pool_ref = weakref.ref(one.made[0].snapshot)
+    del one
+    collected = mocker.spy(gc, "collect")
+    loop.tidy()
+    assert collected.call_args_list == [mocker.call(2)]
+    assert pool_ref() is None and loop._untidy is None
+    loop.tidy()
+    assert collected.call_count == 1
+    second = loop.run_pass()                   # kept slot ads: what the pass made
+    assert loop._untidy[0] == 1
+    assert len(loop._untidy[1].made[1].matches) == len(second.shadow_matches) > 0
+    loop.run_pass()                            # the second's left-overs tidied first
+    assert collected.call_args_list == [mocker.call(2), mocker.call(1)]
+
+
 _job_line = st.sampled_from([
     "ClusterId = 1", "ClusterId = 2", "ProcId = 0", "ProcId = 1", "JobStatus = 1",
     "JobStatus = 2", 'Owner = "alice"', 'Owner = "bob"', "RequestCpus = 1",
