@@ -123,13 +123,18 @@ class Accountant:
         rec[attr] = _persisted(attr, value)
 
     def _set_resource(self, resname: str, attr: str, value: Any) -> None:
+        self._resource_to_write(resname)[attr] = _persisted(attr, value)
+
+    def _resource_to_write(self, resname: str) -> dict:
+        """The Resource record `resname`, this accountant's own (copied from the state
+        it started from, or created, before its first write), marked touched."""
         rec = self.resources.get(resname)
         if rec is None or resname not in self._own:
             rec = self.resources[resname] = {} if rec is None else dict(rec)
             self._own.add(resname)
         if self._touched is not None:
             self._touched.add(resname)
-        rec[attr] = _persisted(attr, value)
+        return rec
 
     def _drop_resource(self, resname: str) -> None:
         del self.resources[resname]
@@ -343,13 +348,15 @@ class Accountant:
                 self.remove_match(resname, now)
             weight = slot.weight
         self._charge(customer, weight, int(now), +1)
-        self._set_resource(resname, "RemoteUser", customer)
-        self._set_resource(resname, "SlotWeight", weight)
-        self._set_resource(resname, "StartTime", int(now))
+        # (three `_set_resource` calls on one record, the record looked up once)
+        rec = self._resource_to_write(resname)
+        rec["RemoteUser"] = _persisted("RemoteUser", customer)
+        rec["SlotWeight"] = _persisted("SlotWeight", weight)
+        rec["StartTime"] = int(now)
         limits = (slot.matched_concurrency_limits if concurrency_limits is None
                   else concurrency_limits)
         if limits:
-            self._set_resource(resname, "MatchedConcurrencyLimits", limits)
+            rec["MatchedConcurrencyLimits"] = _persisted("MatchedConcurrencyLimits", limits)
             self.increment_limits(limits)
 
     def remove_match(self, resname: str, now: int) -> None:
