@@ -191,3 +191,22 @@ def test_the_loop_keeps_a_digest_of_each_job_and_the_worker_nothing():
     assert known.take(delta) == [("s1", again)]
     new = known.digests["s1"]
     assert new[:16] == old[16:] and new[16:] not in (old[:16], old[16:])
+
+
+_pair = st.tuples(st.sampled_from(["clusterid", "procid", "owner", "jobstatus", "x"]),
+                  st.sampled_from(["1", "2", '"a"']))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_pair, max_size=6).map(tuple), max_size=40))
+def test_name_counts_is_every_pairs_name_counted(rows):
+    """name_counts (rows alike in their names counted together) gives what counting
+    each row's pairs one by one gives, repeated names in a row included."""
+    from collections import Counter
+
+    from negotiator_ext.adapters.job_delta import name_counts
+
+    one_by_one = Counter()
+    for row in rows:
+        one_by_one.update(p[0] for p in row)
+    assert name_counts(iter(rows)) == one_by_one

@@ -32,7 +32,9 @@ import os
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
+from typing import Iterable
 
 
 @dataclass
@@ -92,6 +94,21 @@ class _Kept:
     spelled: dict | None = None     # each of those names as its ads write it
     file: Path | None = None        # the snapshot file they were written to
     count: int = 0                  # how many jobs that file holds
+
+
+_FIRST = itemgetter(0)
+
+
+def name_counts(rows: Iterable[tuple]) -> Counter:
+    """How many times each attribute name is held by `rows` (each a row of (name, text)
+    pairs): the rows alike in their names counted together (most jobs of a queue hold
+    the same names; a Counter updated pair by pair took 0.1 s a pass at 49,800 jobs)."""
+    shapes = Counter(tuple(map(_FIRST, row)) for row in rows)
+    out: Counter = Counter()
+    for names, n in shapes.items():
+        for name in names:
+            out[name] += n
+    return out
 
 
 @dataclass
@@ -158,9 +175,8 @@ class KnownJobs:
         rows = kept.rows
         names = Counter(kept.names)
         used = set(where)
-        for j, row in enumerate(rows):
-            if j not in used:               # a job gone or changed: its names leave
-                names.subtract(p[0] for p in row)
+        # a job gone or changed: its names leave
+        names.subtract(name_counts(row for j, row in enumerate(rows) if j not in used))
         names = +names
         return ([rows[j] if j is not None else None for j in where], names,
                 {n: kept.spelled[n] for n in names})

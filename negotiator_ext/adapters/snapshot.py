@@ -47,6 +47,7 @@ from ..errors import InputError
 from ..core.adtext import TextAds, TextStore
 from ..limits import epoch_problem
 from .beside import Beside
+from .job_delta import name_counts
 from .adfiles import (load_json, read_ads, read_ads_and_texts, read_text_ads,
                       text_ads_of_lines)
 
@@ -275,9 +276,8 @@ def _job_texts(lines: list, source: str, store: TextStore, known, schedd: str | 
             store.names.setdefault(n, spelled[n])
     texts = text_ads_of_lines(lines, source, store, rows=rows, earlier=known)
     if jobs is not None:
-        for row, old in zip(texts.rows, rows if rows is not None else repeat(None)):
-            if old is None:
-                names.update(p[0] for p in row)
+        names.update(name_counts(row for row, old in zip(
+            texts.rows, rows if rows is not None else repeat(None)) if old is None))
         jobs.keep_rows(schedd, texts.rows, names, store.names)
     return texts
 
