@@ -73,7 +73,9 @@ the capture goes on without the negotiator's config (an earlier snapshot's when 
 one). The negotiator itself then stays busy expanding the value (HTCondor's expand_macro
 has no limit either) until it is restarted. `abort_remote_reads()` (the shadow daemon on
 SIGTERM) kills such a child at once. A RemoteParam that is not the bindings' own (a fake)
-is read in this process.
+is read in this process. A shadow loop's capture (`kept_reads`, `KeptReads`) queries the
+Negotiator and Schedd ads first and skips the RemoteParam steps of a daemon whose ad says
+it has not read its files since the loop's last read of it.
 """
 
 from __future__ import annotations
