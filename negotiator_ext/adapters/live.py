@@ -73,8 +73,8 @@ the capture goes on without the negotiator's config (an earlier snapshot's when 
 one). The negotiator itself then stays busy expanding the value (HTCondor's expand_macro
 has no limit either) until it is restarted. `abort_remote_reads()` (the shadow daemon on
 SIGTERM) kills such a child at once. A RemoteParam that is not the bindings' own (a fake)
-is read in this process. A shadow loop's capture (`kept_reads`, `KeptReads`) queries the
-Negotiator and Schedd ads first and skips the RemoteParam steps of a daemon whose ad says
+is read in this process. The Negotiator and Schedd ads are queried first: a shadow loop's
+capture (`kept_reads`, `KeptReads`) skips the RemoteParam steps of a daemon whose ad says
 it has not read its files since the loop's last read of it.
 """
 
@@ -251,8 +251,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     loop's too): the process that queries the schedds beside the slot steps, instead of
     a child forked from this one. `kept_reads` (KeptReads, a loop's too): the daemons'
     configurations read by its earlier passes, taken again while their daemons' ads say
-    they have not read their files since (the negotiator's and the schedds' ads are
-    then queried first, for that).
+    they have not read their files since.
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -275,19 +274,20 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, "cannot query the collector for slot ads: "
                                      f"{_one_line(exc)}") from None
-        # the daemons' own ads first when kept reads may serve: their stamps tell
+        # the daemons' own ads first: their stamps tell whether a loop's kept reads of
+        # their configurations still serve; the schedds' ads (MaxJobsRunning,
+        # CurbMatchmaking) failing is a warning
+        negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
+                                         "collector:negotiator", errors)
         schedd_ad_errors: dict = {}
-        daemon_ads = None
+        schedd_ads = _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
+                                     schedd_ad_errors)
+        lap("collector_other")
         if kept_reads is not None:
             kept_reads.last = {}
-            daemon_ads = (
-                _optional_query(collector, htcondor.AdTypes.Negotiator,
-                                "collector:negotiator", errors),
-                _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
-                                schedd_ad_errors))
         # the negotiator's config is read by a child process beside the slot steps
         config_read, others_read, schedd_knobs_read = _start_reads(
-            htcondor, collector, timeout, kept_reads, daemon_ads)
+            htcondor, collector, timeout, kept_reads, (negotiator_ads, schedd_ads))
         query = _startd_query(htcondor, collector, timings)
         try:
             if slot_cache is None:
@@ -310,19 +310,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                      f"{_one_line(exc)}") from None
         lap("slot_lines")
 
-        if daemon_ads is None:
-            negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
-                                             "collector:negotiator", errors)
         submitters = _optional_query(collector, htcondor.AdTypes.Submitter,
                                      "collector:submitters", errors)
         accounting = _optional_query(collector, htcondor.AdTypes.Accounting,
                                      "collector:accounting", errors)
-        # the schedds' own ads (MaxJobsRunning, CurbMatchmaking): a failure is a warning
-        if daemon_ads is None:
-            schedd_ads = _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
-                                         schedd_ad_errors)
-        else:
-            negotiator_ads, schedd_ads = daemon_ads
 
         neg_location, knobs = config_read.result(errors)
         version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
@@ -700,11 +691,12 @@ def _optional_query(collector, ad_type, key: str, errors: dict) -> list | None:
         return None
 
 
-def _start_reads(htcondor, collector, timeout, kept=None, daemon_ads=None):
+def _start_reads(htcondor, collector, timeout, kept=None, daemon_ads=(None, None)):
     """The reads that run beside the slot steps: the negotiator's config (a child), the
-    other negotiators' and the schedds' knobs. `kept` (KeptReads) and `daemon_ads` (the
-    collector's negotiator ads and schedd ads): reads kept from a loop's earlier passes."""
-    neg_ads, schedd_ads = daemon_ads or (None, None)
+    other negotiators' and the schedds' knobs. `kept` (KeptReads): reads kept from a
+    loop's earlier passes, under the stamps of `daemon_ads` (the collector's negotiator
+    ads and schedd ads)."""
+    neg_ads, schedd_ads = daemon_ads
     config_read = _ConfigRead(htcondor, collector, timeout, kept, neg_ads)
     others_read = _OtherNegotiatorsRead(htcondor, collector, timeout, config_read.location,
                                         kept, neg_ads)
