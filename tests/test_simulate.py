@@ -572,7 +572,7 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     earlier cycle are those of an ad built anew for the slot as it is now (a slot that
     changed is built again: SimSlot.changed), and the pool's rows are every slot's own,
     in the pool's order."""
-    import negotiator_ext.simulate as sim_mod
+    import negotiator_ext.sim.engine as sim_mod
     from negotiator_ext.simulate import _Ad, _facts, _new_slot_ad, _slot_texts
     counts = {"ads": 0, "texts": 0, "rows": 0}
     pool_of = sim_mod.Simulation._pool
@@ -627,7 +627,7 @@ def test_keeping_slot_ads_gives_the_same_ledger_as_building_every_ad_anew(
     """The whole run with everything kept, and with every slot ad built anew for every
     cycle and its texts read by the cycle from the ad (as before the simulator kept
     them): the same matches and the same figures in every pass."""
-    import negotiator_ext.simulate as sim_mod
+    import negotiator_ext.sim.engine as sim_mod
     sc = _changing_pool(tmp_path, case)
     kept = str(tmp_path / "kept.sqlite")
     with open_ledger(kept) as ledger:
@@ -657,7 +657,7 @@ def test_slots_found_by_name_when_names_are_shared(tmp_path, monkeypatch):
     like-named dynamic slots), a match's slot is the later of that name in the pool's
     order, found from a map made once per change of the slots, not by a walk per match;
     the same run with the map and with the walk gives the same ledger."""
-    import negotiator_ext.simulate as sim_mod
+    import negotiator_ext.sim.engine as sim_mod
     sc = _changing_pool(tmp_path, "preemption")
     real_init, real_named = sim_mod.SimPool.__init__, sim_mod.SimPool.slot_named
     asked = []
@@ -736,7 +736,7 @@ def test_a_slot_ad_parsed_from_its_text_is_the_one_set_attribute_by_attribute(pa
 def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkeypatch):
     # The simulator hands the accountant the slots changed since the last cycle
     # (SlotChanges); every pass must be the one checking every slot gives.
-    import negotiator_ext.simulate as sim_mod
+    import negotiator_ext.sim.engine as sim_mod
     from negotiator_ext.core.accountant import Accountant
     sc = load_scenario(SCENARIOS / name)
     sc = dataclasses.replace(sc, span=min(sc.span, 12 * HOUR))

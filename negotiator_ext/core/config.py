@@ -83,6 +83,11 @@ _SCALAR_KNOBS: tuple[tuple[str, str, str], ...] = (
     ("max_concurrent_uploads_per_user", "MAX_CONCURRENT_UPLOADS_PER_USER", "int"),
     ("max_concurrent_uploads", "MAX_CONCURRENT_UPLOADS", "int"),
     ("max_jobs_running", "MAX_JOBS_RUNNING", "int"),
+    # what the schedds and startds do with matches (read by the forecast: sim.schedd_startd)
+    ("claim_worklife", "CLAIM_WORKLIFE", "int"),
+    ("claim_partitionable_leftovers", "CLAIM_PARTITIONABLE_LEFTOVERS", "bool"),
+    ("schedd_send_reschedule", "SCHEDD_SEND_RESCHEDULE", "bool"),
+    ("schedd_min_interval", "SCHEDD_MIN_INTERVAL", "int"),
     # concurrency limits (section 4.11)
     ("concurrency_limit_default", "CONCURRENCY_LIMIT_DEFAULT", "float"),
     # hierarchical group quotas (section 3)
@@ -207,6 +212,10 @@ class NegotiatorConfig:
     max_concurrent_uploads_per_user: int = 20
     max_concurrent_uploads: int = 100
     max_jobs_running: int = 10000
+    claim_worklife: int = 1200
+    claim_partitionable_leftovers: bool = True
+    schedd_send_reschedule: bool = True
+    schedd_min_interval: int = 5
     match_exprs: Mapping[str, str] = field(default_factory=lambda: _freeze({}))
     # concurrency limits: names lower-cased
     concurrency_limit_default: float = 2308032.0

@@ -1,0 +1,233 @@
+"""The simulated pool's ads: a slot's ad as its startd advertises it (built from its
+shape, its resources and its claim, kept until the slot changes) and a job's ad as its
+schedd offers it to the negotiator (a scenario's built from its arrival, a recorded
+job's its own attributes with its state now)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import classad2
+
+from ..core import classads
+from ..core.adtext import TextAds, TextStore
+from ..core.slots import CURRENT_USER_ATTRS
+from ..scenario import Scenario
+from .schedd_startd import SimJob, SimSlot
+
+class _Ad:
+    """A slot ad as built, and what is taken from it: its figures under a config
+    (`_facts`) and its texts (`_slot_texts`). `written`: it was handed to a cycle that
+    may have written into it (its texts are then the cycle's to read from it)."""
+    __slots__ = ("ad", "facts", "texts", "written")
+
+    def __init__(self, ad: classad2.ClassAd):
+        self.ad = ad
+        self.facts: tuple | None = None
+        self.texts: tuple | None = None
+        self.written = False
+
+
+def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
+    """The slot's ad as its startd advertises it (cached until the slot changes)."""
+    return _built(s, sc).ad
+
+
+def _built(s: SimSlot, sc: Scenario) -> _Ad:
+    """The slot's ad as built, kept until the slot changes."""
+    b = s._ad
+    if b is None:
+        b = s._ad = _Ad(_new_slot_ad(s, sc))
+    return b
+
+
+def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.ClassAd:
+    """The slot's ad, parsed from its old-syntax text in one classad2 call (setting the
+    attributes one by one costs four times as much). When one of the shape's own
+    attributes would repeat a name or spans lines (or not `inline`), the attributes are
+    set one by one, the shape's after the slot's and before the job's."""
+    ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
+    vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
+                  "StartdIpAddr": ip, "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX",
+                  "SlotID": 1, "Cpus": _num(s.cpus), "Memory": _num(s.memory),
+                  "Disk": _num(s.disk), "TotalCpus": _num(s.shape.cpus),
+                  "TotalMemory": _num(s.shape.memory), "Rank": 0.0, "CurrentRank": 0.0,
+                  "START": True}
+    if s.shape.gpus:
+        vals["GPUs"] = _num(s.gpus)
+    vals["Requirements"] = _Expr("START")
+    if s.partitionable:
+        vals["PartitionableSlot"] = True
+        vals["SlotType"] = "Partitionable"
+        vals["NumDynamicSlots"] = len(s.children)
+        vals["NumClaims"] = int(s.cpus)     # the claim ids a consumption policy hands out
+    elif s.parent is not None:
+        vals["DynamicSlot"] = True
+        vals["SlotType"] = "Dynamic"
+        vals["ParentSlotName"] = s.parent.name
+    shape = s.shape.attrs
+    job = s.job
+    later: dict = {}
+    if job is not None:
+        c = job.cls
+        later.update(State="Claimed", Activity="Busy", RemoteUser=c.user, RemoteOwner=c.user,
+                     RemoteScheddName=c.schedd, JobId=job.id,
+                     EnteredCurrentState=job.started, JobStart=job.started)
+        if s.rank_of_job is not None:
+            later["CurrentRank"] = s.rank_of_job
+        if c.group:
+            later.update(AccountingGroup=c.accounting_group, RemoteGroup=c.group,
+                         RemoteNegotiatingGroup=c.group)
+        if c.concurrency_limits:
+            later["ConcurrencyLimits"] = c.concurrency_limits
+    else:
+        later.update(State="Unclaimed", Activity="Idle")
+    if inline:
+        # in the order they were always set: the slot's, the shape's, the job's (a
+        # later value replaces an earlier one of the same name, spelt the same)
+        merged, spelt = dict(vals), {k.lower(): k for k in vals}
+        for k, v in itertools.chain(((k, _Expr(t)) for k, t in shape.items()),
+                                    later.items()):
+            if spelt.setdefault(k.lower(), k) != k:
+                merged = None
+                break
+            merged[k] = v
+        # a control character (a line break) in a text or a name: set one by one
+        if merged is not None and any(_CONTROL.search(v.text if type(v) is _Expr else v)
+                                      for v in merged.values() if type(v) in (_Expr, str)):
+            merged = None
+        if merged is not None:
+            ad = classads.parse_old_ad("\n".join(f"{k} = {_text(v)}" for k, v in merged.items()))
+            if len(ad) == len(merged):
+                return ad
+    ad = classad2.ClassAd()
+    for k, v in vals.items():
+        ad[k] = classad2.ExprTree(v.text) if type(v) is _Expr else v
+    for k, text in shape.items():
+        ad[k] = classads.parse_expr(text)
+    for k, v in later.items():
+        ad[k] = v
+    return ad
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class _Expr:
+    """An expression's text in a slot ad being built (`_new_slot_ad`)."""
+    __slots__ = ("text",)
+
+    def __init__(self, text: str):
+        self.text = text
+
+
+def _text(v) -> str:
+    """A value of `_new_slot_ad` as its ad's text shows it."""
+    if type(v) is _Expr:
+        return v.text
+    if v is True or v is False:
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return _q(v)
+    return repr(v)
+
+
+def _rank_of(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
+    """The slot's Rank for the job it now runs: its CurrentRank (rank preemption needs a
+    better one)."""
+    rank = next(v for k, v in slot.shape.attrs.items() if k.lower() == "rank")
+    row = TextAds(TextStore())
+    row.add(_job_texts(job, sc))
+    got = classads.eval_match(classads.parse_expr(rank), _slot_ad(slot, sc), row.ad(0))
+    slot.changed()          # its CurrentRank is set now
+    if isinstance(got, bool):                 # a boolean Rank ranks as 1 or 0
+        return float(got)
+    return float(got) if classads.is_number(got) else 0.0
+
+
+def _num(x: float):
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _job_texts(job: SimJob, sc: Scenario | None = None) -> list[tuple[str, str]]:
+    """The job's ad as the schedd offers it, as (name, text) pairs; kept while it waits
+    (only an eviction changes them: EnteredCurrentStatus)."""
+    if job.texts is None:
+        job.texts = job.cls.texts(job)
+    return job.texts
+
+
+def recorded_job_texts(job: SimJob) -> list[tuple[str, str]]:
+    """A recorded job's ad as its schedd offers it now: its class's attributes, its own
+    (ids, QDate, ...), and its state (idle since `idle_since`)."""
+    return [*job.cls.base, *job.own, ("JobStatus", "1"),
+            ("EnteredCurrentStatus", str(int(job.idle_since)))]
+
+
+def scenario_job_texts(job: SimJob, sc: Scenario) -> list[tuple[str, str]]:
+    """A scenario job's ad, as condor_submit would have written it from its arrival."""
+    a = job.arrival
+    user = a.user_name(sc.domain)
+    pairs = [("MyType", '"Job"'), ("TargetType", '"Machine"'), ("ClusterId", str(job.cluster)),
+             ("ProcId", str(job.proc)), ("JobStatus", "1"), ("JobUniverse", "5"),
+             ("Owner", _q(a.user)), ("User", _q(user)), ("QDate", str(job.qdate)),
+             ("EnteredCurrentStatus", str(job.idle_since)), ("JobPrio", str(a.job_prio)),
+             ("RequestCpus", _lit(a.cpus)), ("RequestMemory", _lit(a.memory)),
+             ("RequestDisk", _lit(a.disk)),
+             ("GlobalJobId", _q(f"{sc.schedd}#{job.id}#{job.qdate}")),
+             ("Requirements", a.requirements_text())]
+    if a.gpus:
+        pairs.append(("RequestGPUs", _lit(a.gpus)))
+    if a.accounting_group():
+        pairs.append(("AccountingGroup", _q(a.accounting_group())))
+    if a.group:
+        pairs.append(("AcctGroup", _q(a.group)))
+    if a.rank:
+        pairs.append(("Rank", a.rank))
+    if a.concurrency_limits:
+        pairs.append(("ConcurrencyLimits", _q(a.concurrency_limits)))
+    if a.nice_user:
+        pairs.append(("NiceUser", "true"))
+    for k, text in a.attrs.items():
+        pairs.append((k, text))
+    return pairs
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _lit(x: float) -> str:
+    return str(_num(x))
+
+
+def _facts(b: _Ad, config):
+    """(fetched, SlotUsage, pie weight, effective size) of a slot ad under `config`, as
+    the core computes them (fetched: NEGOTIATOR_SLOT_CONSTRAINT keeps it); kept with
+    the ad until the config changes."""
+    from ..core.slots import matches_constraint, slot_size, slot_usage
+    f = b.facts
+    if f is None or f[0] is not config:
+        ad = b.ad
+        u = slot_usage(ad, config)
+        f = b.facts = (config, (matches_constraint(ad, config.slot_constraint), u,
+                                *slot_size(ad, u.weight)))
+    return f[1]
+
+
+# The simulated schedd offers every idle job: its limits (core.schedd_limits) are not
+def _slot_texts(b: _Ad) -> tuple[tuple, bool]:
+    """A slot ad's (lower-case name, text) pairs, as the cycle would read them from it
+    (`Pool.slot_texts`), and whether a cycle that considers preemption may write into
+    it (add_remote_user_attrs: conservatively, when the ad has an attribute naming a
+    current user, or a PreemptingRank); kept with the ad."""
+    got = b.texts
+    if got is None:
+        texts = tuple((n.lower(), t) for n, t in classads.attribute_texts(b.ad))
+        got = b.texts = (texts, any(n in _USER_ATTRS for n, _ in texts))
+    return got
+
+
+# the attributes that make the cycle write the current user's figures into a slot ad
+_USER_ATTRS = frozenset(a.lower() for a in (*CURRENT_USER_ATTRS, "PreemptingRank"))

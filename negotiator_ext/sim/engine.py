@@ -1,0 +1,637 @@
+"""The simulation engine: the real negotiation cycle, cycle after cycle, over simulated
+time, on a pool whose schedds and startds act on its matches (`sim.schedd_startd`).
+
+Its workloads come from sources of their own: a scenario's synthetic arrivals
+(`sim.scenario_source`, for `simulate`), and for `forecast` a snapshot's queue and claims
+(`sim.snapshot_queue`) and the schedds' history (`sim.history`). Each cycle at time `t`:
+
+1. what happened since the last cycle, in time order: jobs ended (and, in a forecast,
+   their claims were reused), recorded jobs were removed, jobs arrived; changes due by
+   `t` are made (a config change, a factor, slots leaving or joining);
+2. the pool is assembled in memory as the collector and the schedds would show it (slot
+   ads with their claims, the queue, submitter ads) and the accountant state carried from
+   the last cycle;
+3. `cycle.run_cycle` runs the real negotiation cycle on it (accountant step, quotas, pie,
+   matchmaking, preemption);
+4. what the schedds and startds make of the matches: a matched job starts on its slot (a
+   partitionable slot is split as the startd would) and runs for its duration; a preempted
+   job goes back to the queue and starts over;
+5. the cycle is recorded in the ledger as a pass, as shadow mode records one (so `audit`
+   works on simulations), with the exact queue wait of every match.
+
+When the cycles run: a scenario's every `interval` seconds; a forecast's as the
+negotiator's timer and the schedds' reschedules make them (`NegotiatorCadence`).
+
+The simulated pool is its own reality: each pass's "real" figures are the simulated
+accountant's, and there is nothing to compare.
+
+Speed: the schedd only needs to offer as many idle jobs as could start this cycle (a
+submitter's first `free cpus` jobs in its queue order; all of them when preemption is
+possible), and the submitter ads carry the true counts. When no claimed slot can be
+taken (no PREEMPTION_REQUIREMENTS and slots whose Rank cannot prefer another job), the
+claimed slots are left out of the candidates the matchmaker sees while still counting in
+the pool's size and the accountant (`Pool.all_slot_ads`); the result is the same.
+
+From cycle to cycle the engine keeps what did not change: a slot's ad, its figures
+(usage, pie weight, effective size) and texts are made once per change of the slot
+(`SimSlot.changed`), and the pool's lists are patched where slots changed instead of
+walking every slot; the accountant's CheckMatches is told which slots those are
+(`core.accountant.SlotChanges`) and looks at them alone. The cycle writes into the ads it
+gets (NEGOTIATOR_MATCH_EXPRS, the remote user's figures): those are handed over as copies,
+or without texts (the cycle reads them from the ad), and an ad a cycle may have written
+into never passes its texts on. The cyclic GC is paused during a run, with a young
+collection after each cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import heapq
+import itertools
+import math
+import random
+import sys
+import time as _time
+import uuid as uuidlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import classad2
+
+from ..core import classads
+from ..core.accountant import AccountantState, SlotChanges
+from ..core.adtext import TextAds, TextStore
+from ..core.config import priority_preemption_off
+from ..core.records import MatchEntry, PassRecord
+from ..core.schedd_limits import ScheddLimits
+from ..errors import InputError
+from ..limits import paused_gc
+from ..pool import config_warnings
+from ..scenario import Change, Scenario
+from .ads import _Ad, _built, _facts, _job_texts, _rank_of, _slot_texts
+from .schedd_startd import SimJob, SimPool, SimSlot
+
+SCHEDD_ADDR = "<10.255.0.1:9618>"
+
+@dataclass
+class SimReport:
+    passes: int
+    matches: int
+    preemptions: int
+    span: float
+    wall: float
+    ledger: str
+    skipped: int = 0          # replay: recorded snapshots no longer on disk
+
+
+@dataclass
+class EngineOptions:
+    """What a forecast adds to a scenario's run (`sim.forecast`): workload sources beside
+    the scenario's arrivals, the negotiator's cadence, claim reuse, the schedds' limits,
+    a starting accountant, and a record of every run."""
+    sources: tuple = ()                       # workload sources (sim.history, ...)
+    cadence: "NegotiatorCadence | None" = None   # None: every scenario `interval`
+    claim_worklife: float | None = None       # None: no claim reuse
+    model_startd: bool = False                # the 25.14 startd's dynamic slots
+    leftovers: bool = False                   # the schedd claims p-slot leftovers
+    record_runs: bool = False
+    accountant: AccountantState | None = None
+    schedd_default: ScheddLimits | None = None
+    schedd_limits: dict = dataclasses.field(default_factory=dict)
+    pool_name: str | None = None              # the ledger's pool name
+
+
+class Simulation:
+    """One run of a scenario, recorded in a ledger (see the module docstring)."""
+
+    def __init__(self, scenario: Scenario, ledger, *,
+                 progress: Callable[[float, float, float], None] | None = None,
+                 batch: int = 200, shortcuts: bool = True,
+                 options: EngineOptions | None = None):
+        """`shortcuts=False` offers every idle job and every slot to every cycle (slow; the
+        tests compare it with the default)."""
+        from ..core.groups import GroupTree
+        from .scenario_source import arrival_events
+        opts = self.options = options or EngineOptions()
+        self.sc = scenario
+        self.ledger = ledger
+        self.progress = progress
+        self.batch = batch
+        self.shortcuts = shortcuts
+        self.rng = random.Random(scenario.seed)
+        self.pool = SimPool(scenario, self.rng, claim_worklife=opts.claim_worklife,
+                            record_runs=opts.record_runs, model_startd=opts.model_startd,
+                            leftovers=opts.leftovers,
+                            reschedule_interval=(opts.cadence.reschedule_interval
+                                                 if opts.cadence is not None else None))
+        # every config the run will use, read now: a bad knob in a change is found before
+        # the run, named with the scenario
+        self.changes = sorted(scenario.changes, key=lambda c: c.at)
+        self.configs: dict[int, object] = {}
+        knobs = dict(scenario.knobs)
+        texts = list(knobs.values())
+        self.config = self._load_config(knobs, "config/knobs")
+        for c in self.changes:
+            if c.kind == "config":
+                knobs.update(c.knobs)
+                texts += list(c.knobs.values())
+                self.configs[id(c)] = self._load_config(dict(knobs), f"changes (at {c.at:g} s)")
+        self.groups = GroupTree(self.config)
+        self.warnings: list[str] = config_warnings(self.config, self.groups)
+        self._check_groups()
+        self.state = (opts.accountant if opts.accountant is not None
+                      else self._initial_accountant())
+        self.schedd_default = opts.schedd_default or _NO_SCHEDD_LIMITS
+        self.pending: list[PassRecord] = []
+        self.rr_times: dict[str, float] = {}
+        self.arrivals = arrival_events(scenario)
+        for source in opts.sources:
+            self.arrivals += source.events()
+        heapq.heapify(self.arrivals)
+        self.matches = 0
+        self.preemptions = 0
+        self.unresolved = 0          # matches naming a slot or job the pool does not have
+        self.cycles: list[int] = []  # when each cycle ran
+        self.started_by_cycle = 0    # jobs started on the negotiator's matches
+        self.claims_failed = 0       # matches whose claim the startd could not give
+        self._offered: dict[tuple[str, str], SimJob] = {}
+        self._rows: _PoolRows | None = None
+        # the fewest cpus any job of the scenario requests (a p-slot with less is full)
+        self.least_cpus = min([a.cpus for a in scenario.workload]
+                              + [s.least_cpus for s in opts.sources if s.least_cpus],
+                              default=1)
+        shapes = list(scenario.slots) + [c.shape for c in scenario.changes if c.shape]
+        self.ranked_slots = any(s.ranks_jobs() for s in shapes)
+        if scenario.config_path:
+            texts.append(scenario.config_path.read_text())
+        texts += [v for s in shapes for v in s.attrs.values()]
+        for a in scenario.workload:
+            texts += [a.requirements or "", a.rank or "", *a.attrs.values()]
+        if any("time()" in t.replace(" ", "") for t in texts):
+            self.warnings.append(
+                f"{scenario.path}: an expression uses time(): ClassAd time() is this "
+                "machine's clock, not the simulated time, so it sees the wrong ages")
+        p = self.pool
+        p.weight_of = lambda slot: _facts(_built(slot, scenario), self.config)[1].weight
+        if opts.claim_worklife is not None:
+            p.fits = self._fits
+        for source in opts.sources:
+            source.setup(self)
+
+    # -- setup
+    def _load_config(self, knobs: dict[str, str], where: str):
+        """The scenario's config file with `knobs` appended, read through HTCondor's own
+        config system (from a temporary file: the bindings read files); errors name the
+        scenario."""
+        from ..adapters.condor_config import load_config
+        path = config_with_knobs(self.sc.config_path, knobs)
+        try:
+            cfg = load_config(path)
+        except InputError as exc:
+            raise InputError(str(self.sc.path), f"{where}: {exc.message}") from None
+        finally:
+            Path(path).unlink(missing_ok=True)
+        return dataclasses.replace(cfg, source=str(self.sc.config_path or self.sc.path))
+
+    def _check_groups(self) -> None:
+        """A workload group the config does not define is an error (HTCondor would quietly
+        run those jobs in the root group)."""
+        bad = sorted({a.group for a in self.sc.workload
+                      if a.group and self.groups.get(a.group) is None})
+        if bad:
+            known = sorted(n.name for n in self.groups.nodes if not n.is_root)
+            raise InputError(str(self.sc.path), f"workload: unknown accounting group(s) "
+                             f"{', '.join(bad)}: GROUP_NAMES is {', '.join(known) or 'empty'}")
+
+    def _initial_accountant(self) -> AccountantState:
+        if self.sc.accountant is None:
+            return AccountantState(last_update_time=self.sc.start)
+        from ..adapters.accounting_ads import state_from_accounting_ads
+        from ..adapters.adfiles import read_ads
+        state, _ = state_from_accounting_ads(read_ads(self.sc.accountant), (), self.groups,
+                                             str(self.sc.accountant))
+        return state
+
+    # -- one cycle
+    def run(self) -> SimReport:
+        wall0 = _time.perf_counter()
+        sc = self.sc
+        n = 0
+        t = sc.start
+        end = sc.start + sc.span
+        # No cyclic GC during the run but a young collection after each cycle: what a
+        # cycle leaves behind is young, and the collector would otherwise walk the
+        # pool's long-lived jobs, slots and ads again and again for nothing (a sixth of
+        # a cycle at 10,000 slots). What the run drops is freed by reference counting as
+        # always; cycles that outlive a collection wait for the collector after the run.
+        cadence = self.options.cadence
+        with paused_gc(collect=False):
+            while t <= end:
+                self.step(t)
+                n += 1
+                if len(self.pending) >= self.batch:
+                    self.flush()
+                if self.progress is not None:
+                    self.progress(t - sc.start, sc.span, _time.perf_counter() - wall0)
+                t = t + sc.interval if cadence is None else cadence.next_cycle(t, self.pool, self.arrivals)
+                gc.collect(1)
+            if cadence is not None:
+                self.pool.advance(end, self.arrivals)   # what happens after the last cycle
+        self.flush()
+        return SimReport(passes=n, matches=self.matches, preemptions=self.preemptions,
+                         span=sc.span, wall=_time.perf_counter() - wall0,
+                         ledger=self.ledger.source)
+
+    def flush(self) -> None:
+        if self.pending:
+            self.ledger.record_passes(self.pending)
+            self.pending = []
+
+    def step(self, t: int) -> None:
+        from ..cycle import run_cycle
+        p = self.pool
+        if p.claim_worklife is None and not p.removals:
+            p.finish_until(t)
+            while self.arrivals and self.arrivals[0][0] <= t:
+                t_arrival, _, submit = heapq.heappop(self.arrivals)
+                submit(p, t_arrival)
+        else:                   # claims reused and jobs removed between cycles, in order
+            p.advance(t, self.arrivals)
+        self.cycles.append(t)
+        while self.changes and self.sc.start + self.changes[0].at <= t:
+            self._change(self.changes.pop(0), t)
+        pool = self._pool(t)
+        started = _time.perf_counter()
+        result = run_cycle(pool, t, self.rr_times)
+        duration = _time.perf_counter() - started
+        # the Resource records are handed over, not copied: after the cycle only the pass
+        # record reads the accountant, and the next cycle's accountant copies them
+        self.state = result.accountant.to_state(copy_resources=False)
+        self.rr_times = result.rr_times         # carried, as the negotiator does
+        entries = self._apply(result, t)
+        self.pending.append(self._record(t, pool, result, entries, duration))
+
+    def _change(self, c: Change, t: int) -> None:
+        from ..core.accountant import Accountant
+        from ..core.groups import GroupTree
+        if c.kind == "config":
+            self.config = self.configs[id(c)]
+            self.groups = GroupTree(self.config)
+            self.warnings += config_warnings(self.config, self.groups)
+        elif c.kind in ("factor", "priority"):    # condor_userprio -setfactor / -setprio
+            acc = Accountant(self.state, self.config, self.groups)
+            if c.kind == "factor":
+                acc.set_priority_factor(c.name, c.value)
+            else:
+                acc.set_priority(c.name, c.value)
+            self.state = acc.to_state()
+        elif c.kind == "slots_leave":
+            self.pool.remove_slots(c.prefix, c.count, t)
+        elif c.kind == "slots_join":
+            self.pool.add_slots(c.shape, c.count)
+
+    def _fits(self, job: SimJob, slot: SimSlot) -> bool:
+        """Whether the schedd may start `job` on the claim of `slot` (claim reuse): the
+        slot has what the job requests, and each side's Requirements accept the other
+        (the slot's ad as it is without a job)."""
+        c = job.cls
+        if (c.cpus > slot.cpus or c.memory > slot.memory or c.disk > slot.disk
+                or c.gpus > slot.gpus):
+            return False
+        row = TextAds(TextStore())
+        row.add(_job_texts(job))
+        job_ad = row.ad(0)
+        slot_ad = _built(slot, self.sc).ad
+        return all(classads.eval_match(classads.parse_expr(text), mine, other) is True
+                   for text, mine, other in ((_requirements(job_ad), job_ad, slot_ad),
+                                             (_requirements(slot_ad), slot_ad, job_ad)))
+
+    def _preemption_possible(self) -> bool:
+        """Whether a claimed slot could be taken this cycle: priority preemption unless
+        PREEMPTION_REQUIREMENTS is literally False (as the matcher reads it: an empty
+        value allows it), or rank preemption by a slot whose Rank is not a constant."""
+        cfg = self.config
+        if not cfg.consider_preemption:
+            return False
+        return not priority_preemption_off(cfg) or self.ranked_slots
+
+    def _slot_row(self, s: SimSlot) -> _SlotRow:
+        """What top-level slot `s` and its dynamic slots give the pool under the current
+        config, kept on `s` until one of them changes (`SimSlot.changed`) or the config
+        does: their ads (those NEGOTIATOR_SLOT_CONSTRAINT keeps) with their usage, pie
+        weights and effective sizes, and the ones a job can take when no claim can be
+        preempted (a p-slot with at least the fewest cpus any job requests; a static
+        slot that is not claimed)."""
+        sc, config, least = self.sc, self.config, self.least_cpus
+        row = _SlotRow(config)
+        seg = []
+        for x in ([s] + s.children if s.partitionable else [s]):
+            b = _built(x, sc)
+            fetched, u, pie, eff = _facts(b, config)
+            if not fetched:                     # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
+                continue
+            seg += (b.ad, u, pie, eff)
+            row.every.append((x, b, u))
+            if (x.partitionable and x.cpus >= least) or (
+                    not x.partitionable and x.job is None):
+                row.free.append((x, b, u))
+        row.seg = tuple(seg)
+        row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
+        s._row = row
+        return row
+
+    def _slot_rows(self) -> _PoolRows:
+        """Every slot's row, in the pool's order: only the rows of slots that changed
+        since the last cycle are made again (all of them when slots joined or left, or
+        the config changed)."""
+        p, config, got = self.pool, self.config, self._rows
+        if got is None or got.version != p.version or got.config is not config:
+            slot_row = self._slot_row
+            rows = [r if (r := s._row) is not None and r.config is config else slot_row(s)
+                    for s in p.slots]
+            for i, s in enumerate(p.slots):
+                s._pos = i
+            got = self._rows = _PoolRows(
+                version=p.version, config=config, segs=[r.seg for r in rows],
+                every=[r.every for r in rows], free=[r.free for r in rows],
+                free_cpus=[r.free_cpus for r in rows],
+                all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
+        else:
+            # what the accountant's CheckMatches needs to look at (core.accountant's
+            # SlotChanges): the slots of the rows made again, before and after
+            names: set[str] = set()
+            places = []
+            for s in p.dirty:
+                if s._row is None:
+                    r, i = self._slot_row(s), s._pos
+                    names.update(u.resource_name for _, _, u in got.every[i])
+                    names.update(u.resource_name for _, _, u in r.every)
+                    places.append(i)
+                    got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
+                    got.free_cpus[i] = r.free_cpus
+            places.sort()
+            got.changes = SlotChanges(frozenset(names),
+                                      tuple(u for i in places for _, _, u in got.every[i]))
+        p.dirty.clear()
+        return got
+
+    def _pool(self, t: int):
+        from ..adapters.snapshot import Snapshot
+        from ..pool import Pool
+        sc, p, config = self.sc, self.pool, self.config
+        preempt = self._preemption_possible() or not self.shortcuts
+        rows = self._slot_rows()
+        flat = itertools.chain.from_iterable
+        cols = list(flat(rows.segs))        # (ad, usage, pie weight, effective size) ...
+        ads, usage = tuple(cols[0::4]), tuple(cols[1::4])
+        pies, effs = tuple(cols[2::4]), tuple(cols[3::4])
+        del cols
+        # candidates: what a job can take this cycle (a p-slot with fewer cpus left than
+        # any job requests cannot match, as a claimed static slot cannot when nothing can
+        # preempt it). The cycle writes into claimed slots' ads (the remote user's
+        # figures) and, with NEGOTIATOR_MATCH_EXPRS, into every ad: only those need a
+        # copy. An ad it writes nothing into gets its texts, kept with the ad (the
+        # cycle would read them from the ad again); the others are read by the cycle.
+        copy_all = bool(config.match_exprs)
+        texts_ok = not copy_all and not (config.consider_preemption and config.cross_slot_prios)
+        users = config.consider_preemption
+        cand_ads, cand_usage, cand_texts = [], [], []
+        for x, b, u in flat(rows.every if preempt else rows.free):
+            ad, texts = b.ad, None
+            if x.job is not None or copy_all:
+                ad = classads.copy_ad(ad)
+            else:
+                if texts_ok and not b.written:
+                    texts, writes = _slot_texts(b)
+                    if users and writes:
+                        texts = None
+                if texts is None:
+                    b.written = True
+            cand_ads.append(ad)
+            cand_usage.append(u)
+            cand_texts.append(texts)
+        free = sum([c for c in rows.free_cpus if c is not None])
+        cap = int(math.ceil(free)) if not preempt else rows.all_cpus
+        if not self.shortcuts:
+            cap = 1 << 40                 # every idle job
+        store = TextStore()
+        queues: dict[str, TextAds] = {}               # schedd -> the jobs it offers
+        submitters = []
+        self._offered: dict[tuple[str, str], SimJob] = {}   # (schedd, job id) -> job
+        for i, ((name, schedd), (idle, running)) in enumerate(sorted(p.counts.items())):
+            if idle + running <= 0:
+                continue
+            jobs = queues.get(schedd)
+            if jobs is None:
+                jobs = queues[schedd] = TextAds(store)
+            for job in p.idle_jobs((name, schedd), min(idle, cap)):
+                jobs.add(_job_texts(job))
+                self._offered[(schedd, job.id)] = job
+            ad = classad2.ClassAd()
+            ad["MyType"] = "Submitter"
+            ad["Name"] = name
+            ad["ScheddName"] = schedd
+            ad["ScheddIpAddr"] = SCHEDD_ADDR
+            ad["IdleJobs"] = idle
+            ad["RunningJobs"] = running
+            ad["WeightedIdleJobs"] = idle
+            ad["WeightedRunningJobs"] = running
+            ad["LastHeardFrom"] = 1000 + i
+            submitters.append(ad)
+        if not queues:
+            queues[sc.schedd] = TextAds(store)
+        files = {f"jobs.{i}.ads" if i else "jobs.ads": schedd
+                 for i, schedd in enumerate(queues)}
+        snap = Snapshot(directory=sc.path, slots_source=str(sc.path), slots=tuple(cand_ads),
+                        jobs={f: queues[schedd] for f, schedd in files.items()},
+                        submitters=tuple(submitters), accounting=(),
+                        accounting_source=None, config_path=None,
+                        meta={"captured_at": t, "schedd_files": files})
+        return Pool(snapshot=snap, config=self.config, groups=self.groups,
+                    slot_ads=tuple(cand_ads), slots=tuple(cand_usage), accountant=self.state,
+                    warnings=(), slot_texts=tuple(cand_texts), all_slot_ads=ads,
+                    all_slots=usage, pie_weights=pies, effective_sizes=effs,
+                    schedd_default=self.schedd_default,
+                    schedd_limits=self.options.schedd_limits, slot_changes=rows.changes)
+
+    def _apply(self, result, t: int) -> list[MatchEntry]:
+        """The schedds and startds act on the matches; our match entries, with waits."""
+        p = self.pool
+        jobs = self._offered
+        out = []
+        for m in result.matches:
+            slot = p.slot_named(m.slot)
+            job = jobs.get((m.schedd, m.assigned_job))
+            if p.model_startd and job is not None and job.status != 1:
+                self.claims_failed += 1     # the schedd started it on a leftover claim
+                continue
+            if slot is None or job is None or job.status != 1:
+                self.unresolved += 1
+                continue
+            if m.preempting:
+                victim = slot.job
+                if victim is not None:
+                    p.evict(victim, t, keep_slot=True)
+                    self.preemptions += 1
+            pslot = slot if slot.partitionable else None
+            if pslot is not None:
+                if p.model_startd and not _room_for(pslot, job):
+                    self.claims_failed += 1        # its leftovers went to other jobs
+                    continue
+                slot = p.carve(slot, job)
+            wait = float(t - job.idle_since)
+            p.start(job, slot, t)
+            self.started_by_cycle += 1
+            if pslot is not None and p.leftovers:
+                p.fill_leftovers(pslot, job.cls, t)
+            if slot.shape.ranks_jobs():
+                slot.rank_of_job = _rank_of(slot, job, self.sc)
+            self.matches += 1
+            out.append(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
+                                  preempting=m.preempting, time=t, group=m.group, wait=wait))
+        return out
+
+    def _record(self, t: int, pool, result, entries: list[MatchEntry],
+                duration: float) -> PassRecord:
+        """The cycle as a ledger pass. The simulated pool is its own reality: its
+        "real" accountant is the one after our cycle (its report, read as shadow mode reads
+        a pool's Accounting ads, by `observe_pass`)."""
+        from ..adapters.observe import observe_pass
+        report = tuple(result.accountant.report(result.quotas or None))
+        after = dataclasses.replace(pool, snapshot=dataclasses.replace(pool.snapshot,
+                                                                       accounting=report))
+        obs = observe_pass(after, result)
+        uid = uuidlib.uuid5(uuidlib.NAMESPACE_URL,
+                            f"negotiator-ext-sim:{self.sc.name}:{self.sc.seed}:{t}").hex
+        return PassRecord(
+            uuid=uid, pool=self.sc.pool_name, started_at=float(t), finished_at=float(t),
+            snapshot_time=t, status="complete", reason=None, real_cycle_time=t,
+            real_accountant_time=t, shadow_duration=round(duration, 4), capture_duration=0.0,
+            shadow_timings=dict(result.timings), pool_weight=result.pool_weight,
+            shadow_matches=tuple(entries), submitters=tuple(obs.submitters),
+            groups=tuple(obs.groups), comparable=False, snapshot_dir=None)
+
+
+# modelled here (it has no transfer queue and starts a matched job at once).
+_NO_SCHEDD_LIMITS = ScheddLimits(per_user_enabled=False, max_jobs_running=1 << 62)
+
+
+class _SlotRow:
+    """A top-level slot's part of the pool (it and its dynamic slots) under one config:
+    see `Simulation._slot_row`."""
+    __slots__ = ("config", "every", "free", "free_cpus", "seg")
+
+    def __init__(self, config):
+        self.config = config
+        self.seg: tuple = ()             # (ad, usage, pie weight, effective size) of each
+        self.every: list[tuple] = []     # (slot, _Ad, usage) of each fetched ad
+        self.free: list[tuple] = []      # the ones a job can take without preemption
+        self.free_cpus: float | None = None   # its free cpus, if it counts
+
+
+@dataclass
+class _PoolRows:
+    """Every top-level slot's row, in the pool's order (`Simulation._slot_rows`)."""
+    version: int                  # SimPool.version they were made for
+    config: object                # ... and the config
+    segs: list[tuple]
+    every: list[list]
+    free: list[list]
+    free_cpus: list
+    all_cpus: int                 # every slot's cpus, rounded up
+    changes: SlotChanges | None = None   # the slots changed since the last cycle's
+
+def _room_for(pslot: SimSlot, job: SimJob) -> bool:
+    """Whether partitionable slot `pslot` still has what `job` requests."""
+    c = job.cls
+    return (c.cpus <= pslot.cpus and c.memory <= pslot.memory and c.disk <= pslot.disk
+            and c.gpus <= pslot.gpus)
+
+
+def _requirements(ad) -> str:
+    """An ad's Requirements as text (`true` without one)."""
+    tree = ad.lookup("Requirements") if "Requirements" in ad else None
+    return str(tree) if tree is not None else "true"
+
+
+class NegotiatorCadence:
+    """When the negotiator's cycles run (rule N1): every NEGOTIATOR_INTERVAL seconds
+    after the last one started, or sooner when a schedd asks for one (SCHEDD_SEND_RESCHEDULE:
+    a job queued at a schedd that had no idle job, at most once every SCHEDD_MIN_INTERVAL),
+    but never within NEGOTIATOR_CYCLE_DELAY of the last cycle's end nor
+    NEGOTIATOR_MIN_INTERVAL of its start. A simulated cycle takes no time."""
+
+    def __init__(self, interval: float, min_interval: float, cycle_delay: float,
+                 reschedule_on_submit: bool = True, schedd_min_interval: float = 5):
+        self.interval = max(1, int(interval))
+        self.soonest = max(0, int(max(min_interval, cycle_delay)))
+        self.reschedule_on_submit = reschedule_on_submit
+        self.reschedule_interval = schedd_min_interval if reschedule_on_submit else None
+
+    @classmethod
+    def of_config(cls, config) -> "NegotiatorCadence":
+        return cls(config.negotiator_interval, config.negotiator_min_interval,
+                   config.negotiator_cycle_delay, config.schedd_send_reschedule,
+                   config.schedd_min_interval)
+
+    def next_cycle(self, t: int, pool: SimPool, arrivals: list) -> int:
+        """The next cycle's time after one at `t`: the pool is advanced until then, or
+        until a schedd asks for a cycle (what happens after that is left for the cycle's
+        own step)."""
+        timer = t + self.interval
+        pool.reschedules.clear()          # asked before the cycle at `t`: it answered them
+        if not self.reschedule_on_submit:
+            return timer
+        pool.advance(timer, arrivals, until_reschedule=True)
+        if pool.reschedules:
+            return int(min(timer, max(math.ceil(pool.reschedules[0]), t + self.soonest, t + 1)))
+        return timer
+
+
+def config_with_knobs(config_path: Path | None, knobs: dict[str, str],
+                      directory: str | None = None) -> str:
+    """A temporary config file: `config_path`'s text (if any) with `knobs` after it; its
+    path (the caller removes it)."""
+    import tempfile
+    text = config_path.read_text() if config_path else ""
+    extra = "".join(f"\n{k} = {v}" for k, v in knobs.items())
+    with tempfile.NamedTemporaryFile("w", suffix=".config", delete=False, dir=directory) as f:
+        f.write(text + extra + "\n")
+        return f.name
+
+
+def progress_bar(stream=sys.stderr) -> Callable[[float, float, float], None]:
+    """Progress on `stream`: simulated time done, wall time so far, ETA. On a terminal one
+    line redrawn at most twice a second; otherwise (a log) a line every tenth."""
+    tty = hasattr(stream, "isatty") and stream.isatty()
+    last = [0.0, -1]
+
+    def show(done: float, span: float, wall: float) -> None:
+        frac = done / span if span else 1.0
+        eta = wall / frac - wall if frac > 0 else 0.0
+        text = (f"{_dur(done)} of {_dur(span)} simulated, {wall:.0f} s, ETA {eta:.0f} s")
+        if tty:
+            now = _time.monotonic()
+            if now - last[0] < 0.5 and done < span:
+                return
+            last[0] = now
+            stream.write(f"\r[{'#' * int(frac * 30):<30}] {text} ")
+            if done >= span:
+                stream.write("\n")
+        else:
+            tenth = int(frac * 10)
+            if tenth == last[1]:
+                return
+            last[1] = tenth
+            stream.write(f"{int(frac * 100):3d}% {text}\n")
+        stream.flush()
+    return show
+
+
+def _dur(s: float) -> str:
+    d, rest = divmod(int(s), 86400)
+    h, rest = divmod(rest, 3600)
+    return f"{d}d{h:02d}h{rest // 60:02d}m" if d else f"{h}h{rest // 60:02d}m"
+
