@@ -243,6 +243,47 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     sm.add_argument("--json", action="store_true", help="print the run's summary as JSON")
 
+    fc = sub.add_parser("forecast", allow_abbrev=False,
+                        help="replay the pool's own workload in a closed loop under a config",
+                        description="What a policy change will do over the next hours or "
+                                    "days: starting from a snapshot (its slots, queue, claims "
+                                    "and accountant), the jobs of the schedds' history arrive "
+                                    "at their QDate and run as long as they ran; every cycle "
+                                    "our negotiator decides under the config being considered, "
+                                    "the schedds and startds act on its matches (claim reuse, "
+                                    "partitionable leftovers, per-user limits, the cycle "
+                                    "cadence), and the accountant charges the usage. Prints "
+                                    "per group and submitter usage, share against quota, waits, "
+                                    "preemptions, starvation and a timeline.")
+    fc.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot directory (`snapshot` output)")
+    fc.add_argument("--history", required=True, nargs="+", metavar="FILE",
+                    help="condor_history -long or -json output (one or more files)")
+    fc.add_argument("--config", metavar="FILE",
+                    help="the config to consider (default: the snapshot's own)")
+    fc.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                    help="a knob set after the config (repeatable)")
+    span = fc.add_mutually_exclusive_group()
+    span.add_argument("--until", type=at_time, metavar="TIME",
+                      help="forecast until then (epoch seconds or ISO 8601)")
+    span.add_argument("--hours", type=float, default=24.0, metavar="H",
+                      help="forecast H hours from the snapshot (default 24)")
+    fc.add_argument("--interval", type=int, metavar="SECONDS",
+                    help="a cycle every SECONDS (default: the negotiator's cadence: "
+                         "NEGOTIATOR_INTERVAL, cycle delay, schedds' reschedules)")
+    fc.add_argument("--default-runtime", type=float, metavar="SECONDS",
+                    help="run time of a job with no finished run in the history "
+                         "(default: the history's median)")
+    fc.add_argument("--repeat-history", type=float, metavar="HOURS",
+                    help="project forward: the arrivals of the history's last HOURS, "
+                         "shifted to start at the snapshot, repeated to the end")
+    fc.add_argument("--bucket", type=int, default=300, metavar="SECONDS",
+                    help="timeline bucket (default 300)")
+    fc.add_argument("--json", action="store_true", help="one JSON document for machines")
+    fc.add_argument("--jobs", action="store_true", help="with --json: every job as simulated")
+    fc.add_argument("-o", "--output", metavar="LEDGER",
+                    help="write every cycle as a ledger pass (for audit, ledger show, recommend)")
+    fc.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
     lg = sub.add_parser("ledger", allow_abbrev=False, help="look into or export the ledger",
                         description="Look into the shadow ledger, or export it for analysis "
                                     "elsewhere.")
@@ -862,6 +903,37 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def cmd_forecast(args) -> int:
+    from contextlib import nullcontext
+    from .adapters.ledger import open_ledger
+    from .sim.engine import progress_bar
+    from .sim.forecast import ForecastSpec, run_forecast
+    from .views.forecast import forecast_document, render_forecast
+    knobs = {}
+    for item in args.knob:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip():
+            raise InputError("--knob", f"{item!r} is not NAME=VALUE")
+        knobs[name.strip()] = value.strip()
+    if args.bucket <= 0:
+        raise InputError("--bucket", "must be a positive number of seconds")
+    spec = ForecastSpec(snapshot=Path(args.snapshot), history=tuple(map(Path, args.history)),
+                        config=Path(args.config) if args.config else None, knobs=knobs,
+                        until=args.until, hours=args.hours, interval=args.interval,
+                        default_runtime=args.default_runtime,
+                        repeat_history=args.repeat_history, bucket=args.bucket)
+    progress = None if args.no_progress else progress_bar(sys.stderr)
+    with (open_ledger(args.output) if args.output else nullcontext()) as ledger:
+        run = run_forecast(spec, ledger, progress)
+    if args.json:
+        print(document(forecast_document(run, with_jobs=args.jobs)))
+    else:
+        _warn(run.warnings)
+        run.warnings = []
+        sys.stdout.write(render_forecast(run))
+    return 0
+
+
 def _cmd_audit(args) -> int:
     from .audit_cli import cmd_audit
     return cmd_audit(args)
@@ -870,7 +942,8 @@ def _cmd_audit(args) -> int:
 _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
              "whatif": cmd_whatif, "shards": cmd_shards,
              "explain": cmd_explain, "shadow": cmd_shadow, "recommend": cmd_recommend,
-             "ledger": cmd_ledger, "simulate": cmd_simulate, "audit": _cmd_audit}
+             "ledger": cmd_ledger, "simulate": cmd_simulate, "forecast": cmd_forecast,
+             "audit": _cmd_audit}
 
 
 if __name__ == "__main__":

@@ -22,3 +22,8 @@ def epoch_of(text) -> float:
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
     return when.timestamp()
+
+
+def iso(t: float) -> str:
+    """Epoch seconds as ISO 8601 UTC, to the second (2026-11-28T22:16:16Z)."""
+    return datetime.fromtimestamp(int(t), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

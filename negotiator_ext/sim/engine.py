@@ -156,6 +156,8 @@ class Simulation:
         self.cycles: list[int] = []  # when each cycle ran
         self.started_by_cycle = 0    # jobs started on the negotiator's matches
         self.claims_failed = 0       # matches whose claim the startd could not give
+        self.last_quotas: dict = {}  # the last cycle's group quotas and pool size
+        self.last_pool_weight = 0.0
         self._offered: dict[tuple[str, str], SimJob] = {}
         self._rows: _PoolRows | None = None
         # the fewest cpus any job of the scenario requests (a p-slot with less is full)
@@ -242,10 +244,10 @@ class Simulation:
         self.flush()
         return SimReport(passes=n, matches=self.matches, preemptions=self.preemptions,
                          span=sc.span, wall=_time.perf_counter() - wall0,
-                         ledger=self.ledger.source)
+                         ledger=self.ledger.source if self.ledger is not None else "")
 
     def flush(self) -> None:
-        if self.pending:
+        if self.pending and self.ledger is not None:
             self.ledger.record_passes(self.pending)
             self.pending = []
 
@@ -271,7 +273,10 @@ class Simulation:
         self.state = result.accountant.to_state(copy_resources=False)
         self.rr_times = result.rr_times         # carried, as the negotiator does
         entries = self._apply(result, t)
-        self.pending.append(self._record(t, pool, result, entries, duration))
+        self.last_quotas = result.quotas
+        self.last_pool_weight = result.pool_weight
+        if self.ledger is not None:
+            self.pending.append(self._record(t, pool, result, entries, duration))
 
     def _change(self, c: Change, t: int) -> None:
         from ..core.accountant import Accountant
@@ -503,10 +508,12 @@ class Simulation:
         after = dataclasses.replace(pool, snapshot=dataclasses.replace(pool.snapshot,
                                                                        accounting=report))
         obs = observe_pass(after, result)
+        name = self.options.pool_name or self.sc.name
         uid = uuidlib.uuid5(uuidlib.NAMESPACE_URL,
-                            f"negotiator-ext-sim:{self.sc.name}:{self.sc.seed}:{t}").hex
+                            f"negotiator-ext-sim:{name}:{self.sc.seed}:{t}").hex
         return PassRecord(
-            uuid=uid, pool=self.sc.pool_name, started_at=float(t), finished_at=float(t),
+            uuid=uid, pool=self.options.pool_name or self.sc.pool_name, started_at=float(t),
+            finished_at=float(t),
             snapshot_time=t, status="complete", reason=None, real_cycle_time=t,
             real_accountant_time=t, shadow_duration=round(duration, 4), capture_duration=0.0,
             shadow_timings=dict(result.timings), pool_weight=result.pool_weight,

@@ -82,6 +82,7 @@ class SimJob:
     first_start: int | None = None    # when it first started (its queue wait)
     preemptions: int = 0
     weight: float = 1.0               # its slot's SlotWeight while it runs
+    left: float | None = None         # when it left the queue (completed, removed)
 
     @property
     def arrival(self) -> Arrival | None:
@@ -362,7 +363,7 @@ class SimPool:
     def _end(self, job: SimJob, end: float) -> None:
         self._ran(job, end)
         slot = job.slot
-        job.status = 3
+        job.status, job.left = 3, end
         self.counts[(job.cls.submitter, job.cls.schedd)][1] -= 1
         if slot is None or self.claim_worklife is None:
             self._free(job)
@@ -458,7 +459,7 @@ class SimPool:
             self.counts[(job.cls.submitter, job.cls.schedd)][1] -= 1
         else:
             return
-        job.status = 4
+        job.status, job.left = 4, t
         self.removed += 1
 
     def start(self, job: SimJob, slot: SimSlot, t: int, claimed_at: float | None = None) -> None:
