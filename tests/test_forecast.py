@@ -137,6 +137,14 @@ def test_a_knob_that_is_not_a_knob_is_refused(tmp_path, knob):
     assert rc == 2 and out == "" and "--knob" in err
 
 
+def test_knobs_without_a_table_default_are_knobs():
+    from negotiator_ext.sim.forecast import check_knobs
+    check_knobs({"GROUP_NAMES": "a", "NEGOTIATOR_MATCH_EXPRS": "", "GROUP_QUOTA_a": "3",
+                 "CLAIM_WORKLIFE": "0", "PRIORITY_HALFLIFE": "600", "LICENSE_LIMIT": "4"})
+    with pytest.raises(InputError, match="GROUP_NAME "):
+        check_knobs({"GROUP_NAME": "a"})
+
+
 def test_a_config_that_does_not_parse_is_refused_naming_it(tmp_path):
     make_history(tmp_path / "h.ads")
     (tmp_path / "bad.config").write_text("GROUP_NAMES = a\nthis line is ( not config\n")

@@ -75,10 +75,12 @@ def check_knobs(knobs: dict, where: str = "--knob") -> None:
     limit's own knob, nor one of ours) is refused: a typo would silently change
     nothing."""
     import htcondor2
+    from ..core.config import _SCALAR_KNOBS
     table = htcondor2.param
+    ours = {knob for _, knob, _ in _SCALAR_KNOBS} | _LIST_KNOBS
     for name in knobs:
         upper = name.upper()
-        if upper.startswith(_FAMILY_PREFIXES) or upper.endswith("_LIMIT"):
+        if upper in ours or upper.startswith(_FAMILY_PREFIXES) or upper.endswith("_LIMIT"):
             continue
         try:
             known = name in table
@@ -90,7 +92,10 @@ def check_knobs(knobs: dict, where: str = "--knob") -> None:
 
 
 _FAMILY_PREFIXES = ("GROUP_QUOTA_", "GROUP_ACCEPT_SURPLUS_", "GROUP_AUTOREGROUP_",
-                    "GROUP_PRIO_FACTOR_", "NEGOTIATOR_EXT_", "SLOT_TYPE_", "NUM_SLOTS_TYPE_")
+                    "GROUP_PRIO_FACTOR_", "NEGOTIATOR_EXT_", "CONCURRENCY_LIMIT_DEFAULT_")
+# knobs the negotiator reads that have no default in HTCondor's param table
+_LIST_KNOBS = frozenset({"GROUP_NAMES", "NEGOTIATOR_MATCH_EXPRS",
+                         "GROUP_DYNAMIC_MACH_CONSTRAINT"})
 
 
 def run_forecast(spec: ForecastSpec, ledger=None, progress=None) -> ForecastRun:
