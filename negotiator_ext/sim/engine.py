@@ -239,7 +239,7 @@ class Simulation:
                     self.progress(t - sc.start, sc.span, _time.perf_counter() - wall0)
                 t = t + sc.interval if cadence is None else cadence.next_cycle(t, self.pool, self.arrivals)
                 gc.collect(1)
-            if cadence is not None:
+            if cadence is not None or self.pool.runs is not None:
                 self.pool.advance(end, self.arrivals)   # what happens after the last cycle
         self.flush()
         return SimReport(passes=n, matches=self.matches, preemptions=self.preemptions,
