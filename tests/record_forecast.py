@@ -7,13 +7,15 @@ tests/data/forecast/ were made:
 with NEGOTIATOR_EXT_TEST_HTCONDOR (or PATH) naming an HTCondor install.
 
 What it does, in order: starts a personal pool (tests/livepool.py's config, then
-config.d/50-startd and config.d/60-forecast: HTCondor's defaults again for every timing
-knob livepool.py shortens, so the real negotiator runs at its natural cadence, with claim
-reuse and partitionable leftovers as HTCondor ships them), whose own startd has 16 cores
-(`--slots static`: 16 one-core static slots; `--slots pslot`: one 16-core partitionable
-slot; 1024 MB a core) running real `/bin/sleep` jobs; three accounting groups with
-surplus (variant A: quotas group_a 8, group_b 4, group_c 4; variant B: group_a 4,
-group_b 8, group_c 4 and GROUP_ACCEPT_SURPLUS_group_c = False), PRIORITY_HALFLIFE 600.
+config.d/50-startd and config.d/60-forecast: HTCondor's defaults again for
+NEGOTIATOR_INTERVAL, NEGOTIATOR_CYCLE_DELAY, UPDATE_INTERVAL, SCHEDD_SEND_RESCHEDULE and
+CLAIM_WORKLIFE, so the real negotiator runs at its natural cadence, with claim reuse and
+partitionable leftovers as HTCondor ships them; every other knob as livepool.py has it),
+whose own startd has 16 cores (`--slots static`: 16 one-core static slots; `--slots
+pslot`: one 16-core partitionable slot; 1024 MB a core) running real `/bin/sleep` jobs;
+three accounting groups with surplus (variant A: quotas group_a 8, group_b 4, group_c 4;
+variant B: group_a 4, group_b 8, group_c 4 and GROUP_ACCEPT_SURPLUS_group_c = False),
+PRIORITY_HALFLIFE 600.
 Right before the first submission it takes a snapshot (`negotiator-ext snapshot`) into
 DIR/snapshot: its captured_at is the run's time 0. It then submits a fixed workload
 (`workload()`: waves of jobs of four submitters, a function of --minutes and --slots
@@ -58,24 +60,18 @@ WAVES = [(0, "alice", 30), (0, "bob", 20), (120, "carol", 25), (300, "amy", 30),
 TIMELINE_EVERY = 60
 
 # HTCondor 25.14's own defaults (param_info.in / the daemons' param_integer defaults) for
-# the knobs tests/livepool.py shortens for fast tests; NEGOTIATOR_INTERVAL is
-# LivePool(negotiator_interval=60)
+# the knobs that decide when cycles run and what a claim may do, which tests/livepool.py
+# shortens for fast tests: NEGOTIATOR_INTERVAL (60) is LivePool(negotiator_interval=60).
+# Every other knob is livepool.py's (SCHEDD_INTERVAL 2, NEGOTIATOR_MIN_INTERVAL 1, ...).
 DEFAULT_TIMING = """\
-NEGOTIATOR_MIN_INTERVAL = 5
 NEGOTIATOR_CYCLE_DELAY = 20
-SCHEDD_INTERVAL = 300
-SCHEDD_MIN_INTERVAL = 5
 UPDATE_INTERVAL = 300
-STARTER_UPDATE_INTERVAL = 300
 SCHEDD_SEND_RESCHEDULE = True
 CLAIM_WORKLIFE = 1200
-MATCH_TIMEOUT = 120
-JOB_START_COUNT = 1
-JOB_START_DELAY = 0
 """
 
 FORECAST_CONFIG = """\
-# --- HTCondor's defaults again for the timing knobs livepool.py shortens
+# --- HTCondor's defaults again for the cadence and claim knobs livepool.py shortens
 {timing}
 # --- the logs kept: nothing rotates during a run
 NEGOTIATOR_MATCH_LOG = $(LOG)/MatchLog
@@ -226,6 +222,15 @@ def sweep(pool: LivePool) -> list[int]:
     return killed
 
 
+def check_master(pool: LivePool) -> None:
+    rc = pool.master.poll() if pool.master is not None else "gone"
+    if rc is not None:
+        log = pool.log_dir / "MasterLog"
+        last = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+        raise Failed(f"the pool's condor_master exited during the run (exit {rc}; its "
+                     f"log's last line: {last[0] if last else 'none'})")
+
+
 def record(pool: ForecastPool, out: Path, args, work: dict) -> dict:
     """The run itself, on a started pool; returns meta.json's content."""
     events = pool.flags / "events.log"
@@ -251,8 +256,7 @@ def record(pool: ForecastPool, out: Path, args, work: dict) -> dict:
     submits, timeline_errors = [], []
     for at, kind, what in due:
         while time.time() < at:
-            if pool.master is None or pool.master.poll() is not None:
-                raise Failed("the pool's condor_master exited during the run")
+            check_master(pool)
             time.sleep(min(1.0, max(0.0, at - time.time())))
         if kind == "submit":
             started = time.time()
@@ -269,8 +273,7 @@ def record(pool: ForecastPool, out: Path, args, work: dict) -> dict:
                 timeline_errors.append(f"{now}: condor_userprio failed ({r.returncode}): "
                                        f"{(r.stderr or r.stdout).strip()[:200]}")
     while time.time() < end:
-        if pool.master.poll() is not None:
-            raise Failed("the pool's condor_master exited during the run")
+        check_master(pool)
         time.sleep(min(1.0, max(0.0, end - time.time())))
 
     # the end: the queue first, then the history (a job that finishes in between is in
