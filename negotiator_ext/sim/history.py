@@ -82,6 +82,18 @@ class RecordedJob:
     removed_at: float = math.inf    # it was removed then
     started: float | None = None    # JobCurrentStartDate (a running job's)
     remote_host: str | None = None  # RemoteHost (a running job's slot)
+    provisioned: float | None = None    # CpusProvisioned: its slot's cpus
+    seen_at: float | None = None    # ServerTime: when condor_q wrote its ad
+
+    def run_length(self, default: float) -> tuple[float, bool]:
+        """How long it runs: its last finished run's length; for one still running when
+        condor_q wrote it (ServerTime), at least as long as it had run by then, and no
+        less than `default`; else `default`. And whether the history said."""
+        if self.runtime is not None:
+            return self.runtime, True
+        if self.status == 2 and self.started and self.seen_at and self.seen_at > self.started:
+            return max(default, self.seen_at - self.started), False
+        return default, False
 
     @property
     def id(self) -> str:
@@ -137,7 +149,8 @@ class JobReader:
             status=int(status) if status is not None else 0,
             entered=_number(job, "enteredcurrentstatus"),
             runtime=_last_run(job), started=_number(job, "jobcurrentstartdate"),
-            remote_host=_string(job, "remotehost"))
+            remote_host=_string(job, "remotehost"),
+            provisioned=_number(job, "cpusprovisioned"), seen_at=_number(job, "servertime"))
 
     def _class_of(self, job: Job, names: dict, submitter: str, schedd: str, source: str,
                   label: str) -> JobClass:
@@ -291,13 +304,11 @@ class HistoryArrivals:
             picked.append((at, rec.schedd, rec.cluster, rec.proc, rec))
         picked.sort(key=lambda e: e[:4])
         for i, (at, _, _, _, rec) in enumerate(picked):
-            runtime = rec.runtime
-            if runtime is None:
-                if rec.removed_at != math.inf and rec.started:
-                    runtime = math.inf          # removed while it ran: ran until then
-                else:
-                    runtime = self.default_runtime
-                    c["no_runtime"] += 1
+            if rec.runtime is None and rec.removed_at != math.inf and rec.started:
+                runtime = math.inf              # removed while it ran: ran until then
+            else:
+                runtime, known = rec.run_length(self.default_runtime)
+                c["no_runtime"] += not known
             c["arrivals"] += 1
             c["removed"] += rec.removed_at != math.inf
             out.append((at, -(1 << 40) + i, self._submit(rec, runtime)))
@@ -324,3 +335,30 @@ def _shifted(own: tuple, shift: int) -> tuple:
             text = str(int(text) + shift)
         out.append((name, text))
     return tuple(out)
+
+
+def recorded_runs(history: History, end: float) -> list:
+    """What a recorded pool really did, as `core.forecast.JobRun`s: each job's last run
+    (JobCurrentStartDate to CompletionDate, or to `end` for one still running), weighed
+    by the cpus its slot gave it (CpusProvisioned, else its request): the real side of a
+    forecast's comparison."""
+    from ..core.forecast import JobRun
+    out = []
+    for rec in history.jobs.values():
+        runs = ()
+        weight = rec.provisioned or rec.cls.cpus
+        stop = None
+        if rec.started:
+            if rec.runtime is not None:
+                stop = rec.started + rec.runtime
+            elif rec.status == 2:
+                stop = end
+            if stop is not None:
+                runs = ((rec.started, stop, weight, False),)
+        state = {4: "completed", 3: "removed", 2: "running"}.get(rec.status, "idle")
+        out.append(JobRun(job=rec.id, schedd=rec.schedd, submitter=rec.cls.submitter,
+                          group=rec.cls.group or "<none>", queued=rec.qdate,
+                          start=rec.started, end=stop if state == "completed" else None,
+                          weight=weight, preempted=0, runs=runs, state=state,
+                          left=stop if state == "completed" else None))
+    return out

@@ -64,9 +64,7 @@ class SnapshotQueue:
         """The job's run length (the history's, else the default) and whether it was
         the history's."""
         known = self.history.jobs.get((job.schedd, job.id))
-        if known is not None and known.runtime is not None:
-            return known.runtime, True
-        return self.default_runtime, False
+        return (known or job).run_length(self.default_runtime)
 
     def removed_at(self, job: RecordedJob) -> float:
         known = self.history.jobs.get((job.schedd, job.id))
