@@ -284,6 +284,44 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write every cycle as a ledger pass (for audit, ledger show, recommend)")
     fc.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
+    sw = sub.add_parser("sweep", allow_abbrev=False,
+                        help="forecast many configs of one start and workload, compared",
+                        description="One forecast (see `forecast`) per config: the "
+                                    "snapshot's own (the baseline), each --config file, or "
+                                    "every combination of the --vary values on top of the "
+                                    "snapshot's config; run on this machine's cores or as "
+                                    "jobs on an HTCondor pool, and compared in "
+                                    "DIR/index.html, DIR/report.json and CSV tables.")
+    sw.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot directory")
+    sw.add_argument("--history", required=True, nargs="+", metavar="FILE",
+                    help="condor_history -long or -json output (one or more files)")
+    what = sw.add_mutually_exclusive_group(required=True)
+    what.add_argument("--config", nargs="+", metavar="FILE", help="the configs to compare")
+    what.add_argument("--vary", action="append", metavar="KNOB=V1,V2,...",
+                      help="a knob's values (repeatable: every combination)")
+    sspan = sw.add_mutually_exclusive_group()
+    sspan.add_argument("--until", type=at_time, metavar="TIME", help="forecast until then")
+    sspan.add_argument("--hours", type=float, default=24.0, metavar="H",
+                       help="forecast H hours from the snapshot (default 24)")
+    sw.add_argument("--interval", type=int, metavar="SECONDS",
+                    help="a cycle every SECONDS (default: the negotiator's cadence)")
+    sw.add_argument("--default-runtime", type=float, metavar="SECONDS")
+    sw.add_argument("--repeat-history", type=float, metavar="HOURS")
+    sw.add_argument("--bucket", type=int, default=300, metavar="SECONDS")
+    sw.add_argument("--engine", choices=("local", "htcondor"), default="local",
+                    help="local: a process pool on this machine's cores (default); "
+                         "htcondor: one job per config on the pool")
+    sw.add_argument("--pool", metavar="HOST[:PORT]",
+                    help="--engine htcondor: the collector (default: the local pool)")
+    sw.add_argument("--name", metavar="NAME", help="--engine htcondor: the schedd to submit to")
+    sw.add_argument("--timeout", type=float, metavar="SECONDS",
+                    help="--engine htcondor: give up on jobs not done by then")
+    sw.add_argument("--python", metavar="PATH",
+                    help="--engine htcondor: the jobs' Python (default: this one; the same "
+                         "version, on the execute nodes at that path)")
+    sw.add_argument("-o", "--output", required=True, metavar="DIR",
+                    help="where the inputs, each forecast and the comparison go")
+
     lg = sub.add_parser("ledger", allow_abbrev=False, help="look into or export the ledger",
                         description="Look into the shadow ledger, or export it for analysis "
                                     "elsewhere.")
@@ -934,6 +972,45 @@ def cmd_forecast(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sim import sweep as sw
+    from .views.sweep import write_report
+    if args.bucket <= 0:
+        raise InputError("--bucket", "must be a positive number of seconds")
+    configs = [Path(c) for c in (args.config or [])]
+    vary = sw.parse_vary(args.vary or [])
+    items = sw.sweep_configs(configs, vary)
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    common = {"until": args.until, "hours": args.hours, "interval": args.interval,
+              "default_runtime": args.default_runtime,
+              "repeat_history": args.repeat_history, "bucket": args.bucket}
+    runs = sw.prepare(out, Path(args.snapshot), [Path(h) for h in args.history], configs,
+                      items, common)
+    # every config is read before anything runs: a bad one is named now, not in a job
+    from .adapters.condor_config import load_config
+    for c in configs:
+        load_config(c)
+    progress = _progress()
+    meta = {"snapshot": args.snapshot, "history": args.history, "engine": args.engine,
+            "hours": args.hours if args.until is None else None, "until": args.until}
+    if args.engine == "local":
+        errors = sw.run_local(out, runs, progress=progress)
+    else:
+        from .sim.sweep_htcondor import run_htcondor
+        errors, took = run_htcondor(out, runs, pool=args.pool, schedd_name=args.name,
+                                    progress=progress, timeout=args.timeout,
+                                    python=args.python)
+        meta["htcondor"] = took
+    results = sw.collect(runs, items, errors)
+    report = write_report(out, results, meta)
+    for m in report["missing"]:
+        _warn([f"{m['config']}: no forecast: {m['error']}"])
+    done = len(results) - len(report["missing"])
+    print(f"{done} of {len(results)} forecasts compared: {out / 'index.html'}")
+    return 0 if done else 1
+
+
 def _cmd_audit(args) -> int:
     from .audit_cli import cmd_audit
     return cmd_audit(args)
@@ -942,7 +1019,7 @@ def _cmd_audit(args) -> int:
 _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
              "whatif": cmd_whatif, "shards": cmd_shards,
              "explain": cmd_explain, "shadow": cmd_shadow, "recommend": cmd_recommend,
-             "ledger": cmd_ledger, "simulate": cmd_simulate, "forecast": cmd_forecast,
+             "ledger": cmd_ledger, "simulate": cmd_simulate, "forecast": cmd_forecast, "sweep": cmd_sweep,
              "audit": _cmd_audit}
 
 
