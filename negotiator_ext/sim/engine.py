@@ -160,6 +160,8 @@ class Simulation:
         self.last_pool_weight = 0.0
         self._offered: dict[tuple[str, str], SimJob] = {}
         self._rows: _PoolRows | None = None
+        self._store: TextStore | None = None
+        self._store_gen = 0
         # the fewest cpus any job of the scenario requests (a p-slot with less is full)
         self.least_cpus = min([a.cpus for a in scenario.workload]
                               + [s.least_cpus for s in opts.sources if s.least_cpus],
@@ -421,7 +423,13 @@ class Simulation:
         cap = int(math.ceil(free)) if not preempt else rows.all_cpus
         if not self.shortcuts:
             cap = 1 << 40                 # every idle job
-        store = TextStore()
+        # one text store from cycle to cycle, so that a waiting job's ad is interned once
+        # (its row kept with it); made anew, with every row, once it holds many pairs
+        store = self._store
+        if store is None or len(store.pairs) > _STORE_PAIRS:
+            store = self._store = TextStore()
+            self._store_gen += 1
+        gen = self._store_gen
         queues: dict[str, TextAds] = {}               # schedd -> the jobs it offers
         submitters = []
         self._offered: dict[tuple[str, str], SimJob] = {}   # (schedd, job id) -> job
@@ -432,7 +440,11 @@ class Simulation:
             if jobs is None:
                 jobs = queues[schedd] = TextAds(store)
             for job in p.idle_jobs((name, schedd), min(idle, cap)):
-                jobs.add(_job_texts(job))
+                if job.row is not None and job.row_gen == gen:
+                    jobs.add_row(job.row)
+                else:
+                    jobs.add(_job_texts(job))
+                    job.row, job.row_gen = jobs.rows[-1], gen
                 self._offered[(schedd, job.id)] = job
             ad = classad2.ClassAd()
             ad["MyType"] = "Submitter"
@@ -522,6 +534,9 @@ class Simulation:
 
 
 # modelled here (it has no transfer queue and starts a matched job at once).
+# how many shared pairs the engine's text store may hold before it is made anew
+_STORE_PAIRS = 400_000
+
 _NO_SCHEDD_LIMITS = ScheddLimits(per_user_enabled=False, max_jobs_running=1 << 62)
 
 

@@ -77,6 +77,8 @@ class SimJob:
     queued: bool = False              # has an entry in its class's queue
     started: int = 0                  # when its current run began
     texts: list | None = None         # its ad's (name, text) pairs while it waits
+    row: tuple | None = None          # ... as the engine's text store's shared pairs
+    row_gen: int = -1                 # ... of that store's generation
     own: tuple | None = None          # a recorded job: its own (name, text) pairs
     removed_at: float = math.inf      # a recorded job removed at that time
     first_start: int | None = None    # when it first started (its queue wait)
@@ -313,7 +315,7 @@ class SimPool:
             job.slot = None
         else:
             self._free(job)
-        job.status, job.idle_since, job.end, job.texts = 1, t, math.inf, None
+        job.status, job.idle_since, job.end, job.texts, job.row = 1, t, math.inf, None, None
         job.preemptions += 1
         self._push(job)
         c = self.counts[(job.cls.submitter, job.cls.schedd)]
