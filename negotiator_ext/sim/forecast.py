@@ -183,7 +183,8 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None) -> ForecastRun:
         assumptions.append(
             f"{counts['no_history'] + counts.get('no_runtime', 0)} job(s) have no finished "
             f"run in the history: each runs {default_runtime:g} s (--default-runtime"
-            f"{'' if spec.default_runtime is not None else ', the history median'})")
+            f"{'' if spec.default_runtime is not None else ', the history median'}), "
+            "or one still running in condor_q output at least as long as it had by then")
     return ForecastRun(
         spec=spec, start=start, end=end, config_source=str(base or "HTCondor's defaults")
         + "".join(f" + {k}={v}" for k, v in spec.knobs.items()),
