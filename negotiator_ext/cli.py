@@ -256,28 +256,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "per group and submitter usage, share against quota, waits, "
                                     "preemptions, starvation and a timeline.")
     fc.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot directory (`snapshot` output)")
-    fc.add_argument("--history", required=True, nargs="+", metavar="FILE",
-                    help="condor_history -long or -json output (one or more files)")
+    _add_forecast_args(fc)
     fc.add_argument("--config", metavar="FILE",
                     help="the config to consider (default: the snapshot's own)")
     fc.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
                     help="a knob set after the config (repeatable)")
-    span = fc.add_mutually_exclusive_group()
-    span.add_argument("--until", type=at_time, metavar="TIME",
-                      help="forecast until then (epoch seconds or ISO 8601)")
-    span.add_argument("--hours", type=float, default=24.0, metavar="H",
-                      help="forecast H hours from the snapshot (default 24)")
-    fc.add_argument("--interval", type=int, metavar="SECONDS",
-                    help="a cycle every SECONDS (default: the negotiator's cadence: "
-                         "NEGOTIATOR_INTERVAL, cycle delay, schedds' reschedules)")
-    fc.add_argument("--default-runtime", type=float, metavar="SECONDS",
-                    help="run time of a job with no finished run in the history "
-                         "(default: the history's median)")
-    fc.add_argument("--repeat-history", type=float, metavar="HOURS",
-                    help="project forward: the arrivals of the history's last HOURS, "
-                         "shifted to start at the snapshot, repeated to the end")
-    fc.add_argument("--bucket", type=int, default=300, metavar="SECONDS",
-                    help="timeline bucket (default 300)")
     fc.add_argument("--json", action="store_true", help="one JSON document for machines")
     fc.add_argument("--jobs", action="store_true", help="with --json: every job as simulated")
     fc.add_argument("-o", "--output", metavar="LEDGER",
@@ -293,21 +276,11 @@ def build_parser() -> argparse.ArgumentParser:
                                     "jobs on an HTCondor pool, and compared in "
                                     "DIR/index.html, DIR/report.json and CSV tables.")
     sw.add_argument("snapshot", metavar="SNAPSHOT", help="snapshot directory")
-    sw.add_argument("--history", required=True, nargs="+", metavar="FILE",
-                    help="condor_history -long or -json output (one or more files)")
+    _add_forecast_args(sw)
     what = sw.add_mutually_exclusive_group(required=True)
     what.add_argument("--config", nargs="+", metavar="FILE", help="the configs to compare")
     what.add_argument("--vary", action="append", metavar="KNOB=V1,V2,...",
                       help="a knob's values (repeatable: every combination)")
-    sspan = sw.add_mutually_exclusive_group()
-    sspan.add_argument("--until", type=at_time, metavar="TIME", help="forecast until then")
-    sspan.add_argument("--hours", type=float, default=24.0, metavar="H",
-                       help="forecast H hours from the snapshot (default 24)")
-    sw.add_argument("--interval", type=int, metavar="SECONDS",
-                    help="a cycle every SECONDS (default: the negotiator's cadence)")
-    sw.add_argument("--default-runtime", type=float, metavar="SECONDS")
-    sw.add_argument("--repeat-history", type=float, metavar="HOURS")
-    sw.add_argument("--bucket", type=int, default=300, metavar="SECONDS")
     sw.add_argument("--engine", choices=("local", "htcondor"), default="local",
                     help="local: a process pool on this machine's cores (default); "
                          "htcondor: one job per config on the pool")
@@ -340,6 +313,28 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("--last", type=int, default=20, metavar="N", help="how many passes (default 20)")
     ls.add_argument("--json", action="store_true", help="one JSON document for machines")
     return parser
+
+
+def _add_forecast_args(p: argparse.ArgumentParser) -> None:
+    """What `forecast` and `sweep` share: the workload, the span, the cadence."""
+    p.add_argument("--history", required=True, nargs="+", metavar="FILE",
+                   help="condor_history -long or -json output (one or more files)")
+    span = p.add_mutually_exclusive_group()
+    span.add_argument("--until", type=at_time, metavar="TIME",
+                      help="forecast until then (epoch seconds or ISO 8601)")
+    span.add_argument("--hours", type=float, default=24.0, metavar="H",
+                      help="forecast H hours from the snapshot (default 24)")
+    p.add_argument("--interval", type=int, metavar="SECONDS",
+                   help="a cycle every SECONDS (default: the negotiator's cadence: "
+                        "NEGOTIATOR_INTERVAL, cycle delay, schedds' reschedules)")
+    p.add_argument("--default-runtime", type=float, metavar="SECONDS",
+                   help="run time of a job with no finished run in the history "
+                        "(default: the history's median)")
+    p.add_argument("--repeat-history", type=float, metavar="HOURS",
+                   help="project forward: the arrivals of the history's last HOURS, "
+                        "shifted to start at the snapshot, repeated to the end")
+    p.add_argument("--bucket", type=int, default=300, metavar="SECONDS",
+                   help="timeline bucket (default 300)")
 
 
 def _add_ledger_args(p: argparse.ArgumentParser) -> None:
