@@ -42,7 +42,7 @@ def add_audit_parser(sub) -> argparse.ArgumentParser:
                     "shadow agreement and the recommendations applied. DIR gets index.html, "
                     "the plots as PNG, every table as CSV and JSON under tables/, and "
                     "report.json.")
-    from .cli import _add_ledger_args
+    from .cli_parser import _add_ledger_args
     _add_ledger_args(p)
     p.add_argument("--pool", metavar="HOST[:PORT]",
                    help="the pool whose passes to audit (default: knob NEGOTIATOR_EXT_POOL, "
