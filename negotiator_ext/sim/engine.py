@@ -70,7 +70,7 @@ from ..errors import InputError
 from ..limits import paused_gc
 from ..pool import config_warnings
 from ..scenario import Change, Scenario
-from .ads import _Ad, _built, _facts, _job_texts, _rank_of, _slot_texts
+from .ads import _built, _facts, _job_texts, _rank_of, _slot_texts
 from .schedd_startd import SimJob, SimPool, SimSlot
 
 SCHEDD_ADDR = "<10.255.0.1:9618>"

@@ -115,8 +115,9 @@ class JobReader:
         self.store = TextStore()            # what the files it reads share
 
     def read(self, rows, names: dict, source: str, schedd_of) -> Iterable[RecordedJob]:
-        """The jobs of `rows` (shared pairs of one file); `schedd_of(job)`: its schedd.
-        A job without ids, QDate or submitter is bad input, named with its file."""
+        """The jobs of `rows` (shared pairs of one file); `schedd_of(job)`: its schedd
+        (`cycle._ScheddOf` with the file's name). A job without ids, QDate or submitter
+        is bad input, named with its file."""
         for i, row in enumerate(rows):
             job = Job(row, names, self._values)
             yield self.one(job, names, source, i, schedd_of(job))
@@ -223,6 +224,8 @@ def read_history(paths: Iterable[str | Path], reader: JobReader,
     (else `default_schedd`, the pool's only schedd). A history that is not HTCondor's
     (ads that are not jobs, a job with no QDate) is bad input naming the file and job."""
     from ..adapters.adfiles import read_text_ads
+    from ..cycle import _ScheddOf
+    schedd_of = _ScheddOf({}, default_schedd)     # GlobalJobId's, else the only one
     jobs: dict[tuple[str, str], RecordedJob] = {}
     sources = []
     duplicates = 0
@@ -237,7 +240,7 @@ def read_history(paths: Iterable[str | Path], reader: JobReader,
                              "output expected)")
         names = ads.store.names
         for job in reader.read(ads.rows, names, str(p),
-                               lambda j: schedd_of_job(j) or default_schedd):
+                               lambda j, f=p.name: schedd_of(f, j)):
             key = (job.schedd, job.id)
             if key in jobs:
                 duplicates += 1
@@ -248,14 +251,6 @@ def read_history(paths: Iterable[str | Path], reader: JobReader,
             jobs[key] = job
         sources.append(str(p))
     return History(jobs=jobs, sources=tuple(sources), duplicates=duplicates)
-
-
-def schedd_of_job(job: Job) -> str | None:
-    """The schedd GlobalJobId names (the part before its first '#')."""
-    gj = job.value("globaljobid")
-    if isinstance(gj, str) and "#" in gj:
-        return gj.split("#", 1)[0] or None
-    return None
 
 
 @dataclass

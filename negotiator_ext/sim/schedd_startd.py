@@ -35,9 +35,13 @@ import heapq
 import math
 import random
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..scenario import Arrival, Scenario, SlotShape
+
+if TYPE_CHECKING:
+    from .ads import _Ad
+    from .engine import _SlotRow
 
 
 @dataclass(eq=False)

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..core import classads
-from .history import History, JobReader, RecordedJob, schedd_of_job
+from .history import History, JobReader, RecordedJob
 from .schedd_startd import JobClass, SimJob
 
 
@@ -42,15 +42,15 @@ class SnapshotQueue:
     jobs: list = field(default_factory=list)     # every SimJob it placed
 
     def __post_init__(self):
+        from ..cycle import _ScheddOf
         snap = self.snapshot
-        files = snap.meta.get("schedd_files") or {}
         schedds = {d.get("ScheddName") for d in (snap.submitters or ()) if d.get("ScheddName")}
-        default = next(iter(schedds)) if len(schedds) == 1 else None
+        # the file's schedd (meta.json), else GlobalJobId's, else the only one
+        schedd_of = _ScheddOf(snap.meta, next(iter(schedds)) if len(schedds) == 1 else None)
         for name, ads in snap.jobs.items():
             source = str(snap.directory / name)
-            fixed = files.get(name)
             for job in self.reader.read(ads.rows, ads.store.names, source,
-                                        lambda j: fixed or schedd_of_job(j) or default):
+                                        lambda j, f=name: schedd_of(f, j)):
                 self.queued[(job.schedd, job.id)] = job
 
     @property
