@@ -255,7 +255,7 @@ def _chain_note(chain: list[dict]) -> str:
 def explain_job(job_ad, slot_ads: Iterable, result, *, schedd: str | None = None,
                 autocluster: bool = False) -> dict:
     """The story of one job in one cycle, as a JSON-ready dict (keys documented in the
-    README: job, verdict, reason, outcome, slots, submitter, group, concurrency_limits,
+    docs/commands.md: job, verdict, reason, outcome, slots, submitter, group, concurrency_limits,
     and with `autocluster` the request's jobs)."""
     view = _AdJob(job_ad)
     c, p = job_id(view)

@@ -6,7 +6,7 @@ each job's `run` is its run directory, its initial directory). A job transfers i
 `python -m negotiator_ext.sim.sweep spec.json inputs result.json` with this Python, or
 `--python` (a Python of the same version), its PYTHONPATH this one's package and
 site-packages (the execute nodes need them at the same paths: a venv on a shared
-filesystem, see the README), and transfers back `result.json`. The jobs are followed
+filesystem, see docs/forecasts.md), and transfers back `result.json`. The jobs are followed
 through their event log (`DIR/sweep.log`) with a progress line; a job that is held is
 named with its hold reason and removed, one that exits non-zero with the last line of
 its stderr, and the sweep reports the others.
