@@ -537,10 +537,17 @@ def snapshot_pool(directory: Path) -> tuple[list[SlotShape], Path | None, Path |
     slots folded back into their partitionable slot; claims dropped), and its config and
     accounting files if it has them."""
     from .adapters.snapshot import load_snapshot
-    from .core.classads import attribute_texts, eval_bool, eval_number
     snap = load_snapshot(directory, jobs=False)
+    acc = snap.accounting_source
+    return slot_shapes(snap.slots), snap.config_path, Path(acc) if acc else None
+
+
+def slot_shapes(slot_ads) -> list[SlotShape]:
+    """Slot ads as shapes: each its own, with its attributes; dynamic slots folded back
+    into their partitionable slot; claims dropped."""
+    from .core.classads import attribute_texts, eval_bool, eval_number
     shapes = []
-    for ad in snap.slots:
+    for ad in slot_ads:
         if eval_bool(ad, "DynamicSlot") is True:
             continue
         pslot = eval_bool(ad, "PartitionableSlot") is True
@@ -560,5 +567,4 @@ def snapshot_pool(directory: Path) -> tuple[list[SlotShape], Path | None, Path |
                                 cpus=total("Cpus", 1),
                                 memory=total("Memory", 0), disk=total("Disk", 0),
                                 gpus=total("GPUs", 0), partitionable=pslot, attrs=attrs))
-    acc = snap.accounting_source
-    return shapes, snap.config_path, Path(acc) if acc else None
+    return shapes

@@ -98,6 +98,7 @@ class EngineOptions:
     leftovers: bool = False                   # the schedd claims p-slot leftovers
     record_runs: bool = False
     accountant: AccountantState | None = None
+    config: object = None                     # the config, already read (else the scenario's)
     schedd_default: ScheddLimits | None = None
     schedd_limits: dict = dataclasses.field(default_factory=dict)
     pool_name: str | None = None              # the ledger's pool name
@@ -132,7 +133,7 @@ class Simulation:
         self.configs: dict[int, object] = {}
         knobs = dict(scenario.knobs)
         texts = list(knobs.values())
-        self.config = self._load_config(knobs, "config/knobs")
+        self.config = opts.config or self._load_config(knobs, "config/knobs")
         for c in self.changes:
             if c.kind == "config":
                 knobs.update(c.knobs)

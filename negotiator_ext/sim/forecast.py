@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..core.forecast import JobRun, Outcome, outcome_of
 from ..errors import InputError
-from ..scenario import Scenario, snapshot_pool
+from ..scenario import Scenario, slot_shapes
 from .engine import EngineOptions, NegotiatorCadence, Simulation, config_with_knobs
 from .history import HistoryArrivals, JobReader, read_history
 from .snapshot_queue import SnapshotQueue
@@ -154,7 +154,7 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None) -> ForecastRun:
         else:
             arrivals = [HistoryArrivals(history, start, end, default_runtime,
                                         frozenset(queue.queued))]
-        shapes, _, _ = snapshot_pool(snap_dir)
+        shapes = slot_shapes(pool.snapshot.slots)
         sc = Scenario(name=spec.name or snap_dir.name, path=snap_dir, span=end - start,
                       interval=spec.interval or config.negotiator_interval, start=start,
                       config_path=merged, slots=tuple(shapes))
@@ -163,7 +163,7 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None) -> ForecastRun:
             sources=(queue, *arrivals), cadence=cadence,
             claim_worklife=float(config.claim_worklife), model_startd=True,
             leftovers=config.claim_partitionable_leftovers, record_runs=True,
-            accountant=pool.accountant, schedd_default=pool.schedd_default,
+            accountant=pool.accountant, config=config, schedd_default=pool.schedd_default,
             schedd_limits=dict(pool.schedd_limits),
             pool_name=f"forecast:{spec.name or snap_dir.name}")
         sim = Simulation(sc, ledger, progress=progress, options=opts)

@@ -1,0 +1,110 @@
+"""The simulated schedds' and startds' rules, to their exact numbers
+(docs/schedd-startd-semantics.md): a dynamic slot's rounded size and its sub-id, claim
+reuse at the CLAIM_WORKLIFE boundary, the schedd's reschedules, partitionable leftovers."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from negotiator_ext.scenario import Scenario, SlotShape
+from negotiator_ext.sim.schedd_startd import JobClass, SimJob, SimPool
+
+
+def pool(*, pslot: bool = True, worklife: float | None = 1200, leftovers: bool = False,
+         reschedule: float | None = None) -> SimPool:
+    shape = SlotShape(count=1, name="vm", cpus=16, memory=16384, disk=1_000_000,
+                      partitionable=pslot, machine="vm.test", slot_name="slot1@vm.test")
+    sc = Scenario(name="t", path=Path("."), span=3600, slots=(shape,))
+    p = SimPool(sc, random.Random(0), claim_worklife=worklife, model_startd=True,
+                leftovers=leftovers, reschedule_interval=reschedule)
+    p.fits = lambda job, slot: (job.cls.cpus <= slot.cpus and job.cls.memory <= slot.memory)
+    return p
+
+
+def cls(cpus=1.0, memory=500.0, disk=1000.0, submitter="a@test") -> JobClass:
+    return JobClass(submitter=submitter, user=submitter, schedd="s", cpus=cpus,
+                    memory=memory, disk=disk, texts=lambda job: [])
+
+
+def job(c: JobClass, n: int, duration: float = 100) -> SimJob:
+    return SimJob(cluster=1, proc=n, cls=c, duration=duration, qdate=0, idle_since=0)
+
+
+def test_a_dynamic_slot_is_the_request_rounded_as_the_startd_rounds_it():
+    p = pool()
+    top = p.slots[0]
+    d = p.carve(top, job(cls(cpus=1.5, memory=500, disk=1000), 0))
+    assert (d.cpus, d.memory, d.disk) == (2, 512, 1024)
+    assert (top.cpus, top.memory, top.disk) == (14, 16384 - 512, 1_000_000 - 1024)
+    # a rounded request that no longer fits is taken unrounded
+    top.cpus, top.memory = 1.5, 600
+    d2 = p.carve(top, job(cls(cpus=1.5, memory=550), 1))
+    assert (d2.cpus, d2.memory) == (1.5, 550)
+
+
+def test_a_dynamic_slot_takes_the_lowest_free_sub_id():
+    p = pool()
+    top = p.slots[0]
+    a, b, c = (p.carve(top, job(cls(), i)) for i in range(3))
+    assert [x.name for x in (a, b, c)] == ["slot1_1@vm.test", "slot1_2@vm.test",
+                                            "slot1_3@vm.test"]
+    p._release(b)
+    assert p.carve(top, job(cls(), 9)).name == "slot1_2@vm.test"
+
+
+@pytest.mark.parametrize("age, reused", [(1200, True), (1201, False)])
+def test_a_claim_is_reused_until_it_is_older_than_claim_worklife(age, reused):
+    p = pool(pslot=False)
+    c = cls()
+    first, second = job(c, 0, duration=age), job(c, 1)
+    p.queue(first, 0)
+    p.queue(second, 0)
+    slot = p.slots[0]
+    p.start(first, slot, 0)
+    p.finish_until(age)
+    assert p.reused == int(reused)
+    assert (slot.job is second) is reused
+    assert second.status == (2 if reused else 1)
+
+
+def test_a_claim_goes_to_the_same_submitter_only():
+    p = pool(pslot=False)
+    mine, other = cls(submitter="a@test"), cls(submitter="b@test")
+    first, theirs = job(mine, 0), job(other, 1)
+    p.queue(first, 0)
+    p.queue(theirs, 0)
+    p.start(first, p.slots[0], 0)
+    p.finish_until(100)
+    assert p.reused == 0 and theirs.status == 1 and p.slots[0].job is None
+
+
+def test_leftovers_are_filled_with_the_submitters_jobs_that_fit():
+    p = pool(leftovers=True)
+    c = cls(cpus=3, memory=1000)
+    jobs = [job(c, i) for i in range(8)]
+    for j in jobs:
+        p.queue(j, 0)
+    top = p.slots[0]
+    p.start(jobs[0], p.carve(top, jobs[0]), 0)
+    assert p.fill_leftovers(top, c, 0) == 4          # 16 cores: 5 jobs of 3
+    assert top.cpus == 1 and sum(j.status == 2 for j in jobs) == 5
+
+
+def test_a_schedd_asks_for_a_cycle_when_it_gets_its_first_idle_job():
+    p = pool(reschedule=5)
+    c = cls()
+    p.queue(job(c, 0), 10)           # no idle job before: asks
+    p.queue(job(c, 1), 11)           # it had one: does not
+    assert p.reschedules == [10]
+    for j in [q[2] for q in p.queues[("a@test", "s", id(c))]]:
+        p.remove(j, 12)
+    p.queue(job(c, 2), 13)           # idle again from none, but within 5 s of the last
+    p.queue(job(c, 3), 20)
+    assert p.reschedules == [10]
+    for j in [q[2] for q in p.queues[("a@test", "s", id(c))] if q[2].status == 1]:
+        p.remove(j, 21)
+    p.queue(job(c, 4), 22)
+    assert p.reschedules == [10, 22]
