@@ -138,7 +138,7 @@ def _rank_of(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
     better one)."""
     rank = next(v for k, v in slot.shape.attrs.items() if k.lower() == "rank")
     row = TextAds(TextStore())
-    row.add(_job_texts(job, sc))
+    row.add(_job_texts(job))
     got = classads.eval_match(classads.parse_expr(rank), _slot_ad(slot, sc), row.ad(0))
     slot.changed()          # its CurrentRank is set now
     if isinstance(got, bool):                 # a boolean Rank ranks as 1 or 0
@@ -150,7 +150,7 @@ def _num(x: float):
     return int(x) if float(x).is_integer() else float(x)
 
 
-def _job_texts(job: SimJob, sc: Scenario | None = None) -> list[tuple[str, str]]:
+def _job_texts(job: SimJob) -> list[tuple[str, str]]:
     """The job's ad as the schedd offers it, as (name, text) pairs; kept while it waits
     (only an eviction changes them: EnteredCurrentStatus)."""
     if job.texts is None:

@@ -154,8 +154,6 @@ class Simulation:
         self.matches = 0
         self.preemptions = 0
         self.unresolved = 0          # matches naming a slot or job the pool does not have
-        self.cycles: list[int] = []  # when each cycle ran
-        self.started_by_cycle = 0    # jobs started on the negotiator's matches
         self.claims_failed = 0       # matches whose claim the startd could not give
         self.last_quotas: dict = {}  # the last cycle's group quotas and pool size
         self.last_pool_weight = 0.0
@@ -264,7 +262,6 @@ class Simulation:
                 submit(p, t_arrival)
         else:                   # claims reused and jobs removed between cycles, in order
             p.advance(t, self.arrivals)
-        self.cycles.append(t)
         while self.changes and self.sc.start + self.changes[0].at <= t:
             self._change(self.changes.pop(0), t)
         pool = self._pool(t)
@@ -501,7 +498,6 @@ class Simulation:
                 slot = p.carve(slot, job)
             wait = float(t - job.idle_since)
             p.start(job, slot, t)
-            self.started_by_cycle += 1
             if pslot is not None and p.leftovers:
                 p.fill_leftovers(pslot, job.cls, t)
             if slot.shape.ranks_jobs():
