@@ -47,7 +47,14 @@ class Loop:
     def passes(self) -> list[sqlite3.Row]:
         if not self.ledger.exists():
             return []
-        return rows(self.ledger, "SELECT * FROM passes ORDER BY started_at")
+        try:
+            return rows(self.ledger, "SELECT * FROM passes ORDER BY started_at")
+        except sqlite3.OperationalError as e:
+            # The loop has created the file but not yet its schema (an empty file
+            # between sqlite's open and the first transaction): no passes yet.
+            if "no such table" in str(e):
+                return []
+            raise
 
     def wait_passes(self, cond, timeout=60, what="passes"):
         return self.pool.wait_for(lambda: cond(self.passes()), timeout, what)
