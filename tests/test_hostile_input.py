@@ -3,6 +3,7 @@ line naming the file, the ad and the attribute (exit 2), never in a traceback, a
 a hang or a silently wrong number."""
 
 import json
+import os
 import re
 
 import pytest
@@ -151,13 +152,15 @@ def test_lone_surrogate_escape_in_json_is_refused(snap, capsys):
 def test_idle_job_without_ids_is_refused(snap, capsys):
     jobs = snap / "jobs.ads"
     jobs.write_text(re.sub(r"(?m)^(ClusterId|ProcId) = .*\n", "", jobs.read_text()))
-    assert error_line(capsys, "negotiate", snap) == f"{snap}/jobs.ads: ad 1: attribute ClusterId: missing"
+    assert error_line(capsys, "negotiate", snap) == (
+        f"{snap}/jobs.ads: line 1: ad 1 (vm#158.0#1795265255): attribute ClusterId: missing")
 
 
 def test_idle_job_with_nan_proc_id_is_refused(snap, capsys):
     set_attr(snap / "jobs.ads", "ProcId", 'real("NaN")')
     assert error_line(capsys, "negotiate", snap) == (
-        f'{snap}/jobs.ads: ad 1: attribute ProcId: not a whole number from 0 up: real("NaN")')
+        f'{snap}/jobs.ads: line 52: ad 1 (vm#158.0#1795265255): attribute ProcId: not a whole '
+        'number from 0 up: real("NaN")')
 
 
 @pytest.mark.parametrize("value,expected", [
@@ -284,3 +287,150 @@ def test_a_job_id_is_a_whole_number_from_0_up(value, expected):
     # one rule for the cycle (files) and the capture (a schedd's answer)
     from negotiator_ext.core.negotiation import id_number
     assert id_number(value) == expected
+
+
+# ---- job files: ids, the same job twice, files that cannot be read (issue 33) --------------
+
+def _ads(path):
+    return path.read_text().strip("\n").split("\n\n")
+
+
+def _write_ads(path, ads):
+    path.write_text("\n\n".join(ads) + "\n\n")
+
+
+def _line_of(path, ad_index, attr=None):
+    """The line of ad `ad_index` (from 1), or of its attribute `attr`, in an ad file with
+    one blank line between ads."""
+    ads = _ads(path)
+    first = 1 + sum(a.count("\n") + 2 for a in ads[:ad_index - 1])
+    if attr is None:
+        return first
+    lines = ads[ad_index - 1].split("\n")
+    return first + next(k for k, ln in enumerate(lines) if ln.startswith(f"{attr} = "))
+
+
+@pytest.mark.parametrize("command", [["userprio"], ["negotiate", "--json"], ["explain", "158.1"]])
+@pytest.mark.parametrize("attr,value,why", [
+    ("ClusterId", None, "missing"),
+    ("ProcId", None, "missing"),
+    ("ClusterId", '"abc"', 'not a whole number from 0 up: "abc"'),
+    ("ProcId", "-1", "not a whole number from 0 up: -1"),
+    ("ProcId", "2.5", "not a whole number from 0 up: 2.5"),
+    ("ClusterId", "undefined", "not a whole number from 0 up: undefined"),
+])
+def test_a_job_without_whole_ids_is_refused_by_every_command(snap, capsys, command, attr,
+                                                             value, why):
+    # was: userprio said nothing; explain answered "no job 158.0 in the snapshot"
+    jobs = snap / "jobs.ads"
+    ads = _ads(jobs)
+    # a running job (the cycle offers only idle ones): refused all the same
+    ads[1] = ads[1].replace("JobStatus = 1", "JobStatus = 2")
+    line = _line_of(jobs, 2, attr if value is not None else None)
+    ads[1] = re.sub(rf"(?m)^{attr} = .*(\n|$)", "" if value is None else f"{attr} = {value}\\1",
+                    ads[1])
+    _write_ads(jobs, ads)
+    msg = error_line(capsys, *command[:1], snap, *command[1:])
+    assert msg == f"{jobs}: line {line}: ad 2 (vm#158.1#1795265255): attribute {attr}: {why}"
+
+
+def test_a_job_file_in_json_without_ids_is_named_without_a_line(snap, capsys):
+    from negotiator_ext.adapters.adfiles import read_ads
+    ads = read_ads(snap / "jobs.ads")
+    del ads[2]["ProcId"]
+    (snap / "jobs.ads").unlink()
+    (snap / "jobs.json").write_text("[" + ",\n".join(ad.printJson() for ad in ads) + "]")
+    assert error_line(capsys, "userprio", snap) == (
+        f"{snap}/jobs.json: ad 3 (vm#158.2#1795265255): attribute ProcId: missing")
+
+
+@pytest.mark.parametrize("argv", [["explain", "158.0"], ["explain", "158.0", "--schedd", "vm"],
+                                  ["userprio"], ["negotiate"]])
+def test_a_job_given_twice_at_one_schedd_is_a_duplicate_naming_both_ads(snap, capsys, argv):
+    # was (explain): "is at several schedds (vm, vm): name one with --schedd", which no
+    # --schedd could fix
+    jobs = snap / "jobs.ads"
+    ads = _ads(jobs)
+    ads.insert(3, ads[0])
+    _write_ads(jobs, ads)
+    msg = error_line(capsys, argv[0], snap, *argv[1:])
+    assert msg == (f"{jobs}: line {_line_of(jobs, 4)}: ad 4 (vm#158.0#1795265255): duplicate "
+                   "job id 158.0 at schedd vm: ad 1 (line 1) has the same ClusterId and "
+                   "ProcId (a schedd gives each job its own)")
+
+
+def test_a_job_given_twice_in_two_files_of_one_schedd_names_both_files(snap, capsys):
+    jobs = snap / "jobs.ads"
+    other = snap / "jobs-more.ads"
+    _write_ads(other, [_ads(jobs)[1]])
+    assert error_line(capsys, "explain", snap, "158.1") == (
+        f"{jobs}: line {_line_of(jobs, 2)}: ad 2 (vm#158.1#1795265255): duplicate job id "
+        f"158.1 at schedd vm: {other}'s ad 1 (line 1) has the same ClusterId and ProcId (a "
+        "schedd gives each job its own)")
+
+
+def test_one_job_id_at_two_schedds_is_two_jobs(snap, capsys):
+    # condor_q -global: one file, several schedds told apart by GlobalJobId
+    jobs = snap / "jobs.ads"
+    ads = _ads(jobs)
+    ads.append(ads[0].replace('GlobalJobId = "vm#', 'GlobalJobId = "other#'))
+    _write_ads(jobs, ads)
+    rc, _, err = run(capsys, "explain", snap, "158.0")
+    assert rc == 2 and err.strip().endswith(
+        "job 158.0 is at several schedds (other, vm): name one with --schedd")
+    rc, out, err = run(capsys, "explain", snap, "158.0", "--schedd", "vm", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["job"]["id"] == "158.0"
+
+
+def _symlink_loop(p):
+    p.unlink()
+    p.symlink_to(p.name)
+
+
+def _directory(p):
+    p.unlink()
+    p.mkdir()
+
+
+def _dangling(p):
+    p.unlink()
+    p.symlink_to("nowhere")
+
+
+def _fifo(p):
+    p.unlink()
+    os.mkfifo(p)
+
+
+@pytest.mark.parametrize("name", ["jobs.ads", "accounting.ads", "config", "meta.json"])
+@pytest.mark.parametrize("make,why", [
+    (_symlink_loop, "cannot read: Too many levels of symbolic links"),
+    (_directory, "cannot read: a directory, not a file"),
+    (_dangling, "cannot read: a symbolic link to nothing"),
+    (_fifo, "cannot read: not a regular file"),
+])
+def test_a_snapshot_file_that_cannot_be_read_is_named(snap, capsys, name, make, why):
+    # was: a jobs.ads in a symlink loop read as no jobs (the cycle: 0 matches), an
+    # accounting.ads as no accountant, a config as HTCondor's defaults
+    make(snap / name)
+    for argv in (["negotiate", snap, "--json"], ["userprio", snap]):
+        assert error_line(capsys, *argv) == f"{snap}/{name}: {why}"
+
+
+def test_a_job_file_that_cannot_be_opened_is_named(snap, capsys, monkeypatch):
+    # permission denied (faked: the tests may run as root, who reads everything)
+    from negotiator_ext.adapters import adfiles
+    real = adfiles._open
+
+    def refusing(p):
+        if p.name == "jobs.ads":
+            raise PermissionError(13, "Permission denied", str(p))
+        return real(p)
+    monkeypatch.setattr(adfiles, "_open", refusing)
+    assert error_line(capsys, "negotiate", snap) == f"{snap}/jobs.ads: cannot read: Permission denied"
+    if os.geteuid() != 0:
+        monkeypatch.setattr(adfiles, "_open", real)
+        (snap / "jobs.ads").chmod(0)
+        assert error_line(capsys, "userprio", snap) == (
+            f"{snap}/jobs.ads: cannot read: Permission denied")

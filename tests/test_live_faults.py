@@ -80,7 +80,7 @@ def loop(clean_pool, tmp_path):
     def start(*extra, logs=True):
         lp = Loop(clean_pool, tmp_path, *extra, logs=logs)
         loops.append(lp)
-        lp.wait_passes(lambda p: p, 60, "the first pass")
+        lp.wait_passes(lambda p: p, 120, "the first pass")
         return lp
     yield start
     for lp in loops:

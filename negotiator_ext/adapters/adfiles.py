@@ -313,6 +313,11 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
         if n != len(body) and n != len(set(map(_NAME, row))):
             # classad2 did not read one attribute per line: take its own texts
             row = [out.pair(name, text) for name, text in _texts_of(ad)]
+        elif n != len(body):
+            # a name given twice: its last line counts, as in classad2 (a row holds
+            # each name once)
+            last = {name: i for i, (name, _) in enumerate(row)}
+            row = [pair for i, pair in enumerate(row) if last[pair[0]] == i]
         out.add_row(tuple(row))
         if keep is not None:
             if _WRAP in text:
@@ -404,6 +409,39 @@ def _report_dropped_line(source, first, lines, ad, index) -> None:
             raise InputError(source, f"cannot parse value {line.split('=', 1)[1].strip()[:60]!r}",
                              line=first + offset, ad=_ad_label(index, ad),
                              attribute=_ATTR_LINE.match(line).group(1))
+
+
+def ad_start_line(path: str | Path, index: int, attribute: str | None = None) -> int | None:
+    """The line of the ad number `index` (from 1) of the old-syntax ad file `path`, as
+    the readers count ads (blocks cut at blank lines, comment lines skipped): the line
+    of its attribute `attribute` (the last, which counts) when it has one, else its
+    first line. None for a JSON or new-syntax file, or one that cannot be read again
+    (for a message about an ad found bad after its file was read)."""
+    try:
+        with _open(Path(path)) as f:
+            text = "".join(_lf_chunks(f))
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.strip() or is_json_text(text) or text.lstrip().startswith("["):
+        return None
+    want = attribute.lower() if attribute is not None else None
+    n = 0
+    for first, lines in _blocks(text):
+        rows = [(k, ln) for k, ln in enumerate(lines)
+                if not ln.lstrip().startswith(("#", "//"))]
+        if not rows:
+            continue
+        n += 1
+        if n < index:
+            continue
+        at = first + rows[0][0]
+        if want is not None:
+            for k, ln in rows:
+                m = _ATTR_LINE.match(ln)
+                if m and m.group(1).lower() == want:
+                    at = first + k
+        return at
+    return None
 
 
 def _check_expression_sizes(source, first, lines, index) -> None:

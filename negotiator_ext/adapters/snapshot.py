@@ -34,6 +34,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import stat
 from collections import Counter
 from itertools import repeat
 from dataclasses import dataclass, field
@@ -44,12 +46,13 @@ from urllib.parse import quote, unquote
 import classad2
 
 from ..errors import InputError
-from ..core.adtext import TextAds, TextStore
+from ..core.adtext import Job, TextAds, TextStore, TextValues
+from ..core.negotiation import id_number
 from ..limits import epoch_problem
 from .beside import Beside
 from .job_delta import name_counts
-from .adfiles import (load_json, read_ads, read_ads_and_texts, read_text_ads,
-                      text_ads_of_lines)
+from .adfiles import (ad_start_line, load_json, read_ads, read_ads_and_texts,
+                      read_text_ads, text_ads_of_lines)
 
 SNAPSHOT_FORMAT = 1
 
@@ -168,16 +171,36 @@ def snapshot_file(directory: Path, stem: str) -> Path | None:
 
 
 def _one_of(directory: Path, stem: str) -> Path | None:
-    found = [p for p in (directory / f"{stem}.ads", directory / f"{stem}.json") if p.is_file()]
+    found = [p for p in (directory / f"{stem}.ads", directory / f"{stem}.json") if present(p)]
     if len(found) > 1:
         raise InputError(str(directory), f"both {found[0].name} and {found[1].name}: keep one")
     return found[0] if found else None
 
 
+def present(p: Path) -> bool:
+    """Whether the snapshot has the file `p`: False when nothing of that name is there,
+    True for a regular file (or a symbolic link to one). Anything else of that name (a
+    directory, a symbolic link in a loop or to nothing, a FIFO, an entry that cannot be
+    looked at) is an InputError naming it: a file the snapshot has but that cannot be
+    read is never taken for one it does not have."""
+    try:
+        mode = p.stat().st_mode
+    except FileNotFoundError:
+        if not p.is_symlink():
+            return False
+        raise InputError(str(p), "cannot read: a symbolic link to nothing") from None
+    except OSError as exc:
+        raise InputError(str(p), f"cannot read: {exc.strerror or exc}") from None
+    if stat.S_ISREG(mode):
+        return True
+    raise InputError(str(p), "cannot read: a directory, not a file" if stat.S_ISDIR(mode)
+                     else "cannot read: not a regular file")
+
+
 def read_meta(directory: Path) -> dict:
     """meta.json, with the keys the product reads checked (InputError naming the key)."""
     p = directory / "meta.json"
-    if not p.is_file():
+    if not present(p):
         return {}
     meta = _json_object(p, "expected a JSON object")
     _check_meta(meta, str(p))
@@ -238,19 +261,24 @@ def _size(p: Path) -> int:
         return 0
 
 
-def _read_job_files(files: list[Path]) -> dict[str, TextAds]:
+def _read_job_files(files: list[Path], schedd_files: Mapping[str, str] | None = None
+                    ) -> dict[str, TextAds]:
     """Each job file's ads as text, one TextStore for all (job ads share most of their
-    lines: each line is kept once)."""
+    lines: each line is kept once), their job ids checked (`check_job_ids`;
+    `schedd_files`: meta.json's file -> schedd)."""
     store = TextStore()
-    return {p.name: read_text_ads(p, store) for p in files}
+    tables = {p.name: read_text_ads(p, store) for p in files}
+    check_job_ids(tables, {p.name: p for p in files}, schedd_files or {})
+    return tables
 
 
-def _read_job_files_beside(files: list[Path]) -> dict[str, TextAds]:
+def _read_job_files_beside(files: list[Path], schedd_files: Mapping[str, str] | None = None
+                           ) -> dict[str, TextAds]:
     """`_read_job_files`, and then, in the child that reads them beside the slot ads,
     what the schedd's view of its queue says of each job (`negotiation.queue_heads`,
     which the cycle would otherwise compute). Anything that goes wrong there leaves
     the heads to the cycle, which computes them as it always does."""
-    tables = _read_job_files(files)
+    tables = _read_job_files(files, schedd_files)
     try:
         from . import classad_semantics
         from ..core.negotiation import queue_heads
@@ -261,6 +289,113 @@ def _read_job_files_beside(files: list[Path]) -> dict[str, TextAds]:
     for name, table in tables.items():
         table.heads = heads[name]
     return tables
+
+
+def check_job_ids(tables: Mapping[str, TextAds], paths: Mapping[str, Path],
+                  schedd_files: Mapping[str, str]) -> None:
+    """Every job of the job files (`tables`, by file name, as `read_text_ads` reads
+    them: each name once a row; `paths`: each one's path) has a ClusterId and a ProcId,
+    each a whole number from 0 up, and no job id is given twice at one schedd: the
+    schedd gives every job both, once, so a file without them, or with a job twice, was
+    made or edited by hand, and would be read as other jobs than the schedd's. A job's
+    schedd is the one the cycle gives it (cycle._ScheddOf): its file's in meta.json's
+    `schedd_files`, else GlobalJobId's part before '#', else the snapshot's only schedd
+    (one for all such jobs). InputError naming the file, the line (old-syntax files),
+    the ad and the attribute; for a job given twice, both ads."""
+    values = TextValues()
+    prefixes: dict[str, str | None] = {}    # GlobalJobId's text up to '#' -> its schedd
+    seen: dict[tuple, tuple[str, int]] = {}  # (schedd, cluster, proc) -> (file, ad)
+    setdefault = seen.setdefault
+    for file_name, table in tables.items():
+        path = paths[file_name]
+        file_schedd = schedd_files.get(file_name)
+        by_gj = file_schedd is None
+        # where a row's ids are, by its length: most rows of a file are laid out alike,
+        # and a row holds each name once, so a place that holds the name is its place
+        places: dict[int, tuple[int, int, int]] = {}
+        for index, row in enumerate(table.rows, start=1):
+            at = places.get(len(row))
+            if (at is None or at[0] < 0 or at[1] < 0 or row[at[0]][0] != "clusterid"
+                    or row[at[1]][0] != "procid"
+                    or by_gj and (at[2] < 0 or row[at[2]][0] != "globaljobid")):
+                at = places[len(row)] = _places(row)
+            c = _job_id(row, at[0], "clusterid", values)
+            p = _job_id(row, at[1], "procid", values)
+            if c is None or p is None:
+                attr = "clusterid" if c is None else "procid"
+                i = at[0] if c is None else at[1]
+                _bad_job(path, index, row, values, attr, row[i][1] if i >= 0 else None)
+            schedd = file_schedd
+            if by_gj and at[2] >= 0:
+                gj = row[at[2]][1]
+                prefix = gj.split("#", 1)[0] if gj.startswith('"') and "#" in gj else gj
+                schedd = prefixes.get(prefix, False)
+                if schedd is False:
+                    v = Job(row, table.store.names, values).value("globaljobid")
+                    schedd = prefixes[prefix] = (v.split("#", 1)[0] if isinstance(v, str)
+                                                 and "#" in v else None)
+            first = setdefault((schedd, c, p), (file_name, index))
+            if first[1] != index or first[0] != file_name:
+                _twice(path, index, row, values, (schedd, c, p), first, paths)
+
+
+def _places(row) -> tuple[int, int, int]:
+    """Where ClusterId, ProcId and GlobalJobId are in `row` (-1: not there)."""
+    at = [-1, -1, -1]
+    for i, (name, _) in enumerate(row):
+        if name == "clusterid":
+            at[0] = i
+        elif name == "procid":
+            at[1] = i
+        elif name == "globaljobid":
+            at[2] = i
+    return at[0], at[1], at[2]
+
+
+def _job_id(row, i: int, attr: str, values: TextValues) -> int | None:
+    """The job id attribute at `row[i]` (-1: not in the row): its value when it is a
+    whole number from 0 up (`negotiation.id_number`), else None."""
+    if i < 0:
+        return None
+    text = row[i][1]
+    if text.isdigit() and text.isascii() and len(text) < 19 and (
+            text[0] != "0" or len(text) == 1):
+        return int(text)              # a plain decimal number (every schedd's)
+    lit, v = values.literal(text)
+    if not lit:
+        v = Job(row, {}, values).value(attr)
+    return id_number(v)
+
+
+def _job_label(index: int, row, values: TextValues) -> str:
+    """A job ad for a message: its index in its file, and its GlobalJobId when it has a
+    plain one."""
+    gj = dict(row).get("globaljobid")
+    v = values.literal(gj)[1] if gj is not None and gj.startswith('"') else None
+    return f"{index} ({v})" if isinstance(v, str) else str(index)
+
+
+def _bad_job(path: Path, index: int, row, values: TextValues, attr: str,
+             text: str | None) -> None:
+    name = "ClusterId" if attr == "clusterid" else "ProcId"
+    raise InputError(str(path), "missing" if text is None
+                     else f"not a whole number from 0 up: {text[:60]}",
+                     line=ad_start_line(path, index, None if text is None else name),
+                     ad=_job_label(index, row, values), attribute=name)
+
+
+def _twice(path: Path, index: int, row, values: TextValues, key: tuple,
+           first: tuple[str, int], paths: Mapping[str, Path]) -> None:
+    schedd, cluster, proc = key
+    first_file, first_index = first
+    at = f" at schedd {schedd}" if schedd is not None else ""
+    line = ad_start_line(paths[first_file], first_index)
+    where = (f"ad {first_index}" if first_file == path.name
+             else f"{paths[first_file]}'s ad {first_index}")
+    where += f" (line {line})" if line is not None else ""
+    raise InputError(str(path), f"duplicate job id {cluster}.{proc}{at}: {where} has the "
+                     "same ClusterId and ProcId (a schedd gives each job its own)",
+                     line=ad_start_line(path, index), ad=_job_label(index, row, values))
 
 
 def _job_texts(lines: list, source: str, store: TextStore, known, schedd: str | None):
@@ -299,13 +434,15 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         raise InputError(str(directory), "not a pool snapshot: no slots.ads or slots.json "
                          "(condor_status -long or -json output)")
     job_files = [p for p in sorted(directory.glob("jobs*"))
-                 if p.suffix in (".ads", ".json") and p.is_file()
+                 if p.suffix in (".ads", ".json") and present(p)
                  ] if jobs and captured is None else []
+    # (each job file's schedd, for the job ids' check)
+    meta = read_meta(directory)
     # The job files are read in a child process while the slot ads are parsed here
     # (adapters/beside.py), when they are large enough for that to pay.
     fork = sum(_size(p) for p in job_files) >= FORK_JOB_BYTES
     reader = Beside(_read_job_files_beside if fork else _read_job_files, job_files,
-                    fork=fork)
+                    meta.get("schedd_files"), fork=fork)
     try:
         if captured is not None:
             slots = tuple(captured.slots)
@@ -339,6 +476,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     schedds_file = _one_of(directory, "schedds")
     schedd_ads = tuple(read_ads(schedds_file)) if schedds_file else None
     knobs_file = directory / SCHEDD_KNOBS
+    knobs = present(knobs_file)
     negotiator_configs = read_negotiator_configs(directory / NEGOTIATORS)
     return Snapshot(
         directory=directory,
@@ -351,10 +489,10 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         accounting=accounting,
         accounting_source=str(accounting_file) if accounting_file else None,
         negotiator_source=_one_of(directory, "negotiator"),
-        config_path=config if config.is_file() else None,
-        meta=read_meta(directory),
-        schedd_knobs=read_schedd_knobs(knobs_file) if knobs_file.is_file() else {},
-        schedd_knobs_source=str(knobs_file) if knobs_file.is_file() else None,
+        config_path=config if present(config) else None,
+        meta=meta,
+        schedd_knobs=read_schedd_knobs(knobs_file) if knobs else {},
+        schedd_knobs_source=str(knobs_file) if knobs else None,
         schedd_ads=schedd_ads,
         schedd_ads_source=str(schedds_file) if schedds_file else None,
         negotiator_configs=negotiator_configs,
@@ -376,7 +514,7 @@ def negotiator_config_name(name: str) -> str:
 def read_negotiator_configs(d: Path) -> dict[str, Path]:
     """negotiators/: {negotiator name: its config file}; {} without the directory.
     InputError for a directory holding anything but <Name>.config files."""
-    if not d.exists():
+    if not os.path.lexists(d):
         return {}
     if not d.is_dir():
         raise InputError(str(d), "not a directory (expected one <Name>.config file per "

@@ -154,6 +154,9 @@ class SimPool:
         # (submitter, schedd, class) -> its idle jobs in queue order: one autocluster
         # each, so that each can be offered its own first jobs
         self.queues: dict[tuple[str, str, int], list] = {}
+        # (submitter, schedd) -> its classes' queues (those of `queues`), so that the
+        # schedd looks at one submitter's queues without walking every class of the pool
+        self.queues_of: dict[tuple[str, str], list[list]] = {}
         self.running: list[tuple[float, int, SimJob]] = []   # heap of (end, seq, job)
         self.removals: list[tuple[float, int, SimJob]] = []  # heap of (removed_at, seq, job)
         # (submitter, schedd) -> [idle, running]
@@ -257,7 +260,10 @@ class SimPool:
         if not job.queued:
             job.queued = True
             c = job.cls
-            q = self.queues.setdefault((c.submitter, c.schedd, id(c)), [])
+            q = self.queues.get((c.submitter, c.schedd, id(c)))
+            if q is None:
+                q = self.queues[(c.submitter, c.schedd, id(c))] = []
+                self.queues_of.setdefault((c.submitter, c.schedd), []).append(q)
             key = (-c.job_prio, job.seq, job)
             if not q or q[-1][:2] < key[:2]:
                 q.append(key)
@@ -413,9 +419,7 @@ class SimPool:
         if self.fits is None:
             return None
         best = None
-        for (sub, schedd, _), q in self.queues.items():
-            if sub != cls.submitter or schedd != cls.schedd:
-                continue
+        for q in self.queues_of.get((cls.submitter, cls.schedd), ()):
             for e in q:
                 job = e[2]
                 if job.status != 1:
@@ -492,8 +496,8 @@ class SimPool:
         if k <= 0:
             return []
         out: list = []
-        for (owner, schedd, _), q in self.queues.items():
-            if (owner, schedd) != key or not q:
+        for q in self.queues_of.get(key, ()):
+            if not q:
                 continue
             n = 0
             while n < len(q) and q[n][2].status != 1:     # jobs that started since
