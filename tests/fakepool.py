@@ -1,7 +1,13 @@
 """A mocked pool for the bindings: htcondor2.Collector, Schedd, RemoteParam and param
 replaced (pytest-mock) by fakes that answer with recorded fixture ads. The mocked
 Schedd.query honours its constraint and returns only the projected attributes; any
-method that is not a read operation is refused and recorded."""
+method that is not a read operation is refused and recorded.
+
+A test may put garbage where the ads are (FakePool.slots, .schedds[name], ...: None, a
+number, a string, a list holding things that are not ClassAds): the fakes hand it over
+as it is, as broken bindings or a broken daemon would, and never choke on it themselves
+(a list's ClassAds are still restricted and filtered, its other items passed as they
+are), so that what the capture makes of it is what a test sees."""
 
 from __future__ import annotations
 
@@ -32,6 +38,8 @@ def fixture_config_knobs(fix: Path = FIX) -> dict[str, str]:
 
 
 def restrict(ad: classad2.ClassAd, projection) -> classad2.ClassAd:
+    if not isinstance(ad, classad2.ClassAd):
+        return ad                   # garbage, handed over as it is
     if not projection:
         return classad2.parseOne(ad.printOld(), classad2.ParserType.Old)
     want = {p.lower() for p in projection}
@@ -92,7 +100,8 @@ class FakePool:
         self.remote: dict[str, str] | Exception = fixture_config_knobs(fix)
         self.collector_error: Exception | None = None
         self.query_errors: dict = {}          # AdTypes -> exception
-        self.locate_result = "negotiator"      # or None, or an exception
+        self.locate_result = "negotiator"      # or None, or an exception, or garbage
+        self.locate_all: dict = {}             # DaemonTypes -> locateAll's answer
         self.calls: list[tuple] = []           # every bindings call, in order
         self.schedd_queries: dict[str, list[list[str]]] = {}
         self.remote_params: list[FakeRemoteParam] = []        # the negotiators'
@@ -122,7 +131,7 @@ class FakePool:
         return FakeSchedd(self, loc["Name"])
 
     def make_remote_param(self, loc):
-        self.calls.append(("RemoteParam", loc["Name"]))
+        self.calls.append(("RemoteParam", loc.get("Name")))
         schedd = loc.get("MyType") == "Scheduler"
         table = (self.schedd_remote if schedd
                  else self.negotiator_remote.get(loc.get("Name"), self.remote))
@@ -155,6 +164,8 @@ class FakeCollector:
             htcondor2.AdTypes.Negotiator: p.negotiator,
             htcondor2.AdTypes.Schedd: [location(n, 9618 + i) for i, n in enumerate(p.schedds)],
         }.get(ad_type, [])
+        if not isinstance(ads, list):
+            return ads                  # garbage, handed over as it is
         return [restrict(ad, projection) for ad in ads]
 
     def locate(self, daemon_type, name=None):
@@ -163,14 +174,23 @@ class FakeCollector:
         assert daemon_type == htcondor2.DaemonTypes.Negotiator
         if isinstance(p.locate_result, Exception):
             raise p.locate_result
-        if p.locate_result is None:
+        if not (isinstance(p.locate_result, str) and p.locate_result == "negotiator"):
+            return p.locate_result          # None, or garbage handed over as it is
+        if not isinstance(p.negotiator, list) or not p.negotiator:
             return None
         return restrict(p.negotiator[0], ["MyAddress", "AddressV1", "CondorVersion",
                                           "CondorPlatform", "Name", "Machine"])
 
     def locateAll(self, daemon_type):
         self.pool.calls.append(("Collector.locateAll", daemon_type))
+        if daemon_type in self.pool.locate_all:     # a test's answer, garbage or not
+            got = self.pool.locate_all[daemon_type]
+            if isinstance(got, Exception):
+                raise got
+            return got
         if daemon_type == htcondor2.DaemonTypes.Negotiator:
+            if not isinstance(self.pool.negotiator, list):
+                return self.pool.negotiator
             return [restrict(ad, ["MyAddress", "AddressV1", "CondorVersion", "CondorPlatform",
                                   "Name", "Machine"]) for ad in self.pool.negotiator]
         assert daemon_type == htcondor2.DaemonTypes.Schedd
@@ -192,7 +212,10 @@ class FakeSchedd:
         jobs = p.schedds[self.name]
         if isinstance(jobs, Exception):
             raise jobs
+        if not isinstance(jobs, list):
+            return jobs                 # garbage, handed over as it is
         cons = classad2.ExprTree(str(constraint))
-        return [restrict(j, projection) for j in jobs if cons.eval(j) is True]
+        return [restrict(j, projection) for j in jobs
+                if not isinstance(j, classad2.ClassAd) or cons.eval(j) is True]
 
 

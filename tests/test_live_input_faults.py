@@ -147,7 +147,9 @@ def test_schedd_location_that_is_not_an_ad_is_named(pool, mocker, tmp_path):
         return c
     mocker.patch("htcondor2.Collector", side_effect=collector)
     report = capture_snapshot(None, tmp_path / "snap", now=NOW)
-    assert report.errors["collector:schedds"] == "schedd location 3 is not an ad (a str)"
+    assert report.errors["collector:schedds"] == ("the collector <local pool> answered with "
+                                                  "something that is not a schedd's location "
+                                                  "ad: item 3 of 3 is a str")
     assert report.partial is True and set(report.schedds) == {"vm", "bad"}
 
 

@@ -278,17 +278,18 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         # their configurations still serve; the schedds' ads (MaxJobsRunning,
         # CurbMatchmaking) failing is a warning
         negotiator_ads = _optional_query(collector, htcondor.AdTypes.Negotiator,
-                                         "collector:negotiator", errors)
+                                         "collector:negotiator", errors, source)
         schedd_ad_errors: dict = {}
         schedd_ads = _optional_query(collector, htcondor.AdTypes.Schedd, "schedds",
-                                     schedd_ad_errors)
+                                     schedd_ad_errors, source)
         lap("collector_other")
         if kept_reads is not None:
             kept_reads.last = {}
         # the negotiator's config is read by a child process beside the slot steps
         config_read, others_read, schedd_knobs_read = _start_reads(
-            htcondor, collector, timeout, kept_reads, (negotiator_ads, schedd_ads))
+            htcondor, collector, timeout, kept_reads, (negotiator_ads, schedd_ads), source)
         query = _startd_query(htcondor, collector, timings)
+        slots = None
         try:
             if slot_cache is None:
                 raw_slots = query(None, None)
@@ -303,17 +304,19 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except _QueryFailed as exc:
             raise InputError(source, "cannot query the collector for slot ads: "
                                      f"{_one_line(exc.__cause__)}") from None
+        except BadAnswer as exc:
+            raise InputError(source, f"cannot read the collector's slot ads: {exc}") from None
         except InputError:
             raise
         except Exception as exc:
             raise InputError(source, "cannot write the collector's slot ads: "
-                                     f"{_one_line(exc)}") from None
+                                     f"{_unwritable_ad(slots, exc)}") from None
         lap("slot_lines")
 
         submitters = _optional_query(collector, htcondor.AdTypes.Submitter,
-                                     "collector:submitters", errors)
+                                     "collector:submitters", errors, source)
         accounting = _optional_query(collector, htcondor.AdTypes.Accounting,
-                                     "collector:accounting", errors)
+                                     "collector:accounting", errors, source)
 
         neg_location, knobs = config_read.result(errors)
         version = _condor_version(htcondor, collector, negotiator_ads, neg_location)
@@ -348,7 +351,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             lap("schedd_wait")
         else:
             schedd_jobs, answered, missing = _query_schedds(
-                htcondor, collector, projection, errors, seen, lap, kept, by_request)
+                htcondor, collector, projection, errors, seen, lap, kept, by_request,
+                where=source)
 
     schedd_knobs, knob_warnings = schedd_knobs_read.result()
     warnings.extend(knob_warnings)
@@ -417,7 +421,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             raise
         except Exception as exc:
             _remove_written(path)
-            return _one_line(exc)
+            return _unwritable_ad(ads, exc)
         return None
 
     known_jobs = known_lines.jobs if known_lines is not None else None
@@ -558,7 +562,8 @@ def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] 
     by_request: dict[str, dict] = {}
     collector = htcondor.Collector(pool)
     jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors, {},
-                                             _Lap(timings), kept, by_request)
+                                             _Lap(timings), kept, by_request,
+                                             where=pool or "<local pool>")
     return jobs, answered, missing, errors, timings, by_request
 
 
@@ -683,25 +688,50 @@ def _client_timeouts(htcondor, timeout: int):
                 pass
 
 
-def _optional_query(collector, ad_type, key: str, errors: dict) -> list | None:
+def _optional_query(collector, ad_type, key: str, errors: dict, where: str) -> list | None:
+    """The collector's ads of `ad_type`, or None with `errors[key]` saying why not (the
+    query failed, or its answer is not a list of ClassAds: naming the collector
+    `where` and the first item that is not an ad)."""
     try:
-        return list(collector.query(ad_type))
+        answer = collector.query(ad_type)
     except Exception as exc:
         errors[key] = _one_line(exc)
         return None
+    try:
+        return checked_ads(answer)
+    except BadAnswer as exc:
+        errors[key] = f"the collector {_comment_text(where)} {exc}"
+        return None
 
 
-def _start_reads(htcondor, collector, timeout, kept=None, daemon_ads=(None, None)):
+def _unwritable_ad(ads, exc: Exception) -> str:
+    """Why `ads` cannot be written (`exc`, raised writing them), naming the first ad
+    that cannot be (its place and Name) when there is one."""
+    why = _one_line(exc)
+    if not ads:
+        return why
+    for i, ad in enumerate(ads, start=1):
+        try:
+            ad_lines([ad])
+        except Exception as one:            # noqa: BLE001 - this is the ad
+            name = _ad_string(ad, "Name")
+            label = f"ad {i} of {len(ads)}" + (f" ({_comment_text(name)[:60]})" if name else "")
+            return f"{label}: {_one_line(one)}"
+    return why
+
+
+def _start_reads(htcondor, collector, timeout, kept=None, daemon_ads=(None, None),
+                 where: str = "<local pool>"):
     """The reads that run beside the slot steps: the negotiator's config (a child), the
     other negotiators' and the schedds' knobs. `kept` (KeptReads): reads kept from a
     loop's earlier passes, under the stamps of `daemon_ads` (the collector's negotiator
-    ads and schedd ads)."""
+    ads and schedd ads); `where`: the collector, for messages."""
     neg_ads, schedd_ads = daemon_ads
-    config_read = _ConfigRead(htcondor, collector, timeout, kept, neg_ads)
+    config_read = _ConfigRead(htcondor, collector, timeout, kept, neg_ads, where)
     others_read = _OtherNegotiatorsRead(htcondor, collector, timeout, config_read.location,
-                                        kept, neg_ads)
+                                        kept, neg_ads, where)
     return config_read, others_read, _ScheddKnobsRead(htcondor, collector, timeout, kept,
-                                                      schedd_ads)
+                                                      schedd_ads, where)
 
 
 def _through(kept, kind: str, location, ads, read: Callable[[], dict]) -> Callable[[], dict]:
@@ -733,13 +763,14 @@ def _startd_query(htcondor, collector, timings: dict):
         if projection is not None:
             kw["projection"] = list(projection)
         try:
-            return list(collector.query(htcondor.AdTypes.Startd, **kw))
+            answer = collector.query(htcondor.AdTypes.Startd, **kw)
         except Exception as exc:
             raise _QueryFailed() from exc
         finally:
             spent = time.perf_counter() - t
             timings["slot_query"] += spent
             timings["slot_lines"] -= spent
+        return checked_ads(answer)          # BadAnswer when it is not ClassAds
     return query
 
 
@@ -780,11 +811,12 @@ class _ConfigRead:
     (a test's fake RemoteParam is read here, in `result`); its errors are merged by
     `result`, in the order the capture has always given them."""
 
-    def __init__(self, htcondor, collector, timeout: float | None, kept=None, ads=None):
+    def __init__(self, htcondor, collector, timeout: float | None, kept=None, ads=None,
+                 where: str = "<local pool>"):
         self._errors: dict[str, str] = {}
         self._got: tuple = (None, None)
         self._thread = None
-        location = _locate_negotiator(htcondor, collector, self._errors)
+        location = _locate_negotiator(htcondor, collector, self._errors, where)
         self._location = location
         if location is None:
             return
@@ -827,7 +859,7 @@ class _OtherNegotiatorsRead:
     negotiator or none."""
 
     def __init__(self, htcondor, collector, timeout: float | None, first, kept=None,
-                 ads=None):
+                 ads=None, where: str = "<local pool>"):
         self._kept, self._ads = kept, ads
         self._named: list = []
         self._got: dict = {}
@@ -838,7 +870,11 @@ class _OtherNegotiatorsRead:
         if first is None:
             return
         try:
-            locations = list(collector.locateAll(htcondor.DaemonTypes.Negotiator))
+            locations = checked_ads(collector.locateAll(htcondor.DaemonTypes.Negotiator))
+        except BadAnswer as exc:
+            self.warnings.append(f"cannot list the pool's negotiators (only the first is "
+                                 f"captured): the collector {_comment_text(where)} {exc}")
+            return
         except Exception as exc:
             self.warnings.append(f"cannot list the pool's negotiators (only the first is "
                                  f"captured): {_one_line(exc)}")
@@ -899,7 +935,10 @@ def _ad_string(ad, attr: str) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def _locate_negotiator(htcondor, collector, errors: dict):
+def _locate_negotiator(htcondor, collector, errors: dict, where: str = "<local pool>"):
+    """The negotiator's location ad, or None with errors["negotiator"] saying why (the
+    collector `where` does not know one, or answered with something that is not a
+    ClassAd; a location ad RemoteParam cannot use, without a MyAddress, fails there)."""
     try:
         location = collector.locate(htcondor.DaemonTypes.Negotiator)
     except Exception as exc:
@@ -907,7 +946,25 @@ def _locate_negotiator(htcondor, collector, errors: dict):
         return None
     if location is None:
         errors["negotiator"] = "the collector knows no negotiator"
+        return None
+    if not isinstance(location, classad2.ClassAd):
+        errors["negotiator"] = (f"cannot locate the negotiator: the collector "
+                                f"{_comment_text(where)} answered with {_kind(location)} "
+                                "instead of its location ad")
+        return None
     return location
+
+
+def _no_address(location) -> str | None:
+    """None when the location ad has a MyAddress string; else what it has instead, for
+    a message ("missing", or the value)."""
+    try:
+        v = location.get("MyAddress")
+    except Exception:                       # noqa: BLE001 - a value classad2 cannot give
+        return "not readable"
+    if isinstance(v, str) and v:
+        return None
+    return "missing" if v is None else f"not an address: {_comment_text(str(v))[:40]}"
 
 
 def _remote_knobs(read, location, errors: dict):
@@ -1175,24 +1232,27 @@ class _ScheddKnobsRead:
     schedd that cannot be read is a warning, not an error: the snapshot's config (else
     HTCondor's defaults) stands in for it."""
 
-    def __init__(self, htcondor, collector, timeout: float | None, kept=None, ads=None):
+    def __init__(self, htcondor, collector, timeout: float | None, kept=None, ads=None,
+                 where: str = "<local pool>"):
         self.knobs: dict[str, dict[str, str]] = {}
         self.warnings: list[str] = []
         self._thread = None
         self._later: list = []
         try:
-            locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
+            locations = checked_ads(collector.locateAll(htcondor.DaemonTypes.Schedd))
+        except BadAnswer as exc:
+            self.warnings.append(f"cannot locate the schedds to read their limits: the "
+                                 f"collector {_comment_text(where)} {exc}")
+            return
         except Exception as exc:
             self.warnings.append(f"cannot locate the schedds to read their limits: "
                                  f"{_one_line(exc)}")
             return
         named = []
         for loc in locations:
-            try:
-                name = loc.get("Name")
-            except Exception:
-                continue
-            if isinstance(name, str) and name and name not in {n for n, _ in named}:
+            name = _ad_string(loc, "Name")
+            if name is not None and _no_address(loc) is None and name not in {
+                    n for n, _ in named}:
                 named.append((name, loc))
         if not _bindings_remote_param(htcondor):
             self._later = [(name, _through(kept, "schedd", loc, ads, lambda loc=loc:
@@ -1460,7 +1520,7 @@ def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str])
 
 def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
                    shared: dict | None = None, lap=None, kept: list[str] | None = None,
-                   by_request: dict | None = None):
+                   by_request: dict | None = None, where: str = "<local pool>"):
     """Each schedd's (name, its job ads' lines), the schedds that answered, those that
     did not. A schedd whose answer is not job ads, or cannot be written, is one that did
     not answer; when only its second answer is, the first one's jobs are kept. `lap`
@@ -1468,33 +1528,52 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
 
     `kept`: capture each schedd by its resource requests (`resource_requests`), each job
     with these of its own attributes; `by_request` is told, for each schedd captured
-    that way, how many autoclusters and jobs (a schedd left out of it was queried whole)."""
+    that way, how many autoclusters and jobs (a schedd left out of it was queried whole).
+    `where`: the collector, for messages about its answer (a location that is not an
+    ad, or has no MyAddress)."""
     lap = lap or (lambda step: None)
     shared = {} if shared is None else shared
+    who = f"the collector {_comment_text(where)}"
     try:
-        locations = list(collector.locateAll(htcondor.DaemonTypes.Schedd))
+        answer = collector.locateAll(htcondor.DaemonTypes.Schedd)
     except Exception as exc:
         errors["collector:schedds"] = f"cannot locate the schedds: {_one_line(exc)}"
+        return [], [], []
+    try:
+        # (each item is looked at below: one that is not an ad leaves the others)
+        locations = _answer_list(answer, "ad")
+    except BadAnswer as exc:
+        errors["collector:schedds"] = f"cannot locate the schedds: {who} {exc}"
         return [], [], []
     results: list[tuple[str, list]] = []
     answered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
     for i, loc in enumerate(locations, start=1):
-        try:
-            name = loc.get("Name")
-            if not isinstance(name, str) or not name:
-                addr = loc.get("MyAddress")
-                name = addr if isinstance(addr, str) and addr else f"schedd-{i}"
-        except Exception:
-            errors["collector:schedds"] = (f"schedd location {i} is not an ad "
-                                           f"(a {type(loc).__name__})")
+        if not isinstance(loc, classad2.ClassAd):
+            errors["collector:schedds"] = (f"{who} answered with something that is not "
+                                           f"a schedd's location ad: item {i} of "
+                                           f"{len(locations)} is {_kind(loc)}")
             continue
+        name = _ad_string(loc, "Name") or _ad_string(loc, "MyAddress") or f"schedd-{i}"
         if name in seen:
             continue  # the same schedd advertised twice
         seen.add(name)
+        why = _no_address(loc)
+        if why is not None:
+            errors[name] = (f"cannot be queried: {who} answered with its location ad "
+                            f"(item {i} of {len(locations)}) whose MyAddress is {why}")
+            missing.append(name)
+            continue
         try:
             schedd = htcondor.Schedd(loc)
+        except KeyError as exc:             # the bindings read the location ad's attributes
+            attr = _comment_text(str(exc.args[0] if exc.args else exc))[:60]
+            errors[name] = (f"cannot be queried: {who} answered with its location ad "
+                            f"(item {i} of {len(locations)}) without {attr}")
+            missing.append(name)
+            lap("schedd_query")
+            continue
         except Exception as exc:
             errors[name] = _one_line(exc)
             missing.append(name)
@@ -1598,6 +1677,10 @@ def _bad_answer(exc: Exception) -> str:
     return f"its answer could not be read as job ads: {_comment_text(_one_line(exc))[:200]}"
 
 
+def _a(noun: str) -> str:
+    return f"{'an' if noun[:1].lower() in 'aeiou' else 'a'} {noun}"
+
+
 def _kind(value) -> str:
     if value is None:
         return "None"
@@ -1605,22 +1688,37 @@ def _kind(value) -> str:
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
+def checked_ads(answer, what: str = "ad") -> list:
+    """A daemon's answer that must be a list of ClassAds (a collector's query or
+    locateAll, a schedd's job query), as that list. BadAnswer, naming the first thing
+    wrong ("answered with ..."), otherwise; `what`: what each item should be."""
+    items = _answer_list(answer, what)
+    for i, ad in enumerate(items, start=1):
+        if not isinstance(ad, classad2.ClassAd):
+            raise BadAnswer(f"answered with something that is not {_a(what)}: item {i} "
+                            f"of {len(items)} is {_kind(ad)}")
+    return items
+
+
+def _answer_list(answer, what: str) -> list:
+    """A daemon's answer that must be a list (of `what`s), as a list; BadAnswer when it
+    is not one (None, a string, a single ad, ...) or cannot be read through."""
+    if answer is None or isinstance(answer, (str, bytes, bytearray, dict, classad2.ClassAd)):
+        raise BadAnswer(f"answered with {_kind(answer)} instead of a list of {what}s")
+    try:
+        return list(answer)
+    except Exception as exc:
+        raise BadAnswer(f"answered with {_kind(answer)} instead of a list of {what}s "
+                        f"({_comment_text(_one_line(exc))[:120]})") from None
+
+
 def checked_job_ads(answer) -> list:
     """A schedd's answer to a job query as a list of job ads: ClassAds, each with
     integer ClusterId >= 0 and ProcId >= 0, no job twice. BadAnswer, naming the first
     thing wrong, otherwise."""
-    if answer is None or isinstance(answer, (str, bytes, bytearray, dict, classad2.ClassAd)):
-        raise BadAnswer(f"answered with {_kind(answer)} instead of a list of job ads")
-    try:
-        items = list(answer)
-    except Exception as exc:
-        raise BadAnswer(f"answered with {_kind(answer)} instead of a list of job ads "
-                        f"({_comment_text(_one_line(exc))[:120]})") from None
-    seen: set[tuple[int, int]] = set()
+    items = checked_ads(answer, "job ad")
+    seen: dict[tuple[int, int], int] = {}
     for i, ad in enumerate(items, start=1):
-        if not isinstance(ad, classad2.ClassAd):
-            raise BadAnswer(f"answered with something that is not a job ad: item {i} of "
-                            f"{len(items)} is {_kind(ad)}")
         ids = []
         for attr in ("ClusterId", "ProcId"):
             v = ad.get(attr)
@@ -1630,9 +1728,10 @@ def checked_job_ads(answer) -> list:
                 raise BadAnswer(f"answered with an ad that is not a job ad: item {i} of "
                                 f"{len(items)} has {attr} {shown}")
             ids.append(number)
-        if tuple(ids) in seen:
-            raise BadAnswer(f"answered with job {ids[0]}.{ids[1]} twice")
-        seen.add(tuple(ids))
+        first = seen.setdefault((ids[0], ids[1]), i)
+        if first != i:
+            raise BadAnswer(f"answered with job {ids[0]}.{ids[1]} twice: items {first} "
+                            f"and {i} of {len(items)}")
     return items
 
 
