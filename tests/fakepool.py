@@ -100,6 +100,7 @@ class FakePool:
         self.remote: dict[str, str] | Exception = fixture_config_knobs(fix)
         self.collector_error: Exception | None = None
         self.query_errors: dict = {}          # AdTypes -> exception
+        self.query_answers: dict = {}         # AdTypes -> the query's answer, garbage or not
         self.locate_result = "negotiator"      # or None, or an exception, or garbage
         self.locate_all: dict = {}             # DaemonTypes -> locateAll's answer
         self.calls: list[tuple] = []           # every bindings call, in order
@@ -137,6 +138,8 @@ class FakePool:
                  else self.negotiator_remote.get(loc.get("Name"), self.remote))
         if isinstance(table, Exception):
             raise table
+        if not isinstance(table, dict):
+            return table                # garbage for a RemoteParam, handed over as it is
         rp = FakeRemoteParam(table)
         (self.schedd_remote_params if schedd else self.remote_params).append(rp)
         return rp
@@ -157,6 +160,8 @@ class FakeCollector:
             raise p.collector_error
         if ad_type in p.query_errors:
             raise p.query_errors[ad_type]
+        if ad_type in p.query_answers:
+            return p.query_answers[ad_type]
         ads = {
             htcondor2.AdTypes.Startd: p.slots,
             htcondor2.AdTypes.Submitter: p.submitters,

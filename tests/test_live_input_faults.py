@@ -20,9 +20,10 @@ from negotiator_ext import daemon
 from negotiator_ext.adapters import _param_dump, live
 from negotiator_ext.adapters.adfiles import read_ads
 from negotiator_ext.adapters.live import RemoteReadError, capture_snapshot
+from negotiator_ext.errors import InputError
 from negotiator_ext.shadow import ShadowLoop, ShadowSettings
 
-from fakepool import FakePool
+from fakepool import FakePool, location
 
 NOW = 1795265300
 
@@ -376,3 +377,123 @@ def test_an_honest_read_in_flight_at_sigterm_is_let_finish(tmp_path):
     assert sh.errors == []
     assert seen == {"knobs": {"GROUP_NAMES": "a"}, "stopped": True}
     assert "abandoned the read of the negotiator's configuration in flight" not in ht.lines()
+
+
+# ---- the collector's answers, and a schedd's, that are not ads (issue 33) ------------------
+
+CM = "cm.example.org:9618"
+
+
+@pytest.fixture
+def fake(mocker):
+    return FakePool().install(mocker)
+
+
+def test_a_collector_answer_holding_a_null_is_named_and_left_out(fake, tmp_path):
+    # was: "cannot write its ads: 'NoneType' object has no attribute 'printOld'"
+    fake.submitters = fake.submitters[:1] + [None] + fake.submitters[1:]
+    snap = tmp_path / "snap"
+    report = capture_snapshot(CM, snap, now=NOW)
+    assert dict(report.errors) == {"collector:submitters": (
+        f"the collector {CM} answered with something that is not an ad: item 2 of 7 is None")}
+    assert report.partial is True and report.schedds == ("vm",)
+    assert not (snap / "submitters.ads").exists()
+    assert json.loads((snap / "meta.json").read_text())["errors"] == dict(report.errors)
+
+
+@pytest.mark.parametrize("answer,why", [
+    (None, "answered with None instead of a list of ads"),
+    (7, "answered with an int instead of a list of ads ('int' object is not iterable)"),
+    (["Name = \"neg\""], "answered with something that is not an ad: item 1 of 1 is a str"),
+])
+def test_a_negotiator_answer_that_is_not_ads_is_named(fake, tmp_path, answer, why):
+    # was, for a list holding a string: a traceback ('str' object has no attribute 'get')
+    fake.negotiator = answer
+    report = capture_snapshot(CM, tmp_path / "snap", now=NOW)
+    assert report.errors["collector:negotiator"] == f"the collector {CM} {why}"
+    assert not (tmp_path / "snap" / "negotiator.ads").exists()
+
+
+@pytest.mark.parametrize("answer,why", [
+    (None, "answered with None instead of a list of ads"),
+    ("slot1@x", "answered with a str instead of a list of ads"),
+    ([classad2.ClassAd({"Name": "slot1@x", "MyType": "Machine"}), None],
+     "answered with something that is not an ad: item 2 of 2 is None"),
+])
+def test_a_slot_answer_that_is_not_ads_stops_the_capture_naming_the_collector(
+        fake, mocker, tmp_path, capsys, answer, why):
+    fake.slots = answer
+    snap = tmp_path / "snap"
+    with pytest.raises(InputError) as err:
+        capture_snapshot(CM, snap, now=NOW)
+    assert err.value.one_line() == f"{CM}: cannot read the collector's slot ads: {why}"
+    assert not snap.exists()
+    from negotiator_ext.cli import main
+    assert main(["snapshot", "--pool", CM, "-o", str(snap)]) == 2
+    assert capsys.readouterr().err == (f"negotiator-ext: error: {CM}: cannot read the "
+                                       f"collector's slot ads: {why}\n")
+
+
+def test_a_schedd_answering_with_something_that_is_not_job_ads_is_a_partial_pass_naming_it(
+        fake, tmp_path, capsys):
+    # was: "vm: scope must be a ClassAd" (raised by the fake schedd's own constraint test)
+    fake.schedds["vm"] = fake.schedds["vm"][:3] + ["garbage"]
+    why = "answered with something that is not a job ad: item 4 of 4 is a str"
+    report = capture_snapshot(CM, tmp_path / "snap", now=NOW)
+    assert report.missing_schedds == ("vm",) and dict(report.errors) == {"vm": why}
+    from negotiator_ext.cli import main
+    assert main(["snapshot", "--pool", CM, "-o", str(tmp_path / "cli")]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"negotiator-ext: warning: schedd vm: {why}"]
+    settings = ShadowSettings.from_knobs({}, state_dir=str(tmp_path / "state"), advertise=False,
+                                         pool=CM)
+    rec = ShadowLoop(settings, htcondor=htcondor2, clock=lambda: float(NOW)).run_pass()
+    assert rec.status == "partial" and rec.comparable is False
+    assert rec.reason == f"partial snapshot (did not answer: vm: {why})"
+
+
+def test_a_schedd_job_twice_names_both_items(fake, tmp_path):
+    fake.schedds["vm"] = fake.schedds["vm"][:3] + fake.schedds["vm"][1:2]
+    report = capture_snapshot(CM, tmp_path / "snap", now=NOW)
+    assert report.errors["vm"] == "answered with job 158.1 twice: items 2 and 4 of 4"
+
+
+@pytest.mark.parametrize("drop,why", [
+    ("MyAddress", "whose MyAddress is missing"),
+    ("CondorVersion", "without CondorVersion"),     # htcondor2.Schedd reads it
+])
+def test_a_schedd_location_the_bindings_cannot_use_names_the_schedd_and_attribute(
+        fake, mocker, tmp_path, drop, why):
+    loc = location("vm", 9618)
+    del loc[drop]
+    fake.locate_all[htcondor2.DaemonTypes.Schedd] = [loc]
+    if drop == "CondorVersion":
+        # the real htcondor2.Schedd(location): location['MyAddress'], location['CondorVersion']
+        mocker.patch("htcondor2.Schedd", side_effect=lambda loc: (loc["MyAddress"],
+                                                                  loc["CondorVersion"]))
+    report = capture_snapshot(CM, tmp_path / "snap", now=NOW)
+    assert report.missing_schedds == ("vm",)
+    assert report.errors["vm"] == (f"cannot be queried: the collector {CM} answered with its "
+                                   f"location ad (item 1 of 1) {why}")
+
+
+@pytest.mark.parametrize("answer,why", [
+    ("negotiator@cm", "answered with a str instead of its location ad"),
+    ([1], "answered with a list instead of its location ad"),
+])
+def test_a_negotiator_location_that_is_not_an_ad_is_named(fake, tmp_path, answer, why):
+    fake.locate_result = answer
+    report = capture_snapshot(CM, tmp_path / "snap", now=NOW)
+    assert report.errors["negotiator"] == f"cannot locate the negotiator: the collector {CM} {why}"
+    assert not (tmp_path / "snap" / "config").exists()
+
+
+def test_an_ad_that_cannot_be_written_is_named(fake, tmp_path):
+    ad = fake.accounting[1]
+    ad["Note"] = "a\x00b"          # classad2 keeps "a" only in memory, and cannot write it
+    fake.query_answers[htcondor2.AdTypes.Accounting] = fake.accounting
+    report = capture_snapshot(CM, tmp_path / "snap", now=NOW)
+    why = report.errors["collector:accounting"]
+    assert why.startswith(f"cannot write its ads: ad 2 of {len(fake.accounting)} "
+                          f"({ad['Name']}): attribute Note: ")
+    assert not (tmp_path / "snap" / "accounting.ads").exists()
