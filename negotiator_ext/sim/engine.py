@@ -62,8 +62,9 @@ import classad2
 
 from ..core import classads
 from ..core.accountant import AccountantState, SlotChanges
-from ..core.adtext import TextAds, TextStore
+from ..core.adtext import Job, TextAds, TextStore, TextValues
 from ..core.config import priority_preemption_off
+from ..core.negotiation import QueueView
 from ..core.records import MatchEntry, PassRecord
 from ..core.schedd_limits import ScheddLimits
 from ..errors import InputError
@@ -342,6 +343,9 @@ class Simulation:
             if (x.partitionable and x.cpus >= least) or (
                     not x.partitionable and x.job is None):
                 row.free.append((x, b, u))
+                # a slot is matched once a cycle (rule P1), unless a consumption policy
+                # or WantAdRevaluate lets the negotiator match it again (no bound then)
+                row.takes += _UNBOUNDED if _matched_again(b.ad) else 1
         row.seg = tuple(seg)
         row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
         s._row = row
@@ -361,7 +365,7 @@ class Simulation:
             got = self._rows = _PoolRows(
                 version=p.version, config=config, segs=[r.seg for r in rows],
                 every=[r.every for r in rows], free=[r.free for r in rows],
-                free_cpus=[r.free_cpus for r in rows],
+                free_cpus=[r.free_cpus for r in rows], takes=[r.takes for r in rows],
                 all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
         else:
             # what the accountant's CheckMatches needs to look at (core.accountant's
@@ -375,7 +379,7 @@ class Simulation:
                     names.update(u.resource_name for _, _, u in r.every)
                     places.append(i)
                     got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
-                    got.free_cpus[i] = r.free_cpus
+                    got.free_cpus[i], got.takes[i] = r.free_cpus, r.takes
             places.sort()
             got.changes = SlotChanges(frozenset(names),
                                       tuple(u for i in places for _, _, u in got.every[i]))
@@ -417,8 +421,10 @@ class Simulation:
             cand_ads.append(ad)
             cand_usage.append(u)
             cand_texts.append(texts)
+        # no more jobs of a class than the cycle can match: one a slot that can take a
+        # job (free cpus, when a slot can be matched again), every cpu with preemption
         free = sum([c for c in rows.free_cpus if c is not None])
-        cap = int(math.ceil(free)) if not preempt else rows.all_cpus
+        cap = min(int(math.ceil(free)), sum(rows.takes)) if not preempt else rows.all_cpus
         if not self.shortcuts:
             cap = 1 << 40                 # every idle job
         # one text store from cycle to cycle, so that a waiting job's ad is interned once
@@ -427,7 +433,9 @@ class Simulation:
         if store is None or len(store.pairs) > _STORE_PAIRS:
             store = self._store = TextStore()
             self._store_gen += 1
-        gen = self._store_gen
+            self._values = TextValues()
+            self._view = QueueView(self._values)
+        gen, view, values, names = self._store_gen, self._view, self._values, store.names
         queues: dict[str, TextAds] = {}               # schedd -> the jobs it offers
         submitters = []
         self._offered: dict[tuple[str, str], SimJob] = {}   # (schedd, job id) -> job
@@ -437,12 +445,19 @@ class Simulation:
             jobs = queues.get(schedd)
             if jobs is None:
                 jobs = queues[schedd] = TextAds(store)
+                jobs.heads = []
+            heads = jobs.heads
             for job in p.idle_jobs((name, schedd), min(idle, cap)):
                 if job.row is not None and job.row_gen == gen:
                     jobs.add_row(job.row)
                 else:
                     jobs.add(_job_texts(job))
-                    job.row, job.row_gen = jobs.rows[-1], gen
+                    row = job.row = jobs.rows[-1]
+                    job.row_gen = gen
+                    # what the schedd's view of its queue says of the job (as
+                    # `negotiation.queue_heads` computes it), worked out once a row
+                    job.head = _queue_head(view, Job(row, names, values))
+                heads.append(job.head)
                 self._offered[(schedd, job.id)] = job
             ad = classad2.ClassAd()
             ad["MyType"] = "Submitter"
@@ -540,7 +555,7 @@ _NO_SCHEDD_LIMITS = ScheddLimits(per_user_enabled=False, max_jobs_running=1 << 6
 class _SlotRow:
     """A top-level slot's part of the pool (it and its dynamic slots) under one config:
     see `Simulation._slot_row`."""
-    __slots__ = ("config", "every", "free", "free_cpus", "seg")
+    __slots__ = ("config", "every", "free", "free_cpus", "seg", "takes")
 
     def __init__(self, config):
         self.config = config
@@ -548,6 +563,7 @@ class _SlotRow:
         self.every: list[tuple] = []     # (slot, _Ad, usage) of each fetched ad
         self.free: list[tuple] = []      # the ones a job can take without preemption
         self.free_cpus: float | None = None   # its free cpus, if it counts
+        self.takes = 0                   # how many matches its free ads can take a cycle
 
 
 @dataclass
@@ -559,8 +575,26 @@ class _PoolRows:
     every: list[list]
     free: list[list]
     free_cpus: list
+    takes: list
     all_cpus: int                 # every slot's cpus, rounded up
     changes: SlotChanges | None = None   # the slots changed since the last cycle's
+
+_UNBOUNDED = 1 << 40
+
+
+def _queue_head(view: QueueView, job) -> tuple:
+    """(idle head, None) of an idle job, else (None, what holds it): one entry of
+    `negotiation.queue_heads`."""
+    head = view.idle(job)
+    return (head, None) if head is not None else (None, view.running(job))
+
+
+def _matched_again(ad) -> bool:
+    """Whether the negotiator may match slot ad `ad` more than once a cycle: a
+    partitionable slot with a consumption policy (rule P4), or WantAdRevaluate."""
+    from ..core import consumption
+    return consumption.supports_policy(ad) or classads.eval_bool(ad, "WantAdRevaluate") is True
+
 
 def _room_for(pslot: SimSlot, job: SimJob) -> bool:
     """Whether partitionable slot `pslot` still has what `job` requests."""

@@ -83,6 +83,7 @@ class SimJob:
     texts: list | None = None         # its ad's (name, text) pairs while it waits
     row: tuple | None = None          # ... as the engine's text store's shared pairs
     row_gen: int = -1                 # ... of that store's generation
+    head: tuple | None = None         # ... and what the schedd's queue view says of it
     own: tuple | None = None          # a recorded job: its own (name, text) pairs
     removed_at: float = math.inf      # a recorded job removed at that time
     first_start: int | None = None    # when it first started (its queue wait)
