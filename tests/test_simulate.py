@@ -173,7 +173,8 @@ def test_shortcuts_give_the_same_matches_as_offering_every_job_and_slot(tmp_path
     assert len(fast) > 500 and fast == full
 
 
-@pytest.mark.parametrize("case", ["classes", "limits", "empty-preemption-requirements", "rank"])
+@pytest.mark.parametrize("case", ["classes", "limits", "empty-preemption-requirements", "rank",
+                                  "consumption-policy"])
 def test_shortcuts_on_the_cases_they_could_get_wrong(tmp_path, case):
     """...and where they could go wrong: jobs at the head of the queue that cannot match
     (big-memory jobs ahead of small ones; a concurrency limit), priority preemption with
@@ -197,6 +198,16 @@ def test_shortcuts_on_the_cases_they_could_get_wrong(tmp_path, case):
         # more of b's jobs than slots: the ones still idle must not preempt b's running
         # ones (a running job's slot ranks it 1, its CurrentRank)
         doc["workload"].append({"submitter": "b", "at": "10m", "count": 15, "duration": "2h"})
+    if case == "consumption-policy":
+        # a p-slot the negotiator matches again and again in one cycle (P4): as many of
+        # a class's jobs offered as it can take, not one a slot
+        doc["slots"] = [{"count": 1, "name": "cp", "cpus": 8, "memory": 16384,
+                         "partitionable": True,
+                         "attrs": {"MachineResources": '"Cpus Memory Disk"',
+                                   "ConsumptionCpus": "TARGET.RequestCpus",
+                                   "ConsumptionMemory": "TARGET.RequestMemory",
+                                   "ConsumptionDisk": "TARGET.RequestDisk"}}]
+        doc["workload"] = [{"submitter": "a", "count": 12, "duration": "2h", "memory": 1024}]
     path = tmp_path / f"{case}.json"
     path.write_text(json.dumps(doc))
     fast, full = _both_ways(load_scenario(path), tmp_path)
@@ -207,6 +218,9 @@ def test_shortcuts_on_the_cases_they_could_get_wrong(tmp_path, case):
         assert len(fast) == 10 + 2       # the limit lets 2 of the first class run
     if case == "empty-preemption-requirements":
         assert any(m[4] for m in fast)   # b preempts a
+    if case == "consumption-policy":
+        first = [m for m in fast if m[0] == fast[0][0]]
+        assert len(fast) == 8 and len(first) == 8    # the 8 cpus, all in the first cycle
     if case == "rank":
         # b's jobs take a's 10 slots by rank, once each: b never preempts itself
         victims = [m[4] for m in fast if m[4]]
