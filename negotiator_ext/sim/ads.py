@@ -18,15 +18,15 @@ from .schedd_startd import SimJob, SimSlot
 
 class _Ad:
     """A slot ad as built, and what is taken from it: its figures under a config
-    (`_facts`) and its texts (`_slot_texts`). `written`: it was handed to a cycle that
-    may have written into it (its texts are then the cycle's to read from it)."""
-    __slots__ = ("ad", "facts", "texts", "written")
+    (`_facts`), its texts (`_slot_texts`), and its memo: what the cycle works out of
+    the ad alone (`Pool.slot_memos`)."""
+    __slots__ = ("ad", "facts", "memo", "texts")
 
     def __init__(self, ad: classad2.ClassAd):
         self.ad = ad
         self.facts: tuple | None = None
         self.texts: tuple | None = None
-        self.written = False
+        self.memo: dict = {}
 
 
 def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:

@@ -36,10 +36,11 @@ From cycle to cycle the engine keeps what did not change: a slot's ad, its figur
 (usage, pie weight, effective size) and texts are made once per change of the slot
 (`SimSlot.changed`), and the pool's lists are patched where slots changed instead of
 walking every slot; the accountant's CheckMatches is told which slots those are
-(`core.accountant.SlotChanges`) and looks at them alone. The cycle writes into the ads it
-gets (NEGOTIATOR_MATCH_EXPRS, the remote user's figures): those are handed over as copies,
-or without texts (the cycle reads them from the ad), and an ad a cycle may have written
-into never passes its texts on. The cyclic GC is paused during a run, with a young
+(`core.accountant.SlotChanges`) and looks at them alone. The slot ads are handed to the
+cycle as a shadow loop's kept ads are: shared (the cycle copies one before it writes into
+it: NEGOTIATOR_MATCH_EXPRS, the remote user's figures), with their texts and a memo in
+which the cycle keeps what it works out of an ad alone, for as long as the slot does not
+change. The cyclic GC is paused during a run, with a young
 collection after each cycle.
 """
 
@@ -389,7 +390,7 @@ class Simulation:
     def _pool(self, t: int):
         from ..adapters.snapshot import Snapshot
         from ..pool import Pool
-        sc, p, config = self.sc, self.pool, self.config
+        sc, p = self.sc, self.pool
         preempt = self._preemption_possible() or not self.shortcuts
         rows = self._slot_rows()
         flat = itertools.chain.from_iterable
@@ -399,28 +400,16 @@ class Simulation:
         del cols
         # candidates: what a job can take this cycle (a p-slot with fewer cpus left than
         # any job requests cannot match, as a claimed static slot cannot when nothing can
-        # preempt it). The cycle writes into claimed slots' ads (the remote user's
-        # figures) and, with NEGOTIATOR_MATCH_EXPRS, into every ad: only those need a
-        # copy. An ad it writes nothing into gets its texts, kept with the ad (the
-        # cycle would read them from the ad again); the others are read by the cycle.
-        copy_all = bool(config.match_exprs)
-        texts_ok = not copy_all and not (config.consider_preemption and config.cross_slot_prios)
-        users = config.consider_preemption
-        cand_ads, cand_usage, cand_texts = [], [], []
+        # preempt it). They are handed over as a shadow loop's kept ads are: shared (the
+        # cycle copies an ad before it writes into it), with their texts and their memo
+        # (what the cycle works out of an ad alone is kept with it until the slot
+        # changes, `SimSlot.changed`)
+        cand_ads, cand_usage, cand_texts, cand_memos = [], [], [], []
         for x, b, u in flat(rows.every if preempt else rows.free):
-            ad, texts = b.ad, None
-            if x.job is not None or copy_all:
-                ad = classads.copy_ad(ad)
-            else:
-                if texts_ok and not b.written:
-                    texts, writes = _slot_texts(b)
-                    if users and writes:
-                        texts = None
-                if texts is None:
-                    b.written = True
-            cand_ads.append(ad)
+            cand_ads.append(b.ad)
             cand_usage.append(u)
-            cand_texts.append(texts)
+            cand_texts.append(_slot_texts(b)[0])
+            cand_memos.append(b.memo)
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
         free = sum([c for c in rows.free_cpus if c is not None])
@@ -484,7 +473,8 @@ class Simulation:
                     warnings=(), slot_texts=tuple(cand_texts), all_slot_ads=ads,
                     all_slots=usage, pie_weights=pies, effective_sizes=effs,
                     schedd_default=self.schedd_default,
-                    schedd_limits=self.options.schedd_limits, slot_changes=rows.changes)
+                    schedd_limits=self.options.schedd_limits, slot_changes=rows.changes,
+                    shared_slot_ads=True, slot_memos=tuple(cand_memos))
 
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""
