@@ -673,11 +673,16 @@ def _cmd_audit(args) -> int:
     return cmd_audit(args)
 
 
+def _cmd_install_files(args) -> int:
+    from .install import cmd_install_files
+    return cmd_install_files(args)
+
+
 _COMMANDS = {"userprio": cmd_userprio, "snapshot": cmd_snapshot, "negotiate": cmd_negotiate,
              "whatif": cmd_whatif, "shards": cmd_shards,
              "explain": cmd_explain, "shadow": cmd_shadow, "recommend": cmd_recommend,
              "ledger": cmd_ledger, "simulate": cmd_simulate, "forecast": cmd_forecast, "sweep": cmd_sweep,
-             "audit": _cmd_audit}
+             "audit": _cmd_audit, "install-files": _cmd_install_files}
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from . import __version__
 from .errors import InputError
 
 
@@ -52,7 +51,8 @@ _CYCLE_AT = "the cycle's time (default: the snapshot's capture time)"
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="negotiator-ext", allow_abbrev=False,
                      description="A shadow and what-if HTCondor negotiator beside a real pool.")
-    parser.add_argument("--version", action="version", version=f"negotiator-ext {__version__}")
+    from .install import VersionAction, add_install_files_parser
+    parser.add_argument("-V", "--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     up = sub.add_parser("userprio", allow_abbrev=False,
@@ -90,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     sn.add_argument("--keep", type=int, nargs="?", const=-1, metavar="N",
                     help="afterwards keep only the newest N snapshots named <epoch> beside "
                          "DIR (0 keeps all; without N: knob NEGOTIATOR_EXT_KEEP_SNAPSHOTS, "
-                         "else 48), as hooks/capture-snapshot does")
+                         "else 48), as the capture-snapshot hook does")
     ng = sub.add_parser("negotiate", allow_abbrev=False,
                         help="run one negotiation cycle on a snapshot and say what the "
                              "negotiator should do",
@@ -303,6 +303,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_ledger_args(ls)
     ls.add_argument("--last", type=int, default=20, metavar="N", help="how many passes (default 20)")
     ls.add_argument("--json", action="store_true", help="one JSON document for machines")
+
+    add_install_files_parser(sub)
     return parser
 
 

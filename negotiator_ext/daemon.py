@@ -1,7 +1,7 @@
-"""The shadow loop as a daemon of condor_master (`hooks/negotiator-ext-daemon`).
+"""The shadow loop as a daemon of condor_master (console script `negotiator-ext-daemon`).
 
 condor_master runs it like any daemon in DAEMON_LIST that does not use DaemonCore (see
-etc/condor_config.d/61-negotiator-ext-daemon.conf): no command-line arguments but
+61-negotiator-ext-daemon.conf in site_files/): no command-line arguments but
 NEGOTIATOR_EXT_ARGS, signals for control, and a restart with back-off whenever it exits
 without being told to. So:
 

@@ -88,7 +88,8 @@ class ShadowSettings:
         if not state:
             raise InputError("NEGOTIATOR_EXT_STATE_DIR",
                              "not set: set it in the HTCondor config (see "
-                             "etc/condor_config.d/60-negotiator-ext.conf) or pass --state-dir")
+                             "60-negotiator-ext.conf, written by `negotiator-ext "
+                             "install-files`) or pass --state-dir")
         state_dir = Path(state)
         ledger = o.get("ledger_url") or knobs.get("LEDGER") or str(state_dir / "ledger.sqlite")
         matchlog = o.get("matchlog") or knobs.get("MATCHLOG") or None
@@ -191,7 +192,7 @@ def _snapshot_path(root: Path, t: int, uid: str) -> Path:
 
 def prune_snapshots(root: Path, keep: int, *, exclude: Path | None = None) -> None:
     """Keep the newest `keep` snapshot directories under `root` (0 keeps all). Only the
-    names this loop and hooks/capture-snapshot write (`<epoch>` or `<epoch>-<hex>`)."""
+    names this loop and the capture-snapshot hook write (`<epoch>` or `<epoch>-<hex>`)."""
     if keep <= 0 or not root.is_dir():
         return
     names = sorted((p for p in root.iterdir() if p.is_dir() and _SNAP_NAME.match(p.name)),

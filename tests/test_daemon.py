@@ -1,5 +1,6 @@
 """The condor_master daemon (negotiator_ext/daemon.py) with fake bindings and a fake
-shadow loop, and the cron hook hooks/shadow-pass with a fake `negotiator-ext`."""
+shadow loop, and the cron hook shadow-pass (negotiator_ext/site_files/hooks/) with a fake
+`negotiator-ext`."""
 
 import logging
 import os
@@ -7,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from pathlib import Path
@@ -20,7 +22,7 @@ from negotiator_ext.core.records import Comparison, PassRecord
 from negotiator_ext.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
-HOOK = ROOT / "hooks" / "shadow-pass"
+HOOK = ROOT / "negotiator_ext" / "site_files" / "hooks" / "shadow-pass"
 
 try:
     from negotiator_ext.adapters.ledger import LedgerError
@@ -442,29 +444,38 @@ def test_log_levels_map_to_htcondor_categories():
                          (L.Error, "ERROR: e")]
 
 
-def test_daemon_hook_runs_main():
-    hook = ROOT / "hooks" / "negotiator-ext-daemon"
-    proc = subprocess.run([sys.executable, str(hook), "--bogus"],
+# what condor_master runs: the console script the install puts beside `negotiator-ext`
+DAEMON_SCRIPT = Path(sysconfig.get_path("scripts")) / "negotiator-ext-daemon"
+
+
+def test_daemon_console_script_runs_main():
+    assert DAEMON_SCRIPT.is_file(), f"{DAEMON_SCRIPT}: not installed (pip install -e . again)"
+    proc = subprocess.run([str(DAEMON_SCRIPT), "--bogus"],
                           capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.startswith("negotiator-ext-daemon: usage")
 
 
-def test_daemon_snippet_is_valid_htcondor_config(tmp_path, monkeypatch):
+def test_daemon_snippet_is_valid_htcondor_config(tmp_path, monkeypatch, capsys):
+    """The snippet as `install-files` writes it: HTCondor reads it, and its program is this
+    install's console script."""
+    from negotiator_ext import cli
     from negotiator_ext.adapters.condor_config import LOCAL, read_params
+    assert cli.main(["install-files", "--config-dir", str(tmp_path / "config.d")]) == 0
+    capsys.readouterr()
     cfg = tmp_path / "condor_config"
     cfg.write_text(f"LOG = {tmp_path}\nDAEMON_LIST = MASTER, COLLECTOR, NEGOTIATOR\n"
-                   f"include : {ROOT / 'etc/condor_config.d/61-negotiator-ext-daemon.conf'}\n")
+                   f"include : {tmp_path / 'config.d/61-negotiator-ext-daemon.conf'}\n")
     # a host's own config (not a snapshot's, where includes are refused)
     monkeypatch.setenv("CONDOR_CONFIG", str(cfg))
     params, _ = read_params(LOCAL)
     assert params["DAEMON_LIST"].split()[-1] == "NEGOTIATOR_EXT"
-    assert params["NEGOTIATOR_EXT"] == "/usr/local/libexec/negotiator-ext-daemon"
+    assert params["NEGOTIATOR_EXT"] == str(DAEMON_SCRIPT)
     assert params["NEGOTIATOR_EXT_LOG"] == f"{tmp_path}/NegotiatorExtLog"
     assert params["NEGOTIATOR_EXT_USERID"] == "condor"
 
 
-# ---- hooks/shadow-pass --------------------------------------------------------------------
+# ---- the shadow-pass hook -----------------------------------------------------------------
 
 FAKE_CLI = """#!/bin/sh
 echo "$*" >> "$FAKE_DIR/calls"

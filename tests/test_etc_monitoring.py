@@ -1,5 +1,5 @@
-"""The Prometheus alert rules and the Grafana dashboard in etc/ load, and name only
-metrics the shadow exports (issue 16)."""
+"""The Prometheus alert rules and the Grafana dashboard the package ships
+(negotiator_ext/site_files/etc/) load, and name only metrics the shadow exports (issue 16)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from negotiator_ext.adapters import metrics
 from negotiator_ext.core.records import Standing
 from test_metrics_advertise import COMPARISON, REC
 
-ETC = Path(__file__).resolve().parents[1] / "etc"
+ETC = Path(__file__).resolve().parents[1] / "negotiator_ext" / "site_files" / "etc"
 _METRIC = re.compile(r"\bnegotiator_ext_[a-z_]+")
 
 

@@ -9,7 +9,8 @@ from negotiator_ext.adapters.condor_config import local_ext_knobs
 from negotiator_ext.core.recommend import RecommendPolicy
 from negotiator_ext.shadow import ShadowSettings
 
-SNIPPET = Path(__file__).parent.parent / "etc" / "condor_config.d" / "60-negotiator-ext.conf"
+SNIPPET = (Path(__file__).parent.parent / "negotiator_ext" / "site_files" / "etc" / "condor_config.d"
+           / "60-negotiator-ext.conf")
 
 
 def test_the_snippet_sets_every_knob_to_the_code_default():

@@ -12,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import sysconfig
 import time
 import urllib.request
 from pathlib import Path
@@ -29,8 +30,8 @@ pytestmark = pytest.mark.live
 DOMAIN = "negotiator-ext.test"       # the pool's UID_DOMAIN
 HOUR = 3600
 LEASE = 15                           # s: every lease recommend --apply makes here
-# what condor_master runs (DAEMON_LIST entry NEGOTIATOR_EXT)
-DAEMON_HOOK = Path(__file__).parent.parent / "hooks" / "negotiator-ext-daemon"
+# what condor_master runs (DAEMON_LIST entry NEGOTIATOR_EXT): the installed console script
+DAEMON_SCRIPT = Path(sysconfig.get_path("scripts")) / "negotiator-ext-daemon"
 
 
 def cli(env, *args, check=True, timeout=120, cwd=None):
@@ -227,7 +228,7 @@ def parse_metrics(text: str) -> dict[tuple[str, tuple], float]:
 
 
 def test_metrics_endpoint_and_textfile_follow_the_passes(clean_pool, tmp_path):
-    """The HTTP endpoint is the daemon's (hooks/negotiator-ext-daemon, as condor_master
+    """The HTTP endpoint is the daemon's (negotiator-ext-daemon, as condor_master
     runs it, with NEGOTIATOR_EXT_METRICS_PORT; `shadow --interval` writes the textfile
     only): both run side by side, each with its own state directory, a pass every 2 s."""
     pool = clean_pool
@@ -243,7 +244,7 @@ def test_metrics_endpoint_and_textfile_follow_the_passes(clean_pool, tmp_path):
                       f"NEGOTIATOR_EXT_LOG = {tmp_path / 'ShadowLog'}\n")
     procs = {
         "daemon": subprocess.Popen(
-            [sys.executable, str(DAEMON_HOOK), "-t", "--config", str(config)],
+            [str(DAEMON_SCRIPT), "-t", "--config", str(config)],
             env=pool.env, stdout=(tmp_path / "daemon.out").open("w"),
             stderr=(tmp_path / "daemon.err").open("w")),
         "shadow": subprocess.Popen(

@@ -1,11 +1,10 @@
 """The shadow daemon under the pool's real condor_master (tests/livepool.py), configured
-by etc/condor_config.d/61-negotiator-ext-daemon.conf as shipped (only this pool's paths
-substituted): started and Ready, reconfigured, turned off and on, restarted after
-kill -9, and a SIGTERM during a pass lets that pass finish whole.
+by 61-negotiator-ext-daemon.conf as `negotiator-ext install-files` writes it (only the
+pool's user substituted): started and Ready, reconfigured, turned off and on, restarted
+after kill -9, and a SIGTERM during a pass lets that pass finish whole.
 
-The master runs as the pool user, so the daemon does too: hooks/negotiator-ext-daemon is
-copied into the pool's scratch directory (as the snippet says to copy it to
-/usr/local/libexec) and finds its python through NEGOTIATOR_EXT_ENVIRONMENT's PATH.
+The master runs as the pool user, so the daemon does too: the program is this install's
+console script negotiator-ext-daemon, whose first line names its python.
 """
 
 from __future__ import annotations
@@ -28,32 +27,52 @@ import pytest
 
 pytestmark = pytest.mark.live
 
-ROOT = Path(__file__).resolve().parent.parent
-SNIPPET = ROOT / "etc" / "condor_config.d" / "61-negotiator-ext-daemon.conf"
-HOOK = ROOT / "hooks" / "negotiator-ext-daemon"
+from negotiator_ext import install
+
 CONF = "61-negotiator-ext-daemon.conf"
+# what the install put beside `negotiator-ext` for condor_master to run
+DAEMON_SCRIPT = Path(sysconfig.get_path("scripts")) / install.DAEMON_SCRIPT
 INTERVAL = 2
 
 
 # ---- the pool user's python ---------------------------------------------------------------
 
-def _runs_as_pool_user(pool, bindir: Path) -> bool:
-    """Whether `python3` first on PATH=bindir:... imports the daemon as the pool user, the
-    way the master starts it (an exec from a process already running as that user)."""
-    probe = pool.as_user(["/bin/sh", "-c", 'PATH="$0:/usr/bin:/bin" exec python3 -c "$1"',
-                          str(bindir), "import negotiator_ext.daemon, htcondor2"])
+def _runs_as_pool_user(pool, python: str) -> bool:
+    """Whether `python` imports the daemon as the pool user, the way the master starts it
+    (an exec from a process already running as that user)."""
+    probe = pool.as_user([python, "-c", "import negotiator_ext.daemon, htcondor2"])
     return subprocess.run(probe, env=pool.env, cwd="/", capture_output=True,
                           timeout=60).returncode == 0
 
 
+def _reachable(pool, path: Path) -> bool:
+    """Whether the pool user may reach `path`: every directory on the way to it, and to
+    what its symlinks point to, searchable by that user (as the kernel decides when the
+    master's child, already that user, execs the program and its `#!` interpreter)."""
+    if pool.user is None:
+        return True
+    uid, gid = pool.user.pw_uid, pool.user.pw_gid
+    for p in (Path(path).absolute(), Path(os.path.realpath(path))):
+        for d in p.parents:
+            st = d.stat()
+            bit = 0o100 if st.st_uid == uid else 0o010 if st.st_gid == gid else 0o001
+            if not st.st_mode & bit:
+                return False
+    return True
+
+
 def daemon_bindir(pool, scratch: Path) -> Path:
-    """The directory NEGOTIATOR_EXT_ENVIRONMENT puts first on PATH: this venv's bin, or,
-    where the pool user cannot run this venv's interpreter (it links into a directory only
-    root may enter, e.g. /root/.pyenv), a venv made here from a system python of the same
-    version that sees this venv's packages."""
-    venv_bin = Path(sys.prefix) / "bin"
-    if _runs_as_pool_user(pool, venv_bin):
-        return venv_bin
+    """The directory of the negotiator-ext-daemon the master runs: this install's console
+    scripts, or, where the pool user cannot run their python (it links into a directory
+    only root may enter, e.g. /root/.pyenv), a venv made here from a system python of the
+    same version that sees this venv's packages, with the same console script for its
+    own python (as pip would write it there)."""
+    assert DAEMON_SCRIPT.is_file(), f"{DAEMON_SCRIPT}: not installed (pip install -e . again)"
+    first, rest = DAEMON_SCRIPT.read_text().split("\n", 1)
+    python = first.removeprefix("#!").strip()
+    if (_reachable(pool, DAEMON_SCRIPT) and _reachable(pool, Path(python))
+            and _runs_as_pool_user(pool, python)):
+        return DAEMON_SCRIPT.parent
     base = shutil.which("python%d.%d" % sys.version_info[:2], path="/usr/local/bin:/usr/bin:/bin")
     if base is None:
         pytest.skip("the pool user cannot run this venv's python, and there is no system "
@@ -64,10 +83,12 @@ def daemon_bindir(pool, scratch: Path) -> Path:
     (site,) = venv.glob("lib/python*/site-packages")
     (site / "negotiator-ext-test.pth").write_text(
         f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    (venv / "bin" / DAEMON_SCRIPT.name).write_text(f"#!{venv / 'bin' / 'python3'}\n{rest}")
+    (venv / "bin" / DAEMON_SCRIPT.name).chmod(0o755)
     for p in [venv, *venv.rglob("*")]:
         if not p.is_symlink():
             p.chmod(p.stat().st_mode | 0o555 if p.is_dir() else p.stat().st_mode | 0o444)
-    if not _runs_as_pool_user(pool, venv / "bin"):
+    if not _runs_as_pool_user(pool, str(venv / "bin" / "python3")):
         pytest.skip("the pool user cannot import negotiator_ext with any python found")
     return venv / "bin"
 
@@ -96,29 +117,30 @@ class MasterDaemon:
     def __init__(self, pool, scratch: Path):
         self.pool = pool
         self.scratch = scratch
-        self.hook = scratch / "negotiator-ext-daemon"
         self.state = scratch / "state"
         self.ledger = self.state / "ledger.sqlite"
         self.log = pool.log_dir / "NegotiatorExtLog"
         self.master_log = pool.log_dir / "MasterLog"
         self.bindir = daemon_bindir(pool, scratch)
-        shutil.copy(HOOK, self.hook)
-        self.hook.chmod(0o755)
+        self.program = self.bindir / DAEMON_SCRIPT.name
         self.state.mkdir()
         if pool.user is not None:
             os.chown(self.state, pool.user.pw_uid, pool.user.pw_gid)
 
     def config(self, interval: float = INTERVAL) -> str:
-        """The shipped snippet with this pool's program, user and PATH, then the knobs of
-        60-negotiator-ext.conf this test needs."""
+        """The snippet as `install-files` writes it for the daemon's program (this
+        install's, or the one made for the pool user), with the pool's user, then the knobs
+        of 60-negotiator-ext.conf this test needs."""
+        config_d = self.scratch / "config.d"
+        (kind,) = [k for k in install.KINDS if k.dest == "config_dir"]
+        install.plan_and_install({kind: config_d}, {install.SHIPPED_BIN: str(self.bindir)},
+                                 dry_run=False)
+        text = (config_d / CONF).read_text()
+        assert re.search(rf"(?m)^NEGOTIATOR_EXT = {re.escape(str(self.program))}$", text)
         user = (self.pool.user or pwd.getpwuid(os.getuid())).pw_name
-        text = SNIPPET.read_text()
-        for knob, value in {"NEGOTIATOR_EXT": str(self.hook),
-                            "NEGOTIATOR_EXT_USERID": user,
-                            "NEGOTIATOR_EXT_ENVIRONMENT": f'"PATH={self.bindir}:/usr/bin:/bin"'
-                            }.items():
-            text, n = re.subn(rf"(?m)^{knob}\s*=.*$", lambda _m: f"{knob} = {value}", text)
-            assert n == 1, f"{SNIPPET.name} sets {knob} once"
+        text, n = re.subn(r"(?m)^NEGOTIATOR_EXT_USERID\s*=.*$",
+                          lambda _m: f"NEGOTIATOR_EXT_USERID = {user}", text)
+        assert n == 1, f"{CONF} sets NEGOTIATOR_EXT_USERID once"
         return text + f"""
 NEGOTIATOR_EXT_STATE_DIR = {self.state}
 NEGOTIATOR_EXT_INTERVAL = {interval:g}
@@ -286,14 +308,14 @@ def test_the_master_starts_it_and_it_reports_ready(daemon):
     # the master's ready ad: it called set_ready_state("Ready") through CONDOR_INHERIT
     w = d.who()
     assert (w["NEGOTIATOR_EXT"], w["NEGOTIATOR_EXT_State"]) == ("Alive", "Ready")
-    assert d.master_log_has(rf'Started process "{re.escape(str(d.hook))}", pid and pgroup = {pid}\n')
+    assert d.master_log_has(rf'Started process "{re.escape(str(d.program))}", pid and pgroup = {pid}\n')
     assert d.master_log_has("Setting ready state 'Ready' for NEGOTIATOR_EXT\n")
-    # the master's child, as the pool user: the hook, run by the python on its PATH
+    # the master's child, as the pool user: the console script, run by its python
     status = Path(f"/proc/{pid}/status").read_text()
     assert re.search(rf"(?m)^PPid:\s+{pool.master.pid}$", status)
     uid = pool.user.pw_uid if pool.user else os.getuid()
     assert re.search(rf"(?m)^Uid:\s+{uid}\s+{uid}\s", status)
-    assert str(d.hook).encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert str(d.program).encode() in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     # its ledger gets complete passes
     passes = d.wait_passes(2, t0)
     assert all(p["finished_at"] > p["started_at"] for p in passes)
@@ -356,7 +378,7 @@ def test_condor_off_stops_it_and_condor_on_starts_it_again(daemon):
     pool.tool("condor_on", "-daemon", "NEGOTIATOR_EXT")
     new = d.wait_ready(not_pid=pid)
     assert alive(new) and d.master_log_has(
-        rf'Started process "{re.escape(str(d.hook))}", pid and pgroup = {new}\n')
+        rf'Started process "{re.escape(str(d.program))}", pid and pgroup = {new}\n')
     d.wait_passes(1, t_on)
 
 
@@ -370,7 +392,7 @@ def test_after_kill_9_the_master_restarts_it_and_passes_resume(daemon):
     pool.wait_for(lambda: d.master_log_has(
         rf"The NEGOTIATOR_EXT \(pid {pid}\) died due to signal 9"), 10, "the master to see it")
     new = d.wait_ready(not_pid=pid)
-    assert d.master_log_has(rf"restarting {re.escape(str(d.hook))} in \d+ seconds")
+    assert d.master_log_has(rf"restarting {re.escape(str(d.program))} in \d+ seconds")
     passes = d.wait_passes(2, t_kill)
     assert {p["started_at"] > t_kill for p in passes} == {True}
     assert d.half_passes() == []                       # the killed pass left nothing half-written
