@@ -25,7 +25,10 @@ without being told to. So:
     configuration (a child process: adapters/live.py) still in flight STOP_READ_GRACE
     seconds after the signal is abandoned (`live.abort_remote_reads`), so a negotiator
     stuck expanding a circular macro cannot hold the stop up: that pass ends without the
-    negotiator's config, and is recorded. (An honest read takes milliseconds.)
+    negotiator's config, and is recorded. (An honest read takes milliseconds.) A pass
+    waiting on the schedds ends at once, recorded as failed. Whatever else the pass
+    waits on, the daemon is gone NEGOTIATOR_EXT_STOP_TIMEOUT seconds (15) after the
+    signal: it then exits without that pass (exit status 0 all the same).
   * after each pass: the metrics endpoint is updated (NEGOTIATOR_EXT_METRICS_PORT > 0),
     the metrics textfile written (when configured) and the ShadowNegotiator ad sent to
     the collector (when configured). None of these can stop the loop: a failure is a
@@ -53,6 +56,7 @@ a fake), and the shadow loop through `shadow` (anything with `read_settings` and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import queue
@@ -79,6 +83,7 @@ PACKAGE_LOGGER = "negotiator_ext"   # the loop's own loggers propagate to it
 SIGNAL_POLL = 0.25                  # s: how soon the main thread notices a signal
 STOP_READ_GRACE = 2.0               # s: after a stop signal, a configuration read still in
                                     # flight is abandoned
+STOP_TIMEOUT = 15.0                 # s: NEGOTIATOR_EXT_STOP_TIMEOUT's default
 NO_RESTART = 99                     # HTCondor's DAEMON_NO_RESTART exit status (exit.h):
                                     # condor_master does not restart the daemon
 
@@ -392,6 +397,7 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
         worker.start()
         status = 0
         abort_at: float | None = None     # when to abandon a configuration read in flight
+        gone_at: float | None = None      # when to exit, the pass in flight or not
         while True:
             try:
                 # A timeout, not a plain get(): the kernel may deliver a signal to any
@@ -401,6 +407,9 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
                 if abort_at is not None and time.monotonic() >= abort_at:
                     abort_at = None
                     _abort_remote_reads(log)
+                if gone_at is not None and time.monotonic() >= gone_at:
+                    gone_at = None
+                    _exit_now(daemon, log, stop_timeout(htcondor))
                 continue
             if item is _DONE:
                 break
@@ -416,6 +425,8 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
                 daemon.shutdown.set()
                 if abort_at is None:
                     abort_at = time.monotonic() + STOP_READ_GRACE
+                if gone_at is None:
+                    gone_at = time.monotonic() + stop_timeout(htcondor)
             daemon.stop.set()
         worker.join()
         if daemon.settings is not None:     # a clean stop takes the ad away
@@ -438,6 +449,35 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
         for h in handlers:
             pkg.removeHandler(h)
         pkg.setLevel(old_level)
+
+
+def stop_timeout(htcondor=None) -> float:
+    """NEGOTIATOR_EXT_STOP_TIMEOUT: how long after a stop signal the daemon waits for
+    the pass in flight (a number of seconds > 0; else STOP_TIMEOUT)."""
+    try:
+        if htcondor is None:
+            import htcondor2 as htcondor
+        text = htcondor.param.get("NEGOTIATOR_EXT_STOP_TIMEOUT")
+        value = float(text) if text not in (None, "") else STOP_TIMEOUT
+    except Exception:                       # noqa: BLE001 - not a number: the default
+        return STOP_TIMEOUT
+    return value if 0 < value < float("inf") else STOP_TIMEOUT
+
+
+def _exit_now(daemon, log, timeout: float) -> None:
+    """The stop's deadline passed with the pass still in flight: end the loop's worker
+    process, say so, and leave (what the ledger holds stays: every record is one
+    transaction)."""
+    log.warning("the pass in flight did not end within %g s of the stop signal "
+                "(NEGOTIATOR_EXT_STOP_TIMEOUT): exiting without it", timeout)
+    with contextlib.suppress(Exception):
+        loop = getattr(daemon, "loop", None)
+        if loop is not None and loop.worker is not None:
+            loop.worker.close()
+    for h in logging.getLogger(PACKAGE_LOGGER).handlers:
+        with contextlib.suppress(Exception):
+            h.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -276,6 +276,8 @@ class ShadowLoop:
         # subsystem, (name, SubsystemType member), as this process's (None: the default)
         self.worker = None
         self.subsystem: tuple[str, str] | None = None
+        # run_forever's stop: a pass waiting on the schedds ends at once when it is set
+        self.stop: threading.Event | None = None
         self.passes = 0                     # passes run (run_passes)
         # run_forever's passes leave their collection and their objects for `tidy`,
         # between passes (what a pass frees is no part of its record): the generation
@@ -356,6 +358,7 @@ class ShadowLoop:
             from .adapters.live import KeptReads
             self.kept_reads = KeptReads()
         self.tidy_later = True
+        self.stop = stop
         if self.worker is None:
             from .adapters.worker import Worker
             self.worker = Worker(self.subsystem, preload=("negotiator_ext.adapters.live",))
@@ -630,7 +633,8 @@ class _Pass:
                                   slot_cache=self.loop.slot_cache,
                                   known_lines=self.loop.known_lines,
                                   worker=self.loop.worker,
-                                  kept_reads=self.loop.kept_reads)
+                                  kept_reads=self.loop.kept_reads,
+                                  stop=self.loop.stop.is_set if self.loop.stop else None)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -195,6 +196,45 @@ def test_sigterm_stops_after_the_pass_in_flight(tmp_path):
     # The loop's own loggers reach the HTCondor log too; handlers are gone afterwards.
     assert not any(isinstance(h, daemon.CondorLogHandler)
                    for h in logging.getLogger("negotiator_ext").handlers)
+
+
+def test_a_pass_that_never_ends_cannot_hold_the_stop_up(tmp_path, monkeypatch):
+    """A pass stuck in something that never returns (here: a loop that ignores its stop,
+    as a fake schedd query that never answers would): the daemon leaves
+    NEGOTIATOR_EXT_STOP_TIMEOUT seconds after SIGTERM, saying so."""
+    ht = FakeHtcondor()
+    ht.param["NEGOTIATOR_EXT_STOP_TIMEOUT"] = "1.5"
+    left = threading.Event()
+    exits = []
+
+    def exit_now(d, log, timeout):          # os._exit would end the test run too
+        exits.append((time.monotonic(), timeout))
+        log.warning("the pass in flight did not end within %g s of the stop signal "
+                    "(NEGOTIATOR_EXT_STOP_TIMEOUT): exiting without it", timeout)
+        left.set()
+
+    monkeypatch.setattr(daemon, "_exit_now", exit_now)
+    signalled = []
+
+    def script(loop, stop, on_pass):
+        kill_self("SIGTERM")
+        signalled.append(time.monotonic())
+        left.wait(30)                           # stuck until the daemon gives up on it
+
+    sh = FakeShadow([settings(tmp_path)], [script])
+    assert run_main([], ht, sh) == 0
+    assert len(exits) == 1
+    waited = exits[0][0] - signalled[0]
+    assert exits[0][1] == 1.5 and 1.4 <= waited < 5, waited
+    assert any("did not end within 1.5 s" in l for l in ht.lines())
+
+
+def test_stop_timeout_knob():
+    ht = FakeHtcondor()
+    assert daemon.stop_timeout(ht) == daemon.STOP_TIMEOUT == 15.0
+    for text, want in (("4", 4.0), ("0", 15.0), ("-3", 15.0), ("soon", 15.0), ("inf", 15.0)):
+        ht.param["NEGOTIATOR_EXT_STOP_TIMEOUT"] = text
+        assert daemon.stop_timeout(ht) == want, text
 
 
 def test_signal_handlers_are_restored(tmp_path):

@@ -9,12 +9,14 @@ Forking is safe only with one thread (a lock another thread holds would be held 
 in the child): with more threads, or without `os.fork`, `fn` runs in `.result()`
 instead. A child that dies without an answer (killed, out of memory) costs nothing but
 time: `fn` runs again here. `.cancel()` kills a child whose answer is no longer
-wanted (the parent's own reading failed first)."""
+wanted (the parent's own reading failed first, or the child takes too long: `.ready(t)`
+waits at most `t` seconds for it)."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 import threading
 from typing import Any, Callable
@@ -48,6 +50,14 @@ class Beside:
                 os._exit(code)                          # never the parent's cleanup
         os.close(w)
         self.pid, self._fd = pid, r
+
+    def ready(self, timeout: float) -> bool:
+        """Whether `result()` can be taken without waiting on the child (its answer has
+        begun, or it ended), waiting up to `timeout` seconds for that; True when `fn`
+        runs in `result()` itself."""
+        if self.pid is None or self._fd is None:
+            return True
+        return bool(select.select([self._fd], [], [], max(timeout, 0.0))[0])
 
     def result(self) -> Any:
         if self.pid is None:

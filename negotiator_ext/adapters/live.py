@@ -215,7 +215,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      earlier_projection: list[str] | None = None,
                      earlier_kept: list[str] | None = None,
                      by_requests: bool = False, slot_cache=None,
-                     known_lines=None, worker=None, kept_reads=None) -> CaptureReport:
+                     known_lines=None, worker=None, kept_reads=None,
+                     stop: Callable[[], bool] | None = None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -252,6 +253,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     a child forked from this one. `kept_reads` (KeptReads, a loop's too): the daemons'
     configurations read by its earlier passes, taken again while their daemons' ads say
     they have not read their files since.
+
+    A schedd's whole answer is bounded by `timeout`, and `stop()` (a loop's stop
+    signal) ends the wait for the schedds at once, with InputError (`_SchedsBeside`).
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -266,7 +270,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     with _client_timeouts(htcondor, timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None, worker, timeout,
-            known_lines.jobs if known_lines is not None else None) as beside:
+            known_lines.jobs if known_lines is not None else None, stop) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = refreshed = None
         try:
@@ -343,6 +347,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         lap("collector_other")
         got = beside.result(projection, kept)
         queried = "beside the slots" if got is not None else "after the slots"
+        if got is None:
+            got = beside.query(projection, kept)
         by_request: dict[str, dict] = {}
         if got is not None:
             schedd_jobs, answered, missing, schedd_errors, schedd_timings, by_request = got
@@ -487,12 +493,25 @@ class _SchedsBeside:
     slot ads and turns them into lines: a loop's `worker` (adapters/worker.py), else a
     child forked now (adapters/beside.py). `result(projection, kept)`: the other
     process's (jobs, answered, missing, errors, timings, by_request) when it queried the
-    same, else None (it is stopped; the caller queries the schedds itself). Only with
-    the real bindings: a fake's calls would be made in a process the test cannot see."""
+    same, else None (it is stopped; `query` asks again with the capture's own). Only
+    with the real bindings: a fake's calls would be made in a process the test cannot
+    see (the caller queries the schedds itself).
+
+    Each schedd's whole answer, its security handshake included, is bounded by
+    `timeout` (the bindings hold the interpreter while they wait on a schedd, for 20 s
+    per attempt whatever the config says, so no thread of this process could stop
+    them): the other process notes which schedd it is asking and since when (a
+    progress file); one that takes longer is ended, and a new one asks the schedds
+    again without it, which is reported as not having answered. `stop()` true ends the
+    wait at once: InputError."""
 
     def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0,
-                 known_jobs=None):
+                 known_jobs=None, stop: Callable[[], bool] | None = None):
         self._child = None
+        self._htcondor, self._pool, self._worker = htcondor, pool, worker
+        self._timeout = float(timeout) if timeout and timeout > 0 else 0.0
+        self._stop = stop
+        self._progress: str | None = None
         self._projection = _valid_projection(projection)
         self._kept = _valid_projection(kept)
         # the worker answers with the jobs changed since the answer the loop holds
@@ -502,16 +521,27 @@ class _SchedsBeside:
             known_jobs.not_taken()
         if self._projection is None or not _real_bindings(htcondor):
             return
-        if worker is not None:
+        self._child = self._start({})
+
+    def _start(self, skip: dict[str, str]):
+        """The other process, asking the schedds (but those of `skip`) with the current
+        projection; None when none can be started."""
+        if self._progress is None:
+            fd, self._progress = tempfile.mkstemp(prefix="negotiator-ext-schedds-")
+            os.close(fd)
+        else:
+            with open(self._progress, "w"):
+                pass                            # a new start: no schedd asked yet
+        if self._worker is not None:
             if self._known is None:
                 self._known = KnownJobs()
-            self._child = worker.submit(f"{__name__}:query_schedds_in_worker", pool,
-                                        self._projection, self._kept, timeout,
-                                        self._known.token, self._known.digests)
-            return
-        child = Beside(_query_schedds_alone, htcondor, pool, self._projection, self._kept)
-        if child.pid is not None:
-            self._child = child
+            return self._worker.submit(f"{__name__}:query_schedds_in_worker", self._pool,
+                                       self._projection, self._kept, self._timeout,
+                                       self._known.token, self._known.digests,
+                                       self._progress, skip)
+        child = Beside(_query_schedds_alone, self._htcondor, self._pool, self._projection,
+                       self._kept, self._progress, skip)
+        return child if child.pid is not None else None
 
     def __enter__(self) -> "_SchedsBeside":
         return self
@@ -520,6 +550,10 @@ class _SchedsBeside:
         if self._child is not None:
             self._child.cancel()
             self._child = None
+        if self._progress is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._progress)
+            self._progress = None
 
     def result(self, projection: list[str], kept: list[str] | None = None):
         child, self._child = self._child, None
@@ -529,6 +563,37 @@ class _SchedsBeside:
                 list(kept) if kept is not None else None) != self._kept:
             child.cancel()
             return None
+        return self._answer(child)
+
+    def query(self, projection: list[str], kept: list[str] | None = None):
+        """The schedds asked now with `projection` by another process (the bound above),
+        when `result` had no answer; None with fake bindings or where no process can be
+        started (the caller asks them itself)."""
+        if not _real_bindings(self._htcondor):
+            return None
+        self._projection, self._kept = list(projection), (list(kept) if kept is not None
+                                                          else None)
+        child = self._start({})
+        return self._answer(child) if child is not None else None
+
+    def _answer(self, child):
+        """Wait for `child`'s answer within the bound (see the class), starting a new one
+        without each schedd that took too long."""
+        skip: dict[str, str] = {}
+        while self._timeout:
+            hung = self._wait(child)
+            if hung is None:
+                break
+            child.cancel()
+            if hung == "":              # the collector, asked where the schedds are
+                why = f"cannot locate the schedds: the collector did not answer within " \
+                      f"{self._timeout:g} s (--timeout)"
+                return [], [], [], {"collector:schedds": why}, {}, {}
+            skip[hung] = (f"did not answer within {self._timeout:g} s (its connection, "
+                          "security handshake and answer; --timeout)")
+            child = self._start(skip)
+            if child is None:
+                return None
         try:
             got = child.result()
         except Exception:               # noqa: BLE001 - queried again here
@@ -541,29 +606,79 @@ class _SchedsBeside:
             jobs = None
         return (jobs, *got[1:]) if jobs is not None else None
 
+    def _wait(self, child) -> str | None:
+        """Until `child` has answered (None), or the schedd it is asking has taken longer
+        than the bound (its name); InputError when `stop()` asks for the end."""
+        while not child.ready(0.2):
+            if self._stop is not None and self._stop():
+                child.cancel()
+                raise InputError(self._pool or "<local pool>",
+                                 "stopped (a stop signal) while the schedds were queried")
+            asked = _asking(self._progress)
+            if asked is not None and time.time() - asked[0] > self._timeout + _BOUND_SLACK:
+                return asked[1]
+        return None
+
+
+# what the bound on a schedd's answer allows beyond --timeout (the other process's own
+# steps around the query)
+_BOUND_SLACK = 1.0
+
+
+def _asking(path: str | None) -> tuple[float, str] | None:
+    """The other process's progress: (since when, which schedd) it is asking now, or
+    None (between schedds, or nothing noted yet)."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            last = f.read().splitlines()[-1:]
+        at, name, done = json.loads(last[0]) if last else (0, "", True)
+    except (OSError, ValueError, TypeError):
+        return None
+    return None if done else (float(at), str(name))
+
+
+class _Progress:
+    """What the process asking the schedds notes for its parent (`_asking`): one line per
+    step, [when, schedd, done]."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def __call__(self, name: str, done: bool = False) -> None:
+        if self.path is None:
+            return
+        with contextlib.suppress(OSError), open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps([time.time(), name, done]) + "\n")
+
 
 def query_schedds_in_worker(pool, projection: list[str], kept: list[str] | None,
                             timeout: int, have: str | None = None,
-                            held: dict | None = None):
+                            held: dict | None = None, progress: str | None = None,
+                            skip: dict | None = None):
     """`_query_schedds_alone` in a loop's worker process (adapters/worker.py), with the
     capture's client timeouts; the jobs as a job_delta.Delta against the answer `have`
     the loop holds, whose digests it sends back (`held`)."""
     import htcondor2
     with _client_timeouts(htcondor2, timeout):
-        jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept)
+        jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept, progress, skip)
     return (jobs_delta(jobs, have, held), *rest)
 
 
-def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] | None):
+def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] | None,
+                         progress: str | None = None, skip: dict | None = None):
     """`_query_schedds` in a process of its own: (jobs, answered, missing, errors,
-    timings, by_request)."""
+    timings, by_request). `progress`: the file its parent watches (`_asking`); `skip`:
+    schedd name -> why it is not asked."""
     errors: dict[str, str] = {}
     timings = {"schedd_query": 0.0, "job_lines": 0.0}
     by_request: dict[str, dict] = {}
     collector = htcondor.Collector(pool)
     jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors, {},
                                              _Lap(timings), kept, by_request,
-                                             where=pool or "<local pool>")
+                                             where=pool or "<local pool>",
+                                             progress=_Progress(progress), skip=skip)
     return jobs, answered, missing, errors, timings, by_request
 
 
@@ -1520,7 +1635,8 @@ def job_refs_missing_in_lines(lines: list[list[str]], projection: Iterable[str])
 
 def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
                    shared: dict | None = None, lap=None, kept: list[str] | None = None,
-                   by_request: dict | None = None, where: str = "<local pool>"):
+                   by_request: dict | None = None, where: str = "<local pool>",
+                   progress: Callable[..., None] | None = None, skip: dict | None = None):
     """Each schedd's (name, its job ads' lines), the schedds that answered, those that
     did not. A schedd whose answer is not job ads, or cannot be written, is one that did
     not answer; when only its second answer is, the first one's jobs are kept. `lap`
@@ -1530,15 +1646,22 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
     with these of its own attributes; `by_request` is told, for each schedd captured
     that way, how many autoclusters and jobs (a schedd left out of it was queried whole).
     `where`: the collector, for messages about its answer (a location that is not an
-    ad, or has no MyAddress)."""
+    ad, or has no MyAddress). `progress(name)` is told before a schedd is asked and
+    `progress(name, True)` once its answer is in (`_SchedsBeside`); `skip`: schedd name
+    -> why it is not asked (it did not answer a process before this one in time)."""
     lap = lap or (lambda step: None)
     shared = {} if shared is None else shared
     who = f"the collector {_comment_text(where)}"
+    if progress is not None:
+        progress("")                    # "": the collector, asked where the schedds are
     try:
         answer = collector.locateAll(htcondor.DaemonTypes.Schedd)
     except Exception as exc:
         errors["collector:schedds"] = f"cannot locate the schedds: {_one_line(exc)}"
         return [], [], []
+    finally:
+        if progress is not None:
+            progress("", True)
     try:
         # (each item is looked at below: one that is not an ad leaves the others)
         locations = _answer_list(answer, "ad")
@@ -1559,6 +1682,10 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
         if name in seen:
             continue  # the same schedd advertised twice
         seen.add(name)
+        if skip and name in skip:
+            errors[name] = skip[name]
+            missing.append(name)
+            continue
         why = _no_address(loc)
         if why is not None:
             errors[name] = (f"cannot be queried: {who} answered with its location ad "
@@ -1583,6 +1710,8 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
         def whole(constraint: str) -> list[list[str]]:
             return _whole_job_lines(schedd, name, constraint, projection, shared, lap,
                                     errors)
+        if progress is not None:
+            progress(name)
         try:
             got = None
             if kept is not None:
@@ -1604,6 +1733,9 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
             errors[name] = _one_line(exc)
             missing.append(name)
             continue
+        finally:
+            if progress is not None:
+                progress(name, True)
         results.append((name, lines))
         answered.append(name)
     return results, answered, missing

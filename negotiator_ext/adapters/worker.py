@@ -28,6 +28,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import select
 import signal
 import struct
 import subprocess
@@ -146,6 +147,17 @@ class Pending:
     def __init__(self, worker: Worker):
         self.worker = worker
         self.lost: str | None = None
+
+    def ready(self, timeout: float) -> bool:
+        """Whether `result()` can be taken without waiting on the worker (its answer has
+        begun, or it is gone), waiting up to `timeout` seconds for that."""
+        proc = self.worker._proc
+        if self.lost is not None or self.worker._pending is not self or proc is None:
+            return True
+        try:
+            return bool(select.select([proc.stdout.fileno()], [], [], max(timeout, 0.0))[0])
+        except (OSError, ValueError):
+            return True
 
     def result(self) -> Any:
         if self.lost is not None:
