@@ -8,10 +8,14 @@ rules, a Grafana dashboard) written where the admin says:
 
   negotiator-ext install-files [--prefix DIR] [--config-dir DIR] [--cron-dir DIR]
                                [--units-dir DIR] [--hooks-dir DIR] [--prometheus-dir DIR]
-                               [--grafana-dir DIR] [--dry-run]
+                               [--grafana-dir DIR] [--skip NAME]... [--dry-run]
 
-`--prefix DIR` writes every kind under DIR, laid out as in the package (DIR/etc/..., DIR/hooks);
-each `--*-dir` writes one kind there instead (and, without --prefix, only the kinds named).
+`--prefix DIR` writes every kind under DIR, laid out as in the package (DIR/etc/...,
+DIR/hooks); each `--*-dir` writes one kind there instead (and, without --prefix, only the
+kinds named). Some files start something where they land: 61-negotiator-ext-daemon.conf in
+a config.d (condor_master runs the daemon from the next condor_reconfig), a cron line in
+cron.d (at once); `--skip NAME` leaves such a file out, for the ways of running the shadow
+not chosen.
 
 Paths the shipped files name are those of a venv at /opt/negotiator-ext/.venv with the
 hooks in /opt/negotiator-ext/hooks; each copy written names this install's instead: the
@@ -136,12 +140,19 @@ def add_install_files_parser(sub) -> argparse.ArgumentParser:
                     "install's console scripts (negotiator-ext, negotiator-ext-daemon) and "
                     "the hooks' directory. A file changed since it was written (or not "
                     "written by this command) is never overwritten: it is kept, reported, "
-                    f"and the new version written beside it as NAME{NEW_SUFFIX}. Run it "
-                    "again after each upgrade.")
+                    f"and the new version written beside it as NAME{NEW_SUFFIX}. Some "
+                    "files start something where they land (61-negotiator-ext-daemon.conf "
+                    "in a config.d at the next condor_reconfig, a cron line at once): "
+                    "--skip leaves those of the ways of running the shadow you do not use "
+                    "out. Run it again after each upgrade.")
     p.add_argument("--prefix", metavar="DIR",
                    help="write every kind under DIR, laid out as DIR/etc/... and DIR/hooks")
     for k in KINDS:
         p.add_argument(k.option, dest=k.dest, metavar="DIR", help=k.what)
+    p.add_argument("--skip", action="append", default=[], metavar="NAME",
+                   help="leave this shipped file out (repeatable), e.g. "
+                        "61-negotiator-ext-daemon.conf in a live config.d when the shadow "
+                        "runs from cron or systemd, not condor_master")
     p.add_argument("--dry-run", action="store_true",
                    help="say what would be written, write nothing")
     return p
@@ -261,9 +272,9 @@ class Step:
 
 
 def plan_and_install(dests: dict[Kind, Path], paths: dict[str, str],
-                     dry_run: bool) -> list[Step]:
-    """Write every kind's files into its directory (see the module's docstring); the steps
-    taken (or, with dry_run, that would be)."""
+                     dry_run: bool, skip: frozenset[str] = frozenset()) -> list[Step]:
+    """Write every kind's files but those named in `skip` into its directory (see the
+    module's docstring); the steps taken (or, with dry_run, that would be)."""
     for d in dests.values():
         _check_dir(d, dry_run)
     steps: list[Step] = []
@@ -271,6 +282,9 @@ def plan_and_install(dests: dict[Kind, Path], paths: dict[str, str],
         manifest = _read_manifest(d) if d.is_dir() else {}
         written = dict(manifest)
         for name, shipped in shipped_files(kind):
+            if name in skip:
+                steps.append(Step("skipped", d / name))
+                continue
             data = _substitute(shipped, paths)
             new_hash = _sha256(data)
             target = d / name
@@ -330,11 +344,17 @@ def cmd_install_files(args) -> int:
         paths[SHIPPED_HOOKS] = str(hooks)
     if warning:
         print(f"negotiator-ext: warning: {warning}", file=sys.stderr)
-    steps = plan_and_install(dests, paths, args.dry_run)
+    shipped = {name for k in dests for name, _ in shipped_files(k)}
+    for name in args.skip:
+        if name not in shipped:
+            raise InputError("--skip", f"{name!r} is not a file this run would write (those "
+                             f"are: {', '.join(sorted(shipped))})")
+    steps = plan_and_install(dests, paths, args.dry_run, frozenset(args.skip))
     verb = {"installed": "would install", "updated": "would update",
-            "unchanged": "unchanged", "kept": "would keep"} if args.dry_run else \
+            "unchanged": "unchanged", "kept": "would keep",
+            "skipped": "skipped"} if args.dry_run else \
            {"installed": "installed", "updated": "updated", "unchanged": "unchanged",
-            "kept": "kept"}
+            "kept": "kept", "skipped": "skipped"}
     width = max(len(v) for v in verb.values())
     for s in steps:
         print(f"{verb[s.action]:<{width}}  {s.path}" + (f"  ({s.note})" if s.note else ""))

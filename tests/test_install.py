@@ -185,6 +185,27 @@ def test_install_files_without_hooks_dir_says_what_the_cron_lines_name(tmp_path,
         (tmp_path / "cron.d" / "negotiator-ext").read_text()
 
 
+def test_install_files_skips_the_files_named(tmp_path, capsys):
+    """The knobs into a live config.d without the condor_master daemon's snippet (the
+    shadow runs from cron), and the shadow's cron line without the snapshot one."""
+    rc, out, _ = run_cli(capsys, "install-files", "--config-dir", tmp_path / "config.d",
+                         "--skip", "61-negotiator-ext-daemon.conf", "--cron-dir",
+                         tmp_path / "cron.d", "--skip", "negotiator-ext")
+    assert rc == 0
+    assert f"skipped    {tmp_path / 'config.d' / '61-negotiator-ext-daemon.conf'}\n" in out
+    assert "2 installed, 2 skipped;" in out
+    assert sorted(tree(tmp_path)) == [
+        f"config.d/{install.MANIFEST}", "config.d/60-negotiator-ext.conf",
+        f"cron.d/{install.MANIFEST}", "cron.d/negotiator-ext-shadow"]
+    rc, out, err = run_cli(capsys, "install-files", "--units-dir", tmp_path / "u",
+                           "--skip", "61-negotiator-ext-daemon.conf")
+    assert (rc, out) == (2, "")
+    assert err == ("negotiator-ext: error: --skip: '61-negotiator-ext-daemon.conf' is not a "
+                   "file this run would write (those are: negotiator-ext-shadow.service, "
+                   "negotiator-ext-shadow.timer)\n")
+    assert not (tmp_path / "u").exists()
+
+
 @pytest.mark.parametrize("case", ["prefix-is-a-file", "dir-is-a-file", "file-is-a-dir",
                                   "nowhere", "cannot-make"])
 def test_install_files_problems_are_one_line_naming_the_path(case, tmp_path, capsys):
