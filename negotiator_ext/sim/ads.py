@@ -12,7 +12,6 @@ import classad2
 
 from ..core import classads
 from ..core.adtext import TextAds, TextStore
-from ..core.slots import CURRENT_USER_ATTRS
 from ..scenario import Scenario
 from .schedd_startd import SimJob, SimSlot
 
@@ -217,17 +216,12 @@ def _facts(b: _Ad, config):
 
 
 # The simulated schedd offers every idle job: its limits (core.schedd_limits) are not
-def _slot_texts(b: _Ad) -> tuple[tuple, bool]:
+def _slot_texts(b: _Ad) -> tuple:
     """A slot ad's (lower-case name, text) pairs, as the cycle would read them from it
-    (`Pool.slot_texts`), and whether a cycle that considers preemption may write into
-    it (add_remote_user_attrs: conservatively, when the ad has an attribute naming a
-    current user, or a PreemptingRank); kept with the ad."""
+    (`Pool.slot_texts`); kept with the ad."""
     got = b.texts
     if got is None:
-        texts = tuple((n.lower(), t) for n, t in classads.attribute_texts(b.ad))
-        got = b.texts = (texts, any(n in _USER_ATTRS for n, _ in texts))
+        got = b.texts = tuple((n.lower(), t) for n, t in classads.attribute_texts(b.ad))
     return got
 
 
-# the attributes that make the cycle write the current user's figures into a slot ad
-_USER_ATTRS = frozenset(a.lower() for a in (*CURRENT_USER_ATTRS, "PreemptingRank"))

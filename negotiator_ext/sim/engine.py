@@ -408,7 +408,7 @@ class Simulation:
         for x, b, u in flat(rows.every if preempt else rows.free):
             cand_ads.append(b.ad)
             cand_usage.append(u)
-            cand_texts.append(_slot_texts(b)[0])
+            cand_texts.append(_slot_texts(b))
             cand_memos.append(b.memo)
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
