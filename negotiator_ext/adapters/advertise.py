@@ -27,6 +27,7 @@ Attributes (a figure the pass does not know is left out, never advertised as 0):
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import classad2
@@ -105,11 +106,12 @@ def advertise(htcondor, pool: str | None, ad: classad2.ClassAd) -> str | None:
     collector is something to log, never a reason to stop the loop, so nothing raises.
     """
     where = pool or "the local collector"
+    started = time.monotonic()
     try:
         htcondor.Collector(pool).advertise([ad], COMMAND)
     except Exception as exc:   # HTCondorException, bad address, ... : reported, not raised
         return (f"advertising the {MY_TYPE} ad to {where} failed: {_detail(exc)} "
-                f"({COMMAND} needs DAEMON authorization at the collector)")
+                f"({_why(htcondor, pool, COMMAND, time.monotonic() - started)})")
     return None
 
 
@@ -122,12 +124,27 @@ def withdraw(htcondor, pool: str | None, name: str) -> str | None:
     query["TargetType"] = MY_TYPE
     query["Name"] = name
     query["Requirements"] = classad2.ExprTree(f"TARGET.Name == {classad2.quote(name)}")
+    started = time.monotonic()
     try:
         htcondor.Collector(pool).advertise([query], INVALIDATE)
     except Exception as exc:
         return (f"withdrawing the {MY_TYPE} ad from {pool or 'the local collector'} failed: "
-                f"{_detail(exc)}")
+                f"{_detail(exc)} ({_why(htcondor, pool, INVALIDATE, time.monotonic() - started)})")
     return None
+
+
+def _why(htcondor, pool: str | None, command: str, took: float) -> str:
+    """Why the collector refused `command` (a DAEMON-level one): the bindings say only
+    "Failed to advertise to collector.", so the collector is asked whether it refuses
+    this client DAEMON (adapters/authz.py); when that cannot be told, the level the
+    command needs."""
+    from .authz import DAEMON, refusal
+    why = refusal(htcondor, pool, DAEMON, "the collector", took=took)
+    if why is None:             # granted, or not to be told
+        return f"{command} needs DAEMON authorization at the collector"
+    if "refuses" in why:
+        return f"{why}, which {command} needs"
+    return why
 
 
 def _detail(exc: BaseException) -> str:

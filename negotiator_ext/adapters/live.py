@@ -294,6 +294,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             htcondor, collector, timeout, kept_reads, (negotiator_ads, schedd_ads), source)
         query = _startd_query(htcondor, collector, timings)
         slots = None
+        asked = time.monotonic()
         try:
             if slot_cache is None:
                 raw_slots = query(None, None)
@@ -306,8 +307,13 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                                  refreshed.answered)
                 slot_texts, slot_memos = refreshed.texts, refreshed.memos
         except _QueryFailed as exc:
+            # a refusal for want of READ looks like any failure: ask the collector why
+            from .authz import READ, refusal
+            why = refusal(htcondor, pool, READ, "the collector",
+                          took=time.monotonic() - asked)
             raise InputError(source, "cannot query the collector for slot ads: "
-                                     f"{_one_line(exc.__cause__)}") from None
+                                     f"{_one_line(exc.__cause__)}"
+                                     + (f" ({why})" if why else "")) from None
         except BadAnswer as exc:
             raise InputError(source, f"cannot read the collector's slot ads: {exc}") from None
         except InputError:
