@@ -492,7 +492,8 @@ def cmd_recommend(args) -> int:
             latest = {o.name: o for o in passes[-1][1]}
             done = apply_recommendations(recs, ledger=ledger, now=now, pool=target,
                                          negotiator=negotiator, current=latest,
-                                         run=subprocess.run, latest_pass_time=newest)
+                                         run=subprocess.run, latest_pass_time=newest,
+                                         diagnose=_refusal_diagnosis(target))
     if args.script == "-":
         sys.stdout.write(render_script(recs, pool=target, now=now))
     elif args.json:
@@ -524,6 +525,25 @@ def os_chmod_exec(path: Path) -> None:
     """Make the written script executable by its owner (it is meant to be reviewed, then run)."""
     import stat
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _refusal_diagnosis(target: str | None):
+    """For --apply: `diagnose(rec, took)`, why the negotiator (of the ledger stream
+    `target`) refused a change, as this client can tell (adapters/authz.py); asked once
+    a level."""
+    from .adapters.apply import needed_level
+    from .adapters.authz import negotiator_refusal
+    from .core.shards import split_stream
+    pool, name = split_stream(target)
+    seen: dict[str, str | None] = {}
+
+    def diagnose(rec, took: float) -> str | None:
+        level = needed_level(rec)
+        if level not in seen:
+            import htcondor2
+            seen[level] = negotiator_refusal(htcondor2, pool, name, level, took=took)
+        return seen[level]
+    return diagnose
 
 
 def _negotiator(pool: str | None):

@@ -17,6 +17,13 @@ already done. A failure (non-zero exit, an exception, a timeout) is recorded as
 "failed: <first line of the error>" and the rest go on. A command no command line can
 carry (a NUL in the name: `views.recommend.unrunnable`) is skipped, not tried.
 
+A refusal for want of authorization is not told apart by condor_userprio ("failed to
+start MANAGE_PRIORITY_FACTOR command to negotiator") nor by the bindings ("Unable to
+connect to the negotiator"): the caller's `diagnose` asks the daemons why
+(`adapters/authz.py`), and its line replaces the tool's, which is kept in parentheses:
+"failed: the negotiator vm refuses ADMINISTRATOR authorization to reader@example.org
+(condor_userprio: failed to start ...)". `needed_level` says which level a change needs.
+
 A name beginning with "-" is passed as it is, right after its option: condor_userprio's
 main() (src/condor_tools/user_prio.cpp, HTCondor 25.14) takes the argument after
 -setfactor, -setceiling, -setfloor and -delete as the name without checking it, so it
@@ -29,13 +36,14 @@ from __future__ import annotations
 
 import shlex
 import subprocess
+import time
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, lease_expires
 from ..core.records import Adjustment, SubmitterObs
 from ..views.recommend import command_argv, same_negotiator, unrunnable
 
-__all__ = ["Ledger", "apply_recommendations", "TIMEOUT"]
+__all__ = ["Ledger", "apply_recommendations", "needed_level", "TIMEOUT"]
 
 TIMEOUT = 60    # seconds a condor_userprio command may take
 
@@ -53,7 +61,9 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
                           pool: str | None = None, negotiator: Any = None,
                           run: Callable[..., Any] = subprocess.run,
                           current: Mapping[str, SubmitterObs] | None = None,
-                          latest_pass_time: float | None = None) -> list[Adjustment]:
+                          latest_pass_time: float | None = None,
+                          diagnose: Callable[[Recommendation, float], str | None] | None
+                          = None) -> list[Adjustment]:
     """Make each recommended change unless it is report-only or already in place; returns
     one Adjustment per recommendation, in order (outcome "applied", "failed: ..." or
     "skipped: ...").
@@ -66,6 +76,9 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
     latest_pass_time: the start of the newest complete pass the recommendations come
     from; an applied delete older than it no longer counts as in place (that pass still
     recorded the name, so the record is back). None: an applied delete always counts.
+    diagnose: called as diagnose(rec, seconds the failed try took) after a failure; a line
+    it returns (e.g. the negotiator refuses the level `needed_level(rec)`) is the
+    outcome's reason, the tool's own first line kept after it in parentheses.
 
     A report-only recommendation gets "skipped: report only" (command "<kind> <name>",
     method "none"). A failed change is recorded with lease_expires = now (nothing took
@@ -89,10 +102,14 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
             out.append(Adjustment(rec.key, rec.kind, rec.name, rec.value, now, None, command,
                                   method, f"skipped: {why}"))
             continue
+        started = time.monotonic()
         if use_bindings:
             outcome = _call(lambda: negotiator.deleteUser(rec.name))
         else:
             outcome = _run(run, argv)
+        if outcome != "applied" and diagnose is not None:
+            outcome = _diagnosed(outcome, diagnose, rec, time.monotonic() - started,
+                                 method)
         lease_expires = (now + int(rec.lease) if rec.lease else None)
         if outcome != "applied":
             lease_expires = now
@@ -101,6 +118,29 @@ def apply_recommendations(recs: Sequence[Recommendation], *, ledger: Ledger, now
         ledger.record_adjustment(adj)
         out.append(adj)
     return out
+
+
+def needed_level(rec: Recommendation) -> str:
+    """The authorization level the negotiator asks of the command making `rec`
+    (src/condor_negotiator.V6/matchmaker.cpp, HTCondor 25.14): SET_PRIORITYFACTOR (a
+    factor without a lease) WRITE; MANAGE_PRIORITY_FACTOR, MANAGE_CEILING, MANAGE_FLOOR
+    (leases), SET_CEILING, SET_FLOOR and DELETE_USER ADMINISTRATOR."""
+    if rec.kind == "factor" and not rec.lease:
+        return "WRITE"
+    return "ADMINISTRATOR"
+
+
+def _diagnosed(outcome: str, diagnose: Callable[[Recommendation, float], str | None],
+               rec: Recommendation, took: float, method: str) -> str:
+    """A failed outcome with the reason `diagnose` finds, the tool's line kept after it."""
+    try:
+        why = diagnose(rec, took)
+    except Exception:                   # a diagnosis never fails the run
+        why = None
+    if not why:
+        return outcome
+    said = outcome.removeprefix("failed: ").removeprefix(f"{method}: ")
+    return f"failed: {why} ({method}: {said})"
 
 
 def _in_place(rec: Recommendation, ledger: Ledger, now: int,
