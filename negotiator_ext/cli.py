@@ -348,8 +348,8 @@ def _log_to_stderr() -> None:
 
 def cmd_shadow(args) -> int:
     import threading
-    from .shadow import (Busy, ShadowLoop, ShadowSettings, pass_lock, publish, replay_passes,
-                         standing_of, unpublish)
+    from .shadow import (ADVERTISING_WORKS, Busy, LoggedOnce, ShadowLoop, ShadowSettings,
+                         pass_lock, publish, replay_passes, standing_of, unpublish)
     from .views.ledger import summary_line
     _log_to_stderr()
     knobs = _knobs(args)
@@ -374,6 +374,8 @@ def cmd_shadow(args) -> int:
     from .adapters.ledger import parse_url
     parse_url(settings.ledger_url)      # a bad ledger URL changes nothing on disk
     loop = ShadowLoop(settings)
+    # a collector refusing the ad every pass: one warning, not one a pass
+    advertised = LoggedOnce(loop.log, ADVERTISING_WORKS)
 
     def report(rec) -> None:
         if args.json:
@@ -384,9 +386,12 @@ def cmd_shadow(args) -> int:
         # a replay writes the metrics only to a --metrics-file named on the command line
         # (never the knob's file of a live loop), and advertises nothing
         if not args.replay or args.metrics_file:
-            for problem in publish(rec, settings, standing=standing_of(loop, rec.pool),
-                                   others=loop.latest).values():
-                loop.log.warning("%s", problem)
+            problems = publish(rec, settings, standing=standing_of(loop, rec.pool),
+                               others=loop.latest)
+            if "metrics_file" in problems:
+                loop.log.warning("%s", problems["metrics_file"])
+            if settings.advertise:
+                advertised(problems.get("advertise"))
 
     if args.replay:
         try:

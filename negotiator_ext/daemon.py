@@ -71,7 +71,7 @@ from .adapters.ledger import LedgerError
 from .adapters.live import abort_remote_reads, allow_remote_reads
 from .adapters.metrics import MetricsServer
 from .errors import InputError
-from .shadow import publish, standing_of, unpublish
+from .shadow import ADVERTISING_WORKS, LoggedOnce, publish, standing_of, unpublish
 from .views.ledger import summary_line
 from .views.text import log_text
 
@@ -153,7 +153,7 @@ class ShadowDaemon:
         self.loop: Any = None
         self.metrics: MetricsServer | None = None
         self.ready = False
-        self._advertise_error: str | None = None
+        self._advertise_outcome = LoggedOnce(self.log, ADVERTISING_WORKS)
         self.fatal: str | None = None   # why the daemon stopped by itself (the ledger)
 
     # -- configuration ---------------------------------------------------------------
@@ -226,21 +226,10 @@ class ShadowDaemon:
                                others=getattr(self.loop, "latest", None))
             if "metrics_file" in problems:
                 self.log.warning("%s", problems["metrics_file"])
+            # the same refusal every pass is logged once, and its end once
             self._advertise_outcome(problems.get("advertise"))
         except Exception:
             self.log.exception("reporting pass %s failed", getattr(rec, "uuid", "?"))
-
-    def _advertise_outcome(self, error: str | None) -> None:
-        """The same refusal every pass is logged once, and its end once."""
-        if error is None:
-            if self._advertise_error is not None:
-                self.log.info("advertising to the collector works again")
-            self._advertise_error = None
-        elif error != self._advertise_error:
-            self.log.warning("%s", error)
-            self._advertise_error = error
-        else:
-            self.log.debug("%s", error)
 
     # -- the worker thread ---------------------------------------------------------------
     def _set_ready(self) -> None:

@@ -907,6 +907,31 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
     return problems
 
 
+class LoggedOnce:
+    """A problem that recurs pass after pass, the same each time (the collector refusing
+    the ShadowNegotiator ad): logged at warning when it starts or changes, at debug while
+    it lasts, and its end once at info (`ended`). Call it after each pass with the
+    problem's line, or None when there was none."""
+
+    def __init__(self, log: logging.Logger, ended: str):
+        self.log = log
+        self.ended = ended
+        self.current: str | None = None
+
+    def __call__(self, problem: str | None) -> None:
+        if problem is None:
+            if self.current is not None:
+                self.log.info("%s", self.ended)
+        elif problem != self.current:
+            self.log.warning("%s", problem)
+        else:
+            self.log.debug("%s", problem)
+        self.current = problem
+
+
+ADVERTISING_WORKS = "advertising to the collector works again"
+
+
 def standing_of(loop, stream: str):
     """What the ledger held after `loop`'s newest pass of ledger stream `stream`, for
     `publish` (records.Standing): that negotiator's in a pool of several
