@@ -13,6 +13,14 @@ change its configuration with `reconfig()` (a file in `config.d`, then
 
 Jobs are `/bin/sh` loops that end when the test touches their flag file
 (`finish(cluster, proc)`), so a test decides exactly when a job finishes.
+
+`ProductionPool` is the same pool configured like production (PRODUCTION_CONFIG):
+authentication, encryption and integrity required, FS and IDTOKENS, every ALLOW_* naming
+identities only, and scoped tokens made with `condor_token_create` (`mint`). Its daemons
+authenticate to each other over FS as the pool's user, which holds every level; so do
+the tools `tool()` runs as root (HTCondor's tools run by root authenticate over FS as
+CONDOR_IDS, the pool's user). A client that must be one identity and nothing else runs
+with `client_env(token_dir)`: IDTOKENS only, that token alone, no signing key.
 """
 
 from __future__ import annotations
@@ -409,9 +417,10 @@ class LivePool:
                              timeout, "a negotiation cycle", every=0.2)
 
 
-def start_pool(release: Path, **kw) -> LivePool:
+def start_pool(release: Path, *, pool_class: type[LivePool] | None = None,
+               **kw) -> LivePool:
     root = Path(tempfile.mkdtemp(prefix="negext-pool-"))
-    pool = LivePool(release, root, **kw)
+    pool = (pool_class or LivePool)(release, root, **kw)
     try:
         pool.start()
     except BaseException:
@@ -419,3 +428,124 @@ def start_pool(release: Path, **kw) -> LivePool:
         shutil.rmtree(root, ignore_errors=True)
         raise
     return pool
+
+
+# ---- a pool configured like production ---------------------------------------------------
+
+DOMAIN = "negotiator-ext.test"      # the pools' UID_DOMAIN: every identity ends in @DOMAIN
+
+# what the production-like pool adds to BASE_CONFIG: every connection authenticated
+# (FS for the local tools and the daemons, which all run on this host as the pool's
+# user; IDTOKENS for the identities the tests play), encrypted and integrity-checked, and
+# every authorization level granted to named identities only. {daemons} is the daemons'
+# FS identity; each {level} is the identities granted that level beside the daemons.
+PRODUCTION_CONFIG = """
+# -- production-like security (tests/livepool.py ProductionPool) --
+SEC_DEFAULT_AUTHENTICATION = REQUIRED
+SEC_DEFAULT_ENCRYPTION = REQUIRED
+SEC_DEFAULT_INTEGRITY = REQUIRED
+SEC_DEFAULT_AUTHENTICATION_METHODS = FS, IDTOKENS
+SEC_CLIENT_AUTHENTICATION_METHODS = FS, IDTOKENS
+SEC_PASSWORD_DIRECTORY = $(LOCAL_DIR)/passwords.d
+SEC_TOKEN_SYSTEM_DIRECTORY = $(LOCAL_DIR)/tokens.d
+ALLOW_READ = {daemons}{read}
+ALLOW_WRITE = {daemons}{write}
+ALLOW_DAEMON = {daemons}
+COLLECTOR.ALLOW_DAEMON = {daemons}{collector_daemon}
+ALLOW_NEGOTIATOR = {daemons}
+ALLOW_ADMINISTRATOR = {daemons}
+NEGOTIATOR.ALLOW_ADMINISTRATOR = {daemons}{negotiator_administrator}
+ALLOW_CONFIG = {daemons}
+ALLOW_OWNER = {daemons}
+ALLOW_ADVERTISE_STARTD = {daemons}
+ALLOW_ADVERTISE_SCHEDD = {daemons}
+ALLOW_ADVERTISE_MASTER = {daemons}
+"""
+
+
+class ProductionPool(LivePool):
+    """A LivePool configured like a production pool (PRODUCTION_CONFIG): authentication,
+    encryption and integrity required, each level granted to named identities only.
+
+    `grants` names who holds what beside the daemons, as {level: [user, ...]} (users
+    without "@DOMAIN"), with these levels: "READ", "WRITE" (everywhere), "DAEMON" at the
+    collector only ("COLLECTOR.DAEMON") and "ADMINISTRATOR" at the negotiator only
+    ("NEGOTIATOR.ADMINISTRATOR"). The tools run by `tool()` authenticate with FS as the
+    daemons' user (root's FS identity is the pool user's, see the reference notes), so
+    they hold every level; a client that must be one identity only gets `client_env()`."""
+
+    LEVELS = ("READ", "WRITE", "COLLECTOR.DAEMON", "NEGOTIATOR.ADMINISTRATOR")
+
+    def __init__(self, release: Path, root: Path, *, grants: dict[str, list[str]],
+                 **kw):
+        super().__init__(release, root, **kw)
+        unknown = set(grants) - set(self.LEVELS)
+        if unknown:
+            raise ValueError(f"levels {sorted(unknown)}: not one of {self.LEVELS}")
+        self.grants = grants
+        self.tokens = root / "tokens"          # one directory per token, root's own
+        self.no_keys = root / "no-keys"        # an empty directory: no signing key there
+
+    @property
+    def daemon_identity(self) -> str:
+        name = self.user.pw_name if self.user is not None else pwd.getpwuid(os.getuid()).pw_name
+        return f"{name}@{DOMAIN}"
+
+    def write_config(self) -> None:
+        super().write_config()
+        for d in ("passwords.d", "tokens.d"):
+            (self.local / d).mkdir(mode=0o700, exist_ok=True)
+            if self.user is not None:
+                os.chown(self.local / d, self.user.pw_uid, self.user.pw_gid)
+
+        def beside(level: str) -> str:
+            return "".join(f", {u}@{DOMAIN}" for u in self.grants.get(level, ()))
+
+        with open(self.config_file, "a") as f:
+            f.write(PRODUCTION_CONFIG.format(
+                daemons=self.daemon_identity, read=beside("READ"), write=beside("WRITE"),
+                collector_daemon=beside("COLLECTOR.DAEMON"),
+                negotiator_administrator=beside("NEGOTIATOR.ADMINISTRATOR")))
+        for d in (self.tokens, self.no_keys):
+            d.mkdir(mode=0o700, exist_ok=True)
+
+    def start(self, timeout: float = 60) -> None:
+        super().start(timeout)
+        # the collector makes the pool signing key at its first start
+        self.wait_for(lambda: (self.local / "passwords.d" / "POOL").exists(), timeout,
+                      "the pool signing key")
+
+    def mint(self, user: str, *levels: str, lifetime: int = 3600) -> Path:
+        """A token for `user@DOMAIN` limited to `levels` (none: unlimited, bounded only by
+        the ALLOW lists), made with condor_token_create from the pool signing key, alone in
+        a directory of its own: that directory."""
+        d = self.tokens / "-".join([user, *levels]).lower()
+        d.mkdir(mode=0o700, exist_ok=True)
+        args = ["-identity", f"{user}@{DOMAIN}", "-lifetime", str(lifetime)]
+        for level in levels:
+            args += ["-authz", level]
+        # as the pool's user, who owns the key: root is refused a key another user owns
+        # ("Failed to read file .../POOL securely")
+        token = self.tool("condor_token_create", *args, user=True).stdout.strip()
+        (d / "token").write_text(token + "\n")
+        os.chmod(d / "token", 0o600)
+        return d
+
+    def client_env(self, token_dir: Path) -> dict[str, str]:
+        """The environment of a client that is the token's identity and nothing else:
+        IDTOKENS only (no FS, through which root is the daemons' user), the token directory
+        holding that one token, and no signing key it could mint itself another with."""
+        env = dict(self.env)
+        env.update({
+            "_CONDOR_SEC_CLIENT_AUTHENTICATION_METHODS": "IDTOKENS",
+            "_CONDOR_SEC_TOKEN_DIRECTORY": str(token_dir),
+            "_CONDOR_SEC_TOKEN_SYSTEM_DIRECTORY": str(self.no_keys),
+            "_CONDOR_SEC_PASSWORD_DIRECTORY": str(self.no_keys),
+            "_CONDOR_SEC_PASSWORD_FILE": str(self.no_keys / "POOL"),
+            "_CONDOR_SEC_TOKEN_POOL_SIGNING_KEY_FILE": str(self.no_keys / "POOL"),
+        })
+        return env
+
+
+def start_production_pool(release: Path, **kw) -> ProductionPool:
+    return start_pool(release, pool_class=ProductionPool, **kw)
