@@ -6,8 +6,8 @@ config line, a wrong JSON type in meta.json) and runs `negotiate --json` and `us
 on it. The contract: exit 0 or 2; on 2, one line naming a file of the snapshot; on 0,
 valid JSON with no NaN or infinity anywhere; the snapshot unchanged on disk; no command
 run (the hostile config lines would create a canary file); no case slower than its
-deadline. NEGOTIATOR_EXT_FUZZ_CASES sets the number of cases (default 300, about half a
-minute); a failure names its seed, and `NEGOTIATOR_EXT_FUZZ_SEED=<seed>` reruns it alone.
+deadline. NEGOTIATOR_EXT_FUZZ_CASES sets the number of cases (default 150, about a
+quarter of a minute; seeds from 0 up); a failure names its seed, and `NEGOTIATOR_EXT_FUZZ_SEED=<seed>` reruns it alone.
 """
 
 import hashlib
@@ -23,7 +23,7 @@ import pytest
 from conftest import non_finite_numbers, writable_copy
 from negotiator_ext import cli
 
-CASES = int(os.environ.get("NEGOTIATOR_EXT_FUZZ_CASES", "300"))
+CASES = int(os.environ.get("NEGOTIATOR_EXT_FUZZ_CASES", "150"))
 ONLY = os.environ.get("NEGOTIATOR_EXT_FUZZ_SEED")
 DEADLINE = 20          # seconds per case: a hang is a failure, not a stuck suite
 SCENARIOS = ("hgq_nested_hep_lep_surplus", "pslot_consumption_policy_cpu")
