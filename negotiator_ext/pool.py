@@ -353,6 +353,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     # a shadow loop's kept slot ads: what is worked out of an ad alone is kept with it
     key = _slot_memo_key(config) if snap.slot_memos is not None else None
     memos = snap.slot_memos if key is not None else repeat(None)
+    positions = snap.slot_positions   # each ad's place in its file, when reordered
     for i, (ad, row, memo) in enumerate(zip(snap.slots, rows, memos), start=1):
         got = memo.get(key) if memo is not None else None
         if got is None:
@@ -361,7 +362,8 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
                 if attr in ad:
                     v = classads.eval_attr(ad, attr)
                     check_number(ad, attr, float(v) if isinstance(v, bool) else v,
-                                 snap.slots_source, f"{i} ({name})")
+                                 snap.slots_source,
+                                 f"{positions[i - 1] if positions else i} ({name})")
             usage = (slot_usage(ad, config) if matches_constraint(ad, config.slot_constraint)
                      else False)
             # with its share of the pool's size (step 8): its pie weight, effective size

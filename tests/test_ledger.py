@@ -658,7 +658,7 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 8
+    assert SCHEMA_VERSION == versions[-1] == 9
 
 
 # record columns later migrations added (version 1 wrote none of them)
@@ -693,7 +693,7 @@ def test_migration_from_v1(url, monkeypatch):
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()
     with open_ledger(url) as ledger:
-        assert ledger.schema_version == 8
+        assert ledger.schema_version == SCHEMA_VERSION
         # version 3 takes an older pass as comparable when it was complete
         assert ledger.pass_record(rec.uuid) == dataclasses.replace(
             rec, comparable=rec.status == "complete")

@@ -13,6 +13,16 @@ pass without the comparison.
 Applied `condor_userprio` changes go to `adjustments`, the audit trail, which `prune`
 never touches.
 
+Bounded: `summarise` replaces the passes of each whole hour older than the detail window
+(the shadow loop's NEGOTIATOR_EXT_DETAIL_DAYS) with one hourly summary (`hours`,
+`hour_submitters`, `hour_groups`: each submitter's and group's figures as the hour's
+means, sums or last values, `_SUBMITTER_AGG`), which `window`, `passes` and
+`comparisons` give among the passes when asked (`summaries=True`: what `audit`,
+`recommend` and `ledger show` read); `prune` removes passes and summaries past the
+retention; `reclaim` gives the space back a bounded step at a time (a new SQLite ledger
+is made with auto_vacuum = INCREMENTAL; PostgreSQL: VACUUM), `vacuum` rewrites the
+whole ledger (an admin's `negotiator-ext ledger vacuum`).
+
 Where the ledger lives is a URL:
 
   /var/lib/negotiator-ext/ledger.sqlite     a plain path: SQLite (the standard library)
@@ -60,6 +70,7 @@ import json
 import os
 import re
 import sqlite3
+import statistics
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
@@ -277,12 +288,92 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
         "ALTER TABLE passes ADD COLUMN time_limits TEXT",
         "ALTER TABLE comparisons ADD COLUMN time_limits TEXT",
     )),
+    # 9: hourly summaries of the passes older than the detail window (`summarise`): one
+    # `hours` row per (pool, hour) with its submitters and groups (the columns of
+    # SubmitterObs and GroupObs, aggregated as _SUBMITTER_AGG and _GROUP_AGG say, and in
+    # how many of the hour's complete passes each was recorded)
+    (9, (
+        """CREATE TABLE hours (
+            id {id},
+            pool TEXT NOT NULL,
+            hour BIGINT NOT NULL,
+            passes BIGINT NOT NULL,
+            complete BIGINT NOT NULL,
+            partial BIGINT NOT NULL,
+            failed BIGINT NOT NULL,
+            seconds DOUBLE PRECISION NOT NULL,
+            first_started DOUBLE PRECISION,
+            last_started DOUBLE PRECISION,
+            pool_weight DOUBLE PRECISION,
+            shadow_duration DOUBLE PRECISION,
+            capture_duration DOUBLE PRECISION,
+            shadow_matches BIGINT NOT NULL DEFAULT 0,
+            real_matches BIGINT NOT NULL DEFAULT 0,
+            newest_real_cycle BIGINT,
+            reasons TEXT,
+            real_cycles TEXT,
+            comparisons TEXT,
+            n_submitters BIGINT NOT NULL DEFAULT 0,
+            n_groups BIGINT NOT NULL DEFAULT 0,
+            UNIQUE (pool, hour))""",
+        """CREATE TABLE hour_submitters (
+            id {id},
+            hour_id BIGINT NOT NULL,
+            passes BIGINT NOT NULL,
+            name TEXT NOT NULL,
+            "group" TEXT,
+            is_group INTEGER NOT NULL,
+            factor DOUBLE PRECISION,
+            policy_factor DOUBLE PRECISION,
+            factor_lease_expires BIGINT,
+            floor BIGINT,
+            floor_lease_expires BIGINT,
+            ceiling BIGINT,
+            ceiling_lease_expires BIGINT,
+            real_rup DOUBLE PRECISION,
+            real_eup DOUBLE PRECISION,
+            real_usage DOUBLE PRECISION,
+            resources_used DOUBLE PRECISION,
+            hier_usage DOUBLE PRECISION,
+            real_share DOUBLE PRECISION,
+            real_limit DOUBLE PRECISION,
+            last_usage_time BIGINT,
+            begin_usage_time BIGINT,
+            claimed_weight DOUBLE PRECISION,
+            idle_jobs DOUBLE PRECISION,
+            running_jobs DOUBLE PRECISION,
+            shadow_eup DOUBLE PRECISION,
+            shadow_share DOUBLE PRECISION,
+            shadow_limit DOUBLE PRECISION,
+            shadow_matches BIGINT,
+            shadow_match_weight DOUBLE PRECISION,
+            real_matches BIGINT,
+            predicted_rup DOUBLE PRECISION,
+            shadow_submitter_limit DOUBLE PRECISION,
+            drift DOUBLE PRECISION)""",
+        """CREATE TABLE hour_groups (
+            id {id},
+            hour_id BIGINT NOT NULL,
+            passes BIGINT NOT NULL,
+            name TEXT NOT NULL,
+            real_quota DOUBLE PRECISION,
+            config_quota DOUBLE PRECISION,
+            real_usage DOUBLE PRECISION,
+            real_requested DOUBLE PRECISION,
+            shadow_quota DOUBLE PRECISION,
+            shadow_allocated DOUBLE PRECISION,
+            shadow_usage_after DOUBLE PRECISION,
+            shadow_matches BIGINT,
+            real_matches BIGINT)""",
+        "CREATE INDEX hour_submitters_hour ON hour_submitters (hour_id)",
+        "CREATE INDEX hour_groups_hour ON hour_groups (hour_id)",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 # the tables `export` writes (all but ledger_meta), in dependency order
 TABLES = ("passes", "real_cycles", "shadow_matches", "real_matches", "submitters", "groups",
-          "comparisons", "adjustments")
+          "comparisons", "adjustments", "hours", "hour_submitters", "hour_groups")
 
 EXPORT_FORMATS = ("csv", "jsonl", "parquet")
 
@@ -322,8 +413,10 @@ _JSON_COLUMNS: dict[str, frozenset[str]] = {
                              if _kind(f.type) == "json"),
     "comparisons": frozenset(f.name for f in dataclasses.fields(Comparison)
                              if _kind(f.type) == "json"),
+    "hours": frozenset({"reasons", "real_cycles", "comparisons"}),
 }
-_BOOL_COLUMNS = {"submitters": frozenset({"is_group"}), "passes": frozenset({"comparable"})}
+_BOOL_COLUMNS = {"submitters": frozenset({"is_group"}), "passes": frozenset({"comparable"}),
+                 "hour_submitters": frozenset({"is_group"})}
 
 
 def _q(name: str) -> str:
@@ -467,6 +560,272 @@ def _without_comparison(rec: PassRecord) -> PassRecord:
                                  "ledger): not compared again"))
 
 
+# ---------------------------------------------------------------- hourly summaries
+
+HOUR = 3600
+
+# How each SubmitterObs / GroupObs field is summarised over one hour's complete passes,
+# each pass weighing the time it stands for (`_intervals`, as the audit weighs a pass):
+#   "mean"   the hour's time-weighted mean, a pass that did not record the principal (or
+#            the figure) counting as 0: what it had on average over the hour (usage,
+#            jobs, weights, what our cycle allocated);
+#   "level"  the time-weighted mean over the passes that recorded it (priorities,
+#            factors, quotas, shares, limits, drift);
+#   "sum"    the hour's total (match counts);
+#   "last"   the newest pass's value (group, floor, ceiling, leases, usage times).
+# `hour_submitters` and `hour_groups` (schema step 9) have one column for each.
+_SUBMITTER_AGG = {
+    "group": "last", "is_group": "last", "factor": "level", "policy_factor": "level",
+    "factor_lease_expires": "last", "floor": "last", "floor_lease_expires": "last",
+    "ceiling": "last", "ceiling_lease_expires": "last", "real_rup": "level",
+    "real_eup": "level", "real_usage": "mean", "resources_used": "mean",
+    "hier_usage": "mean", "real_share": "level", "real_limit": "level",
+    "last_usage_time": "last", "begin_usage_time": "last", "claimed_weight": "mean",
+    "idle_jobs": "mean", "running_jobs": "mean", "shadow_eup": "level",
+    "shadow_share": "level", "shadow_limit": "level", "shadow_matches": "sum",
+    "shadow_match_weight": "mean", "real_matches": "sum", "predicted_rup": "level",
+    "shadow_submitter_limit": "level", "drift": "level"}
+_GROUP_AGG = {
+    "real_quota": "level", "config_quota": "level", "real_usage": "mean",
+    "real_requested": "mean", "shadow_quota": "level", "shadow_allocated": "mean",
+    "shadow_usage_after": "mean", "shadow_matches": "sum", "real_matches": "sum"}
+# the comparison figures an hour keeps as means (a [sum, count] pair each)
+_COMPARISON_MEANS = ("real_in_shadow", "shadow_in_real", "count_agreement",
+                     "equivalent_agreement", "real_duration")
+_COMPARISON_SUMS = ("real_matches", "shadow_matches", "agreed", "agreed_equivalent",
+                    "real_cycles_between")
+_REASONS_KEPT = 10      # the most frequent reasons of an hour's partial and failed passes
+
+
+def hour_key(pool: str, hour: int) -> str:
+    """The key of an hourly summary where readers expect a pass uuid: '<epoch>h-<pool>'
+    (its first 12 characters tell hours apart)."""
+    return f"{int(hour)}h-{pool}"
+
+
+def _hour_of(t: float) -> int:
+    return int(t // HOUR) * HOUR
+
+
+def _pass_time(row: Mapping[str, Any]) -> float:
+    """A pass's time as the audit places it: its snapshot's, else its start."""
+    t = row.get("snapshot_time")
+    return float(t if t is not None else row["started_at"])
+
+
+def _intervals(times: Sequence[float], after: float | None, median: float) -> list[float]:
+    """How long each of an hour's complete passes (`times`, ascending) stands for, as the
+    audit weighs a pass (`core.audit.pass_table`): until the next complete pass (`after`:
+    the first one past the hour, None when there is none; then the median), at most
+    three medians (an outage is not time spent in the state of the pass before it)."""
+    out = []
+    for t, n in zip(times, [*times[1:], after]):
+        gap = median if n is None else n - t
+        out.append(min(max(gap, 0.0), 3 * median))
+    return out
+
+
+class _Obs(NamedTuple):
+    """One principal's row in one pass (or in an hour summarised before), for
+    `_aggregate`: `weight` for "mean" figures, `level_weight` for "level" ones."""
+    row: Mapping[str, Any]
+    weight: float
+    level_weight: float
+    time: float
+    passes: int
+
+
+def _aggregate(obs: Sequence[_Obs], spec: Mapping[str, str], total: float) -> dict[str, Any]:
+    """One principal's hour row from its observations (`_SUBMITTER_AGG` / `_GROUP_AGG`);
+    `total`: the weight of the whole hour (the "mean" figures' denominator)."""
+    out: dict[str, Any] = {}
+    for col, how in spec.items():
+        known = [(o, o.row[col]) for o in obs if o.row.get(col) is not None]
+        if not known:
+            out[col] = None
+        elif how == "last":
+            out[col] = max(enumerate(known), key=lambda x: (x[1][0].time, x[0]))[1][1]
+        elif how == "sum":
+            out[col] = sum(v for _, v in known)
+        elif how == "mean":
+            out[col] = (sum(float(v) * o.weight for o, v in known) / total if total > 0
+                        else sum(float(v) for _, v in known) / len(known))
+        else:
+            w = sum(o.level_weight for o, _ in known)
+            out[col] = (sum(float(v) * o.level_weight for o, v in known) / w if w > 0
+                        else sum(float(v) for _, v in known) / len(known))
+    out["passes"] = sum(o.passes for o in obs)
+    return out
+
+
+def _merge_counts(a: Mapping[str, Any] | None, b: Mapping[str, Any]) -> dict[str, Any]:
+    """Two of an hour's JSON aggregates (real cycles, comparisons, reasons) as one:
+    numbers added, [sum, count] pairs added, "longest"/"max_abs_drift" the larger, dicts
+    merged the same way."""
+    out = dict(a or {})
+    for k, v in b.items():
+        old = out.get(k)
+        if old is None:
+            out[k] = v
+        elif k in ("longest", "max_abs_drift"):
+            out[k] = max(old, v)
+        elif isinstance(v, dict):
+            out[k] = _merge_counts(old, v)
+        elif isinstance(v, list):
+            out[k] = [x + y for x, y in zip(old, v)]
+        else:
+            out[k] = old + v
+    return out
+
+
+def _cycles_summary(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What an hour keeps of the real cycles its passes recorded."""
+    if not rows:
+        return {}
+    durations = [float(r["duration"]) for r in rows if r.get("duration") is not None]
+    out_of_time = sum(1 for r in rows
+                      if json.loads(r.get("submitters_out_of_time") or "[]")
+                      or json.loads(r.get("schedds_out_of_time") or "[]"))
+    return {"count": len(rows),
+            "matches": sum(int(r["matches"]) for r in rows if r.get("matches") is not None),
+            "duration": [sum(durations), len(durations)],
+            "longest": max(durations, default=0.0), "out_of_time": out_of_time}
+
+
+def _comparisons_summary(comps: Sequence[Comparison]) -> dict[str, Any]:
+    """What an hour keeps of the comparisons its passes recorded: how many, the sums of
+    the match counts, each agreement figure's [sum, count], the largest drift, the
+    sources and how many compared real cycles ran out of time."""
+    if not comps:
+        return {}
+    out: dict[str, Any] = {
+        "count": len(comps),
+        "compared": sum(1 for c in comps if c.real_cycle_time is not None),
+        "newest_real_cycle": max((c.real_cycle_time for c in comps
+                                  if c.real_cycle_time is not None), default=None),
+        "sums": {k: sum(getattr(c, k) or 0 for c in comps) for k in _COMPARISON_SUMS},
+        "means": {k: [sum(getattr(c, k) for c in comps if getattr(c, k) is not None),
+                      sum(1 for c in comps if getattr(c, k) is not None)]
+                  for k in _COMPARISON_MEANS},
+        "sources": {},
+        "out_of_time": sum(1 for c in comps
+                           if ((c.time_limits or {}).get("real") or {}).get("schedds")
+                           or ((c.time_limits or {}).get("real") or {}).get("submitters"))}
+    drifts = [c.max_abs_drift for c in comps if c.max_abs_drift is not None]
+    if drifts:
+        out["max_abs_drift"] = max(drifts)
+    for c in comps:
+        out["sources"][c.source] = out["sources"].get(c.source, 0) + 1
+    if out["newest_real_cycle"] is None:
+        del out["newest_real_cycle"]
+    return out
+
+
+def _hour_comparison(key: str, summary: Mapping[str, Any]) -> Comparison | None:
+    """An hour's comparisons as one Comparison (`shadow_pass` the hour's key): the match
+    counts summed, each agreement figure the mean over the comparisons that had it,
+    source "hour"; None when its passes compared nothing."""
+    if not summary or not summary.get("count"):
+        return None
+    sums, means = summary.get("sums", {}), summary.get("means", {})
+
+    def mean(k: str) -> float | None:
+        s, n = means.get(k, (0, 0))
+        return s / n if n else None
+
+    compared = summary.get("compared", 0)
+    return Comparison(
+        shadow_pass=key, real_cycle_time=summary.get("newest_real_cycle"),
+        real_cycles_between=int(sums.get("real_cycles_between", 0)),
+        real_matches=int(sums.get("real_matches", 0)) if compared else None,
+        shadow_matches=int(sums.get("shadow_matches", 0)),
+        agreed=int(sums.get("agreed", 0)) if means.get("real_in_shadow", (0, 0))[1] else None,
+        real_in_shadow=mean("real_in_shadow"), shadow_in_real=mean("shadow_in_real"),
+        count_agreement=mean("count_agreement"), source="hour",
+        max_abs_drift=summary.get("max_abs_drift"), real_duration=mean("real_duration"),
+        notes=(f"{summary['count']} comparison(s) of the hour, {compared} with a real cycle; "
+               "each figure the mean over those that had it",),
+        agreed_equivalent=(int(sums.get("agreed_equivalent", 0))
+                           if means.get("equivalent_agreement", (0, 0))[1] else None),
+        equivalent_agreement=mean("equivalent_agreement"))
+
+
+def _reasons_of(heads: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for h in heads:
+        if h.get("status") != "complete" and h.get("reason"):
+            r = _one_line(h["reason"])[:200]
+            out[r] = out.get(r, 0) + 1
+    return out
+
+
+def _top_reasons(reasons: Mapping[str, int]) -> dict[str, int]:
+    """The _REASONS_KEPT most frequent reasons; the rest counted under "(other reasons)"."""
+    ranked = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[:_REASONS_KEPT])
+    rest = sum(n for _, n in ranked[_REASONS_KEPT:])
+    if rest:
+        out["(other reasons)"] = out.get("(other reasons)", 0) + rest
+    return out
+
+
+def _hour_header(row: Mapping[str, Any], sub_passes: Mapping[str, int] | None = None,
+                 group_passes: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """An `hours` row as a pass header (what `passes` and `window` give), standing for the
+    hour's passes: `uuid` is `hour_key`, `started_at` the hour's start, `status`
+    "complete" when one of its passes was (else "partial", else "failed"), the match
+    counts the hour's totals; `summary` says what it stands for (passes by status, the
+    seconds its complete passes stand for, their first and last start, the reasons,
+    what the real cycles and comparisons were, and in how many complete passes each
+    submitter and group was recorded)."""
+    decode = (lambda v: json.loads(v) if isinstance(v, str) else (v or {}))
+    cycles, comps = decode(row.get("real_cycles")), decode(row.get("comparisons"))
+    reasons = decode(row.get("reasons"))
+    status = ("complete" if row["complete"] else "partial" if row["partial"] else "failed")
+    hour = int(row["hour"])
+    reason = None
+    if reasons:
+        top, n = max(reasons.items(), key=lambda kv: (kv[1], kv[0]))
+        reason = (f"{row['passes'] - row['complete']} of {row['passes']} passes not "
+                  f"complete; most often ({n}): {top}")
+    return {
+        "id": None, "uuid": hour_key(row["pool"], hour), "pool": row["pool"],
+        "started_at": float(hour), "finished_at": float(hour + HOUR), "snapshot_time": None,
+        "status": status, "reason": reason, "real_cycle_time": row.get("newest_real_cycle"),
+        "real_accountant_time": None, "shadow_duration": row.get("shadow_duration"),
+        "capture_duration": row.get("capture_duration"), "shadow_timings": {},
+        "pool_weight": row.get("pool_weight"), "snapshot_dir": None, "warnings": (),
+        "n_real_cycles": int(cycles.get("count", 0)),
+        "n_shadow_matches": int(row["shadow_matches"]),
+        "n_real_matches": int(row["real_matches"]), "n_submitters": int(row["n_submitters"]),
+        "n_groups": int(row["n_groups"]), "n_comparisons": int(comps.get("count", 0)),
+        "comparable": False, "pass_timings": {}, "time_limits": {},
+        "summary": {"hour": hour, "passes": int(row["passes"]),
+                    "complete": int(row["complete"]), "partial": int(row["partial"]),
+                    "failed": int(row["failed"]), "seconds": float(row["seconds"]),
+                    # the first and the last start of the hour's complete passes
+                    "first_started": row.get("first_started"),
+                    "last_started": row.get("last_started"), "reasons": reasons,
+                    "real_cycles": cycles, "comparisons": comps,
+                    "submitter_passes": dict(sub_passes or {}),
+                    "group_passes": dict(group_passes or {})}}
+
+
+def _in_time(hours: Sequence[Any], passes: Sequence[Any], key=lambda h: h) -> list[Any]:
+    """Summarised hours and passes (each list in its own order) as one list in time: an
+    hour before the passes that started in it or after it (a summary is of older passes
+    than those kept, but a clock that went back can put a pass before one)."""
+    out: list[Any] = []
+    i = 0
+    for p in passes:                    # the passes keep their order
+        t = float(key(p)["started_at"])
+        while i < len(hours) and float(key(hours[i])["started_at"]) <= t:
+            out.append(hours[i])
+            i += 1
+        out.append(p)
+    return out + list(hours[i:])
+
+
 # ---------------------------------------------------------------- URLs
 
 def _mask(url: str) -> str:
@@ -550,6 +909,7 @@ class _SQLite:
     LedgerError naming it. `read_only`: `mode=ro`, nothing made (`_connect_read_only`)."""
 
     id_type = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    WAL_LIMIT = 64 * 2**20
 
     def __init__(self, path: str, lock_timeout: float, create: bool, read_only: bool = False):
         self.source = path
@@ -580,8 +940,15 @@ class _SQLite:
         try:
             self.conn.execute(f"PRAGMA busy_timeout = {max(0, int(lock_timeout * 1000))}")
             if not read_only:
+                if not self.conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall():
+                    # a new ledger: free pages can be given back a step at a time
+                    # (`reclaim`); only possible before its first table
+                    self.conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
                 self.conn.execute("PRAGMA synchronous = FULL")
+                # the write-ahead log is cut back to this after a checkpoint (a summarised
+                # hour's deletions would otherwise leave it at their size)
+                self.conn.execute(f"PRAGMA journal_size_limit = {self.WAL_LIMIT}").fetchall()
         except sqlite3.Error as exc:
             self.conn.close()
             raise self.ledger_error(exc) from exc
@@ -668,6 +1035,36 @@ class _SQLite:
     def foreign_tables(self) -> list[str]:
         return [r[0] for r in self.conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+
+    def _pragma(self, name: str) -> int:
+        return int(self.conn.execute(f"PRAGMA {name}").fetchone()[0])
+
+    def space(self) -> dict[str, Any]:
+        p = Path(self.source).expanduser()
+        wal = p.with_name(p.name + "-wal")
+        return {"bytes": p.stat().st_size, "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+                "page_size": self._pragma("page_size"),
+                "pages": self._pragma("page_count"), "free_pages": self._pragma("freelist_count"),
+                "auto_vacuum": ("none", "full", "incremental")[self._pragma("auto_vacuum")]}
+
+    def reclaim(self, max_pages: int) -> dict[str, Any]:
+        free = self._pragma("freelist_count")
+        if self._pragma("auto_vacuum") != 2:
+            return {"shrinks": False, "free_pages": free}
+        pages = min(free, max(0, int(max_pages)))
+        if pages:
+            # executescript: sqlite3's execute steps this pragma once (one page)
+            self.conn.executescript(f"PRAGMA incremental_vacuum({pages});")
+        self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        return {"shrinks": True, "pages_freed": free - self._pragma("freelist_count"),
+                "free_pages": self._pragma("freelist_count")}
+
+    def vacuum(self) -> dict[str, Any]:
+        before = self.space()
+        self.conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        self.conn.execute("VACUUM")
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return {"before": before["bytes"], "after": self.space()["bytes"]}
 
     def ledger_error(self, exc: BaseException, action: str | None = None) -> LedgerError:
         code = getattr(exc, "sqlite_errorcode", None)
@@ -782,6 +1179,25 @@ class _Postgres:
 
     def foreign_tables(self) -> list[str]:
         return []                               # a database is shared with others: fine
+
+    def _tables(self) -> list[str]:
+        """The ledger's tables that exist (in the search path's schema)."""
+        return [t for t in (*TABLES, "slot_classes") if self.has_table(t)]
+
+    def space(self) -> dict[str, Any]:
+        tables = {t: int(self.conn.execute("SELECT pg_total_relation_size(to_regclass(%s))",
+                                           (_q(t),)).fetchone()[0]) for t in self._tables()}
+        return {"bytes": sum(tables.values()), "tables": tables}
+
+    def reclaim(self, max_pages: int) -> dict[str, Any]:
+        # outside any transaction (autocommit): VACUUM cannot run in one
+        self.conn.execute("VACUUM " + ", ".join(_q(t) for t in self._tables()))
+        return {"shrinks": True}
+
+    def vacuum(self) -> dict[str, Any]:
+        before = self.space()["bytes"]
+        self.conn.execute("VACUUM FULL " + ", ".join(_q(t) for t in self._tables()))
+        return {"before": before, "after": self.space()["bytes"]}
 
     def ledger_error(self, exc: BaseException, action: str | None = None) -> LedgerError:
         state = getattr(exc, "sqlstate", None) or ""
@@ -1080,18 +1496,28 @@ class Ledger:
             comparison_at=float(rows[0]["started_at"]) if comparison is not None else None)
 
     def passes(self, pool: str | None = None, since: float | None = None,
-               until: float | None = None, last: int | None = None) -> list[dict]:
+               until: float | None = None, last: int | None = None,
+               summaries: bool = False) -> list[dict]:
         """Pass headers with since <= started_at < until (only the newest `last` of them),
-        in the order recorded."""
+        in the order recorded. `summaries`: with the hourly summaries of the hours that
+        start in the period (`hours`) among them, each in its place in time (the newest
+        `last` of passes and hours together)."""
         where, params = self._where(pool=pool, since=since, until=until)
         if last is not None:
             with self._guard():
                 rows = self._query(f"SELECT * FROM passes{where} ORDER BY id DESC LIMIT ?",
                                    (*params, int(last)))
-            return [_header_of(r) for r in reversed(rows)]
-        with self._guard():
-            return [_header_of(r) for r in
-                    self._query(f"SELECT * FROM passes{where} ORDER BY id", params)]
+            heads = [_header_of(r) for r in reversed(rows)]
+        else:
+            with self._guard():
+                heads = [_header_of(r) for r in
+                         self._query(f"SELECT * FROM passes{where} ORDER BY id", params)]
+        if not summaries:
+            return heads
+        merged = _in_time([h for h, _s, _g in self.hours(pool, since, until)], heads)
+        if last is None:
+            return merged
+        return merged[-int(last):] if last > 0 else []
 
     def pools(self) -> list[str]:
         """The pools that have passes recorded, sorted."""
@@ -1139,23 +1565,33 @@ class Ledger:
         rows = self._children("comparisons", uuid, Comparison)
         return rows[0] if rows else None
 
-    def comparisons(self, pool: str | None = None,
-                    since: float | None = None) -> list[tuple[dict, Comparison]]:
-        """(header of the recording pass, its comparison), in the order recorded."""
+    def comparisons(self, pool: str | None = None, since: float | None = None,
+                    summaries: bool = False) -> list[tuple[dict, Comparison]]:
+        """(header of the recording pass, its comparison), in the order recorded.
+        `summaries`: with each summarised hour's comparisons as one (`hour_comparisons`),
+        in its place in time."""
         where, params = self._where(pool=pool, since=since)
         with self._guard(), self._db.read():
             heads = self._query(f"SELECT * FROM passes{where} ORDER BY id", params)
             comps = self._query(f"SELECT * FROM comparisons WHERE pass_uuid IN "
                                 f"(SELECT uuid FROM passes{where})", params)
         by_pass = {c["pass_uuid"]: _record_of(Comparison, c) for c in comps}
-        return [(_header_of(h), by_pass[h["uuid"]]) for h in heads if h["uuid"] in by_pass]
+        out = [(_header_of(h), by_pass[h["uuid"]]) for h in heads if h["uuid"] in by_pass]
+        if not summaries:
+            return out
+        return _in_time(self.hour_comparisons(pool, since), out, key=lambda x: x[0])
 
     def window(self, since: float | None, pool: str | None = None, complete_only: bool = True,
-               until: float | None = None
+               until: float | None = None, summaries: bool = False
                ) -> list[tuple[dict, list[SubmitterObs], list[GroupObs]]]:
         """The passes that started in [since, until) (complete ones only, by default),
         oldest first, each with its submitters and groups: what recommendations and the
-        audit read."""
+        audit read. `summaries`: with the summarised hours that start in the period
+        (`hours`; with a complete pass, by default) in their place in time."""
+        if summaries:
+            return _in_time(self.hours(pool, since, until, complete_only),
+                            self.window(since, pool, complete_only, until),
+                            key=lambda x: x[0])
         where, params = self._where(pool=pool, since=since, until=until,
                                     status="complete" if complete_only else None)
         with self._guard(), self._db.read():
@@ -1218,11 +1654,15 @@ class Ledger:
                                          (uuid,)).fetchall())
 
     def newest_real_cycle(self, pool: str) -> int | None:
-        """The start time of the newest real cycle recorded for `pool`, or None."""
+        """The start time of the newest real cycle recorded for `pool` (by a pass, or in a
+        summarised hour), or None."""
         with self._guard():
             rows = self._db.execute(f"SELECT MAX({_q('time')}) FROM real_cycles WHERE pool = ?",
                                     (pool,)).fetchall()
-        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+            rows += self._db.execute("SELECT MAX(newest_real_cycle) FROM hours WHERE pool = ?",
+                                     (pool,)).fetchall()
+        times = [int(r[0]) for r in rows if r[0] is not None]
+        return max(times) if times else None
 
     def verify(self) -> list[str]:
         """One line per pass whose child rows do not match its header's counts (empty: every
@@ -1235,12 +1675,26 @@ class Ledger:
                 for uuid, n in self._db.execute(
                         f"SELECT {key}, COUNT(*) FROM {_q(table)} GROUP BY {key}").fetchall():
                     counts.setdefault(uuid, {})[count] = n
+            hours = self._query("SELECT id, pool, hour, n_submitters, n_groups FROM hours "
+                                "ORDER BY id")
+            h_counts: dict[Any, dict[str, int]] = {}
+            for table, count in (("hour_submitters", "n_submitters"),
+                                 ("hour_groups", "n_groups")):
+                for hour_id, n in self._db.execute(
+                        f"SELECT hour_id, COUNT(*) FROM {table} GROUP BY hour_id").fetchall():
+                    h_counts.setdefault(hour_id, {})[count] = n
         for h in heads:
             have = counts.get(h["uuid"], {})
             for count in _COUNTS:
                 if have.get(count, 0) != h[count]:
                     problems.append(f"pass {h['uuid']}: {count} is {h[count]} but "
                                     f"{have.get(count, 0)} rows are recorded")
+        for h in hours:
+            have = h_counts.get(h["id"], {})
+            for count in ("n_submitters", "n_groups"):
+                if have.get(count, 0) != h[count]:
+                    problems.append(f"hour {hour_key(h['pool'], h['hour'])}: {count} is "
+                                    f"{h[count]} but {have.get(count, 0)} rows are recorded")
         return problems
 
     # -- adjustments (the audit trail)
@@ -1268,15 +1722,251 @@ class Ledger:
     # -- retention and export
 
     def prune(self, older_than: float) -> int:
-        """Delete the passes that started before `older_than` with all their rows, in one
-        transaction; the number of passes deleted. Adjustments are never deleted."""
-        sub = "(SELECT uuid FROM passes WHERE started_at < ?)"
+        """Delete the passes that started before `older_than` with all their rows, and the
+        hourly summaries of hours that ended by then, in one transaction; the number of
+        passes and hours deleted. Adjustments are never deleted."""
         with self._guard("nothing was pruned"), self._db.write():
-            for table, (key, _count) in _CHILD_TABLES.items():
-                self._db.execute(f"DELETE FROM {_q(table)} WHERE {key} IN {sub}", (older_than,))
-            self._db.execute(f"DELETE FROM slot_classes WHERE pass_uuid IN {sub}", (older_than,))
-            cur = self._db.execute("DELETE FROM passes WHERE started_at < ?", (older_than,))
-            return int(cur.rowcount or 0)
+            n = self._delete_passes("started_at < ?", (older_than,))
+            return n + self._delete_hours("hour <= ?", (older_than - HOUR,))
+
+    def _delete_passes(self, where: str, params: Sequence[Any]) -> int:
+        """Delete the passes `where` selects with every row they carry (inside the caller's
+        write transaction); how many."""
+        sub = f"(SELECT uuid FROM passes WHERE {where})"
+        for table, (key, _count) in _CHILD_TABLES.items():
+            self._db.execute(f"DELETE FROM {_q(table)} WHERE {key} IN {sub}", params)
+        self._db.execute(f"DELETE FROM slot_classes WHERE pass_uuid IN {sub}", params)
+        return int(self._db.execute(f"DELETE FROM passes WHERE {where}", params).rowcount or 0)
+
+    def _delete_hours(self, where: str, params: Sequence[Any]) -> int:
+        sub = f"(SELECT id FROM hours WHERE {where})"
+        for table in ("hour_submitters", "hour_groups"):
+            self._db.execute(f"DELETE FROM {table} WHERE hour_id IN {sub}", params)
+        return int(self._db.execute(f"DELETE FROM hours WHERE {where}", params).rowcount or 0)
+
+    # -- hourly summaries
+
+    def summarise(self, before: float, *, max_hours: int | None = None) -> int:
+        """Replace the passes of each whole hour that ended by `before` with one hourly
+        summary (`hours`, `hour_submitters`, `hour_groups`), oldest hour first, pool by
+        pool, each hour in its own transaction (so a reader or another writer waits for
+        one hour at most); at most `max_hours` of them. Returns how many hours were
+        summarised. Passes that reach an hour summarised before (a clock that went back,
+        a late replay) are folded into its summary. What a summary keeps: see
+        `_SUBMITTER_AGG`, `_GROUP_AGG` and `_hour_header`; the match rows, the real
+        cycles and comparisons one by one, and the slot classes are not kept."""
+        cutoff = _hour_of(before)
+        done = 0
+        while max_hours is None or done < max_hours:
+            with self._guard(f"{done} hour(s) summarised, then stopped"), self._db.write():
+                rows = self._db.execute(
+                    "SELECT pool, MIN(started_at) FROM passes WHERE started_at < ? "
+                    "GROUP BY pool", (cutoff,)).fetchall()
+                if not rows:
+                    break
+                pool, first = min(rows, key=lambda r: (float(r[1]), str(r[0])))
+                self._summarise_hour(str(pool), _hour_of(float(first)))
+            done += 1
+        return done
+
+    def _summarise_hour(self, pool: str, hour: int) -> None:
+        """One (pool, hour): its passes into its summary (merged with the one already
+        there), then deleted. Inside the caller's write transaction."""
+        where, params = "pool = ? AND started_at >= ? AND started_at < ?", (pool, hour,
+                                                                            hour + HOUR)
+        heads = self._query(f"SELECT * FROM passes WHERE {where} ORDER BY started_at, id",
+                            params)
+        complete = sorted((h for h in heads if h["status"] == "complete"),
+                          key=lambda h: (_pass_time(h), float(h["started_at"]), h["id"]))
+        # the pool's complete passes from this hour on: the median interval, and the
+        # first pass after the hour (what the hour's last pass stands until)
+        later = sorted((float(t), float(s)) for t, s in self._db.execute(
+            "SELECT COALESCE(snapshot_time, started_at), started_at FROM passes "
+            "WHERE pool = ? AND status = 'complete' AND started_at >= ?", (pool, hour)))
+        gaps = [b[0] - a[0] for a, b in zip(later, later[1:])]
+        median = statistics.median(gaps) if gaps else 0.0
+        after = min((t for t, s in later if s >= hour + HOUR), default=None)
+        times = [_pass_time(h) for h in complete]
+        intervals = _intervals(times, after, median)
+        seconds = sum(intervals)
+        weights = intervals if seconds > 0 else [1.0] * len(complete)
+        weight_of = {h["uuid"]: (w, t) for h, w, t in zip(complete, weights, times)}
+        old = self._query("SELECT * FROM hours WHERE pool = ? AND hour = ?", (pool, hour))
+        old = old[0] if old else None
+        total = sum(weights)
+        subs: dict[str, list[_Obs]] = {}
+        grps: dict[str, list[_Obs]] = {}
+        if old is not None:
+            # the hour summarised before, as one more observation of each principal
+            o_seconds, o_complete = float(old["seconds"]), int(old["complete"])
+            o_weight = o_seconds if seconds > 0 or o_seconds > 0 else float(o_complete)
+            if seconds == 0 and o_seconds > 0:      # the new passes weigh nothing then
+                weight_of = {u: (0.0, t) for u, (_w, t) in weight_of.items()}
+                total = 0.0
+            total += o_weight
+            o_time = float(old["last_started"] or hour)
+            for table, into in (("hour_submitters", subs), ("hour_groups", grps)):
+                for r in self._query(f"SELECT * FROM {table} WHERE hour_id = ? ORDER BY id",
+                                     (old["id"],)):
+                    share = int(r["passes"]) / o_complete if o_complete else 1.0
+                    into.setdefault(r["name"], []).append(
+                        _Obs(r, o_weight, o_weight * share, o_time, int(r["passes"])))
+        sub = f"(SELECT uuid FROM passes WHERE {where} AND status = 'complete')"
+        for table, into in (("submitters", subs), ('"groups"', grps)):
+            for r in self._query(f"SELECT * FROM {table} WHERE pass_uuid IN {sub} ORDER BY id",
+                                 params):
+                w, t = weight_of[r["pass_uuid"]]
+                into.setdefault(r["name"], []).append(_Obs(r, w, w, t, 1))
+        sub_rows = [{"name": n, **_aggregate(obs, _SUBMITTER_AGG, total)}
+                    for n, obs in subs.items()]
+        grp_rows = [{"name": n, **_aggregate(obs, _GROUP_AGG, total)} for n, obs in grps.items()]
+        for r in sub_rows:
+            if r["is_group"] is not None:
+                r["is_group"] = int(bool(r["is_group"]))
+        uuids = [h["uuid"] for h in heads]
+        cycles = self._query(f"SELECT * FROM real_cycles WHERE first_pass IN "
+                             f"(SELECT uuid FROM passes WHERE {where})", params)
+        comps = [_record_of(Comparison, r) for r in self._query(
+            f"SELECT * FROM comparisons WHERE pass_uuid IN (SELECT uuid FROM passes "
+            f"WHERE {where}) ORDER BY id", params)]
+        started = [float(h["started_at"]) for h in complete]
+        pool_weights = [(float(h["pool_weight"]), weight_of[h["uuid"]][0]) for h in complete
+                        if h.get("pool_weight") is not None]
+        row: dict[str, Any] = {
+            "pool": pool, "hour": hour, "passes": len(heads), "complete": len(complete),
+            "partial": sum(1 for h in heads if h["status"] == "partial"),
+            "failed": sum(1 for h in heads if h["status"] == "failed"),
+            "seconds": seconds, "first_started": min(started, default=None),
+            "last_started": max(started, default=None),
+            "shadow_matches": sum(int(h["n_shadow_matches"] or 0) for h in heads),
+            "real_matches": sum(int(h["n_real_matches"] or 0) for h in heads),
+            "newest_real_cycle": max([int(h["real_cycle_time"]) for h in heads
+                                      if h.get("real_cycle_time") is not None]
+                                     + [int(c["time"]) for c in cycles], default=None),
+            "reasons": _reasons_of(heads), "real_cycles": _cycles_summary(cycles),
+            "comparisons": _comparisons_summary(comps)}
+        means = {}
+        for col in ("shadow_duration", "capture_duration"):
+            vals = [float(h[col]) for h in heads if h.get(col) is not None]
+            means[col] = [sum(vals), len(vals)]
+        if old is not None:
+            n_old = int(old["passes"])
+            for k in ("passes", "complete", "partial", "failed", "shadow_matches",
+                      "real_matches"):
+                row[k] += int(old[k])
+            row["seconds"] += float(old["seconds"])
+            for k, pick in (("first_started", min), ("last_started", max),
+                            ("newest_real_cycle", max)):
+                vals = [v for v in (row[k], old[k]) if v is not None]
+                row[k] = pick(vals) if vals else None
+            for k in ("reasons", "real_cycles", "comparisons"):
+                row[k] = _merge_counts(json.loads(old[k] or "{}"), row[k])
+            for col in ("shadow_duration", "capture_duration"):
+                if old[col] is not None:
+                    means[col] = [means[col][0] + float(old[col]) * n_old, means[col][1] + n_old]
+            if old["pool_weight"] is not None:
+                pool_weights.append((float(old["pool_weight"]), o_weight))
+        for col, (s, n) in means.items():
+            row[col] = s / n if n else None
+        pw = sum(w for _, w in pool_weights)
+        row["pool_weight"] = (sum(v * w for v, w in pool_weights) / pw if pw > 0 else
+                              sum(v for v, _ in pool_weights) / len(pool_weights)
+                              if pool_weights else None)
+        row["reasons"] = _top_reasons(row["reasons"])
+        for k in ("reasons", "real_cycles", "comparisons"):
+            row[k] = _dumps(row[k]) if row[k] else None
+        row.update(n_submitters=len(sub_rows), n_groups=len(grp_rows))
+        if old is not None:
+            self._delete_hours("id = ?", (old["id"],))
+        self._insert_rows("hours", [row])
+        hour_id = self._db.execute("SELECT id FROM hours WHERE pool = ? AND hour = ?",
+                                   (pool, hour)).fetchall()[0][0]
+        for table, rows_ in (("hour_submitters", sub_rows), ("hour_groups", grp_rows)):
+            if rows_:
+                cols = list(rows_[0])
+                self._insert_rows(table, [(hour_id, *(r[c] for c in cols)) for r in rows_],
+                                  ["hour_id", *cols])
+        if uuids:
+            self._delete_passes(where, params)
+
+    def hours(self, pool: str | None = None, since: float | None = None,
+              until: float | None = None, complete_only: bool = False
+              ) -> list[tuple[dict, list[SubmitterObs], list[GroupObs]]]:
+        """The hourly summaries of the hours that start in [since, until) (only those with
+        a complete pass: `complete_only`), oldest first, each as a pass header
+        (`_hour_header`) with its submitters and groups: their figures aggregated over
+        the hour's complete passes (`_SUBMITTER_AGG`, `_GROUP_AGG`)."""
+        conds, params = [], []
+        for cond, value in (("pool = ?", pool), ("hour >= ?", since), ("hour < ?", until)):
+            if value is not None:
+                conds.append(cond)
+                params.append(value)
+        if complete_only:
+            conds.append("complete > 0")
+        where = " WHERE " + " AND ".join(conds) if conds else ""
+        with self._guard(), self._db.read():
+            heads = self._query(f"SELECT * FROM hours{where} ORDER BY hour, id", params)
+            subs = self._query(f"SELECT * FROM hour_submitters WHERE hour_id IN "
+                               f"(SELECT id FROM hours{where}) ORDER BY id", params)
+            grps = self._query(f"SELECT * FROM hour_groups WHERE hour_id IN "
+                               f"(SELECT id FROM hours{where}) ORDER BY id", params)
+        s_by: dict[Any, list[dict]] = {}
+        g_by: dict[Any, list[dict]] = {}
+        for rows, by in ((subs, s_by), (grps, g_by)):
+            for r in rows:
+                by.setdefault(r["hour_id"], []).append(r)
+        out = []
+        for h in heads:
+            s_rows, g_rows = s_by.get(h["id"], []), g_by.get(h["id"], [])
+            header = _hour_header(h, {r["name"]: int(r["passes"]) for r in s_rows},
+                                  {r["name"]: int(r["passes"]) for r in g_rows})
+            out.append((header, [_record_of(SubmitterObs, r) for r in s_rows],
+                        [_record_of(GroupObs, r) for r in g_rows]))
+        return out
+
+    def hour_comparisons(self, pool: str | None = None, since: float | None = None,
+                         until: float | None = None) -> list[tuple[dict, Comparison]]:
+        """Each summarised hour's comparisons as one (header, Comparison): see
+        `_hour_comparison`."""
+        out = []
+        for header, _s, _g in self.hours(pool, since, until):
+            comp = _hour_comparison(header["uuid"], header["summary"]["comparisons"])
+            if comp is not None:
+                out.append((header, comp))
+        return out
+
+    # -- space
+
+    # pages an incremental vacuum gives back at most per call (4 KiB pages: 128 MiB)
+    RECLAIM_PAGES = 32768
+
+    def reclaim(self, max_pages: int | None = None) -> dict[str, Any]:
+        """Give the space that deleted rows left back to the file system, a bounded step at a
+        time: SQLite (created with auto_vacuum = INCREMENTAL) frees at most `max_pages`
+        free pages (`RECLAIM_PAGES`) off the end of the file, then checkpoints the
+        write-ahead log; PostgreSQL runs a plain VACUUM of the ledger's tables (it takes
+        no lock that stops reads or writes: the space is reused by the tables, and empty
+        pages at their end are returned). A SQLite ledger made before schema step 9
+        (auto_vacuum NONE) reuses its free pages but cannot shrink without `vacuum`:
+        {"shrinks": False}. What was done, as a dict."""
+        with self._guard("space not reclaimed"):
+            return self._db.reclaim(self.RECLAIM_PAGES if max_pages is None else max_pages)
+
+    def vacuum(self) -> dict[str, Any]:
+        """Rewrite the ledger compactly (SQLite: VACUUM, turning on incremental auto-vacuum
+        for a ledger made before it; PostgreSQL: VACUUM FULL of the ledger's tables).
+        It holds the ledger for as long as the copy takes (writers wait or time out) and
+        needs room for a copy: `negotiator-ext ledger vacuum`, once, by an admin."""
+        self.check_writable("not vacuumed")
+        with self._guard("not vacuumed"):
+            return self._db.vacuum()
+
+    def space(self) -> dict[str, Any]:
+        """How much room the ledger takes: SQLite {"bytes" (the file), "wal_bytes" (its
+        write-ahead log), "page_size", "pages", "free_pages", "auto_vacuum"}; PostgreSQL
+        {"bytes", "tables": {table: bytes, indexes and TOAST included}}."""
+        with self._guard():
+            return self._db.space()
 
     def export(self, out_dir: str | os.PathLike, fmt: str,
                tables: Sequence[str] | None = None) -> list[Path]:

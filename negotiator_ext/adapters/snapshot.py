@@ -51,6 +51,7 @@ from ..core.negotiation import id_number
 from ..limits import epoch_problem
 from .beside import Beside
 from .job_delta import name_counts
+from .collector_order import ORDERS, rebuild
 from .adfiles import (ad_start_line, load_json, read_ads, read_ads_and_texts,
                       read_text_ads, text_ads_of_lines)
 
@@ -88,6 +89,9 @@ class Snapshot:
     slots_shared: bool = False
     # each slot's memo, kept with its ad from pass to pass (live.CapturedAds.slot_memos)
     slot_memos: tuple | None = None
+    # each slot ad's place in its file (from 1), when the ads were put in another order
+    # (collector_order.rebuild: condor_status's order rebuilt into the collector's)
+    slot_positions: tuple[int, ...] | None = None
 
     @property
     def partial(self) -> bool:
@@ -235,6 +239,9 @@ def _check_meta(meta: dict, source: str) -> None:
         why = epoch_problem(v)
         if why:
             bad("captured_at", why)
+    order = meta.get("ad_order")
+    if order is not None and order not in ORDERS:
+        bad("ad_order", "expected one of " + ", ".join(f'"{o}"' for o in ORDERS))
     if meta.get("partial") is not None and not isinstance(meta["partial"], bool):
         bad("partial", "expected true or false")
     for key in ("missing_schedds", "warnings"):
@@ -478,7 +485,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     knobs_file = directory / SCHEDD_KNOBS
     knobs = present(knobs_file)
     negotiator_configs = read_negotiator_configs(directory / NEGOTIATORS)
-    return Snapshot(
+    snap = Snapshot(
         directory=directory,
         slots_source=str(slots_file),
         slots=slots,
@@ -500,6 +507,10 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         slot_memos=(tuple(captured.slot_memos) if captured is not None
                     and captured.slot_memos is not None else None),
     )
+    # files printed by condor_status have lost the collector's order, which breaks the
+    # negotiator's ties: rebuilt from the ads' keys (adapters/collector_order.py); a
+    # capture's ads held in memory are in the collector's order
+    return snap if captured is not None else rebuild(snap)
 
 
 NEGOTIATORS = "negotiators"

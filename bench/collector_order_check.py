@@ -1,0 +1,108 @@
+"""Does a snapshot made with condor_status give the same decisions as our capture?
+
+  python bench/collector_order_check.py SNAPSHOT [SNAPSHOT...]
+
+For each snapshot taken by `negotiator-ext snapshot` (its ads in the collector's answer
+order), make the copy condor_status would have printed (slots.ads and submitters.ads
+sorted by Machine, then Name; meta.json without "tool" and "ad_order"), read it back (the
+order rebuilt, adapters/collector_order.py), and compare: the slot and submitter order,
+and one cycle's matches per submitter, per submitter and slot class (the slot's name
+without its slot number and host digits) and per slot.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from negotiator_ext.adapters.adfiles import read_ads, write_ads
+from negotiator_ext.adapters.snapshot import load_snapshot
+from negotiator_ext.cycle import run_cycle
+from negotiator_ext.pool import load_pool
+
+
+def condor_status_copy(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst)
+    for stem in ("slots", "submitters"):
+        p = dst / f"{stem}.ads"
+        if p.exists():
+            ads = read_ads(p)
+            ads.sort(key=lambda a: (str(a.get("Machine", "")), str(a.get("Name", ""))))
+            write_ads(p, ads)
+    m = dst / "meta.json"
+    if m.exists():
+        meta = json.loads(m.read_text())
+        meta.pop("tool", None)
+        meta.pop("ad_order", None)
+        m.write_text(json.dumps(meta))
+
+
+_CLASS = re.compile(r"\d+")
+
+
+def slot_class(name: str) -> str:
+    return _CLASS.sub("#", name)
+
+
+def compare(src: Path) -> dict:
+    with tempfile.TemporaryDirectory() as t:
+        copy = Path(t) / "copy"
+        condor_status_copy(src, copy)
+        a, b = load_snapshot(src), load_snapshot(copy)
+        out = {"snapshot": str(src), "slots": len(a.slots),
+               "submitters": len(a.submitters or ()),
+               "rebuilt": b.meta.get("ad_order_rebuilt")}
+        out["slot_positions_equal"] = sum(
+            x.get("Name") == y.get("Name") for x, y in zip(a.slots, b.slots))
+        out["submitter_positions_equal"] = sum(
+            (x.get("Name"), x.get("ScheddName")) == (y.get("Name"), y.get("ScheddName"))
+            for x, y in zip(a.submitters or (), b.submitters or ()))
+        t0 = time.monotonic()
+        ra = run_cycle(load_pool(src))
+        rb = run_cycle(load_pool(copy))
+        out["cycle_seconds"] = round(time.monotonic() - t0, 1)
+        per_sub = [Counter(m.submitter for m in r.matches) for r in (ra, rb)]
+        per_class = [Counter((m.submitter, slot_class(m.slot)) for m in r.matches)
+                     for r in (ra, rb)]
+        per_slot = [{m.slot: m.submitter for m in r.matches} for r in (ra, rb)]
+        subs = set(per_sub[0]) | set(per_sub[1])
+        out["matches"] = [len(ra.matches), len(rb.matches)]
+        out["submitters_differing"] = sorted(s for s in subs if per_sub[0][s] != per_sub[1][s])
+        keys = set(per_class[0]) | set(per_class[1])
+        out["submitter_class_pairs_differing"] = sum(
+            per_class[0][k] != per_class[1][k] for k in keys)
+        slots = set(per_slot[0]) | set(per_slot[1])
+        out["slots_differing"] = sum(per_slot[0].get(s) != per_slot[1].get(s) for s in slots)
+        return out
+
+
+if __name__ == "__main__":
+    for arg in sys.argv[1:]:
+        print(json.dumps(compare(Path(arg))))
+
+
+def undetermined_share(keys: list[str], trials: int = 20, seed: int = 0) -> float:
+    """The share of `keys` whose place in the collector's walk changes with the order
+    the ads were inserted in (random orders into a table that never held more)."""
+    import random
+    from negotiator_ext.core.collector_order import walk_order
+    rng = random.Random(seed)
+    first = None
+    moved = [False] * len(keys)
+    for _ in range(trials):
+        order = list(range(len(keys)))
+        rng.shuffle(order)
+        walk = walk_order(keys, order)
+        if first is None:
+            first = walk
+        else:
+            for p, (a, b) in enumerate(zip(first, walk)):
+                if a != b:
+                    moved[a] = moved[b] = True
+    return sum(moved) / max(len(keys), 1)

@@ -1,0 +1,151 @@
+"""A snapshot's slot and submitter ads put back in the order the collector answers in.
+
+The negotiator reads the slot ads and the submitter ads in the order the collector walks
+its hash tables (core/collector_order.py), and that order breaks its ties. Our own capture
+(`negotiator-ext snapshot`, through the bindings) keeps it; `condor_status -long` sorts
+what it prints (by Machine, then Name), so a snapshot made of its output has lost it.
+`load_snapshot` calls `rebuild` for such a snapshot; meta.json's "ad_order" says which
+order a snapshot's files hold:
+
+  "collector"   the collector's answer order (our capture writes this)
+  "files"       keep the files' order as it is (a hand-made snapshot whose order is meant)
+  missing       our own capture (meta.json's "tool" is ours): "collector"; otherwise the
+                files' order is rebuilt when it is the order condor_status prints in
+                (sorted by Machine, then Name), and kept when it is not (then someone
+                chose it: a hand-made file, or a capture that kept the collector's order)
+
+A rebuilt snapshot's meta (in memory; the files are never written) says
+"ad_order": "rebuilt", with "ad_order_rebuilt": which tables, and how many of their ads
+share a bucket with another ad (`core.collector_order.shared_buckets`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Sequence
+
+from ..core import collector_order as table
+from ..core.adtext import TextAds
+
+COLLECTOR = "collector"
+REBUILT = "rebuilt"
+FILES = "files"
+ORDERS = (COLLECTOR, REBUILT, FILES)
+OUR_TOOL = "negotiator-ext snapshot"
+
+
+def slot_key(ad) -> str:
+    """The hashed part of a slot ad's key in the collector: its Name, else its Machine
+    followed by ":" and its SlotID (makeStartdAdHashKey in src/condor_utils/hashkey.cpp)."""
+    name = ad.get("Name")
+    if isinstance(name, str):
+        return name
+    machine = ad.get("Machine")
+    key = machine if isinstance(machine, str) else ""
+    slot = ad.get("SlotID")
+    if isinstance(slot, int) and not isinstance(slot, bool):
+        key += f":{slot}"
+    return key
+
+
+def submitter_key(ad) -> str:
+    """The hashed part of a submitter ad's key: its Name (else Machine) followed by its
+    ScheddName, so one user at two schedds is two ads (makeScheddAdHashKey)."""
+    name = ad.get("Name")
+    if not isinstance(name, str):
+        name = ad.get("Machine")
+        name = name if isinstance(name, str) else ""
+    schedd = ad.get("ScheddName")
+    return name + (schedd if isinstance(schedd, str) else "")
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def _natural(s: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in _DIGITS.split(s))
+
+
+def _number(ad, attr: str) -> float:
+    v = ad.get(attr)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0.0
+
+
+def insertion_guess(ads: Sequence, keys: Sequence[str], slots: bool) -> list[int]:
+    """The order the ads are taken to have reached the collector in (unknowable in
+    general, see docs/snapshots.md): slots by their startd's DaemonStartTime, then
+    their names in natural order (node2 before node10); submitters schedd by schedd
+    (by ScheddName), each schedd's by Name: the order a schedd sends them in (its
+    submitters are a std::map by name, `Scheduler::Submitters`; every recording of
+    tests/data/ties agrees)."""
+    if slots:
+        return sorted(range(len(ads)), key=lambda i: (_number(ads[i], "DaemonStartTime"),
+                                                      _natural(keys[i]), i))
+    return sorted(range(len(ads)), key=lambda i: (_string(ads[i], "ScheddName"),
+                                                  _string(ads[i], "Name"), i))
+
+
+def collector_walk(ads: Sequence, slots: bool) -> list[int]:
+    """The indices of `ads` (one table: slot ads, or submitter ads) in the collector's
+    walk order, as rebuilt from their keys."""
+    keys = [(slot_key if slots else submitter_key)(ad) for ad in ads]
+    return table.walk_order(keys, insertion_guess(ads, keys, slots))
+
+
+def _string(ad, attr: str) -> str:
+    v = ad.get(attr)
+    return v if isinstance(v, str) else ""
+
+
+def sorted_like_condor_status(ads: Sequence) -> bool:
+    """Whether `ads` are in the order condor_status prints them in by default: by
+    Machine, then Name (condor_status.V6/status.cpp sets that default sort), compared
+    as they are or ignoring case."""
+    keys = [(_string(ad, "Machine"), _string(ad, "Name")) for ad in ads]
+    if keys == sorted(keys):
+        return True
+    folded = [(m.casefold(), n.casefold()) for m, n in keys]
+    return folded == sorted(folded)
+
+
+def order_of(meta, slots: Sequence, submitters: Sequence | None) -> str:
+    """The order a snapshot's files hold ("collector", "rebuilt", "files"), or "sorted"
+    when they hold condor_status's and should be rebuilt."""
+    said = meta.get("ad_order")
+    if said in ORDERS:
+        return said
+    if meta.get("tool") == OUR_TOOL:
+        return COLLECTOR
+    if sorted_like_condor_status(slots) and (
+            submitters is None or sorted_like_condor_status(submitters)):
+        return "sorted"
+    return FILES
+
+
+def rebuild(snap):
+    """`snap` (a Snapshot) with its slot ads (and their texts) and submitter ads in the
+    collector's walk order, when its files hold condor_status's order; else `snap`."""
+    if order_of(snap.meta, snap.slots, snap.submitters) != "sorted":
+        return snap
+    done = {}
+    slot_order = collector_walk(snap.slots, slots=True)
+    slots = tuple(snap.slots[i] for i in slot_order)
+    texts = snap.slot_texts
+    if texts is not None and len(texts) == len(snap.slots):
+        new = TextAds(texts.store)
+        new.rows = [texts.rows[i] for i in slot_order]
+        texts = new
+    done["slots"] = {"ads": len(slots), "sharing_a_bucket": sum(
+        table.shared_buckets([slot_key(ad) for ad in slots]))}
+    submitters = snap.submitters
+    if submitters is not None:
+        sub_order = collector_walk(submitters, slots=False)
+        submitters = tuple(submitters[i] for i in sub_order)
+        done["submitters"] = {"ads": len(submitters), "sharing_a_bucket": sum(
+            table.shared_buckets([submitter_key(ad) for ad in submitters]))}
+    meta = dict(snap.meta)
+    meta["ad_order"] = REBUILT
+    meta["ad_order_rebuilt"] = done
+    return dataclasses.replace(snap, slots=slots, slot_texts=texts, submitters=submitters,
+                               meta=meta, slot_positions=tuple(i + 1 for i in slot_order))
