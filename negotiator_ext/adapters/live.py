@@ -388,6 +388,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             "pool": pool or "<local>",
             "tool": TOOL,
             "htcondor_version": version,
+            # the slot and submitter ads are written in the order the collector answered
+            # (its hash tables' walk), which breaks the negotiator's ties
+            "ad_order": "collector",
             "partial": bool(errors) or bool(missing),
             "missing_schedds": list(missing),
             "errors": dict(errors),
