@@ -459,7 +459,7 @@ def cmd_recommend(args) -> int:
     with open_ledger(_ledger_url(args, knobs), create=False,
                      read_only=not args.apply) as ledger:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
-        passes = ledger.window(now - window * 3600, pool=pool)
+        passes = ledger.window(now - window * 3600, pool=pool, summaries=True)
         passes = [p for p in passes if float(p[0]["started_at"]) <= now]
         target = None if pool in (None, "<local>") else pool
         # a pool of several negotiators: only the adjustments made to this one's
@@ -564,20 +564,27 @@ def _negotiator(pool: str | None):
 def cmd_ledger(args) -> int:
     from .adapters.ledger import open_ledger
     if args.ledger_command is None:
-        raise InputError("ledger", "name an action: export or show")
+        raise InputError("ledger", "name an action: export, show or vacuum")
     knobs = _knobs(args)
+    if args.ledger_command == "vacuum":
+        with open_ledger(_ledger_url(args, knobs), create=False) as ledger:
+            got = ledger.vacuum()
+            print(f"{ledger.source}: {got['before'] / 2**20:.1f} MiB before, "
+                  f"{got['after'] / 2**20:.1f} MiB after")
+        return 0
     with open_ledger(_ledger_url(args, knobs), read_only=True) as ledger:
         if args.ledger_command == "export":
             for path in ledger.export(Path(args.output), args.format, args.table):
                 print(path)
             return 0
         from .views.ledger import render_passes
-        rows = ledger.passes(last=args.last) if args.last > 0 else []
+        # the summarised hours among the passes, one row each
+        rows = ledger.passes(last=args.last, summaries=True) if args.last > 0 else []
         # each pass's own cycle against the real cycle that followed it (recorded by a
-        # later pass)
+        # later pass); an hour's: the means of the comparisons its passes recorded
         shown = {r["uuid"] for r in rows}
         since = float(rows[0]["started_at"]) if rows else None
-        comps = {c.shadow_pass: c for _, c in ledger.comparisons(since=since)
+        comps = {c.shadow_pass: c for _, c in ledger.comparisons(since=since, summaries=True)
                  if c.shadow_pass in shown}
         if args.json:
             from .core.records import as_plain

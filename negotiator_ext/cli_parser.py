@@ -301,8 +301,17 @@ def build_parser() -> argparse.ArgumentParser:
                          description="List the ledger's recent passes: status, our and the real "
                                      "matches, agreement, priority drift, durations.")
     _add_ledger_args(ls)
-    ls.add_argument("--last", type=int, default=20, metavar="N", help="how many passes (default 20)")
+    ls.add_argument("--last", type=int, default=20, metavar="N",
+                    help="how many passes (default 20; a summarised hour is one)")
     ls.add_argument("--json", action="store_true", help="one JSON document for machines")
+    lv = lsub.add_parser("vacuum", allow_abbrev=False, help="rewrite the ledger compactly",
+                         description="Rewrite the ledger so that the space old passes left "
+                                     "goes back to the file system: SQLite VACUUM (a ledger "
+                                     "made before negotiator-ext summarised passes then "
+                                     "shrinks a step a pass by itself), PostgreSQL VACUUM "
+                                     "FULL. It holds the ledger while it copies it, and "
+                                     "needs room for the copy.")
+    _add_ledger_args(lv)
 
     add_install_files_parser(sub)
     return parser

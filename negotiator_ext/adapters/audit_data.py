@@ -20,18 +20,30 @@ def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None 
                 until: float | None = None) -> AuditFrames:
     """The passes of `pool` (all pools: None) that started in [since, until), as
     `core.audit.AuditFrames`. Children (submitters, groups, matches) are read for the
-    complete passes only: the others are not analysed."""
-    heads = ledger.passes(pool=pool, since=since, until=until)
+    complete passes only: the others are not analysed. The hours summarised in the period
+    (passes older than NEGOTIATOR_EXT_DETAIL_DAYS, `Ledger.summarise`) come as one pass
+    each, standing for their passes (`core.audit.pass_row`), with their submitters and
+    groups (`recorded_passes`: in how many of the hour's complete passes each was
+    recorded) and their comparisons as one; they have no matches."""
+    heads = ledger.passes(pool=pool, since=since, until=until, summaries=True)
     subs: list[dict[str, Any]] = []
     grps: list[dict[str, Any]] = []
-    for head, s, g in ledger.window(since, pool=pool, until=until):
-        subs += record_rows(head["uuid"], s)
-        grps += record_rows(head["uuid"], g)
+    for head, s, g in ledger.window(since, pool=pool, until=until, summaries=True):
+        summ = head.get("summary")
+        if summ:
+            subs += [{**r, "recorded_passes": summ["submitter_passes"].get(r["name"])}
+                     for r in record_rows(head["uuid"], s)]
+            grps += [{**r, "recorded_passes": summ["group_passes"].get(r["name"])}
+                     for r in record_rows(head["uuid"], g)]
+        else:
+            subs += record_rows(head["uuid"], s)
+            grps += record_rows(head["uuid"], g)
     matches: list[dict[str, Any]] = []
     for uuid, (ours, real) in ledger.matches_in(since, until, pool=pool).items():
         matches += record_rows(uuid, ours, source="shadow")
         matches += record_rows(uuid, real, source="real")
-    comps = [comparison_row(h, c) for h, c in ledger.comparisons(pool=pool, since=since)
+    comps = [comparison_row(h, c) for h, c in ledger.comparisons(pool=pool, since=since,
+                                                                 summaries=True)
              if until is None or float(h["started_at"]) < until]
     adjustments = [a for a in ledger.adjustments(since=None if since is None else int(since))
                    if (since is None or a.applied_at >= since)

@@ -86,11 +86,17 @@ _EPS = 1e-9                 # slack for comparisons in floating point
 # ---------------------------------------------------------------- the input frames
 
 PASS_COLUMNS = ("uuid", "pool", "time", "started_at", "finished_at", "snapshot_time",
-                "status", "reason", "pool_weight")
-SUBMITTER_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(SubmitterObs))
-GROUP_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(GroupObs))
+                "status", "reason", "pool_weight", "passes", "complete_passes",
+                "partial_passes", "failed_passes", "seconds")
+# `recorded_passes`: in how many passes the principal was recorded (a summarised hour's
+# row: in how many of its complete passes; NaN: one)
+SUBMITTER_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(SubmitterObs)) + (
+    "recorded_passes",)
+GROUP_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(GroupObs)) + (
+    "recorded_passes",)
 MATCH_COLUMNS = ("pass_uuid", "source") + tuple(f.name for f in dataclasses.fields(MatchEntry))
-COMPARISON_COLUMNS = ("pass_uuid", "time") + tuple(f.name for f in dataclasses.fields(Comparison))
+COMPARISON_COLUMNS = ("pass_uuid", "time", "comparisons") + tuple(
+    f.name for f in dataclasses.fields(Comparison))
 ADJUSTMENT_COLUMNS = tuple(f.name for f in dataclasses.fields(Adjustment))
 
 
@@ -119,13 +125,25 @@ def _frame(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.Data
 
 
 def pass_row(header: Mapping[str, Any]) -> dict[str, Any]:
-    """A `passes` row from a pass header (the ledger's dict, or a PassRecord's fields)."""
+    """A `passes` row from a pass header (the ledger's dict, or a PassRecord's fields).
+    A summarised hour (the ledger's header with a `summary`) stands for its passes:
+    `passes` and `complete_passes` / `partial_passes` / `failed_passes` count them,
+    `seconds` is the time its complete passes stand for (NaN for a pass, whose time
+    `pass_table` works out from the next pass)."""
     snap = header.get("snapshot_time")
+    status = header.get("status")
+    summ = header.get("summary") or None
+    counts = ({k: int(summ.get(k, 0)) for k in ("passes", "complete", "partial", "failed")}
+              if summ else {"passes": 1, **{k: int(status == k)
+                                           for k in ("complete", "partial", "failed")}})
     return {"uuid": header["uuid"], "pool": header.get("pool"),
             "time": float(snap if snap is not None else header["started_at"]),
             "started_at": float(header["started_at"]), "finished_at": header.get("finished_at"),
-            "snapshot_time": snap, "status": header.get("status"),
-            "reason": header.get("reason"), "pool_weight": header.get("pool_weight")}
+            "snapshot_time": snap, "status": status,
+            "reason": header.get("reason"), "pool_weight": header.get("pool_weight"),
+            "passes": counts["passes"], "complete_passes": counts["complete"],
+            "partial_passes": counts["partial"], "failed_passes": counts["failed"],
+            "seconds": float(summ["seconds"]) if summ else np.nan}
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -144,8 +162,12 @@ def record_rows(uuid: str, items: Iterable[Any], **extra: Any) -> list[dict[str,
 
 
 def comparison_row(header: Mapping[str, Any], comp: Comparison) -> dict[str, Any]:
+    """A `comparisons` row; `comparisons`: how many it stands for (a summarised hour's:
+    its passes' comparisons, `comp` their means)."""
     row = pass_row(header)
+    summ = (header.get("summary") or {}).get("comparisons") or {}
     return {"pass_uuid": row["uuid"], "time": row["time"],
+            "comparisons": int(summ.get("count", 1)) if header.get("summary") else 1,
             **{f.name: getattr(comp, f.name) for f in dataclasses.fields(Comparison)}}
 
 
@@ -195,14 +217,25 @@ def pass_table(passes: pd.DataFrame) -> pd.DataFrame:
     `interval`: seconds until the next analysed pass (the last one: the median interval,
     0 when there is only one), how long its state is taken to last; at most three median
     intervals, so that an outage (no pass for hours) is not counted as time spent in the
-    state of the pass before it."""
+    state of the pass before it. A summarised hour's interval is the time its complete
+    passes stood for (`seconds`, worked out the same way when they were summarised), and
+    its `weight` their number (1 for a pass): what the flags and counts over passes add
+    up."""
     p = passes[passes["status"] == "complete"].copy()
     p["time"] = _num(p["time"])
     p["pool_weight"] = _num(p["pool_weight"])
     p = p.sort_values(["time", "started_at"], kind="stable").reset_index(drop=True)
+    seconds = _num(p["seconds"]) if "seconds" in p else pd.Series(np.nan, index=p.index)
+    single = seconds.isna()
     gaps = p["time"].diff().shift(-1)
-    median = float(gaps.dropna().median()) if gaps.notna().any() else 0.0
-    p["interval"] = gaps.fillna(median).clip(lower=0.0, upper=3 * median)
+    # the median gap between two passes (a summarised hour's gaps are an hour's)
+    both = gaps[single & single.shift(-1, fill_value=False)].dropna()
+    median = (float(both.median()) if len(both) else
+              float(gaps.dropna().median()) if gaps.notna().any() else 0.0)
+    p["interval"] = np.where(single, gaps.fillna(median).clip(lower=0.0, upper=3 * median),
+                             seconds)
+    p["weight"] = (_num(p["complete_passes"]).fillna(1.0) if "complete_passes" in p
+                   else 1.0)
     p["index"] = np.arange(len(p))
     return p
 
@@ -240,7 +273,7 @@ _SHARE_COLUMNS = ["pass_uuid", "index", "time", "interval", "pool_weight", "name
                   "eup", "eup_source", "factor", "idle_jobs", "running_jobs", "idle_counted",
                   "demand", "demand_basis", "active", "entitlement", "allocation", "deserved",
                   "demand_capped", "delivered", "gap", "rel_gap", "starved", "over_share",
-                  "shortfall", "excess"]
+                  "shortfall", "excess", "passes"]
 
 
 def _capped(ent: np.ndarray, w: np.ndarray, caps: np.ndarray, codes: np.ndarray) -> np.ndarray:
@@ -301,7 +334,8 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     shadow_ok = s["shadow_eup"] > 0
     s["eup"] = np.where(real_ok, s["real_eup"], np.where(shadow_ok, s["shadow_eup"], np.nan))
     s["eup_source"] = np.where(real_ok, "real", np.where(shadow_ok, "shadow", "none"))
-    pt = passes[["uuid", "index", "time", "interval", "pool_weight"]].rename(
+    pt = passes.assign(passes=_num(passes["weight"]) if "weight" in passes else 1.0)[
+        ["uuid", "index", "time", "interval", "pool_weight", "passes"]].rename(
         columns={"uuid": "pass_uuid"})
     s = s.merge(pt, on="pass_uuid", how="inner")
     s = s.merge(entitled[["pass_uuid", "group", "entitlement"]], on=["pass_uuid", "group"],
@@ -343,7 +377,7 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
 _GROUP_COLUMNS = ["pass_uuid", "index", "time", "interval", "group", "hgq", "quota",
                   "real_quota", "usage", "requested", "over_quota", "starved", "surplus",
                   "shortfall", "submitters_active", "deserved", "demand_capped", "delivered",
-                  "gap"]
+                  "gap", "passes"]
 
 
 def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFrame, *,
@@ -356,7 +390,8 @@ def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFram
     without accounting groups has only the root, whose figures are its submitters'
     (quota: the pool; requested: their demand)."""
     g = entitled.rename(columns={"entitlement": "quota"}).copy()
-    pt = passes[["uuid", "index", "time", "interval"]].rename(columns={"uuid": "pass_uuid"})
+    pt = passes.assign(passes=_num(passes["weight"]) if "weight" in passes else 1.0)[
+        ["uuid", "index", "time", "interval", "passes"]].rename(columns={"uuid": "pass_uuid"})
     g = g.merge(pt, on="pass_uuid", how="inner")
     cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
     if share.empty:
@@ -389,19 +424,27 @@ def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFram
 
 # ---------------------------------------------------------------- how long, with whom
 
+def _weights(df: pd.DataFrame) -> pd.Series | float:
+    """How many passes each row stands for: its `passes` (a summarised hour's complete
+    passes, `pass_table`'s weight), 1 where not given."""
+    return _num(df["passes"]).fillna(1.0) if "passes" in df else 1.0
+
+
 def _longest_runs(f: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Per value of `keys` in `f` (one row per keys and pass `index`, with `interval`):
-    the longest run of consecutive pass indexes, as `longest_passes` and
-    `longest_duration` (the longer in passes; of equal ones, the longer in time)."""
-    f = f.sort_values(keys + ["index"], kind="stable")
+    """Per value of `keys` in `f` (one row per keys and pass `index`, with `interval`,
+    and `passes`: how many passes the row stands for, 1 if not given): the longest run
+    of consecutive pass indexes, as `longest_passes` and `longest_duration` (the longer
+    in passes; of equal ones, the longer in time)."""
+    f = f.assign(_w=_weights(f)).sort_values(keys + ["index"], kind="stable")
     idx = f["index"].to_numpy()
     new = np.ones(len(f), dtype=bool)
     if len(f) > 1:      # a break in the passes starts a run (the keys part them already)
         new[1:] = idx[1:] != idx[:-1] + 1
     runs = (f.assign(_run=np.cumsum(new))
             .groupby(keys + ["_run"], sort=False)
-            .agg(longest_passes=("index", "size"), longest_duration=("interval", "sum"))
+            .agg(longest_passes=("_w", "sum"), longest_duration=("interval", "sum"))
             .reset_index())
+    runs["longest_passes"] = runs["longest_passes"].round().astype(int)
     runs = runs.sort_values(keys + ["longest_passes", "longest_duration"], kind="stable")
     return runs.groupby(keys, sort=False).tail(1)[keys + ["longest_passes",
                                                           "longest_duration"]]
@@ -422,16 +465,20 @@ def spells(df: pd.DataFrame, key: str, flag: str, amount: str | None = None) -> 
     if f.empty:
         return pd.DataFrame(columns=_SPELL_COLUMNS)
     f = f.assign(_amt=_num(f[amount]) if amount else np.nan,
-                 _iv=_num(f["interval"]), _t=_num(f["time"]))
-    f = f.assign(_sev=f["_amt"] * f["_iv"])
+                 _iv=_num(f["interval"]), _t=_num(f["time"]), _w=_weights(f))
+    f = f.assign(_sev=f["_amt"] * f["_iv"], _wa=f["_amt"] * f["_w"],
+                 _wk=f["_w"].where(f["_amt"].notna(), 0.0))
     out = f.groupby(key, sort=True).agg(
-        passes=("index", "size"), duration=("_iv", "sum"), first=("_t", "min"),
-        last=("_t", "max"), mean_amount=("_amt", "mean"), max_amount=("_amt", "max"),
+        passes=("_w", "sum"), duration=("_iv", "sum"), first=("_t", "min"),
+        last=("_t", "max"), _wa=("_wa", "sum"), _wk=("_wk", "sum"), max_amount=("_amt", "max"),
         severity=("_sev", "sum")).reset_index().rename(columns={key: "name"})
+    # each row weighs the passes it stands for (a summarised hour's)
+    out["mean_amount"] = out["_wa"] / out["_wk"].where(out["_wk"] > 0)
+    out["passes"] = out["passes"].round().astype(int)
     if not amount:
         out["severity"] = np.nan
-    runs = _longest_runs(f[[key, "index", "interval"]].rename(columns={key: "name"}),
-                         ["name"])
+    runs = _longest_runs(f.assign(passes=f["_w"])[[key, "index", "interval", "passes"]]
+                         .rename(columns={key: "name"}), ["name"])
     out = out.merge(runs, on="name", how="left")
     return out[_SPELL_COLUMNS].sort_values(
         ["severity", "duration", "passes", "name"], ascending=[False, False, False, True],
@@ -450,7 +497,7 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     in how many passes, for how long, the longest streak, when first and last, and the
     mean shortfall of the starved one and surplus of the borrowing one over those passes."""
     scope_cols = ["index"] + ([scope] if scope else [])
-    keep = scope_cols + [key, "time", "interval"]
+    keep = scope_cols + [key, "time", "interval"] + (["passes"] if "passes" in df else [])
     a = df[df[starved].astype(bool)][keep + [shortfall]]
     b = df[df[borrowing].astype(bool)][scope_cols + [key, surplus]]
     m = a.merge(b, on=scope_cols, suffixes=("_s", "_b"))
@@ -460,12 +507,19 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     m = m.rename(columns={f"{key}_s": "starved", f"{key}_b": "borrowing"})
     m = m.drop_duplicates(["starved", "borrowing", "index"])
     m = m.assign(_iv=_num(m["interval"]), _t=_num(m["time"]), _sh=_num(m[shortfall]),
-                 _su=_num(m[surplus]))
+                 _su=_num(m[surplus]), _w=_weights(m))
+    m = m.assign(_wsh=m["_sh"] * m["_w"], _wsu=m["_su"] * m["_w"],
+                 _ksh=m["_w"].where(m["_sh"].notna(), 0.0),
+                 _ksu=m["_w"].where(m["_su"].notna(), 0.0))
     out = m.groupby(["starved", "borrowing"], sort=True).agg(
-        passes=("index", "size"), duration=("_iv", "sum"), first=("_t", "min"),
-        last=("_t", "max"), mean_shortfall=("_sh", "mean"),
-        mean_surplus=("_su", "mean")).reset_index()
-    runs = _longest_runs(m[["starved", "borrowing", "index", "interval"]],
+        passes=("_w", "sum"), duration=("_iv", "sum"), first=("_t", "min"),
+        last=("_t", "max"), _wsh=("_wsh", "sum"), _ksh=("_ksh", "sum"),
+        _wsu=("_wsu", "sum"), _ksu=("_ksu", "sum")).reset_index()
+    out["mean_shortfall"] = out["_wsh"] / out["_ksh"].where(out["_ksh"] > 0)
+    out["mean_surplus"] = out["_wsu"] / out["_ksu"].where(out["_ksu"] > 0)
+    out["passes"] = out["passes"].round().astype(int)
+    runs = _longest_runs(m.assign(passes=m["_w"])[["starved", "borrowing", "index",
+                                                   "interval", "passes"]],
                          ["starved", "borrowing"])
     out = out.merge(runs, on=["starved", "borrowing"], how="left")
     return out[_PAIR_COLUMNS].sort_values(
@@ -589,7 +643,7 @@ def preemptions(matches: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- priorities
 
 _PRIO_COLUMNS = ["pass_uuid", "index", "time", "name", "group", "is_group", "real_rup",
-                 "predicted_rup", "real_eup", "shadow_eup", "factor", "drift"]
+                 "predicted_rup", "real_eup", "shadow_eup", "factor", "drift", "recorded_passes"]
 
 
 def priorities(passes: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
@@ -601,6 +655,8 @@ def priorities(passes: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
     for c in ("real_rup", "predicted_rup", "real_eup", "shadow_eup", "factor", "drift"):
         s[c] = _num(s[c])
     s["is_group"] = s["is_group"].astype(bool)
+    s["recorded_passes"] = (_num(s["recorded_passes"]).fillna(1.0) if "recorded_passes" in s
+                            else 1.0)
     return s.sort_values(["index", "name"], kind="stable")[_PRIO_COLUMNS].reset_index(drop=True)
 
 
@@ -612,7 +668,8 @@ def priority_summary(prio: pd.DataFrame) -> pd.DataFrame:
         rup = sub["real_rup"].dropna()
         drift = sub["drift"].dropna()
         rows.append({"name": name, "group": sub["group"].iloc[-1],
-                     "is_group": bool(sub["is_group"].iloc[-1]), "passes": len(sub),
+                     "is_group": bool(sub["is_group"].iloc[-1]),
+                     "passes": int(round(_num(sub["recorded_passes"]).fillna(1.0).sum())),
                      "first_rup": float(rup.iloc[0]) if len(rup) else float("nan"),
                      "last_rup": float(rup.iloc[-1]) if len(rup) else float("nan"),
                      "last_predicted_rup": float(sub["predicted_rup"].dropna().iloc[-1])
@@ -632,7 +689,7 @@ def priority_summary(prio: pd.DataFrame) -> pd.DataFrame:
 _AGREE_COLUMNS = ["pass_uuid", "anchor", "time", "shadow_pass", "source", "real_cycle_time",
                   "real_matches", "shadow_matches", "agreed", "real_in_shadow",
                   "shadow_in_real", "equivalent_agreement", "count_agreement", "worst",
-                  "max_abs_drift", "notes"]
+                  "max_abs_drift", "notes", "comparisons"]
 
 
 def out_of_time(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -665,8 +722,12 @@ def anchor(uuid: str) -> str:
 def agreement(comparisons: pd.DataFrame) -> pd.DataFrame:
     """Real-versus-shadow agreement per comparison, oldest first: the recording pass, the
     compared pass (`shadow_pass`), the figures of `core.compare`, and `worst`: the lower
-    of equivalent_agreement and count_agreement (NaN for a gap: no figures)."""
+    of equivalent_agreement and count_agreement (NaN for a gap: no figures).
+    `comparisons`: how many the row stands for (a summarised hour's row: the means of its
+    passes' comparisons, source "hour")."""
     c = comparisons.copy()
+    c["comparisons"] = (_num(c["comparisons"]).fillna(1.0) if "comparisons" in c
+                        else 1.0)
     for col in ("real_in_shadow", "shadow_in_real", "equivalent_agreement", "count_agreement",
                 "max_abs_drift", "time"):
         c[col] = _num(c[col])
@@ -679,8 +740,8 @@ def agreement(comparisons: pd.DataFrame) -> pd.DataFrame:
 
 def divergent_passes(agree: pd.DataFrame, n: int = 5) -> pd.DataFrame:
     """The `n` comparisons where real and shadow diverged most (lowest `worst`, below 1),
-    most divergent first."""
-    a = agree[agree["worst"].notna() & (agree["worst"] < 1 - _EPS)]
+    most divergent first (passes only: a summarised hour keeps no details)."""
+    a = agree[agree["worst"].notna() & (agree["worst"] < 1 - _EPS) & (agree["source"] != "hour")]
     return a.sort_values(["worst", "time"], kind="stable").head(n).reset_index(drop=True)
 
 
@@ -832,11 +893,19 @@ class Audit:
 
 
 def _counts(passes: pd.DataFrame) -> dict[str, int]:
-    by = passes["status"].value_counts()
-    return {"total": int(len(passes)), "analysed": int(by.get("complete", 0)),
-            "partial": int(by.get("partial", 0)), "failed": int(by.get("failed", 0)),
-            "other": int(len(passes) - by.get("complete", 0) - by.get("partial", 0)
-                         - by.get("failed", 0))}
+    """Passes by status; a summarised hour counts the passes it stands for."""
+    st = passes["status"]
+
+    def n(col: str, default: pd.Series | float) -> int:
+        v = _num(passes[col]) if col in passes else pd.Series(np.nan, index=passes.index)
+        return int(round(v.fillna(default).sum()))
+
+    total = n("passes", 1.0)
+    out = {"total": total, "analysed": n("complete_passes", (st == "complete").astype(float)),
+           "partial": n("partial_passes", (st == "partial").astype(float)),
+           "failed": n("failed_passes", (st == "failed").astype(float))}
+    out["other"] = total - out["analysed"] - out["partial"] - out["failed"]
+    return out
 
 
 def _f(x: Any) -> float | None:
@@ -891,11 +960,19 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     t["agreement_by_pass"] = agree
     t["divergent_passes"] = div
     t["divergent_details"] = divergence_details(frames.comparisons, list(div["pass_uuid"]))
+    n_comp = _num(agree["comparisons"])
+
+    def weighted(col: str) -> float | None:
+        """The mean over comparisons (a summarised hour's row weighs as many as it has)."""
+        v = agree[col]
+        w = n_comp.where(v.notna(), 0.0)
+        return _f((v.fillna(0.0) * w).sum() / w.sum()) if w.sum() > 0 else None
+
     summary["comparisons"] = {
-        "count": int(len(agree)),
-        "with_figures": int(agree["worst"].notna().sum()),
-        "mean_equivalent_agreement": _f(agree["equivalent_agreement"].mean()),
-        "mean_count_agreement": _f(agree["count_agreement"].mean()),
+        "count": int(round(n_comp.sum())),
+        "with_figures": int(round(n_comp[agree["worst"].notna()].sum())),
+        "mean_equivalent_agreement": weighted("equivalent_agreement"),
+        "mean_count_agreement": weighted("count_agreement"),
         "lowest": [{"pass": r["pass_uuid"], "anchor": r["anchor"], "time": _f(r["time"]),
                     "worst": _f(r["worst"])} for _, r in div.iterrows()]}
     if pt.empty:
@@ -904,6 +981,18 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
         return audit
     summary["period"] = {"first_pass": _f(pt["time"].min()), "last_pass": _f(pt["time"].max()),
                          "covered_seconds": _f(pt["interval"].sum())}
+    summed = _num(pt["seconds"]).notna() if "seconds" in pt else pd.Series(False, index=pt.index)
+    if summed.any():
+        summary["hours_summarised"] = int(summed.sum())
+        notes.append(
+            f"{int(round(pt.loc[summed, 'weight'].sum()))} of the analysed passes are in "
+            f"{int(summed.sum())} hourly summaries (passes older than "
+            "NEGOTIATOR_EXT_DETAIL_DAYS): each such hour is analysed once, on its means "
+            "(usage, jobs and requests averaged over the hour; priorities, factors, quotas "
+            "and shares over the passes that recorded them), and what is found there counts "
+            "for every complete pass of the hour. Summarised hours keep no match rows (no "
+            "queue waits or preemptions for them) and no per-pass comparisons (one row each, "
+            "their means).")
     ent = entitlements(pt, frames.groups)
     share = shares(pt, frames.submitters, frames.groups, ent, noise_floor=noise_floor)
     grp = group_table(pt, ent, share, noise_floor=noise_floor)
@@ -919,20 +1008,22 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
             delivered_pct=share["delivered"] / share["pool_weight"].where(share["pool_weight"] > 0))
         sub_period = period_means(share_pct, pt, "name",
                                   cols + ["deserved_pct", "delivered_pct"])
-        info = share.groupby("name").agg(group=("group", "last"),
-                                         active_passes=("active", "sum")).reset_index()
+        info = share.assign(_act=share["active"].astype(float) * _num(share["passes"])).groupby(
+            "name").agg(group=("group", "last"), active_passes=("_act", "sum")).reset_index()
         sub_period = info.merge(sub_period, on="name")
         sub_period["rel_gap"] = sub_period["gap"] / sub_period["demand_capped"].where(
             sub_period["demand_capped"] > _EPS)
-        sub_period["active_passes"] = sub_period["active_passes"].astype(int)
+        sub_period["active_passes"] = sub_period["active_passes"].round().astype(int)
     t["submitter_shares"] = sub_period
     grp_period = period_means(grp, pt, "group", ["quota", "usage", "requested", "deserved",
                                                  "demand_capped", "delivered", "gap"])
-    flags = grp.groupby("group").agg(over_quota_passes=("over_quota", "sum"),
-                                     starved_passes=("starved", "sum")).reset_index()
+    w = _num(grp["passes"])
+    flags = grp.assign(_oq=grp["over_quota"].astype(float) * w,
+                       _st=grp["starved"].astype(float) * w).groupby("group").agg(
+        over_quota_passes=("_oq", "sum"), starved_passes=("_st", "sum")).reset_index()
     grp_period = grp_period.merge(flags, on="group", how="left")
-    grp_period["over_quota_passes"] = grp_period["over_quota_passes"].astype(int)
-    grp_period["starved_passes"] = grp_period["starved_passes"].astype(int)
+    grp_period["over_quota_passes"] = grp_period["over_quota_passes"].round().astype(int)
+    grp_period["starved_passes"] = grp_period["starved_passes"].round().astype(int)
     t["group_quota"] = grp_period
     gpairs = pairs(grp, "group", "starved", "over_quota")
     spairs = pairs(share.assign(surplus=share["excess"]) if len(share) else

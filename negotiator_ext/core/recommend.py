@@ -29,6 +29,14 @@ Each rule needs *persistent* evidence (`_persistent`): the test must hold in at 
 be 6 minutes at a 60 s interval). A pass where it was not recorded or not eligible says
 nothing either way. Pure: plain data in, decisions out; the caller passes `now` and the
 adjustments it applied before.
+
+A window reaching back past the ledger's detail (NEGOTIATOR_EXT_DETAIL_DAYS) gets the
+older hours as hourly summaries (`adapters.ledger.Ledger.summarise`): one point per hour,
+its figures the hour's means, standing for the complete passes of the hour that recorded
+the submitter or group (`_Point.weight`) from the first of them to the last. Counts,
+spans and means over passes come out as over those passes when the figures held all
+the hour; a test is judged once on the hour's means, so an hour where it held in some
+passes and not others counts all its passes on the side its means fall.
 """
 
 from __future__ import annotations
@@ -217,11 +225,20 @@ def _peer_eups(subs: Sequence[SubmitterObs]) -> dict[str, float | None]:
 @dataclass(frozen=True)
 class _Point:
     """One submitter in one complete pass: what it used, its fair share, the median EUP
-    of its waiting peers (`_peer_eups`) and the pass's start."""
+    of its waiting peers (`_peer_eups`) and the pass's start. A summarised hour (the
+    ledger's `Ledger.summarise`) is one point standing for the hour's passes that
+    recorded the submitter (`weight`), from the first of them (`time`) to the last
+    (`last`)."""
     obs: SubmitterObs
     fair: float
     peer_eup: float | None
     time: float
+    weight: float = 1.0
+    last: float | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        return (self.time, self.time if self.last is None else self.last)
 
     @property
     def gap(self) -> float | None:
@@ -236,15 +253,24 @@ class _GroupPoint:
     obs: GroupObs
     short_others: tuple[str, ...]
     time: float
+    weight: float = 1.0
+    last: float | None = None
+
+    @property
+    def span(self) -> tuple[float, float]:
+        return (self.time, self.time if self.last is None else self.last)
 
 
-def _persistent(times: Sequence[float], hits: int, policy: RecommendPolicy) -> bool:
+def _persistent(spans: Sequence[tuple[float, float]], n: float, hits: float,
+                policy: RecommendPolicy) -> bool:
     """The persistence test every rule over several passes uses: at least min_passes
-    eligible passes (their start `times`), spanning at least min_hours from the first to
-    the last, with the test holding (`hits`) in at least `persistence` of them."""
-    n = len(times)
-    return (n > 0 and n >= policy.min_passes and hits >= policy.persistence * n - _EPS
-            and max(times) - min(times) >= policy.min_hours * 3600 - _EPS)
+    eligible passes (`n`; `spans`: each eligible point's first and last pass start),
+    spanning at least min_hours from the first to the last, with the test holding (`hits`)
+    in at least `persistence` of them. A summarised hour counts the passes it stands for,
+    all of them on the side its means fall."""
+    return (n > 0 and n >= policy.min_passes - _EPS and hits >= policy.persistence * n - _EPS
+            and max(b for _, b in spans) - min(a for a, _ in spans)
+            >= policy.min_hours * 3600 - _EPS)
 
 
 @dataclass(frozen=True)
@@ -253,14 +279,28 @@ class _Evidence:
     eligible: tuple[Any, ...]
     hits: tuple[Any, ...]
 
+    @property
+    def n(self) -> int:
+        """The eligible passes (a summarised hour counts those it stands for)."""
+        return int(round(sum(p.weight for p in self.eligible)))
+
+    @property
+    def n_hits(self) -> int:
+        return int(round(sum(p.weight for p in self.hits)))
+
     def persistent(self, policy: RecommendPolicy) -> bool:
-        return _persistent([p.time for p in self.eligible], len(self.hits), policy)
+        return _persistent([p.span for p in self.eligible],
+                           sum(p.weight for p in self.eligible),
+                           sum(p.weight for p in self.hits), policy)
 
     def mean(self, f: Callable[[Any], float]) -> float:
-        return sum(f(p) for p in self.eligible) / len(self.eligible)
+        """The mean over the eligible passes (a summarised hour weighs its passes)."""
+        return (sum(f(p) * p.weight for p in self.eligible)
+                / sum(p.weight for p in self.eligible))
 
     def span_hours(self) -> float:
-        return (max(p.time for p in self.eligible) - min(p.time for p in self.eligible)) / 3600
+        return (max(p.span[1] for p in self.eligible)
+                - min(p.span[0] for p in self.eligible)) / 3600
 
 
 def _evidence(points: Sequence[Any], eligible: Callable[[Any], bool],
@@ -344,7 +384,8 @@ def _related(a: str, b: str) -> bool:
 class _Window:
     """The complete passes of the window."""
     points: dict[str, list[_Point]]             # submitter -> its points, oldest first
-    drifts: dict[str, list[tuple[float, float | None]]]   # name -> (time, drift)
+    # name -> (time, drift, weight, last): as _Point's
+    drifts: dict[str, list[tuple[float, float | None, float, float]]]
     groups: dict[str, list[_GroupPoint]]        # group -> its points, oldest first
     latest: dict[str, SubmitterObs]             # the newest complete pass's records, by name
     latest_groups: dict[str, GroupObs]
@@ -352,7 +393,7 @@ class _Window:
 
 def _window(passes: Sequence[Pass], policy: RecommendPolicy) -> _Window:
     points: dict[str, list[_Point]] = {}
-    drifts: dict[str, list[tuple[float, float | None]]] = {}
+    drifts: dict[str, list[tuple[float, float | None, float, float]]] = {}
     groups: dict[str, list[_GroupPoint]] = {}
     latest: dict[str, SubmitterObs] = {}
     latest_groups: dict[str, GroupObs] = {}
@@ -364,19 +405,27 @@ def _window(passes: Sequence[Pass], policy: RecommendPolicy) -> _Window:
             raise InputError(f"pass {header.get('uuid', '?')}",
                              "no started_at: the pass cannot be placed in time")
         t = float(t)
+        # a summarised hour: its means, standing for the complete passes that recorded
+        # each principal, from the first of the hour's complete passes to the last
+        summ = header.get("summary") or {}
+        first = float(summ.get("first_started") or t)
+        last = float(summ.get("last_started") or first)
+        w_sub, w_grp = summ.get("submitter_passes") or {}, summ.get("group_passes") or {}
         fair, peers = fair_shares(subs), _peer_eups(subs)
         latest = {s.name: s for s in subs}
         latest_groups = {g.name: g for g in grps}
         for s in subs:
-            drifts.setdefault(s.name, []).append((t, s.drift))
+            w = float(w_sub.get(s.name, 1)) if summ else 1.0
+            drifts.setdefault(s.name, []).append((first, s.drift, w, last))
             if not s.is_group:
                 points.setdefault(s.name, []).append(
-                    _Point(s, fair.get(s.name, 0.0), peers.get(s.name), t))
+                    _Point(s, fair.get(s.name, 0.0), peers.get(s.name), first, w, last))
         short = [g.name for g in grps if _short(g, policy)]
         for g in grps:
             if g.real_quota is not None and g.real_usage is not None:
                 others = tuple(sorted(n for n in short if not _related(n, g.name)))
-                groups.setdefault(g.name, []).append(_GroupPoint(g, others, t))
+                w = float(w_grp.get(g.name, 1)) if summ else 1.0
+                groups.setdefault(g.name, []).append(_GroupPoint(g, others, first, w, last))
     return _Window(points, drifts, groups, latest, latest_groups)
 
 
@@ -411,8 +460,8 @@ def _r(x: float) -> float:
 
 
 def _figures(ev: _Evidence, s: SubmitterObs) -> dict[str, Any]:
-    return {"mean_gap": _r(ev.mean(lambda p: p.gap)), "passes": len(ev.hits),
-            "eligible_passes": len(ev.eligible), "span_hours": _r(ev.span_hours()),
+    return {"mean_gap": _r(ev.mean(lambda p: p.gap)), "passes": ev.n_hits,
+            "eligible_passes": ev.n, "span_hours": _r(ev.span_hours()),
             "fair_share": _r(ev.mean(lambda p: p.fair)),
             "usage": _r(ev.mean(lambda p: p.obs.real_usage)),
             "policy_factor": _weight_factor(s)}
@@ -459,12 +508,12 @@ def _factor_rule(name: str, pts: Sequence[_Point], s: SubmitterObs, policy: Reco
         return None
     if up:
         reason = (f"used more than its fair share while its priority still ranked it ahead: "
-                  f"mean gap {mean_gap:+.1%} over the {len(ev.eligible)} passes in which it "
-                  f"ran, beyond {policy.gap:.0%} in {len(ev.hits)} of them")
+                  f"mean gap {mean_gap:+.1%} over the {ev.n} passes in which it "
+                  f"ran, beyond {policy.gap:.0%} in {ev.n_hits} of them")
     else:
         reason = (f"got less than its fair share while it waited for the pie and its "
                   f"priority ranked it ahead: mean gap {mean_gap:+.1%} over "
-                  f"{len(ev.eligible)} passes, beyond {policy.gap:.0%} in {len(ev.hits)} of them")
+                  f"{ev.n} passes, beyond {policy.gap:.0%} in {ev.n_hits} of them")
     numbers = _figures(ev, s) | {"step": _r(ratio)}
     if renewal:
         reason += (f"; renews our factor lease applied at {own.applied_at}, which ends at "
@@ -499,8 +548,8 @@ def _ceiling_rule(name: str, pts: Sequence[_Point], s: SubmitterObs, starved: Se
     if 0 <= s.ceiling <= value:
         return None
     waiting = others[0] + (f" and {len(others) - 1} other(s)" if len(others) > 1 else "")
-    reason = (f"used more than {1 + policy.ceiling_gap:g} x its fair share in {len(ev.hits)} "
-              f"of {len(ev.eligible)} passes while {waiting} of its group got less than "
+    reason = (f"used more than {1 + policy.ceiling_gap:g} x its fair share in {ev.n_hits} "
+              f"of {ev.n} passes while {waiting} of its group got less than "
               f"theirs waiting for the pie")
     numbers = _figures(ev, s) | {"starved": others}
     current = float(s.ceiling) if s.ceiling >= 0 else None
@@ -528,7 +577,7 @@ def _floor_rule(name: str, pts: Sequence[_Point], s: SubmitterObs,
         ev = starved
         reason = (f"got less than its fair share while it waited for the pie and its "
                   f"priority ranked it ahead: mean gap {ev.mean(lambda p: p.gap):+.1%} over "
-                  f"{len(ev.eligible)} passes, beyond {policy.gap:.0%} in {len(ev.hits)} of "
+                  f"{ev.n} passes, beyond {policy.gap:.0%} in {ev.n_hits} of "
                   f"them, and its priority factor is already {MIN_FACTOR:g}")
     else:
         ev = _evidence(pts, lambda p: _waits(p.obs) and p.fair > 0,
@@ -536,7 +585,7 @@ def _floor_rule(name: str, pts: Sequence[_Point], s: SubmitterObs,
         if s.floor <= 0 or not ev.persistent(policy):
             return None
         reason = (f"used less than its Floor {s.floor} while it waited for the pie in "
-                  f"{len(ev.hits)} of {len(ev.eligible)} passes")
+                  f"{ev.n_hits} of {ev.n} passes")
     value = max(1, math.floor(round(ev.mean(lambda p: p.fair), 6)))
     if s.floor >= value:
         return None
@@ -576,7 +625,8 @@ def _delete_rule(s: SubmitterObs, policy: RecommendPolicy, now: int) -> Recommen
     return Recommendation("delete", s.name, None, None, None, reason, numbers)
 
 
-def _setprio_rule(name: str, drifts: Sequence[tuple[float, float | None]], s: SubmitterObs,
+def _setprio_rule(name: str, drifts: Sequence[tuple[float, float | None, float, float]],
+                  s: SubmitterObs,
                   policy: RecommendPolicy) -> Recommendation | None:
     """Rule e, report-only. Drift is the one-step error of our accountant's prediction of
     the real priority, pass by pass. When it persistently has one sign beyond `drift`
@@ -589,20 +639,22 @@ def _setprio_rule(name: str, drifts: Sequence[tuple[float, float | None]], s: Su
     only."""
     if s.is_group or s.predicted_rup is None:
         return None
-    known = [(t, d) for t, d in drifts if d is not None]
+    known = [x for x in drifts if x[1] is not None]
     if not known:
         return None
-    pos = [d for _, d in known if d > policy.drift]
-    neg = [d for _, d in known if d < -policy.drift]
-    hits = max(pos, neg, key=len)
-    if not _persistent([t for t, _ in known], len(hits), policy):
+    weight = (lambda xs: sum(x[2] for x in xs))
+    pos = [x for x in known if x[1] > policy.drift]
+    neg = [x for x in known if x[1] < -policy.drift]
+    hits = max(pos, neg, key=weight)
+    n, n_hits = weight(known), weight(hits)
+    if not _persistent([(x[0], x[3]) for x in known], n, n_hits, policy):
         return None
-    mean = sum(d for _, d in known) / len(known)
+    mean = sum(x[1] * x[2] for x in known) / n
     reason = (f"the real accountant's priority has drifted from what our accountant rules "
-              f"predict: mean drift {mean:+.1%}, beyond {policy.drift:.0%} in {len(hits)} of "
-              f"{len(known)} passes; advice for an admin to check (after an accountant "
-              f"restart or a hand edit, say), never applied")
-    numbers = {"mean_drift": _r(mean), "passes": len(hits), "known_passes": len(known),
+              f"predict: mean drift {mean:+.1%}, beyond {policy.drift:.0%} in "
+              f"{round(n_hits)} of {round(n)} passes; advice for an admin to check (after an "
+              f"accountant restart or a hand edit, say), never applied")
+    numbers = {"mean_drift": _r(mean), "passes": round(n_hits), "known_passes": round(n),
                "predicted_rup": _r(s.predicted_rup),
                "real_rup": None if s.real_rup is None else _r(s.real_rup)}
     return Recommendation("setprio", name, round(s.predicted_rup, 2), s.real_rup, None,
@@ -630,18 +682,18 @@ def _group_rule(name: str, pts: Sequence[_GroupPoint], g: GroupObs,
     if down:
         reason = (f"used less than its quota while it had demand: mean usage {usage:.4g} "
                   f"against a mean quota {quota:.4g}, short by more than {policy.gap:.0%} in "
-                  f"{len(ev.hits)} of {len(ev.eligible)} passes; {knobs}")
+                  f"{ev.n_hits} of {ev.n} passes; {knobs}")
         numbers = {"requested": _r(ev.mean(lambda p: p.obs.real_requested))}
     else:
         short = sorted({n for p in ev.hits for n in p.short_others})
         reason = (f"used more than its quota while {short[0]}"
                   + (f" and {len(short) - 1} other group(s)" if len(short) > 1 else "")
                   + f" stayed below theirs with demand: mean usage {usage:.4g} against a "
-                  f"mean quota {quota:.4g}, beyond {policy.gap:.0%} in {len(ev.hits)} of "
-                  f"{len(ev.eligible)} passes; {knobs}")
+                  f"mean quota {quota:.4g}, beyond {policy.gap:.0%} in {ev.n_hits} of "
+                  f"{ev.n} passes; {knobs}")
         numbers = {"short_groups": short}
-    numbers = {"usage": _r(usage), "quota": _r(quota), **numbers, "passes": len(ev.hits),
-               "eligible_passes": len(ev.eligible), "span_hours": _r(ev.span_hours())}
+    numbers = {"usage": _r(usage), "quota": _r(quota), **numbers, "passes": ev.n_hits,
+               "eligible_passes": ev.n, "span_hours": _r(ev.span_hours())}
     return Recommendation("group", name, None, g.real_quota, None, reason, numbers)
 
 

@@ -47,15 +47,20 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -
     (`comparisons`, keyed by the compared pass): the real cycle's matches, agreement
     (both up to identical slots / real matches ours also made to the same slot / ours
     the real one also made / per-submitter counts), the largest priority drift and the
-    real cycle's duration."""
+    real cycle's duration. A summarised hour is one row: "hour", its start, how many of
+    its passes were complete, their matches summed, the means of its comparisons (the
+    largest drift), our cycle's mean duration."""
     lines = []
     for r in rows:
         c = comparisons.get(r["uuid"])
         real = getattr(c, "real_matches", None)
         ours, theirs = r.get("shadow_duration"), getattr(c, "real_duration", None)
-        lines.append([r["uuid"][:8],
+        # a summarised hour (`Ledger.summarise`): its passes' totals and means
+        summ = r.get("summary")
+        lines.append(["hour" if summ else r["uuid"][:8],
                       time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(r["started_at"]))),
-                      r["status"], str(r.get("n_shadow_matches") or 0),
+                      f"{summ['complete']}/{summ['passes']} complete" if summ else r["status"],
+                      str(r.get("n_shadow_matches") or 0),
                       "" if real is None else str(real),
                       *(text for _, text in _agreement(c)),
                       "" if ours is None else f"{ours:.2f}",
