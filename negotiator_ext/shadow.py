@@ -49,6 +49,10 @@ from .limits import give_back_memory
 
 LOG = logging.getLogger("negotiator_ext.shadow")
 
+# NEGOTIATOR_EXT_DETAIL_DAYS: the days of full per-pass detail the ledger keeps before
+# summarising passes hourly
+DETAIL_DAYS = 7.0
+
 @dataclass(frozen=True)
 class ShadowSettings:
     """What the shadow loop needs, from our NEGOTIATOR_EXT_* knobs (flags override)."""
@@ -75,6 +79,8 @@ class ShadowSettings:
     # a loop keeps the slot ads between passes and fetches only those the collector
     # heard from since (adapters/slot_cache.py)
     keep_slot_ads: bool = True
+    # passes older than this many days are summarised hourly (0: never; see `_Pass.retain`)
+    detail_days: float = DETAIL_DAYS
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
@@ -109,6 +115,7 @@ class ShadowSettings:
             timeout=int(o["timeout"]) if "timeout" in o else
             ext_number(knobs, "SNAPSHOT_TIMEOUT", 30, kind=int, minimum=1),
             retention_days=ext_number(knobs, "RETENTION_DAYS", 90, minimum=0),
+            detail_days=ext_number(knobs, "DETAIL_DAYS", DETAIL_DAYS, minimum=0),
             keep_snapshots=ext_number(knobs, "KEEP_SNAPSHOTS", 48, kind=int, minimum=0),
             advertise=o["advertise"] if "advertise" in o else ext_bool(knobs, "ADVERTISE", True),
             metrics_file=Path(metrics) if metrics else None,
@@ -261,6 +268,8 @@ class ShadowLoop:
         self.latest: dict[str, tuple] = {}
         self.last_records: list = []        # every record of the last pass (run_passes)
         self.warned_cycle_time = False      # a capture before LastUpdate is logged once
+        self.warned_vacuum = False          # an old ledger that cannot shrink: said once
+        self.reclaim_more = False           # the last reclaim left free pages to give back
         # the slot ads kept from the last pass (adapters/slot_cache.py): a loop's own
         # (run_forever), never a single pass's
         self.slot_cache = None
@@ -793,18 +802,56 @@ class _Pass:
             self.loop.log.warning("ledger standing not read (metrics): %s", exc.one_line())
         if split_stream(rec.pool)[1] is not None:
             self.loop.latest[rec.pool] = (rec, self.loop.standing)
-        if self.s.retention_days <= 0 or rec.status != "complete":
-            return rec
-        now = min(rec.started_at, float(last["started_at"])) if last else rec.started_at
+        if rec.status == "complete":
+            self.retain(min(rec.started_at, float(last["started_at"])) if last
+                        else rec.started_at)
+        return rec
+
+    def retain(self, now: float) -> None:
+        """The ledger's retention, counted back from `now`: passes (and hourly summaries)
+        older than RETENTION_DAYS go; the passes of each whole hour older than
+        DETAIL_DAYS are replaced by the hour's summary (`Ledger.summarise`), oldest
+        first, an hour at a time for at most `summary_budget` seconds (at least one hour
+        a pass: a loop summarises an hour an hour, a backlog over several passes); then
+        the space this freed is given back, a bounded step a pass (`Ledger.reclaim`).
+        A retention that fails is a log line: the pass is recorded."""
+        from .adapters.ledger import LedgerError
+        keep, detail = self.s.retention_days, self.s.detail_days
+        removed = hours = 0
         try:
-            removed = self.ledger.prune(now - self.s.retention_days * 86400)
+            if keep > 0:
+                removed = self.ledger.prune(now - keep * 86400)
+            if detail > 0 and (keep <= 0 or detail < keep):
+                deadline = time.monotonic() + self.summary_budget()
+                while True:
+                    n = self.ledger.summarise(now - detail * 86400, max_hours=1)
+                    hours += n
+                    if not n or time.monotonic() >= deadline:
+                        break
+            got = None
+            if removed or hours or getattr(self.loop, "reclaim_more", False):
+                got = self.ledger.reclaim()
+                self.loop.reclaim_more = bool(got.get("free_pages")) and got.get("shrinks", True)
         except LedgerError as exc:
             self.loop.log.warning("ledger retention not applied: %s", exc.one_line())
-            return rec
+            return
         if removed:
-            self.loop.log.info("ledger retention: %d pass(es) older than %g days removed",
-                               removed, self.s.retention_days)
-        return rec
+            self.loop.log.info("ledger retention: %d pass(es) and hour(s) older than %g days "
+                               "removed", removed, keep)
+        if hours:
+            self.loop.log.info("ledger retention: %d hour(s) older than %g days summarised",
+                               hours, detail)
+        if (got is not None and not got.get("shrinks", True)
+                and not getattr(self.loop, "warned_vacuum", False)):
+            self.loop.warned_vacuum = True
+            self.loop.log.info(
+                "ledger %s: made before negotiator-ext summarised passes, its file keeps its "
+                "size (the space freed is reused); `negotiator-ext ledger vacuum` once lets it "
+                "shrink (logged once)", self.ledger.source)
+
+    def summary_budget(self) -> float:
+        """Seconds a pass may spend summarising hours: a sixth of the interval, 1 to 10 s."""
+        return max(1.0, min(10.0, self.s.interval / 6))
 
 
 def _with_matchlog_counts(cycles: list[RealCycle], entries: Sequence[MatchEntry]
