@@ -145,7 +145,16 @@ def record(out: Path, slots: int, per_host: int, submitters: int, schedds: int,
                                                  timeout=600).stdout)
         (out / "submitters.ads").write_text(pool.tool("condor_status", "-submitters",
                                                       "-long", timeout=600).stdout)
-        order = {"seed": seed, "arrival": arrival, "slots": walked_slots, "submitters": walked_subs,
+        # condor_status -sort none keeps the collector's answer order
+        unsorted = pool.tool("condor_status", "-sort", "none", "-af", "Name",
+                             timeout=600).stdout.split()
+        unsorted_long = [ln.split(" = ", 1)[1].strip('"') for ln in pool.tool(
+            "condor_status", "-sort", "none", "-long", timeout=600).stdout.splitlines()
+            if ln.startswith("Name = ")]
+        order = {"seed": seed, "arrival": arrival, "slots": walked_slots,
+                 "sort_none": {"af": unsorted == walked_slots,
+                               "long": unsorted_long == walked_slots},
+                 "submitters": walked_subs,
                  "inserted": {"slots": own + [n for n, _ in sads],
                               "submitters": [list(k) for k, _ in subs]}}
         (out / "order.json").write_text(json.dumps(order, indent=1) + "\n")

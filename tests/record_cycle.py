@@ -12,7 +12,9 @@ slots, jobs that sleep), captures a snapshot with `negotiator-ext snapshot` (its
 accounting.ads replaced by `condor_userprio -l -allusers`, which has the records the
 collector does not have yet), and forces one real cycle. DIR gets the snapshot and
 `expected/matchlog.txt`, `expected/negotiator-cycle.log` (that cycle's MatchLog and
-NegotiatorLog) and prints the real matches per submitter.
+NegotiatorLog) and prints the real matches per submitter. `--condor-status` also keeps
+`condor_status -long` and `condor_status -submitters -long` of the same moment in
+DIR/condor_status/ (the admin tools' snapshot, its order lost).
 
 Submitters: `--submitters a:10,b:150:2000` (name:jobs[:factor]); `--groups` puts
 submitter i in group `group_<i % K>` (and configures GROUP_NAMES with equal dynamic
@@ -162,6 +164,9 @@ def main(argv=None) -> int:
                    help="N:CPUS: the real startd with N partitionable slots of CPUS cores")
     p.add_argument("--first", default="",
                    help="clusters (the --submitters form) submitted and run before the others")
+    p.add_argument("--condor-status", action="store_true",
+                   help="also keep condor_status -long and condor_status -submitters "
+                        "-long, taken right after the snapshot, in DIR/condor_status/")
     args = p.parse_args(argv)
     release = find_release()
     if release is None:
@@ -258,6 +263,15 @@ def main(argv=None) -> int:
         snap = take_snapshot(pool, root / "snapshot")
         if snap is None:
             return 1
+        if args.condor_status:
+            # the same pool as the admin tools print it (sorted: the collector's order
+            # lost), for adapters/collector_order.py's rebuilt order
+            cs = args.out / "condor_status"
+            cs.mkdir()
+            (cs / "slots.ads").write_text(pool.tool("condor_status", "-long",
+                                                    timeout=600).stdout)
+            (cs / "submitters.ads").write_text(pool.tool(
+                "condor_status", "-submitters", "-long", timeout=600).stdout)
         (snap / "accounting.ads").write_text(
             pool.tool("condor_userprio", "-l", "-allusers").stdout)
         for f in snap.iterdir():

@@ -100,10 +100,15 @@ def _string(ad, attr: str) -> str:
 
 def sorted_like_condor_status(ads: Sequence) -> bool:
     """Whether `ads` are in the order condor_status prints them in by default: by
-    Machine, then Name (condor_status.V6/status.cpp sets that default sort), compared
-    as they are or ignoring case."""
+    Machine, then Name (condor_status.V6/status.cpp sets that default sort, and keeps
+    its rows in a map compared as versions, digits as numbers), or as plain strings,
+    or ignoring case."""
     keys = [(_string(ad, "Machine"), _string(ad, "Name")) for ad in ads]
     if keys == sorted(keys):
+        return True
+    # condor_status compares its keys as versions (strverscmp: node2 before node10)
+    natural = [(_natural(m), _natural(n)) for m, n in keys]
+    if natural == sorted(natural):
         return True
     folded = [(m.casefold(), n.casefold()) for m, n in keys]
     return folded == sorted(folded)
