@@ -175,6 +175,14 @@ def test_a_file_not_in_condor_status_order_is_kept(tmp_path):
     assert [a["Name"] for a in snap.slots] == names and "ad_order" not in snap.meta
 
 
+def test_condor_status_sorts_names_as_versions():
+    import classad2
+    ads = [classad2.ClassAd({"Machine": m, "Name": f"slot1@{m}"})
+           for m in ("node2", "node10", "node11")]
+    assert co.sorted_like_condor_status(ads)
+    assert not co.sorted_like_condor_status(ads[::-1])
+
+
 def test_a_bad_ad_order_is_named(tmp_path):
     with pytest.raises(InputError, match=r'ad_order: expected one of "collector", '
                                          r'"rebuilt", "files", not "hash"'):
@@ -238,3 +246,6 @@ def test_a_real_collectors_walk(tmp_path):
     got = check(tmp_path / "r")
     assert got["slots"]["with_true_insertion_order_equal"]
     assert got["submitters"]["with_true_insertion_order_equal"]
+    # and condor_status -sort none prints the collector's order
+    order = json.loads((tmp_path / "r" / "order.json").read_text())
+    assert order["sort_none"] == {"af": True, "long": True}
