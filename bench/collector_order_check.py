@@ -1,13 +1,15 @@
 """Does a snapshot made with condor_status give the same decisions as our capture?
 
-  python bench/collector_order_check.py SNAPSHOT [SNAPSHOT...]
+  python bench/collector_order_check.py [--order=files] SNAPSHOT [SNAPSHOT...]
 
 For each snapshot taken by `negotiator-ext snapshot` (its ads in the collector's answer
-order), make the copy condor_status would have printed (slots.ads and submitters.ads
-sorted by Machine, then Name; meta.json without "tool" and "ad_order"), read it back (the
-order rebuilt, adapters/collector_order.py), and compare: the slot and submitter order,
-and one cycle's matches per submitter, per submitter and slot class (the slot's name
-without its slot number and host digits) and per slot.
+order), make the copy the admin tools give (condor_status's own files when
+`record_cycle.py --condor-status` kept them, else slots.ads and submitters.ads sorted by
+Machine, then Name; meta.json without "tool" and "ad_order"), read it back (the order
+rebuilt, adapters/collector_order.py; not with --order=files), and compare: the slot and
+submitter order, and one cycle's matches per submitter, per submitter and slot class
+(the slot's name without its slot number and host digits) and per slot, and each against
+the real cycle's MatchLog when the recording has it.
 """
 
 from __future__ import annotations
@@ -27,20 +29,28 @@ from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 
 
-def condor_status_copy(src: Path, dst: Path) -> None:
-    shutil.copytree(src, dst)
+def condor_status_copy(src: Path, dst: Path, order: str | None = None) -> None:
+    """`src` as the admin tools give it: its slots.ads and submitters.ads from
+    src/condor_status/ when recorded there (record_cycle.py --condor-status), else
+    sorted as condor_status sorts them; meta.json without our tool's name (and with
+    "ad_order": `order` when given)."""
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("condor_status"))
     for stem in ("slots", "submitters"):
         p = dst / f"{stem}.ads"
-        if p.exists():
+        recorded = src / "condor_status" / f"{stem}.ads"
+        if recorded.exists():
+            shutil.copy(recorded, p)
+        elif p.exists():
             ads = read_ads(p)
             ads.sort(key=lambda a: (str(a.get("Machine", "")), str(a.get("Name", ""))))
             write_ads(p, ads)
     m = dst / "meta.json"
-    if m.exists():
-        meta = json.loads(m.read_text())
-        meta.pop("tool", None)
-        meta.pop("ad_order", None)
-        m.write_text(json.dumps(meta))
+    meta = json.loads(m.read_text()) if m.exists() else {}
+    meta.pop("tool", None)
+    meta.pop("ad_order", None)
+    if order is not None:
+        meta["ad_order"] = order
+    m.write_text(json.dumps(meta))
 
 
 _CLASS = re.compile(r"\d+")
@@ -50,10 +60,15 @@ def slot_class(name: str) -> str:
     return _CLASS.sub("#", name)
 
 
-def compare(src: Path) -> dict:
+_MATCHED = re.compile(r"Matched \S+ (\S+) ")
+
+
+def compare(src: Path, order: str | None = None) -> dict:
+    """Our cycle on `src` (our capture) against our cycle on its admin tools' copy
+    (rebuilt; with `order` "files", not)."""
     with tempfile.TemporaryDirectory() as t:
         copy = Path(t) / "copy"
-        condor_status_copy(src, copy)
+        condor_status_copy(src, copy, order)
         a, b = load_snapshot(src), load_snapshot(copy)
         out = {"snapshot": str(src), "slots": len(a.slots),
                "submitters": len(a.submitters or ()),
@@ -79,12 +94,24 @@ def compare(src: Path) -> dict:
             per_class[0][k] != per_class[1][k] for k in keys)
         slots = set(per_slot[0]) | set(per_slot[1])
         out["slots_differing"] = sum(per_slot[0].get(s) != per_slot[1].get(s) for s in slots)
+        ml = src / "expected" / "matchlog.txt"
+        if ml.exists():
+            real = Counter(_MATCHED.findall(ml.read_text()))
+            out["real_matches"] = sum(real.values())
+            for label, counts in (("capture", per_sub[0]), ("copy", per_sub[1])):
+                names = set(real) | set(counts)
+                out[f"submitters_differing_from_real_{label}"] = sum(
+                    real[s] != counts[s] for s in names)
         return out
 
 
 if __name__ == "__main__":
-    for arg in sys.argv[1:]:
-        print(json.dumps(compare(Path(arg))))
+    args = sys.argv[1:]
+    order = None
+    if args and args[0].startswith("--order="):
+        order = args.pop(0).split("=", 1)[1]     # --order=files: the copy not rebuilt
+    for arg in args:
+        print(json.dumps(compare(Path(arg), order)))
 
 
 def undetermined_share(keys: list[str], trials: int = 20, seed: int = 0) -> float:
