@@ -102,7 +102,9 @@ def advertise(pool: LivePool, command: str, ads: list[str], work: Path, stem: st
 
 
 def record(out: Path, slots: int, per_host: int, submitters: int, schedds: int,
-           seed: int, arrival: str = "daemons") -> dict:
+           seed: int, arrival: str = "daemons", capture: Path | None = None) -> dict:
+    """Make the recording in `out` (and, given `capture`, a `negotiator-ext snapshot`
+    of the same pool there)."""
     import htcondor2 as htcondor
     release = find_release()
     if release is None:
@@ -158,6 +160,11 @@ def record(out: Path, slots: int, per_host: int, submitters: int, schedds: int,
                  "inserted": {"slots": own + [n for n, _ in sads],
                               "submitters": [list(k) for k, _ in subs]}}
         (out / "order.json").write_text(json.dumps(order, indent=1) + "\n")
+        if capture is not None:
+            import subprocess
+            subprocess.run([sys.executable, "-m", "negotiator_ext", "snapshot", "--pool",
+                            pool.collector, "-o", str(capture)], env=pool.env, cwd=ROOT,
+                           check=True, capture_output=True, timeout=600)
         return order
     finally:
         pool.stop()

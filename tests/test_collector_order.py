@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unpack_recording
+from conftest import FIXTURES, unpack_recording
 from negotiator_ext.adapters import collector_order as co
 from negotiator_ext.adapters.adfiles import read_ads, write_ads
 from negotiator_ext.adapters.snapshot import load_snapshot
@@ -199,6 +199,43 @@ def test_a_bad_slot_is_named_by_its_place_in_the_file(tmp_path):
         load_pool(d)
 
 
+def test_a_capture_tells_how_far_the_tables_grew(tmp_path):
+    d = _recording("daemons300", tmp_path)
+    order = json.loads((d / "order.json").read_text())
+    assert table.sizes_of_walk(order["slots"]) == [511]
+    assert table.sizes_of_walk([n + s for n, s in order["submitters"]]) == [127]
+    assert table.sizes_of_walk(sorted(order["slots"])) == []     # no table walks so
+
+
+def test_a_table_known_to_be_larger_is_walked_so(tmp_path):
+    """pslot_consumption_policy_cpu: 8 submitter ads, a 15-bucket table walks alice
+    before bob; 25.14 met bob first (its collector had held more submitters: a table of
+    63 buckets walks bob first). Told the size, every rejection reason agrees."""
+    from test_explain import _matchlog_rejections
+    from negotiator_ext.cycle import run_cycle
+    from negotiator_ext.pool import load_pool
+    d = tmp_path / "p"
+    shutil.copytree(FIXTURES / "pslot_consumption_policy_cpu", d)
+    names = lambda snap: [a["Name"].split("@")[0] for a in snap.submitters]  # noqa: E731
+    before = names(load_snapshot(d))
+    assert before.index("alice") < before.index("bob")
+    meta = json.loads((d / "meta.json").read_text())
+    (d / "meta.json").write_text(json.dumps({**meta, "collector_table_sizes":
+                                             {"submitters": 63}}))
+    snap = load_snapshot(d)
+    assert snap.meta["ad_order_rebuilt"]["submitters"]["buckets"] == 63
+    assert names(snap).index("bob") < names(snap).index("alice")
+    r = run_cycle(load_pool(d))
+    ours = {(x.job, x.submitter, x.reason) for x in r.rejections}
+    assert ours == set(_matchlog_rejections("pslot_consumption_policy_cpu"))
+
+
+def test_bad_table_sizes_are_named(tmp_path):
+    with pytest.raises(InputError, match=r"collector_table_sizes: expected \{"):
+        load_snapshot(_two_slots(tmp_path / "s", _reversed_pair(),
+                                 {"collector_table_sizes": {"slots": "big"}}))
+
+
 # -- the same decisions as our capture ---------------------------------------------------
 
 def _condor_status_copy(src: Path, dst: Path) -> None:
@@ -242,10 +279,15 @@ def test_a_real_collectors_walk(tmp_path):
     if find_release() is None:
         pytest.skip("no HTCondor install")
     record(tmp_path / "r", slots=120, per_host=4, submitters=40, schedds=2, seed=7,
-           arrival="shuffled")
+           arrival="shuffled", capture=tmp_path / "ours")
     got = check(tmp_path / "r")
     assert got["slots"]["with_true_insertion_order_equal"]
     assert got["submitters"]["with_true_insertion_order_equal"]
     # and condor_status -sort none prints the collector's order
     order = json.loads((tmp_path / "r" / "order.json").read_text())
     assert order["sort_none"] == {"af": True, "long": True}
+    # our capture keeps the collector's order, says so, and how far its tables grew
+    ours = load_snapshot(tmp_path / "ours")
+    assert ours.meta["ad_order"] == "collector" and "ad_order_rebuilt" not in ours.meta
+    assert [a["Name"] for a in ours.slots] == order["slots"]
+    assert ours.meta["collector_table_sizes"] == {"slots": 255, "submitters": 63}

@@ -86,11 +86,27 @@ def insertion_guess(ads: Sequence, keys: Sequence[str], slots: bool) -> list[int
                                                   _string(ads[i], "Name"), i))
 
 
-def collector_walk(ads: Sequence, slots: bool) -> list[int]:
+def collector_walk(ads: Sequence, slots: bool, at_least: int = table.INITIAL_SIZE
+                   ) -> list[int]:
     """The indices of `ads` (one table: slot ads, or submitter ads) in the collector's
-    walk order, as rebuilt from their keys."""
+    walk order, as rebuilt from their keys (in a table known to have grown to
+    `at_least` buckets)."""
     keys = [(slot_key if slots else submitter_key)(ad) for ad in ads]
-    return table.walk_order(keys, insertion_guess(ads, keys, slots))
+    return table.walk_order(keys, insertion_guess(ads, keys, slots), at_least)
+
+
+def table_sizes(slots: Sequence, submitters: Sequence | None) -> dict[str, int]:
+    """For a capture in the collector's order: the smallest size of each table whose
+    walk gives that order (meta.json's "collector_table_sizes"); a table whose order no
+    size gives (its ads changed during the query) is left out."""
+    out = {}
+    for kind, ads, key in (("slots", slots, slot_key),
+                           ("submitters", submitters, submitter_key)):
+        if ads:
+            sizes = table.sizes_of_walk([key(ad) for ad in ads])
+            if sizes:
+                out[kind] = sizes[0]
+    return out
 
 
 def _string(ad, attr: str) -> str:
@@ -134,21 +150,28 @@ def rebuild(snap):
     if order_of(snap.meta, snap.slots, snap.submitters) != "sorted":
         return snap
     done = {}
-    slot_order = collector_walk(snap.slots, slots=True)
+    # the tables' sizes when known (a capture of the same collector, or the admin)
+    sizes = snap.meta.get("collector_table_sizes") or {}
+    slot_order = collector_walk(snap.slots, True, sizes.get("slots", table.INITIAL_SIZE))
     slots = tuple(snap.slots[i] for i in slot_order)
     texts = snap.slot_texts
     if texts is not None and len(texts) == len(snap.slots):
         new = TextAds(texts.store)
         new.rows = [texts.rows[i] for i in slot_order]
         texts = new
-    done["slots"] = {"ads": len(slots), "sharing_a_bucket": sum(
-        table.shared_buckets([slot_key(ad) for ad in slots]))}
+    at_least = sizes.get("slots", table.INITIAL_SIZE)
+    done["slots"] = {"ads": len(slots), "buckets": table.table_size(len(slots), at_least),
+                     "sharing_a_bucket": sum(table.shared_buckets(
+                         [slot_key(ad) for ad in slots], at_least))}
     submitters = snap.submitters
     if submitters is not None:
-        sub_order = collector_walk(submitters, slots=False)
+        at_least = sizes.get("submitters", table.INITIAL_SIZE)
+        sub_order = collector_walk(submitters, False, at_least)
         submitters = tuple(submitters[i] for i in sub_order)
-        done["submitters"] = {"ads": len(submitters), "sharing_a_bucket": sum(
-            table.shared_buckets([submitter_key(ad) for ad in submitters]))}
+        done["submitters"] = {
+            "ads": len(submitters), "buckets": table.table_size(len(submitters), at_least),
+            "sharing_a_bucket": sum(table.shared_buckets(
+                [submitter_key(ad) for ad in submitters], at_least))}
     meta = dict(snap.meta)
     meta["ad_order"] = REBUILT
     meta["ad_order_rebuilt"] = done

@@ -112,6 +112,7 @@ from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
 from .snapshot import SNAPSHOT_FORMAT, negotiator_config_name
+from .collector_order import table_sizes
 
 TOOL = "negotiator-ext snapshot"
 
@@ -414,6 +415,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             # with the earlier snapshot's projection (the same), or after them
             "schedds_queried": queried,
         }
+        # how far the collector's tables have grown, which the ads alone do not tell:
+        # for a later snapshot of this collector made with condor_status (docs/snapshots.md)
+        sizes = table_sizes(slots, optional["submitters"])
+        if sizes:
+            meta["collector_table_sizes"] = sizes
         if startd_ads != len(slots):
             meta["skipped_startd_ads"] = startd_ads - len(slots)
         if slot_cache is not None:

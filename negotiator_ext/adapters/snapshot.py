@@ -242,6 +242,12 @@ def _check_meta(meta: dict, source: str) -> None:
     order = meta.get("ad_order")
     if order is not None and order not in ORDERS:
         bad("ad_order", "expected one of " + ", ".join(f'"{o}"' for o in ORDERS))
+    sizes = meta.get("collector_table_sizes")
+    if sizes is not None and not (isinstance(sizes, dict) and all(
+            k in ("slots", "submitters") and isinstance(v, int)
+            and not isinstance(v, bool) and 7 <= v < 2**31 for k, v in sizes.items())):
+        bad("collector_table_sizes", 'expected {"slots": <buckets>, "submitters": '
+                                     '<buckets>}, each a whole number from 7 up')
     if meta.get("partial") is not None and not isinstance(meta["partial"], bool):
         bad("partial", "expected true or false")
     for key in ("missing_schedds", "warnings"):

@@ -121,3 +121,26 @@ def undetermined(keys: Sequence[str], at_least: int = INITIAL_SIZE) -> list[bool
     for w in where:
         seen[w] = seen.get(w, 0) + 1
     return [seen[w] > 1 for w in where]
+
+
+def sizes_of_walk(keys_in_walk_order: Sequence[str], largest: int = (1 << 27) - 1
+                  ) -> list[int]:
+    """The table sizes (7, 15, ... up to `largest`, from the smallest the ads fill) whose
+    walk could have given `keys_in_walk_order`: those in which the ads' buckets never go
+    down along the walk. A capture in the collector's order (ours) thus tells how far its
+    table has grown, which its ads alone cannot; a later snapshot of the same collector
+    can be rebuilt with it (meta.json's "collector_table_sizes")."""
+    hashes = [key_hash(k) for k in keys_in_walk_order]
+    out = []
+    size = table_size(len(hashes))
+    while size <= largest:
+        last = -1
+        for h in hashes:
+            b = h % size
+            if b < last:
+                break
+            last = b
+        else:
+            out.append(size)
+        size = _next_size(size)
+    return out
