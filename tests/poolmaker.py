@@ -95,7 +95,10 @@ def make_pool(directory: Path, *, slots: list[dict], jobs: list[dict],
     if "SCHEDD_ENABLE_PER_USER_MATCH_LIMITS" not in config.upper():
         config += "\nSCHEDD_ENABLE_PER_USER_MATCH_LIMITS = False"
     (directory / "config").write_text(config + "\n")
-    (directory / "meta.json").write_text(json.dumps({"captured_at": captured_at}))
+    # the ads in the order the test gives them: that is the collector's order here (a
+    # hand-made snapshot's, not rebuilt from the names: adapters/collector_order.py)
+    (directory / "meta.json").write_text(json.dumps({"captured_at": captured_at,
+                                                     "ad_order": "files"}))
     return directory
 
 
