@@ -75,3 +75,22 @@ def test_a_pool_of_several_negotiators_is_not_guessed(tmp_path, reads):
     got = load_pool(snap)
     assert [r.path for r in reads] == [snap / "negotiators" / "neg1.config"]
     assert got.config == condor_config.load_config(snap / "negotiators" / "neg1.config")
+
+
+def test_a_read_taken_long_after_it_ended_is_the_config(monkeypatch, tmp_path):
+    """A caller that comes back to the read after CONFIG_READ_TIMEOUT (it was reading
+    500,000 job ads meanwhile) gets the config: the reader, long finished, was not left
+    blocked on a full pipe and then taken for a circular macro (issue 34). The config
+    is one whose knobs are more than a pipe holds (64 KiB), as a real pool's can be."""
+    import time
+    monkeypatch.setattr(condor_config, "CONFIG_READ_TIMEOUT", 1.5)
+    path = tmp_path / "config"
+    path.write_text((FIXTURES / SCENARIO / "config").read_text() + "".join(
+        f"SITE_NOTE_{i} = {'x' * 300}\n" for i in range(200)))
+    read = condor_config.ConfigRead(path)
+    time.sleep(2.5)                             # the caller is busy elsewhere
+    params, raw = read.params()
+    assert params["SITE_NOTE_199"] == "x" * 300
+    again = condor_config.ConfigRead(path)
+    time.sleep(2.5)
+    assert again.result() == condor_config.load_config(path)

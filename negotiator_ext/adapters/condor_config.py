@@ -78,6 +78,7 @@ class ConfigRead:
         self._tmpdir: Path | None = None
         self._data: bytes | None = None
         self._checked = None
+        self._out = self._err = None
         self._started = time.monotonic()
         try:
             self._start()
@@ -120,8 +121,11 @@ class ConfigRead:
                 raise InputError(source, "cannot copy it for HTCondor to read: "
                                          f"{exc.filename or ''}: {exc.strerror or exc}") from None
         self._started = time.monotonic()
-        self._proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, errors="replace")
+        # its output goes to files, not pipes: a caller that comes back late (it read a
+        # snapshot's 500,000 job ads meanwhile) finds the reader finished, not blocked
+        # on a full pipe and then killed as if it had never ended
+        self._out, self._err = tempfile.TemporaryFile(), tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(argv, env=env, stdout=self._out, stderr=self._err)
 
     def params(self) -> tuple[dict, dict]:
         """(params, raw), as `read_params` returns them."""
@@ -133,14 +137,15 @@ class ConfigRead:
             # the child gets CONFIG_READ_TIMEOUT from its start, as it always did
             left = CONFIG_READ_TIMEOUT - (time.monotonic() - self._started)
             try:
-                stdout, stderr = proc.communicate(timeout=max(left, 0.001))
+                proc.wait(timeout=max(left, 0.001))
             except subprocess.TimeoutExpired:
                 proc.kill()
-                proc.communicate()
+                proc.wait()
                 cycle = checked.possible_cycle if checked else None
                 raise InputError(source, f"HTCondor did not finish reading it within "
                                          f"{CONFIG_READ_TIMEOUT:g} s: a circular macro"
                                          + (f" ({cycle})?" if cycle else "?")) from None
+            stdout, stderr = (_text_of(f) for f in (self._out, self._err))
         finally:
             self._clean()
         if proc.returncode != 0:
@@ -163,13 +168,23 @@ class ConfigRead:
     def cancel(self) -> None:
         if self._proc is not None and self._proc.returncode is None:
             self._proc.kill()
-            self._proc.communicate()
+            self._proc.wait()
         self._clean()
 
     def _clean(self) -> None:
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
             self._tmpdir = None
+        for f in (self._out, self._err):
+            if f is not None:
+                f.close()
+        self._out = self._err = None
+
+
+def _text_of(f) -> str:
+    """What the reader child wrote into file `f`."""
+    f.seek(0)
+    return f.read().decode("utf-8", errors="replace")
 
 
 def _is_host_config(p: Path) -> bool:
