@@ -24,7 +24,6 @@ from collections import Counter
 from pathlib import Path
 
 from negotiator_ext.adapters.adfiles import read_ads, write_ads
-from negotiator_ext.adapters.snapshot import load_snapshot
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 
@@ -69,18 +68,19 @@ def compare(src: Path, order: str | None = None) -> dict:
     with tempfile.TemporaryDirectory() as t:
         copy = Path(t) / "copy"
         condor_status_copy(src, copy, order)
-        a, b = load_snapshot(src), load_snapshot(copy)
+        pa, pb = load_pool(src), load_pool(copy)
+        a, b = pa.snapshot, pb.snapshot
         out = {"snapshot": str(src), "slots": len(a.slots),
                "submitters": len(a.submitters or ()),
                "rebuilt": b.meta.get("ad_order_rebuilt")}
         out["slot_positions_equal"] = sum(
-            x.get("Name") == y.get("Name") for x, y in zip(a.slots, b.slots))
+            x.get("Name") == y.get("Name") for x, y in zip(pa.slot_ads, pb.slot_ads))
         out["submitter_positions_equal"] = sum(
             (x.get("Name"), x.get("ScheddName")) == (y.get("Name"), y.get("ScheddName"))
             for x, y in zip(a.submitters or (), b.submitters or ()))
         t0 = time.monotonic()
-        ra = run_cycle(load_pool(src))
-        rb = run_cycle(load_pool(copy))
+        ra = run_cycle(pa)
+        rb = run_cycle(pb)
         out["cycle_seconds"] = round(time.monotonic() - t0, 1)
         per_sub = [Counter(m.submitter for m in r.matches) for r in (ra, rb)]
         per_class = [Counter((m.submitter, slot_class(m.slot)) for m in r.matches)

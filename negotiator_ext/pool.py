@@ -13,6 +13,7 @@ from typing import Mapping
 from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import ConfigMemo, ConfigRead, load_config
 from .adapters.adfiles import read_ads
+from .adapters.collector_order import rebuilt_order
 from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negotiator_configs,
                                 snapshot_file)
 from .core import classads
@@ -353,7 +354,10 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     # a shadow loop's kept slot ads: what is worked out of an ad alone is kept with it
     key = _slot_memo_key(config) if snap.slot_memos is not None else None
     memos = snap.slot_memos if key is not None else repeat(None)
-    positions = snap.slot_positions   # each ad's place in its file, when reordered
+    # files that lost the collector's order (condor_status sorts): its walk rebuilt
+    # from the ads' keys (adapters/collector_order.py); the ads are checked in file order
+    rebuilt = rebuilt_order(snap)
+    where = []                         # each kept slot's index in the file
     for i, (ad, row, memo) in enumerate(zip(snap.slots, rows, memos), start=1):
         got = memo.get(key) if memo is not None else None
         if got is None:
@@ -362,8 +366,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
                 if attr in ad:
                     v = classads.eval_attr(ad, attr)
                     check_number(ad, attr, float(v) if isinstance(v, bool) else v,
-                                 snap.slots_source,
-                                 f"{positions[i - 1] if positions else i} ({name})")
+                                 snap.slots_source, f"{i} ({name})")
             usage = (slot_usage(ad, config) if matches_constraint(ad, config.slot_constraint)
                      else False)
             # with its share of the pool's size (step 8): its pie weight, effective size
@@ -379,8 +382,15 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
         pies.append(size[0])
         effective.append(size[1])
         kept.append(memo)
+        where.append(i - 1)
 
     _check_submitters(snap)
+    if rebuilt is not None:
+        place = {j: p for p, j in enumerate(rebuilt.slot_order)}
+        perm = sorted(range(len(ads)), key=lambda k: place[where[k]])
+        ads, texts, slots, pies, effective, kept = (
+            [col[k] for k in perm] for col in (ads, texts, slots, pies, effective, kept))
+        snap = dataclasses.replace(snap, submitters=rebuilt.submitters, meta=rebuilt.meta)
     if snap.accounting is not None:
         state, w = state_from_accounting_ads(snap.accounting, slots, groups, snap.accounting_source)
         warnings.extend(w)

@@ -121,18 +121,29 @@ def test_the_rebuilt_order_as_the_daemons_send_their_ads(tmp_path):
     assert slots["rebuilt_positions_equal"] >= 150
 
 
-def test_load_snapshot_rebuilds_condor_status_files(tmp_path):
+def _pool(d: Path):
+    from negotiator_ext.pool import load_pool
+    return load_pool(d)
+
+
+def test_a_pool_of_condor_status_files_takes_the_rebuilt_order(tmp_path):
     d = _recording("daemons300", tmp_path)
     order = json.loads((d / "order.json").read_text())
-    snap = load_snapshot(d)
-    assert snap.meta["ad_order"] == "rebuilt"
-    assert snap.meta["ad_order_rebuilt"]["submitters"]["ads"] == 100
-    assert [[a["Name"], a["ScheddName"]] for a in snap.submitters] == order["submitters"]
-    # the slot texts follow their ads, and each ad keeps its place in the file
+    snap = load_snapshot(d)                      # the snapshot: as its files are
     names = [a["Name"] for a in read_ads(d / "slots.ads")]
-    assert [names[p - 1] for p in snap.slot_positions] == [a["Name"] for a in snap.slots]
-    rows = snap.slot_texts.rows
-    assert [dict(r)["name"] for r in rows] == [f'"{a["Name"]}"' for a in snap.slots]
+    assert [a["Name"] for a in snap.slots] == names and "ad_order" not in snap.meta
+    pool = _pool(d)                              # the pool: in the collector's order
+    meta = pool.snapshot.meta
+    assert meta["ad_order"] == "rebuilt"
+    assert meta["ad_order_rebuilt"]["submitters"] == {"ads": 100, "buckets": 127,
+                                                      "sharing_a_bucket": 62}
+    assert [[a["Name"], a["ScheddName"]] for a in pool.snapshot.submitters] == \
+        order["submitters"]
+    got = [a["Name"] for a in pool.slot_ads]
+    keys = [co.slot_key(a) for a in snap.slots]
+    assert got == [keys[i] for i in co.collector_walk(snap.slots, True)]
+    # each slot's text goes with its ad
+    assert [dict(r)["name"] for r in pool.slot_texts] == [f'"{n}"' for n in got]
 
 
 # -- which snapshots are rebuilt ---------------------------------------------------------
@@ -162,17 +173,18 @@ def _reversed_pair() -> list[str]:
     ({"ad_order": "rebuilt"}, False)])
 def test_which_order_a_snapshot_holds(tmp_path, meta, rebuilt):
     names = _reversed_pair()
-    snap = load_snapshot(_two_slots(tmp_path / "s", names, meta))
-    got = [a["Name"] for a in snap.slots]
+    pool = _pool(_two_slots(tmp_path / "s", names, meta))
+    got = [a["Name"] for a in pool.slot_ads]
     assert got == (names[::-1] if rebuilt else names)
     said = (meta or {}).get("ad_order")
-    assert snap.meta.get("ad_order") == ("rebuilt" if rebuilt else said)
+    assert pool.snapshot.meta.get("ad_order") == ("rebuilt" if rebuilt else said)
 
 
 def test_a_file_not_in_condor_status_order_is_kept(tmp_path):
     names = _reversed_pair()[::-1]                    # not sorted: someone chose it
-    snap = load_snapshot(_two_slots(tmp_path / "s", names))
-    assert [a["Name"] for a in snap.slots] == names and "ad_order" not in snap.meta
+    pool = _pool(_two_slots(tmp_path / "s", names))
+    assert [a["Name"] for a in pool.slot_ads] == names
+    assert "ad_order" not in pool.snapshot.meta
 
 
 def test_condor_status_sorts_names_as_versions():
@@ -217,15 +229,15 @@ def test_a_table_known_to_be_larger_is_walked_so(tmp_path):
     d = tmp_path / "p"
     shutil.copytree(FIXTURES / "pslot_consumption_policy_cpu", d)
     names = lambda snap: [a["Name"].split("@")[0] for a in snap.submitters]  # noqa: E731
-    before = names(load_snapshot(d))
+    before = names(load_pool(d).snapshot)
     assert before.index("alice") < before.index("bob")
     meta = json.loads((d / "meta.json").read_text())
     (d / "meta.json").write_text(json.dumps({**meta, "collector_table_sizes":
                                              {"submitters": 63}}))
-    snap = load_snapshot(d)
-    assert snap.meta["ad_order_rebuilt"]["submitters"]["buckets"] == 63
-    assert names(snap).index("bob") < names(snap).index("alice")
-    r = run_cycle(load_pool(d))
+    pool = load_pool(d)
+    assert pool.snapshot.meta["ad_order_rebuilt"]["submitters"]["buckets"] == 63
+    assert names(pool.snapshot).index("bob") < names(pool.snapshot).index("alice")
+    r = run_cycle(pool)
     ours = {(x.job, x.submitter, x.reason) for x in r.rejections}
     assert ours == set(_matchlog_rejections("pslot_consumption_policy_cpu"))
 
@@ -260,8 +272,9 @@ def test_condor_status_files_give_the_real_cycles_decisions(tmp_path, name):
                               (src / "expected" / "matchlog.txt").read_text()))
     copy = tmp_path / "copy"
     _condor_status_copy(src, copy)
-    assert load_snapshot(copy).meta["ad_order"] == "rebuilt"
-    ours = run_cycle(load_pool(copy))
+    pool = load_pool(copy)
+    assert pool.snapshot.meta["ad_order"] == "rebuilt"
+    ours = run_cycle(pool)
     assert Counter(m.submitter for m in ours.matches) == real
     # without the rebuild, the files' order decides other ties
     meta = json.loads((copy / "meta.json").read_text())

@@ -2,10 +2,11 @@
 
 The negotiator reads the slot ads and the submitter ads in the order the collector walks
 its hash tables (core/collector_order.py), and that order breaks its ties. Our own capture
-(`negotiator-ext snapshot`, through the bindings) keeps it; `condor_status -long` sorts
-what it prints (by Machine, then Name), so a snapshot made of its output has lost it.
-`load_snapshot` calls `rebuild` for such a snapshot; meta.json's "ad_order" says which
-order a snapshot's files hold:
+(`negotiator-ext snapshot`, through the bindings) keeps it, and so does `condor_status
+-sort none`; plain `condor_status -long` sorts what it prints (by Machine, then Name), so
+a snapshot made of its output has lost it. `pool.build_pool` puts such a snapshot's ads
+in the order `rebuilt_order` gives; meta.json's "ad_order" says which order a snapshot's
+files hold:
 
   "collector"   the collector's answer order (our capture writes this)
   "files"       keep the files' order as it is (a hand-made snapshot whose order is meant)
@@ -14,19 +15,18 @@ order a snapshot's files hold:
                 (sorted by Machine, then Name), and kept when it is not (then someone
                 chose it: a hand-made file, or a capture that kept the collector's order)
 
-A rebuilt snapshot's meta (in memory; the files are never written) says
+A rebuilt pool's snapshot meta (in memory; the files are never written) says
 "ad_order": "rebuilt", with "ad_order_rebuilt": which tables, and how many of their ads
 share a bucket with another ad (`core.collector_order.shared_buckets`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..core import collector_order as table
-from ..core.adtext import TextAds
 
 COLLECTOR = "collector"
 REBUILT = "rebuilt"
@@ -144,25 +144,32 @@ def order_of(meta, slots: Sequence, submitters: Sequence | None) -> str:
     return FILES
 
 
-def rebuild(snap):
-    """`snap` (a Snapshot) with its slot ads (and their texts) and submitter ads in the
-    collector's walk order, when its files hold condor_status's order; else `snap`."""
+@dataclass(frozen=True)
+class Rebuilt:
+    """A snapshot's ads in the collector's walk order: `slot_order` (indices into the
+    snapshot's slots), its submitters in that order, and its meta saying so."""
+    slot_order: tuple[int, ...]
+    submitters: tuple | None
+    meta: dict
+
+
+def rebuilt_order(snap) -> Rebuilt | None:
+    """The collector's order of `snap`'s (a Snapshot's) slot and submitter ads, rebuilt
+    from their keys, when its files hold condor_status's order; else None (they hold the
+    collector's, or an order chosen on purpose). The snapshot stays as its files are
+    (messages name an ad by its place in its file); the pool built from it
+    (pool.build_pool) takes this order."""
     if order_of(snap.meta, snap.slots, snap.submitters) != "sorted":
-        return snap
+        return None
     done = {}
     # the tables' sizes when known (a capture of the same collector, or the admin)
     sizes = snap.meta.get("collector_table_sizes") or {}
-    slot_order = collector_walk(snap.slots, True, sizes.get("slots", table.INITIAL_SIZE))
-    slots = tuple(snap.slots[i] for i in slot_order)
-    texts = snap.slot_texts
-    if texts is not None and len(texts) == len(snap.slots):
-        new = TextAds(texts.store)
-        new.rows = [texts.rows[i] for i in slot_order]
-        texts = new
     at_least = sizes.get("slots", table.INITIAL_SIZE)
-    done["slots"] = {"ads": len(slots), "buckets": table.table_size(len(slots), at_least),
+    slot_order = collector_walk(snap.slots, True, at_least)
+    done["slots"] = {"ads": len(slot_order),
+                     "buckets": table.table_size(len(slot_order), at_least),
                      "sharing_a_bucket": sum(table.shared_buckets(
-                         [slot_key(ad) for ad in slots], at_least))}
+                         [slot_key(ad) for ad in snap.slots], at_least))}
     submitters = snap.submitters
     if submitters is not None:
         at_least = sizes.get("submitters", table.INITIAL_SIZE)
@@ -175,5 +182,4 @@ def rebuild(snap):
     meta = dict(snap.meta)
     meta["ad_order"] = REBUILT
     meta["ad_order_rebuilt"] = done
-    return dataclasses.replace(snap, slots=slots, slot_texts=texts, submitters=submitters,
-                               meta=meta, slot_positions=tuple(i + 1 for i in slot_order))
+    return Rebuilt(tuple(slot_order), submitters, meta)

@@ -51,7 +51,7 @@ from ..core.negotiation import id_number
 from ..limits import epoch_problem
 from .beside import Beside
 from .job_delta import name_counts
-from .collector_order import ORDERS, rebuild
+from .collector_order import ORDERS
 from .adfiles import (ad_start_line, load_json, read_ads, read_ads_and_texts,
                       read_text_ads, text_ads_of_lines)
 
@@ -69,7 +69,10 @@ class Snapshot:
     accounting_source: str | None
     config_path: Path | None
     meta: Mapping[str, Any] = field(default_factory=dict)
-    slot_texts: TextAds | None = None      # the slots' attribute texts, in file order
+    # the slots' attribute texts, in file order (the ads are in the files' order: a pool
+    # built from them puts them in the collector's when the files lost it, see
+    # adapters/collector_order.py)
+    slot_texts: TextAds | None = None
     # the negotiator's own ad (for shadow mode); read only when asked for, so a bad
     # negotiator.ads cannot stop a command that does not use it
     negotiator_source: Path | None = None
@@ -89,9 +92,6 @@ class Snapshot:
     slots_shared: bool = False
     # each slot's memo, kept with its ad from pass to pass (live.CapturedAds.slot_memos)
     slot_memos: tuple | None = None
-    # each slot ad's place in its file (from 1), when the ads were put in another order
-    # (collector_order.rebuild: condor_status's order rebuilt into the collector's)
-    slot_positions: tuple[int, ...] | None = None
 
     @property
     def partial(self) -> bool:
@@ -491,7 +491,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     knobs_file = directory / SCHEDD_KNOBS
     knobs = present(knobs_file)
     negotiator_configs = read_negotiator_configs(directory / NEGOTIATORS)
-    snap = Snapshot(
+    return Snapshot(
         directory=directory,
         slots_source=str(slots_file),
         slots=slots,
@@ -513,10 +513,6 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         slot_memos=(tuple(captured.slot_memos) if captured is not None
                     and captured.slot_memos is not None else None),
     )
-    # files printed by condor_status have lost the collector's order, which breaks the
-    # negotiator's ties: rebuilt from the ads' keys (adapters/collector_order.py); a
-    # capture's ads held in memory are in the collector's order
-    return snap if captured is not None else rebuild(snap)
 
 
 NEGOTIATORS = "negotiators"
