@@ -51,7 +51,7 @@ LOG = logging.getLogger("negotiator_ext.shadow")
 
 # NEGOTIATOR_EXT_DETAIL_DAYS: the days of full per-pass detail the ledger keeps before
 # summarising passes hourly
-DETAIL_DAYS = 7.0
+DETAIL_DAYS = 3.0
 
 @dataclass(frozen=True)
 class ShadowSettings:

@@ -328,7 +328,7 @@ def test_an_old_sqlite_ledger_is_said_once_to_need_vacuum(tmp_path, caplog):
 
 def test_the_detail_days_knob_reads_as_the_others():
     base = {"STATE_DIR": "/x"}
-    assert ShadowSettings.from_knobs(base).detail_days == 7
+    assert ShadowSettings.from_knobs(base).detail_days == 3
     assert ShadowSettings.from_knobs({**base, "DETAIL_DAYS": "0.5"}).detail_days == 0.5
     with pytest.raises(Exception, match="NEGOTIATOR_EXT_DETAIL_DAYS"):
         ShadowSettings.from_knobs({**base, "DETAIL_DAYS": "-1"})
