@@ -121,11 +121,12 @@ def advertise_with(pool: LivePool, count: int, specs: list[str], work: Path) -> 
     pool.wait_for(lambda: bench.slot_count(pool) >= count + 2, 120, "the fake slots", every=1)
 
 
-def take_snapshot(pool: LivePool, out: Path) -> Path | None:
-    """`negotiator-ext snapshot` of the pool into `out`; None (its error printed) when
-    it fails."""
+def take_snapshot(pool: LivePool, out: Path, timeout: int | None = None) -> Path | None:
+    """`negotiator-ext snapshot` of the pool into `out` (with its --timeout when given);
+    None (its error printed) when it fails."""
+    more = ["--timeout", str(timeout)] if timeout else []
     r = subprocess.run([sys.executable, "-m", "negotiator_ext", "snapshot", "--pool",
-                        pool.collector, "-o", str(out)], env=pool.env,
+                        pool.collector, "-o", str(out), *more], env=pool.env,
                        capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
         print(r.stderr, file=sys.stderr)
@@ -164,6 +165,9 @@ def main(argv=None) -> int:
                    help="N:CPUS: the real startd with N partitionable slots of CPUS cores")
     p.add_argument("--first", default="",
                    help="clusters (the --submitters form) submitted and run before the others")
+    p.add_argument("--snapshot-timeout", type=int, default=None,
+                   help="the snapshot's --timeout (a schedd with 100,000s of jobs needs "
+                        "more than its default 30 s)")
     p.add_argument("--condor-status", action="store_true",
                    help="also keep condor_status -long and condor_status -submitters "
                         "-long, taken right after the snapshot, in DIR/condor_status/")
@@ -260,7 +264,7 @@ def main(argv=None) -> int:
         if args.out.exists():
             shutil.rmtree(args.out)
         (args.out / "expected").mkdir(parents=True)
-        snap = take_snapshot(pool, root / "snapshot")
+        snap = take_snapshot(pool, root / "snapshot", args.snapshot_timeout)
         if snap is None:
             return 1
         if args.condor_status:
