@@ -10,14 +10,18 @@ files hold:
 
   "collector"   the collector's answer order (our capture writes this)
   "files"       keep the files' order as it is (a hand-made snapshot whose order is meant)
+  "rebuilt"     already rebuilt: kept
   missing       our own capture (meta.json's "tool" is ours): "collector"; otherwise the
                 files' order is rebuilt when it is the order condor_status prints in
                 (sorted by Machine, then Name), and kept when it is not (then someone
                 chose it: a hand-made file, or a capture that kept the collector's order)
 
 A rebuilt pool's snapshot meta (in memory; the files are never written) says
-"ad_order": "rebuilt", with "ad_order_rebuilt": which tables, and how many of their ads
-share a bucket with another ad (`core.collector_order.shared_buckets`).
+"ad_order": "rebuilt", with "ad_order_rebuilt": which tables, their sizes, and how many
+of their ads share a bucket with another ad (`core.collector_order.shared_buckets`).
+meta.json's "collector_table_sizes" ({"slots": 16383, "submitters": 127}: what our
+capture records, `table_sizes`) gives the size each table is known to have grown to: a
+collector that once held more ads than the files have walks a larger table.
 """
 
 from __future__ import annotations
