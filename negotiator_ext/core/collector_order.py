@@ -97,30 +97,13 @@ def walk_order(keys: Sequence[str], insertion: Sequence[int] | None = None,
 def shared_buckets(keys: Sequence[str], at_least: int = INITIAL_SIZE) -> list[bool]:
     """For each key: whether its ad shares its bucket of the full table with another ad
     (then its place among them depends on the order the ads were inserted in, unless
-    the table grew after they all were, see `undetermined`)."""
+    the table grew after they all were)."""
     size = table_size(len(keys), at_least)
     where = [key_hash(k) % size for k in keys]
     seen: dict[int, int] = {}
     for b in where:
         seen[b] = seen.get(b, 0) + 1
     return [seen[b] > 1 for b in where]
-
-
-def undetermined(keys: Sequence[str], at_least: int = INITIAL_SIZE) -> list[bool]:
-    """For each key: whether its place in the walk depends on the insertion order even
-    when every ad was inserted before the table last grew. Two ads in one bucket then
-    come out in the reverse of their order in the smaller table; only ads that shared
-    a bucket in both sizes keep an order decided by history. (An ad inserted after the
-    table last grew and sharing its bucket is undetermined too: `shared_buckets`.)"""
-    size = table_size(len(keys), at_least)
-    if size == INITIAL_SIZE:
-        return shared_buckets(keys, at_least)
-    prev = (size + 1) // 2 - 1
-    where = [(h % size, h % prev) for h in map(key_hash, keys)]
-    seen: dict[tuple[int, int], int] = {}
-    for w in where:
-        seen[w] = seen.get(w, 0) + 1
-    return [seen[w] > 1 for w in where]
 
 
 def sizes_of_walk(keys_in_walk_order: Sequence[str], largest: int = (1 << 27) - 1
