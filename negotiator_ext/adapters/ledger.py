@@ -379,6 +379,7 @@ EXPORT_FORMATS = ("csv", "jsonl", "parquet")
 
 _PG_MIGRATION_LOCK = 0x6E6567_6F7478  # pg_advisory_xact_lock key: one migrator at a time
 _PG_COMPARISON_LOCK = 0x6E6567_636D70  # and one writer of a comparison at a time
+_PG_SUMMARY_LOCK = 0x6E6567_68726C    # and one summariser of an hour at a time
 
 # PassRecord fields stored in their own tables, not in the header row
 _PASS_CHILDREN = ("real_cycles", "shadow_matches", "real_matches", "submitters", "groups",
@@ -1028,6 +1029,9 @@ class _SQLite:
     def lock_for_comparison(self) -> None:
         pass                                    # BEGIN IMMEDIATE is the lock
 
+    def lock_for_summary(self) -> None:
+        pass                                    # BEGIN IMMEDIATE is the lock
+
     def has_table(self, name: str) -> bool:
         return bool(self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
                                       "name = ?", (name,)).fetchall())
@@ -1172,6 +1176,10 @@ class _Postgres:
     def lock_for_comparison(self) -> None:
         # READ COMMITTED: the statements after the lock see what its last holder committed
         self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_COMPARISON_LOCK,))
+
+    def lock_for_summary(self) -> None:
+        # two loops on one ledger: the second finds the hour summarised by the first
+        self.conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SUMMARY_LOCK,))
 
     def has_table(self, name: str) -> bool:
         row = self.conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()
@@ -1759,6 +1767,7 @@ class Ledger:
         done = 0
         while max_hours is None or done < max_hours:
             with self._guard(f"{done} hour(s) summarised, then stopped"), self._db.write():
+                self._db.lock_for_summary()
                 rows = self._db.execute(
                     "SELECT pool, MIN(started_at) FROM passes WHERE started_at < ? "
                     "GROUP BY pool", (cutoff,)).fetchall()
