@@ -499,18 +499,20 @@ def cmd_recommend(args) -> int:
                                          negotiator=negotiator, current=latest,
                                          run=subprocess.run, latest_pass_time=newest,
                                          diagnose=_refusal_diagnosis(target))
+    # a summarised hour counts the complete passes it stands for
+    n_passes = sum(int((h.get("summary") or {}).get("complete", 1)) for h, _s, _g in passes)
     if args.script == "-":
         sys.stdout.write(render_script(recs, pool=target, now=now))
     elif args.json:
         doc = render_json(recs, pool=target)
         print(json.dumps({"window_hours": window, "at": now, "pool": pool,
-                          "passes": len(passes), **doc, "apply": bool(args.apply),
+                          "passes": n_passes, **doc, "apply": bool(args.apply),
                           "applied": [{"kind": a.kind, "name": a.name, "value": a.value,
                                        "outcome": a.outcome, "command": a.command,
                                        "lease_expires": a.lease_expires} for a in done]},
                          indent=2, default=str))
     else:
-        print(f"{len(passes)} complete pass(es) of {pool or 'no pool'} in the last "
+        print(f"{n_passes} complete pass(es) of {pool or 'no pool'} in the last "
               f"{window:g} h; {len(recs)} recommendation(s)")
         sys.stdout.write(render_table(recs))
         if recs and not args.apply:

@@ -15,6 +15,7 @@ starts it)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import random
 import sqlite3
@@ -89,7 +90,7 @@ def record_hours(ledger, hours: float, every: int = 60, start: int = 0, **kw) ->
 # ---------------------------------------------------------------- the summaries
 
 
-def test_old_hours_are_summarised_and_every_reader_still_answers(url, capsys):
+def test_old_hours_are_summarised_and_every_reader_still_answers(url, capsys, tmp_path):
     with open_ledger(url) as ledger:
         recs = record_hours(ledger, 3 + 10 / 60)        # 190 passes, into the 4th hour
         assert ledger.summarise(T0 + 2 * HOUR + 1) == 2    # hours 0 and 1 (2 is not over)
@@ -151,7 +152,9 @@ def test_old_hours_are_summarised_and_every_reader_still_answers(url, capsys):
     assert any("hourly summaries" in n for n in audit.summary["notes"])
     assert set(audit.tables["submitter_shares"]["name"]) == {"u0@x", "u1@x", "u2@x"}
     # ledger show: an hour is a row
-    assert main(["ledger", "show", "--ledger", url, "--last", "72"]) == 0
+    empty = tmp_path / "condor_config"        # an empty HTCondor config: no host knobs
+    empty.write_text("")
+    assert main(["ledger", "show", "--ledger", url, "--last", "72", "--config", str(empty)]) == 0
     out = capsys.readouterr().out.splitlines()
     hours = [line for line in out if line.startswith("hour")]
     assert len(hours) == 2 and f"{len(complete0)}/60 complete" in hours[0]
@@ -268,7 +271,7 @@ def test_postgresql_reuses_the_space_and_vacuum_full_shrinks_it(pg_url):
 # ---------------------------------------------------------------- an older ledger
 
 
-def test_a_schema_8_ledger_is_migrated_summarised_and_vacuumed(url, capsys):
+def test_a_schema_8_ledger_is_migrated_summarised_and_vacuumed(url, capsys, tmp_path_factory):
     if not url.startswith("postgresql"):
         # what negotiator-ext wrote before: WAL set first, auto_vacuum left at none
         conn = sqlite3.connect(url)
@@ -295,7 +298,9 @@ def test_a_schema_8_ledger_is_migrated_summarised_and_vacuumed(url, capsys):
         got = ledger.reclaim()
         assert got == {"shrinks": False, "free_pages": got["free_pages"]}
         assert got["free_pages"] > 0
-    assert main(["ledger", "vacuum", "--ledger", url]) == 0
+    empty = tmp_path_factory.mktemp("cfg") / "condor_config"
+    empty.write_text("")
+    assert main(["ledger", "vacuum", "--ledger", url, "--config", str(empty)]) == 0
     assert "MiB after" in capsys.readouterr().out
     with open_ledger(url) as ledger:
         space = ledger.space()
@@ -519,16 +524,25 @@ def test_summarising_keeps_recommendations_where_figures_held_all_the_hour(
     _same_recommendations(summed, detail)
 
 
-def test_the_steady_history_gives_recommendations_to_compare():
+def test_the_steady_history_gives_recommendations_to_compare(tmp_path, capsys):
     """The property above compares something: this history recommends a factor for the
-    submitter over its share, a group review and setprio advice, before and after."""
+    submitter over its share, a group review and setprio advice, before and after; and
+    the command counts a summarised hour's passes."""
     recs = _steady_history(7, 600, 4)
     now = int(recs[-1].started_at) + 60
-    import tempfile
-    with tempfile.TemporaryDirectory() as d, open_ledger(f"{d}/l.sqlite") as ledger:
+    url = str(tmp_path / "l.sqlite")
+    with open_ledger(url) as ledger:
         ledger.record_passes(recs)
         detail = _recommendations(ledger, now)
         ledger.summarise(T0 + 4 * HOUR)
         summed = _recommendations(ledger, now)
     assert {k for k, *_ in detail} >= {"factor", "group", "setprio"}
     _same_recommendations(summed, detail)
+    config = tmp_path / "condor_config"
+    config.write_text("NEGOTIATOR_EXT_RECOMMEND_MIN_PASSES = 3\n"
+                      "NEGOTIATOR_EXT_RECOMMEND_MIN_HOURS = 2\n")
+    assert main(["recommend", "--ledger", url, "--config", str(config), "--at", str(now),
+                 "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passes"] == sum(r.status == "complete" for r in recs)
+    assert {r["kind"] for r in doc["recommendations"]} >= {"factor", "group", "setprio"}
