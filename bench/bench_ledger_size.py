@@ -1,7 +1,7 @@
 """Benchmark: what the ledger costs on disk, per pass and per summarised hour, and what a
 year of one-minute passes comes to.
 
-    python bench/bench_ledger_size.py [--sizes 1k,11k,100k] [--detail-days 3]
+    python bench/bench_ledger_size.py [--sizes 1k,11k,100k,100k-groups] [--detail-days 3]
                                       [--retention-days 366] [--json]
     python bench/bench_ledger_size.py --sizes 1k --check-hours 26
 
@@ -9,7 +9,9 @@ For each size a synthetic pool is generated with bench/synth.py (cached under
 bench/.cache/): 1k = 1,000 slots, 10,000 idle jobs, 10 submitters; 11k = 11,000 slots,
 50,000 idle jobs, 100 submitters; 100k = 100,000 slots, 500,000 idle jobs, 1,000
 submitters (issue 15's counts; synth.py's slots are 30% claimed and its submitters in
-five groups). One shadow pass is run on it as `shadow --replay` runs one (ShadowLoop,
+five groups); 100k-groups = issue 15's own 100k shape (bench/synth_groups.py: 100,000
+alike idle slots, 500,000 jobs, 1,000 submitters in 100 groups), since our cycle makes no
+match on synth.py's 100k pool. One shadow pass is run on it as `shadow --replay` runs one (ShadowLoop,
 the pass's record as the loop writes it: our cycle's matches with their waits, the
 submitters and groups, the slot classes, the timings and warnings). The synthetic pool
 has no negotiator ad, so the real side a production loop adds with its MatchLog is
@@ -305,7 +307,7 @@ def check(base, hours: int, work: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="1k,11k,100k")
+    ap.add_argument("--sizes", default="1k,11k,100k,100k-groups")
     ap.add_argument("--detail-days", type=float, default=3.0)
     ap.add_argument("--retention-days", type=float, default=366.0)
     ap.add_argument("--steady-matches", type=int, default=200,
