@@ -659,7 +659,7 @@ def test_keeping_slot_ads_gives_the_same_ledger_as_building_every_ad_anew(
         return rows_of(sim)
 
     monkeypatch.setattr(sim_mod.Simulation, "_slot_rows", anew)
-    monkeypatch.setattr(sim_mod, "_slot_texts", lambda b: (None, True))   # the cycle reads them
+    monkeypatch.setattr(sim_mod, "_slot_texts", lambda b: None)   # the cycle reads them
     built = str(tmp_path / "built.sqlite")
     with open_ledger(built) as ledger:
         Simulation(sc, ledger).run()
