@@ -13,8 +13,8 @@ and its worker's resident memory (VmRSS) and open descriptors (/proc/PID/fd) are
 
 Printed (JSON): passes in the ledger and the loop's own count of the passes it reported
 (one line each on stdout), statuses, and for the loop and the worker the memory and
-descriptors after warm-up (the first 10% of the passes) and at the end, with the largest
-rise beyond the warm-up figure (the goal: within 10%).
+descriptors after warm-up (the first 10% of the passes), at each tenth of the rest and
+at the end, with the largest rise beyond the warm-up figure (the goal: within 10%).
 """
 
 from __future__ import annotations
@@ -86,7 +86,10 @@ def summary(samples: list[tuple[int, int | None, int | None]], warm: int) -> dic
     if not after:
         return {}
     base_rss, base_fd = after[0][1], after[0][2]
+    # the trend: resident memory at each tenth of the run after warm-up
+    tenths = [after[min(len(after) - 1, len(after) * k // 10)][1] for k in range(11)]
     return {"rss_mib_after_warmup": round(base_rss / 1024, 1),
+            "rss_mib_by_tenth": [round(v / 1024, 1) for v in tenths],
             "rss_mib_end": round(after[-1][1] / 1024, 1),
             "rss_largest_rise_pct": round(100 * (max(s[1] for s in after) / base_rss - 1), 1),
             "fds_after_warmup": base_fd, "fds_end": after[-1][2],
