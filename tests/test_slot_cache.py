@@ -368,8 +368,12 @@ def test_what_a_pass_works_out_of_a_kept_ad_is_kept_with_it(tmp_path):
 
     from negotiator_ext.pool import build_pool, load_pool
 
+    from negotiator_ext.adapters.snapshot import load_snapshot
+
     pool = load_pool(FIXTURES / "hgq_nested_hep_lep_surplus")
-    snap = pool.snapshot
+    # the snapshot as its files are (load_pool's; the pool's own holds the submitters in
+    # the collector's order rebuilt from condor_status's, and its slots in file order)
+    snap = load_snapshot(FIXTURES / "hgq_nested_hep_lep_surplus")
     memos = tuple({} for _ in snap.slots)
     kept = dataclasses.replace(snap, slot_memos=memos)
     first = build_pool(kept, pool.config)
