@@ -142,14 +142,15 @@ def queue_heads(table: adtext.TextAds) -> list[tuple]:
     files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not."""
     values = adtext.TextValues()
     view = QueueView(values)
-    idle, running = view.idle, view.running
     names = table.store.names
-    out = []
-    for row in table.rows:
-        job = adtext.Job(row, names, values)
-        head = idle(job)
-        out.append((head, None) if head is not None else (None, running(job)))
-    return out
+    return [queue_head(view, adtext.Job(row, names, values)) for row in table.rows]
+
+
+def queue_head(view: QueueView, job) -> tuple:
+    """What `QueueView` says of one job: (idle head, None) for an idle job with a
+    submitter, else (None, view.running(job)); one entry of `queue_heads`."""
+    head = view.idle(job)
+    return (head, None) if head is not None else (None, view.running(job))
 
 
 class JobConstraint:

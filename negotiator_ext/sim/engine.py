@@ -65,7 +65,7 @@ from ..core import classads
 from ..core.accountant import AccountantState, SlotChanges
 from ..core.adtext import Job, TextAds, TextStore, TextValues
 from ..core.config import priority_preemption_off
-from ..core.negotiation import QueueView
+from ..core.negotiation import QueueView, queue_head
 from ..core.records import MatchEntry, PassRecord
 from ..core.schedd_limits import ScheddLimits
 from ..errors import InputError
@@ -445,7 +445,7 @@ class Simulation:
                     job.row_gen = gen
                     # what the schedd's view of its queue says of the job (as
                     # `negotiation.queue_heads` computes it), worked out once a row
-                    job.head = _queue_head(view, Job(row, names, values))
+                    job.head = queue_head(view, Job(row, names, values))
                 heads.append(job.head)
                 self._offered[(schedd, job.id)] = job
             ad = classad2.ClassAd()
@@ -569,14 +569,8 @@ class _PoolRows:
     all_cpus: int                 # every slot's cpus, rounded up
     changes: SlotChanges | None = None   # the slots changed since the last cycle's
 
+
 _UNBOUNDED = 1 << 40
-
-
-def _queue_head(view: QueueView, job) -> tuple:
-    """(idle head, None) of an idle job, else (None, what holds it): one entry of
-    `negotiation.queue_heads`."""
-    head = view.idle(job)
-    return (head, None) if head is not None else (None, view.running(job))
 
 
 def _matched_again(ad) -> bool:
