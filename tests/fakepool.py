@@ -214,6 +214,8 @@ class FakeSchedd:
         p.calls.append(("Schedd.query", self.name, constraint))
         p.schedd_queries.setdefault(self.name, []).append(list(projection))
         p.param_during_queries.append(dict(p.param))
+        if self.name not in p.schedds:  # (a location ad naming no schedd of the fake)
+            raise htcondor2.HTCondorException("Failed to connect to schedd")
         jobs = p.schedds[self.name]
         if isinstance(jobs, Exception):
             raise jobs
