@@ -88,10 +88,17 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
             real_duration=2.75, notes=("one note", "another"), agreed_equivalent=2,
             equivalent_agreement=0.5,
             time_limits={"real": {"schedds": ["s1"], "submitters": []}, "predicted": None,
-                         "groups_not_served": ["group_b"]}) if comparison else None,
+                         "groups_not_served": ["group_b"]},
+            unexplained_agreement=0.875,
+            disagreements=({"submitter": "user0@example.org", "real": 1, "shadow": 2,
+                            "class": "pool changed", "unexplained": 0,
+                            "changes": ["job 12.1 of user0@example.org left the queue"]},),
+            changes=("job 12.1 of user0@example.org left the queue",),
+            aligned=True) if comparison else None,
         snapshot_dir="/var/lib/negotiator-ext/snapshots/1700000000",
         warnings=("schedd x slow", "no matchlog"), comparable=True,
-        slot_classes={"slot1@host": 0, "slot2@host": 0, "slot3@host": 1})
+        slot_classes={"slot1@host": 0, "slot2@host": 0, "slot3@host": 1},
+        aligned_cycle=int(started_at))
 
 
 def small_pass(uuid, started_at=1000.0, pool="p", cycles=(), status="complete") -> PassRecord:
@@ -658,12 +665,25 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 9
+    assert SCHEMA_VERSION == versions[-1] == 10
 
 
+# record columns version 10 added: a pass's aligned cycle, a comparison's explanation
+ADDED_IN_V10 = ("aligned_cycle", "unexplained_agreement", "disagreements", "changes",
+                "aligned")
 # record columns later migrations added (version 1 wrote none of them)
 ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter_limit",
-                  "wait", "time_limits")
+                  "wait", "time_limits", *ADDED_IN_V10)
+
+
+def written_before_v10(m) -> None:
+    """With monkeypatch context `m`: passes written as a ledger of version 9 holds them
+    (the columns of ADDED_IN_V10 left out; the records must have their defaults)."""
+    m.setattr(ledger_mod, "_PASS_HEADER", tuple(n for n in ledger_mod._PASS_HEADER
+                                                 if n not in ADDED_IN_V10))
+    real_fields_of = ledger_mod._fields_of
+    m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
+        f for f in real_fields_of(cls) if f.name not in ADDED_IN_V10))
 
 
 def test_migration_from_v1(url, monkeypatch):
@@ -671,7 +691,10 @@ def test_migration_from_v1(url, monkeypatch):
     full = full_pass()
     rec = dataclasses.replace(
         full, comparison=dataclasses.replace(full.comparison, agreed_equivalent=None,
-                                             equivalent_agreement=None, time_limits={}),
+                                             equivalent_agreement=None, time_limits={},
+                                             unexplained_agreement=None, disagreements=(),
+                                             changes=(), aligned=False),
+        aligned_cycle=None,
         submitters=tuple(dataclasses.replace(o, shadow_submitter_limit=None)
                          for o in full.submitters),
         shadow_matches=tuple(dataclasses.replace(m, wait=None) for m in full.shadow_matches),
@@ -684,7 +707,7 @@ def test_migration_from_v1(url, monkeypatch):
             m.setattr(ledger_mod, "_PASS_HEADER",
                       tuple(n for n in ledger_mod._PASS_HEADER
                             if n not in ("comparable", "pool_weight", "pass_timings",
-                                         "time_limits")))
+                                         "time_limits", *ADDED_IN_V10)))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
             real_fields_of = ledger_mod._fields_of
             m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(

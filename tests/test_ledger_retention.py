@@ -35,6 +35,7 @@ from negotiator_ext.core.records import (Comparison, GroupObs, MatchEntry, PassR
                                          SubmitterObs)
 from negotiator_ext.shadow import ShadowSettings, _Pass
 from test_ledger import pg_url, postgres_server, url  # noqa: F401  (fixtures, reused)
+from test_ledger import written_before_v10
 
 T0 = 1_700_000_000 // HOUR * HOUR          # the start of an hour
 POOL = "cm.example.org"
@@ -271,15 +272,17 @@ def test_postgresql_reuses_the_space_and_vacuum_full_shrinks_it(pg_url):
 # ---------------------------------------------------------------- an older ledger
 
 
-def test_a_schema_8_ledger_is_migrated_summarised_and_vacuumed(url, capsys, tmp_path_factory):
+def test_a_schema_8_ledger_is_migrated_summarised_and_vacuumed(url, capsys, tmp_path_factory,
+                                                              monkeypatch):
     if not url.startswith("postgresql"):
         # what negotiator-ext wrote before: WAL set first, auto_vacuum left at none
         conn = sqlite3.connect(url)
         conn.execute("PRAGMA journal_mode = WAL").fetchall()
         conn.close()
     recs = [a_pass(i, T0 + i * 300) for i in range(30)]
-    with ledger_mod._open(url, schema_target=8) as old:
+    with ledger_mod._open(url, schema_target=8) as old, monkeypatch.context() as m:
         assert old.schema_version == 8
+        written_before_v10(m)
         old.record_passes(recs)
         with pytest.raises(ledger_mod.LedgerError):      # no hours table in version 8
             old.hours()

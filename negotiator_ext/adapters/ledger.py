@@ -368,6 +368,15 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
         "CREATE INDEX hour_submitters_hour ON hour_submitters (hour_id)",
         "CREATE INDEX hour_groups_hour ON hour_groups (hour_id)",
     )),
+    # 10: why a comparison disagrees (core.disagreement) and whether the compared capture
+    # was aligned with the real cycle's start by the NegotiatorLog (issue 32)
+    (10, (
+        "ALTER TABLE passes ADD COLUMN aligned_cycle BIGINT",
+        "ALTER TABLE comparisons ADD COLUMN unexplained_agreement DOUBLE PRECISION",
+        "ALTER TABLE comparisons ADD COLUMN disagreements TEXT",
+        "ALTER TABLE comparisons ADD COLUMN changes TEXT",
+        "ALTER TABLE comparisons ADD COLUMN aligned INTEGER",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -417,6 +426,7 @@ _JSON_COLUMNS: dict[str, frozenset[str]] = {
     "hours": frozenset({"reasons", "real_cycles", "comparisons"}),
 }
 _BOOL_COLUMNS = {"submitters": frozenset({"is_group"}), "passes": frozenset({"comparable"}),
+                 "comparisons": frozenset({"aligned"}),
                  "hour_submitters": frozenset({"is_group"})}
 
 
@@ -464,6 +474,7 @@ class _Field(NamedTuple):
     kind: str                   # `_kind`: "json", "bool" or "plain" (stored as it is)
     annotation: Any
     factory: bool               # made by a default factory
+    defaulted: bool = False     # ... or with a default other than None
 
 
 def _fields_of(cls: type) -> tuple[_Field, ...]:
@@ -472,7 +483,9 @@ def _fields_of(cls: type) -> tuple[_Field, ...]:
     fields = _FIELDS.get(cls)
     if fields is None:
         fields = _FIELDS[cls] = tuple(
-            _Field(f.name, _kind(f.type), f.type, f.default_factory is not dataclasses.MISSING)
+            _Field(f.name, _kind(f.type), f.type, f.default_factory is not dataclasses.MISSING,
+                   f.default_factory is not dataclasses.MISSING
+                   or f.default not in (dataclasses.MISSING, None))
             for f in dataclasses.fields(cls))
     return fields
 
@@ -502,8 +515,8 @@ def _values_of(items: Sequence[Any]) -> tuple[list[str], list[tuple]]:
 
 def _record_of(cls: type, row: dict[str, Any]) -> Any:
     """A record dataclass from a row (extra columns such as id and pass_uuid ignored; a
-    NULL in a column a later schema added, for a field made by a factory, is the
-    field's default)."""
+    NULL in a column a later schema added, for a field with a default other than None,
+    is the field's default)."""
     kw = {}
     for f in _fields_of(cls):
         if f.name not in row:
@@ -511,7 +524,7 @@ def _record_of(cls: type, row: dict[str, Any]) -> Any:
         v = row[f.name]
         if f.kind != "plain":
             v = _decode(v, f.annotation)
-        if v is None and f.factory:
+        if v is None and f.defaulted:
             continue
         kw[f.name] = v
     return cls(**kw)
@@ -592,7 +605,7 @@ _GROUP_AGG = {
     "shadow_usage_after": "mean", "shadow_matches": "sum", "real_matches": "sum"}
 # the comparison figures an hour keeps as means (a [sum, count] pair each)
 _COMPARISON_MEANS = ("real_in_shadow", "shadow_in_real", "count_agreement",
-                     "equivalent_agreement", "real_duration")
+                     "equivalent_agreement", "real_duration", "unexplained_agreement")
 _COMPARISON_SUMS = ("real_matches", "shadow_matches", "agreed", "agreed_equivalent",
                     "real_cycles_between")
 _REASONS_KEPT = 10      # the most frequent reasons of an hour's partial and failed passes
@@ -709,6 +722,8 @@ def _comparisons_summary(comps: Sequence[Comparison]) -> dict[str, Any]:
                       sum(1 for c in comps if getattr(c, k) is not None)]
                   for k in _COMPARISON_MEANS},
         "sources": {},
+        "aligned": sum(1 for c in comps if c.aligned),
+        "changed": sum(1 for c in comps if c.changes),
         "out_of_time": sum(1 for c in comps
                            if ((c.time_limits or {}).get("real") or {}).get("schedds")
                            or ((c.time_limits or {}).get("real") or {}).get("submitters"))}
@@ -748,7 +763,9 @@ def _hour_comparison(key: str, summary: Mapping[str, Any]) -> Comparison | None:
                "each figure the mean over those that had it",),
         agreed_equivalent=(int(sums.get("agreed_equivalent", 0))
                            if means.get("equivalent_agreement", (0, 0))[1] else None),
-        equivalent_agreement=mean("equivalent_agreement"))
+        equivalent_agreement=mean("equivalent_agreement"),
+        unexplained_agreement=mean("unexplained_agreement"),
+        aligned=bool(summary.get("aligned")))
 
 
 def _reasons_of(heads: Sequence[Mapping[str, Any]]) -> dict[str, int]:
@@ -1475,11 +1492,17 @@ class Ledger:
 
     def last_pass(self, pool: str | None = None, *, status: str | None = None,
                   comparable: bool | None = None,
-                  captured_by: float | None = None) -> dict | None:
+                  captured_by: float | None = None,
+                  aligned_cycle: int | None = None) -> dict | None:
         """The newest recorded pass (of `pool`, with `status`, comparable or not, with its
-        capture over by `captured_by`: started_at + capture_duration <= captured_by), or
+        capture over by `captured_by`: started_at + capture_duration <= captured_by,
+        aligned with the real cycle that started at `aligned_cycle`, within a second), or
         None."""
         where, params = self._where(pool=pool, status=status, comparable=comparable)
+        if aligned_cycle is not None:
+            where += ((" AND" if where else " WHERE")
+                      + " aligned_cycle BETWEEN ? AND ?")
+            params += [int(aligned_cycle) - 1, int(aligned_cycle) + 1]
         if captured_by is not None:
             where += ((" AND" if where else " WHERE")
                       + " started_at + COALESCE(capture_duration, 0) <= ?")

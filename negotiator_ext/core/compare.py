@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from .accountant import Accountant, AccountantState
 from .config import NegotiatorConfig
+from .disagreement import explain
 from .groups import ROOT, GroupTree
 from .records import Comparison, GroupObs, MatchEntry, RealCycle, SubmitterObs
 
@@ -37,7 +38,10 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
             real_submitters: Sequence[SubmitterObs] = (),
             real_groups: Sequence[GroupObs] = (),
             slot_classes: Mapping[str, int] | None = None,
-            time_limits: Mapping[str, Any] | None = None) -> Comparison:
+            time_limits: Mapping[str, Any] | None = None,
+            digest_before: Mapping[str, Any] | None = None,
+            digest_after: Mapping[str, Any] | None = None,
+            aligned: bool = False) -> Comparison:
     """Compare pass `shadow_pass`'s cycle (on its snapshot taken at
     `shadow_snapshot_time`) with the first real cycle that started at or after that time.
 
@@ -61,7 +65,12 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
     figures from the window. "negotiator-ad": only the cycle's Matches count is known;
     per-submitter counts, `agreed`, `real_in_shadow`, `shadow_in_real` and
     `count_agreement` are None. "none": no real cycle since the snapshot; every real
-    figure is None. Ratios whose denominator is 0 are None."""
+    figure is None. Ratios whose denominator is 0 are None.
+
+    With the MatchLog, each disagreeing submitter is classified (`core.disagreement`)
+    from `digest_before`, the compared pass's digest, and `digest_after`, the comparing pass's (either
+    None when not kept): `disagreements`, `changes`, `unexplained_agreement`. `aligned`:
+    the compared pass captured the pool as this cycle started (recorded as it is)."""
     notes: list[str] = []
     cycles = sorted(real_cycles, key=lambda c: c.time)
     after = [c for c in cycles if c.time >= shadow_snapshot_time]
@@ -93,6 +102,7 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
                      "snapshot: the first one after it may have left the history")
 
     agreed_eq = eq_agreement = None
+    ours: list[MatchEntry] | None = None
     if real_matches is None:
         source = "negotiator-ad"
         real_total = cycle.matches
@@ -142,6 +152,12 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
         for name, row in per_submitter.items():
             row["shadow_out_of_time"] = name in predicted_out
             row["shadow_not_reached"] = name in not_reached
+    why: dict[str, Any] = {}
+    if ours is not None:
+        why = explain(per_submitter=per_submitter, real_matches=ours,
+                      shadow_matches=shadow_matches, before=digest_before,
+                      after=digest_after,
+                      cycle=cycle, predicted=time_limits or {})
     return Comparison(
         shadow_pass=shadow_pass, real_cycle_time=cycle.time, real_cycles_between=between,
         real_matches=real_total, shadow_matches=shadow_total, agreed=agreed,
@@ -150,7 +166,10 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
         per_submitter=per_submitter, per_group=per_group,
         max_abs_drift=max_drift, real_duration=cycle.duration, notes=tuple(notes),
         agreed_equivalent=agreed_eq, equivalent_agreement=eq_agreement,
-        time_limits=limits_seen)
+        time_limits=limits_seen,
+        unexplained_agreement=why.get("unexplained_agreement"),
+        disagreements=tuple(why.get("disagreements") or ()),
+        changes=tuple(why.get("changes") or ()), aligned=aligned)
 
 
 def _window(cycle: RealCycle, nxt: RealCycle | None, notes: list[str]) -> tuple[int, int | None]:

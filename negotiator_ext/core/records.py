@@ -133,6 +133,16 @@ class Comparison:
     # "groups_not_served": groups ours matched and the real cycle did not, when it ran
     # out of time}; empty when neither side has anything to say
     time_limits: dict[str, Any] = field(default_factory=dict)
+    # why the counts differ (core.disagreement): each disagreeing submitter classified as
+    # "pool changed", "out of time" or "unexplained", with the changes named; every change
+    # seen between the capture and the real cycle; count_agreement with the explained
+    # differences taken as agreeing (MatchLog only)
+    unexplained_agreement: float | None = None
+    disagreements: tuple[dict[str, Any], ...] = ()
+    changes: tuple[str, ...] = ()
+    # the compared pass captured the pool as the real cycle started (its NegotiatorLog
+    # line), not before it
+    aligned: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,6 +184,9 @@ class PassRecord:
     # where the real cycle's time limits would stop it, as our cycle predicted
     # (CycleResult.time_limits; empty when the pool's negotiator ad gave no cost)
     time_limits: dict[str, Any] = field(default_factory=dict)
+    # the real cycle whose start (its NegotiatorLog line) this pass's capture followed,
+    # when the loop aligned it so (None: a pass at its interval)
+    aligned_cycle: int | None = None
 
 
 @dataclass(frozen=True)

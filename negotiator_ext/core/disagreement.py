@@ -1,0 +1,248 @@
+"""Why our cycle and the real one disagree: the pool changed, or unexplained (issue 32).
+
+A shadow pass predicts the real cycle from a snapshot taken before it (or, aligned by the
+NegotiatorLog, as it starts). Between the capture and the moment the real negotiator
+reads the pool, jobs are submitted and removed, running jobs end and free their slots,
+a schedd's submitter ads reach the collector: the real cycle then negotiates over another
+pool, and a difference of counts says nothing about our rules. `explain` tells such
+differences from the others, submitter by submitter, with the evidence the shadow has:
+
+* the compared pass's *digest* (`digest`): the submitters with idle jobs our snapshot
+  had, their idle job ids, the slots and which were claimed, the candidate slots;
+* the comparing pass's digest (the pool after the real cycle), when there is one;
+* the real cycle's MatchLog matches in its window, and its own figures (candidate slots,
+  submitters and schedds out of time).
+
+Evidence that a real match could not have been predicted (a *real excess* of its
+submitter, explained): its job was not idle in our snapshot; its submitter had no idle
+jobs there (its submitter ad had not reached the collector); its slot was claimed in our
+snapshot, or not in it. Evidence that one of our matches could not happen (a *shadow
+excess*, explained): its job was no longer idle after the cycle and the real cycle did
+not match it (removed, held, or ran elsewhere); the real cycle ran out of time
+(NEGOTIATOR_MAX_TIME_*) before it reached that submitter or during its turn: compared
+within what the real cycle reached, the rest counted as out of time against our
+prediction (`time_limits`). Those changes move slots between submitters: the real cycle
+gives a slot taken by a new job to it rather than to the submitter ours gave it to, and
+a slot ours gave a removed job to someone else. So a residual excess on one side is
+explained by displaced slots, up to the number of directly explained matches of the
+other kind ("displaced by ..."). A real cycle that counted another number of candidate
+slots than our snapshot (the pool's size changed: slots came or went) explains the
+residual of the submitters whose limits differ. What remains is *unexplained*.
+
+`unexplained_agreement` is `count_agreement` with the explained differences taken as
+agreeing: 1 - max(residual real excess, residual shadow excess) / max(real, shadow). With
+nothing explained it equals count_agreement (which is 1 - max(real excess, shadow
+excess) / max(real, shadow)); with every difference explained it is 1.
+
+Plain data in and out: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any, Iterable, Mapping, Sequence
+
+from .records import MatchEntry, RealCycle
+
+# the classes of a disagreement
+POOL_CHANGED = "pool changed"
+OUT_OF_TIME = "out of time"
+UNEXPLAINED = "unexplained"
+
+# at most this many changes are named per submitter (the rest counted)
+NAMED = 5
+
+
+def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[str]],
+           slots: Mapping[str, bool], candidate_slots: int | None) -> dict[str, Any]:
+    """What `explain` needs of one snapshot, as plain JSON-able data: the submitters with
+    idle jobs (name -> idle jobs), each submitter's idle job ids ("Cluster.Proc") kept as
+    proc ranges per cluster, the slots by name (True: claimed), our candidate slots."""
+    jobs: dict[str, dict[str, list[list[int]]]] = {}
+    for name, ids in idle_jobs.items():
+        by_cluster: dict[str, list[int]] = defaultdict(list)
+        for j in ids:
+            c, _, p = str(j).partition(".")
+            try:
+                proc = int(p)
+            except ValueError:
+                continue
+            by_cluster[c].append(proc)
+        jobs[name] = {c: _ranges(ps) for c, ps in by_cluster.items()}
+    return {"submitters": {k: int(v) for k, v in submitters.items()}, "jobs": jobs,
+            "slots": dict(slots), "candidate_slots": candidate_slots}
+
+
+def _ranges(procs: list[int]) -> list[list[int]]:
+    out: list[list[int]] = []
+    for p in sorted(set(procs)):
+        if out and p == out[-1][1] + 1:
+            out[-1][1] = p
+        else:
+            out.append([p, p])
+    return out
+
+
+def has_job(d: Mapping[str, Any], submitter: str, job: str) -> bool:
+    """Whether digest `d` had `job` idle for `submitter`."""
+    c, _, p = str(job).partition(".")
+    try:
+        proc = int(p)
+    except ValueError:
+        return False
+    return any(lo <= proc <= hi for lo, hi in ((d.get("jobs") or {}).get(submitter) or {})
+               .get(c, ()))
+
+
+def _idle_anywhere(d: Mapping[str, Any], job: str) -> bool:
+    return any(has_job(d, s, job) for s in (d.get("jobs") or {}))
+
+
+def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
+            real_matches: Sequence[MatchEntry], shadow_matches: Sequence[MatchEntry],
+            before: Mapping[str, Any] | None, after: Mapping[str, Any] | None = None,
+            cycle: RealCycle | None = None,
+            predicted: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Each disagreeing submitter of a compared cycle, classified.
+
+    `per_submitter`: the comparison's rows (real and shadow counts, limits); `real_matches`
+    the real cycle's MatchLog matches (its window only); `shadow_matches` the compared
+    pass's; `before` the compared pass's digest (None: not kept, e.g. the loop restarted:
+    only what the rows say is used); `after` the comparing pass's; `cycle` the real
+    cycle; `predicted` our pass's time-limit prediction (core.time_limits).
+
+    Returns {"disagreements": [{"submitter", "real", "shadow", "class", "changes",
+    "unexplained"}], "changes": [every change seen, named, even where counts agree],
+    "unexplained_agreement": float | None}."""
+    real_by = defaultdict(list)
+    for m in real_matches:
+        real_by[m.submitter].append(m)
+    shadow_by = defaultdict(list)
+    for m in shadow_matches:
+        shadow_by[m.submitter].append(m)
+    real_jobs = {(m.submitter, m.job) for m in real_matches}
+    cut = bool(cycle is not None and (cycle.submitters_out_of_time or cycle.schedds_out_of_time))
+    out_subs = set(cycle.submitters_out_of_time) if cycle is not None else set()
+    pred_out = set((predicted or {}).get("submitters_out_of_time") or ())
+    pred_not = set((predicted or {}).get("submitters_not_reached") or ())
+    seen_subs = (before or {}).get("submitters")
+    slots_before = (before or {}).get("slots")
+
+    # what the real cycle did that our snapshot could not foresee, match by match
+    real_expl: dict[str, list[str]] = defaultdict(list)
+    for name, ms in real_by.items():
+        for m in ms:
+            why = None
+            if seen_subs is not None and not seen_subs.get(name):
+                why = (f"submitter {name} had no idle jobs in our snapshot (its submitter "
+                       "ad reached the collector after our capture)")
+            elif before is not None and not has_job(before, name, m.job):
+                why = f"job {m.job} of {name} was not idle in our snapshot (submitted after it)"
+            elif slots_before is not None and m.slot not in slots_before:
+                why = f"slot {m.slot} was not in our snapshot"
+            elif slots_before is not None and slots_before.get(m.slot) and not m.preempting:
+                why = f"slot {m.slot} was claimed in our snapshot (its job ended since)"
+            if why:
+                real_expl[name].append(why)
+    # what ours did that the real pool no longer allowed
+    shadow_expl: dict[str, list[str]] = defaultdict(list)
+    if after is not None:
+        for name, ms in shadow_by.items():
+            for m in ms:
+                if (name, m.job) not in real_jobs and not _idle_anywhere(after, m.job) \
+                        and not has_job(after, name, m.job):
+                    shadow_expl[name].append(f"job {m.job} of {name} left the queue after "
+                                             "our capture (removed, or no longer idle)")
+    changes = sorted({w for ws in real_expl.values() for w in ws}
+                     | {w for ws in shadow_expl.values() for w in ws})
+    size_changed = None
+    if (cycle is not None and cycle.candidate_slots is not None and before is not None
+            and before.get("candidate_slots") is not None
+            and int(cycle.candidate_slots) != int(before["candidate_slots"])):
+        size_changed = (f"the real cycle counted {cycle.candidate_slots} candidate slots, "
+                        f"our snapshot {before['candidate_slots']} (the pool's size changed)")
+        changes.append(size_changed)
+
+    rows = []
+    top_real = top_shadow = 0
+    for name, row in per_submitter.items():
+        r, s = row.get("real"), row.get("shadow") or 0
+        if r is None:
+            continue
+        top_real += r
+        top_shadow += s
+        if r == s:
+            continue
+        named: list[str] = []
+        if r > s:
+            direct = real_expl.get(name, [])
+            got = min(r - s, len(direct))
+            named += direct[:got]
+            residual = r - s - got
+        else:
+            direct = shadow_expl.get(name, [])
+            got = min(s - r, len(direct))
+            named += direct[:got]
+            residual = s - r - got
+            if residual and cut and (name in out_subs or r == 0):
+                pred = ("predicted" if name in pred_out or name in pred_not
+                        else "not predicted")
+                named.append(f"the real cycle ran out of time before serving {name} "
+                             f"({'its turn cut' if name in out_subs else 'not reached'}; "
+                             f"{pred} by ours)")
+                residual = 0
+        rows.append({"submitter": name, "real": r, "shadow": s, "named": named,
+                     "residual": residual, "side": "real" if r > s else "shadow",
+                     "direct": got})
+
+    # slots displaced by the changes: a directly explained real match took a slot ours
+    # gave someone else; a job gone from the queue left its slot to someone else
+    budget = {"shadow": sum(x["direct"] for x in rows if x["side"] == "real"),
+              "real": sum(x["direct"] for x in rows if x["side"] == "shadow")}
+    for x in rows:
+        take = min(x["residual"], budget[x["side"]])
+        if take:
+            budget[x["side"]] -= take
+            x["residual"] -= take
+            x["named"].append(f"{take} slot(s) displaced by the changes above")
+    if size_changed:
+        for x in rows:
+            row = per_submitter[x["submitter"]]
+            if x["residual"] and (row.get("real_limit") != row.get("shadow_limit")
+                                  or row.get("real_at_share_limit")):
+                x["residual"] = 0
+                x["named"].append(size_changed)
+
+    disagreements = []
+    unexplained = {"real": 0, "shadow": 0}
+    for x in rows:
+        unexplained[x["side"]] += x["residual"]
+        if x["residual"]:
+            cls = UNEXPLAINED
+        elif any("ran out of time" in w for w in x["named"]):
+            cls = OUT_OF_TIME
+        else:
+            cls = POOL_CHANGED
+        named = _dedupe(x["named"])
+        disagreements.append({
+            "submitter": x["submitter"], "real": x["real"], "shadow": x["shadow"],
+            "class": cls, "unexplained": x["residual"],
+            "changes": named[:NAMED] + ([f"and {len(named) - NAMED} more"]
+                                        if len(named) > NAMED else [])})
+    top = max(top_real, top_shadow)
+    agreement = (1 - max(unexplained.values()) / top) if top else None
+    if cut:
+        changes.append("the real cycle ran out of time")
+    return {"disagreements": disagreements, "changes": changes,
+            "unexplained_agreement": agreement}
+
+
+def _dedupe(items: Sequence[str]) -> list[str]:
+    """The changes named once each, those of one kind counted ("job 3.0 ... (and 4 more
+    jobs)" stays as separate lines: a change is one line)."""
+    return list(dict.fromkeys(items))
+
+
+def summary(disagreements: Sequence[Mapping[str, Any]]) -> Counter:
+    """How many disagreeing submitters of each class."""
+    return Counter(d.get("class") for d in disagreements)

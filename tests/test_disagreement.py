@@ -1,0 +1,189 @@
+"""Why our cycle and the real one disagree (core/disagreement.py, through core.compare):
+each disagreeing submitter explained by a change of the pool between our capture and the
+real cycle, by the real cycle's time limits, or unexplained; and the unexplained
+agreement beside the raw one.
+
+The races are the ones issue 32 saw beside a real pool (tests/test_live_shadow.py makes
+them happen for real): a schedd's submitter ads reaching the collector after our capture,
+jobs submitted and removed around the cycle, a running job ending and freeing its slot,
+a real cycle cut by its time limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from negotiator_ext.core.compare import compare
+from negotiator_ext.core.disagreement import digest, has_job
+from negotiator_ext.core.records import MatchEntry, RealCycle, SubmitterObs
+
+CYCLE = RealCycle(time=100, end=101, duration=1.0)
+
+
+def sub(name, **kw):
+    return SubmitterObs(name=name, group="<none>", is_group=False, **kw)
+
+
+def m(submitter, job, slot, t=None):
+    return MatchEntry(job=job, submitter=submitter, slot=slot, time=t)
+
+
+def pool(submitters, jobs, claimed=(), free=(), candidates=None):
+    slots = {**{s: False for s in free}, **{s: True for s in claimed}}
+    return digest(submitters=submitters, idle_jobs=jobs, slots=slots,
+                  candidate_slots=len(slots) if candidates is None else candidates)
+
+
+def run(ours, real, before, after=None, cycle=CYCLE, **kw):
+    subs = sorted({x.submitter for x in ours} | set(before["submitters"]))
+    return compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                   shadow_submitters=[sub(n) for n in subs], shadow_groups=[],
+                   real_cycles=[cycle], real_matches=[
+                       MatchEntry(x.job, x.submitter, x.slot, time=100) for x in real],
+                   digest_before=before, digest_after=after, **kw)
+
+
+FREE = [f"slot{i}@h" for i in range(1, 9)]
+
+
+def test_digest_keeps_job_ids_as_ranges():
+    d = digest(submitters={"a@x": 3}, idle_jobs={"a@x": ["5.0", "5.1", "5.2", "7.4", "x"]},
+               slots={}, candidate_slots=0)
+    assert d["jobs"] == {"a@x": {"5": [[0, 2]], "7": [[4, 4]]}}
+    assert has_job(d, "a@x", "5.1") and has_job(d, "a@x", "7.4")
+    assert not has_job(d, "a@x", "5.3") and not has_job(d, "b@x", "5.1")
+
+
+def test_a_submitter_whose_ads_arrived_after_the_capture():
+    """Issue 32's first cycle: real 8 matches of a submitter our capture had no idle jobs
+    of, ours 0: the pool changed; unexplained agreement 100% where the raw one is 0."""
+    before = pool({}, {}, free=FREE)
+    real = [m("alice@x", f"1.{i}", FREE[i]) for i in range(8)]
+    c = run([], real, before)
+    assert c.count_agreement == 0.0 and c.unexplained_agreement == 1.0
+    (d,) = c.disagreements
+    assert (d["submitter"], d["real"], d["shadow"], d["class"], d["unexplained"]) == (
+        "alice@x", 8, 0, "pool changed", 0)
+    assert "alice@x had no idle jobs in our snapshot" in d["changes"][0]
+    assert any("submitter ad reached the collector after our capture" in x for x in c.changes)
+
+
+def test_a_job_submitted_after_the_capture_and_the_slot_it_displaced():
+    """The real cycle matched alice's new job 9.0 on the slot ours gave bob's job: both
+    differences come from one change."""
+    before = pool({"alice@x": 1, "bob@x": 1}, {"alice@x": ["3.0"], "bob@x": ["4.0"]},
+                  free=FREE[:2])
+    ours = [m("alice@x", "3.0", FREE[0]), m("bob@x", "4.0", FREE[1])]
+    real = [m("alice@x", "3.0", FREE[0]), m("alice@x", "9.0", FREE[1])]
+    c = run(ours, real, before)
+    assert c.count_agreement == 0.5 and c.unexplained_agreement == 1.0
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert by["alice@x"]["class"] == by["bob@x"]["class"] == "pool changed"
+    assert by["alice@x"]["changes"] == [
+        "job 9.0 of alice@x was not idle in our snapshot (submitted after it)"]
+    assert by["bob@x"]["changes"] == ["1 slot(s) displaced by the changes above"]
+
+
+def test_a_job_removed_before_the_cycle():
+    before = pool({"alice@x": 2}, {"alice@x": ["3.0", "3.1"]}, free=FREE[:2])
+    after = pool({"alice@x": 1}, {"alice@x": []}, claimed=FREE[:1], free=FREE[1:2])
+    ours = [m("alice@x", "3.0", FREE[0]), m("alice@x", "3.1", FREE[1])]
+    real = [m("alice@x", "3.0", FREE[0])]
+    c = run(ours, real, before, after)
+    (d,) = c.disagreements
+    assert d["class"] == "pool changed" and d["changes"] == [
+        "job 3.1 of alice@x left the queue after our capture (removed, or no longer idle)"]
+    assert c.unexplained_agreement == 1.0 and c.count_agreement == 0.5
+    # without the pool after the cycle, nothing says the job went: unexplained
+    c = run(ours, real, before)
+    assert c.disagreements[0]["class"] == "unexplained" and c.unexplained_agreement == 0.5
+
+
+def test_a_slot_freed_after_the_capture():
+    before = pool({"alice@x": 2}, {"alice@x": ["3.0", "3.1"]}, claimed=FREE[1:2],
+                  free=FREE[:1])
+    ours = [m("alice@x", "3.0", FREE[0])]
+    real = [m("alice@x", "3.0", FREE[0]), m("alice@x", "3.1", FREE[1])]
+    c = run(ours, real, before)
+    (d,) = c.disagreements
+    assert d["class"] == "pool changed"
+    assert d["changes"] == [f"slot {FREE[1]} was claimed in our snapshot (its job ended since)"]
+
+
+def test_a_difference_with_nothing_changed_is_unexplained():
+    """The same pool on both sides, other counts: a policy difference, left unexplained
+    and weighing on the unexplained agreement as on the raw one."""
+    jobs = {"alice@x": ["3.0", "3.1"], "bob@x": ["4.0", "4.1"]}
+    before = pool({"alice@x": 2, "bob@x": 2}, jobs, free=FREE[:2])
+    after = pool({"alice@x": 1, "bob@x": 1}, {"alice@x": ["3.1"], "bob@x": ["4.1"]},
+                 claimed=FREE[:2])
+    ours = [m("alice@x", "3.0", FREE[0]), m("alice@x", "3.1", FREE[1])]
+    real = [m("alice@x", "3.0", FREE[0]), m("bob@x", "4.0", FREE[1])]
+    c = run(ours, real, before, after)
+    assert {d["submitter"]: d["class"] for d in c.disagreements} == {
+        "alice@x": "unexplained", "bob@x": "unexplained"}
+    assert c.changes == ()
+    assert c.unexplained_agreement == c.count_agreement == 0.5
+
+
+def test_a_real_cycle_out_of_time_is_compared_within_what_it_reached():
+    """Issue 32's 100k pool: the real cycle stopped after a few matches, ours served
+    everyone; the submitters it did not reach, and the one whose turn it cut, are out of
+    time, named with whether our prediction said so."""
+    cut = RealCycle(time=100, end=260, duration=160.0, submitters_out_of_time=("b@x",),
+                    schedds_out_of_time=())
+    before = pool({"a@x": 2, "b@x": 3, "c@x": 2},
+                  {"a@x": ["1.0", "1.1"], "b@x": ["2.0", "2.1", "2.2"], "c@x": ["3.0", "3.1"]},
+                  free=FREE[:7])
+    ours = [m("a@x", "1.0", FREE[0]), m("a@x", "1.1", FREE[1]), m("b@x", "2.0", FREE[2]),
+            m("b@x", "2.1", FREE[3]), m("b@x", "2.2", FREE[4]), m("c@x", "3.0", FREE[5]),
+            m("c@x", "3.1", FREE[6])]
+    real = ours[:3]
+    c = run(ours, real, before, cycle=cut,
+            time_limits={"submitters_out_of_time": ["b@x"], "submitters_not_reached": []})
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert set(by) == {"b@x", "c@x"}
+    assert by["b@x"]["class"] == by["c@x"]["class"] == "out of time"
+    assert "its turn cut; predicted by ours" in by["b@x"]["changes"][0]
+    assert "not reached; not predicted by ours" in by["c@x"]["changes"][0]
+    assert c.unexplained_agreement == 1.0 and c.count_agreement == pytest.approx(3 / 7)
+
+
+def test_a_pool_size_that_changed_explains_the_limits_it_changed():
+    cycle = RealCycle(time=100, end=101, duration=1.0, candidate_slots=6)
+    jobs = {"a@x": [f"1.{i}" for i in range(4)], "b@x": [f"2.{i}" for i in range(4)]}
+    before = pool({"a@x": 4, "b@x": 4}, jobs, free=FREE[:8])
+    ours = [m("a@x", f"1.{i}", FREE[i]) for i in range(4)] + [
+        m("b@x", f"2.{i}", FREE[4 + i]) for i in range(4)]
+    real = ours[:4] + ours[4:6]
+    after = pool({"a@x": 0, "b@x": 2}, {"b@x": ["2.2", "2.3"]}, claimed=FREE[:6])
+    c = run(ours, real, before, after, cycle=cycle,
+            real_submitters=[sub("b@x", real_limit=2.0)])
+    (d,) = c.disagreements
+    assert d["class"] == "pool changed"
+    assert d["changes"] == ["the real cycle counted 6 candidate slots, our snapshot 8 (the "
+                            "pool's size changed)"]
+    # the same counts with the same pool size: unexplained
+    c = run(ours, real, before, after, cycle=RealCycle(time=100, end=101, duration=1.0,
+                                                       candidate_slots=8),
+            real_submitters=[sub("b@x", real_limit=2.0)])
+    assert c.disagreements[0]["class"] == "unexplained"
+
+
+def test_without_a_digest_only_the_rows_speak():
+    """A loop restarted between the passes kept no digest of the compared one: a real
+    match cannot be told from a prediction missed; agreement figures still come."""
+    ours = [m("alice@x", "3.0", FREE[0])]
+    real = [m("bob@x", "4.0", FREE[0])]
+    c = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                shadow_submitters=[sub("alice@x")], shadow_groups=[], real_cycles=[CYCLE],
+                real_matches=[MatchEntry("4.0", "bob@x", FREE[0], time=100)])
+    assert [d["class"] for d in c.disagreements] == ["unexplained", "unexplained"]
+    assert c.unexplained_agreement == c.count_agreement == 0.0
+
+
+def test_no_matchlog_no_explanation():
+    c = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=[],
+                shadow_submitters=[], shadow_groups=[],
+                real_cycles=[RealCycle(time=100, end=101, duration=1.0, matches=3)],
+                real_matches=None, aligned=True)
+    assert c.unexplained_agreement is None and c.disagreements == () and c.aligned is True
