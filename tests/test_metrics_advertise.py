@@ -105,6 +105,30 @@ def test_exact_metric_lines():
     assert "# TYPE negotiator_ext_matches gauge" in lines
 
 
+def test_disagreements_by_class_and_the_unexplained_agreement():
+    """Issue 32: the unexplained agreement beside the raw one, the disagreeing submitters
+    by class, the changes seen and whether the capture was aligned with the cycle."""
+    import dataclasses
+    comp = dataclasses.replace(
+        COMPARISON, unexplained_agreement=1.0, aligned=True,
+        disagreements=({"submitter": "alice@x", "real": 3, "shadow": 2,
+                        "class": "pool changed", "unexplained": 0,
+                        "changes": ["job 9.0 of alice@x was not idle in our snapshot"]},),
+        changes=("job 9.0 of alice@x was not idle in our snapshot",))
+    lines = set(text(dataclasses.replace(REC, comparison=comp)).splitlines())
+    for line in ('negotiator_ext_match_agreement_ratio{direction="count"} 0.8',
+                 'negotiator_ext_match_agreement_ratio{direction="count_unexplained"} 1.0',
+                 'negotiator_ext_comparison_disagreements{class="pool_changed"} 1.0',
+                 'negotiator_ext_comparison_disagreements{class="out_of_time"} 0.0',
+                 'negotiator_ext_comparison_disagreements{class="unexplained"} 0.0',
+                 "negotiator_ext_comparison_pool_changes 1.0",
+                 "negotiator_ext_comparison_aligned 1.0"):
+        assert line in lines, line
+    # an older comparison (no explanation recorded): no unexplained figure, not 0
+    assert not any("count_unexplained" in ln for ln in text(REC).splitlines()
+                   if not ln.startswith("#"))
+
+
 def test_unknown_figures_are_absent_not_zero():
     s = samples(REC)
     bob = (("group", "<none>"), ("side", "real"), ("submitter", "bob@x"))

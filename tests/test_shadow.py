@@ -519,14 +519,15 @@ def test_shadow_replay_of_the_bundled_example_and_ledger_show(tmp_path, capsys):
     assert out[0].startswith("pass ") and "partial" in out[0] and "no negotiator ad" in out[0]
     assert "complete" in out[1]
     assert "real matches 27, ours 27" in out[1] and "per-submitter counts 100%" in out[1]
+    assert "unexplained only 100%" in out[1]
     assert "agreement up to identical slots 100%" in out[1]
     assert "max priority drift 0.00%" in out[1]
     assert main(["ledger", "show", "--ledger", str(ledger)]) == 0
     table = capsys.readouterr().out.splitlines()
     assert len(table) == 4 and "partial" in table[2] and "complete" in table[3]
     # the row of pass 1 shows its cycle against the real cycle (compared by pass 2)
-    assert table[2].split()[3:11] == ["partial", "27", "27", "100%", "41%", "41%", "100%",
-                                      "0.00%"]
+    assert table[2].split()[3:12] == ["partial", "27", "27", "100%", "41%", "41%", "100%",
+                                      "100%", "0.00%"]
     assert "%" not in table[3]                  # pass 2's cycle: no real cycle after it yet
     assert main(["ledger", "export", "--ledger", str(ledger), "--format", "csv",
                  "-o", str(tmp_path / "csv")]) == 0

@@ -81,6 +81,7 @@ def shadow_ad(rec: PassRecord, *, name: str, now: int,
             "EquivalentAgreement": c.equivalent_agreement,
             "AgreedEquivalent": c.agreed_equivalent,
             "CountAgreement": c.count_agreement,
+            "UnexplainedCountAgreement": c.unexplained_agreement,
             "ComparisonSource": c.source,
         })
     ad = classad2.ClassAd()

@@ -199,12 +199,30 @@ def families(rec: PassRecord, standing: Standing | None = None) -> list[Metric]:
                    c.agreed))
         add(_labelled("match_agreement_ratio",
                       "Agreement of the compared cycles: agreed/real, agreed/shadow, "
-                      "up to identical slots, and per-submitter match counts",
+                      "up to identical slots, per-submitter match counts, and the same "
+                      "with the differences a change of the pool explains taken as "
+                      "agreeing (count_unexplained)",
                       ("direction",),
                       ((("real_in_shadow",), c.real_in_shadow),
                        (("shadow_in_real",), c.shadow_in_real),
                        (("equivalent",), c.equivalent_agreement),
-                       (("count",), c.count_agreement))))
+                       (("count",), c.count_agreement),
+                       (("count_unexplained",), c.unexplained_agreement))))
+        if c.source in ("matchlog", "hour"):
+            from ..core.disagreement import OUT_OF_TIME, POOL_CHANGED, UNEXPLAINED, summary
+            classes = summary(c.disagreements or ())
+            add(_labelled("comparison_disagreements",
+                          "Submitters whose match counts differ in the compared cycles, by "
+                          "why: the pool changed between our capture and the real cycle, "
+                          "the real cycle ran out of time, or unexplained",
+                          ("class",), (((k.replace(" ", "_"),), classes.get(k, 0))
+                                       for k in (POOL_CHANGED, OUT_OF_TIME, UNEXPLAINED))))
+            add(_gauge("comparison_pool_changes",
+                       "Changes of the pool seen between the compared capture and the real "
+                       "cycle (jobs, submitters, slots, the pool's size)", len(c.changes)))
+            add(_gauge("comparison_aligned",
+                       "1 if the compared pass captured the pool as the real cycle started "
+                       "(followed in the NegotiatorLog), else 0", int(bool(c.aligned))))
         if c.source:
             add(_labelled("comparison_info", "Where the real matches compared came from",
                           ("source",), (((c.source,), 1),)))

@@ -688,8 +688,9 @@ def priority_summary(prio: pd.DataFrame) -> pd.DataFrame:
 
 _AGREE_COLUMNS = ["pass_uuid", "anchor", "time", "shadow_pass", "source", "real_cycle_time",
                   "real_matches", "shadow_matches", "agreed", "real_in_shadow",
-                  "shadow_in_real", "equivalent_agreement", "count_agreement", "worst",
-                  "max_abs_drift", "notes", "comparisons"]
+                  "shadow_in_real", "equivalent_agreement", "count_agreement",
+                  "unexplained_agreement", "worst", "max_abs_drift", "notes", "comparisons",
+                  "aligned", "why"]
 
 
 def out_of_time(comparisons: pd.DataFrame) -> pd.DataFrame:
@@ -729,13 +730,30 @@ def agreement(comparisons: pd.DataFrame) -> pd.DataFrame:
     c["comparisons"] = (_num(c["comparisons"]).fillna(1.0) if "comparisons" in c
                         else 1.0)
     for col in ("real_in_shadow", "shadow_in_real", "equivalent_agreement", "count_agreement",
-                "max_abs_drift", "time"):
-        c[col] = _num(c[col])
+                "max_abs_drift", "time", "unexplained_agreement"):
+        c[col] = _num(c[col]) if col in c else float("nan")
+    c["aligned"] = [bool(a) if isinstance(a, (bool, int, float)) and a == a else False
+                    for a in (c["aligned"] if "aligned" in c else [False] * len(c))]
+    c["why"] = [_why(d) for d in (c["disagreements"] if "disagreements" in c
+                                  else [()] * len(c))]
     c["worst"] = c[["equivalent_agreement", "count_agreement"]].min(axis=1, skipna=True)
     c["anchor"] = [anchor(u) for u in c["pass_uuid"]]
     c["notes"] = ["; ".join(n) if isinstance(n, (list, tuple)) else (n or "")
                   for n in c["notes"]]
     return c.sort_values("time", kind="stable")[_AGREE_COLUMNS].reset_index(drop=True)
+
+
+def _why(disagreements: Any) -> str:
+    """A comparison's disagreeing submitters counted by class (core.disagreement):
+    "2 pool changed, 1 unexplained"; empty when the counts agree or nothing was said."""
+    if not isinstance(disagreements, (list, tuple)):
+        return ""
+    counts: dict[str, int] = {}
+    for d in disagreements:
+        if isinstance(d, Mapping):
+            k = str(d.get("class") or "unexplained")
+            counts[k] = counts.get(k, 0) + 1
+    return ", ".join(f"{v} {k}" for k, v in counts.items())
 
 
 def divergent_passes(agree: pd.DataFrame, n: int = 5) -> pd.DataFrame:
@@ -747,7 +765,7 @@ def divergent_passes(agree: pd.DataFrame, n: int = 5) -> pd.DataFrame:
 
 _DETAIL_COLUMNS = ["anchor", "pass_uuid", "kind", "name", "real", "shadow", "difference",
                    "real_share", "shadow_share", "real_limit", "shadow_limit",
-                   "real_at_share_limit", "real_out_of_time"]
+                   "real_at_share_limit", "real_out_of_time", "why"]
 
 
 def divergence_details(comparisons: pd.DataFrame, uuids: Sequence[str]) -> pd.DataFrame:
@@ -759,6 +777,9 @@ def divergence_details(comparisons: pd.DataFrame, uuids: Sequence[str]) -> pd.Da
         r = by.get(u)
         if r is None:
             continue
+        why = {d.get("submitter"): (d.get("class") or "") + (
+            ": " + "; ".join(d.get("changes") or ()) if d.get("changes") else "")
+            for d in (r.get("disagreements") or ()) if isinstance(d, Mapping)}
         for kind, table in (("submitter", r.get("per_submitter") or {}),
                             ("group", r.get("per_group") or {})):
             for name, v in sorted(table.items()):
@@ -773,7 +794,8 @@ def divergence_details(comparisons: pd.DataFrame, uuids: Sequence[str]) -> pd.Da
                              "real_limit": v.get("real_limit", v.get("real_quota")),
                              "shadow_limit": v.get("shadow_limit", v.get("shadow_quota")),
                              "real_at_share_limit": v.get("real_at_share_limit"),
-                             "real_out_of_time": v.get("real_out_of_time")})
+                             "real_out_of_time": v.get("real_out_of_time"),
+                             "why": why.get(name, "") if kind == "submitter" else ""})
     return pd.DataFrame.from_records(rows, columns=_DETAIL_COLUMNS)
 
 
@@ -973,6 +995,12 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
         "with_figures": int(round(n_comp[agree["worst"].notna()].sum())),
         "mean_equivalent_agreement": weighted("equivalent_agreement"),
         "mean_count_agreement": weighted("count_agreement"),
+        # the same with the differences a change of the pool explains taken as agreeing
+        # (core.disagreement); None for ledgers that recorded no explanation
+        "mean_unexplained_agreement": weighted("unexplained_agreement"),
+        "aligned": int(sum(bool(a) for a in agree["aligned"])),
+        "with_unexplained": int(sum(1 for v in agree["unexplained_agreement"]
+                                    if v == v and v < 1 - _EPS)),
         "lowest": [{"pass": r["pass_uuid"], "anchor": r["anchor"], "time": _f(r["time"]),
                     "worst": _f(r["worst"])} for _, r in div.iterrows()]}
     if pt.empty:

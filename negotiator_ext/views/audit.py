@@ -1074,6 +1074,8 @@ def _sections(audit: Audit, plots: dict[str, Plot | None]) -> list[dict[str, Any
             Col("shadow_matches", "Our matches", "int"),
             Col("equivalent_agreement", "Up to identical slots", "pct"),
             Col("count_agreement", "Counts", "pct"),
+            Col("unexplained_agreement", "Counts, unexplained only", "pct"),
+            Col("why", "Why"),
             Col("real_in_shadow", "Real in ours", "pct"),
             Col("shadow_in_real", "Ours in real", "pct")],
             href={"pass_uuid": lambda r: "#" + r["anchor"]}, title="Where they diverged most",
@@ -1087,22 +1089,30 @@ def _sections(audit: Audit, plots: dict[str, Plot | None]) -> list[dict[str, Any
                 Col("real_limit", "Real limit / quota", "num"),
                 Col("shadow_limit", "Our limit / quota", "num"),
                 Col("real_at_share_limit", "Real at share limit", "bool"),
-                Col("real_out_of_time", "Real out of time", "bool")],
+                Col("real_out_of_time", "Real out of time", "bool"),
+                Col("why", "Why they differ")],
                 title=f"Pass {r['pass_uuid'][:12]} ({utc(r['time'])} UTC): "
                       f"{percent(r['equivalent_agreement']) or '–'} up to identical slots, "
-                      f"{percent(r['count_agreement']) or '–'} by counts",
+                      f"{percent(r['count_agreement']) or '–'} by counts, "
+                      f"{percent(r['unexplained_agreement']) or '–'} unexplained only",
                 tid=r["anchor"], limit=200, empty_text="No per-submitter figures recorded."))
         tables.append(html_table(agree.iloc[::-1], [
             Col("time", "Recorded (UTC)", "time"), Col("source", "Source"),
             Col("real_matches", "Real", "int"), Col("shadow_matches", "Ours", "int"),
             Col("equivalent_agreement", "Up to identical slots", "pct"),
-            Col("count_agreement", "Counts", "pct"), Col("real_in_shadow", "Real in ours", "pct"),
+            Col("count_agreement", "Counts", "pct"),
+            Col("unexplained_agreement", "Counts, unexplained only", "pct"), Col("why", "Why"),
+            Col("aligned", "Aligned", "bool"), Col("real_in_shadow", "Real in ours", "pct"),
             Col("shadow_in_real", "Ours in real", "pct"),
             Col("max_abs_drift", "Max priority drift", "pct"), Col("notes", "Notes")],
             title="Every comparison, newest first", csv="tables/agreement_by_pass.csv"))
         sec("agreement", "Real versus shadow agreement",
             "Each comparison sets our cycle on a pass's snapshot beside the real cycle that "
-            "followed it.", ["agreement"], tables)
+            "followed it. Where the counts differ, each submitter's difference is explained "
+            "by a change of the pool between the snapshot and the real cycle (named), by the "
+            "real cycle running out of time, or left unexplained; 'unexplained only' counts "
+            "the explained differences as agreeing. 'Aligned': the snapshot was taken as "
+            "the real cycle started (NegotiatorLog).", ["agreement"], tables)
     secs.append(_adjustments_section(t))
     return secs
 
@@ -1142,8 +1152,12 @@ def _figures(audit: Audit) -> list[dict[str, Any]]:
     c = s.get("comparisons", {})
     if c.get("count"):
         ea, ca = c.get("mean_equivalent_agreement"), c.get("mean_count_agreement")
+        ua = c.get("mean_unexplained_agreement")
         add("Real vs shadow", f"{c['count']} comparison(s); mean agreement "
             f"{percent(ea) or '–'} up to identical slots, {percent(ca) or '–'} by counts"
+            + (f", {percent(ua)} unexplained only ({c.get('with_unexplained', 0)} with "
+               f"unexplained differences; {c.get('aligned', 0)} aligned with the real "
+               "cycle's start)" if ua is not None else "")
             + ("; diverged most in" if c.get("lowest") else ""), "#agreement",
             [{"href": "#" + r["anchor"], "text": f"{r['pass'][:12]} ({percent(r['worst'])})"}
              for r in c.get("lowest", [])])

@@ -26,7 +26,11 @@ def summary_line(rec: PassRecord) -> str:
         else:
             figures = [f"real matches {c.real_matches}, ours {c.shadow_matches}"]
             figures += [f"{label} {text}" for label, text in _agreement(c) if text]
-            parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures))
+            if c.aligned:
+                figures.append("captured as the real cycle started")
+            why = disagreement_text(c)
+            parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures)
+                         + (f" ({why})" if why else ""))
     return printable("; ".join(parts))
 
 
@@ -38,7 +42,23 @@ def _agreement(c: Comparison | None) -> list[tuple[str, str]]:
             ("same slot", pct(get("real_in_shadow"))),
             ("same slot, of ours", pct(get("shadow_in_real"))),
             ("per-submitter counts", pct(get("count_agreement"))),
+            ("unexplained only", pct(get("unexplained_agreement"))),
             ("max priority drift", pct(get("max_abs_drift"), 2))]
+
+
+def disagreement_text(c: Comparison) -> str:
+    """The comparison's disagreeing submitters by class, the first change of each
+    explained one named: "pool changed: alice@x (job 9.0 of alice@x was not idle ...);
+    unexplained: bob@x (real 2, ours 3)". Empty when the counts agree."""
+    by: dict[str, list[str]] = {}
+    for d in c.disagreements or ():
+        what = (d["changes"][0] if d.get("changes") and d.get("class") != "unexplained"
+                else f"real {d.get('real')}, ours {d.get('shadow')}")
+        by.setdefault(d.get("class") or "unexplained", []).append(
+            f"{d.get('submitter')} ({what})")
+    return "; ".join(f"{cls}: " + ", ".join(items[:3])
+                     + (f" and {len(items) - 3} more" if len(items) > 3 else "")
+                     for cls, items in by.items())
 
 
 def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -> str:
@@ -46,7 +66,8 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -
     later pass compared that cycle with the real cycle that followed the snapshot
     (`comparisons`, keyed by the compared pass): the real cycle's matches, agreement
     (both up to identical slots / real matches ours also made to the same slot / ours
-    the real one also made / per-submitter counts), the largest priority drift and the
+    the real one also made / per-submitter counts / the same with the differences a
+    change of the pool explains taken as agreeing), the largest priority drift and the
     real cycle's duration. A summarised hour is one row: "hour", its start, how many of
     its passes were complete, their matches summed, the means of its comparisons (the
     largest drift), our cycle's mean duration."""
@@ -66,8 +87,8 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -
                       "" if ours is None else f"{ours:.2f}",
                       "" if theirs is None else f"{theirs:.2f}", r.get("reason") or ""])
     out = table(["Pass", "Started (UTC)", "Status", "Shadow", "Real", "Identical",
-                 "RealInShadow", "ShadowInReal", "Counts", "MaxDrift", "Ours(s)", "Real(s)",
-                 "Reason"], lines, set(range(3, 12)))
+                 "RealInShadow", "ShadowInReal", "Counts", "Unexplained", "MaxDrift",
+                 "Ours(s)", "Real(s)", "Reason"], lines, set(range(3, 13)))
     if not rows:
         out.append("(no passes recorded)")
     return "\n".join(out) + "\n"
