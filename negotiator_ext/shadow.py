@@ -11,8 +11,17 @@ A pass, in order:
 3. Run our cycle on the same snapshot (`cycle.run_cycle`), starting from the real
    accountant's state (the snapshot's Accounting ads).
 4. Compare the previous complete pass's cycle with the real cycle that followed its
-   snapshot (`core.compare`), and our accountant's priorities with the real ones.
+   snapshot (`core.compare`), each disagreeing submitter classified as the pool changed
+   (named), out of time or unexplained (`core.disagreement`, from the snapshots'
+   digests: `adapters.alignment.pool_digest`), and our accountant's priorities with the
+   real ones.
 5. Record everything in the ledger, in one transaction (`adapters.ledger`).
+
+A loop with the NegotiatorLog follows it (`adapters.alignment.CycleFollower`): besides
+its passes at the interval, a pass starts as a real cycle starts, and its capture is
+compared with that cycle, unless the cycle's own matches reached the capture first
+(`late_capture`: a quick cycle); then, as without the log, with the newest capture over
+before the cycle began.
 
 Faults never stop the loop and never make a recommendation: a collector that does not
 answer gives a recorded *failed* pass; a schedd that times out, a missing negotiator ad,
@@ -246,6 +255,10 @@ def newest_projection(root: Path, *, exclude: Path | None = None
 # a loop that keeps its slot ads collects everything once in this many passes (in the
 # others, what the pass made: limits.paused_gc)
 FULL_COLLECTION_EVERY = 10
+# a loop following the NegotiatorLog reads its new lines this often (s), and captures
+# on a Started line at most this many seconds old (the log has whole seconds)
+FOLLOW_POLL = 0.05
+ALIGN_SLACK = 1.5
 
 
 class ShadowLoop:
@@ -293,6 +306,9 @@ class ShadowLoop:
         # to collect then, and the last pass's steps with what they made
         self.tidy_later = False
         self._untidy: tuple | None = None
+        # run_forever's reader of the NegotiatorLog's new lines (adapters/alignment.py):
+        # a pass starts as a real cycle starts (None: passes at their interval only)
+        self.follower = None
 
     @property
     def htcondor(self):
@@ -304,15 +320,17 @@ class ShadowLoop:
     def pool_name(self) -> str:
         return self.settings.pool or "<local>"
 
-    def run_pass(self, replay: Path | None = None, collect: bool = True) -> PassRecord:
+    def run_pass(self, replay: Path | None = None, collect: bool = True,
+                 aligned: int | None = None) -> PassRecord:
         """One pass; see the module docstring. Returns what was recorded (in a pool of
         several negotiators, the first one's: `run_passes` returns them all). `collect`:
         Python's cyclic collector runs once after the pass (False: the process ends
-        with it, `shadow --once`)."""
-        return self.run_passes(replay, collect)[0]
+        with it, `shadow --once`). `aligned`: the start of the real cycle the NegotiatorLog
+        says began just now (the pass captures the pool it negotiates over)."""
+        return self.run_passes(replay, collect, aligned)[0]
 
-    def run_passes(self, replay: Path | None = None, collect: bool = True
-                   ) -> list[PassRecord]:
+    def run_passes(self, replay: Path | None = None, collect: bool = True,
+                   aligned: int | None = None) -> list[PassRecord]:
         """One pass over one snapshot: one record, or in a pool of several negotiators one
         per negotiator (each its own stream in the ledger, `core.shards.stream_name`,
         compared with its own real cycles), in the order of their names."""
@@ -328,7 +346,7 @@ class ShadowLoop:
         self.tidy()
         with paused_gc(collect and not later, generation), \
                 open_ledger(self.settings.ledger_url) as ledger:
-            one = _Pass(self, ledger, replay)
+            one = _Pass(self, ledger, replay, aligned)
             recs = one.run_all()
         if later:
             self._untidy = (generation, one)
@@ -368,6 +386,10 @@ class ShadowLoop:
             self.kept_reads = KeptReads()
         self.tidy_later = True
         self.stop = stop
+        if self.settings.negotiator_log is not None and self.follower is None:
+            from .adapters.alignment import CycleFollower
+            self.follower = CycleFollower(self.settings.negotiator_log,
+                                          self.settings.matchlog_tz)
         if self.worker is None:
             from .adapters.worker import Worker
             self.worker = Worker(self.subsystem, preload=("negotiator_ext.adapters.live",))
@@ -381,11 +403,12 @@ class ShadowLoop:
                      on_pass: Callable[[PassRecord], None] | None) -> None:
         from .adapters.ledger import LedgerError
         failing: tuple[str, str] | None = None   # (since when, ledger) a transient error
+        aligned: int | None = None
         while not stop.is_set():
             t0 = time.monotonic()
             try:
                 with pass_lock(self.settings.state_dir):
-                    rec = self.run_pass()
+                    rec = self.run_pass(aligned=aligned)
                 # a pool of several negotiators: every negotiator's record of the pass
                 recs = (self.last_records if self.last_records
                         and self.last_records[0] is rec else [rec])
@@ -421,7 +444,31 @@ class ShadowLoop:
             # the loop keeps)
             self.tidy()
             give_back_memory()
-            stop.wait(max(0.0, self.settings.interval - (time.monotonic() - t0)))
+            aligned = self.wait(stop, t0 + self.settings.interval)
+
+    def wait(self, stop: threading.Event, deadline: float) -> int | None:
+        """Until the monotonic `deadline` (the next pass at its interval; None returned),
+        or, following the NegotiatorLog, until a real cycle starts: its start time is
+        returned, for a pass that captures the pool as that cycle reads it. A Started
+        line more than ALIGN_SLACK seconds old when read (written early in a long pass)
+        is let go: a capture then would not be aligned."""
+        follower = self.follower
+        if follower is None:
+            stop.wait(max(0.0, deadline - time.monotonic()))
+            return None
+        while not stop.is_set():
+            starts = follower.poll()
+            if follower.problem and follower.problem != getattr(self, "_follow_problem", None):
+                self.log.warning("%s: passes are not aligned with the real cycles",
+                                 follower.problem)
+            self._follow_problem = follower.problem
+            if starts and self.clock() - starts[-1] <= ALIGN_SLACK:
+                return starts[-1]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            stop.wait(min(FOLLOW_POLL, left))
+        return None
 
 
 def _local_time(t: float) -> str:
@@ -431,8 +478,11 @@ def _local_time(t: float) -> str:
 class _Pass:
     """The steps of one pass, each a method, sharing the pass's state."""
 
-    def __init__(self, loop: ShadowLoop, ledger, replay: Path | None):
+    def __init__(self, loop: ShadowLoop, ledger, replay: Path | None,
+                 aligned: int | None = None):
         self.loop = loop
+        self.aligned = aligned                  # the real cycle's start the capture follows
+        self.digest: dict | None = None         # this pass's snapshot (core.disagreement)
         self.s = loop.settings
         self.ledger = ledger
         self.replay = replay
@@ -486,7 +536,7 @@ class _Pass:
         for i, name in enumerate(names):
             # each negotiator's pass its own (uuid, warnings); the capture's ads serve
             # the first only: a cycle marks the slot ads it reads
-            one = self if i == 0 else _Pass(self.loop, self.ledger, self.replay)
+            one = self if i == 0 else _Pass(self.loop, self.ledger, self.replay, self.aligned)
             one.started = self.started
             out.append(one.run(snap_dir, captured if i == 0 else None, dict(timings),
                                capture_duration, name))
@@ -543,6 +593,21 @@ class _Pass:
         shadow_duration = round(time.perf_counter() - t_cycle, 3)
         timings["cycle"] = shadow_duration
         lap = time.perf_counter()
+        if self.s.matchlog is not None and self.logs_read:
+            from .adapters.alignment import pool_digest
+            self.digest = pool_digest(pool, result)
+        aligned_cycle = self.aligned if self.logs_read and self.replay is None else None
+        if aligned_cycle is not None:
+            from .adapters.alignment import late_capture
+            late = late_capture(pool, aligned_cycle)
+            if late:
+                # the real cycle's own matches reached the capture first (a quick cycle):
+                # this snapshot is not the pool it negotiated over, and is compared as
+                # any other pass, with the next real cycle
+                self.warnings.append(
+                    f"captured as the real cycle of {aligned_cycle} started, too late: "
+                    f"{late} job(s) and slot(s) already matched by it; not compared with it")
+                aligned_cycle = None
 
         # 2. what the real negotiator did
         from .adapters.observe import observe_pass, real_cycles
@@ -560,6 +625,10 @@ class _Pass:
         cycles = self.read_real_cycles(pool, real_cycles, since=self.log_since(last_any, seen,
                                                                                snap_time))
         new_cycles = sorted((c for c in cycles if c.time > seen), key=lambda c: c.time)
+        if self.aligned is not None and self.logs_read:
+            # the cycle this pass's capture followed (finished already, on a small pool)
+            # is left for the next pass, which compares it with this one
+            new_cycles = [c for c in new_cycles if c.time < self.aligned - 1]
         real_match_entries = self.read_matchlog(new_cycles)
         if real_match_entries is not None:
             new_cycles = _with_matchlog_counts(new_cycles, real_match_entries)
@@ -591,7 +660,8 @@ class _Pass:
             submitters=tuple(subs), groups=tuple(groups), comparison=comparison,
             snapshot_dir=str(snap_dir), warnings=tuple(self.warnings), comparable=comparable,
             slot_classes=result.slot_classes if comparable else {}, pass_timings=timings,
-            time_limits=dict(result.time_limits or {}))
+            time_limits=dict(result.time_limits or {}),
+            aligned_cycle=aligned_cycle, digest=self.digest or {})
         # the pass's pool and result, freed with the pass (a loop's: after its record,
         # ShadowLoop.tidy)
         self.made = (pool, result)
@@ -742,9 +812,16 @@ class _Pass:
         such pass): that pass waits for the next real cycle, and no real cycle is
         compared twice. (`compared` only spares the work: whether another process compared
         that pass meanwhile is decided again as the pass is recorded, `Ledger.record`.)"""
+        aligned = False
         for first in new_cycles:
-            # the snapshot's capture over before the cycle's first second: a capture that
-            # overlaps the cycle may have read the pool half before, half after it
+            # a pass that captured the pool as this cycle started (the NegotiatorLog's
+            # Started line) saw what it negotiated over
+            prev = self.ledger.last_pass(pool_name, comparable=True, aligned_cycle=first.time)
+            if prev is not None and not self.ledger.compared(prev["uuid"]):
+                aligned = True
+                break
+            # else the snapshot's capture over before the cycle's first second: a capture
+            # that overlaps the cycle may have read the pool half before, half after it
             prev = self.ledger.last_pass(pool_name, comparable=True, captured_by=first.time)
             if prev is not None:
                 break
@@ -752,8 +829,8 @@ class _Pass:
             return None
         if self.ledger.compared(prev["uuid"]):
             return None
-        snap = int(prev["snapshot_time"])
-        if not any(c.time < first.time and c.time <= snap for c in cycles):
+        snap = min(int(prev["snapshot_time"]), first.time) if aligned else int(prev["snapshot_time"])
+        if not aligned and not any(c.time < first.time and c.time <= snap for c in cycles):
             # The ad's history (the last NEGOTIATION_CYCLE_STATS_LENGTH cycles, all in a
             # row) starts after prev's snapshot: cycles between may have dropped out of it,
             # so `first` may not be the one prev predicted.
@@ -775,7 +852,10 @@ class _Pass:
             real_cycles=[c for c in new_cycles if c.time >= first.time],
             real_matches=real_matches, real_submitters=subs,
             real_groups=groups, slot_classes=self.ledger.slot_classes(prev["uuid"]),
-            time_limits=prev.get("time_limits") or {})
+            time_limits=prev.get("time_limits") or {},
+            digest_before=self.ledger.digest(prev["uuid"]) or None,
+            digest_after=self.digest,
+            aligned=aligned)
 
     def record_failed(self, reason: str, snapshot_dir: Path | None = None) -> PassRecord:
         self.loop.log.error("failed pass: %s", reason)

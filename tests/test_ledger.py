@@ -98,7 +98,10 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
         snapshot_dir="/var/lib/negotiator-ext/snapshots/1700000000",
         warnings=("schedd x slow", "no matchlog"), comparable=True,
         slot_classes={"slot1@host": 0, "slot2@host": 0, "slot3@host": 1},
-        aligned_cycle=int(started_at))
+        aligned_cycle=int(started_at),
+        digest={"submitters": {"user0@example.org": 2}, "candidate_slots": 3,
+                "jobs": {"user0@example.org": {"12": [[0, 1]]}},
+                "slots": {"slot1@host": True, "slot2@host": False, "slot3@host": False}})
 
 
 def small_pass(uuid, started_at=1000.0, pool="p", cycles=(), status="complete") -> PassRecord:
@@ -684,6 +687,7 @@ def written_before_v10(m) -> None:
     real_fields_of = ledger_mod._fields_of
     m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
         f for f in real_fields_of(cls) if f.name not in ADDED_IN_V10))
+    m.setattr(ledger_mod.ledger_digests, "keep", lambda *a: None)     # no pool_digests
 
 
 def test_migration_from_v1(url, monkeypatch):
@@ -700,7 +704,7 @@ def test_migration_from_v1(url, monkeypatch):
         shadow_matches=tuple(dataclasses.replace(m, wait=None) for m in full.shadow_matches),
         real_matches=tuple(dataclasses.replace(m, wait=None) for m in full.real_matches),
         pool_weight=None, pass_timings={}, time_limits={},
-        slot_classes={})
+        slot_classes={}, digest={})
     with ledger_mod._open(url, schema_target=1) as old:   # what version 1 wrote
         assert old.schema_version == 1
         with monkeypatch.context() as m:                  # version 1 had no `comparable`
@@ -709,6 +713,7 @@ def test_migration_from_v1(url, monkeypatch):
                             if n not in ("comparable", "pool_weight", "pass_timings",
                                          "time_limits", *ADDED_IN_V10)))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
+            m.setattr(ledger_mod.ledger_digests, "keep", lambda *a: None)
             real_fields_of = ledger_mod._fields_of
             m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
                 f for f in real_fields_of(cls) if f.name not in ADDED_AFTER_V1))

@@ -234,6 +234,15 @@ def _ledger_rows(path: Path, sql: str) -> list[sqlite3.Row]:
         con.close()
 
 
+def _complete_passes(ledger: Path) -> int:
+    """Complete passes in the ledger so far (0 while it is being created)."""
+    try:
+        return _ledger_rows(ledger, "SELECT count(*) FROM passes "
+                                    "WHERE status = 'complete'")[0][0] if ledger.exists() else 0
+    except sqlite3.OperationalError:        # created, its tables not yet committed
+        return 0
+
+
 def test_shadow_loop_compares_every_real_cycle_and_agrees(clean_pool, tmp_path):
     pool = clean_pool
     state = tmp_path / "state"
@@ -245,9 +254,7 @@ def test_shadow_loop_compares_every_real_cycle_and_agrees(clean_pool, tmp_path):
          "--matchlog", str(pool.log_dir / "MatchLog"), "--no-advertise"],
         env=pool.env, stdout=(tmp_path / "out").open("w"), stderr=(tmp_path / "err").open("w"))
     try:
-        pool.wait_for(lambda: ledger.exists() and _ledger_rows(
-            ledger, "SELECT count(*) FROM passes WHERE status = 'complete'")[0][0] > 0,
-            60, "the first complete pass")
+        pool.wait_for(lambda: _complete_passes(ledger) > 0, 60, "the first complete pass")
         first_cycle = pool.wait_cycle()
         pool.submit(count=3, group="group_a", user="gina")
         pool.submit(count=4, group="group_b", user="hugo")

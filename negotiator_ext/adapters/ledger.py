@@ -79,6 +79,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from ..core.records import (Adjustment, Comparison, GroupObs, MatchEntry, PassRecord,
                             RealCycle, Standing, SubmitterObs)
 from ..errors import InputError
+from . import ledger_digests
 
 
 class LedgerError(InputError):
@@ -376,6 +377,11 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
         "ALTER TABLE comparisons ADD COLUMN disagreements TEXT",
         "ALTER TABLE comparisons ADD COLUMN changes TEXT",
         "ALTER TABLE comparisons ADD COLUMN aligned INTEGER",
+        # the digests of the newest comparable passes' snapshots (adapters/ledger_digests.py)
+        """CREATE TABLE pool_digests (
+            pass_uuid TEXT PRIMARY KEY,
+            pool TEXT NOT NULL,
+            digest TEXT NOT NULL)""",
     )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
@@ -392,7 +398,7 @@ _PG_SUMMARY_LOCK = 0x6E6567_68726C    # and one summariser of an hour at a time
 
 # PassRecord fields stored in their own tables, not in the header row
 _PASS_CHILDREN = ("real_cycles", "shadow_matches", "real_matches", "submitters", "groups",
-                  "comparison", "slot_classes")
+                  "comparison", "slot_classes", "digest")
 _PASS_HEADER = tuple(f.name for f in dataclasses.fields(PassRecord)
                      if f.name not in _PASS_CHILDREN)
 _COUNTS = ("n_real_cycles", "n_shadow_matches", "n_real_matches", "n_submitters", "n_groups",
@@ -1207,7 +1213,7 @@ class _Postgres:
 
     def _tables(self) -> list[str]:
         """The ledger's tables that exist (in the search path's schema)."""
-        return [t for t in (*TABLES, "slot_classes") if self.has_table(t)]
+        return [t for t in (*TABLES, "slot_classes", "pool_digests") if self.has_table(t)]
 
     def space(self) -> dict[str, Any]:
         tables = {t: int(self.conn.execute("SELECT pg_total_relation_size(to_regclass(%s))",
@@ -1448,6 +1454,8 @@ class Ledger:
                 self._insert_rows(table, [(rec.uuid, *v) for v in values],
                                   ["pass_uuid", *cols])
         self._keep_slot_classes(rec)
+        ledger_digests.keep(self._db, rec.uuid, rec.pool, rec.digest if rec.comparable else None,
+                            rec.comparison.shadow_pass if rec.comparison is not None else None)
         return rec
 
     # slot classes are kept for the newest comparable passes not compared yet (a cache,
@@ -1468,6 +1476,12 @@ class Ledger:
             " SELECT s.pass_uuid FROM slot_classes s JOIN passes p ON p.uuid = s.pass_uuid"
             " WHERE s.pool = ? ORDER BY p.id DESC LIMIT ?)",
             (rec.pool, rec.pool, self.SLOT_CLASSES_KEPT))
+
+    def digest(self, uuid: str) -> dict[str, Any]:
+        """The snapshot digest kept for pass `uuid` (empty: none kept;
+        adapters/ledger_digests.py)."""
+        with self._guard():
+            return ledger_digests.read(self._db, uuid)
 
     def slot_classes(self, uuid: str) -> dict[str, int]:
         """The slot classes recorded with pass `uuid` (empty: none kept)."""
@@ -1669,7 +1683,8 @@ class Ledger:
                               submitters=tuple(self.submitters(uuid)),
                               groups=tuple(self.groups(uuid)),
                               comparison=self.comparison(uuid),
-                              slot_classes=self.slot_classes(uuid))
+                              slot_classes=self.slot_classes(uuid),
+                              digest=self.digest(uuid))
 
     def check_writable(self, why: str) -> None:
         """LedgerError when the ledger cannot be written; `why` says what needed it."""
@@ -1767,6 +1782,9 @@ class Ledger:
         for table, (key, _count) in _CHILD_TABLES.items():
             self._db.execute(f"DELETE FROM {_q(table)} WHERE {key} IN {sub}", params)
         self._db.execute(f"DELETE FROM slot_classes WHERE pass_uuid IN {sub}", params)
+        if self._db.has_table(ledger_digests.TABLE):
+            self._db.execute(f"DELETE FROM {ledger_digests.TABLE} WHERE pass_uuid IN {sub}",
+                             params)
         return int(self._db.execute(f"DELETE FROM passes WHERE {where}", params).rowcount or 0)
 
     def _delete_hours(self, where: str, params: Sequence[Any]) -> int:

@@ -187,6 +187,9 @@ class PassRecord:
     # the real cycle whose start (its NegotiatorLog line) this pass's capture followed,
     # when the loop aligned it so (None: a pass at its interval)
     aligned_cycle: int | None = None
+    # what the snapshot held, for explaining the comparison of this pass's cycle
+    # (core.disagreement.digest; kept for the newest comparable passes, like slot_classes)
+    digest: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

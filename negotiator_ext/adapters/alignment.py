@@ -1,0 +1,143 @@
+"""A shadow pass aligned with the real cycle it predicts (issue 32): the NegotiatorLog
+followed as it is written (`CycleFollower`), a capture taken as a cycle starts checked
+for the cycle's own matches (`late_capture`), and what a snapshot held for explaining a
+disagreement later (`pool_digest`, for core.disagreement).
+
+The negotiator writes "Started Negotiation Cycle" and then reads the collector: a shadow
+loop that captures the pool right then sees the pool the real cycle sees, where one that
+captured seconds before it may not (a job submitted, a slot freed, a schedd's submitter
+ads arriving in between). `CycleFollower.poll` reads only what was appended since its
+last call (from the log's end when it starts) and returns the Started lines' times; a
+rotated log (MAX_NEGOTIATOR_LOG: the file replaced, or shorter than what was read) is
+followed from its start. A log that cannot be read gives nothing and `problem` says why,
+once: the loop then runs at its interval, unaligned.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .observe import _TIME_PREFIX, _Lines, _decode, _zone
+
+_STARTED = re.compile(_TIME_PREFIX + r"-+ Started Negotiation Cycle -+\s*$")
+_READ_AT_MOST = 4 << 20         # bytes read per poll (a log written faster is skipped)
+
+
+class CycleFollower:
+    """The Started lines appended to the NegotiatorLog at `path` since the last poll."""
+
+    def __init__(self, path: str | Path, tz: Any = None):
+        self.path = Path(path)
+        self.lines = _Lines(_zone(tz))
+        self.problem: str | None = None
+        self._ino: int | None = None
+        self._pos = 0
+        self._rest = b""
+        self._open(at_end=True)
+
+    def _open(self, *, at_end: bool) -> os.stat_result | None:
+        try:
+            st = self.path.stat()
+        except OSError as exc:
+            self.problem = f"{self.path}: cannot read the NegotiatorLog: {exc.strerror or exc}"
+            self._ino = None
+            return None
+        self._ino, self._pos, self._rest = st.st_ino, st.st_size if at_end else 0, b""
+        return st
+
+    def poll(self) -> list[int]:
+        """The start times (epoch) of the cycles whose Started line was written since the
+        last poll, oldest first."""
+        try:
+            st = self.path.stat()
+        except OSError as exc:
+            self.problem = f"{self.path}: cannot read the NegotiatorLog: {exc.strerror or exc}"
+            return []
+        if self._ino is None or st.st_ino != self._ino or st.st_size < self._pos:
+            # a new or rotated log: read it from its start (the first poll after a
+            # failure to stat it starts at its end)
+            fresh = self._ino is None
+            self._ino, self._pos, self._rest = st.st_ino, (st.st_size if fresh else 0), b""
+        if st.st_size == self._pos:
+            return []
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._pos)
+                data = f.read(min(st.st_size - self._pos, _READ_AT_MOST))
+        except OSError as exc:
+            self.problem = f"{self.path}: cannot read the NegotiatorLog: {exc.strerror or exc}"
+            return []
+        self.problem = None
+        self._pos += len(data)
+        data = self._rest + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._rest = data[-65536:]
+            return []
+        self._rest, data = data[cut + 1:][-65536:], data[:cut]
+        out = []
+        for raw in data.split(b"\n"):
+            if b"Started Negotiation Cycle" not in raw:
+                continue
+            m = _STARTED.match(_decode(raw))
+            if m is not None:
+                t = self.lines.time_of(m)
+                if t is not None:
+                    out.append(t)
+        return out
+
+
+def late_capture(pool, start: int) -> int:
+    """How many jobs and slots of `pool`'s snapshot a real cycle that started at `start`
+    had already matched when the capture read them: jobs running (JobStatus 2) since
+    `start` or later (EnteredCurrentStatus: the job of a match starts on its own, soon
+    after the match, and a small pool's cycle is over in a fraction of a second), slots
+    claimed since then (EnteredCurrentState)."""
+    from ..core import adtext, classads
+    values = adtext.TextValues()
+    late = 0
+    for table in pool.snapshot.jobs.values():
+        table = adtext.as_text_ads(table)
+        names = table.store.names
+        for row in table.rows:
+            job = adtext.Job(row, names, values)
+            if classads.as_number(job.value("jobstatus")) != 2:
+                continue
+            t = classads.as_number(job.value("enteredcurrentstatus"))
+            if t is not None and t >= start:
+                late += 1
+    # and the slots the collector heard were claimed since (a slower capture)
+    ads, usage = pool.every_slot()
+    for ad, slot in zip(ads, usage):
+        if (slot.state or "").lower() in ("claimed", "preempting"):
+            try:
+                t = classads.as_number(classads.eval_attr(ad, "EnteredCurrentState"))
+            except Exception:       # a hostile ad: not this check's to report
+                t = None
+            if t is not None and t >= start:
+                late += 1
+    return late
+
+
+def pool_digest(pool, result) -> dict:
+    """What a pass's snapshot held, for explaining a disagreement later
+    (core.disagreement.digest): the submitters with idle jobs, the idle jobs our cycle
+    was offered, every slot (claimed or not), our candidate slots."""
+    from ..core.disagreement import digest
+    idle: dict[str, int] = {}
+    for d in pool.submitter_ads():
+        try:
+            n = int(d.get("IdleJobs") or 0)
+        except (TypeError, ValueError):
+            n = 0
+        idle[d["Name"]] = idle.get(d["Name"], 0) + max(n, 0)
+    jobs: dict[str, list[str]] = {}
+    for (sub, _), queue in result.queues.items():
+        jobs.setdefault(sub, []).extend(e[0] for e in queue.jobs)
+    slots = {s.name: bool(s.remote_user) or (s.state or "").lower() == "claimed"
+             for s in pool.every_slot()[1]}
+    return digest(submitters=idle, idle_jobs=jobs, slots=slots,
+                  candidate_slots=result.trimmed_slots)

@@ -1,0 +1,57 @@
+"""The snapshot digests a ledger keeps for explaining disagreements (issue 32).
+
+A pass's digest (core.disagreement.digest: the submitters with idle jobs, the idle job
+ids as proc ranges, the slots and which were claimed, our candidate slots) is what the
+pass that compares its cycle with the real one needs of its snapshot: a cache, not a
+record, kept like the slot classes for the newest comparable passes only (`KEPT`), in
+the table `pool_digests` (schema 10), and dropped once the pass is compared. A loop and
+a cron entry (`shadow --once`, a process a pass) read it the same way. The slots are
+written as two lists (claimed, not) to keep the text short.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+TABLE = "pool_digests"
+KEPT = 5
+
+
+def encode(digest: Mapping[str, Any]) -> str:
+    slots = digest.get("slots") or {}
+    out = {k: v for k, v in digest.items() if k != "slots"}
+    out["claimed"] = sorted(n for n, c in slots.items() if c)
+    out["free"] = sorted(n for n, c in slots.items() if not c)
+    return json.dumps(out, separators=(",", ":"))
+
+
+def decode(text: str) -> dict[str, Any]:
+    d = json.loads(text)
+    slots = {n: False for n in d.pop("free", ())}
+    slots.update({n: True for n in d.pop("claimed", ())})
+    d["slots"] = slots
+    return d
+
+
+def keep(db, uuid: str, pool: str, digest: Mapping[str, Any] | None,
+         compared: str | None) -> None:
+    """Inside the caller's write transaction: drop the digest of the pass just compared
+    (`compared`), keep this pass's (when it has one) and only the newest KEPT of its
+    pool."""
+    if compared is not None:
+        db.execute(f"DELETE FROM {TABLE} WHERE pass_uuid = ?", (compared,))
+    if not digest:
+        return
+    db.execute(f"INSERT INTO {TABLE} (pass_uuid, pool, digest) VALUES (?, ?, ?)",
+               (uuid, pool, encode(digest)))
+    db.execute(
+        f"DELETE FROM {TABLE} WHERE pool = ? AND pass_uuid NOT IN ("
+        f" SELECT d.pass_uuid FROM {TABLE} d JOIN passes p ON p.uuid = d.pass_uuid"
+        " WHERE d.pool = ? ORDER BY p.id DESC LIMIT ?)", (pool, pool, KEPT))
+
+
+def read(db, uuid: str) -> dict[str, Any]:
+    """The digest kept for pass `uuid` (empty: none kept)."""
+    rows = db.execute(f"SELECT digest FROM {TABLE} WHERE pass_uuid = ?", (uuid,)).fetchall()
+    return decode(rows[0][0]) if rows else {}

@@ -1,0 +1,74 @@
+"""A shadow pass aligned with the real cycle (adapters/alignment.py): the NegotiatorLog
+followed as the negotiator writes it, and the digests the ledger keeps for explaining a
+disagreement (adapters/ledger_digests.py). The loop itself beside a real negotiator is
+tests/test_live_shadow.py's."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+
+from negotiator_ext.adapters.alignment import CycleFollower
+from negotiator_ext.adapters.ledger import open_ledger
+from negotiator_ext.core.disagreement import digest
+
+from test_ledger import small_pass
+
+
+def line(t: int, text: str) -> str:
+    stamp = dt.datetime.fromtimestamp(t, dt.timezone.utc).strftime("%m/%d/%y %H:%M:%S")
+    return f"{stamp} {text}\n"
+
+
+STARTED = "---------- Started Negotiation Cycle ----------"
+FINISHED = "---------- Finished Negotiation Cycle ----------"
+
+
+def test_the_follower_reports_cycles_started_since_its_last_poll(tmp_path):
+    log = tmp_path / "NegotiatorLog"
+    log.write_text(line(1000, STARTED) + line(1001, FINISHED))
+    f = CycleFollower(log, "UTC")
+    assert f.poll() == []                            # what was there before: past
+    with open(log, "a") as out:
+        out.write(line(1010, "Phase 1:  Obtaining ads from collector ...")
+                  + line(1010, STARTED) + line(1011, FINISHED)
+                  + line(1020, STARTED)[:12])        # a line still being written
+    assert f.poll() == [1010]
+    with open(log, "a") as out:
+        out.write(line(1020, STARTED)[12:])
+    assert f.poll() == [1020] and f.poll() == []
+    # rotated (MAX_NEGOTIATOR_LOG): the new file is read from its start
+    os.rename(log, tmp_path / "NegotiatorLog.old")
+    log.write_text(line(1030, STARTED))
+    assert f.poll() == [1030] and f.problem is None
+
+
+def test_an_unreadable_log_is_said_once_and_gives_nothing(tmp_path):
+    f = CycleFollower(tmp_path / "missing", "UTC")
+    assert f.poll() == [] and "cannot read the NegotiatorLog" in f.problem
+    (tmp_path / "missing").write_text(line(1000, STARTED))
+    assert f.poll() == []              # found now: followed from its end
+    with open(tmp_path / "missing", "a") as out:
+        out.write(line(1005, STARTED))
+    assert f.poll() == [1005] and f.problem is None
+
+
+def test_the_ledger_keeps_the_newest_digests_until_compared(tmp_path):
+    d = digest(submitters={"alice": 2}, idle_jobs={"alice": ["7.0", "7.1"]},
+               slots={"slot1": True, "slot2": False}, candidate_slots=2)
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        for i in range(7):
+            ledger.record_pass(dataclasses.replace(small_pass(f"p{i}", started_at=1000.0 + i),
+                                                   comparable=True, digest=d))
+        assert ledger.digest("p6") == d and ledger.digest("p1") == {}    # five kept
+        assert ledger.pass_record("p6").digest == d
+        from negotiator_ext.core.records import Comparison
+        ledger.record_pass(dataclasses.replace(
+            small_pass("p7", started_at=1010.0), comparable=False, digest=d,
+            comparison=Comparison(shadow_pass="p6", real_cycle_time=1007,
+                                  real_cycles_between=1, real_matches=0, shadow_matches=1,
+                                  agreed=0, real_in_shadow=None, shadow_in_real=0.0,
+                                  count_agreement=0.0, source="matchlog")))
+        assert ledger.digest("p6") == {} and ledger.digest("p7") == {}   # compared; not comparable
+        assert ledger.digest("p5") == d
