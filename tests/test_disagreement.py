@@ -80,7 +80,7 @@ def test_a_job_submitted_after_the_capture_and_the_slot_it_displaced():
     assert by["alice@x"]["class"] == by["bob@x"]["class"] == "pool changed"
     assert by["alice@x"]["changes"] == [
         "job 9.0 of alice@x was not idle in our snapshot (submitted after it)"]
-    assert by["bob@x"]["changes"] == ["1 slot(s) displaced by the changes above"]
+    assert by["bob@x"]["changes"] == ["1 slot(s) displaced by the changes of this cycle"]
 
 
 def test_a_job_removed_before_the_cycle():
@@ -107,6 +107,48 @@ def test_a_slot_freed_after_the_capture():
     (d,) = c.disagreements
     assert d["class"] == "pool changed"
     assert d["changes"] == [f"slot {FREE[1]} was claimed in our snapshot (its job ended since)"]
+
+
+def test_a_freed_slot_the_real_cycle_gave_to_another_submitter():
+    """bench_live_shadow.py: a static slot freed after our capture; the real cycle gave it
+    to bob (bob's count agrees: ours gave bob the other free slot) and gave alice the slot
+    ours gave bob. The freed slot explains alice's difference."""
+    jobs = {"alice@x": ["3.0"], "bob@x": ["4.0"]}
+    before = pool({"alice@x": 1, "bob@x": 1}, jobs, claimed=FREE[2:3], free=FREE[:1])
+    ours = [m("bob@x", "4.0", FREE[0])]
+    real = [m("alice@x", "3.0", FREE[0]), m("bob@x", "4.0", FREE[2])]
+    c = run(ours, real, before)
+    (d,) = c.disagreements
+    assert (d["submitter"], d["class"]) == ("alice@x", "pool changed")
+    assert d["changes"] == ["1 slot(s) displaced by the changes of this cycle"]
+    assert c.changes == (f"slot {FREE[2]} was claimed in our snapshot (its job ended since)",)
+
+
+def test_a_dynamic_slot_released_gives_its_partitionable_slot_a_match():
+    before = pool({"alice@x": 1}, {"alice@x": ["3.0"]}, claimed=["slot5_1@h"],
+                  free=["slot5@h"])
+    after = pool({"alice@x": 0}, {}, claimed=["slot5_2@h"], free=["slot5@h"])
+    c = run([], [m("alice@x", "3.0", "slot5@h")], before, after)
+    (d,) = c.disagreements
+    assert d["class"] == "pool changed" and "dynamic slot slot5_1@h of slot5@h was " \
+        "released after our capture" in d["changes"][0]
+
+
+def test_a_slot_heard_after_the_cycle_read_the_collector():
+    """An aligned capture a moment late: the collector heard of a slot freed after the
+    real cycle had read it; ours matched it, the real cycle could not."""
+    before = digest(submitters={"cid@x": 1}, idle_jobs={"cid@x": ["28.1"]},
+                    slots={"slot5@h": False}, candidate_slots=1,
+                    heard={"slot5@h": 101})
+    c = run([m("cid@x", "28.1", "slot5@h")], [], before)
+    (d,) = c.disagreements
+    assert d["class"] == "pool changed"
+    assert d["changes"] == ["slot slot5@h's ad reached the collector at 101, as or after the "
+                            "real cycle read it (100): our capture saw it later"]
+    # heard before the cycle: the same difference is unexplained
+    before["heard"]["slot5@h"] = 99
+    assert run([m("cid@x", "28.1", "slot5@h")], [], before).disagreements[0]["class"] == (
+        "unexplained")
 
 
 def test_a_difference_with_nothing_changed_is_unexplained():

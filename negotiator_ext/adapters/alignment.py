@@ -125,7 +125,9 @@ def late_capture(pool, start: int) -> int:
 def pool_digest(pool, result) -> dict:
     """What a pass's snapshot held, for explaining a disagreement later
     (core.disagreement.digest): the submitters with idle jobs, the idle jobs our cycle
-    was offered, every slot (claimed or not), our candidate slots."""
+    was offered, every slot (claimed or not) and when the collector last heard from it,
+    our candidate slots."""
+    from ..core import classads
     from ..core.disagreement import digest
     idle: dict[str, int] = {}
     for d in pool.submitter_ads():
@@ -137,7 +139,16 @@ def pool_digest(pool, result) -> dict:
     jobs: dict[str, list[str]] = {}
     for (sub, _), queue in result.queues.items():
         jobs.setdefault(sub, []).extend(e[0] for e in queue.jobs)
+    ads, usage = pool.every_slot()
     slots = {s.name: bool(s.remote_user) or (s.state or "").lower() == "claimed"
-             for s in pool.every_slot()[1]}
+             for s in usage}
+    heard: dict[str, int] = {}
+    for ad, s in zip(ads, usage):
+        try:
+            t = classads.as_number(classads.eval_attr(ad, "LastHeardFrom"))
+        except Exception:           # a hostile ad: not the digest's to report
+            t = None
+        if t is not None:
+            heard[s.name] = int(t)
     return digest(submitters=idle, idle_jobs=jobs, slots=slots,
-                  candidate_slots=result.trimmed_slots)
+                  candidate_slots=result.trimmed_slots, heard=heard)

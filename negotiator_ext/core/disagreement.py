@@ -54,10 +54,12 @@ NAMED = 5
 
 
 def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[str]],
-           slots: Mapping[str, bool], candidate_slots: int | None) -> dict[str, Any]:
+           slots: Mapping[str, bool], candidate_slots: int | None,
+           heard: Mapping[str, int] | None = None) -> dict[str, Any]:
     """What `explain` needs of one snapshot, as plain JSON-able data: the submitters with
     idle jobs (name -> idle jobs), each submitter's idle job ids ("Cluster.Proc") kept as
-    proc ranges per cluster, the slots by name (True: claimed), our candidate slots."""
+    proc ranges per cluster, the slots by name (True: claimed), our candidate slots, and
+    when the collector last heard from each slot (its LastHeardFrom, when known)."""
     jobs: dict[str, dict[str, list[list[int]]]] = {}
     for name, ids in idle_jobs.items():
         by_cluster: dict[str, list[int]] = defaultdict(list)
@@ -69,8 +71,11 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
                 continue
             by_cluster[c].append(proc)
         jobs[name] = {c: _ranges(ps) for c, ps in by_cluster.items()}
-    return {"submitters": {k: int(v) for k, v in submitters.items()}, "jobs": jobs,
-            "slots": dict(slots), "candidate_slots": candidate_slots}
+    out = {"submitters": {k: int(v) for k, v in submitters.items()}, "jobs": jobs,
+           "slots": dict(slots), "candidate_slots": candidate_slots}
+    if heard:
+        out["heard"] = {k: int(v) for k, v in heard.items()}
+    return out
 
 
 def _ranges(procs: list[int]) -> list[list[int]]:
@@ -127,32 +132,51 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     pred_not = set((predicted or {}).get("submitters_not_reached") or ())
     seen_subs = (before or {}).get("submitters")
     slots_before = (before or {}).get("slots")
+    heard = (before or {}).get("heard") or {}
+    start = cycle.time if cycle is not None else None
+
+    def heard_late(slot: str) -> str | None:
+        t = heard.get(slot)
+        if t is not None and start is not None and t >= start:
+            return (f"slot {slot}'s ad reached the collector at {t}, as or after the real "
+                    f"cycle read it ({start}): our capture saw it later")
+        return None
 
     # what the real cycle did that our snapshot could not foresee, match by match
     real_expl: dict[str, list[str]] = defaultdict(list)
     for name, ms in real_by.items():
-        for m in ms:
+        idle = seen_subs.get(name, 0) if seen_subs is not None else None
+        for k, m in enumerate(ms):
             why = None
-            if seen_subs is not None and not seen_subs.get(name):
+            if seen_subs is not None and not idle:
                 why = (f"submitter {name} had no idle jobs in our snapshot (its submitter "
                        "ad reached the collector after our capture)")
-            elif before is not None and not has_job(before, name, m.job):
+            elif before is not None and (before.get("jobs") or {}).get(name) is not None \
+                    and not has_job(before, name, m.job):
                 why = f"job {m.job} of {name} was not idle in our snapshot (submitted after it)"
+            elif idle is not None and k >= idle:
+                why = (f"{name} had {idle} idle job(s) in our snapshot, the real cycle "
+                       f"matched {len(ms)} (jobs submitted after it)")
             elif slots_before is not None and m.slot not in slots_before:
                 why = f"slot {m.slot} was not in our snapshot"
             elif slots_before is not None and slots_before.get(m.slot) and not m.preempting:
                 why = f"slot {m.slot} was claimed in our snapshot (its job ended since)"
+            elif slots_before is not None and after is not None:
+                why = _released_child(m.slot, slots_before, after.get("slots") or {})
+            why = why or heard_late(m.slot)
             if why:
                 real_expl[name].append(why)
     # what ours did that the real pool no longer allowed
     shadow_expl: dict[str, list[str]] = defaultdict(list)
-    if after is not None:
-        for name, ms in shadow_by.items():
-            for m in ms:
-                if (name, m.job) not in real_jobs and not _idle_anywhere(after, m.job) \
-                        and not has_job(after, name, m.job):
-                    shadow_expl[name].append(f"job {m.job} of {name} left the queue after "
-                                             "our capture (removed, or no longer idle)")
+    for name, ms in shadow_by.items():
+        for m in ms:
+            why = heard_late(m.slot)
+            if why is None and after is not None and (name, m.job) not in real_jobs \
+                    and not _idle_anywhere(after, m.job):
+                why = (f"job {m.job} of {name} left the queue after our capture (removed, "
+                       "or no longer idle)")
+            if why:
+                shadow_expl[name].append(why)
     changes = sorted({w for ws in real_expl.values() for w in ws}
                      | {w for ws in shadow_expl.values() for w in ws})
     size_changed = None
@@ -195,16 +219,20 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                      "residual": residual, "side": "real" if r > s else "shadow",
                      "direct": got})
 
-    # slots displaced by the changes: a directly explained real match took a slot ours
-    # gave someone else; a job gone from the queue left its slot to someone else
-    budget = {"shadow": sum(x["direct"] for x in rows if x["side"] == "real"),
-              "real": sum(x["direct"] for x in rows if x["side"] == "shadow")}
+    # each change moves one slot: a slot freed, taken by a new job, or lost to the real
+    # cycle gives one submitter a match and may take one from another, on either side;
+    # the changes not spent on their own submitter's difference explain as many
+    # differences elsewhere ("displaced")
+    evidence = sum(len(v) for v in real_expl.values()) + sum(len(v) for v in shadow_expl.values())
+    spare = evidence - sum(x["direct"] for x in rows)
+    budget = {"real": spare + sum(x["direct"] for x in rows if x["side"] == "shadow"),
+              "shadow": spare + sum(x["direct"] for x in rows if x["side"] == "real")}
     for x in rows:
         take = min(x["residual"], budget[x["side"]])
         if take:
             budget[x["side"]] -= take
             x["residual"] -= take
-            x["named"].append(f"{take} slot(s) displaced by the changes above")
+            x["named"].append(f"{take} slot(s) displaced by the changes of this cycle")
     if size_changed:
         for x in rows:
             row = per_submitter[x["submitter"]]
@@ -212,7 +240,6 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                                   or row.get("real_at_share_limit")):
                 x["residual"] = 0
                 x["named"].append(size_changed)
-
     disagreements = []
     unexplained = {"real": 0, "shadow": 0}
     for x in rows:
@@ -235,6 +262,22 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
         changes.append("the real cycle ran out of time")
     return {"disagreements": disagreements, "changes": changes,
             "unexplained_agreement": agreement}
+
+
+def _released_child(slot: str, before: Mapping[str, bool], after: Mapping[str, bool]
+                    ) -> str | None:
+    """A partitionable slot `slot` ("slotN@host") one of whose dynamic slots
+    ("slotN_M@host"), claimed in our snapshot, was gone or unclaimed by the next pass:
+    its resources came back to `slot` (a job ended)."""
+    part, at, host = slot.partition("@")
+    if not at:
+        return None
+    for name, claimed in before.items():
+        p, a, h = name.partition("@")
+        if claimed and a and h == host and p.startswith(part + "_") and not after.get(name):
+            return (f"dynamic slot {name} of {slot} was released after our capture (its job "
+                    "ended): its resources came back to the partitionable slot")
+    return None
 
 
 def _dedupe(items: Sequence[str]) -> list[str]:
