@@ -692,3 +692,28 @@ def test_real_cycles_out_of_time_are_a_finding():
     quiet = A.analyse(A.frames_from_records(synthetic_passes()), pool="synth")
     assert quiet.summary["out_of_time"]["cycles"] == 0
     assert not any("ran out of time" in n for n in quiet.summary["notes"])
+
+
+def test_agreement_section_gives_the_unexplained_agreement_beside_the_raw_one():
+    """Issue 32: a comparison whose disagreement a change of the pool explains counts as
+    agreeing in the unexplained figure, not in the raw one; the section says why."""
+    def comp(i, raw, unexplained, disagreements):
+        return Comparison(shadow_pass=f"{i - 1:04d}" + "0" * 28, real_cycle_time=T0 + 60 * i - 5,
+                          real_cycles_between=1, real_matches=4, shadow_matches=4, agreed=2,
+                          real_in_shadow=0.5, shadow_in_real=0.5, count_agreement=raw,
+                          source="matchlog", unexplained_agreement=unexplained,
+                          disagreements=disagreements, aligned=i == 2,
+                          changes=("job 9.0 of a@x was not idle in our snapshot",))
+    changed = ({"submitter": "a@x", "real": 3, "shadow": 1, "class": "pool changed",
+                "unexplained": 0, "changes": ["job 9.0 of a@x was not idle in our snapshot"]},)
+    unexplained = ({"submitter": "b@x", "real": 1, "shadow": 3, "class": "unexplained",
+                    "unexplained": 2, "changes": []},)
+    passes = [rec(0), rec(1, comparison=comp(1, 0.5, 1.0, changed)),
+              rec(2, comparison=comp(2, 0.5, 0.5, unexplained))]
+    a = A.analyse(A.frames_from_records(passes), pool="synth")
+    c = a.summary["comparisons"]
+    assert c["mean_count_agreement"] == pytest.approx(0.5)
+    assert c["mean_unexplained_agreement"] == pytest.approx(0.75)
+    assert (c["with_unexplained"], c["aligned"]) == (1, 1)
+    agree = a.tables["agreement_by_pass"]
+    assert list(agree["why"]) == ["1 pool changed", "1 unexplained"]
