@@ -151,6 +151,29 @@ def test_a_slot_heard_after_the_cycle_read_the_collector():
         "unexplained")
 
 
+def test_a_partitionable_slot_matched_beyond_its_free_cores():
+    before = digest(submitters={"ann@x": 3}, idle_jobs={"ann@x": ["33.0", "33.1", "33.2"]},
+                    slots={"slot2@h": False, "slot5@h": False, "slot5_1@h": True},
+                    candidate_slots=2, free_cpus={"slot5@h": 0.0})
+    ours = [m("ann@x", "33.0", "slot2@h")]
+    real = [m("ann@x", "33.0", "slot2@h"), m("ann@x", "33.0", "slot5@h")]
+    (d,) = run(ours, real, before).disagreements
+    assert d["class"] == "pool changed" and d["changes"] == [
+        "partitionable slot slot5@h had 0 free core(s) in our snapshot, the real cycle "
+        "matched it 1 time(s) (a dynamic slot released since)"]
+
+
+def test_a_job_idle_only_since_the_cycle_began():
+    """An aligned capture a moment late: a job submitted as the real cycle was already
+    negotiating; ours matched it, the real cycle had not seen it."""
+    before = digest(submitters={"ben@x": 1}, idle_jobs={"ben@x": ["3.0"]},
+                    slots={"slot4@h": False}, candidate_slots=1, recent={"3.0": 100})
+    (d,) = run([m("ben@x", "3.0", "slot4@h")], [], before).disagreements
+    assert d["class"] == "pool changed" and d["changes"] == [
+        "job 3.0 of ben@x became idle at 100, as or after the real cycle began (100): our "
+        "capture saw it later"]
+
+
 def test_a_difference_with_nothing_changed_is_unexplained():
     """The same pool on both sides, other counts: a policy difference, left unexplained
     and weighing on the unexplained agreement as on the raw one."""

@@ -137,18 +137,43 @@ def pool_digest(pool, result) -> dict:
             n = 0
         idle[d["Name"]] = idle.get(d["Name"], 0) + max(n, 0)
     jobs: dict[str, list[str]] = {}
+    recent: dict[str, int] = {}
+    since = (pool.snapshot.captured_at or 0) - RECENT
     for (sub, _), queue in result.queues.items():
         jobs.setdefault(sub, []).extend(e[0] for e in queue.jobs)
+        for e in queue.jobs:
+            t = _int_text(dict(e[3] or ()).get("enteredcurrentstatus"))
+            if t is not None and t >= since:
+                recent[e[0]] = t
     ads, usage = pool.every_slot()
     slots = {s.name: bool(s.remote_user) or (s.state or "").lower() == "claimed"
              for s in usage}
     heard: dict[str, int] = {}
+    free: dict[str, float] = {}
     for ad, s in zip(ads, usage):
         try:
             t = classads.as_number(classads.eval_attr(ad, "LastHeardFrom"))
+            if classads.eval_attr(ad, "PartitionableSlot") is True:
+                cpus = classads.as_number(classads.eval_attr(ad, "Cpus"))
+                if cpus is not None:
+                    free[s.name] = cpus
         except Exception:           # a hostile ad: not the digest's to report
             t = None
         if t is not None:
             heard[s.name] = int(t)
     return digest(submitters=idle, idle_jobs=jobs, slots=slots,
-                  candidate_slots=result.trimmed_slots, heard=heard)
+                  candidate_slots=result.trimmed_slots, heard=heard, free_cpus=free,
+                  recent=recent)
+
+
+# an idle job whose status began this many seconds before the capture, or later, is
+# kept with its time in the digest (a capture aligned a moment late may see a job the
+# real cycle did not)
+RECENT = 10
+
+
+def _int_text(text) -> int | None:
+    try:
+        return int(str(text).strip())
+    except (TypeError, ValueError):
+        return None

@@ -55,11 +55,15 @@ NAMED = 5
 
 def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[str]],
            slots: Mapping[str, bool], candidate_slots: int | None,
-           heard: Mapping[str, int] | None = None) -> dict[str, Any]:
+           heard: Mapping[str, int] | None = None,
+           free_cpus: Mapping[str, float] | None = None,
+           recent: Mapping[str, int] | None = None) -> dict[str, Any]:
     """What `explain` needs of one snapshot, as plain JSON-able data: the submitters with
     idle jobs (name -> idle jobs), each submitter's idle job ids ("Cluster.Proc") kept as
-    proc ranges per cluster, the slots by name (True: claimed), our candidate slots, and
-    when the collector last heard from each slot (its LastHeardFrom, when known)."""
+    proc ranges per cluster, the slots by name (True: claimed), our candidate slots,
+    when the collector last heard from each slot (its LastHeardFrom, when known), each
+    partitionable slot's free cores (its Cpus), and the idle jobs that entered their
+    status in the last seconds before the capture (job id -> EnteredCurrentStatus)."""
     jobs: dict[str, dict[str, list[list[int]]]] = {}
     for name, ids in idle_jobs.items():
         by_cluster: dict[str, list[int]] = defaultdict(list)
@@ -75,6 +79,10 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
            "slots": dict(slots), "candidate_slots": candidate_slots}
     if heard:
         out["heard"] = {k: int(v) for k, v in heard.items()}
+    if free_cpus:
+        out["free_cpus"] = {k: float(v) for k, v in free_cpus.items()}
+    if recent:
+        out["recent"] = {k: int(v) for k, v in recent.items()}
     return out
 
 
@@ -133,7 +141,10 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     seen_subs = (before or {}).get("submitters")
     slots_before = (before or {}).get("slots")
     heard = (before or {}).get("heard") or {}
+    free_cpus = (before or {}).get("free_cpus") or {}
+    recent = (before or {}).get("recent") or {}
     start = cycle.time if cycle is not None else None
+    on_pslot: Counter = Counter()
 
     def heard_late(slot: str) -> str | None:
         t = heard.get(slot)
@@ -161,7 +172,13 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                 why = f"slot {m.slot} was not in our snapshot"
             elif slots_before is not None and slots_before.get(m.slot) and not m.preempting:
                 why = f"slot {m.slot} was claimed in our snapshot (its job ended since)"
-            elif slots_before is not None and after is not None:
+            elif m.slot in free_cpus:
+                on_pslot[m.slot] += 1
+                if on_pslot[m.slot] > free_cpus[m.slot]:
+                    why = (f"partitionable slot {m.slot} had {free_cpus[m.slot]:g} free "
+                           "core(s) in our snapshot, the real cycle matched it "
+                           f"{on_pslot[m.slot]} time(s) (a dynamic slot released since)")
+            if why is None and slots_before is not None and after is not None:
                 why = _released_child(m.slot, slots_before, after.get("slots") or {})
             why = why or heard_late(m.slot)
             if why:
@@ -171,6 +188,10 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     for name, ms in shadow_by.items():
         for m in ms:
             why = heard_late(m.slot)
+            t = recent.get(m.job)
+            if why is None and t is not None and start is not None and t >= start:
+                why = (f"job {m.job} of {name} became idle at {t}, as or after the real "
+                       f"cycle began ({start}): our capture saw it later")
             if why is None and after is not None and (name, m.job) not in real_jobs \
                     and not _idle_anywhere(after, m.job):
                 why = (f"job {m.job} of {name} left the queue after our capture (removed, "
