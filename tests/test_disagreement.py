@@ -252,3 +252,20 @@ def test_no_matchlog_no_explanation():
                 real_cycles=[RealCycle(time=100, end=101, duration=1.0, matches=3)],
                 real_matches=None, aligned=True)
     assert c.unexplained_agreement is None and c.disagreements == () and c.aligned is True
+
+
+def test_the_pass_line_names_each_class_and_its_first_change():
+    from negotiator_ext.core.records import PassRecord
+    from negotiator_ext.views.ledger import summary_line
+    before = pool({}, {}, free=FREE)
+    c = run([], [m("alice@x", f"1.{i}", FREE[i]) for i in range(2)], before, aligned=True)
+    rec = PassRecord(uuid="1234567890", pool="p", started_at=1.0, finished_at=2.0,
+                     snapshot_time=1, status="complete", reason=None, real_cycle_time=None,
+                     real_accountant_time=None, shadow_duration=0.1, capture_duration=0.1,
+                     comparison=c)
+    line = summary_line(rec)
+    assert "per-submitter counts 0%, unexplained only 100%" in line
+    assert "captured as the real cycle started" in line
+    assert line.endswith("(pool changed: alice@x (submitter alice@x had no idle jobs in our "
+                         "snapshot (its submitter ad reached the collector after our "
+                         "capture)))")

@@ -30,7 +30,11 @@ than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
                   negotiator_ext_real_cycles_between,
                   negotiator_ext_matches{side="real"|"shadow"}, negotiator_ext_matches_agreed,
                   negotiator_ext_match_agreement_ratio{direction="real_in_shadow"|
-                  "shadow_in_real"|"equivalent"|"count"}, negotiator_ext_comparison_info{source},
+                  "shadow_in_real"|"equivalent"|"count"|"count_unexplained"},
+                  negotiator_ext_comparison_info{source},
+                  negotiator_ext_comparison_disagreements{class="pool_changed"|
+                  "out_of_time"|"unexplained"}, negotiator_ext_comparison_pool_changes,
+                  negotiator_ext_comparison_aligned (1/0; core.disagreement, MatchLog only),
                   negotiator_ext_priority_drift_max_ratio (largest |drift| of the pass),
                   negotiator_ext_real_cycle_out_of_time (1/0),
                   negotiator_ext_real_cycle_groups_not_served
