@@ -72,3 +72,17 @@ def test_the_ledger_keeps_the_newest_digests_until_compared(tmp_path):
                                   count_agreement=0.0, source="matchlog")))
         assert ledger.digest("p6") == {} and ledger.digest("p7") == {}   # compared; not comparable
         assert ledger.digest("p5") == d
+
+
+def test_a_digest_that_does_not_read_back_is_none(tmp_path):
+    import sqlite3
+    url = str(tmp_path / "l.sqlite")
+    d = digest(submitters={"alice": 1}, idle_jobs={}, slots={}, candidate_slots=0)
+    with open_ledger(url) as ledger:
+        ledger.record_pass(dataclasses.replace(small_pass("p0"), comparable=True, digest=d))
+    con = sqlite3.connect(url)
+    con.execute("UPDATE pool_digests SET digest = '[1, 2' WHERE pass_uuid = 'p0'")
+    con.commit()
+    con.close()
+    with open_ledger(url) as ledger:
+        assert ledger.digest("p0") == {}

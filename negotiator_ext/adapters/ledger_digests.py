@@ -52,6 +52,13 @@ def keep(db, uuid: str, pool: str, digest: Mapping[str, Any] | None,
 
 
 def read(db, uuid: str) -> dict[str, Any]:
-    """The digest kept for pass `uuid` (empty: none kept)."""
+    """The digest kept for pass `uuid` (empty: none kept, or one that does not read back:
+    a cache, so the comparison then explains with what the passes' rows say)."""
     rows = db.execute(f"SELECT digest FROM {TABLE} WHERE pass_uuid = ?", (uuid,)).fetchall()
-    return decode(rows[0][0]) if rows else {}
+    if not rows:
+        return {}
+    try:
+        d = decode(rows[0][0])
+    except (TypeError, ValueError, AttributeError):
+        return {}
+    return d if isinstance(d.get("submitters"), dict) else {}
