@@ -58,7 +58,9 @@ def main() -> int:
          "--interval", "2", "--state-dir", str(work / "state"), "--no-advertise",
          "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
          "--matchlog", str(pool.log_dir / "MatchLog")],
-        env=pool.env, stdout=(work / "out").open("w"), stderr=(work / "err").open("w"))
+        # every snapshot kept, to look into a cycle left unexplained afterwards
+        env={**pool.env, "_CONDOR_NEGOTIATOR_EXT_KEEP_SNAPSHOTS": "0"},
+        stdout=(work / "out").open("w"), stderr=(work / "err").open("w"))
     ends: dict[tuple[int, int], float] = {}
     events: list[float] = []            # wall times of submissions and job ends
     users = [("group_a", "ann"), ("group_b", "ben"), ("group_b", "cid")]
@@ -160,6 +162,7 @@ def main() -> int:
                                  for c in compared
                                  for x in json.loads(comp(c)["changes"] or "[]")}),
     }
+    report["work_directory"] = str(work)
     print(json.dumps(report, indent=2))
     return 0
 

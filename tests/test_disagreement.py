@@ -174,6 +174,26 @@ def test_a_job_idle_only_since_the_cycle_began():
         "capture saw it later"]
 
 
+def test_a_claim_ended_before_the_cycle_changes_who_comes_first():
+    """A claim of bob's ended between our capture and the cycle (its slot not matched
+    again): the real cycle gave the one free slot to bob, ours to alice."""
+    jobs = {"alice@x": ["3.0"], "bob@x": ["4.0"]}
+    before = digest(submitters={"alice@x": 1, "bob@x": 1}, idle_jobs=jobs,
+                    slots={FREE[0]: False, FREE[1]: True}, candidate_slots=2, captured=95)
+    after = digest(submitters={"alice@x": 1}, idle_jobs={"alice@x": ["3.0"]},
+                   slots={FREE[0]: True, FREE[1]: False}, candidate_slots=2,
+                   entered={FREE[1]: 97, FREE[0]: 100})
+    ours, real = [m("alice@x", "3.0", FREE[0])], [m("bob@x", "4.0", FREE[0])]
+    c = run(ours, real, before, after)
+    assert {d["class"] for d in c.disagreements} == {"pool changed"}
+    assert c.changes == (f"the claim on slot {FREE[1]} ended at 97, after our capture and "
+                         "before the real cycle (its submitter's usage changed)",)
+    # the claim ended after the cycle: nothing explains the order
+    after["entered"][FREE[1]] = 103
+    assert {d["class"] for d in run(ours, real, before, after).disagreements} == {
+        "unexplained"}
+
+
 def test_a_difference_with_nothing_changed_is_unexplained():
     """The same pool on both sides, other counts: a policy difference, left unexplained
     and weighing on the unexplained agreement as on the raw one."""

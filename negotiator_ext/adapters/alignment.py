@@ -150,8 +150,12 @@ def pool_digest(pool, result) -> dict:
              for s in usage}
     heard: dict[str, int] = {}
     free: dict[str, float] = {}
+    entered: dict[str, int] = {}
     for ad, s in zip(ads, usage):
         try:
+            e = classads.as_number(classads.eval_attr(ad, "EnteredCurrentState"))
+            if e is not None:
+                entered[s.name] = int(e)
             t = classads.as_number(classads.eval_attr(ad, "LastHeardFrom"))
             if classads.eval_attr(ad, "PartitionableSlot") is True:
                 cpus = classads.as_number(classads.eval_attr(ad, "Cpus"))
@@ -163,7 +167,7 @@ def pool_digest(pool, result) -> dict:
             heard[s.name] = int(t)
     return digest(submitters=idle, idle_jobs=jobs, slots=slots,
                   candidate_slots=result.trimmed_slots, heard=heard, free_cpus=free,
-                  recent=recent)
+                  recent=recent, entered=entered, captured=pool.snapshot.captured_at)
 
 
 # an idle job whose status began this many seconds before the capture, or later, is

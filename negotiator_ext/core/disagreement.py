@@ -57,13 +57,16 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
            slots: Mapping[str, bool], candidate_slots: int | None,
            heard: Mapping[str, int] | None = None,
            free_cpus: Mapping[str, float] | None = None,
-           recent: Mapping[str, int] | None = None) -> dict[str, Any]:
+           recent: Mapping[str, int] | None = None,
+           entered: Mapping[str, int] | None = None,
+           captured: int | None = None) -> dict[str, Any]:
     """What `explain` needs of one snapshot, as plain JSON-able data: the submitters with
     idle jobs (name -> idle jobs), each submitter's idle job ids ("Cluster.Proc") kept as
     proc ranges per cluster, the slots by name (True: claimed), our candidate slots,
     when the collector last heard from each slot (its LastHeardFrom, when known), each
     partitionable slot's free cores (its Cpus), and the idle jobs that entered their
-    status in the last seconds before the capture (job id -> EnteredCurrentStatus)."""
+    status in the last seconds before the capture (job id -> EnteredCurrentStatus), when
+    each slot entered its state (EnteredCurrentState) and when the snapshot was taken."""
     jobs: dict[str, dict[str, list[list[int]]]] = {}
     for name, ids in idle_jobs.items():
         by_cluster: dict[str, list[int]] = defaultdict(list)
@@ -83,6 +86,10 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
         out["free_cpus"] = {k: float(v) for k, v in free_cpus.items()}
     if recent:
         out["recent"] = {k: int(v) for k, v in recent.items()}
+    if entered:
+        out["entered"] = {k: int(v) for k, v in entered.items()}
+    if captured is not None:
+        out["captured"] = int(captured)
     return out
 
 
@@ -198,8 +205,11 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                        "or no longer idle)")
             if why:
                 shadow_expl[name].append(why)
+    # claims that ended between our capture and the cycle without a match on their slot:
+    # the submitter's and its group's usage changed, and with it who comes first
+    ended = _claims_ended(before, after, start)
     changes = sorted({w for ws in real_expl.values() for w in ws}
-                     | {w for ws in shadow_expl.values() for w in ws})
+                     | {w for ws in shadow_expl.values() for w in ws} | set(ended))
     size_changed = None
     if (cycle is not None and cycle.candidate_slots is not None and before is not None
             and before.get("candidate_slots") is not None
@@ -244,7 +254,8 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     # cycle gives one submitter a match and may take one from another, on either side;
     # the changes not spent on their own submitter's difference explain as many
     # differences elsewhere ("displaced")
-    evidence = sum(len(v) for v in real_expl.values()) + sum(len(v) for v in shadow_expl.values())
+    evidence = (sum(len(v) for v in real_expl.values())
+                + sum(len(v) for v in shadow_expl.values()) + len(ended))
     spare = evidence - sum(x["direct"] for x in rows)
     budget = {"real": spare + sum(x["direct"] for x in rows if x["side"] == "shadow"),
               "shadow": spare + sum(x["direct"] for x in rows if x["side"] == "real")}
@@ -283,6 +294,22 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
         changes.append("the real cycle ran out of time")
     return {"disagreements": disagreements, "changes": changes,
             "unexplained_agreement": agreement}
+
+
+def _claims_ended(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+                  start: int | None) -> list[str]:
+    """The slots claimed in our snapshot that the next pass saw unclaimed since a time
+    after our capture and before the real cycle began (their EnteredCurrentState)."""
+    if not before or not after or start is None or before.get("captured") is None:
+        return []
+    was, now = before.get("slots") or {}, after.get("slots") or {}
+    since = after.get("entered") or {}
+    t0 = int(before["captured"])
+    return [f"the claim on slot {name} ended at {since[name]}, after our capture and before "
+            "the real cycle (its submitter's usage changed)"
+            for name, claimed in sorted(was.items())
+            if claimed and now.get(name) is False and name in since
+            and t0 <= since[name] <= start]
 
 
 def _released_child(slot: str, before: Mapping[str, bool], after: Mapping[str, bool]
