@@ -194,6 +194,26 @@ def test_a_claim_ended_before_the_cycle_changes_who_comes_first():
         "unexplained"}
 
 
+def test_a_job_submitted_between_capture_and_cycle_changes_the_demand():
+    """bench_live_shadow.py: ann's new job raised group_a's demand between our capture
+    and the cycle; the real cycle gave the free slot to ann (an older job of hers), ours
+    to cid."""
+    before = digest(submitters={"ann@x": 1, "cid@x": 1},
+                    idle_jobs={"ann@x": ["6.0"], "cid@x": ["7.0"]},
+                    slots={FREE[0]: False}, candidate_slots=1, captured=95)
+    after = digest(submitters={"ann@x": 2, "cid@x": 1},
+                   idle_jobs={"ann@x": ["6.0", "9.0"], "cid@x": ["7.0"]},
+                   slots={FREE[0]: True}, candidate_slots=1, recent={"9.0": 98})
+    ours, real = [m("cid@x", "7.0", FREE[0])], [m("ann@x", "6.0", FREE[0])]
+    c = run(ours, real, before, after)
+    assert {d["class"] for d in c.disagreements} == {"pool changed"}
+    assert c.changes == ("job 9.0 became idle at 98, after our capture and before the real "
+                         "cycle (its submitter's demand changed)",)
+    after["recent"]["9.0"] = 101        # after the cycle began: no explanation
+    assert {d["class"] for d in run(ours, real, before, after).disagreements} == {
+        "unexplained"}
+
+
 def test_a_difference_with_nothing_changed_is_unexplained():
     """The same pool on both sides, other counts: a policy difference, left unexplained
     and weighing on the unexplained agreement as on the raw one."""

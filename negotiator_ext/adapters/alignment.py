@@ -171,9 +171,10 @@ def pool_digest(pool, result) -> dict:
 
 
 # an idle job whose status began this many seconds before the capture, or later, is
-# kept with its time in the digest (a capture aligned a moment late may see a job the
-# real cycle did not)
-RECENT = 10
+# kept with its time in the digest: a capture aligned a moment late may see a job the
+# real cycle did not, and the next pass's says which jobs arrived between a capture and
+# the cycle (two passes' captures further apart, as at a longer interval, see fewer)
+RECENT = 120
 
 
 def _int_text(text) -> int | None:

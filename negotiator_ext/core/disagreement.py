@@ -207,7 +207,7 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                 shadow_expl[name].append(why)
     # claims that ended between our capture and the cycle without a match on their slot:
     # the submitter's and its group's usage changed, and with it who comes first
-    ended = _claims_ended(before, after, start)
+    ended = _claims_ended(before, after, start) + _jobs_arrived(before, after, start)
     changes = sorted({w for ws in real_expl.values() for w in ws}
                      | {w for ws in shadow_expl.values() for w in ws} | set(ended))
     size_changed = None
@@ -310,6 +310,21 @@ def _claims_ended(before: Mapping[str, Any] | None, after: Mapping[str, Any] | N
             for name, claimed in sorted(was.items())
             if claimed and now.get(name) is False and name in since
             and t0 <= since[name] <= start]
+
+
+def _jobs_arrived(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+                  start: int | None) -> list[str]:
+    """The jobs idle in the next pass's snapshot since a time after our capture and
+    before the real cycle began (EnteredCurrentStatus) that our snapshot did not have
+    idle: submitted (or back to idle) in between, they changed their submitter's demand
+    and its group's."""
+    if not before or not after or start is None or before.get("captured") is None:
+        return []
+    t0 = int(before["captured"])
+    return [f"job {job} became idle at {t}, after our capture and before the real cycle "
+            "(its submitter's demand changed)"
+            for job, t in sorted((after.get("recent") or {}).items())
+            if t0 <= t <= start and not _idle_anywhere(before, job)]
 
 
 def _released_child(slot: str, before: Mapping[str, bool], after: Mapping[str, bool]
