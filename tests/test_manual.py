@@ -178,3 +178,19 @@ def test_zsh_completion_is_found_on_fpath(tmp_path):
                             "print -r -- $_comps[negotiator-ext]"],
         capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0 and proc.stdout == "_negotiator-ext\n", proc.stderr
+
+
+def test_the_readme_is_one_page_and_its_links_into_the_manual_resolve():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    links = re.findall(r"\]\((docs/[^)#]+)(?:#([^)]+))?\)", text)
+    assert len(links) >= 5
+    for path, anchor in links:
+        target = ROOT / path
+        assert target.exists(), path
+        if anchor and target.suffix == ".md":
+            # a heading GitHub and MyST (myst_heading_anchors) both make this anchor of
+            titles = re.findall(r"(?m)^#+ (.+)$", target.read_text())
+            slugs = {re.sub(r"[^\w\- ]", "", t.lower()).strip().replace(" ", "-")
+                     for t in titles}
+            assert anchor in slugs, f"{path}#{anchor}"
