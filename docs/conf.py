@@ -26,6 +26,7 @@ myst_heading_anchors = 4          # links as docs/x.md#a-heading, as GitHub rend
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build"]
+highlight_language = "none"       # a block that names no language (a usage line) as it is
 nitpicky = False
 
 # HTCondor's own manual is Sphinx with the Read the Docs theme; ours looks the same when
