@@ -116,6 +116,12 @@ def test_every_command_and_option_is_in_the_reference_and_the_man_page(built):
             assert opt in html, f"{prog} {opt}: not in commands.html"
     top = sections["negotiator-ext options"]
     assert "-V, --version" in top
+    # the program condor_master runs, from its own parser
+    from negotiator_ext.daemon import build_parser as daemon_parser
+    daemon = sections["negotiator-ext-daemon options"]
+    for opt in options(daemon_parser()):
+        assert re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", daemon), opt
+        assert opt in html, opt
 
 
 def test_every_command_has_its_prose_in_the_reference():
