@@ -347,25 +347,19 @@ def _log_to_stderr() -> None:
 
 
 def cmd_shadow(args) -> int:
+    import contextlib
     import threading
     from .shadow import (ADVERTISING_WORKS, Busy, LoggedOnce, ShadowLoop, ShadowSettings,
                          pass_lock, publish, replay_passes, standing_of, unpublish)
     from .views.ledger import summary_line
     _log_to_stderr()
     knobs = _knobs(args)
-    state_dir = args.state_dir
-    if state_dir is None and not knobs.get("STATE_DIR") and args.ledger and args.replay:
-        # a replay needs no state of its own: the lock goes beside a SQLite ledger file,
-        # or in the temporary directory
-        from .adapters.ledger import parse_url
-        kind, where = parse_url(args.ledger)
-        if kind == "sqlite":
-            state_dir = str(Path(where).parent)
-        else:
-            import tempfile
-            state_dir = str(Path(tempfile.gettempdir()) / "negotiator-ext-replay")
+    # a replay needs no state directory: it captures nothing, and without one it takes
+    # no lock and writes nothing but the ledger (with one, it holds that directory's
+    # lock, as a pass of a loop there does)
     settings = ShadowSettings.from_knobs(
-        knobs, pool=args.pool, ledger_url=args.ledger, state_dir=state_dir,
+        knobs, replay=bool(args.replay), pool=args.pool, ledger_url=args.ledger,
+        state_dir=args.state_dir,
         interval=args.interval, matchlog=args.matchlog, matchlog_tz=args.matchlog_timezone,
         negotiator_log=args.negotiator_log,
         timeout=args.timeout,
@@ -395,7 +389,8 @@ def cmd_shadow(args) -> int:
 
     if args.replay:
         try:
-            with pass_lock(settings.state_dir):
+            with (pass_lock(settings.state_dir) if settings.state_dir is not None
+                  else contextlib.nullcontext()):
                 for rec in replay_passes(loop, [Path(d) for d in args.replay]):
                     report(rec)
         except Busy as exc:

@@ -725,3 +725,22 @@ def test_a_replay_writes_the_metrics_file_it_is_given(tmp_path):
     assert cli.main(["shadow", "--replay", str(fix), "--ledger", str(tmp_path / "l.sqlite"),
                      "--metrics-file", str(prom)]) == 0
     assert "negotiator_ext_pass_timestamp_seconds" in prom.read_text()
+
+
+def test_a_replay_needs_no_state_directory_and_leaves_only_the_ledger(tmp_path, capsys):
+    """Issue 35: `shadow --replay` captures nothing: it takes no --state-dir, and without
+    one writes nothing beside the ledger (no shadow.lock). Without a ledger it names
+    --ledger, not the state directory."""
+    conf = tmp_path / "empty.conf"            # not this host's NEGOTIATOR_EXT_* knobs
+    conf.write_text("")
+    out = tmp_path / "out"
+    out.mkdir()
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    assert main(["shadow", "--replay", str(fix), "--ledger", str(out / "l.sqlite"),
+                 "--config", str(conf)]) == 0
+    assert "our cycle: 27 matches" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["l.sqlite"]
+    assert main(["shadow", "--replay", str(fix), "--config", str(conf)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--ledger" in err[0] and "state directory" in err[0]
+    assert "STATE_DIR" not in err[0]
