@@ -436,7 +436,7 @@ def cmd_recommend(args) -> int:
     import time as _time
     from .adapters.ledger import open_ledger
     from .core.config import ext_number
-    from .core.recommend import RecommendPolicy, recommend
+    from .core.recommend import RecommendPolicy, recommend, window_evidence
     from .core.shards import split_stream
     from .views.recommend import render_json, render_script, render_table, same_negotiator
     knobs = _knobs(args)
@@ -495,13 +495,19 @@ def cmd_recommend(args) -> int:
                                          run=subprocess.run, latest_pass_time=newest,
                                          diagnose=_refusal_diagnosis(target))
     # a summarised hour counts the complete passes it stands for
-    n_passes = sum(int((h.get("summary") or {}).get("complete", 1)) for h, _s, _g in passes)
+    evidence = window_evidence(passes, policy)
+    n_passes = evidence.passes
     if args.script == "-":
         sys.stdout.write(render_script(recs, pool=target, now=now))
     elif args.json:
         doc = render_json(recs, pool=target)
         print(json.dumps({"window_hours": window, "at": now, "pool": pool,
-                          "passes": n_passes, **doc, "apply": bool(args.apply),
+                          "passes": n_passes, "span_hours": round(evidence.hours, 3),
+                          # what the rules need of a window (each submitter's eligible
+                          # passes, at least)
+                          "needs": {"passes": evidence.min_passes,
+                                    "span_hours": evidence.min_hours},
+                          **doc, "apply": bool(args.apply),
                           "applied": [{"kind": a.kind, "name": a.name, "value": a.value,
                                        "outcome": a.outcome, "command": a.command,
                                        "lease_expires": a.lease_expires} for a in done]},
@@ -509,7 +515,7 @@ def cmd_recommend(args) -> int:
     else:
         print(f"{n_passes} complete pass(es) of {pool or 'no pool'} in the last "
               f"{window:g} h; {len(recs)} recommendation(s)")
-        sys.stdout.write(render_table(recs))
+        sys.stdout.write(render_table(recs, evidence))
         if recs and not args.apply:
             print("Nothing was changed in the pool (use --apply to make these changes).")
     # the outcomes: on stdout after the table, on stderr when stdout is a document
