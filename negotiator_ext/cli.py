@@ -196,7 +196,7 @@ def cmd_negotiate(args) -> int:
         if args.json:
             print(document(doc))
         else:
-            sys.stdout.write(render_cycle(doc, full=args.matches))
+            sys.stdout.write(render_cycle(doc, full=args.matches, snapshot=args.snapshot))
     return 0
 
 
