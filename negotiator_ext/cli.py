@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .core.figures import without_sentinels
 from .errors import InputError
 from .limits import paused_gc, raise_stack_limit
 from .views.jsondoc import document
@@ -194,6 +195,8 @@ def cmd_negotiate(args) -> int:
             doc["withheld_matches"] = len(doc["matches"])
             doc["matches"] = []
         if args.json:
+            # a limit HTCondor left without a number is null, not -2147483648
+            doc["submitters"] = without_sentinels(doc["submitters"])
             print(document(doc))
         else:
             sys.stdout.write(render_cycle(doc, full=args.matches, snapshot=args.snapshot))
@@ -374,7 +377,7 @@ def cmd_shadow(args) -> int:
     def report(rec) -> None:
         if args.json:
             from .core.records import as_plain
-            print(json.dumps(as_plain(rec), default=str), flush=True)
+            print(json.dumps(without_sentinels(as_plain(rec)), default=str), flush=True)
         else:
             print(summary_line(rec), flush=True)
         # a replay writes the metrics only to a --metrics-file named on the command line
@@ -590,10 +593,8 @@ def cmd_ledger(args) -> int:
         comps = {c.shadow_pass: c for _, c in ledger.comparisons(since=since, summaries=True)
                  if c.shadow_pass in shown}
         if args.json:
-            from .core.records import as_plain
-            print(json.dumps([{**r, "comparison": as_plain(comps[r["uuid"]])
-                               if r["uuid"] in comps else None} for r in rows],
-                             indent=2, default=str))
+            from .views.ledger import passes_document
+            print(json.dumps(passes_document(rows, comps), indent=2, default=str))
         else:
             sys.stdout.write(render_passes(rows, comps))
     return 0

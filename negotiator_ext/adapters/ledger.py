@@ -76,6 +76,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from ..core.figures import without_sentinels
 from ..core.records import (Adjustment, Comparison, GroupObs, MatchEntry, PassRecord,
                             RealCycle, Standing, SubmitterObs)
 from ..errors import InputError
@@ -2043,7 +2044,8 @@ class Ledger:
                 for c in bool_cols:
                     if d.get(c) is not None:
                         d[c] = bool(d[c])
-                f.write(json.dumps(d) + "\n")
+                # a limit HTCondor left without a number: null, not -2147483648
+                f.write(json.dumps(without_sentinels(d)) + "\n")
 
     def _write_parquet(self, path: Path, table: str, cols: list[str], cur: Any) -> None:
         import pandas as pd

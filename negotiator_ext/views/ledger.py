@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from typing import Mapping, Sequence
 
-from ..core.records import Comparison, PassRecord
+from ..core.figures import without_sentinels
+from ..core.records import Comparison, PassRecord, as_plain
 from .tables import pct, table
 from .text import printable
 
@@ -39,6 +40,21 @@ def _agreement(c: Comparison | None) -> list[tuple[str, str]]:
             ("same slot, of ours", pct(get("shadow_in_real"))),
             ("per-submitter counts", pct(get("count_agreement"))),
             ("max priority drift", pct(get("max_abs_drift"), 2))]
+
+
+# a pass header's counts of the ledger's own rows (a pass's submitter and group records,
+# the real cycles it recorded first, its comparison), kept to check the ledger: not
+# figures of the pool (n_submitters counts the group records too)
+_ROW_COUNTS = ("n_real_cycles", "n_submitters", "n_groups", "n_comparisons")
+
+
+def passes_document(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -> list[dict]:
+    """`ledger show --json`: each pass's header, without the ledger's row counts, with
+    its cycle's comparison (null until a later pass compared it); a limit HTCondor left
+    without a number is null (`core.figures`)."""
+    return [without_sentinels({**{k: v for k, v in r.items() if k not in _ROW_COUNTS},
+                               "comparison": as_plain(comparisons[r["uuid"]])
+                               if r["uuid"] in comparisons else None}) for r in rows]
 
 
 def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -> str:
