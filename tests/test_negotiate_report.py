@@ -109,7 +109,7 @@ def _tables(out: str) -> list[list[str]]:
 def _legend(out: str) -> dict[str, set[str]]:
     """The legend's parts: its heading's words, the columns it explains."""
     lines = out.splitlines()
-    i = lines.index("Columns that are not HTCondor's own:")
+    i = lines.index("Columns (HTCondor's own names aside):")
     parts: dict[str, set[str]] = {}
     for ln in lines[i + 1:]:
         if ln.startswith("  ") and not ln.startswith("   "):
@@ -148,7 +148,7 @@ def test_the_example_cycle_reads_without_htcondors_internals(capsys):
                 if ln.startswith(("<none>", "group_"))}
     assert {g: r[4] for g, r in rows.items()} == userprio
     assert rows["<none>"][-1] == "<last>"
-    assert "3.4e+38" not in out.split("Columns that are not HTCondor's own:")[0]
+    assert "3.4e+38" not in out.split("Columns (HTCondor's own names aside):")[0]
     chem = next(ln for ln in out.splitlines()
                 if ln.lstrip().startswith("2  group_chemistry.curie@"))
     assert chem.split(": ", 1)[1] == (

@@ -519,6 +519,7 @@ def test_shadow_replay_of_the_bundled_example_and_ledger_show(tmp_path, capsys):
     assert out[0].startswith("pass ") and "partial" in out[0] and "no negotiator ad" in out[0]
     assert "complete" in out[1]
     assert "real matches 27, ours 27" in out[1] and "per-submitter counts 100%" in out[1]
+    assert "against the real cycle at 2026-11-21 12:47:46 UTC (1795265266): " in out[1]
     assert "agreement up to identical slots 100%" in out[1]
     assert "max priority drift 0.00%" in out[1]
     assert main(["ledger", "show", "--ledger", str(ledger)]) == 0

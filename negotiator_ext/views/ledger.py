@@ -3,11 +3,11 @@ table (`negotiator-ext ledger show`)."""
 
 from __future__ import annotations
 
-import time
 from typing import Mapping, Sequence
 
 from ..core.figures import without_sentinels
 from ..core.records import Comparison, PassRecord, as_plain
+from ..when import utc_text
 from .tables import pct, table
 from .text import printable
 
@@ -27,7 +27,9 @@ def summary_line(rec: PassRecord) -> str:
         else:
             figures = [f"real matches {c.real_matches}, ours {c.shadow_matches}"]
             figures += [f"{label} {text}" for label, text in _agreement(c) if text]
-            parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures))
+            at = (f"{utc_text(c.real_cycle_time)} UTC ({c.real_cycle_time})"
+                  if c.real_cycle_time is not None else "an unknown time")
+            parts.append(f"{head} at {at}: " + ", ".join(figures))
     return printable("; ".join(parts))
 
 
@@ -74,7 +76,7 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -
         # a summarised hour (`Ledger.summarise`): its passes' totals and means
         summ = r.get("summary")
         lines.append(["hour" if summ else r["uuid"][:8],
-                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(r["started_at"]))),
+                      utc_text(float(r["started_at"])),
                       f"{summ['complete']}/{summ['passes']} complete" if summ else r["status"],
                       str(r.get("n_shadow_matches") or 0),
                       "" if real is None else str(real),

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import shlex
 import textwrap
-import time
 from collections import Counter, defaultdict
 from typing import Sequence
 
+from ..when import utc_text
 from .tables import num as _num, table
 from .text import printable
 
@@ -61,7 +61,7 @@ def render_cycle(doc: dict, full: bool = False, snapshot: str | None = None) -> 
     c = doc["cycle"]
     # ISO 8601, as `ledger show` and `recommend` print times (not condor_userprio's
     # month/day: this report is ours)
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(c["time"]))
+    when = utc_text(c["time"])
     matches = doc["matches"]
     shown: list[str] = []           # the tables shown, for the legend
     out = [f"Negotiation cycle at {when} UTC ({c['time']}): {c['slots']} slots, "
@@ -154,7 +154,7 @@ LEGEND_WIDTH = 100      # the legend's lines are wrapped to this many columns
 def legend(shown: Sequence[str]) -> list[str]:
     """The legend of the tables `shown` (their _LEGEND keys, in order): a line naming
     the table's HTCondor columns, then each of its other columns, wrapped."""
-    out = ["", "Columns that are not HTCondor's own:"]
+    out = ["", "Columns (HTCondor's own names aside):"]
     for part in shown:
         own = _HTCONDOR_OWN.get(part)
         out += textwrap.wrap(f"{part.capitalize()}" + (f" ({own}):" if own else ":"),

@@ -33,12 +33,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import time
 from typing import Any, Sequence
 
 from ..core.recommend import (LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, WindowEvidence,
                               key_value)
 from ..core.shards import split_stream
+from ..when import utc_text
 from .userprio import format_time_nosecs
 from .tables import table
 from .text import printable
@@ -238,7 +238,7 @@ def render_script(recs: Sequence[Recommendation], *, pool: str | None = None, no
     (`printable`), so the script holds no control character but its line ends. It is a
     `#!/bin/sh` script, or `#!/bin/bash` when an argument needs bash's $'...' quoting.
     A command no command line can carry (`unrunnable`) is a comment saying why."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
+    when = utc_text(now)
     blocks: list[str] = []
     bash = False
     if not recs:
