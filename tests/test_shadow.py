@@ -523,8 +523,13 @@ def test_shadow_replay_of_the_bundled_example_and_ledger_show(tmp_path, capsys):
     assert "agreement up to identical slots 100%" in out[1]
     assert "max priority drift 0.00%" in out[1]
     assert main(["ledger", "show", "--ledger", str(ledger)]) == 0
-    table = capsys.readouterr().out.splitlines()
+    table, legend = capsys.readouterr().out.split("\n\n")
+    table = table.splitlines()
     assert len(table) == 4 and "partial" in table[2] and "complete" in table[3]
+    # every column is explained in the legend after the table (none is HTCondor's own)
+    explained = {ln.split()[0] for ln in legend.splitlines()
+                 if ln.startswith("    ") and not ln.startswith("     ")}
+    assert set(table[0].replace("Started (UTC)", "Started").split()) - explained == {"Started"}
     # the row of pass 1 shows its cycle against the real cycle (compared by pass 2)
     assert table[2].split()[3:11] == ["partial", "27", "27", "100%", "41%", "41%", "100%",
                                       "0.00%"]

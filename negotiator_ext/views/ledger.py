@@ -8,7 +8,7 @@ from typing import Mapping, Sequence
 from ..core.figures import without_sentinels
 from ..core.records import Comparison, PassRecord, as_plain
 from ..when import utc_text
-from .tables import pct, table
+from .tables import legend, pct, table
 from .text import printable
 
 
@@ -84,8 +84,35 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -
                       "" if ours is None else f"{ours:.2f}",
                       "" if theirs is None else f"{theirs:.2f}", r.get("reason") or ""])
     out = table(["Pass", "Started (UTC)", "Status", "Shadow", "Real", "Identical",
-                 "RealInShadow", "ShadowInReal", "Counts", "MaxDrift", "Ours(s)", "Real(s)",
+                 "RealInShadow", "ShadowInReal", "Counts", "MaxDrift", "Shadow(s)", "Real(s)",
                  "Reason"], lines, set(range(3, 12)))
     if not rows:
         out.append("(no passes recorded)")
+    else:
+        out += legend([("Passes", None, _LEGEND)])
     return "\n".join(out) + "\n"
+
+
+# the columns of `ledger show`, in the words of a pass's line (`summary_line`) and of the
+# ShadowNegotiator ad (RealInShadow, ShadowInReal)
+_LEGEND = [
+    ("Pass", "the pass's id (its first 8 characters), or hour: an hour of passes "
+             "summarised by the retention"),
+    ("Status", "complete, partial (a part of the pool or of the real side unknown) or "
+               "failed; an hour: how many of its passes were complete"),
+    ("Shadow", "our cycle's matches on the pass's snapshot"),
+    ("Real", "the real cycle's matches after that snapshot, once a later pass compared "
+             "them (blank until then)"),
+    ("Identical", "agreement up to identical slots: the matches both made, a slot "
+                  "counted the same as any slot matchmaking cannot tell from it, of the "
+                  "larger count"),
+    ("RealInShadow", "of the real matches, the share ours made to the very same slot"),
+    ("ShadowInReal", "of our matches, the share the real cycle made to the very same slot"),
+    ("Counts", "per-submitter counts: the matches both gave each submitter, of the larger "
+               "total"),
+    ("MaxDrift", "the largest drift of a real user priority from what our accountant "
+                 "predicted"),
+    ("Shadow(s)", "our cycle's duration in seconds"),
+    ("Real(s)", "the real cycle's duration in seconds"),
+    ("Reason", "why the pass is not complete"),
+]

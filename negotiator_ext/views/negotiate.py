@@ -10,12 +10,11 @@ reason. `full=True` (`negotiate --matches`) lists every match and every row inst
 from __future__ import annotations
 
 import shlex
-import textwrap
 from collections import Counter, defaultdict
 from typing import Sequence
 
 from ..when import utc_text
-from .tables import num as _num, table
+from .tables import legend as tables_legend, num as _num, table
 from .text import printable
 
 # a part longer than this is summarised (the report stays under ~150 lines)
@@ -148,22 +147,10 @@ _LEGEND = {
 }
 
 
-LEGEND_WIDTH = 100      # the legend's lines are wrapped to this many columns
-
-
 def legend(shown: Sequence[str]) -> list[str]:
-    """The legend of the tables `shown` (their _LEGEND keys, in order): a line naming
-    the table's HTCondor columns, then each of its other columns, wrapped."""
-    out = ["", "Columns (HTCondor's own names aside):"]
-    for part in shown:
-        own = _HTCONDOR_OWN.get(part)
-        out += textwrap.wrap(f"{part.capitalize()}" + (f" ({own}):" if own else ":"),
-                             LEGEND_WIDTH, initial_indent="  ", subsequent_indent="    ")
-        width = max(len(name) for name, _ in _LEGEND[part])
-        for name, text in _LEGEND[part]:
-            out += textwrap.wrap(text, LEGEND_WIDTH, initial_indent=f"    {name.ljust(width)}  ",
-                                 subsequent_indent=" " * (width + 6))
-    return out
+    """The legend of the tables `shown` (their _LEGEND keys, in order)."""
+    return tables_legend([(part.capitalize(), _HTCONDOR_OWN.get(part), _LEGEND[part])
+                          for part in shown])
 
 
 def _time_limits(t: dict | None) -> list[str]:
