@@ -746,6 +746,10 @@ def test_a_replay_needs_no_state_directory_and_leaves_only_the_ledger(tmp_path, 
                  "--config", str(conf)]) == 0
     assert "our cycle: 27 matches" in capsys.readouterr().out
     assert sorted(p.name for p in out.iterdir()) == ["l.sqlite"]
+    # and reading it (the README's next commands) leaves no -wal or -shm beside it either
+    for args in (["ledger", "show"], ["recommend", "--at", "1795265300"]):
+        assert main([*args, "--ledger", str(out / "l.sqlite"), "--config", str(conf)]) == 0
+        assert sorted(p.name for p in out.iterdir()) == ["l.sqlite"], args
     assert main(["shadow", "--replay", str(fix), "--config", str(conf)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--ledger" in err[0] and "state directory" in err[0]
