@@ -40,7 +40,7 @@ from ..core.recommend import (LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, W
 from ..core.shards import split_stream
 from ..when import utc_text
 from .userprio import format_time_nosecs
-from .tables import table
+from .tables import legend, table
 from .text import printable
 
 __all__ = ["command_argv", "command_text", "script_command", "shell_word", "unrunnable",
@@ -193,7 +193,19 @@ def render_table(recs: Sequence[Recommendation], evidence: WindowEvidence | None
             for r in recs]                    # `table` shows every cell printable
     lines = table(["Kind", "Name", "Current", "Recommended", "Lease", "Reason"], rows,
                    {2, 3, 4})
+    lines += legend([("Recommendations", None, _LEGEND)])
     return "\n".join(lines) + "\n"
+
+
+_LEGEND = [
+    ("Kind", "factor, ceiling, floor (a condor_userprio -setfactor, -setceiling, -setfloor "
+             "lease), delete (-delete), or setprio and group: advice to review, nothing runs"),
+    ("Name", "the submitter, or the group for group"),
+    ("Current", "the value in place at the newest complete pass (none: no ceiling or floor)"),
+    ("Recommended", "the value to set, (delete), or (review) for advice"),
+    ("Lease", "how long the change lasts, days+hh:mm as condor_userprio prints times"),
+    ("Reason", "why, in a sentence (--json: the figures behind it)"),
+]
 
 
 def nothing_because(e: WindowEvidence) -> str:
