@@ -213,7 +213,8 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
     job_names: set[str] = set()
     for table in job_tables.values():
         job_names.update(table.store.names)
-    matcher = Matcher(cfg, lambda n: n in _EPHEMERALS or n in job_names)
+    matcher = Matcher(cfg, lambda n: n in _EPHEMERALS or n in job_names,
+                      memory=pool.match_memory)
 
     clock.lap("accounting")
     # The slot list (2.2 step 9), and what the negotiator writes into it (step 11)

@@ -708,7 +708,10 @@ class Negotiation:
         group = req.group_id
         if group < 0:       # (a request is prepared once a job: its key hashed once)
             group = req.group_id = self.matcher.intern(req.group_key)
-        req.eval_id = self.matcher.intern(("request", group, extra))
+        # (with the slot texts its partition leaves out: the same key means the same
+        # answers in any cycle, core.match_memory)
+        req.eval_id = self.matcher.intern(
+            ("request", group, extra, self.matcher.uniform_token(req.group_key[1:3])))
 
     # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
 
