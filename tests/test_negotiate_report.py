@@ -153,7 +153,7 @@ def test_the_example_cycle_reads_without_htcondors_internals(capsys):
                 if ln.lstrip().startswith("2  group_chemistry.curie@"))
     assert chem.split(": ", 1)[1] == (
         "no match found  [at its submitter limit (its share of group_chemistry's quota: "
-        f"limit 10, 10 matched): negotiator-ext explain {EXAMPLE} 160.10]")
+        f"limit 10, 10 matched); see negotiator-ext explain {EXAMPLE} 160.10]")
     # and explain says why, as the bracket promises
     assert main(["explain", str(EXAMPLE), "160.10"]) == 0
     assert "submitter limit reached" in capsys.readouterr().out
@@ -173,4 +173,5 @@ def test_a_request_no_slot_matches_has_no_limit_beside_it(tmp_path, capsys):
     a = next(ln for ln in out.splitlines() if f" a@{DOMAIN}: " in ln)
     assert a.endswith(": no match found")
     b = next(ln for ln in out.splitlines() if f" b@{DOMAIN}: " in ln)
-    assert b.endswith(f"[a concurrency limit: negotiator-ext explain {pool} 2.1]")
+    # (the negotiator's text names the limit: only the command is added)
+    assert b.endswith(f": concurrency limit lic reached  [see negotiator-ext explain {pool} 2.1]")

@@ -282,25 +282,36 @@ def _matches(matches: list[dict], full: bool) -> list[str]:
     return out + _more(len(ranked) - len(rows), "rows")
 
 
-# what a rejection's `cause` says beside the negotiator's text
+# what a rejection's `cause` says beside the negotiator's text, and the start of the
+# texts of the negotiator's that already say it
 _CAUSE = {"submitter_limit": "at its submitter limit", "concurrency_limit":
           "a concurrency limit"}
+_SAID = {"submitter_limit": "submitter limit", "concurrency_limit": "concurrency limit"}
+
+
+def _tag(reason: str, cause: str | None) -> str:
+    """The cause, where the negotiator's text does not already say it."""
+    if not cause or reason.startswith(_SAID[cause]):
+        return ""
+    return _CAUSE[cause]
 
 
 def _cause_text(r: dict, subs: dict, groups: dict) -> str:
-    """Beside the negotiator's text: the limit that held the request back, with the
-    submitter's figures (its limit, its matches, its group's quota)."""
+    """Beside the negotiator's text: the limit that held the request back, unless the
+    text says so already, with the submitter's figures (its limit, its matches, its
+    group's quota); "" when there is nothing to add."""
     cause = r.get("cause")
     if cause != "submitter_limit":
-        return _CAUSE.get(cause, "")
+        return _tag(r["reason"], cause)
     s = subs.get(r["submitter"])
     if s is None:
-        return _CAUSE[cause]
+        return _tag(r["reason"], cause)
     g = groups.get(s.get("group"))
     whose = (f"its share of {s['group']}'s quota"
              if g is not None and g.get("parent") is not None else "its share of the pool")
-    return (f"at its submitter limit ({whose}: limit {_num(s['limit'], '{:g}')}, "
-            f"{s['matched']} matched)")
+    figures = f"{whose}: limit {_num(s['limit'], '{:.4g}')}, {s['matched']} matched"
+    said = _tag(r["reason"], cause)
+    return f"{said} ({figures})" if said else figures
 
 
 def _rejections(doc: dict, full: bool, snapshot: str) -> list[str]:
@@ -326,7 +337,8 @@ def _rejections(doc: dict, full: bool, snapshot: str) -> list[str]:
             line = f"  {n:4d}  {sub}: {reason}"
             if cause:
                 r = first[(sub, reason, cause)]
-                line += (f"  [{_cause_text(r, subs, groups)}: {explain} "
+                said = _cause_text(r, subs, groups)
+                line += (f"  [{said + '; see ' if said else 'see '}{explain} "
                          f"{r.get('unmatched_job') or r['job']}]")
             out.append(line)
         return out
@@ -336,7 +348,7 @@ def _rejections(doc: dict, full: bool, snapshot: str) -> list[str]:
         subs_of[(r["reason"], r.get("cause"))].add(r["submitter"])
     out = ["", "Rejections by reason (requests, submitters):"]
     out += [f"  {n:6d}  {len(subs_of[key]):5d}  {key[0]}"
-            + (f"  [{_CAUSE[key[1]]}]" if key[1] else "")
+            + (f"  [{_tag(*key)}]" if _tag(*key) else "")
             for key, n in sorted(by_reason.items(),
                                  key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))]
     if any(cause for _, cause in by_reason):
