@@ -92,7 +92,8 @@ class CycleResult:
                             if m.preempted_dslots else {})}
                         for m in self.matches],
             "rejections": [{"job": r.job, "schedd": r.schedd, "submitter": r.submitter,
-                            "reason": r.reason, "autocluster": r.autocluster}
+                            "reason": r.reason, "autocluster": r.autocluster,
+                            "cause": r.cause, "unmatched_job": r.unmatched_job}
                            for r in self.rejections],
             "submitters": self.submitters,
             "groups": self.groups,
