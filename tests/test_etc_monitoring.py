@@ -141,8 +141,14 @@ def test_every_alert_has_a_unit_test_firing_it_after_its_for_and_one_keeping_it_
                     "summary"), (test["name"], c["alertname"])
 
 
-def test_promtool_runs_the_rules_unit_tests():
-    proc = promtool("test", "rules", RULE_TESTS)
+def test_promtool_runs_the_rules_unit_tests_where_install_files_writes_them(tmp_path,
+                                                                          capsys):
+    """As an admin runs them: in the directory `install-files --prometheus-dir` wrote."""
+    from negotiator_ext import cli
+    assert cli.main(["install-files", "--prometheus-dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert (tmp_path / RULES.name).read_bytes() == RULES.read_bytes()
+    proc = promtool("test", "rules", RULE_TESTS.name, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout
 
