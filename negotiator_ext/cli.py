@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from .core.figures import without_sentinels
 from .errors import InputError
 from .limits import paused_gc, raise_stack_limit
 from .views.jsondoc import document
@@ -194,9 +195,11 @@ def cmd_negotiate(args) -> int:
             doc["withheld_matches"] = len(doc["matches"])
             doc["matches"] = []
         if args.json:
+            # a limit HTCondor left without a number is null, not -2147483648
+            doc["submitters"] = without_sentinels(doc["submitters"])
             print(document(doc))
         else:
-            sys.stdout.write(render_cycle(doc, full=args.matches))
+            sys.stdout.write(render_cycle(doc, full=args.matches, snapshot=args.snapshot))
     return 0
 
 
@@ -347,25 +350,19 @@ def _log_to_stderr() -> None:
 
 
 def cmd_shadow(args) -> int:
+    import contextlib
     import threading
     from .shadow import (ADVERTISING_WORKS, Busy, LoggedOnce, ShadowLoop, ShadowSettings,
                          pass_lock, publish, replay_passes, standing_of, unpublish)
     from .views.ledger import summary_line
     _log_to_stderr()
     knobs = _knobs(args)
-    state_dir = args.state_dir
-    if state_dir is None and not knobs.get("STATE_DIR") and args.ledger and args.replay:
-        # a replay needs no state of its own: the lock goes beside a SQLite ledger file,
-        # or in the temporary directory
-        from .adapters.ledger import parse_url
-        kind, where = parse_url(args.ledger)
-        if kind == "sqlite":
-            state_dir = str(Path(where).parent)
-        else:
-            import tempfile
-            state_dir = str(Path(tempfile.gettempdir()) / "negotiator-ext-replay")
+    # a replay needs no state directory: it captures nothing, and without one it takes
+    # no lock and writes nothing but the ledger (with one, it holds that directory's
+    # lock, as a pass of a loop there does)
     settings = ShadowSettings.from_knobs(
-        knobs, pool=args.pool, ledger_url=args.ledger, state_dir=state_dir,
+        knobs, replay=bool(args.replay), pool=args.pool, ledger_url=args.ledger,
+        state_dir=args.state_dir,
         interval=args.interval, matchlog=args.matchlog, matchlog_tz=args.matchlog_timezone,
         negotiator_log=args.negotiator_log,
         timeout=args.timeout,
@@ -380,7 +377,7 @@ def cmd_shadow(args) -> int:
     def report(rec) -> None:
         if args.json:
             from .core.records import as_plain
-            print(json.dumps(as_plain(rec), default=str), flush=True)
+            print(json.dumps(without_sentinels(as_plain(rec)), default=str), flush=True)
         else:
             print(summary_line(rec), flush=True)
         # a replay writes the metrics only to a --metrics-file named on the command line
@@ -395,7 +392,8 @@ def cmd_shadow(args) -> int:
 
     if args.replay:
         try:
-            with pass_lock(settings.state_dir):
+            with (pass_lock(settings.state_dir) if settings.state_dir is not None
+                  else contextlib.nullcontext()):
                 for rec in replay_passes(loop, [Path(d) for d in args.replay]):
                     report(rec)
         except Busy as exc:
@@ -441,7 +439,7 @@ def cmd_recommend(args) -> int:
     import time as _time
     from .adapters.ledger import open_ledger
     from .core.config import ext_number
-    from .core.recommend import RecommendPolicy, recommend
+    from .core.recommend import RecommendPolicy, recommend, window_evidence
     from .core.shards import split_stream
     from .views.recommend import render_json, render_script, render_table, same_negotiator
     knobs = _knobs(args)
@@ -500,13 +498,19 @@ def cmd_recommend(args) -> int:
                                          run=subprocess.run, latest_pass_time=newest,
                                          diagnose=_refusal_diagnosis(target))
     # a summarised hour counts the complete passes it stands for
-    n_passes = sum(int((h.get("summary") or {}).get("complete", 1)) for h, _s, _g in passes)
+    evidence = window_evidence(passes, policy)
+    n_passes = evidence.passes
     if args.script == "-":
         sys.stdout.write(render_script(recs, pool=target, now=now))
     elif args.json:
         doc = render_json(recs, pool=target)
         print(json.dumps({"window_hours": window, "at": now, "pool": pool,
-                          "passes": n_passes, **doc, "apply": bool(args.apply),
+                          "passes": n_passes, "span_hours": round(evidence.hours, 3),
+                          # what the rules need of a window (each submitter's eligible
+                          # passes, at least)
+                          "needs": {"passes": evidence.min_passes,
+                                    "span_hours": evidence.min_hours},
+                          **doc, "apply": bool(args.apply),
                           "applied": [{"kind": a.kind, "name": a.name, "value": a.value,
                                        "outcome": a.outcome, "command": a.command,
                                        "lease_expires": a.lease_expires} for a in done]},
@@ -514,7 +518,7 @@ def cmd_recommend(args) -> int:
     else:
         print(f"{n_passes} complete pass(es) of {pool or 'no pool'} in the last "
               f"{window:g} h; {len(recs)} recommendation(s)")
-        sys.stdout.write(render_table(recs))
+        sys.stdout.write(render_table(recs, evidence))
         if recs and not args.apply:
             print("Nothing was changed in the pool (use --apply to make these changes).")
     # the outcomes: on stdout after the table, on stderr when stdout is a document
@@ -589,10 +593,8 @@ def cmd_ledger(args) -> int:
         comps = {c.shadow_pass: c for _, c in ledger.comparisons(since=since, summaries=True)
                  if c.shadow_pass in shown}
         if args.json:
-            from .core.records import as_plain
-            print(json.dumps([{**r, "comparison": as_plain(comps[r["uuid"]])
-                               if r["uuid"] in comps else None} for r in rows],
-                             indent=2, default=str))
+            from .views.ledger import passes_document
+            print(json.dumps(passes_document(rows, comps), indent=2, default=str))
         else:
             sys.stdout.write(render_passes(rows, comps))
     return 0

@@ -354,7 +354,7 @@ def _add_ledger_args(p: argparse.ArgumentParser) -> None:
                         "else $(NEGOTIATOR_EXT_STATE_DIR)/ledger.sqlite)")
     p.add_argument("--state-dir", metavar="DIR",
                    help="where snapshots, the lock and the default ledger live (default: knob "
-                        "NEGOTIATOR_EXT_STATE_DIR)")
+                        "NEGOTIATOR_EXT_STATE_DIR; `shadow --replay` needs none)")
     p.add_argument("--config", metavar="FILE",
                    help="HTCondor config to read our NEGOTIATOR_EXT_* knobs from "
                         "(default: this host's configuration)")

@@ -92,7 +92,8 @@ class CycleResult:
                             if m.preempted_dslots else {})}
                         for m in self.matches],
             "rejections": [{"job": r.job, "schedd": r.schedd, "submitter": r.submitter,
-                            "reason": r.reason, "autocluster": r.autocluster}
+                            "reason": r.reason, "autocluster": r.autocluster,
+                            "cause": r.cause, "unmatched_job": r.unmatched_job}
                            for r in self.rejections],
             "submitters": self.submitters,
             "groups": self.groups,
@@ -212,7 +213,8 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
     job_names: set[str] = set()
     for table in job_tables.values():
         job_names.update(table.store.names)
-    matcher = Matcher(cfg, lambda n: n in _EPHEMERALS or n in job_names)
+    matcher = Matcher(cfg, lambda n: n in _EPHEMERALS or n in job_names,
+                      memory=pool.match_memory)
 
     clock.lap("accounting")
     # The slot list (2.2 step 9), and what the negotiator writes into it (step 11)

@@ -298,6 +298,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """`negotiator-ext-daemon`'s arguments (the manual's command reference is made from
+    this parser)."""
     p = _Parser(prog="negotiator-ext-daemon",
                 description="The negotiator-ext shadow loop as a condor_master daemon.")
     p.add_argument("-f", "-foreground", dest="foreground", action="store_true",
@@ -309,7 +315,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="accepted for condor_master compatibility (ignored)")
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="HTCondor configuration to use instead of this host's (CONDOR_CONFIG)")
-    return p.parse_args(argv)
+    return p
 
 
 def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,

@@ -4,14 +4,17 @@
 
 `negotiator-ext install-files`: the files shipped in the package under `site_files/`
 (HTCondor config snippets, cron lines, systemd units, the cron lines' hooks, Prometheus
-rules, a Grafana dashboard) written where the admin says:
+rules, a Grafana dashboard, the man page, bash and zsh completion) written where the admin
+says:
 
   negotiator-ext install-files [--prefix DIR] [--config-dir DIR] [--cron-dir DIR]
                                [--units-dir DIR] [--hooks-dir DIR] [--prometheus-dir DIR]
-                               [--grafana-dir DIR] [--skip NAME]... [--dry-run]
+                               [--grafana-dir DIR] [--man-dir DIR]
+                               [--bash-completion-dir DIR] [--zsh-completion-dir DIR]
+                               [--skip NAME]... [--dry-run]
 
 `--prefix DIR` writes every kind under DIR, laid out as in the package (DIR/etc/...,
-DIR/hooks); each `--*-dir` writes one kind there instead (and, without --prefix, only the
+DIR/hooks, DIR/share/...); each `--*-dir` writes one kind there instead (and, without --prefix, only the
 kinds named). Some files start something where they land: 61-negotiator-ext-daemon.conf in
 a config.d (condor_master runs the daemon from the next condor_reconfig), a cron line in
 cron.d (at once); `--skip NAME` leaves such a file out, for the ways of running the shadow
@@ -123,6 +126,15 @@ KINDS = (
     Kind("prometheus_dir", "--prometheus-dir", "etc/prometheus", 0o644,
          "Prometheus alert rules"),
     Kind("grafana_dir", "--grafana-dir", "etc/grafana", 0o644, "the Grafana dashboard"),
+    # made from the manual's command reference and from the parser by docs/generate.py
+    Kind("man_dir", "--man-dir", "share/man/man1", 0o644,
+         "the man page negotiator-ext(1), e.g. /usr/local/share/man/man1"),
+    Kind("bash_completion_dir", "--bash-completion-dir", "share/bash-completion/completions",
+         0o644, "bash completion of negotiator-ext, e.g. "
+                "/usr/share/bash-completion/completions"),
+    Kind("zsh_completion_dir", "--zsh-completion-dir", "share/zsh/site-functions", 0o644,
+         "zsh completion of negotiator-ext (_negotiator-ext), e.g. "
+         "/usr/local/share/zsh/site-functions"),
 )
 
 
@@ -130,12 +142,13 @@ def add_install_files_parser(sub) -> argparse.ArgumentParser:
     """Add `install-files` to the `negotiator-ext` subparsers `sub`."""
     p = sub.add_parser(
         "install-files", allow_abbrev=False,
-        help="write the config snippets, cron lines, systemd units, hooks and monitoring "
-             "files a site puts beside the package",
+        help="write the config snippets, cron lines, systemd units, hooks, monitoring "
+             "files, man page and completion a site puts beside the package",
         description="Write the files shipped with negotiator-ext where you say: --prefix "
                     "DIR writes all of them under DIR (DIR/etc/condor_config.d, "
                     "DIR/etc/cron.d, DIR/etc/systemd, DIR/etc/prometheus, DIR/etc/grafana, "
-                    "DIR/hooks); each --*-dir writes one kind to a directory of its own "
+                    "DIR/hooks, DIR/share/man/man1, DIR/share/bash-completion/completions, "
+                    "DIR/share/zsh/site-functions); each --*-dir writes one kind to a directory of its own "
                     "(without --prefix, only the kinds named). The copies name this "
                     "install's console scripts (negotiator-ext, negotiator-ext-daemon) and "
                     "the hooks' directory. A file changed since it was written (or not "
@@ -146,7 +159,8 @@ def add_install_files_parser(sub) -> argparse.ArgumentParser:
                     "--skip leaves those of the ways of running the shadow you do not use "
                     "out. Run it again after each upgrade.")
     p.add_argument("--prefix", metavar="DIR",
-                   help="write every kind under DIR, laid out as DIR/etc/... and DIR/hooks")
+                   help="write every kind under DIR, laid out as DIR/etc/..., DIR/hooks and "
+                        "DIR/share/...")
     for k in KINDS:
         p.add_argument(k.option, dest=k.dest, metavar="DIR", help=k.what)
     p.add_argument("--skip", action="append", default=[], metavar="NAME",

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import ConfigMemo, ConfigRead, load_config
@@ -70,6 +70,9 @@ class Pool:
     # each slot's memo (a shadow loop's kept slot ads: slot_cache), in which the cycle
     # keeps what it works out of the ad alone from one pass to the next; empty: none
     slot_memos: tuple = ()
+    # the matcher's memory of earlier cycles (core.match_memory), when the caller runs
+    # many cycles of one pool (the simulator and the forecast); None: none
+    match_memory: Any = None
 
     def schedds(self) -> Schedds:
         """The schedds' limits, with one cycle's counts (the job files' running jobs are

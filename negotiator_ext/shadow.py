@@ -67,7 +67,7 @@ class ShadowSettings:
     """What the shadow loop needs, from our NEGOTIATOR_EXT_* knobs (flags override)."""
     pool: str | None
     ledger_url: str
-    state_dir: Path
+    state_dir: Path | None              # None only for a replay (`from_knobs(replay=True)`)
     interval: float
     matchlog: Path | None
     timeout: int
@@ -92,27 +92,35 @@ class ShadowSettings:
     detail_days: float = DETAIL_DAYS
 
     @classmethod
-    def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
+    def from_knobs(cls, knobs: Mapping[str, str], *, replay: bool = False,
+                   **overrides) -> "ShadowSettings":
         """Settings from knob values (names without the prefix); an override that is not
-        None wins over its knob."""
+        None wins over its knob. A `replay` needs no state directory (it captures
+        nothing): without one, `state_dir` is None, the ledger must be named, and no
+        metrics file is written unless one is named."""
         unknown = set(overrides) - {f.name for f in dataclasses.fields(cls)}
         if unknown:
             raise TypeError(f"unknown settings: {', '.join(sorted(unknown))}")
         o = {k: v for k, v in overrides.items() if v is not None}
         state = o.get("state_dir") or knobs.get("STATE_DIR")
-        if not state:
+        ledger = o.get("ledger_url") or knobs.get("LEDGER")
+        if not state and not (replay and ledger):
+            if replay:
+                raise InputError("--ledger", "a replay records its passes in a ledger: pass "
+                                 "--ledger (or set NEGOTIATOR_EXT_LEDGER); it needs no "
+                                 "state directory")
             raise InputError("NEGOTIATOR_EXT_STATE_DIR",
                              "not set: set it in the HTCondor config (see "
                              "60-negotiator-ext.conf, written by `negotiator-ext "
                              "install-files`) or pass --state-dir")
-        state_dir = Path(state)
-        ledger = o.get("ledger_url") or knobs.get("LEDGER") or str(state_dir / "ledger.sqlite")
+        state_dir = Path(state) if state else None
+        ledger = ledger or str(state_dir / "ledger.sqlite")
         matchlog = o.get("matchlog") or knobs.get("MATCHLOG") or None
         negotiator_log = o.get("negotiator_log") or knobs.get("NEGOTIATOR_LOG") or None
         # the Prometheus textfile: on by default (in the state directory), off when the
         # knob is set empty
         metrics = o.get("metrics_file") or knobs.get(
-            "METRICS_FILE", str(state_dir / "negotiator_ext.prom")) or None
+            "METRICS_FILE", str(state_dir / "negotiator_ext.prom") if state_dir else "") or None
         host = socket.getfqdn()
         s = cls(
             pool=o.get("pool") or knobs.get("POOL") or None,

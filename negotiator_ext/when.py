@@ -27,3 +27,10 @@ def epoch_of(text) -> float:
 def iso(t: float) -> str:
     """Epoch seconds as ISO 8601 UTC, to the second (2026-11-28T22:16:16Z)."""
     return datetime.fromtimestamp(int(t), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def utc_text(t: float) -> str:
+    """Epoch seconds as people read them in every view of ours: ISO 8601 UTC, date and
+    time apart (2026-11-28 22:16:16); the view says UTC (in the text or a column's
+    heading). condor_userprio's own output keeps its format."""
+    return datetime.fromtimestamp(int(t), tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")

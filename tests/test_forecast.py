@@ -251,6 +251,11 @@ def test_cli_json_and_jobs_and_ledger(tmp_path):
     rc, text, _ = run_cli(["forecast", str(EXAMPLE), "--history", str(tmp_path / "h.ads"),
                            "--hours", "1", "--no-progress"])
     assert rc == 0 and "group_chemistry" in text and "Columns" in text
+    # times as every view of ours prints them (ISO 8601 UTC, date and time apart)
+    import re
+    day = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+    assert re.search(rf"^  from {day} to {day} UTC \(1 h\)", text, re.M)
+    assert re.search(rf"^from \(UTC\) .*\n{day}  ", text, re.M)
 
 
 # ---- the figures ---------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def test_every_shipped_file_is_of_a_kind_install_files_writes():
     written = {f"{k.source}/{name}" for k in install.KINDS
                for name, _ in install.shipped_files(k)}
     assert shipped == written
-    assert len(written) == 10
+    assert len(written) == 14
     for name in ("capture-snapshot", "shadow-pass"):
         assert os.access(SITE / "hooks" / name, os.X_OK)
 
@@ -93,8 +93,8 @@ def test_install_files_writes_every_kind_under_the_prefix_with_this_installs_pat
     assert (rc, err) == (0, "")
     files = {p for p in tree(prefix) if not p.endswith(install.MANIFEST)}
     assert files == {str(p.relative_to(SITE)) for p in SITE.rglob("*") if p.is_file()}
-    assert out.count("installed  ") == 10
-    assert out.splitlines()[-1] == (f"10 installed; console scripts in {SCRIPTS}, "
+    assert out.count("installed  ") == 14
+    assert out.splitlines()[-1] == (f"14 installed; console scripts in {SCRIPTS}, "
                                     f"hooks in {prefix / 'hooks'}")
     for rel, data in tree(prefix).items():
         assert SHIPPED_PATHS.encode() not in data, rel
@@ -122,7 +122,7 @@ def test_install_files_never_overwrites_a_file_the_admin_changed(tmp_path, capsy
     assert run_cli(capsys, "install-files", "--prefix", prefix)[0] == 0
     first = tree(prefix)
     rc, out, _ = run_cli(capsys, "install-files", "--prefix", prefix)
-    assert rc == 0 and tree(prefix) == first and out.count("unchanged  ") == 10
+    assert rc == 0 and tree(prefix) == first and out.count("unchanged  ") == 14
     knobs = prefix / "etc/condor_config.d/60-negotiator-ext.conf"
     edited = knobs.read_text() + "NEGOTIATOR_EXT_INTERVAL = 120\n"
     knobs.write_text(edited)
@@ -134,7 +134,7 @@ def test_install_files_never_overwrites_a_file_the_admin_changed(tmp_path, capsy
     assert rc == 0
     assert f"kept       {knobs}  (changed since it was written here; this version's copy " \
            f"is 60-negotiator-ext.conf.rpmnew)" in out
-    assert "9 unchanged, 1 kept;" in out
+    assert "13 unchanged, 1 kept;" in out
     assert knobs.read_text() == edited
     assert knobs.with_name(knobs.name + ".rpmnew").read_bytes() == first[
         "etc/condor_config.d/60-negotiator-ext.conf"]
@@ -279,15 +279,25 @@ def test_the_wheel_builds_installs_in_a_fresh_venv_and_runs(tmp_path, capsys):
     prefix = tmp_path / "site"
     first = _run([bindir / "negotiator-ext", "install-files", "--prefix", prefix],
                  env=env, cwd=work).stdout
-    assert first.splitlines()[-1] == (f"10 installed; console scripts in {bindir}, "
+    assert first.splitlines()[-1] == (f"14 installed; console scripts in {bindir}, "
                                       f"hooks in {prefix / 'hooks'}")
     conf = (prefix / "etc/condor_config.d/61-negotiator-ext-daemon.conf").read_text()
     daemon = re.search(r"(?m)^NEGOTIATOR_EXT = (.+)$", conf).group(1)
     assert daemon == str(bindir / "negotiator-ext-daemon")
+    # the man page and completion from the wheel, where man and bash look for them
+    page = prefix / "share/man/man1/negotiator-ext.1"
+    assert page.read_bytes() == (SITE / "share/man/man1/negotiator-ext.1").read_bytes()
+    if shutil.which("man"):
+        found = _run(["man", "-w", "negotiator-ext"], cwd=work,
+                     env={**env, "MANPATH": str(prefix / "share/man")}).stdout
+        assert found.strip() == str(page)
+    completion = prefix / "share/bash-completion/completions/negotiator-ext"
+    assert _run(["bash", "-c", f"source {completion} && complete -p negotiator-ext"],
+                env=env).stdout.endswith(" negotiator-ext\n")
     files = tree(prefix)
     second = _run([bindir / "negotiator-ext", "install-files", "--prefix", prefix],
                   env=env, cwd=work).stdout
-    assert second.count("unchanged  ") == 10 and tree(prefix) == files
+    assert second.count("unchanged  ") == 14 and tree(prefix) == files
     knobs = prefix / "etc/condor_config.d/60-negotiator-ext.conf"
     knobs.write_text(knobs.read_text() + "NEGOTIATOR_EXT_INTERVAL = 120\n")
     third = _run([bindir / "negotiator-ext", "install-files", "--prefix", prefix],

@@ -205,7 +205,7 @@ def test_readers_read_a_ledger_on_a_read_only_file_system(example_ledger, read_o
     ledger = str(d / example_ledger.name)
     rc, out, err = run(capsys, "ledger", "show", "--ledger", ledger, "--config", config)
     assert (rc, err) == (0, "")
-    rows = out.splitlines()
+    rows = out.split("\n\n")[0].splitlines()           # the table (the legend follows)
     assert len(rows) == 4 and "partial" in rows[2] and "complete" in rows[3]
     assert rows[2].split()[3:6] == ["partial", "27", "27"]     # pass 1's cycle, compared
     rc, out, err = run(capsys, "ledger", "show", "--json", "--ledger", ledger, "--config", config)
@@ -291,15 +291,18 @@ def test_a_read_only_ledger_of_an_older_schema_is_one_line(tmp_path, read_only, 
 
 def test_a_lock_file_on_a_read_only_disk(read_only, tmp_path, config, capsys):
     d = read_only()
+    # (a replay takes the lock of a state directory it is given, and needs none)
     rc, out, err = run(capsys, "shadow", "--replay", str(EXAMPLE), "--ledger",
-                       str(d / "x.sqlite"), *MATCHLOG, "--config", config)
+                       str(d / "x.sqlite"), "--state-dir", str(d), *MATCHLOG,
+                       "--config", config)
     assert (rc, out) == (2, "")
     assert_one_line_error(err, d / "shadow.lock", "cannot create the lock file: ")
 
 
 def test_a_lock_file_on_a_full_disk(full_dir, config, capsys):
     rc, out, err = run(capsys, "shadow", "--replay", str(EXAMPLE), "--ledger",
-                       str(full_dir / "x.sqlite"), *MATCHLOG, "--config", config)
+                       str(full_dir / "x.sqlite"), "--state-dir", str(full_dir), *MATCHLOG,
+                       "--config", config)
     assert (rc, out) == (2, "")
     assert_one_line_error(err, full_dir / "shadow.lock",
                           "cannot write the lock file: No space left on device")
@@ -317,7 +320,8 @@ def test_a_lock_file_that_cannot_be_written_wherever_it_is(tmp_path, monkeypatch
 
     monkeypatch.setattr(os, "write", write)
     rc, out, err = run(capsys, "shadow", "--replay", str(EXAMPLE), "--ledger",
-                       str(tmp_path / "l" / "x.sqlite"), *MATCHLOG, "--config", config)
+                       str(tmp_path / "l" / "x.sqlite"), "--state-dir", str(tmp_path / "l"),
+                       *MATCHLOG, "--config", config)
     monkeypatch.undo()
     assert (rc, out) == (2, "")
     assert_one_line_error(err, tmp_path / "l" / "shadow.lock",
@@ -327,8 +331,15 @@ def test_a_lock_file_that_cannot_be_written_wherever_it_is(tmp_path, monkeypatch
 
 def test_a_ledger_directory_that_cannot_be_created(read_only, config, capsys):
     d = read_only()
+    # a replay with no state directory: the ledger's own directory
     rc, out, err = run(capsys, "shadow", "--replay", str(EXAMPLE), "--ledger",
                        str(d / "sub" / "x.sqlite"), *MATCHLOG, "--config", config)
+    assert (rc, out) == (2, "")
+    assert_one_line_error(err, d / "sub" / "x.sqlite", f"cannot create the directory {d}/sub: ")
+    # one given a state directory it cannot create
+    rc, out, err = run(capsys, "shadow", "--replay", str(EXAMPLE), "--ledger",
+                       str(d / "sub" / "x.sqlite"), "--state-dir", str(d / "sub"),
+                       *MATCHLOG, "--config", config)
     assert (rc, out) == (2, "")
     assert_one_line_error(err, d / "sub", "cannot create the state directory: ")
     # and with the lock elsewhere, the ledger's own directory
@@ -344,7 +355,8 @@ def test_a_ledger_below_a_plain_file(tmp_path, config, capsys):
     rc, out, err = run(capsys, "shadow", "--replay", str(EXAMPLE), "--ledger",
                        str(tmp_path / "afile" / "x.sqlite"), *MATCHLOG, "--config", config)
     assert (rc, out) == (2, "")
-    assert_one_line_error(err, tmp_path / "afile", "cannot create the state directory: ")
+    assert_one_line_error(err, tmp_path / "afile" / "x.sqlite",
+                          f"cannot create the directory {tmp_path / 'afile'}: File exists")
 
 
 def test_a_new_ledger_directory_is_created(tmp_path, config, capsys):

@@ -5,6 +5,7 @@ to look at one part."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,87 @@ def test_a_small_cycle_is_shown_whole(capsys):
     assert "18 match(es):" in out and out.count(" NoPreemption") + out.count(" Priority") \
         + out.count(" Rank") >= 18
     assert "counted per" not in out
+
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "hgq_nested_hep_lep_surplus"
+# columns HTCondor's own tools print (condor_userprio -quotas, the MatchLog) or names
+HTCONDOR_COLUMNS = {"Group", "Config", "Effective", "Subtree", "Surplus", "Requested",
+                    "Submitter", "EUP", "Job", "Slot", "Reason", "Limit"}
+
+
+def _tables(out: str) -> list[list[str]]:
+    """The column names of every table: the line above each rule of dashes."""
+    lines = out.splitlines()
+    return [lines[i - 1].split() for i, ln in enumerate(lines)
+            if i and ln.startswith("-") and set(ln) <= {"-", " "}]
+
+
+def _legend(out: str) -> dict[str, set[str]]:
+    """The legend's parts: its heading's words, the columns it explains."""
+    lines = out.splitlines()
+    i = lines.index("Columns (HTCondor's own names aside):")
+    parts: dict[str, set[str]] = {}
+    for ln in lines[i + 1:]:
+        if ln.startswith("  ") and not ln.startswith("   "):
+            part = parts.setdefault(ln.split(" (")[0].strip(" :"), set())
+        elif ln.startswith("    ") and not ln.startswith("     "):
+            part.add(ln.split()[0])
+    return parts
+
+
+@pytest.mark.parametrize("extra", [[], ["--matches"]])
+def test_every_column_not_htcondors_own_is_in_the_legend(capsys, extra):
+    """Issue 35: Class, Cost, +Surplus, SortKey... were never explained. Every column of
+    every table shown is HTCondor's own (named in the legend's heading of its table) or
+    explained in the legend."""
+    out = run(capsys, EXAMPLE, *extra)
+    explained = set().union(*_legend(out).values())
+    heads = _tables(out)
+    assert len(heads) == 3
+    for head in heads:
+        for col in head:
+            assert col in explained or col in HTCONDOR_COLUMNS, col
+    assert {"Class", "Cost", "+Surplus", "SortKey", "Allocated", "IdleLeft"} <= \
+        explained | ({"Class"} if extra else set())
+
+
+def test_the_example_cycle_reads_without_htcondors_internals(capsys):
+    """ISO 8601 time; condor_userprio -quotas' words for surplus (<none> "yes", as its
+    quotas-after.txt shows); <none>'s sort key <last>, not 3.4e+38; a rejection held
+    back by its group's quota says so and names `explain` for one of its jobs."""
+    out = run(capsys, EXAMPLE)
+    assert out.startswith("Negotiation cycle at 2026-11-21 12:47:46 UTC (1795265266):")
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines()
+            if ln.startswith(("<none>", "group_")) and "@" not in ln.split()[0]}
+    userprio = {ln.split()[0]: ln.split()[3] for ln in
+                (EXAMPLE / "expected" / "quotas-after.txt").read_text().splitlines()
+                if ln.startswith(("<none>", "group_"))}
+    assert {g: r[4] for g, r in rows.items()} == userprio
+    assert rows["<none>"][-1] == "<last>"
+    assert "3.4e+38" not in out.split("Columns (HTCondor's own names aside):")[0]
+    chem = next(ln for ln in out.splitlines()
+                if ln.lstrip().startswith("2  group_chemistry.curie@"))
+    assert chem.split(": ", 1)[1] == (
+        "no match found  [at its submitter limit (its share of group_chemistry's quota: "
+        f"limit 10, 10 matched); see negotiator-ext explain {EXAMPLE} 160.10]")
+    # and explain says why, as the bracket promises
+    assert main(["explain", str(EXAMPLE), "160.10"]) == 0
+    assert "submitter limit reached" in capsys.readouterr().out
+
+
+def test_a_request_no_slot_matches_has_no_limit_beside_it(tmp_path, capsys):
+    """A real "no match found" (no slot has the memory) names no limit; one past the
+    concurrency limit names it."""
+    jobs = [job(1, 0, "a", RequestMemory=10**6),
+            *(job(2, p, "b", ConcurrencyLimits="lic") for p in range(2))]
+    pool = make_pool(tmp_path / "p", slots=[slot(f"s{i}") for i in range(3)], jobs=jobs,
+                     config="LIC_LIMIT = 1\n")
+    doc = json.loads(run(capsys, pool, "--json"))
+    assert sorted((r["submitter"].split("@")[0], r["cause"]) for r in doc["rejections"]) == [
+        ("a", None), ("b", "concurrency_limit")]
+    out = run(capsys, pool)
+    a = next(ln for ln in out.splitlines() if f" a@{DOMAIN}: " in ln)
+    assert a.endswith(": no match found")
+    b = next(ln for ln in out.splitlines() if f" b@{DOMAIN}: " in ln)
+    # (the negotiator's text names the limit: only the command is added)
+    assert b.endswith(f": concurrency limit lic reached  [see negotiator-ext explain {pool} 2.1]")

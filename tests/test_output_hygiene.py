@@ -12,6 +12,7 @@ names to condor_userprio.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -98,7 +99,8 @@ def test_negotiate_table_escapes_names_and_json_keeps_them(hostile_pool, capsys)
     # the match table stays aligned: every row of it as wide as its rule
     lines = out.splitlines()
     i = next(k for k, ln in enumerate(lines) if ln.startswith("Job "))
-    rows = [ln for ln in lines[i + 2:] if ln.strip() and not ln.endswith(":")]
+    # (the table ends at the first blank line: the legend follows)
+    rows = list(itertools.takewhile(str.strip, lines[i + 2:]))
     assert rows and all(r.index(" NoPreemption") == rows[0].index(" NoPreemption")
                         for r in rows)
     rc, out, _ = run(capsys, "negotiate", hostile_pool, "--json")

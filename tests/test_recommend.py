@@ -639,7 +639,13 @@ condor_userprio -pool cm.example.org -delete old@x
 
 
 def test_render_table():
-    assert render_table(_sample()) == VIEW_TABLE
+    # the table, then the legend of its columns (none is HTCondor's own)
+    table, legend = render_table(_sample()).split("\n\n")
+    assert table + "\n" == VIEW_TABLE
+    lines = legend.splitlines()
+    assert lines[0] == "Columns (HTCondor's own names aside):"
+    assert [ln.split()[0] for ln in lines[2:] if not ln.startswith("     ")] == [
+        "Kind", "Name", "Current", "Recommended", "Lease", "Reason"]
     assert render_table([]) == "No recommendations.\n"
 
 

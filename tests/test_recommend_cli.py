@@ -244,3 +244,31 @@ def test_apply_refuses_stale_evidence_and_a_fake_clock(ledger_url, config, userp
     assert recommend(ledger_url, config, "--at", str(AT + 7200), "--apply") == 2
     assert "nothing applied: the newest complete pass is" in capsys.readouterr().err
     assert userprio.call_count == 0
+
+
+def test_nothing_recommended_says_what_the_rules_need_and_what_the_window_has(
+        ledger_url, tmp_path, config, capsys):
+    """Issue 35: "No recommendations." alone left a user guessing. Three of the eight
+    complete passes (the last 3 h) are too few for the rules (6 over 6 h by default)."""
+    assert recommend(ledger_url, config, "--at", str(AT), "--window", "3") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"3 complete pass(es) of {POOL} in the last 3 h; 0 recommendation(s)"
+    assert out[1] == ("No recommendations: the rules need at least 6 complete passes "
+                      "spanning 6 h (NEGOTIATOR_EXT_RECOMMEND_MIN_PASSES, "
+                      "NEGOTIATOR_EXT_RECOMMEND_MIN_HOURS); the window has 3 complete "
+                      "passes spanning 2.0 h.")
+    assert recommend(ledger_url, config, "--at", str(AT), "--window", "3", "--json") == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["passes"], doc["span_hours"], doc["needs"]) == (
+        3, 2.0, {"passes": 6, "span_hours": 6.0})
+    # enough passes, and usage at the fair share: the window was enough, nothing persisted
+    url = str(tmp_path / "even.sqlite")
+    with open_ledger(url) as ledger:
+        for i in range(8):
+            ledger.record_pass(_pass(f"p{i}", T0 + HOUR * i,
+                                     [_sub(ALICE, 5.0, 500.0), _sub(BOB, 5.0, 500.0)]))
+    assert recommend(url, config, "--at", str(AT)) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == ("No recommendations: the window has 8 complete passes spanning 7.0 h, "
+                      "enough for the rules (they need 6 over 6 h), and no submitter's "
+                      "or group's gap persisted in them.")

@@ -520,11 +520,17 @@ def test_shadow_replay_of_the_bundled_example_and_ledger_show(tmp_path, capsys):
     assert "complete" in out[1]
     assert "real matches 27, ours 27" in out[1] and "per-submitter counts 100%" in out[1]
     assert "unexplained only 100%" in out[1]
+    assert "against the real cycle at 2026-11-21 12:47:46 UTC (1795265266): " in out[1]
     assert "agreement up to identical slots 100%" in out[1]
     assert "max priority drift 0.00%" in out[1]
     assert main(["ledger", "show", "--ledger", str(ledger)]) == 0
-    table = capsys.readouterr().out.splitlines()
+    table, legend = capsys.readouterr().out.split("\n\n")
+    table = table.splitlines()
     assert len(table) == 4 and "partial" in table[2] and "complete" in table[3]
+    # every column is explained in the legend after the table (none is HTCondor's own)
+    explained = {ln.split()[0] for ln in legend.splitlines()
+                 if ln.startswith("    ") and not ln.startswith("     ")}
+    assert set(table[0].replace("Started (UTC)", "Started").split()) - explained == {"Started"}
     # the row of pass 1 shows its cycle against the real cycle (compared by pass 2)
     assert table[2].split()[3:12] == ["partial", "27", "27", "100%", "41%", "41%", "100%",
                                       "100%", "0.00%"]
@@ -726,3 +732,26 @@ def test_a_replay_writes_the_metrics_file_it_is_given(tmp_path):
     assert cli.main(["shadow", "--replay", str(fix), "--ledger", str(tmp_path / "l.sqlite"),
                      "--metrics-file", str(prom)]) == 0
     assert "negotiator_ext_pass_timestamp_seconds" in prom.read_text()
+
+
+def test_a_replay_needs_no_state_directory_and_leaves_only_the_ledger(tmp_path, capsys):
+    """Issue 35: `shadow --replay` captures nothing: it takes no --state-dir, and without
+    one writes nothing beside the ledger (no shadow.lock). Without a ledger it names
+    --ledger, not the state directory."""
+    conf = tmp_path / "empty.conf"            # not this host's NEGOTIATOR_EXT_* knobs
+    conf.write_text("")
+    out = tmp_path / "out"
+    out.mkdir()
+    fix = FIXTURES / "hgq_nested_hep_lep_surplus"
+    assert main(["shadow", "--replay", str(fix), "--ledger", str(out / "l.sqlite"),
+                 "--config", str(conf)]) == 0
+    assert "our cycle: 27 matches" in capsys.readouterr().out
+    assert sorted(p.name for p in out.iterdir()) == ["l.sqlite"]
+    # and reading it (the README's next commands) leaves no -wal or -shm beside it either
+    for args in (["ledger", "show"], ["recommend", "--at", "1795265300"]):
+        assert main([*args, "--ledger", str(out / "l.sqlite"), "--config", str(conf)]) == 0
+        assert sorted(p.name for p in out.iterdir()) == ["l.sqlite"], args
+    assert main(["shadow", "--replay", str(fix), "--config", str(conf)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--ledger" in err[0] and "state directory" in err[0]
+    assert "STATE_DIR" not in err[0]

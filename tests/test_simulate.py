@@ -787,7 +787,8 @@ def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkey
 
 
 @pytest.mark.parametrize("attrs,inline", [
-    ({"rank": "TARGET.Memory"}, False),                      # Rank, spelt otherwise
+    ({"rank": "TARGET.Memory"}, True),                       # Rank, spelt otherwise
+    ({"Start": "TARGET.Memory > 1"}, True),                  # (as recorded slots spell it)
     ({"Foo": "1 +\n 2"}, False),                             # spans lines
     ({"Rank": "TARGET.Memory", "Bar": '"x\ty"'}, False),    # a control character
     ({"Rank": "TARGET.Memory", "Bar": '"x y"'}, True)])
@@ -807,6 +808,8 @@ def test_a_slot_ad_the_text_cannot_carry_is_set_attribute_by_attribute(attrs, in
     ad = _new_slot_ad(s, sc)
     assert parsed == ([1] if inline else [])
     slow = _new_slot_ad(s, sc, inline=False)
-    assert sorted((n.lower(), str(ad.lookup(n))) for n in ad.keys()) == \
-        sorted((n.lower(), str(slow.lookup(n))) for n in slow.keys())
-    assert str(ad.lookup("Rank")) == ("0.0" if "Foo" in attrs else "TARGET.Memory")
+    # the same names, spelt the same (the first spelling), with the same values
+    assert sorted((n, str(ad.lookup(n))) for n in ad.keys()) == \
+        sorted((n, str(slow.lookup(n))) for n in slow.keys())
+    assert str(ad.lookup("Rank")) == ("0.0" if "Foo" in attrs or "Start" in attrs
+                                      else "TARGET.Memory")

@@ -42,9 +42,10 @@ seconds for another process (busy timeout). PostgreSQL waits the same time for a
 (`lock_timeout`).
 
 Readers (`ledger show`, `audit`, `recommend` without --apply) open the ledger read-only
-(`open_ledger(..., read_only=True)`): SQLite `mode=ro`, a PostgreSQL session whose
-transactions are read-only. So a ledger on a read-only file system, or one this user
-may not write, can be read.
+(`open_ledger(..., read_only=True)`): SQLite `query_only` (`mode=ro` where this user
+may not write the file or its directory), a PostgreSQL session whose transactions are
+read-only. So a ledger on a read-only file system, or one this user may not write, can
+be read, and reading one leaves nothing beside it.
 
 The schema is versioned: `ledger_meta.schema_version`, brought up to `SCHEMA_VERSION` on
 open by the ordered `MIGRATIONS`, all missing steps in one transaction. A ledger written
@@ -76,6 +77,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from ..core.figures import without_sentinels
 from ..core.records import (Adjustment, Comparison, GroupObs, MatchEntry, PassRecord,
                             RealCycle, Standing, SubmitterObs)
 from ..errors import InputError
@@ -978,11 +980,25 @@ class _SQLite:
             raise self.ledger_error(exc) from exc
 
     def _connect_read_only(self, p: Path) -> sqlite3.Connection:
-        """A connection that cannot write: `mode=ro`. SQLite reads a WAL ledger through its
-        `-shm` file, which it creates beside the ledger when missing; where it cannot (a
-        read-only file system, a directory this user may not write) and no write-ahead
-        log is left (its last writer closed it: the file alone is the whole ledger), the
-        file is read as immutable, as it then is: nobody can be writing it there."""
+        """A connection that cannot write. Where this user may write the file and its
+        directory: `mode=rw` with `PRAGMA query_only`, so that, the last to close, it
+        removes the `-wal` and `-shm` files reading made beside the ledger (a `mode=ro`
+        connection leaves them: `ledger show` after a replay left two files). Else
+        `mode=ro`: SQLite reads a WAL ledger through its `-shm` file, which it creates
+        beside the ledger when missing; where it cannot (a read-only file system, a
+        directory this user may not write) and no write-ahead log is left (its last
+        writer closed it: the file alone is the whole ledger), the file is read as
+        immutable, as it then is: nobody can be writing it there."""
+        if p.is_file() and os.access(p, os.W_OK) and os.access(p.parent, os.W_OK):
+            conn = None
+            try:
+                conn = sqlite3.connect(f"file://{quote(str(p.absolute()))}?mode=rw", uri=True,
+                                       timeout=self.lock_timeout, isolation_level=None)
+                conn.execute("PRAGMA query_only = 1").fetchall()
+                return self._probe(conn)
+            except sqlite3.Error:
+                if conn is not None:
+                    conn.close()        # (_probe closed it already: closing again is harmless)
         uri = f"file://{quote(str(p.absolute()))}?mode=ro"
         try:
             return self._probe(sqlite3.connect(uri, uri=True, timeout=self.lock_timeout,
@@ -2084,7 +2100,8 @@ class Ledger:
                 for c in bool_cols:
                     if d.get(c) is not None:
                         d[c] = bool(d[c])
-                f.write(json.dumps(d) + "\n")
+                # a limit HTCondor left without a number: null, not -2147483648
+                f.write(json.dumps(without_sentinels(d)) + "\n")
 
     def _write_parquet(self, path: Path, table: str, cols: list[str], cur: Any) -> None:
         import pandas as pd

@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 
 from .fairshare import jain_index, water_fill
+from .figures import limit_figure
 from .groups import ROOT
 from .records import Adjustment, Comparison, GroupObs, MatchEntry, PassRecord, SubmitterObs
 
@@ -791,8 +792,11 @@ def divergence_details(comparisons: pd.DataFrame, uuids: Sequence[str]) -> pd.Da
                              else shadow - real,
                              "real_share": v.get("real_share"),
                              "shadow_share": v.get("shadow_share"),
-                             "real_limit": v.get("real_limit", v.get("real_quota")),
-                             "shadow_limit": v.get("shadow_limit", v.get("shadow_quota")),
+                             # (a limit HTCondor left without a number: unknown)
+                             "real_limit": limit_figure(v.get("real_limit",
+                                                              v.get("real_quota"))),
+                             "shadow_limit": limit_figure(v.get("shadow_limit",
+                                                                v.get("shadow_quota"))),
                              "real_at_share_limit": v.get("real_at_share_limit"),
                              "real_out_of_time": v.get("real_out_of_time"),
                              "why": why.get(name, "") if kind == "submitter" else ""})

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterable
 from . import adtext, classads, consumption, pslot_preemption, static_ranks
 from .classads import DBL_MAX, FLT_MAX, f32
 from .config import priority_preemption_off
+from .match_memory import MatchMemory, reads_the_clock
 from .slots import current_user, slot_weight
 
 PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
@@ -161,7 +162,7 @@ class SlotClass:
     def __init__(self, key: tuple, rep: Slot, id: int):
         self.key = key
         self.rep = rep
-        self.id = id                 # unique; verdicts are cached by it
+        self.id = id                 # its key interned; verdicts are cached by it
         self.members: list[Slot] = []   # sorted by static ranks
         self.live = 0
         self.group: MatchGroup | None = None
@@ -481,7 +482,8 @@ class MatchList:
 class Matcher:
     """Per-cycle evaluation caches and the matchmaking algorithm."""
 
-    def __init__(self, config, job_has_attr: Callable[[str], bool]):
+    def __init__(self, config, job_has_attr: Callable[[str], bool],
+                 memory: MatchMemory | None = None):
         if not classads.match_semantics_enabled():
             raise RuntimeError("classad2 is not evaluating with HTCondor's match semantics "
                                "(unscoped names looked up in TARGET): call "
@@ -492,7 +494,6 @@ class Matcher:
         self._matches: dict[tuple, bool] = {}
         self._group_keys: dict[tuple, tuple] = {}
         self._ids: dict[Any, int] = {}
-        self._class_ids = 0
         self._constant_rank: dict[int, float] = {}      # request key -> its literal Rank
         self._ranks: dict[tuple, float] = {}            # (request key, rank view) -> Rank
         self._statics: dict[tuple, Any] = {}
@@ -501,6 +502,8 @@ class Matcher:
         self._slot_fams: dict[tuple, tuple] = {}    # scan_slot: shared per-slot families
         self._plans: dict[tuple, tuple] = {}        # profile_slot: per shared families
         self._uniform_names: dict[str, bool] = {}
+        self._uniform_text: dict[str, str | None] = {}    # (of the uniform names)
+        self._uniform_tokens: dict[tuple, int] = {}
         self._plain_texts: list[dict] | None = None
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
@@ -538,6 +541,11 @@ class Matcher:
         self.partitions: dict = {}
         self._job_projector: Projector | None = None
         self._projectors: dict[frozenset, Projector] = {}
+        # a long run's memory (core.match_memory): the content-keyed caches above, as
+        # the cycles before left them; `_serial` keeps consumption-policy keys apart
+        self._serial = 0
+        if memory is not None:
+            self._adopt(memory, config)
         # user -> (its usage, its group's usage or None) as they stand now: what a claimed
         # slot's RemoteUserResourcesInUse and RemoteGroupResourcesInUse (and slot<N>_
         # copies, `live_names`) evaluate to (4.10). Set by the cycle when an expression
@@ -547,6 +555,23 @@ class Matcher:
         self._live_views: set[int] = set()     # match-test views that read live usage
 
     # ---- what expressions can see ---------------------------------------------------
+
+    def _adopt(self, memory: MatchMemory, config) -> None:
+        exprs = (config.pre_job_rank, config.post_job_rank, config.preemption_requirements,
+                 config.preemption_rank, *config.match_exprs.values())
+        if any(isinstance(e, str) and reads_the_clock(e) for e in exprs):
+            memory.dropped = True       # the config's own expressions read the clock
+        memory.for_cycle((self._memo_key, self.static_ranks, self.preq_false))
+        self._serial = memory.serial
+        self.values = memory.values
+        self._ids = memory.ids
+        self._verdicts = memory.verdicts
+        self._matches = memory.matches
+        self._ranks = memory.ranks
+        self._constant_rank = memory.constant_rank
+        self._statics = memory.statics
+        self._projectors = memory.projectors
+        self._sorted_names = memory.sorted_names
 
     def intern(self, key) -> int:
         """A small int standing for a (large) key, so caches hash ints, not tuples."""
@@ -733,7 +758,7 @@ class Matcher:
         slot.views = {}
         slot.key = (dependent, key_names, proj, slot.weight, slot.current_user, slot.live,
                     slot.claimer_schedd, slot.partitionable,
-                    ("cp", slot.index, slot.version) if slot.cp else None)
+                    ("cp", self._serial, slot.index, slot.version) if slot.cp else None)
         slot.key_id = self.intern(("slot", slot.key))
         slot.class_keys = {}
 
@@ -864,6 +889,19 @@ class Matcher:
                 frozenset(n for n in part if not self._uniform(n)) for part in names)
         return got
 
+    def uniform_token(self, names: tuple) -> int:
+        """The names `_normalized` leaves out of `names`, with the one text every slot
+        has for each, interned: part of a request's evaluation key, since the slot
+        classes it is matched against no longer tell those texts apart (in another
+        cycle the same names may be uniform at another value)."""
+        got = self._uniform_tokens.get(names)
+        if got is None:
+            kept = self._normalized(names)
+            dropped = sorted({n for part, k in zip(names, kept) for n in part - k})
+            got = self._uniform_tokens[names] = self.intern(
+                ("uniform", tuple((n, self._uniform_text[n]) for n in dropped)))
+        return got
+
     def _uniform(self, name: str) -> bool:
         got = self._uniform_names.get(name)
         if got is None:
@@ -878,6 +916,8 @@ class Matcher:
                 t is None or not self.values.names(t) for t in texts) and not (
                 self.live_remote is not None and name in self.live_names)   # it changes
             self._uniform_names[name] = got
+            if got:
+                self._uniform_text[name] = next(iter(texts), None)
         return got
 
     def _reach(self, s: Slot, names: frozenset) -> tuple:
@@ -929,9 +969,10 @@ class Matcher:
         key = self._class_key(s, names[0])
         cls = part.classes.get(key)
         if cls is None:
-            self._class_ids += 1
-            cls = part.classes[key] = SlotClass(key, s, self._class_ids)
-            view = self.intern(("cp", cls.id)) if s.cp else self._view(s, names[1])
+            # (its id stands for its key: classes alike in what requests see share
+            # verdicts, in any partition and, with a memory, in any cycle)
+            cls = part.classes[key] = SlotClass(key, s, self.intern(("class", key)))
+            view = self.intern(("cp", self._serial, cls.id)) if s.cp else self._view(s, names[1])
             group = self._group(s, view, part)
             group.classes.append(cls)
             cls.group = group
@@ -1067,7 +1108,7 @@ class Matcher:
                 # once per distinct pair of what it sees: the request, and the slot
                 # attributes the job's Rank reaches
                 rk = (req.eval_id, self._reach_id(slot, req.group_key[3])
-                      if not slot.cp else ("cp", cls.id))
+                      if not slot.cp else ("cp", self._serial, cls.id))
                 if (self.live_remote is not None and slot.live
                         and not self.live_names.isdisjoint(req.group_key[3])):
                     rk = (*rk, self.refresh_live(slot))     # it reads live usage

@@ -26,8 +26,9 @@ from .cxxsort import cxx_sort
 from .groups import ROOT, GroupTree
 from .accountant import parse_concurrency_limits
 from .time_limits import TimeBudget
-from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, Matcher, MatchList, Projector,
-                          Rejections, Request, Slot, closure, permits)
+from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, REASON_NO_MATCH,
+                          REASON_SUBMITTER_LIMIT, Matcher, MatchList, Projector, Rejections,
+                          Request, Slot, closure, permits)
 
 DONE, RESUME = "done", "resume"
 _LIMITS_EXPR = classads.parse_expr("MY.ConcurrencyLimits")
@@ -359,8 +360,16 @@ class Rejection:
     job: str
     schedd: str
     submitter: str
-    reason: str
+    reason: str                     # the negotiator's own text (its MatchLog's)
     autocluster: int
+    # what held the request back when it was a limit, whatever the text says (past its
+    # submitter limit the negotiator only looks for slots to preempt by Rank, and says
+    # "no match found" when it finds none): "submitter_limit" (the submitter's share of
+    # its group's quota, or of the pool), "concurrency_limit", or None
+    cause: str | None = None
+    # the first of the request's jobs left unmatched (`job` names the request, as the
+    # MatchLog does, and may have been matched before): the one `explain` explains
+    unmatched_job: str | None = None
 
 
 @dataclass
@@ -645,9 +654,15 @@ class Negotiation:
                                         unclaimed, pie_left)
                 slot, state, rej = found
                 if slot is None:
-                    self.rejections.append(Rejection(job=req.job, schedd=s.schedd,
-                                                     submitter=s.name, reason=rej.reason(),
-                                                     autocluster=req.autocluster))
+                    reason = rej.reason()
+                    cause = ("concurrency_limit" if rej.concurrency else
+                             "submitter_limit" if (only_rank or rej.submitter_limit)
+                             and reason in (REASON_NO_MATCH, REASON_SUBMITTER_LIMIT) else None)
+                    self.rejections.append(Rejection(
+                        job=req.job, schedd=s.schedd, submitter=s.name, reason=reason,
+                        autocluster=req.autocluster, cause=cause,
+                        unmatched_job=req.jobs[count - left]
+                        if 0 <= count - left < len(req.jobs) else None))
                     if batch > 1:
                         rejected.add(req.autocluster)
                     if rej.submitter_limit:
@@ -693,7 +708,10 @@ class Negotiation:
         group = req.group_id
         if group < 0:       # (a request is prepared once a job: its key hashed once)
             group = req.group_id = self.matcher.intern(req.group_key)
-        req.eval_id = self.matcher.intern(("request", group, extra))
+        # (with the slot texts its partition leaves out: the same key means the same
+        # answers in any cycle, core.match_memory)
+        req.eval_id = self.matcher.intern(
+            ("request", group, extra, self.matcher.uniform_token(req.group_key[1:3])))
 
     # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
 

@@ -697,6 +697,41 @@ def _group_rule(name: str, pts: Sequence[_GroupPoint], g: GroupObs,
     return Recommendation("group", name, None, g.real_quota, None, reason, numbers)
 
 
+# ---- what the window holds -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class WindowEvidence:
+    """What a window holds against what the rules need: its complete passes (a
+    summarised hour counts the complete passes it stands for) and the hours from the
+    first one's start to the last one's, beside `min_passes` and `min_hours`."""
+    passes: int
+    hours: float
+    min_passes: int
+    min_hours: float
+
+    @property
+    def enough(self) -> bool:
+        """Enough for `_persistent` if every pass recorded a principal as eligible."""
+        return (self.passes > 0 and self.passes >= self.min_passes
+                and self.hours >= self.min_hours - _EPS / 3600)
+
+
+def window_evidence(passes: Sequence[Pass], policy: RecommendPolicy) -> WindowEvidence:
+    n, first, last = 0, None, None
+    for header, _subs, _grps in passes:
+        if header.get("status") != "complete" or header.get("started_at") is None:
+            continue
+        summ = header.get("summary") or {}
+        t = float(header["started_at"])
+        a = float(summ.get("first_started") or t)
+        b = float(summ.get("last_started") or a)
+        n += int(summ.get("complete", 1)) if summ else 1
+        first = a if first is None else min(first, a)
+        last = b if last is None else max(last, b)
+    hours = (last - first) / 3600 if first is not None else 0.0
+    return WindowEvidence(n, hours, policy.min_passes, policy.min_hours)
+
+
 # ---- all together ------------------------------------------------------------------------
 
 def recommend(passes: Sequence[Pass], policy: RecommendPolicy, now: int,

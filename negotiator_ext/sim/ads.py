@@ -43,9 +43,9 @@ def _built(s: SimSlot, sc: Scenario) -> _Ad:
 
 def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.ClassAd:
     """The slot's ad, parsed from its old-syntax text in one classad2 call (setting the
-    attributes one by one costs four times as much). When one of the shape's own
-    attributes would repeat a name or spans lines (or not `inline`), the attributes are
-    set one by one, the shape's after the slot's and before the job's."""
+    attributes one by one costs four times as much). When a text spans lines (or not
+    `inline`), the attributes are set one by one, the shape's after the slot's and
+    before the job's."""
     ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
     vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
                   "StartdIpAddr": ip, "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX",
@@ -83,15 +83,14 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.Clas
     else:
         later.update(State="Unclaimed", Activity="Idle")
     if inline:
-        # in the order they were always set: the slot's, the shape's, the job's (a
-        # later value replaces an earlier one of the same name, spelt the same)
+        # in the order they were always set: the slot's, the shape's, the job's. A
+        # later value replaces an earlier one of the same name, in any case; the name
+        # keeps its first spelling, as a ClassAd does when set one by one (a recorded
+        # slot's "Start" sets the value of our "START")
         merged, spelt = dict(vals), {k.lower(): k for k in vals}
         for k, v in itertools.chain(((k, _Expr(t)) for k, t in shape.items()),
                                     later.items()):
-            if spelt.setdefault(k.lower(), k) != k:
-                merged = None
-                break
-            merged[k] = v
+            merged[spelt.setdefault(k.lower(), k)] = v
         # a control character (a line break) in a text or a name: set one by one
         if merged is not None and any(_CONTROL.search(v.text if type(v) is _Expr else v)
                                       for v in merged.values() if type(v) in (_Expr, str)):

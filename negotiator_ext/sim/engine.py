@@ -65,6 +65,7 @@ from ..core import classads
 from ..core.accountant import AccountantState, SlotChanges
 from ..core.adtext import Job, TextAds, TextStore, TextValues
 from ..core.config import priority_preemption_off
+from ..core.match_memory import MatchMemory
 from ..core.negotiation import QueueView, queue_head
 from ..core.records import MatchEntry, PassRecord
 from ..core.schedd_limits import ScheddLimits
@@ -123,6 +124,9 @@ class Simulation:
         self.progress = progress
         self.batch = batch
         self.shortcuts = shortcuts
+        # the matcher keeps what it worked out of texts from cycle to cycle (a shortcut:
+        # core.match_memory says when that is the same answer)
+        self.match_memory = MatchMemory() if shortcuts else None
         self.rng = random.Random(scenario.seed)
         self.pool = SimPool(scenario, self.rng, claim_worklife=opts.claim_worklife,
                             record_runs=opts.record_runs, model_startd=opts.model_startd,
@@ -474,7 +478,8 @@ class Simulation:
                     all_slots=usage, pie_weights=pies, effective_sizes=effs,
                     schedd_default=self.schedd_default,
                     schedd_limits=self.options.schedd_limits, slot_changes=rows.changes,
-                    shared_slot_ads=True, slot_memos=tuple(cand_memos))
+                    shared_slot_ads=True, slot_memos=tuple(cand_memos),
+                    match_memory=self.match_memory)
 
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""

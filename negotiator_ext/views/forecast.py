@@ -4,7 +4,7 @@ what each column means) and one JSON document for machines."""
 from __future__ import annotations
 
 from ..views.text import printable
-from ..when import iso
+from ..when import utc_text
 
 
 def forecast_document(run, with_jobs: bool = False) -> dict:
@@ -48,7 +48,7 @@ def render_forecast(run, timeline_rows: int = 12) -> str:
     c = run.counts
     lines = [
         f"Forecast of {printable(str(run.spec.snapshot))} under {printable(run.config_source)}",
-        f"  from {iso(run.start)} to {iso(run.end)} ({hours:g} h): {run.cycles} cycles, "
+        f"  from {utc_text(run.start)} to {utc_text(run.end)} UTC ({hours:g} h): {run.cycles} cycles, "
         f"{run.matches} matches by the negotiator, {run.reused} jobs started on reused "
         f"claims, {run.by_leftovers} on partitionable leftovers, {run.preemptions} "
         f"preemptions",
@@ -98,13 +98,13 @@ def _timeline(o, rows: int) -> list[str]:
     step = max(1, -(-len(times) // rows))
     names = list(groups)
     out = [f"Slot weight in use per group (average over {step * o.bucket // 60} min):",
-           f"{'from':<21}" + "".join(f" {_name(n, 14):>14}" for n in names)]
+           f"{'from (UTC)':<21}" + "".join(f" {_name(n, 14):>14}" for n in names)]
     for i in range(0, len(times), step):
         cells = []
         for n in names:
             part = groups[n][i:i + step]
             cells.append(f" {sum(part) / len(part):14.2f}")
-        out.append(f"{iso(times[i]):<21}" + "".join(cells))
+        out.append(f"{utc_text(times[i]):<21}" + "".join(cells))
     return out
 
 

@@ -3,11 +3,12 @@ table (`negotiator-ext ledger show`)."""
 
 from __future__ import annotations
 
-import time
 from typing import Mapping, Sequence
 
-from ..core.records import Comparison, PassRecord
-from .tables import pct, table
+from ..core.figures import without_sentinels
+from ..core.records import Comparison, PassRecord, as_plain
+from ..when import utc_text
+from .tables import legend, pct, table
 from .text import printable
 
 
@@ -29,7 +30,9 @@ def summary_line(rec: PassRecord) -> str:
             if c.aligned:
                 figures.append("captured as the real cycle started")
             why = disagreement_text(c)
-            parts.append(f"{head} at {c.real_cycle_time}: " + ", ".join(figures)
+            at = (f"{utc_text(c.real_cycle_time)} UTC ({c.real_cycle_time})"
+                  if c.real_cycle_time is not None else "an unknown time")
+            parts.append(f"{head} at {at}: " + ", ".join(figures)
                          + (f" ({why})" if why else ""))
     return printable("; ".join(parts))
 
@@ -61,6 +64,21 @@ def disagreement_text(c: Comparison) -> str:
                      for cls, items in by.items())
 
 
+# a pass header's counts of the ledger's own rows (a pass's submitter and group records,
+# the real cycles it recorded first, its comparison), kept to check the ledger: not
+# figures of the pool (n_submitters counts the group records too)
+_ROW_COUNTS = ("n_real_cycles", "n_submitters", "n_groups", "n_comparisons")
+
+
+def passes_document(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -> list[dict]:
+    """`ledger show --json`: each pass's header, without the ledger's row counts, with
+    its cycle's comparison (null until a later pass compared it); a limit HTCondor left
+    without a number is null (`core.figures`)."""
+    return [without_sentinels({**{k: v for k, v in r.items() if k not in _ROW_COUNTS},
+                               "comparison": as_plain(comparisons[r["uuid"]])
+                               if r["uuid"] in comparisons else None}) for r in rows]
+
+
 def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -> str:
     """One row per pass: when, status, its cycle's matches and duration, and, once a
     later pass compared that cycle with the real cycle that followed the snapshot
@@ -79,7 +97,7 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -
         # a summarised hour (`Ledger.summarise`): its passes' totals and means
         summ = r.get("summary")
         lines.append(["hour" if summ else r["uuid"][:8],
-                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(float(r["started_at"]))),
+                      utc_text(float(r["started_at"])),
                       f"{summ['complete']}/{summ['passes']} complete" if summ else r["status"],
                       str(r.get("n_shadow_matches") or 0),
                       "" if real is None else str(real),
@@ -88,7 +106,38 @@ def render_passes(rows: Sequence[dict], comparisons: Mapping[str, Comparison]) -
                       "" if theirs is None else f"{theirs:.2f}", r.get("reason") or ""])
     out = table(["Pass", "Started (UTC)", "Status", "Shadow", "Real", "Identical",
                  "RealInShadow", "ShadowInReal", "Counts", "Unexplained", "MaxDrift",
-                 "Ours(s)", "Real(s)", "Reason"], lines, set(range(3, 13)))
+                 "Shadow(s)", "Real(s)", "Reason"], lines, set(range(3, 13)))
     if not rows:
         out.append("(no passes recorded)")
+    else:
+        out += legend([("Passes", None, _LEGEND)])
     return "\n".join(out) + "\n"
+
+
+# the columns of `ledger show`, in the words of a pass's line (`summary_line`) and of the
+# ShadowNegotiator ad (RealInShadow, ShadowInReal)
+_LEGEND = [
+    ("Pass", "the pass's id (its first 8 characters), or hour: an hour of passes "
+             "summarised by the retention"),
+    ("Status", "complete, partial (a part of the pool or of the real side unknown) or "
+               "failed; an hour: how many of its passes were complete"),
+    ("Shadow", "our cycle's matches on the pass's snapshot"),
+    ("Real", "the real cycle's matches after that snapshot, once a later pass compared "
+             "them (blank until then)"),
+    ("Identical", "agreement up to identical slots: the matches both made, a slot "
+                  "counted the same as any slot matchmaking cannot tell from it, of the "
+                  "larger count"),
+    ("RealInShadow", "of the real matches, the share ours made to the very same slot"),
+    ("ShadowInReal", "of our matches, the share the real cycle made to the very same slot"),
+    ("Counts", "per-submitter counts: the matches both gave each submitter, of the larger "
+               "total"),
+    ("Unexplained", "the same with the differences a change of the pool between the "
+                    "snapshot and the real cycle explains taken as agreeing (each "
+                    "difference's class and change in the pass's line and the ledger's "
+                    "disagreements)"),
+    ("MaxDrift", "the largest drift of a real user priority from what our accountant "
+                 "predicted"),
+    ("Shadow(s)", "our cycle's duration in seconds"),
+    ("Real(s)", "the real cycle's duration in seconds"),
+    ("Reason", "why the pass is not complete"),
+]

@@ -9,10 +9,12 @@ reason. `full=True` (`negotiate --matches`) lists every match and every row inst
 
 from __future__ import annotations
 
-import time
+import shlex
 from collections import Counter, defaultdict
+from typing import Sequence
 
-from .tables import num as _num, table
+from ..when import utc_text
+from .tables import legend as tables_legend, num as _num, table
 from .text import printable
 
 # a part longer than this is summarised (the report stays under ~150 lines)
@@ -49,32 +51,106 @@ def filter_doc(doc: dict, submitters: list[str] | None = None,
     return out
 
 
-def render_cycle(doc: dict, full: bool = False) -> str:
-    """The cycle for people. Names (submitters, groups, slots, jobs, limits) come from
-    untrusted ads: table cells are escaped by `table`, and every line is passed through
-    `printable` so no control character reaches the terminal."""
+def render_cycle(doc: dict, full: bool = False, snapshot: str | None = None) -> str:
+    """The cycle for people, ending with a legend of the columns shown that are not
+    HTCondor's own. Names (submitters, groups, slots, jobs, limits) come from untrusted
+    ads: table cells are escaped by `table`, and every line is passed through
+    `printable` so no control character reaches the terminal. `snapshot`: the directory
+    the `explain` command a rejection points to is given (else "SNAPSHOT")."""
     c = doc["cycle"]
-    when = time.strftime("%m/%d/%y %H:%M:%S", time.gmtime(c["time"]))
+    # ISO 8601, as `ledger show` and `recommend` print times (not condor_userprio's
+    # month/day: this report is ours)
+    when = utc_text(c["time"])
     matches = doc["matches"]
+    shown: list[str] = []           # the tables shown, for the legend
     out = [f"Negotiation cycle at {when} UTC ({c['time']}): {c['slots']} slots, "
            f"pool weight {c['pool_weight']:g}, {c['submitters']} submitters, "
            f"{c['spins']} pie spins, {len(matches)} matches"
            + ("  [PARTIAL SNAPSHOT]" if c["partial"] else ""), ""]
     out += _time_limits(doc.get("time_limits"))
-    out += _groups(doc["groups"], full)
+    groups = _groups(doc["groups"], full)
+    out += groups
+    shown += ["groups"] if groups else []
     out += _submitters(doc["submitters"], full)
+    shown.append("submitters")
     if "withheld_matches" in doc:
         out.append(f"{doc['withheld_matches']} match(es) withheld: the snapshot is partial.")
     else:
         out += _matches(matches, full)
+        if matches:
+            shown.append("matches" if full or len(matches) <= MAX_MATCH_ROWS
+                         else "match counts")
     limits = doc.get("concurrency_limits") or []
     if limits:
         out += ["", "Concurrency limits:"]
         out += table(["Limit", "Max", "InUse", "InUseAfter"],
                       [[x["name"], _num(x["max"], "{:g}"), _num(x["count_before"], "{:g}"),
                         _num(x["count"], "{:g}")] for x in limits], {1, 2, 3})
-    out += _rejections(doc["rejections"], full)
+        shown.append("concurrency limits")
+    out += _rejections(doc, full, snapshot or "SNAPSHOT")
+    out += legend(shown)
     return "".join(printable(line) + "\n" for line in out)
+
+
+# What each column shown means, for those that are not HTCondor's own. HTCondor's own:
+# condor_userprio -quotas' (Config, Effective, Subtree, Surplus, Requested; EUP), the
+# MatchLog's (Job, Slot, Reason: its preemption state), a submitter's and a group's name.
+_HTCONDOR_OWN = {
+    "groups": "Config, Effective, Subtree, Surplus and Requested are condor_userprio "
+              "-quotas' Config Quota, Effective Quota, Subtree Quota, Use Surplus and "
+              "Weighted Requested",
+    "submitters": "EUP is condor_userprio's Effective Priority",
+    "matches": "Job, Slot and Reason, the preemption state, are the MatchLog's",
+    "match counts": "Reason, the preemption state, is the MatchLog's",
+}
+_LEGEND = {
+    "groups": [
+        ("Allocated", "the weight the group's quota allocation gave it this cycle (its "
+                      "quota and the surplus shared to it, within what it requests)"),
+        ("+Surplus", "Allocated beyond Effective: surplus the group received"),
+        ("InUse", "the group's own weighted usage before the cycle"),
+        ("Matched", "matches made this cycle to the group's submitters"),
+        ("InUseAfter", "InUse plus the weight of this cycle's matches"),
+        ("SortKey", "GROUP_SORT_EXPR's value: groups negotiate in increasing order; <last> "
+                    "is 3.3e+38 or more (the default expression gives <none> 3.4e+38 and a "
+                    "group without a quota 3.3e+38: after every other group)"),
+    ],
+    "submitters": [
+        ("Share", "the submitter's share of its group's quota (of the pool, in <none>) "
+                  "in the first pie spin (the Accounting ad's SubmitterShare)"),
+        ("Limit", "the weight it may match in its first pie spin: its share of the pie "
+                  "less its usage, within what its group's quota leaves"),
+        ("InUse", "weighted usage before the cycle"),
+        ("Matched", "matches made this cycle"),
+        ("MatchedWeight", "their weight (SLOT_WEIGHT of the slots matched)"),
+        ("InUseAfter", "InUse plus MatchedWeight"),
+        ("IdleLeft", "idle jobs this cycle did not match"),
+    ],
+    "matches": [
+        ("Preempting", "the user whose claim the match preempts (- for none)"),
+        ("Cost", "the weight the match charges against the submitter's limit (a "
+                 "partitionable slot matched whole costs its whole weight)"),
+    ],
+    "match counts": [
+        ("Count", "matches in the row"),
+        ("Request", "the request's first job, as the MatchLog names it"),
+        ("Slot", "an example slot of the class"),
+        ("Class", "slots matchmaking cannot tell apart share a number"),
+        ("Preempting", "how many of the row's matches preempt a claim"),
+        ("Cost", "the weight each match charges against the submitter's limit"),
+    ],
+    "concurrency limits": [
+        ("Max", "the limit's maximum (<NAME>_LIMIT, else CONCURRENCY_LIMIT_DEFAULT)"),
+        ("InUse", "its count before the cycle (the running jobs' claims)"),
+        ("InUseAfter", "its count after this cycle's matches"),
+    ],
+}
+
+
+def legend(shown: Sequence[str]) -> list[str]:
+    """The legend of the tables `shown` (their _LEGEND keys, in order)."""
+    return tables_legend([(part.capitalize(), _HTCONDOR_OWN.get(part), _LEGEND[part])
+                          for part in shown])
 
 
 def _time_limits(t: dict | None) -> list[str]:
@@ -112,15 +188,37 @@ def _groups(groups: list[dict], full: bool) -> list[str]:
         shown = [g for g in groups if id(g) in keep]        # in the table's own order
     # Surplus: what the allocation gave beyond the group's own quota (surplus sharing)
     rows = [[g["name"], _num(g["config_quota"], "{:g}"), _num(g["effective_quota"]),
-             _num(g["subtree_quota"]), g["surplus_policy"] or "-", _num(g["requested"]),
+             _num(g["subtree_quota"]), use_surplus(g), _num(g["requested"]),
              _num(g["allocated"]), _surplus(g), _num(g["usage_before"]), str(g["matched"]),
-             _num(g["usage"]), _num(g["sort_key"], "{:.4g}")] for g in shown]
+             _num(g["usage"]), _sort_key(g["sort_key"])] for g in shown]
     out = ([f"Groups ({len(shown)} of {len(groups)}, the most weight matched):"]
            if len(shown) < len(groups) else [])
     out += table(["Group", "Config", "Effective", "Subtree", "Surplus", "Requested",
                    "Allocated", "+Surplus", "InUse", "Matched", "InUseAfter", "SortKey"],
                   rows, set(range(1, 12)) - {4})
     return out + _more(len(groups) - len(shown), "groups") + [""]
+
+
+# condor_userprio -quotas' words for a group's SurplusPolicy ("Use Surplus"); it prints
+# "yes" for <none>, which always takes what its subtree leaves
+_USE_SURPLUS = {"byquota": "ByQuota", "regroup": "Regroup", "no": "no"}
+# the least GROUP_SORT_EXPR value shown as <last>: the default expression's 3.3e+38 (a
+# group without a quota) and 3.4e+38 (<none>)
+LAST_SORT_KEY = 3.3e38
+
+
+def use_surplus(g: dict) -> str:
+    """The group's surplus policy in condor_userprio -quotas' words."""
+    if g.get("parent") is None:
+        return "yes"
+    policy = g.get("surplus_policy")
+    return _USE_SURPLUS.get(policy, policy or "-")
+
+
+def _sort_key(v) -> str:
+    if v is not None and v >= LAST_SORT_KEY:
+        return "<last>"
+    return _num(v, "{:.4g}")
 
 
 def _surplus(g: dict) -> str:
@@ -184,18 +282,75 @@ def _matches(matches: list[dict], full: bool) -> list[str]:
     return out + _more(len(ranked) - len(rows), "rows")
 
 
-def _rejections(rejections: list[dict], full: bool) -> list[str]:
-    by_sub = Counter((r["submitter"], r["reason"]) for r in rejections)
-    if not by_sub:
+# what a rejection's `cause` says beside the negotiator's text, and the start of the
+# texts of the negotiator's that already say it
+_CAUSE = {"submitter_limit": "at its submitter limit", "concurrency_limit":
+          "a concurrency limit"}
+_SAID = {"submitter_limit": "submitter limit", "concurrency_limit": "concurrency limit"}
+
+
+def _tag(reason: str, cause: str | None) -> str:
+    """The cause, where the negotiator's text does not already say it."""
+    if not cause or reason.startswith(_SAID[cause]):
+        return ""
+    return _CAUSE[cause]
+
+
+def _cause_text(r: dict, subs: dict, groups: dict) -> str:
+    """Beside the negotiator's text: the limit that held the request back, unless the
+    text says so already, with the submitter's figures (its limit, its matches, its
+    group's quota); "" when there is nothing to add."""
+    cause = r.get("cause")
+    if cause != "submitter_limit":
+        return _tag(r["reason"], cause)
+    s = subs.get(r["submitter"])
+    if s is None:
+        return _tag(r["reason"], cause)
+    g = groups.get(s.get("group"))
+    whose = (f"its share of {s['group']}'s quota"
+             if g is not None and g.get("parent") is not None else "its share of the pool")
+    figures = f"{whose}: limit {_num(s['limit'], '{:.4g}')}, {s['matched']} matched"
+    said = _tag(r["reason"], cause)
+    return f"{said} ({figures})" if said else figures
+
+
+def _rejections(doc: dict, full: bool, snapshot: str) -> list[str]:
+    """The rejections counted per submitter and reason (past a screenful, per reason),
+    each with the negotiator's own text; a limit that held a request back, whatever the
+    text says, is named beside it, with the `explain` command for one of its jobs."""
+    rejections = doc["rejections"]
+    if not rejections:
         return []
+    subs = {s["name"]: s for s in doc["submitters"]}
+    groups = {g["name"]: g for g in doc["groups"]}
+    first: dict = {}
+    for r in rejections:
+        first.setdefault((r["submitter"], r["reason"], r.get("cause")), r)
+    by_sub = Counter((r["submitter"], r["reason"], r.get("cause")) for r in rejections)
+    explain = f"negotiator-ext explain {shlex.quote(snapshot)}"
     if full or len(by_sub) <= MAX_REJECTION_ROWS:
-        return ["", "Rejections:"] + [f"  {n:4d}  {sub}: {reason}"
-                                      for (sub, reason), n in sorted(by_sub.items())]
-    by_reason = Counter(r["reason"] for r in rejections)
+        out = ["", "Rejections (the negotiator's reason; in brackets, the limit that held "
+               "the request back, whatever the reason says):"]
+        for (sub, reason, cause), n in sorted(by_sub.items(),
+                                              key=lambda kv: (kv[0][0], kv[0][1],
+                                                              kv[0][2] or "")):
+            line = f"  {n:4d}  {sub}: {reason}"
+            if cause:
+                r = first[(sub, reason, cause)]
+                said = _cause_text(r, subs, groups)
+                line += (f"  [{said + '; see ' if said else 'see '}{explain} "
+                         f"{r.get('unmatched_job') or r['job']}]")
+            out.append(line)
+        return out
+    by_reason = Counter((r["reason"], r.get("cause")) for r in rejections)
     subs_of: dict = defaultdict(set)
     for r in rejections:
-        subs_of[r["reason"]].add(r["submitter"])
+        subs_of[(r["reason"], r.get("cause"))].add(r["submitter"])
     out = ["", "Rejections by reason (requests, submitters):"]
-    out += [f"  {n:6d}  {len(subs_of[reason]):5d}  {reason}"
-            for reason, n in sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0]))]
+    out += [f"  {n:6d}  {len(subs_of[key]):5d}  {key[0]}"
+            + (f"  [{_tag(*key)}]" if _tag(*key) else "")
+            for key, n in sorted(by_reason.items(),
+                                 key=lambda kv: (-kv[1], kv[0][0], kv[0][1] or ""))]
+    if any(cause for _, cause in by_reason):
+        out.append(f"  (why one job was not matched: {explain} JOB)")
     return out

@@ -33,13 +33,14 @@ from __future__ import annotations
 
 import os
 import shlex
-import time
 from typing import Any, Sequence
 
-from ..core.recommend import LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, key_value
+from ..core.recommend import (LEASED_KINDS, REPORT_ONLY_KINDS, Recommendation, WindowEvidence,
+                              key_value)
 from ..core.shards import split_stream
+from ..when import utc_text
 from .userprio import format_time_nosecs
-from .tables import table
+from .tables import legend, table
 from .text import printable
 
 __all__ = ["command_argv", "command_text", "script_command", "shell_word", "unrunnable",
@@ -181,16 +182,44 @@ def _recommended(rec: Recommendation) -> str:
     return f"{rec.value:.2f}"
 
 
-def render_table(recs: Sequence[Recommendation]) -> str:
+def render_table(recs: Sequence[Recommendation], evidence: WindowEvidence | None = None) -> str:
     """One line per recommendation: Kind, Name, Current, Recommended, Lease, Reason;
-    numbers right-aligned, times as days+hh:mm, like condor_userprio prints them."""
+    numbers right-aligned, times as days+hh:mm, like condor_userprio prints them. With
+    none, what the rules need and what the window has (`evidence`)."""
     if not recs:
-        return "No recommendations.\n"
+        return "No recommendations" + (f": {nothing_because(evidence)}" if evidence else "") \
+            + ".\n"
     rows = [[r.kind, r.name, _current(r), _recommended(r), _lease(r.lease), r.reason]
             for r in recs]                    # `table` shows every cell printable
     lines = table(["Kind", "Name", "Current", "Recommended", "Lease", "Reason"], rows,
                    {2, 3, 4})
+    lines += legend([("Recommendations", None, _LEGEND)])
     return "\n".join(lines) + "\n"
+
+
+_LEGEND = [
+    ("Kind", "factor, ceiling, floor (a condor_userprio -setfactor, -setceiling, -setfloor "
+             "lease), delete (-delete), or setprio and group: advice to review, nothing runs"),
+    ("Name", "the submitter, or the group for group"),
+    ("Current", "the value in place at the newest complete pass (none: no ceiling or floor)"),
+    ("Recommended", "the value to set, (delete), or (review) for advice"),
+    ("Lease", "how long the change lasts, days+hh:mm as condor_userprio prints times"),
+    ("Reason", "why, in a sentence (--json: the figures behind it)"),
+]
+
+
+def nothing_because(e: WindowEvidence) -> str:
+    """Why a window gave no recommendation, in a sentence: too few complete passes or
+    too short a span for the rules, or enough and no gap that persisted."""
+    need = (f"the rules need at least {e.min_passes} complete passes spanning "
+            f"{e.min_hours:g} h (NEGOTIATOR_EXT_RECOMMEND_MIN_PASSES, "
+            "NEGOTIATOR_EXT_RECOMMEND_MIN_HOURS)")
+    has = (f"{e.passes} complete pass{'' if e.passes == 1 else 'es'} spanning "
+           f"{e.hours:.1f} h")
+    if not e.enough:
+        return f"{need}; the window has {has}"
+    return (f"the window has {has}, enough for the rules (they need {e.min_passes} "
+            f"over {e.min_hours:g} h), and no submitter's or group's gap persisted in them")
 
 
 def render_json(recs: Sequence[Recommendation], pool: str | None = None) -> dict[str, Any]:
@@ -221,7 +250,7 @@ def render_script(recs: Sequence[Recommendation], *, pool: str | None = None, no
     (`printable`), so the script holds no control character but its line ends. It is a
     `#!/bin/sh` script, or `#!/bin/bash` when an argument needs bash's $'...' quoting.
     A command no command line can carry (`unrunnable`) is a comment saying why."""
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(now))
+    when = utc_text(now)
     blocks: list[str] = []
     bash = False
     if not recs:

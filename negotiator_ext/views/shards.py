@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .tables import num, pct, table
+from .tables import legend, num, pct, table
 from .text import printable
 
 MAX_ROWS = 25
@@ -29,21 +29,46 @@ def render_shards(doc: dict, full: bool = False) -> str:
                  str(pool["submitters"]), f"{pool['matches']:,}",
                  f"{pool['matched_weight']:g}", f"{pool['usage_before']:g}",
                  f"{pool['usage_after']:g}"])
-    out += table(["Negotiator", "Slots", "Weight", "Submitters", "Matches", "Matched weight",
-                  "In use before", "In use after"], rows, set(range(1, 8)))
+    out += table(["Negotiator", "Slots", "Weight", "Submitters", "Matched", "MatchedWeight",
+                  "InUse", "InUseAfter"], rows, set(range(1, 8)))
+    parts = [("Negotiators", None, _NEGOTIATORS)]
     out.append("")
     subs = doc["submitters"]
     shown = subs if full else subs[:MAX_ROWS]
     if shown:
         out.append("Submitters across the shards: slot weight in use after each cycle "
-                   "(effective priority), the most in the whole pool first")
+                   "(EUP), the most in the whole pool first")
         names = [n["name"] for n in negs]
         rows = [[s["name"], *(_cell(s["shards"].get(n)) for n in names),
                  f"{s['usage_after']:g}", pct(s["pool_share"], 1), str(s["matched"]),
                  "-" if s["priority_spread"] is None else f"{s['priority_spread']:.2f}x"]
                 for s in shown]
-        out += table(["Submitter", *names, "Pool", "Pool%", "Matches", "Priority spread"],
+        out += table(["Submitter", *names, "Pool", "Pool%", "Matched", "PrioritySpread"],
                      rows, set(range(1, len(names) + 5)))
         if len(subs) > len(shown):
             out.append(f"  ... {len(subs) - len(shown)} more (--all shows them all)")
+        parts.append(("Submitters", None, _SUBMITTERS))
+    out += legend(parts)
     return "".join(printable(line) + "\n" for line in out)
+
+
+# the columns, in `negotiate`'s words
+_NEGOTIATORS = [
+    ("Negotiator", "the negotiator of the shard (its slots: those it negotiates for)"),
+    ("Slots", "its slots (after NEGOTIATOR_SLOT_CONSTRAINT)"),
+    ("Weight", "their weight (the pie its cycle shares out)"),
+    ("Submitters", "submitters its cycle saw"),
+    ("Matched", "its cycle's matches"),
+    ("MatchedWeight", "their weight (SLOT_WEIGHT of the slots matched)"),
+    ("InUse", "its submitters' weighted usage before the cycle"),
+    ("InUseAfter", "InUse plus MatchedWeight"),
+]
+_SUBMITTERS = [
+    ("<negotiator>", "the submitter's weighted usage after that negotiator's cycle, with "
+                     "its EUP there (each negotiator keeps its own accountant); - where it "
+                     "has none"),
+    ("Pool", "its usage after the cycles, summed over the shards"),
+    ("Pool%", "Pool of the whole pool's weight"),
+    ("Matched", "its matches, summed over the shards"),
+    ("PrioritySpread", "its largest EUP over its smallest, across the shards"),
+]

@@ -1,6 +1,10 @@
-"""Plain-text tables and figures, as condor_userprio-style output prints them."""
+"""Plain-text tables and figures, as condor_userprio-style output prints them, and the
+legend of their columns."""
 
 from __future__ import annotations
+
+import textwrap
+from typing import Sequence
 
 from .text import printable
 
@@ -31,3 +35,22 @@ def num(v, fmt: str = "{:.2f}") -> str:
 def pct(x, digits: int = 0) -> str:
     """A ratio as a percentage; empty when unknown."""
     return "" if x is None else f"{x:.{digits}%}"
+
+
+LEGEND_HEADING = "Columns (HTCondor's own names aside):"
+LEGEND_WIDTH = 100      # the legend's lines are wrapped to this many columns
+
+
+def legend(parts: Sequence[tuple[str, str | None, Sequence[tuple[str, str]]]]) -> list[str]:
+    """The legend ending a report (the same heading and layout in every view): per
+    table shown, (its name, which of its columns are HTCondor's own or None, each other
+    column with what it means), wrapped to LEGEND_WIDTH. Starts with a blank line."""
+    out = ["", LEGEND_HEADING]
+    for part, own, columns in parts:
+        out += textwrap.wrap(part + (f" ({own}):" if own else ":"), LEGEND_WIDTH,
+                             initial_indent="  ", subsequent_indent="    ")
+        width = max(len(name) for name, _ in columns)
+        for name, text in columns:
+            out += textwrap.wrap(text, LEGEND_WIDTH, initial_indent=f"    {name.ljust(width)}  ",
+                                 subsequent_indent=" " * (width + 6))
+    return out

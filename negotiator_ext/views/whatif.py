@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..core.whatif import changed as row_changes
-from .tables import num, table
+from .tables import legend, num, table
 from .text import printable
 
 MAX_ROWS = 25
@@ -23,7 +23,8 @@ def render_whatif(doc: dict, before: str, after: str, full: bool = False) -> str
            f"{t['weight_before']:g} -> {t['weight_after']:g}; "
            f"{doc['changed']['groups']} group(s) and {doc['changed']['submitters']} "
            "submitter(s) change", ""]
-    for what, rows, quota in (("Groups", doc["groups"], "Quota"),
+    parts = []                          # the tables shown, for the legend
+    for what, rows, quota in (("Groups", doc["groups"], "Effective"),
                               ("Submitters", doc["submitters"], "Limit")):
         if not rows:
             continue
@@ -32,9 +33,28 @@ def render_whatif(doc: dict, before: str, after: str, full: bool = False) -> str
         out.append(f"{what} that change ({len(changed)} of {len(rows)}), largest change "
                    "first:" if changed else f"{what}: no change")
         if shown:
-            out += table([what[:-1], "Matches", "After", "Delta", "Weight", "After",
+            out += table([what[:-1], "Matched", "After", "Delta", "MatchedWeight", "After",
                           "Delta", quota, "After"], _rows(shown), set(range(1, 9)))
+            parts.append((what, _OWN.get(what), _LEGEND[what]))
         if len(changed) > len(shown):
             out.append(f"  ... {len(changed) - len(shown)} more (--all shows them all)")
         out.append("")
+    if parts:
+        out += legend(parts)[1:]
     return "".join(printable(line) + "\n" for line in out)
+
+
+# the columns, in `negotiate`'s words; each "After" and "Delta" follows its column
+_BEFORE_AFTER = [
+    ("Matched", "matches of the cycle before (the snapshot under its own config)"),
+    ("MatchedWeight", "their weight (SLOT_WEIGHT of the slots matched)"),
+    ("After", "the column before it in the cycle after (under NEW, or on the other "
+              "snapshot)"),
+    ("Delta", "After minus the column before it"),
+]
+_OWN = {"Groups": "Effective is condor_userprio -quotas' Effective Quota"}
+_LEGEND = {
+    "Groups": _BEFORE_AFTER,
+    "Submitters": _BEFORE_AFTER + [
+        ("Limit", "the weight it may match in its first pie spin (negotiate's Limit)")],
+}

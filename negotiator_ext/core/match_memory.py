@@ -1,0 +1,101 @@
+"""What the matcher works out of texts alone, kept from one cycle to the next.
+
+The matcher (core.matchmaking) caches every evaluation by what the expressions can see:
+a request's key is the texts of the job attributes its expressions and the slots' reach
+(with the ephemeral values they read), a slot class's key the texts of the slot
+attributes the request and the slot's own expressions reach. Within one cycle two pairs
+with equal keys give equal answers, which is why the cycle evaluates once per distinct
+pair, not per job and slot. Those keys are contents, not identities, so the answers
+hold in the next cycle too, on the same conditions:
+
+- the config's expressions are the same (Requirements is the ads' own; PREEMPTION_*,
+  NEGOTIATOR_PRE/POST_JOB_RANK, NEGOTIATOR_MATCH_EXPRS, NEGOTIATOR_IGNORE_JOB_RANKS):
+  a memory is only taken by a matcher with the same `token`;
+- nothing read depends on when it is evaluated: an expression calling `time()` or
+  `random()`, or reading `CurrentTime`, has a different value from one cycle to the
+  next though its text is the same. The memory watches every text the matcher reads
+  (they all pass through its `TextValues`, `Watched` below); once one reads the clock or
+  the dice, the memory is dropped and nothing is kept from then on (each cycle works
+  out its own, as without a memory);
+- a consumption-policy slot is its own class (its assets change as it is matched): its
+  keys carry the cycle's serial number, so no later cycle meets them.
+
+A long run (the simulator's and the forecast's cycles) takes one memory for its
+cycles; what it keeps is bounded (`limit` entries: past it, the memory starts again).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .adtext import TextValues
+
+# What makes an expression's value depend on the moment it is evaluated, as it appears
+# in its text: the CurrentTime attribute, and the time() / random() families (any name
+# ending in "time(": formatTime, splitTime..., and eval() of a string that could).
+_CLOCK = re.compile(r"currenttime|time\s*\(|random\s*\(|eval\s*\(", re.IGNORECASE)
+
+
+def reads_the_clock(text: str | None) -> bool:
+    return text is not None and _CLOCK.search(text) is not None
+
+
+class Watched(TextValues):
+    """TextValues that notes any text whose value depends on when it is evaluated."""
+
+    def __init__(self):
+        super().__init__()
+        self.clock = False
+
+    def names(self, text: str) -> frozenset[str]:
+        if not self.clock and text not in self._names and reads_the_clock(text):
+            self.clock = True
+        return super().names(text)
+
+    def literal(self, text: str) -> tuple[bool, object]:
+        if not self.clock and text not in self._lit and reads_the_clock(text):
+            self.clock = True
+        return super().literal(text)
+
+
+class MatchMemory:
+    """The matcher's content-keyed caches, handed from one cycle's matcher to the
+    next (Matcher(memory=...))."""
+
+    def __init__(self, limit: int = 3_000_000):
+        self.limit = limit
+        self.token: object = None
+        self.serial = 0                 # one per cycle: consumption-policy keys carry it
+        self.dropped = False            # a text read the clock: nothing kept any more
+        self.cycles_kept = 0            # cycles that found the previous cycle's answers
+        self._fresh()
+
+    def _fresh(self) -> None:
+        self.values = Watched()
+        self.ids: dict = {}
+        self.verdicts: dict = {}
+        self.matches: dict = {}
+        self.ranks: dict = {}
+        self.constant_rank: dict = {}
+        self.statics: dict = {}
+        self.projectors: dict = {}
+        self.sorted_names: dict = {}
+
+    def _size(self) -> int:
+        return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)
+                + len(self.statics))
+
+    def for_cycle(self, token: object) -> bool:
+        """A new cycle's matcher, under config `token`, takes the memory: True when what
+        it holds is the previous cycles' (else it starts empty)."""
+        self.serial += 1
+        kept = (not self.dropped and not self.values.clock and token == self.token
+                and self._size() < self.limit)
+        if self.values.clock:
+            self.dropped = True
+        if not kept:
+            self._fresh()
+        else:
+            self.cycles_kept += 1
+        self.token = token
+        return kept

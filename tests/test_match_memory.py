@@ -1,0 +1,101 @@
+"""The matcher's memory of earlier cycles (core.match_memory): a cycle that takes the
+answers the cycles before it worked out decides exactly what a fresh cycle decides, on
+every recorded pool, and the memory is dropped where an answer depends on the moment."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from conftest import DATA, FIXTURES, SCENARIOS, unpack_recording
+from negotiator_ext.core.match_memory import MatchMemory, reads_the_clock
+from negotiator_ext.cycle import run_cycle
+from negotiator_ext.pool import load_pool
+
+RULES = sorted(p.name.removesuffix(".tar.gz") for p in (DATA / "rules").glob("*.tar.gz"))
+
+
+def _decisions(r):
+    return ([(m.job, m.submitter, m.slot, m.preempting, m.group) for m in r.matches],
+            sorted((x.job, x.submitter, x.reason) for x in r.rejections))
+
+
+def _twice(directory):
+    """The pool's cycle fresh (an empty memory), and again with the memory it filled."""
+    memory = MatchMemory()
+    fresh, got = (run_cycle(dataclasses.replace(load_pool(directory), match_memory=memory))
+                  for _ in range(2))
+    return fresh, got, memory
+
+
+@pytest.mark.parametrize("where", [f"fixtures/{s}" for s in SCENARIOS]
+                         + [f"rules/{r}" for r in RULES])
+def test_a_cycle_with_the_memory_decides_as_a_fresh_one(tmp_path, where):
+    kind, name = where.split("/")
+    directory = (FIXTURES / name if kind == "fixtures"
+                 else unpack_recording(DATA / "rules" / f"{name}.tar.gz", tmp_path))
+    fresh, again, memory = _twice(directory)
+    assert _decisions(again) == _decisions(fresh)
+    # the second cycle did use what the first worked out, unless a text read the clock
+    assert memory.cycles_kept == (0 if memory.dropped else 1)
+
+
+def test_the_clock_and_the_dice_are_seen_in_any_text():
+    for text in ("CurrentTime - EnteredCurrentState > 600", "time() > 5",
+                 "formatTime()", "random(10) < 3", 'eval("x")', "splitTime(x)"):
+        assert reads_the_clock(text), text
+    for text in ("TARGET.Memory >= RequestMemory", '"timely"', "KFlops", None):
+        assert not reads_the_clock(text), text
+
+
+def test_a_slot_that_reads_the_clock_drops_the_memory(tmp_path):
+    """A START that reads CurrentTime has another value in the next cycle though its
+    text is the same: nothing is kept once such a text is read."""
+    src = FIXTURES / "pie_three_submitters"
+    dst = tmp_path / "pool"
+    import shutil
+    shutil.copytree(src, dst)
+    slots = (dst / "slots.ads").read_text()
+    (dst / "slots.ads").write_text(slots.replace("\nStart = ", "\nStart = (CurrentTime > 0) && ", 1)
+                                   if "\nStart = " in slots else
+                                   slots.replace("\n\n", "\nStart = CurrentTime > 0\n\n", 1))
+    fresh, again, memory = _twice(dst)
+    assert _decisions(again) == _decisions(fresh)
+    assert memory.dropped and memory.cycles_kept == 0
+
+
+def test_a_memory_is_not_taken_under_another_config(tmp_path):
+    memory = MatchMemory()
+    a = dataclasses.replace(load_pool(FIXTURES / "pie_three_submitters"), match_memory=memory)
+    run_cycle(a)
+    b_dir = FIXTURES / "preempt_priority"
+    fresh = run_cycle(load_pool(b_dir))
+    got = run_cycle(dataclasses.replace(load_pool(b_dir), match_memory=memory))
+    assert _decisions(got) == _decisions(fresh)
+    # (the two pools' configs differ in what the matcher evaluates: nothing was kept)
+    assert memory.cycles_kept == 0
+
+
+def test_slot_texts_uniform_at_another_value_are_another_key(tmp_path):
+    """Names every slot has the same text for are left out of the slot classes; when
+    the slots change to another common value, the verdicts worked out for the first
+    must not be taken: the simulator with its memory against offering everything,
+    slots leaving and others joining that differ only in such a value."""
+    from test_simulate import _both_ways
+    from negotiator_ext.scenario import load_scenario
+    doc = {"name": "uniform", "span": "40m", "interval": 120,
+           "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "slots": [{"count": 6, "name": "x", "attrs": {"Site": '"x"'}}],
+           "workload": [{"submitter": "a", "count": 20, "duration": "5m",
+                         "requirements": 'TARGET.Site == "y"'}],
+           "changes": [{"at": "10m", "slots_leave": {"prefix": "x", "count": 6}},
+                       {"at": "10m", "slots_join": {"count": 6, "name": "y",
+                                                    "attrs": {"Site": '"y"'}}}]}
+    path = tmp_path / "uniform.json"
+    path.write_text(json.dumps(doc))
+    fast, full = _both_ways(load_scenario(path), tmp_path)
+    assert fast == full
+    # (only the slots that joined at 10 minutes match)
+    assert len(fast) >= 6 and all(m[0] >= 1_700_000_000 + 600 for m in fast)
