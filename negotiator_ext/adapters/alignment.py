@@ -151,12 +151,17 @@ def pool_digest(pool, result) -> dict:
     heard: dict[str, int] = {}
     free: dict[str, float] = {}
     entered: dict[str, int] = {}
+    since_heard = (pool.snapshot.captured_at or 0) - HEARD
+    # only the recent times are of use (a change between two passes, or after the cycle
+    # began): the digest of a pool of 100,000 slots stays small
     for ad, s in zip(ads, usage):
         try:
             e = classads.as_number(classads.eval_attr(ad, "EnteredCurrentState"))
-            if e is not None:
+            if e is not None and e >= since:
                 entered[s.name] = int(e)
             t = classads.as_number(classads.eval_attr(ad, "LastHeardFrom"))
+            if t is not None and t < since_heard:
+                t = None
             if classads.eval_attr(ad, "PartitionableSlot") is True:
                 cpus = classads.as_number(classads.eval_attr(ad, "Cpus"))
                 if cpus is not None:
@@ -175,6 +180,9 @@ def pool_digest(pool, result) -> dict:
 # real cycle did not, and the next pass's says which jobs arrived between a capture and
 # the cycle (two passes' captures further apart, as at a longer interval, see fewer)
 RECENT = 120
+# a slot's LastHeardFrom is kept when this recent (it tells a capture taken as a cycle
+# began that the collector heard of the slot after the cycle read it)
+HEARD = 5
 
 
 def _int_text(text) -> int | None:
