@@ -214,6 +214,29 @@ def test_a_job_submitted_between_capture_and_cycle_changes_the_demand():
         "unexplained"}
 
 
+def test_a_partitionable_slot_heard_changed_before_the_cycle():
+    """bench_live_shadow.py: between our capture and the cycle a dynamic slot went and
+    the collector heard its partitionable slot with a core more; the real cycle gave the
+    slot ours gave ben to cid."""
+    jobs = {"ben@x": ["15.0", "15.1"], "cid@x": ["13.2"]}
+    slots = {"slot1@h": False, "slot5@h": False}
+    before = digest(submitters={"ben@x": 2, "cid@x": 1}, idle_jobs=jobs, slots=slots,
+                    candidate_slots=2, free_cpus={"slot5@h": 1}, captured=95,
+                    heard={"slot5@h": 93})
+    after = digest(submitters={"ben@x": 1, "cid@x": 1}, idle_jobs={"ben@x": ["15.1"]},
+                   slots=slots, candidate_slots=2, free_cpus={"slot5@h": 2},
+                   heard={"slot5@h": 97})
+    ours = [m("ben@x", "15.0", "slot1@h"), m("ben@x", "15.0", "slot5@h")]
+    real = [m("ben@x", "15.0", "slot1@h"), m("cid@x", "13.2", "slot5@h")]
+    c = run(ours, real, before, after)
+    assert {d["class"] for d in c.disagreements} == {"pool changed"}
+    assert c.changes == ("partitionable slot slot5@h had 1 free core(s) in our snapshot, 2 "
+                         "when the collector heard of it at 97, before the real cycle",)
+    after["heard"]["slot5@h"] = 101     # heard after the cycle began: it saw the old one
+    assert {d["class"] for d in run(ours, real, before, after).disagreements} == {
+        "unexplained"}
+
+
 def test_a_difference_with_nothing_changed_is_unexplained():
     """The same pool on both sides, other counts: a policy difference, left unexplained
     and weighing on the unexplained agreement as on the raw one."""

@@ -153,7 +153,7 @@ def pool_digest(pool, result) -> dict:
     entered: dict[str, int] = {}
     since_heard = (pool.snapshot.captured_at or 0) - HEARD
     # only the recent times are of use (a change between two passes, or after the cycle
-    # began): the digest of a pool of 100,000 slots stays small
+    # began): the digest of a large pool keeps the slots heard from in the last minutes
     for ad, s in zip(ads, usage):
         try:
             e = classads.as_number(classads.eval_attr(ad, "EnteredCurrentState"))
@@ -180,9 +180,10 @@ def pool_digest(pool, result) -> dict:
 # real cycle did not, and the next pass's says which jobs arrived between a capture and
 # the cycle (two passes' captures further apart, as at a longer interval, see fewer)
 RECENT = 120
-# a slot's LastHeardFrom is kept when this recent (it tells a capture taken as a cycle
-# began that the collector heard of the slot after the cycle read it)
-HEARD = 5
+# a slot's LastHeardFrom is kept when this recent: it tells a capture taken as a cycle
+# began that the collector heard of the slot after the cycle read it, and the next pass
+# that it heard of a change between our capture and the cycle
+HEARD = RECENT
 
 
 def _int_text(text) -> int | None:

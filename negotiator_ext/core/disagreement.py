@@ -207,7 +207,8 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                 shadow_expl[name].append(why)
     # claims that ended between our capture and the cycle without a match on their slot:
     # the submitter's and its group's usage changed, and with it who comes first
-    ended = _claims_ended(before, after, start) + _jobs_arrived(before, after, start)
+    ended = (_claims_ended(before, after, start) + _jobs_arrived(before, after, start)
+             + _slots_heard_changed(before, after, start))
     changes = sorted({w for ws in real_expl.values() for w in ws}
                      | {w for ws in shadow_expl.values() for w in ws} | set(ended))
     size_changed = None
@@ -310,6 +311,31 @@ def _claims_ended(before: Mapping[str, Any] | None, after: Mapping[str, Any] | N
             for name, claimed in sorted(was.items())
             if claimed and now.get(name) is False and name in since
             and t0 <= since[name] <= start]
+
+
+def _slots_heard_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
+                         start: int | None) -> list[str]:
+    """The slots whose claim or free cores differ between our snapshot and the next
+    pass's, where the collector heard the new state (LastHeardFrom) after it last heard
+    the one we saw and no later than the real cycle began: the cycle saw the new one."""
+    if not before or not after or start is None:
+        return []
+    was_heard, now_heard = before.get("heard") or {}, after.get("heard") or {}
+    was, now = before.get("slots") or {}, after.get("slots") or {}
+    was_free, now_free = before.get("free_cpus") or {}, after.get("free_cpus") or {}
+    out = []
+    for name, t in sorted(now_heard.items()):
+        if not (t <= start and t > was_heard.get(name, -1) and name in was and name in now):
+            continue
+        if was[name] != now[name]:
+            out.append(f"slot {name} was {'claimed' if was[name] else 'unclaimed'} in our "
+                       f"snapshot, {'claimed' if now[name] else 'unclaimed'} when the "
+                       f"collector heard of it at {t}, before the real cycle")
+        elif name in was_free and name in now_free and was_free[name] != now_free[name]:
+            out.append(f"partitionable slot {name} had {was_free[name]:g} free core(s) in "
+                       f"our snapshot, {now_free[name]:g} when the collector heard of it at "
+                       f"{t}, before the real cycle")
+    return out
 
 
 def _jobs_arrived(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
