@@ -1003,8 +1003,9 @@ class _OtherNegotiatorsRead:
         if first is None:
             return
         try:
-            locations = checked_ads(located(kept, "negotiators", ads, lambda: collector.locateAll(
-                htcondor.DaemonTypes.Negotiator)))
+            locations = checked_ads(located(
+                kept, "negotiators", ads,
+                lambda: collector.locateAll(htcondor.DaemonTypes.Negotiator)))
         except BadAnswer as exc:
             self.warnings.append(f"cannot list the pool's negotiators (only the first is "
                                  f"captured): the collector {_comment_text(where)} {exc}")
@@ -1379,8 +1380,9 @@ class _ScheddKnobsRead:
         self._thread = None
         self._later: list = []
         try:
-            locations = checked_ads(located(kept, "schedds", ads, lambda: collector.locateAll(
-                htcondor.DaemonTypes.Schedd)))
+            locations = checked_ads(located(
+                kept, "schedds", ads,
+                lambda: collector.locateAll(htcondor.DaemonTypes.Schedd)))
         except BadAnswer as exc:
             self.warnings.append(f"cannot locate the schedds to read their limits: the "
                                  f"collector {_comment_text(where)} {exc}")
