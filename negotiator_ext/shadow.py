@@ -429,6 +429,10 @@ class ShadowLoop:
             # the loop keeps)
             self.tidy()
             give_back_memory()
+            # a worker process that has answered its share is replaced now, its
+            # successor starting while the loop waits (adapters/worker.py)
+            if self.worker is not None and not stop.is_set():
+                self.worker.renew()
             stop.wait(max(0.0, self.settings.interval - (time.monotonic() - t0)))
 
 

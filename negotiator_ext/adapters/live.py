@@ -107,6 +107,7 @@ from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
 from .job_delta import KnownJobs, delta as jobs_delta
+from .locations import KeptLocations, located
 from .remote_knobs import KNOB_NAME, select_policy_knobs, select_schedd_knobs
 from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
@@ -891,7 +892,9 @@ def _startd_query(htcondor, collector, timings: dict):
         if constraint is not None:
             kw["constraint"] = constraint
         if projection is not None:
-            kw["projection"] = list(projection)
+            # the names as one, which the bindings join them into anyway (" "): they
+            # keep a copy of each name for good, one copy a pass rather than six
+            kw["projection"] = [" ".join(projection)] if projection else []
         try:
             answer = collector.query(htcondor.AdTypes.Startd, **kw)
         except Exception as exc:
@@ -946,7 +949,7 @@ class _ConfigRead:
         self._errors: dict[str, str] = {}
         self._got: tuple = (None, None)
         self._thread = None
-        location = _locate_negotiator(htcondor, collector, self._errors, where)
+        location = _locate_negotiator(htcondor, collector, self._errors, where, kept, ads)
         self._location = location
         if location is None:
             return
@@ -1000,7 +1003,9 @@ class _OtherNegotiatorsRead:
         if first is None:
             return
         try:
-            locations = checked_ads(collector.locateAll(htcondor.DaemonTypes.Negotiator))
+            locations = checked_ads(located(
+                kept, "negotiators", ads,
+                lambda: collector.locateAll(htcondor.DaemonTypes.Negotiator)))
         except BadAnswer as exc:
             self.warnings.append(f"cannot list the pool's negotiators (only the first is "
                                  f"captured): the collector {_comment_text(where)} {exc}")
@@ -1065,12 +1070,16 @@ def _ad_string(ad, attr: str) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def _locate_negotiator(htcondor, collector, errors: dict, where: str = "<local pool>"):
+def _locate_negotiator(htcondor, collector, errors: dict, where: str = "<local pool>",
+                       kept=None, ads=None):
     """The negotiator's location ad, or None with errors["negotiator"] saying why (the
     collector `where` does not know one, or answered with something that is not a
-    ClassAd; a location ad RemoteParam cannot use, without a MyAddress, fails there)."""
+    ClassAd; a location ad RemoteParam cannot use, without a MyAddress, fails there).
+    `kept`, `ads`: a loop's kept reads and this pass's negotiator ads
+    (`locations.located`)."""
     try:
-        location = collector.locate(htcondor.DaemonTypes.Negotiator)
+        location = located(kept, "negotiator", ads,
+                           lambda: collector.locate(htcondor.DaemonTypes.Negotiator))
     except Exception as exc:
         errors["negotiator"] = f"cannot locate the negotiator: {_one_line(exc)}"
         return None
@@ -1161,6 +1170,8 @@ class KeptReads:
                  wall: Callable[[], float] = time.time):
         self._kept: dict[tuple, tuple] = {}     # (kind, Name) -> (stamp, knobs, when)
         self.clock, self.wall = clock, wall
+        # the daemons' location ads (locations.py), asked again when their ads change
+        self.locations = KeptLocations()
         self.last: dict[str, str] = {}          # this capture: "kind Name" -> "kept"/"read"
 
     @staticmethod
@@ -1369,7 +1380,9 @@ class _ScheddKnobsRead:
         self._thread = None
         self._later: list = []
         try:
-            locations = checked_ads(collector.locateAll(htcondor.DaemonTypes.Schedd))
+            locations = checked_ads(located(
+                kept, "schedds", ads,
+                lambda: collector.locateAll(htcondor.DaemonTypes.Schedd)))
         except BadAnswer as exc:
             self.warnings.append(f"cannot locate the schedds to read their limits: the "
                                  f"collector {_comment_text(where)} {exc}")
