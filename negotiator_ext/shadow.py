@@ -52,6 +52,9 @@ LOG = logging.getLogger("negotiator_ext.shadow")
 # NEGOTIATOR_EXT_DETAIL_DAYS: the days of full per-pass detail the ledger keeps before
 # summarising passes hourly
 DETAIL_DAYS = 3.0
+# NEGOTIATOR_EXT_STOP_TIMEOUT: how long after a stop signal a loop or the daemon waits for
+# the pass in flight (seconds)
+STOP_TIMEOUT = 15.0
 
 @dataclass(frozen=True)
 class ShadowSettings:
@@ -81,6 +84,9 @@ class ShadowSettings:
     keep_slot_ads: bool = True
     # passes older than this many days are summarised hourly (0: never; see `_Pass.retain`)
     detail_days: float = DETAIL_DAYS
+    # how long a loop's stop may wait on a daemon: its capture waits at most this long on
+    # a collector call that gets no answer (NEGOTIATOR_EXT_STOP_TIMEOUT)
+    stop_timeout: float = STOP_TIMEOUT
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], **overrides) -> "ShadowSettings":
@@ -128,6 +134,7 @@ class ShadowSettings:
             capture_beside=ext_bool(knobs, "CAPTURE_BESIDE", True),
             capture_requests=ext_bool(knobs, "CAPTURE_REQUESTS", True),
             keep_slot_ads=ext_bool(knobs, "KEEP_SLOT_ADS", True),
+            stop_timeout=ext_number(knobs, "STOP_TIMEOUT", STOP_TIMEOUT, positive=True),
         )
         if s.matchlog_tz is not None:
             from zoneinfo import ZoneInfo
@@ -643,7 +650,9 @@ class _Pass:
                                   known_lines=self.loop.known_lines,
                                   worker=self.loop.worker,
                                   kept_reads=self.loop.kept_reads,
-                                  stop=self.loop.stop.is_set if self.loop.stop else None)
+                                  stop=self.loop.stop.is_set if self.loop.stop else None,
+                                  collector_wait=(self.s.stop_timeout if self.loop.stop
+                                                  else None))
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
@@ -921,7 +930,8 @@ def _with_real_counts(subs, groups, comparison):
 # ---- after a pass --------------------------------------------------------------------------
 
 def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
-            server=None, standing=None, others: Mapping | None = None) -> dict[str, str]:
+            server=None, standing=None, others: Mapping | None = None,
+            worker=None, stop: Callable[[], bool] | None = None) -> dict[str, str]:
     """Report a recorded pass: the Prometheus textfile (when configured), the metrics
     HTTP endpoint (`server`, the daemon's), and the Generic ad `MyType =
     "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). `standing` (records.Standing,
@@ -929,7 +939,10 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
     failed, as {"metrics_file" | "advertise": one-line message}: the caller logs it (the pass is
     already recorded, so a failure here changes nothing else). `others`: in a pool of
     several negotiators, the newest pass of each (ledger stream -> (pass, standing),
-    `ShadowLoop.latest`), whose metrics the textfile keeps beside this one's."""
+    `ShadowLoop.latest`), whose metrics the textfile keeps beside this one's.
+    `worker` (a loop's, adapters/worker.py): the ad is sent by it, waited for at most
+    NEGOTIATOR_EXT_STOP_TIMEOUT seconds, and not at all once `stop()` is true
+    (`advertise.send_bounded`)."""
     from .adapters import metrics
     problems: dict[str, str] = {}
     if settings.metrics_file is not None:
@@ -945,10 +958,13 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
         from .adapters.advertise import ad_lifetime, advertise, shadow_ad
         if htcondor is None:
             import htcondor2 as htcondor
-        err = advertise(htcondor, settings.pool,
-                        shadow_ad(rec, name=ad_name(settings, rec.pool),
-                                  now=int(rec.finished_at),
-                                  lifetime=ad_lifetime(settings.interval)))
+        ad = shadow_ad(rec, name=ad_name(settings, rec.pool), now=int(rec.finished_at),
+                       lifetime=ad_lifetime(settings.interval))
+        err = _bounded(worker, htcondor, settings, "advertise_in_worker",
+                       (settings.pool, str(ad)), f"advertising the ShadowNegotiator ad to "
+                       f"{settings.pool or 'the local collector'}", stop)
+        if err is _IN_PROCESS:
+            err = advertise(htcondor, settings.pool, ad)
         if err:
             problems["advertise"] = f"ShadowNegotiator ad not advertised: {err}"
     return problems
@@ -997,19 +1013,56 @@ def ad_name(settings: ShadowSettings, stream: str) -> str:
 
 
 def unpublish(settings: ShadowSettings, *, htcondor=None,
-              streams: Sequence[str] = ()) -> str | None:
+              streams: Sequence[str] = (), worker=None) -> str | None:
     """On a clean stop: withdraw the ShadowNegotiator ads `publish` advertised (the
     loop's, and one for each negotiator's stream of `streams`; a killed loop's ads live
     out their ClassAdLifetime). Returns why it failed, for the caller to log; None when
-    done or when nothing was advertised."""
+    done or when nothing was advertised. `worker` (a loop's): the withdrawal is sent by
+    it, and waited for at most WITHDRAW_WAIT seconds (a stop is not held up by a
+    collector that does not answer: the ad then lives out its lifetime)."""
     if not settings.advertise:
         return None
     from .adapters.advertise import withdraw
     if htcondor is None:
         import htcondor2 as htcondor
     names = dict.fromkeys([settings.name, *(ad_name(settings, s) for s in streams)])
-    errors = [err for err in (withdraw(htcondor, settings.pool, n) for n in names) if err]
+    errors = []
+    for n in names:
+        where = f"withdrawing the ShadowNegotiator ad from {settings.pool or 'the local collector'}"
+        err = _bounded(worker, htcondor, settings, "withdraw_in_worker", (settings.pool, n),
+                       where, None,
+                       min(WITHDRAW_WAIT, getattr(settings, "stop_timeout", STOP_TIMEOUT)),
+                       "a stop waits no longer: the ad lapses after its ClassAdLifetime")
+        if err is _IN_PROCESS:
+            err = withdraw(htcondor, settings.pool, n)
+        if err:
+            errors.append(err)
+            if "did not answer" in err:
+                break                   # nor will it for the next
     return errors[0] if errors else None
+
+
+# how long a stop waits for the collector to take the withdrawal of the loop's ad (s)
+WITHDRAW_WAIT = 3.0
+_IN_PROCESS = object()      # _bounded: no worker to send it; send it from this process
+
+
+def _bounded(worker, htcondor, settings: ShadowSettings, target: str, args: tuple,
+             what: str, stop, limit: float | None = None,
+             bound: str = "NEGOTIATOR_EXT_STOP_TIMEOUT"):
+    """`advertise.send_bounded` through `worker` when there is one and the bindings are
+    the real ones (a fake's calls cannot be made in another process); else, or when the
+    worker is gone, _IN_PROCESS."""
+    from .adapters.advertise import NoWorker, send_bounded
+    from .adapters.live import _real_bindings
+    if worker is None or not _real_bindings(htcondor):
+        return _IN_PROCESS
+    try:
+        return send_bounded(worker, target, args, what=what, stop=stop, bound=bound,
+                            limit=(getattr(settings, "stop_timeout", STOP_TIMEOUT)
+                                   if limit is None else limit))
+    except NoWorker:
+        return _IN_PROCESS
 
 
 def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> Iterator[PassRecord]:

@@ -5,6 +5,7 @@ cycle says so."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -31,13 +32,14 @@ def rows(ledger: Path, sql: str, *args) -> list[sqlite3.Row]:
 class Loop:
     """`negotiator-ext shadow --interval 2` beside the pool, its output in files."""
 
-    def __init__(self, pool, tmp_path: Path, *extra: str, logs: bool = True):
+    def __init__(self, pool, tmp_path: Path, *extra: str, logs: bool = True,
+                 advertise: bool = False):
         self.pool = pool
         self.dir = tmp_path
         self.ledger = tmp_path / "state" / "ledger.sqlite"
         argv = [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
                 "--interval", "2", "--timeout", "3", "--state-dir", str(tmp_path / "state"),
-                "--no-advertise", *extra]
+                *([] if advertise else ["--no-advertise"]), *extra]
         if logs:
             argv += ["--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
                      "--matchlog", str(pool.log_dir / "MatchLog")]
@@ -77,8 +79,8 @@ class Loop:
 def loop(clean_pool, tmp_path):
     loops = []
 
-    def start(*extra, logs=True):
-        lp = Loop(clean_pool, tmp_path, *extra, logs=logs)
+    def start(*extra, logs=True, advertise=False):
+        lp = Loop(clean_pool, tmp_path, *extra, logs=logs, advertise=advertise)
         loops.append(lp)
         lp.wait_passes(lambda p: p, 120, "the first pass")
         return lp
@@ -262,3 +264,115 @@ def test_a_pass_without_the_logs_names_the_knobs_that_show_every_cycle(clean_poo
     assert "every 300 s" in warning and "keeps 3 cycles" in warning
     assert "NEGOTIATOR_EXT_NEGOTIATOR_LOG" in warning
     assert "NEGOTIATOR_UPDATE_AFTER_CYCLE = True" in warning
+
+
+# ---------------------------------------------------------------- frozen daemons (SIGSTOP)
+
+@contextlib.contextmanager
+def frozen(pool, daemon: str):
+    """The pool's `daemon` stopped with SIGSTOP (it keeps its port: connections are
+    taken, never answered), and continued afterwards."""
+    pid = pool.daemon_pid(daemon)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield pid
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def _stop_config(tmp_path: Path, seconds: int) -> str:
+    conf = tmp_path / "stop.conf"
+    conf.write_text(f"NEGOTIATOR_EXT_STOP_TIMEOUT = {seconds}\n")
+    return str(conf)
+
+
+def test_a_frozen_collector_costs_a_pass_one_timeout(clean_pool, tmp_path):
+    """Every collector call of a capture waited the whole --timeout (five in a row: 25 s
+    at --timeout 5); now the first that times out is the last one made."""
+    pool = clean_pool
+    with frozen(pool, "collector"):
+        t = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
+             "--once", "--timeout", "4", "--state-dir", str(tmp_path / "state"),
+             "--no-advertise", "--json"],
+            env=pool.env, capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - t
+    assert out.returncode == 1, out.stderr
+    rec = json.loads(out.stdout)
+    assert rec["status"] == "failed"
+    assert rec["reason"] == (f"no snapshot: {pool.collector}: cannot query the collector for "
+                             f"slot ads: the collector {pool.collector} did not answer within "
+                             "4 s (--timeout); not asked again in this pass")
+    assert took < 9, took
+
+
+def test_a_stop_signal_beside_a_frozen_collector_is_bounded(clean_pool, loop, tmp_path):
+    """A loop advertising its ad, the collector frozen under it, then SIGTERM: the call in
+    flight waits at most NEGOTIATOR_EXT_STOP_TIMEOUT (4 s here, below --timeout 30), the
+    ad's sending and withdrawal are bounded too (the bindings' own wait is 20 s each);
+    the pass in flight is recorded as failed and the earlier ones are kept."""
+    pool = clean_pool
+    name = "negotiator-ext@frozen-collector-test"
+    conf = _stop_config(tmp_path, 4)
+    with open(conf, "a") as f:
+        f.write(f"NEGOTIATOR_EXT_NAME = {name}\n")
+    lp = loop("--timeout", "30", "--config", conf, advertise=True)
+    before = len(lp.wait_passes(lambda p: len(p) >= 2 and p, 60, "two passes"))
+    try:
+        with frozen(pool, "collector"):
+            time.sleep(3)                       # a pass is now waiting on it
+            t = time.monotonic()
+            assert lp.stop() == 0
+            stopped_in = time.monotonic() - t
+    finally:
+        # its ad, not withdrawn, would live out its lifetime beside the other tests'
+        query = tmp_path / "withdraw.ad"
+        query.write_text(f'MyType = "Query"\nTargetType = "ShadowNegotiator"\n'
+                         f'Name = "{name}"\nRequirements = TARGET.Name == "{name}"\n')
+        pool.tool("condor_advertise", "INVALIDATE_ADS_GENERIC", str(query))
+    # at most: the collector call in flight (4 s) and the withdrawal (3 s)
+    assert stopped_in < 9, stopped_in
+    passes = lp.passes()
+    assert all(p["status"] == "complete" for p in passes[:before])
+    last = passes[-1]
+    assert last["status"] == "failed", dict(last)
+    assert last["reason"].endswith(f"the collector {pool.collector} did not answer within 4 s "
+                                   "(NEGOTIATOR_EXT_STOP_TIMEOUT: a stop waits for the call "
+                                   "in flight); not asked again in this pass"), last["reason"]
+    err = lp.err()
+    assert "Traceback" not in err
+    assert (f"withdrawing the ShadowNegotiator ad from {pool.collector} failed: the collector "
+            "did not answer within 3 s" in err), err
+
+
+def test_a_frozen_negotiator_during_the_config_read(clean_pool, tmp_path):
+    """The negotiator frozen while a pass reads its configuration (a child process,
+    killed at --timeout): a `--once` pass is partial within the timeout, naming it; a
+    loop's SIGTERM abandons the read at once, the pass recorded."""
+    pool = clean_pool
+    with frozen(pool, "negotiator"):
+        t = time.monotonic()
+        out = subprocess.run(
+            [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
+             "--once", "--timeout", "4", "--state-dir", str(tmp_path / "once"),
+             "--no-advertise", "--json"],
+            env=pool.env, capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - t
+        assert out.returncode == 0, out.stderr
+        rec = json.loads(out.stdout)
+        assert rec["status"] == "partial"
+        assert "did not answer a configuration query within 4 s" in rec["reason"]
+        assert took < 9, took
+        # a loop's first pass reads it too (later ones keep it while the negotiator's
+        # ad says it has not read its files again)
+        lp = Loop(pool, tmp_path, "--timeout", "30")
+        time.sleep(4)                           # the read is in flight
+        t = time.monotonic()
+        assert lp.stop() == 0
+        stopped_in = time.monotonic() - t
+    assert stopped_in < 3, stopped_in
+    (only,) = lp.passes()
+    assert only["status"] == "partial"
+    assert "reading the configuration of the negotiator" in only["reason"]
+    assert "was abandoned: negotiator-ext is stopping" in only["reason"]

@@ -106,6 +106,7 @@ from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
+from .collector_gate import CollectorSilent, GatedCollector
 from .job_delta import KnownJobs, delta as jobs_delta
 from .remote_knobs import KNOB_NAME, select_policy_knobs, select_schedd_knobs
 from .resource_requests import job_lines_by_requests, kept_attributes
@@ -217,7 +218,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      earlier_kept: list[str] | None = None,
                      by_requests: bool = False, slot_cache=None,
                      known_lines=None, worker=None, kept_reads=None,
-                     stop: Callable[[], bool] | None = None) -> CaptureReport:
+                     stop: Callable[[], bool] | None = None,
+                     collector_wait: float | None = None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -257,6 +259,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     A schedd's whole answer is bounded by `timeout`, and `stop()` (a loop's stop
     signal) ends the wait for the schedds at once, with InputError (`_SchedsBeside`).
+    The collector is asked in this process, each call waiting at most `timeout` for
+    each part of its answer (QUERY_TIMEOUT), or `collector_wait` when that is shorter (a
+    loop's NEGOTIATOR_EXT_STOP_TIMEOUT: the bindings hold the interpreter while they
+    wait, so a stop waits for the call in flight); once a call has waited that out, the
+    capture asks the collector nothing more (`collector_gate`).
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -268,7 +275,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     timings = dict.fromkeys(CAPTURE_STEPS, 0.0)
     lap = _Lap(timings)
 
-    with _client_timeouts(htcondor, timeout), _SchedsBeside(
+    query_timeout = timeout
+    if collector_wait is not None and collector_wait > 0 and timeout and timeout > 0:
+        query_timeout = max(1, min(int(timeout), int(math.ceil(collector_wait))))
+    with _client_timeouts(htcondor, timeout, query_timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None, worker, timeout,
             known_lines.jobs if known_lines is not None else None, stop) as beside:
@@ -279,6 +289,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, "cannot query the collector for slot ads: "
                                      f"{_one_line(exc)}") from None
+        # one call that waits out the timeout, and the capture asks the collector no more
+        collector = GatedCollector(
+            collector, query_timeout, source,
+            "--timeout" if query_timeout == timeout else "NEGOTIATOR_EXT_STOP_TIMEOUT: a "
+            "stop waits for the call in flight")
         # the daemons' own ads first: their stamps tell whether a loop's kept reads of
         # their configurations still serve; the schedds' ads (MaxJobsRunning,
         # CurbMatchmaking) failing is a warning
@@ -308,6 +323,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                                  refreshed.answered)
                 slot_texts, slot_memos = refreshed.texts, refreshed.memos
         except _QueryFailed as exc:
+            if collector.silent is not None or isinstance(exc.__cause__, CollectorSilent):
+                why = (collector.silent if collector.silent is not None
+                       else _one_line(exc.__cause__))
+                raise InputError(source, f"cannot query the collector for slot ads: {why}"
+                                 ) from None
             # a refusal for want of READ looks like any failure: ask the collector why
             from .authz import READ, refusal
             why = refusal(htcondor, pool, READ, "the collector",
@@ -792,17 +812,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _client_timeouts(htcondor, timeout: int):
+def _client_timeouts(htcondor, timeout: int, query_timeout: int | None = None):
     """Best effort: HTCondor's client timeouts come from config (QUERY_TIMEOUT for
-    collector queries, Q_QUERY_TIMEOUT for schedd queries); set them for the capture and
-    put the previous values back afterwards."""
+    collector queries, `query_timeout` when given, Q_QUERY_TIMEOUT for schedd queries);
+    set them for the capture and put the previous values back afterwards."""
     param = getattr(htcondor, "param", None)
     saved: dict[str, Any] = {}
     if param is not None and timeout and timeout > 0:
         for knob in _TIMEOUT_KNOBS:
+            value = (query_timeout if knob == "QUERY_TIMEOUT" and query_timeout
+                     else timeout)
             try:
                 saved[knob] = param.get(knob)
-                param[knob] = str(int(timeout))
+                param[knob] = str(int(value))
             except Exception:
                 saved.pop(knob, None)
     try:
@@ -1215,6 +1237,11 @@ def _whole(v) -> bool:
 _READS_LOCK = threading.Lock()
 _READS_IN_FLIGHT: set = set()
 _STOPPING = threading.Event()
+_ABANDON = [False]          # abandon_remote_reads: a plain flag, set by a signal handler
+
+
+def _stopping() -> bool:
+    return _ABANDON[0] or _STOPPING.is_set()
 
 
 def abort_remote_reads() -> int:
@@ -1234,9 +1261,18 @@ def abort_remote_reads() -> int:
     return killed
 
 
+def abandon_remote_reads() -> None:
+    """`abort_remote_reads()` from a signal handler (a `shadow --interval` loop's
+    SIGTERM): only a flag is set, no lock taken; each read in flight sees it within
+    _REMOTE_POLL seconds and kills its child itself."""
+    _ABANDON[0] = True
+
+
 def allow_remote_reads() -> None:
-    """Undo `abort_remote_reads()` (a new run of the daemon in the same process)."""
+    """Undo `abort_remote_reads()` and `abandon_remote_reads()` (a new run of the daemon
+    in the same process)."""
     _STOPPING.clear()
+    _ABANDON[0] = False
 
 
 def _remote_reader_argv(alarm: int, schedd: bool = False) -> list[str]:
@@ -1300,7 +1336,7 @@ def _run_bounded(cmd: list[str], stdin: Path, stdout: Path, stderr: Path,
                  timeout: float) -> str:
     """Run `cmd` with its output in files; "ended", "timeout" (killed after `timeout`
     seconds) or "abandoned" (killed by abort_remote_reads)."""
-    if _STOPPING.is_set():
+    if _stopping():
         return "abandoned"
     with open(stdin, "rb") as fin, open(stdout, "wb") as fout, open(stderr, "wb") as ferr:
         proc = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=ferr)
@@ -1316,13 +1352,13 @@ def _run_bounded(cmd: list[str], stdin: Path, stdout: Path, stderr: Path,
                 pass
             else:
                 break
-            if _STOPPING.is_set():
+            if _stopping():
                 how = "abandoned"
                 break
             if time.monotonic() >= deadline:
                 how = "timeout"
                 break
-        if how == "ended" and _STOPPING.is_set() and proc.returncode is not None \
+        if how == "ended" and _stopping() and proc.returncode is not None \
                 and proc.returncode < 0:
             how = "abandoned"      # killed by abort_remote_reads between two polls
     finally:
