@@ -39,11 +39,12 @@ without being told to. So:
     the collector (when configured). None of these can stop the loop: a failure is a
     log line.
   * a ledger that cannot be written for a lasting reason (cannot be opened or created,
-    read-only, full, corrupt, of a newer schema) stops the daemon: the reason is logged
+    read-only, corrupt, of a newer schema) stops the daemon: the reason is logged
     once at error level and it exits with status 99, HTCondor's DAEMON_NO_RESTART, so
     that condor_master does not restart it into the same failure; once the ledger is
     fixed, `condor_on -daemon NEGOTIATOR_EXT` starts it again. A ledger locked by
-    another process is retried every interval by the loop itself.
+    another process, on a full file system, or whose PostgreSQL server is away is
+    retried every interval by the loop itself.
 
 Threads: the loop runs in a worker thread and the main thread only waits for signals.
 A Python signal handler runs in the main thread between bytecodes; if the main thread

@@ -18,9 +18,10 @@ Faults never stop the loop and never make a recommendation: a collector that doe
 answer gives a recorded *failed* pass; a schedd that times out, a missing negotiator ad,
 an Accounting ad without its priority, or a clock that went backwards give a recorded
 *partial* pass. Only complete passes feed `recommend`. A ledger that cannot be written
-raises LedgerError: nothing is half-written; a locked one is tried again at the next
-interval, one that cannot be written for a lasting reason (full, read-only, from a newer
-version) ends the loop (`run_forever`).
+raises LedgerError: nothing is half-written; a locked one, one on a full file system and
+a PostgreSQL server away are tried again at the next interval, one that cannot be
+written for a lasting reason (read-only, corrupt, from a newer version) ends the loop
+(`run_forever`).
 """
 
 from __future__ import annotations
@@ -356,11 +357,12 @@ class ShadowLoop:
                     on_pass: Callable[[PassRecord], None] | None = None) -> None:
         """A pass every `interval` seconds (measured from each pass's start) until `stop`
         is set. A ledger that cannot be written for a lasting reason (cannot be opened or
-        created, read-only, full, corrupt, of a newer schema: `LedgerError.transient`
-        false) ends the loop: its LedgerError is raised, not logged, for the caller to
-        report once. A transient one (locked by another process beyond the lock timeout)
-        is tried again at the next interval, logged when it starts and when it clears,
-        not every pass. Nothing else stops the loop."""
+        created, read-only, corrupt, of a newer schema: `LedgerError.transient` false)
+        ends the loop: its LedgerError is raised, not logged, for the caller to report
+        once. A transient one (locked by another process beyond the lock timeout, its file
+        system full, its PostgreSQL server away) is tried again at the next interval,
+        logged when it starts and when it clears, not every pass. Nothing else stops the
+        loop."""
         if self.settings.keep_slot_ads and self.slot_cache is None:
             from .adapters.slot_cache import SlotCache
             self.slot_cache = SlotCache()

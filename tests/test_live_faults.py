@@ -1,13 +1,17 @@
 """Faults with real daemons (tests/livepool.py): a shadow loop beside a pool whose
 collector stops, whose schedd stops answering, whose negotiator restarts, whose group
 quotas change under it and whose MatchLog rotates; and a pass that cannot see every real
-cycle says so."""
+cycle says so. Real hangs (SIGSTOP): a schedd, the collector and the negotiator during
+its configuration read, each bounding the pass and the stop. Under the ledger: a full
+file system (a tmpfs, as root), a PostgreSQL server stopped and started again, and two
+loops on one ledger."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -376,3 +380,177 @@ def test_a_frozen_negotiator_during_the_config_read(clean_pool, tmp_path):
     assert only["status"] == "partial"
     assert "reading the configuration of the negotiator" in only["reason"]
     assert "was abandoned: negotiator-ext is stopping" in only["reason"]
+
+
+# ---------------------------------------------------------------- a full file system
+
+def _system(*argv: str) -> str | None:
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    return None if r.returncode == 0 else " ".join((r.stderr or f"exit {r.returncode}").split())
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """tmp_path/state on a tmpfs of 8 MiB (root only; skips, saying why, elsewhere)."""
+    if os.geteuid() != 0:
+        pytest.skip("a full file system needs root (a small tmpfs)")
+    d = tmp_path / "state"
+    d.mkdir()
+    why = _system("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d))
+    if why:
+        pytest.skip(f"root, but cannot mount a tmpfs: {why}")
+    yield d
+    if _system("umount", str(d)):
+        _system("umount", "-l", str(d))
+
+
+def _fill(d: Path) -> Path:
+    filler = d / "filler"
+    try:
+        with open(filler, "wb", buffering=0) as f:
+            while True:
+                f.write(b"\0" * 65536)
+    except OSError as exc:
+        assert exc.errno == 28, exc            # ENOSPC
+    return filler
+
+
+def test_a_full_file_system_under_the_ledger_and_snapshots(clean_pool, small_fs, tmp_path):
+    """The state directory (ledger, snapshots, lock) fills up mid-loop: the passes fail,
+    one warning says why (not one a pass), the loop goes on, the ledger stays whole, and
+    once there is room again the passes are recorded again."""
+    pool = clean_pool
+    lp = Loop(pool, tmp_path)
+    try:
+        lp.wait_passes(lambda p: len(p) >= 2 and p, 60, "two passes")
+        filler = _fill(small_fs)
+        pool.wait_for(lambda: "is full" in lp.err(), 30, "the loop to find the disk full")
+        time.sleep(4)                               # two more intervals, full
+        assert lp.proc.poll() is None               # the loop goes on
+        err = lp.err().splitlines()
+        # each pass fails, saying why in one line; that it is not recorded is said once
+        (full,) = [ln for ln in err if "is full" in ln]
+        assert re.fullmatch(rf"negotiator-ext: WARNING: pass not recorded: {lp.ledger}: is "
+                            r"full: no space left on the file system that holds it \(\d+ KiB "
+                            r"free\); pass [0-9a-f]{32} not recorded; trying again every 2 s",
+                            full), full
+        failed = [ln for ln in err if ln != full]
+        assert len(failed) >= 3, err
+        for ln in failed:
+            assert re.fullmatch(rf"negotiator-ext: ERROR: failed pass: no snapshot: "
+                                rf"{small_fs}/snapshots/\d+(-[0-9a-f]+)?: cannot write the "
+                                "snapshot: No space left on device", ln), ln
+        filler.unlink()
+        lp.wait_passes(lambda p: "written again" in lp.err() and p, 30,
+                       "a pass recorded with room again")
+        n = len(lp.passes())
+        lp.wait_passes(lambda p: len(p) >= n + 2 and p, 30, "two more passes")
+    finally:
+        assert lp.stop() == 0
+    assert "Traceback" not in lp.err()
+    assert rows(lp.ledger, "PRAGMA integrity_check")[0][0] == "ok"
+    from negotiator_ext.adapters.ledger import open_ledger
+    with open_ledger(str(lp.ledger), read_only=True) as led:
+        assert led.verify() == []
+        passes = led.passes()
+    assert len({p["uuid"] for p in passes}) == len(passes)
+    assert passes[-1]["status"] == "complete"
+
+
+# ---------------------------------------------------------------- a PostgreSQL server restarted
+
+from test_ledger import pg_url, postgres_server, stop_postgres  # noqa: E402,F401 (fixtures)
+
+
+def test_a_postgresql_ledger_whose_server_restarts_mid_loop(clean_pool, pg_url, tmp_path):  # noqa: F811
+    """The tests' real server stopped under a loop, then started again: the loop says
+    once that it cannot record, goes on, and records again (the same ledger, nothing
+    recorded twice, every pass whole)."""
+    import psycopg
+    pool = clean_pool
+
+    def passes() -> list[tuple]:
+        with psycopg.connect(pg_url) as conn:
+            try:
+                return conn.execute("SELECT uuid, status FROM passes "
+                                    "ORDER BY started_at").fetchall()
+            except psycopg.errors.UndefinedTable:
+                return []                       # the loop has not made its tables yet
+
+    lp = Loop(pool, tmp_path, "--ledger", pg_url)
+    try:
+        pool.wait_for(lambda: len(passes()) >= 2, 60, "two passes")
+        start_again = stop_postgres()
+        try:
+            pool.wait_for(lambda: "pass not recorded" in lp.err(), 30,
+                          "the loop to find the server gone")
+            time.sleep(3)                           # more passes, not recorded
+            assert lp.proc.poll() is None
+        finally:
+            start_again()
+        before = len(passes())
+        pool.wait_for(lambda: "written again" in lp.err(), 30, "a pass recorded again")
+        pool.wait_for(lambda: len(passes()) >= before + 2, 30, "two more passes")
+    finally:
+        assert lp.stop() == 0
+    err = lp.err()
+    assert "Traceback" not in err
+    (gone,) = [ln for ln in err.splitlines() if "pass not recorded" in ln]
+    assert "cannot connect" in gone or "terminating connection" in gone, gone
+    assert gone.endswith("; trying again every 2 s"), gone
+    assert "postgresql://" in gone and "password" not in gone
+    got = passes()
+    assert len({u for u, _ in got}) == len(got)
+    assert got[-1][1] == "complete"
+    from negotiator_ext.adapters.ledger import open_ledger
+    with open_ledger(pg_url, read_only=True) as led:
+        assert led.verify() == []
+
+
+# ---------------------------------------------------------------- two loops, one ledger
+
+def test_two_loops_on_one_ledger_record_and_compare_each_pass_once(clean_pool, tmp_path):
+    """Two `shadow --interval` processes, each its own state directory (so each its own
+    shadow.lock), on one ledger, beside real cycles that make matches: every pass is
+    recorded once, every earlier pass is compared at most once (whichever process gets
+    there first), every real cycle is recorded once, and the ledger is whole."""
+    pool = clean_pool
+    shared = tmp_path / "shared.sqlite"
+    loops = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        loops.append(Loop(pool, tmp_path / name, "--ledger", str(shared)))
+    try:
+        def table(sql):
+            try:
+                return rows(shared, sql) if shared.exists() else []
+            except sqlite3.OperationalError:
+                return []                       # no tables yet
+        pool.wait_for(lambda: len({r["snapshot_dir"].split("/state/")[0]
+                                   for r in table("SELECT snapshot_dir FROM passes")}) == 2,
+                      60, "a pass of each loop")
+        start = pool.cycles_finished()
+        pool.submit(count=2, group="group_a", user="kim")
+        pool.wait_cycle()
+        pool.submit(count=2, group="group_b", user="lena")
+        pool.wait_for(lambda: pool.cycles_finished() >= start + 2, 60, "two real cycles")
+        pool.wait_for(lambda: [c for c in table("SELECT * FROM comparisons")
+                               if c["real_matches"]], 30, "a comparison of a cycle with matches")
+        time.sleep(2)
+    finally:
+        for lp in loops:
+            assert lp.stop() == 0
+    for lp in loops:
+        assert "Traceback" not in lp.err()
+    passes = rows(shared, "SELECT uuid, snapshot_dir FROM passes")
+    assert len({p["uuid"] for p in passes}) == len(passes)
+    by_loop = {p["snapshot_dir"].split("/state/")[0] for p in passes}
+    assert by_loop == {str(tmp_path / "a"), str(tmp_path / "b")}
+    twice = rows(shared, "SELECT shadow_pass, COUNT(*) AS n FROM comparisons "
+                         "GROUP BY shadow_pass HAVING COUNT(*) > 1")
+    assert [dict(r) for r in twice] == []
+    cycles = rows(shared, 'SELECT pool, "time" FROM real_cycles')
+    assert len({(c["pool"], c["time"]) for c in cycles}) == len(cycles)
+    from negotiator_ext.adapters.ledger import open_ledger
+    with open_ledger(str(shared), read_only=True) as led:
+        assert led.verify() == []
