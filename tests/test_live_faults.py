@@ -554,3 +554,43 @@ def test_two_loops_on_one_ledger_record_and_compare_each_pass_once(clean_pool, t
     from negotiator_ext.adapters.ledger import open_ledger
     with open_ledger(str(shared), read_only=True) as led:
         assert led.verify() == []
+
+
+def test_a_loop_on_a_read_only_ledger_or_one_it_cannot_make_stops_in_one_line(
+        clean_pool, tmp_path):
+    """A loop whose ledger is on a read-only file system, or whose ledger directory is
+    missing and cannot be made there: one line naming it, exit status 2, nothing
+    written (lasting: not tried again pass after pass)."""
+    if os.geteuid() != 0:
+        pytest.skip("a read-only file system needs root (a tmpfs remounted read-only)")
+    pool = clean_pool
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    why = _system("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(ro))
+    if why:
+        pytest.skip(f"root, but cannot mount a tmpfs: {why}")
+    try:
+        from negotiator_ext.adapters.ledger import open_ledger
+        with open_ledger(str(ro / "ledger.sqlite")):
+            pass                                    # an empty ledger, closed
+        why = _system("mount", "-o", "remount,ro", str(ro))
+        if why:
+            pytest.skip(f"cannot remount a tmpfs read-only: {why}")
+        cases = [(ro / "ledger.sqlite",
+                  f"{ro}/ledger.sqlite: cannot be opened for writing: the file cannot be "
+                  "written (read-only file system or permissions)\n"),
+                 (ro / "missing" / "ledger.sqlite",
+                  f"{ro}/missing/ledger.sqlite: cannot create the directory {ro}/missing: "
+                  "Read-only file system")]
+        for i, (ledger, message) in enumerate(cases):
+            d = tmp_path / f"loop{i}"
+            d.mkdir()
+            lp = Loop(pool, d, "--ledger", str(ledger))
+            assert lp.proc.wait(timeout=60) == 2
+            err = lp.err()
+            assert err.count("\n") == 1 and err.startswith(f"negotiator-ext: error: {message}"), err
+            assert "Traceback" not in err
+        assert sorted(os.listdir(ro)) == ["ledger.sqlite"]
+    finally:
+        if _system("umount", str(ro)):
+            _system("umount", "-l", str(ro))

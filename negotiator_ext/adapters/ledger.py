@@ -1104,7 +1104,12 @@ class _SQLite:
         elif base == 8 or "readonly" in low:
             msg = "cannot be written (read-only file, directory or file system)"
         elif base == 14 or "unable to open" in low:
-            msg = "cannot be opened (no such directory, or no permission to read or create it)"
+            # a ledger there whose file or directory cannot be written (a read-only file
+            # system: SQLite cannot make its write-ahead log's files beside it)
+            why = (self.cannot_write() if not self.read_only
+                   and Path(self.source).expanduser().is_file() else None)
+            msg = (f"cannot be opened for writing: {why}" if why else
+                   "cannot be opened (no such directory, or no permission to read or create it)")
         elif base in (3, 23):
             msg = f"permission denied ({text})"
         elif base == 10:
