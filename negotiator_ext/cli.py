@@ -348,6 +348,7 @@ def _log_to_stderr() -> None:
 
 def cmd_shadow(args) -> int:
     import threading
+    import time
     from .shadow import (ADVERTISING_WORKS, Busy, LoggedOnce, ShadowLoop, ShadowSettings,
                          pass_lock, publish, replay_passes, standing_of, unpublish)
     from .views.ledger import summary_line
@@ -416,10 +417,14 @@ def cmd_shadow(args) -> int:
     import signal
     from .adapters.live import abandon_remote_reads, allow_remote_reads
 
+    stop_due: list[float] = []      # when the stop is due (NEGOTIATOR_EXT_STOP_TIMEOUT)
+
     def on_term(*_):
         # a configuration read in flight (a child process) is abandoned at once: the
         # pass goes on without it, and is recorded
         abandon_remote_reads()
+        if not stop_due:
+            stop_due.append(time.monotonic() + settings.stop_timeout)
         stop.set()
     signal.signal(signal.SIGTERM, on_term)
     try:
@@ -431,7 +436,7 @@ def cmd_shadow(args) -> int:
     finally:
         allow_remote_reads()        # this process may run another loop (tests)
         err = unpublish(settings, htcondor=loop.htcondor, streams=list(loop.latest),
-                        worker=loop.worker)
+                        worker=loop.worker, deadline=stop_due[0] if stop_due else None)
         if err:
             print(f"negotiator-ext: {err}", file=sys.stderr)
     return 0

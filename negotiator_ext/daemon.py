@@ -430,7 +430,8 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
         if daemon.settings is not None:     # a clean stop takes the ad away
             err = unpublish(daemon.settings, htcondor=htcondor, streams=list(
                 getattr(getattr(daemon, "loop", None), "latest", None) or ()),
-                worker=getattr(getattr(daemon, "loop", None), "worker", None))
+                worker=getattr(getattr(daemon, "loop", None), "worker", None),
+                deadline=gone_at)
             if err:
                 log.warning("%s", err)
         if daemon.fatal is not None:

@@ -1015,13 +1015,16 @@ def ad_name(settings: ShadowSettings, stream: str) -> str:
 
 
 def unpublish(settings: ShadowSettings, *, htcondor=None,
-              streams: Sequence[str] = (), worker=None) -> str | None:
+              streams: Sequence[str] = (), worker=None,
+              deadline: float | None = None) -> str | None:
     """On a clean stop: withdraw the ShadowNegotiator ads `publish` advertised (the
     loop's, and one for each negotiator's stream of `streams`; a killed loop's ads live
     out their ClassAdLifetime). Returns why it failed, for the caller to log; None when
     done or when nothing was advertised. `worker` (a loop's): the withdrawal is sent by
-    it, and waited for at most WITHDRAW_WAIT seconds (a stop is not held up by a
-    collector that does not answer: the ad then lives out its lifetime)."""
+    it, and waited for at most WITHDRAW_WAIT seconds, and not past `deadline` (a
+    time.monotonic(): when the stop is due), though at least WITHDRAW_LEAST (a stop is
+    not held up by a collector that does not answer: the ad then lives out its
+    lifetime)."""
     if not settings.advertise:
         return None
     from .adapters.advertise import withdraw
@@ -1031,9 +1034,11 @@ def unpublish(settings: ShadowSettings, *, htcondor=None,
     errors = []
     for n in names:
         where = f"withdrawing the ShadowNegotiator ad from {settings.pool or 'the local collector'}"
+        wait = min(WITHDRAW_WAIT, getattr(settings, "stop_timeout", STOP_TIMEOUT))
+        if deadline is not None:
+            wait = max(WITHDRAW_LEAST, min(wait, deadline - time.monotonic()))
         err = _bounded(worker, htcondor, settings, "withdraw_in_worker", (settings.pool, n),
-                       where, None,
-                       min(WITHDRAW_WAIT, getattr(settings, "stop_timeout", STOP_TIMEOUT)),
+                       where, None, round(wait, 1),
                        "a stop waits no longer: the ad lapses after its ClassAdLifetime")
         if err is _IN_PROCESS:
             err = withdraw(htcondor, settings.pool, n)
@@ -1046,6 +1051,7 @@ def unpublish(settings: ShadowSettings, *, htcondor=None,
 
 # how long a stop waits for the collector to take the withdrawal of the loop's ad (s)
 WITHDRAW_WAIT = 3.0
+WITHDRAW_LEAST = 0.5        # ... and at least this, however late the stop is
 _IN_PROCESS = object()      # _bounded: no worker to send it; send it from this process
 
 
