@@ -312,20 +312,24 @@ def test_a_frozen_collector_costs_a_pass_one_timeout(clean_pool, tmp_path):
 
 
 def test_a_stop_signal_beside_a_frozen_collector_is_bounded(clean_pool, loop, tmp_path):
-    """A loop advertising its ad, the collector frozen under it, then SIGTERM: the call in
-    flight waits at most NEGOTIATOR_EXT_STOP_TIMEOUT (4 s here, below --timeout 30), the
-    ad's sending and withdrawal are bounded too (the bindings' own wait is 20 s each);
-    the pass in flight is recorded as failed and the earlier ones are kept."""
+    """A loop advertising its ad, the collector frozen under it: each collector call
+    waits at most NEGOTIATOR_EXT_STOP_TIMEOUT (3 s here, below --timeout 30), and the
+    pass fails after the first; then SIGTERM: the ad's sending and withdrawal are bounded
+    too (the bindings' own wait is 20 s each), the earlier passes kept."""
     pool = clean_pool
     name = "negotiator-ext@frozen-collector-test"
-    conf = _stop_config(tmp_path, 4)
+    conf = _stop_config(tmp_path, 3)
     with open(conf, "a") as f:
         f.write(f"NEGOTIATOR_EXT_NAME = {name}\n")
     lp = loop("--timeout", "30", "--config", conf, advertise=True)
-    before = len(lp.wait_passes(lambda p: len(p) >= 2 and p, 60, "two passes"))
+    before = len(lp.passes())
     try:
         with frozen(pool, "collector"):
-            time.sleep(3)                       # a pass is now waiting on it
+            # a pass fails on it; then the loop waits on it again (the failed pass's ad,
+            # or the next pass's first call)
+            failed = lp.wait_passes(lambda p: [r for r in p[before:] if r["status"] == "failed"],
+                                    30, "a failed pass")
+            time.sleep(1)
             t = time.monotonic()
             assert lp.stop() == 0
             stopped_in = time.monotonic() - t
@@ -335,19 +339,22 @@ def test_a_stop_signal_beside_a_frozen_collector_is_bounded(clean_pool, loop, tm
         query.write_text(f'MyType = "Query"\nTargetType = "ShadowNegotiator"\n'
                          f'Name = "{name}"\nRequirements = TARGET.Name == "{name}"\n')
         pool.tool("condor_advertise", "INVALIDATE_ADS_GENERIC", str(query))
-    # at most: the collector call in flight (4 s) and the withdrawal (3 s)
-    assert stopped_in < 9, stopped_in
+    # at most: the collector call in flight (3 s) and the withdrawal (3 s)
+    assert stopped_in < 8, stopped_in
     passes = lp.passes()
     assert all(p["status"] == "complete" for p in passes[:before])
-    last = passes[-1]
-    assert last["status"] == "failed", dict(last)
-    assert last["reason"].endswith(f"the collector {pool.collector} did not answer within 4 s "
+    assert all(p["status"] == "failed" for p in passes[before:])
+    last = failed[0]
+    took = last["finished_at"] - last["started_at"]
+    assert took < 5, took                       # one call waited out, not five
+    assert last["reason"].endswith(f"the collector {pool.collector} did not answer within 3 s "
                                    "(NEGOTIATOR_EXT_STOP_TIMEOUT: a stop waits for the call "
                                    "in flight); not asked again in this pass"), last["reason"]
     err = lp.err()
     assert "Traceback" not in err
-    assert (f"withdrawing the ShadowNegotiator ad from {pool.collector} failed: the collector "
-            "did not answer within 3 s" in err), err
+    # (at most 3 s, and no later than the stop is due: 3 s after the signal)
+    assert re.search(rf"withdrawing the ShadowNegotiator ad from {pool.collector} failed: the "
+                     r"collector did not answer within [0-9.]+ s \(a stop waits no longer", err), err
 
 
 def test_a_frozen_negotiator_during_the_config_read(clean_pool, tmp_path):
@@ -359,23 +366,25 @@ def test_a_frozen_negotiator_during_the_config_read(clean_pool, tmp_path):
         t = time.monotonic()
         out = subprocess.run(
             [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
-             "--once", "--timeout", "4", "--state-dir", str(tmp_path / "once"),
+             "--once", "--timeout", "3", "--state-dir", str(tmp_path / "once"),
              "--no-advertise", "--json"],
             env=pool.env, capture_output=True, text=True, timeout=120)
         took = time.monotonic() - t
         assert out.returncode == 0, out.stderr
         rec = json.loads(out.stdout)
         assert rec["status"] == "partial"
-        assert "did not answer a configuration query within 4 s" in rec["reason"]
-        assert took < 9, took
+        assert "did not answer a configuration query within 3 s" in rec["reason"]
+        assert took < 10, took                  # the read alone: 3 s
         # a loop's first pass reads it too (later ones keep it while the negotiator's
         # ad says it has not read its files again)
         lp = Loop(pool, tmp_path, "--timeout", "30")
-        time.sleep(4)                           # the read is in flight
+        pool.wait_for(lambda: (tmp_path / "state" / "snapshots").is_dir(), 60,
+                      "the loop's first capture")
+        time.sleep(1.5)                         # its read is in flight
         t = time.monotonic()
         assert lp.stop() == 0
         stopped_in = time.monotonic() - t
-    assert stopped_in < 3, stopped_in
+    assert stopped_in < 5, stopped_in          # the read would go on to --timeout 30
     (only,) = lp.passes()
     assert only["status"] == "partial"
     assert "reading the configuration of the negotiator" in only["reason"]
@@ -422,10 +431,10 @@ def test_a_full_file_system_under_the_ledger_and_snapshots(clean_pool, small_fs,
     pool = clean_pool
     lp = Loop(pool, tmp_path)
     try:
-        lp.wait_passes(lambda p: len(p) >= 2 and p, 60, "two passes")
+        lp.wait_passes(lambda p: p, 60, "a pass")
         filler = _fill(small_fs)
         pool.wait_for(lambda: "is full" in lp.err(), 30, "the loop to find the disk full")
-        time.sleep(4)                               # two more intervals, full
+        time.sleep(3)                               # more passes, full
         assert lp.proc.poll() is None               # the loop goes on
         err = lp.err().splitlines()
         # each pass fails, saying why in one line; that it is not recorded is said once
@@ -434,8 +443,12 @@ def test_a_full_file_system_under_the_ledger_and_snapshots(clean_pool, small_fs,
                             r"full: no space left on the file system that holds it \(\d+ KiB "
                             r"free\); pass [0-9a-f]{32} not recorded; trying again every 2 s",
                             full), full
-        failed = [ln for ln in err if ln != full]
-        assert len(failed) >= 3, err
+        # (the pass recorded as the disk filled may find no room for its metrics file)
+        metrics = [ln for ln in err if "negotiator_ext.prom not written" in ln]
+        assert metrics in ([], [f"negotiator-ext: WARNING: metrics file {small_fs}/"
+                                "negotiator_ext.prom not written: No space left on device"])
+        failed = [ln for ln in err if ln != full and ln not in metrics]
+        assert len(failed) >= 2, err
         for ln in failed:
             assert re.fullmatch(rf"negotiator-ext: ERROR: failed pass: no snapshot: "
                                 rf"{small_fs}/snapshots/\d+(-[0-9a-f]+)?: cannot write the "
@@ -444,7 +457,7 @@ def test_a_full_file_system_under_the_ledger_and_snapshots(clean_pool, small_fs,
         lp.wait_passes(lambda p: "written again" in lp.err() and p, 30,
                        "a pass recorded with room again")
         n = len(lp.passes())
-        lp.wait_passes(lambda p: len(p) >= n + 2 and p, 30, "two more passes")
+        lp.wait_passes(lambda p: len(p) >= n + 1 and p, 30, "one more pass")
     finally:
         assert lp.stop() == 0
     assert "Traceback" not in lp.err()
@@ -479,18 +492,18 @@ def test_a_postgresql_ledger_whose_server_restarts_mid_loop(clean_pool, pg_url, 
 
     lp = Loop(pool, tmp_path, "--ledger", pg_url)
     try:
-        pool.wait_for(lambda: len(passes()) >= 2, 60, "two passes")
+        pool.wait_for(lambda: len(passes()) >= 1, 60, "a pass")
         start_again = stop_postgres()
         try:
             pool.wait_for(lambda: "pass not recorded" in lp.err(), 30,
                           "the loop to find the server gone")
-            time.sleep(3)                           # more passes, not recorded
+            time.sleep(2)                           # another pass, not recorded
             assert lp.proc.poll() is None
         finally:
             start_again()
         before = len(passes())
         pool.wait_for(lambda: "written again" in lp.err(), 30, "a pass recorded again")
-        pool.wait_for(lambda: len(passes()) >= before + 2, 30, "two more passes")
+        pool.wait_for(lambda: len(passes()) >= before + 1, 30, "one more pass")
     finally:
         assert lp.stop() == 0
     err = lp.err()
@@ -529,14 +542,10 @@ def test_two_loops_on_one_ledger_record_and_compare_each_pass_once(clean_pool, t
         pool.wait_for(lambda: len({r["snapshot_dir"].split("/state/")[0]
                                    for r in table("SELECT snapshot_dir FROM passes")}) == 2,
                       60, "a pass of each loop")
-        start = pool.cycles_finished()
         pool.submit(count=2, group="group_a", user="kim")
-        pool.wait_cycle()
-        pool.submit(count=2, group="group_b", user="lena")
-        pool.wait_for(lambda: pool.cycles_finished() >= start + 2, 60, "two real cycles")
         pool.wait_for(lambda: [c for c in table("SELECT * FROM comparisons")
-                               if c["real_matches"]], 30, "a comparison of a cycle with matches")
-        time.sleep(2)
+                               if c["real_matches"]], 60, "a comparison of a cycle with matches")
+        time.sleep(2)                           # both loops' passes after it
     finally:
         for lp in loops:
             assert lp.stop() == 0
@@ -544,7 +553,8 @@ def test_two_loops_on_one_ledger_record_and_compare_each_pass_once(clean_pool, t
         assert "Traceback" not in lp.err()
     passes = rows(shared, "SELECT uuid, snapshot_dir FROM passes")
     assert len({p["uuid"] for p in passes}) == len(passes)
-    by_loop = {p["snapshot_dir"].split("/state/")[0] for p in passes}
+    # (a pass stopped while it waited on the schedds has no snapshot)
+    by_loop = {p["snapshot_dir"].split("/state/")[0] for p in passes if p["snapshot_dir"]}
     assert by_loop == {str(tmp_path / "a"), str(tmp_path / "b")}
     twice = rows(shared, "SELECT shadow_pass, COUNT(*) AS n FROM comparisons "
                          "GROUP BY shadow_pass HAVING COUNT(*) > 1")
