@@ -281,7 +281,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     with _client_timeouts(htcondor, timeout, query_timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None, worker, timeout,
-            known_lines.jobs if known_lines is not None else None, stop) as beside:
+            known_lines.jobs if known_lines is not None else None, stop,
+            query_timeout) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = refreshed = None
         try:
@@ -541,10 +542,15 @@ class _SchedsBeside:
     wait at once: InputError."""
 
     def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0,
-                 known_jobs=None, stop: Callable[[], bool] | None = None):
+                 known_jobs=None, stop: Callable[[], bool] | None = None,
+                 collector_timeout=None):
         self._child = None
         self._htcondor, self._pool, self._worker = htcondor, pool, worker
         self._timeout = float(timeout) if timeout and timeout > 0 else 0.0
+        # the collector, asked where the schedds are, is bounded as the capture's own
+        # collector calls are (QUERY_TIMEOUT: a loop's stop timeout when shorter)
+        self._collector_timeout = (float(collector_timeout) if collector_timeout
+                                   and collector_timeout > 0 else self._timeout)
         self._stop = stop
         self._progress: str | None = None
         self._projection = _valid_projection(projection)
@@ -573,7 +579,7 @@ class _SchedsBeside:
             return self._worker.submit(f"{__name__}:query_schedds_in_worker", self._pool,
                                        self._projection, self._kept, self._timeout,
                                        self._known.token, self._known.digests,
-                                       self._progress, skip)
+                                       self._progress, skip, self._collector_timeout)
         child = Beside(_query_schedds_alone, self._htcondor, self._pool, self._projection,
                        self._kept, self._progress, skip)
         return child if child.pid is not None else None
@@ -621,8 +627,10 @@ class _SchedsBeside:
                 break
             child.cancel()
             if hung == "":              # the collector, asked where the schedds are
-                why = f"cannot locate the schedds: the collector did not answer within " \
-                      f"{self._timeout:g} s (--timeout)"
+                why = (f"cannot locate the schedds: the collector did not answer within "
+                       f"{self._collector_timeout:g} s (" + (
+                           "--timeout" if self._collector_timeout == self._timeout
+                           else "NEGOTIATOR_EXT_STOP_TIMEOUT") + ")")
                 return [], [], [], {"collector:schedds": why}, {}, {}
             skip[hung] = (f"did not answer within {self._timeout:g} s (its connection, "
                           "security handshake and answer; --timeout)")
@@ -650,7 +658,9 @@ class _SchedsBeside:
                 raise InputError(self._pool or "<local pool>",
                                  "stopped (a stop signal) while the schedds were queried")
             asked = _asking(self._progress)
-            if asked is not None and time.time() - asked[0] > self._timeout + _BOUND_SLACK:
+            bound = self._collector_timeout if asked is not None and asked[1] == "" \
+                else self._timeout
+            if asked is not None and time.time() - asked[0] > bound + _BOUND_SLACK:
                 return asked[1]
         return None
 
@@ -691,12 +701,12 @@ class _Progress:
 def query_schedds_in_worker(pool, projection: list[str], kept: list[str] | None,
                             timeout: int, have: str | None = None,
                             held: dict | None = None, progress: str | None = None,
-                            skip: dict | None = None):
+                            skip: dict | None = None, query_timeout: int | None = None):
     """`_query_schedds_alone` in a loop's worker process (adapters/worker.py), with the
     capture's client timeouts; the jobs as a job_delta.Delta against the answer `have`
     the loop holds, whose digests it sends back (`held`)."""
     import htcondor2
-    with _client_timeouts(htcondor2, timeout):
+    with _client_timeouts(htcondor2, timeout, query_timeout):
         jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept, progress, skip)
     return (jobs_delta(jobs, have, held), *rest)
 
