@@ -389,7 +389,8 @@ def cmd_shadow(args) -> int:
         if not args.replay or args.metrics_file:
             problems = publish(rec, settings, standing=standing_of(loop, rec.pool),
                                others=loop.latest, worker=loop.worker,
-                               stop=loop.stop.is_set if loop.stop is not None else None)
+                               stop=loop.stop.is_set if loop.stop is not None else None,
+                               heard=loop.heard)
             if "metrics_file" in problems:
                 loop.log.warning("%s", problems["metrics_file"])
             if settings.advertise:
@@ -436,7 +437,8 @@ def cmd_shadow(args) -> int:
     finally:
         allow_remote_reads()        # this process may run another loop (tests)
         err = unpublish(settings, htcondor=loop.htcondor, streams=list(loop.latest),
-                        worker=loop.worker, deadline=stop_due[0] if stop_due else None)
+                        worker=loop.worker, deadline=stop_due[0] if stop_due else None,
+                        heard=loop.heard)
         if err:
             print(f"negotiator-ext: {err}", file=sys.stderr)
     return 0

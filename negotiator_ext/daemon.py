@@ -29,9 +29,9 @@ without being told to. So:
     waiting on the schedds ends at once, recorded as failed. A collector that takes
     connections but does not answer holds a call (and the interpreter: no thread runs
     meanwhile) at most NEGOTIATOR_EXT_STOP_TIMEOUT seconds, after which the pass asks it
-    nothing more (adapters/collector_gate.py) and fails; the ShadowNegotiator ad is sent
-    by the loop's worker process, waited for as long at most, and its withdrawal at the
-    stop at most shadow.WITHDRAW_WAIT (3) seconds. Whatever else the pass waits on, the
+    nothing more (adapters/collector_gate.py) and fails; the ShadowNegotiator ad is then
+    neither sent nor withdrawn, and otherwise sent by the loop's worker process, waited
+    for as long at most, and withdrawn at the stop within shadow.WITHDRAW_WAIT (3) s. Whatever else the pass waits on, the
     daemon is gone NEGOTIATOR_EXT_STOP_TIMEOUT seconds (15) after the signal: it then
     exits without that pass (exit status 0 all the same).
   * after each pass: the metrics endpoint is updated (NEGOTIATOR_EXT_METRICS_PORT > 0),
@@ -232,7 +232,8 @@ class ShadowDaemon:
                                standing=standing_of(self.loop, rec.pool),
                                others=getattr(self.loop, "latest", None),
                                worker=getattr(self.loop, "worker", None),
-                               stop=stop.is_set if stop is not None else None)
+                               stop=stop.is_set if stop is not None else None,
+                               heard=getattr(self.loop, "heard", None))
             if "metrics_file" in problems:
                 self.log.warning("%s", problems["metrics_file"])
             # the same refusal every pass is logged once, and its end once
@@ -431,7 +432,7 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
             err = unpublish(daemon.settings, htcondor=htcondor, streams=list(
                 getattr(getattr(daemon, "loop", None), "latest", None) or ()),
                 worker=getattr(getattr(daemon, "loop", None), "worker", None),
-                deadline=gone_at)
+                deadline=gone_at, heard=getattr(getattr(daemon, "loop", None), "heard", None))
             if err:
                 log.warning("%s", err)
         if daemon.fatal is not None:

@@ -295,6 +295,9 @@ class ShadowLoop:
         self.subsystem: tuple[str, str] | None = None
         # run_forever's stop: a pass waiting on the schedds ends at once when it is set
         self.stop: threading.Event | None = None
+        # whether the collector answered the last call made to it (a loop's captures)
+        from .adapters.collector_gate import Heard
+        self.heard = Heard()
         self.passes = 0                     # passes run (run_passes)
         # run_forever's passes leave their collection and their objects for `tidy`,
         # between passes (what a pass frees is no part of its record): the generation
@@ -654,7 +657,8 @@ class _Pass:
                                   kept_reads=self.loop.kept_reads,
                                   stop=self.loop.stop.is_set if self.loop.stop else None,
                                   collector_wait=(self.s.stop_timeout if self.loop.stop
-                                                  else None))
+                                                  else None),
+                                  heard=self.loop.heard)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
@@ -933,7 +937,8 @@ def _with_real_counts(subs, groups, comparison):
 
 def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
             server=None, standing=None, others: Mapping | None = None,
-            worker=None, stop: Callable[[], bool] | None = None) -> dict[str, str]:
+            worker=None, stop: Callable[[], bool] | None = None,
+            heard=None) -> dict[str, str]:
     """Report a recorded pass: the Prometheus textfile (when configured), the metrics
     HTTP endpoint (`server`, the daemon's), and the Generic ad `MyType =
     "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). `standing` (records.Standing,
@@ -944,7 +949,8 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
     `ShadowLoop.latest`), whose metrics the textfile keeps beside this one's.
     `worker` (a loop's, adapters/worker.py): the ad is sent by it, waited for at most
     NEGOTIATOR_EXT_STOP_TIMEOUT seconds, and not at all once `stop()` is true
-    (`advertise.send_bounded`)."""
+    (`advertise.send_bounded`), nor while `heard` (collector_gate.Heard, the loop's) says
+    the collector did not answer the last call made to it."""
     from .adapters import metrics
     problems: dict[str, str] = {}
     if settings.metrics_file is not None:
@@ -962,11 +968,16 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
             import htcondor2 as htcondor
         ad = shadow_ad(rec, name=ad_name(settings, rec.pool), now=int(rec.finished_at),
                        lifetime=ad_lifetime(settings.interval))
-        err = _bounded(worker, htcondor, settings, "advertise_in_worker",
-                       (settings.pool, str(ad)), f"advertising the ShadowNegotiator ad to "
-                       f"{settings.pool or 'the local collector'}", stop)
-        if err is _IN_PROCESS:
-            err = advertise(htcondor, settings.pool, ad)
+        where = settings.pool or "the local collector"
+        if heard is not None and heard.silent:
+            err = (f"advertising the ShadowNegotiator ad to {where} not tried: the collector "
+                   "did not answer the pass's last call")
+        else:
+            err = _bounded(worker, htcondor, settings, "advertise_in_worker",
+                           (settings.pool, str(ad)),
+                           f"advertising the ShadowNegotiator ad to {where}", stop)
+            if err is _IN_PROCESS:
+                err = advertise(htcondor, settings.pool, ad)
         if err:
             problems["advertise"] = f"ShadowNegotiator ad not advertised: {err}"
     return problems
@@ -1016,7 +1027,7 @@ def ad_name(settings: ShadowSettings, stream: str) -> str:
 
 def unpublish(settings: ShadowSettings, *, htcondor=None,
               streams: Sequence[str] = (), worker=None,
-              deadline: float | None = None) -> str | None:
+              deadline: float | None = None, heard=None) -> str | None:
     """On a clean stop: withdraw the ShadowNegotiator ads `publish` advertised (the
     loop's, and one for each negotiator's stream of `streams`; a killed loop's ads live
     out their ClassAdLifetime). Returns why it failed, for the caller to log; None when
@@ -1024,9 +1035,14 @@ def unpublish(settings: ShadowSettings, *, htcondor=None,
     it, and waited for at most WITHDRAW_WAIT seconds, and not past `deadline` (a
     time.monotonic(): when the stop is due), though at least WITHDRAW_LEAST (a stop is
     not held up by a collector that does not answer: the ad then lives out its
-    lifetime)."""
+    lifetime); not tried while `heard` says the collector did not answer the last call
+    made to it."""
     if not settings.advertise:
         return None
+    if heard is not None and heard.silent:
+        where = settings.pool or "the local collector"
+        return (f"the ShadowNegotiator ad not withdrawn from {where}: the collector did not "
+                "answer the last pass; the ad lapses after its ClassAdLifetime")
     from .adapters.advertise import withdraw
     if htcondor is None:
         import htcondor2 as htcondor

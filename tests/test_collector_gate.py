@@ -52,6 +52,26 @@ def test_a_call_that_waits_out_the_timeout_is_the_last():
     assert gate.name == "not a call"            # anything else is the collector's
 
 
+def test_a_loop_hears_whether_the_last_call_was_answered(tmp_path):
+    """Heard: silent after a call that waited out its timeout, answered again after a
+    call that got an answer (a later capture's); a loop whose collector is silent
+    neither withdraws its ad nor tries to (it would only wait again)."""
+    from negotiator_ext.adapters.collector_gate import Heard
+    from negotiator_ext.shadow import unpublish
+    clock, heard = Clock(), Heard()
+    c = Collector(clock, [5.0, 0.0])
+    with pytest.raises(RuntimeError):
+        GatedCollector(c, 5, "cm", heard=heard, clock=clock).query("Startd")
+    assert heard.silent
+    settings = ShadowSettings.from_knobs({"STATE_DIR": str(tmp_path), "POOL": "cm"})
+    assert unpublish(settings, heard=heard) == (
+        "the ShadowNegotiator ad not withdrawn from cm: the collector did not answer the "
+        "last pass; the ad lapses after its ClassAdLifetime")
+    c.fail = False
+    assert GatedCollector(c, 5, "cm", heard=heard, clock=clock).query("Startd") == ["ad"]
+    assert not heard.silent
+
+
 def test_quick_failures_and_answers_leave_it_open():
     clock = Clock()
     c = Collector(clock, [0.01, 3.9, 0.0])      # refused at once; slow but under 0.8 x

@@ -36,6 +36,16 @@ class CollectorSilent(Exception):
     within the timeout."""
 
 
+class Heard:
+    """What a loop last heard from its collector through its captures' gates: whether
+    the last call made to it was answered (`silent` true: it waited out its timeout, and
+    nothing answered since). The loop then neither sends nor withdraws its ad, which
+    would only wait again (shadow.publish, unpublish)."""
+
+    def __init__(self):
+        self.silent = False
+
+
 class GatedCollector:
     """`collector` (an htcondor2.Collector) whose calls stop once one has timed out
     (see the module docstring). `where` names the collector in messages."""
@@ -43,7 +53,7 @@ class GatedCollector:
     _CALLS = ("query", "locate", "locateAll", "directQuery")
 
     def __init__(self, collector: Any, timeout: float | None, where: str,
-                 bound: str = "--timeout",
+                 bound: str = "--timeout", heard: Heard | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self._collector = collector
         self._timeout = float(timeout) if timeout and timeout > 0 else 0.0
@@ -51,6 +61,7 @@ class GatedCollector:
         self._bound = bound                     # what set the timeout, for messages
         self._clock = clock
         self.silent: str | None = None          # why calls are no longer made
+        self._heard = heard
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._collector, name)
@@ -63,11 +74,16 @@ class GatedCollector:
             raise CollectorSilent(self.silent)
         asked = self._clock()
         try:
-            return fn(*args, **kw)
+            answer = fn(*args, **kw)
         except Exception:
             took = self._clock() - asked
             if self._timeout and took >= _TIMED_OUT_SHARE * self._timeout:
                 self.silent = (f"the collector {self._where} did not answer within "
                                f"{self._timeout:g} s ({self._bound}); not asked again in "
                                "this pass")
+                if self._heard is not None:
+                    self._heard.silent = True
             raise
+        if self._heard is not None:
+            self._heard.silent = False
+        return answer

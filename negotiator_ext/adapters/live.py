@@ -219,7 +219,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      by_requests: bool = False, slot_cache=None,
                      known_lines=None, worker=None, kept_reads=None,
                      stop: Callable[[], bool] | None = None,
-                     collector_wait: float | None = None) -> CaptureReport:
+                     collector_wait: float | None = None,
+                     heard=None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -263,7 +264,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     each part of its answer (QUERY_TIMEOUT), or `collector_wait` when that is shorter (a
     loop's NEGOTIATOR_EXT_STOP_TIMEOUT: the bindings hold the interpreter while they
     wait, so a stop waits for the call in flight); once a call has waited that out, the
-    capture asks the collector nothing more (`collector_gate`).
+    capture asks the collector nothing more (`collector_gate`); `heard`
+    (collector_gate.Heard, a loop's) is told whether the collector's last call was
+    answered.
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -294,7 +297,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         collector = GatedCollector(
             collector, query_timeout, source,
             "--timeout" if query_timeout == timeout else "NEGOTIATOR_EXT_STOP_TIMEOUT: a "
-            "stop waits for the call in flight")
+            "stop waits for the call in flight", heard)
         # the daemons' own ads first: their stamps tell whether a loop's kept reads of
         # their configurations still serve; the schedds' ads (MaxJobsRunning,
         # CurbMatchmaking) failing is a warning
