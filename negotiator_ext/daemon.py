@@ -31,9 +31,11 @@ without being told to. So:
     meanwhile) at most NEGOTIATOR_EXT_STOP_TIMEOUT seconds, after which the pass asks it
     nothing more (adapters/collector_gate.py) and fails; the ShadowNegotiator ad is then
     neither sent nor withdrawn, and otherwise sent by the loop's worker process, waited
-    for as long at most, and withdrawn at the stop within shadow.WITHDRAW_WAIT (3) s. Whatever else the pass waits on, the
-    daemon is gone NEGOTIATOR_EXT_STOP_TIMEOUT seconds (15) after the signal: it then
-    exits without that pass (exit status 0 all the same).
+    for as long at most, and withdrawn at the stop within shadow.WITHDRAW_WAIT (3) s.
+    Whatever else the pass waits on, the daemon is gone NEGOTIATOR_EXT_STOP_TIMEOUT
+    seconds (15) after it sees the signal (a collector call in flight holds the
+    interpreter: it sees it once that call returns): it then exits without that pass
+    (exit status 0 all the same).
   * after each pass: the metrics endpoint is updated (NEGOTIATOR_EXT_METRICS_PORT > 0),
     the metrics textfile written (when configured) and the ShadowNegotiator ad sent to
     the collector (when configured). None of these can stop the loop: a failure is a
