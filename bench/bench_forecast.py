@@ -3,11 +3,11 @@ and partitionable slots, 30% claimed, 32 submitters in groups, 3 schedds) with a
 history of real-sized jobs, forecast on one core; optionally a local sweep of N configs.
 
     python bench/bench_forecast.py [--slots 10000] [--history-jobs 120000] [--hours 24]
-                                   [--sweep N]
+                                   [--forecast-hours H] [--sweep N] [--keep DIR]
 
 The history is the snapshot's own idle jobs copied forward (their ads, new cluster ids),
 arriving evenly over the day, each having run 10-120 minutes (seeded). Prints the
-forecast's wall time, cycles, matches, jobs started and peak memory (and the sweep's
+forecast's wall and CPU time, cycles, matches, jobs started and peak memory (and the sweep's
 wall time on this machine's cores).
 """
 
@@ -62,7 +62,9 @@ def main() -> None:
     ap.add_argument("--slots", type=int, default=10000)
     ap.add_argument("--queued", type=int, default=20000, help="idle jobs in the snapshot")
     ap.add_argument("--history-jobs", type=int, default=120000)
-    ap.add_argument("--hours", type=float, default=24)
+    ap.add_argument("--hours", type=float, default=24, help="the history's span")
+    ap.add_argument("--forecast-hours", type=float,
+                    help="forecast only the first H hours of it (default: all)")
     ap.add_argument("--sweep", type=int, default=0, help="also a local sweep of N configs")
     ap.add_argument("--keep", metavar="DIR", help="build the inputs here and keep them")
     args = ap.parse_args()
@@ -77,11 +79,15 @@ def main() -> None:
             print(f"inputs: {args.slots} slots, {args.queued} queued, {args.history_jobs} "
                   f"history jobs in {time.perf_counter() - t:.1f} s", flush=True)
         t = time.perf_counter()
-        run = run_forecast(ForecastSpec(snapshot=snap, history=(hist,), hours=args.hours))
+        hours = args.forecast_hours or args.hours
+        cpu = time.process_time()
+        run = run_forecast(ForecastSpec(snapshot=snap, history=(hist,), hours=hours))
         wall = time.perf_counter() - t
+        cpu = time.process_time() - cpu
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         started = sum(s["jobs_started"] for s in run.outcome.submitters)
-        print(json.dumps({"forecast_seconds": round(wall, 1), "cycles": run.cycles,
+        print(json.dumps({"forecast_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
+                          "hours": hours, "cycles": run.cycles,
                           "negotiator_matches": run.matches, "reused": run.reused,
                           "leftovers": run.by_leftovers, "jobs_started": started,
                           "arrivals": run.counts.get("arrivals"),

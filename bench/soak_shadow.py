@@ -14,7 +14,10 @@ and its worker's resident memory (VmRSS) and open descriptors (/proc/PID/fd) are
 Printed (JSON): passes in the ledger and the loop's own count of the passes it reported
 (one line each on stdout), statuses, and for the loop and the worker the memory and
 descriptors after warm-up (the first 10% of the passes), at each tenth of the rest and
-at the end, with the largest rise beyond the warm-up figure (the goal: within 10%).
+at the end, with the largest rise beyond the warm-up figure (the goal: within 10%), the
+slope of resident memory in bytes a pass after warm-up and over the second half of the
+passes (least squares; for the worker, each process's own, as the loop starts a new
+worker every 500 passes: `processes`).
 """
 
 from __future__ import annotations
@@ -80,18 +83,51 @@ def passes_in(ledger: Path) -> int:
         return 0
 
 
-def summary(samples: list[tuple[int, int | None, int | None]], warm: int) -> dict:
-    """(passes so far, rss KiB, fds) samples -> the figures after warm-up and at the end."""
+def slope(points: list[tuple[int, int]]) -> float | None:
+    """The least-squares slope of (passes, rss KiB) points, in bytes a pass."""
+    if len(points) < 2:
+        return None
+    n = len(points)
+    mx = sum(p for p, _ in points) / n
+    my = sum(r for _, r in points) / n
+    sxx = sum((p - mx) ** 2 for p, _ in points)
+    if not sxx:
+        return None
+    return 1024 * sum((p - mx) * (r - my) for p, r in points) / sxx
+
+
+def _slope_of_lives(lives) -> float | None:
+    """The slope of each process's points, weighted by their number."""
+    slopes = [(slope(v), len(v)) for v in lives]
+    slopes = [(b, n) for b, n in slopes if b is not None]
+    return (sum(b * n for b, n in slopes) / sum(n for _, n in slopes)) if slopes else None
+
+
+def summary(samples: list[tuple], warm: int) -> dict:
+    """(passes so far, rss KiB, fds[, pid]) samples -> the figures after warm-up and at
+    the end; the slope (bytes a pass) over each process's samples after warm-up (a
+    worker started again is another process: the slope is each one's, weighted by its
+    samples)."""
     after = [s for s in samples if s[0] >= warm and s[1] is not None]
     if not after:
         return {}
     base_rss, base_fd = after[0][1], after[0][2]
+    lives: dict = {}
+    for s in after:
+        lives.setdefault(s[3] if len(s) > 3 else None, []).append((s[0], s[1]))
+    per_pass = _slope_of_lives(lives.values())
+    late = after[0][0] + (after[-1][0] - after[0][0]) // 2
+    per_pass_late = _slope_of_lives([[p for p in v if p[0] >= late] for v in lives.values()])
     # the trend: resident memory at each tenth of the run after warm-up
     tenths = [after[min(len(after) - 1, len(after) * k // 10)][1] for k in range(11)]
     return {"rss_mib_after_warmup": round(base_rss / 1024, 1),
             "rss_mib_by_tenth": [round(v / 1024, 1) for v in tenths],
             "rss_mib_end": round(after[-1][1] / 1024, 1),
             "rss_largest_rise_pct": round(100 * (max(s[1] for s in after) / base_rss - 1), 1),
+            "rss_bytes_per_pass": None if per_pass is None else round(per_pass),
+            "rss_bytes_per_pass_second_half":
+                None if per_pass_late is None else round(per_pass_late),
+            "processes": len(lives),
             "fds_after_warmup": base_fd, "fds_end": after[-1][2],
             "fds_max": max(s[2] for s in after if s[2] is not None)}
 
@@ -129,7 +165,7 @@ def main() -> int:
             loop_samples.append((n, rss_kib(loop.pid), fds(loop.pid)))
             w = worker_of(loop.pid)
             if w is not None:
-                worker_samples.append((n, rss_kib(w), fds(w)))
+                worker_samples.append((n, rss_kib(w), fds(w), w))
             now = time.monotonic()
             if now >= next_submit:
                 group, user = rng.choice(users)
@@ -152,6 +188,9 @@ def main() -> int:
     if not ledger.exists():
         print((work / "err").read_text()[-2000:], file=sys.stderr)
         return 1
+    # every sample, for a closer look: (passes so far, rss KiB, fds[, worker pid])
+    (work / "samples.json").write_text(json.dumps({"loop": loop_samples,
+                                                   "worker": worker_samples}))
     con = sqlite3.connect(ledger)
     statuses = dict(con.execute("SELECT status, count(*) FROM passes GROUP BY status"))
     in_ledger = sum(statuses.values())

@@ -352,6 +352,7 @@ def _log_to_stderr() -> None:
 def cmd_shadow(args) -> int:
     import contextlib
     import threading
+    import time
     from .shadow import (ADVERTISING_WORKS, Busy, LoggedOnce, ShadowLoop, ShadowSettings,
                          pass_lock, publish, replay_passes, standing_of, unpublish)
     from .views.ledger import summary_line
@@ -384,7 +385,9 @@ def cmd_shadow(args) -> int:
         # (never the knob's file of a live loop), and advertises nothing
         if not args.replay or args.metrics_file:
             problems = publish(rec, settings, standing=standing_of(loop, rec.pool),
-                               others=loop.latest)
+                               others=loop.latest, worker=loop.worker,
+                               stop=loop.stop.is_set if loop.stop is not None else None,
+                               heard=loop.heard)
             if "metrics_file" in problems:
                 loop.log.warning("%s", problems["metrics_file"])
             if settings.advertise:
@@ -411,7 +414,18 @@ def cmd_shadow(args) -> int:
         return 0 if all(rec.status != "failed" for rec in recs) else 1
     stop = threading.Event()
     import signal
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    from .adapters.live import abandon_remote_reads, allow_remote_reads
+
+    stop_due: list[float] = []      # when the stop is due (NEGOTIATOR_EXT_STOP_TIMEOUT)
+
+    def on_term(*_):
+        # a configuration read in flight (a child process) is abandoned at once: the
+        # pass goes on without it, and is recorded
+        abandon_remote_reads()
+        if not stop_due:
+            stop_due.append(time.monotonic() + settings.stop_timeout)
+        stop.set()
+    signal.signal(signal.SIGTERM, on_term)
     try:
         # a ledger that cannot be written for a lasting reason ends the loop with its
         # LedgerError: main prints it in one line, exit status 2
@@ -419,7 +433,10 @@ def cmd_shadow(args) -> int:
     except KeyboardInterrupt:
         stop.set()
     finally:
-        err = unpublish(settings, htcondor=loop.htcondor, streams=list(loop.latest))
+        allow_remote_reads()        # this process may run another loop (tests)
+        err = unpublish(settings, htcondor=loop.htcondor, streams=list(loop.latest),
+                        worker=loop.worker, deadline=stop_due[0] if stop_due else None,
+                        heard=loop.heard)
         if err:
             print(f"negotiator-ext: {err}", file=sys.stderr)
     return 0

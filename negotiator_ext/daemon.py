@@ -26,19 +26,27 @@ without being told to. So:
     seconds after the signal is abandoned (`live.abort_remote_reads`), so a negotiator
     stuck expanding a circular macro cannot hold the stop up: that pass ends without the
     negotiator's config, and is recorded. (An honest read takes milliseconds.) A pass
-    waiting on the schedds ends at once, recorded as failed. Whatever else the pass
-    waits on, the daemon is gone NEGOTIATOR_EXT_STOP_TIMEOUT seconds (15) after the
-    signal: it then exits without that pass (exit status 0 all the same).
+    waiting on the schedds ends at once, recorded as failed. A collector that takes
+    connections but does not answer holds a call (and the interpreter: no thread runs
+    meanwhile) at most NEGOTIATOR_EXT_STOP_TIMEOUT seconds, after which the pass asks it
+    nothing more (adapters/collector_gate.py) and fails; the ShadowNegotiator ad is then
+    neither sent nor withdrawn, and otherwise sent by the loop's worker process, waited
+    for as long at most, and withdrawn at the stop within shadow.WITHDRAW_WAIT (3) s.
+    Whatever else the pass waits on, the daemon is gone NEGOTIATOR_EXT_STOP_TIMEOUT
+    seconds (15) after it sees the signal (a collector call in flight holds the
+    interpreter: it sees it once that call returns): it then exits without that pass
+    (exit status 0 all the same).
   * after each pass: the metrics endpoint is updated (NEGOTIATOR_EXT_METRICS_PORT > 0),
     the metrics textfile written (when configured) and the ShadowNegotiator ad sent to
     the collector (when configured). None of these can stop the loop: a failure is a
     log line.
   * a ledger that cannot be written for a lasting reason (cannot be opened or created,
-    read-only, full, corrupt, of a newer schema) stops the daemon: the reason is logged
+    read-only, corrupt, of a newer schema) stops the daemon: the reason is logged
     once at error level and it exits with status 99, HTCondor's DAEMON_NO_RESTART, so
     that condor_master does not restart it into the same failure; once the ledger is
     fixed, `condor_on -daemon NEGOTIATOR_EXT` starts it again. A ledger locked by
-    another process is retried every interval by the loop itself.
+    another process, on a full file system, or whose PostgreSQL server is away is
+    retried every interval by the loop itself.
 
 Threads: the loop runs in a worker thread and the main thread only waits for signals.
 A Python signal handler runs in the main thread between bytecodes; if the main thread
@@ -221,9 +229,13 @@ class ShadowDaemon:
         (shadow.publish). Never raises (it runs inside the loop)."""
         try:
             self.log.info("%s", summary_line(rec))
+            stop = getattr(self.loop, "stop", None)
             problems = publish(rec, self.settings, htcondor=self.htcondor, server=self.metrics,
                                standing=standing_of(self.loop, rec.pool),
-                               others=getattr(self.loop, "latest", None))
+                               others=getattr(self.loop, "latest", None),
+                               worker=getattr(self.loop, "worker", None),
+                               stop=stop.is_set if stop is not None else None,
+                               heard=getattr(self.loop, "heard", None))
             if "metrics_file" in problems:
                 self.log.warning("%s", problems["metrics_file"])
             # the same refusal every pass is logged once, and its end once
@@ -426,7 +438,9 @@ def main(argv: Sequence[str] | None = None, *, htcondor=None, shadow=None,
         worker.join()
         if daemon.settings is not None:     # a clean stop takes the ad away
             err = unpublish(daemon.settings, htcondor=htcondor, streams=list(
-                getattr(getattr(daemon, "loop", None), "latest", None) or ()))
+                getattr(getattr(daemon, "loop", None), "latest", None) or ()),
+                worker=getattr(getattr(daemon, "loop", None), "worker", None),
+                deadline=gone_at, heard=getattr(getattr(daemon, "loop", None), "heard", None))
             if err:
                 log.warning("%s", err)
         if daemon.fatal is not None:

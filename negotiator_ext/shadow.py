@@ -27,9 +27,10 @@ Faults never stop the loop and never make a recommendation: a collector that doe
 answer gives a recorded *failed* pass; a schedd that times out, a missing negotiator ad,
 an Accounting ad without its priority, or a clock that went backwards give a recorded
 *partial* pass. Only complete passes feed `recommend`. A ledger that cannot be written
-raises LedgerError: nothing is half-written; a locked one is tried again at the next
-interval, one that cannot be written for a lasting reason (full, read-only, from a newer
-version) ends the loop (`run_forever`).
+raises LedgerError: nothing is half-written; a locked one, one on a full file system and
+a PostgreSQL server away are tried again at the next interval, one that cannot be
+written for a lasting reason (read-only, corrupt, from a newer version) ends the loop
+(`run_forever`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ LOG = logging.getLogger("negotiator_ext.shadow")
 # NEGOTIATOR_EXT_DETAIL_DAYS: the days of full per-pass detail the ledger keeps before
 # summarising passes hourly
 DETAIL_DAYS = 3.0
+# NEGOTIATOR_EXT_STOP_TIMEOUT: how long after a stop signal a loop or the daemon waits for
+# the pass in flight (seconds)
+STOP_TIMEOUT = 15.0
 
 @dataclass(frozen=True)
 class ShadowSettings:
@@ -90,6 +94,9 @@ class ShadowSettings:
     keep_slot_ads: bool = True
     # passes older than this many days are summarised hourly (0: never; see `_Pass.retain`)
     detail_days: float = DETAIL_DAYS
+    # how long a loop's stop may wait on a daemon: its capture waits at most this long on
+    # a collector call that gets no answer (NEGOTIATOR_EXT_STOP_TIMEOUT)
+    stop_timeout: float = STOP_TIMEOUT
 
     @classmethod
     def from_knobs(cls, knobs: Mapping[str, str], *, replay: bool = False,
@@ -145,6 +152,7 @@ class ShadowSettings:
             capture_beside=ext_bool(knobs, "CAPTURE_BESIDE", True),
             capture_requests=ext_bool(knobs, "CAPTURE_REQUESTS", True),
             keep_slot_ads=ext_bool(knobs, "KEEP_SLOT_ADS", True),
+            stop_timeout=ext_number(knobs, "STOP_TIMEOUT", STOP_TIMEOUT, positive=True),
         )
         if s.matchlog_tz is not None:
             from zoneinfo import ZoneInfo
@@ -308,6 +316,9 @@ class ShadowLoop:
         self.subsystem: tuple[str, str] | None = None
         # run_forever's stop: a pass waiting on the schedds ends at once when it is set
         self.stop: threading.Event | None = None
+        # whether the collector answered the last call made to it (a loop's captures)
+        from .adapters.collector_gate import Heard
+        self.heard = Heard()
         self.passes = 0                     # passes run (run_passes)
         # run_forever's passes leave their collection and their objects for `tidy`,
         # between passes (what a pass frees is no part of its record): the generation
@@ -375,11 +386,12 @@ class ShadowLoop:
                     on_pass: Callable[[PassRecord], None] | None = None) -> None:
         """A pass every `interval` seconds (measured from each pass's start) until `stop`
         is set. A ledger that cannot be written for a lasting reason (cannot be opened or
-        created, read-only, full, corrupt, of a newer schema: `LedgerError.transient`
-        false) ends the loop: its LedgerError is raised, not logged, for the caller to
-        report once. A transient one (locked by another process beyond the lock timeout)
-        is tried again at the next interval, logged when it starts and when it clears,
-        not every pass. Nothing else stops the loop."""
+        created, read-only, corrupt, of a newer schema: `LedgerError.transient` false)
+        ends the loop: its LedgerError is raised, not logged, for the caller to report
+        once. A transient one (locked by another process beyond the lock timeout, its file
+        system full, its PostgreSQL server away) is tried again at the next interval,
+        logged when it starts and when it clears, not every pass. Nothing else stops the
+        loop."""
         if self.settings.keep_slot_ads and self.slot_cache is None:
             from .adapters.slot_cache import SlotCache
             self.slot_cache = SlotCache()
@@ -452,6 +464,10 @@ class ShadowLoop:
             # the loop keeps)
             self.tidy()
             give_back_memory()
+            # a worker process that has answered its share is replaced now, its
+            # successor starting while the loop waits (adapters/worker.py)
+            if self.worker is not None and not stop.is_set():
+                self.worker.renew()
             aligned = self.wait(stop, t0 + self.settings.interval)
 
     def wait(self, stop: threading.Event, deadline: float) -> int | None:
@@ -721,7 +737,10 @@ class _Pass:
                                   known_lines=self.loop.known_lines,
                                   worker=self.loop.worker,
                                   kept_reads=self.loop.kept_reads,
-                                  stop=self.loop.stop.is_set if self.loop.stop else None)
+                                  stop=self.loop.stop.is_set if self.loop.stop else None,
+                                  collector_wait=(self.s.stop_timeout if self.loop.stop
+                                                  else None),
+                                  heard=self.loop.heard)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)
@@ -1009,7 +1028,9 @@ def _with_real_counts(subs, groups, comparison):
 # ---- after a pass --------------------------------------------------------------------------
 
 def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
-            server=None, standing=None, others: Mapping | None = None) -> dict[str, str]:
+            server=None, standing=None, others: Mapping | None = None,
+            worker=None, stop: Callable[[], bool] | None = None,
+            heard=None) -> dict[str, str]:
     """Report a recorded pass: the Prometheus textfile (when configured), the metrics
     HTTP endpoint (`server`, the daemon's), and the Generic ad `MyType =
     "ShadowNegotiator"` (when NEGOTIATOR_EXT_ADVERTISE). `standing` (records.Standing,
@@ -1017,7 +1038,11 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
     failed, as {"metrics_file" | "advertise": one-line message}: the caller logs it (the pass is
     already recorded, so a failure here changes nothing else). `others`: in a pool of
     several negotiators, the newest pass of each (ledger stream -> (pass, standing),
-    `ShadowLoop.latest`), whose metrics the textfile keeps beside this one's."""
+    `ShadowLoop.latest`), whose metrics the textfile keeps beside this one's.
+    `worker` (a loop's, adapters/worker.py): the ad is sent by it, waited for at most
+    NEGOTIATOR_EXT_STOP_TIMEOUT seconds, and not at all once `stop()` is true
+    (`advertise.send_bounded`), nor while `heard` (collector_gate.Heard, the loop's) says
+    the collector did not answer the last call made to it."""
     from .adapters import metrics
     problems: dict[str, str] = {}
     if settings.metrics_file is not None:
@@ -1033,10 +1058,18 @@ def publish(rec: PassRecord, settings: ShadowSettings, *, htcondor=None,
         from .adapters.advertise import ad_lifetime, advertise, shadow_ad
         if htcondor is None:
             import htcondor2 as htcondor
-        err = advertise(htcondor, settings.pool,
-                        shadow_ad(rec, name=ad_name(settings, rec.pool),
-                                  now=int(rec.finished_at),
-                                  lifetime=ad_lifetime(settings.interval)))
+        ad = shadow_ad(rec, name=ad_name(settings, rec.pool), now=int(rec.finished_at),
+                       lifetime=ad_lifetime(settings.interval))
+        where = settings.pool or "the local collector"
+        if heard is not None and heard.silent:
+            err = (f"advertising the ShadowNegotiator ad to {where} not tried: the collector "
+                   "did not answer the pass's last call")
+        else:
+            err = _bounded(worker, htcondor, settings, "advertise_in_worker",
+                           (settings.pool, str(ad)),
+                           f"advertising the ShadowNegotiator ad to {where}", stop)
+            if err is _IN_PROCESS:
+                err = advertise(htcondor, settings.pool, ad)
         if err:
             problems["advertise"] = f"ShadowNegotiator ad not advertised: {err}"
     return problems
@@ -1085,19 +1118,67 @@ def ad_name(settings: ShadowSettings, stream: str) -> str:
 
 
 def unpublish(settings: ShadowSettings, *, htcondor=None,
-              streams: Sequence[str] = ()) -> str | None:
+              streams: Sequence[str] = (), worker=None,
+              deadline: float | None = None, heard=None) -> str | None:
     """On a clean stop: withdraw the ShadowNegotiator ads `publish` advertised (the
     loop's, and one for each negotiator's stream of `streams`; a killed loop's ads live
     out their ClassAdLifetime). Returns why it failed, for the caller to log; None when
-    done or when nothing was advertised."""
+    done or when nothing was advertised. `worker` (a loop's): the withdrawal is sent by
+    it, and waited for at most WITHDRAW_WAIT seconds, and not past `deadline` (a
+    time.monotonic(): when the stop is due), though at least WITHDRAW_LEAST (a stop is
+    not held up by a collector that does not answer: the ad then lives out its
+    lifetime); not tried while `heard` says the collector did not answer the last call
+    made to it."""
     if not settings.advertise:
         return None
+    if heard is not None and heard.silent:
+        where = settings.pool or "the local collector"
+        return (f"the ShadowNegotiator ad not withdrawn from {where}: the collector did not "
+                "answer the last pass; the ad lapses after its ClassAdLifetime")
     from .adapters.advertise import withdraw
     if htcondor is None:
         import htcondor2 as htcondor
     names = dict.fromkeys([settings.name, *(ad_name(settings, s) for s in streams)])
-    errors = [err for err in (withdraw(htcondor, settings.pool, n) for n in names) if err]
+    errors = []
+    for n in names:
+        where = f"withdrawing the ShadowNegotiator ad from {settings.pool or 'the local collector'}"
+        wait = min(WITHDRAW_WAIT, getattr(settings, "stop_timeout", STOP_TIMEOUT))
+        if deadline is not None:
+            wait = max(WITHDRAW_LEAST, min(wait, deadline - time.monotonic()))
+        err = _bounded(worker, htcondor, settings, "withdraw_in_worker", (settings.pool, n),
+                       where, None, round(wait, 1),
+                       "a stop waits no longer: the ad lapses after its ClassAdLifetime")
+        if err is _IN_PROCESS:
+            err = withdraw(htcondor, settings.pool, n)
+        if err:
+            errors.append(err)
+            if "did not answer" in err:
+                break                   # nor will it for the next
     return errors[0] if errors else None
+
+
+# how long a stop waits for the collector to take the withdrawal of the loop's ad (s)
+WITHDRAW_WAIT = 3.0
+WITHDRAW_LEAST = 0.5        # ... and at least this, however late the stop is
+_IN_PROCESS = object()      # _bounded: no worker to send it; send it from this process
+
+
+def _bounded(worker, htcondor, settings: ShadowSettings, target: str, args: tuple,
+             what: str, stop, limit: float | None = None,
+             bound: str = "NEGOTIATOR_EXT_STOP_TIMEOUT"):
+    """`advertise.send_bounded` through `worker` when there is one and the bindings are
+    the real ones (a fake's calls cannot be made in another process); else, or when the
+    worker is gone, _IN_PROCESS."""
+    from .adapters.advertise import NoWorker, send_bounded
+    from .adapters.live import _real_bindings
+    if worker is None or not _real_bindings(htcondor):
+        return _IN_PROCESS
+    try:
+        return send_bounded(worker, target, args, what=what, stop=stop, bound=bound,
+                            limit=(getattr(settings, "stop_timeout", STOP_TIMEOUT)
+                                   if limit is None else limit))
+    except NoWorker:
+        return _IN_PROCESS
 
 
 def replay_passes(loop: ShadowLoop, directories: Sequence[Path]) -> Iterator[PassRecord]:

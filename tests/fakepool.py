@@ -11,6 +11,7 @@ are), so that what the capture makes of it is what a test sees."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import classad2
@@ -42,7 +43,9 @@ def restrict(ad: classad2.ClassAd, projection) -> classad2.ClassAd:
         return ad                   # garbage, handed over as it is
     if not projection:
         return classad2.parseOne(ad.printOld(), classad2.ParserType.Old)
-    want = {p.lower() for p in projection}
+    # the names of every item, as the collector and the schedd read the projection the
+    # bindings join them into (separated by spaces, commas, tabs or newlines)
+    want = {n.lower() for p in projection for n in re.split(r"[ ,\t\r\n]+", p) if n}
     out = classad2.ClassAd()
     for k in ad.keys():
         if k.lower() in want:

@@ -24,6 +24,7 @@ import threading
 import uuid as uuidlib
 import warnings
 from pathlib import Path
+from typing import Callable
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import pytest
@@ -148,6 +149,23 @@ def _with_search_path(url: str, schema: str) -> str:
     return urlunsplit(parts._replace(query=f"{parts.query}&{extra}" if parts.query else extra))
 
 
+# the server postgres_server started (pgserver's PostgresServer), for a test that
+# restarts it (restart_postgres); empty with $NEGOTIATOR_EXT_TEST_POSTGRES
+PG_SERVER: dict = {}
+
+
+def stop_postgres() -> Callable[[], None]:
+    """Stop the session's throw-away PostgreSQL server (fast: its sessions ended);
+    returns what starts it again, on the same data and socket. Skips with a server of
+    $NEGOTIATOR_EXT_TEST_POSTGRES, which the tests do not own."""
+    server = PG_SERVER.get("server")
+    if server is None:
+        pytest.skip(f"the PostgreSQL server of {POSTGRES_ENV} is not the tests' to restart")
+    from pgserver._commands import pg_ctl
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=server.pgdata, user=server.system_user)
+    return server.ensure_postgres_running
+
+
 @pytest.fixture(scope="session")
 def postgres_server():
     """A PostgreSQL URL: $NEGOTIATOR_EXT_TEST_POSTGRES, else a throw-away pgserver."""
@@ -172,9 +190,11 @@ def postgres_server():
         except Exception as exc:                # noqa: BLE001 - any failure: no server here
             shutil.rmtree(base, ignore_errors=True)
             pytest.skip(f"pgserver could not start a PostgreSQL server: {exc}")
+    PG_SERVER["server"] = server
     try:
         yield server.get_uri()
     finally:
+        PG_SERVER.clear()
         server.cleanup()
         shutil.rmtree(base, ignore_errors=True)
 

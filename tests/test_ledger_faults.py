@@ -376,6 +376,46 @@ def test_a_ledger_on_a_full_disk(full_dir, tmp_path, config, capsys):
     assert_one_line_error(err, ledger, "is full")
 
 
+def test_a_full_file_system_is_worth_trying_again(tmp_path):
+    """A ledger whose file system fills up: the write fails naming the cause (SQLite
+    reports the write-ahead log's -shm file that cannot grow as an I/O error), nothing
+    of it is written, and the error is transient (a loop tries again); with room again
+    the same pass goes in. Its database size limit is another matter: lasting."""
+    if os.geteuid() != 0:
+        pytest.skip("a full file system needs root (a small tmpfs)")
+    d = tmp_path / "fs"
+    d.mkdir()
+    why = _system("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d))
+    if why:
+        pytest.skip(f"root, but cannot mount a tmpfs: {why}")
+    try:
+        from test_ledger import full_pass
+        url = str(d / "ledger.sqlite")
+        with open_ledger(url) as led:
+            led.record_pass(full_pass("before", started_at=100.0))
+        filler = d / "filler"
+        try:
+            with open(filler, "wb", buffering=0) as f:
+                while True:
+                    f.write(b"\0" * 65536)
+        except OSError as exc:
+            assert exc.errno == errno.ENOSPC
+        with pytest.raises(InputError) as e:
+            with open_ledger(url) as led:
+                led.record_pass(full_pass("during", started_at=200.0, n_submitters=500))
+        assert e.value.transient
+        assert re.fullmatch(rf"{url}: is full: no space left on the file system that holds "
+                            r"it \(\d+ KiB free\)", e.value.one_line()), e.value.one_line()
+        filler.unlink()
+        with open_ledger(url) as led:
+            assert [p["uuid"] for p in led.passes()] == ["before"] and led.verify() == []
+            led.record_pass(full_pass("during", started_at=200.0, n_submitters=500))
+            assert [p["uuid"] for p in led.passes()] == ["before", "during"]
+    finally:
+        if _system("umount", str(d)):
+            _system("umount", "-l", str(d))
+
+
 # ---------------------------------------------------------------- recommend --script
 
 def test_a_script_into_a_read_only_directory(example_ledger, read_only, config, capsys):

@@ -253,6 +253,23 @@ def test_abort_kills_the_read_in_flight_at_once():
         live.allow_remote_reads()
 
 
+def test_a_signal_handler_abandons_the_read_in_flight():
+    """`abandon_remote_reads` (a shadow --interval loop's SIGTERM handler: a flag, no
+    lock) ends the read in flight within a poll, as `abort_remote_reads` does."""
+    timer = threading.Timer(0.5, live.abandon_remote_reads)
+    timer.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(RemoteReadError, match="was abandoned: negotiator-ext is stopping"):
+            live.read_remote_policy_knobs(LOCATION, timeout=60, daemon="the negotiator X",
+                                          argv=HANG_AT_KNOB)
+        assert time.monotonic() - t0 < 3
+    finally:
+        timer.cancel()
+        live.allow_remote_reads()
+    assert not live._stopping()
+
+
 @pytest.fixture
 def hanging_negotiator(pool, mocker):
     """The capture takes the RemoteParam for the bindings' own, and its child hangs."""

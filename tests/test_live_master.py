@@ -472,3 +472,44 @@ def test_condor_off_master_stops_it_after_the_pass_in_flight(live_pool):
     finally:
         pool.stop()
         shutil.rmtree(pool.root, ignore_errors=True)
+
+
+# ---- 6. a frozen collector ---------------------------------------------------------------
+
+def test_beside_a_frozen_collector_it_stops_within_its_stop_timeout(daemon):
+    """The collector frozen (SIGSTOP: connections taken, never answered) under the
+    daemon with NEGOTIATOR_EXT_STOP_TIMEOUT = 3: each pass waits one collector call of
+    at most 3 s and fails; condor_off (sent to the master by its address) then stops it
+    within that bound, whatever call is in flight, and every recorded pass is whole.
+    (Last in the module: its failed passes stay in the module daemon's ledger, where the
+    tests before it expect complete passes.)"""
+    d, pool = daemon, daemon.pool
+    pid = d.wait_ready()
+    offset = d.log_size()
+    collector = pool.daemon_pid("collector")
+    try:
+        pool.reconfig(CONF, d.config() + "NEGOTIATOR_EXT_STOP_TIMEOUT = 3\n", wait=0)
+        d.wait_log(offset, "configuration reloaded")
+        t0 = time.time()
+        os.kill(collector, signal.SIGSTOP)
+        try:
+            # (a pass in flight may be past its own collector calls, its worker asking
+            # the collector where the schedds are: bounded the same)
+            failed = pool.wait_for(lambda: d.query(
+                "SELECT * FROM passes WHERE started_at > ? AND status = 'failed'", t0), 30,
+                "a pass failed on the frozen collector", every=0.2)
+            time.sleep(1)                       # the next pass waits on it
+            t = time.monotonic()
+            pool.master_tool("condor_off", "-daemon", "NEGOTIATOR_EXT")
+            pool.wait_for(lambda: not alive(pid), 30, "the daemon to stop", every=0.1)
+            stopped_in = time.monotonic() - t
+        finally:
+            os.kill(collector, signal.SIGCONT)
+    finally:
+        pool.reconfig(CONF, d.config(), wait=0)     # (the next test's fixture starts it)
+    assert stopped_in < 6, stopped_in               # 3 s, the signal's way, the pass's end
+    assert failed[0]["reason"].endswith(
+        "did not answer within 3 s (NEGOTIATOR_EXT_STOP_TIMEOUT: a stop waits for the call "
+        "in flight); not asked again in this pass"), failed[0]["reason"]
+    assert failed[0]["finished_at"] - failed[0]["started_at"] < 5
+    assert d.half_passes() == []

@@ -107,3 +107,25 @@ def test_the_worker_gives_back_what_an_answer_used(worker):
     lines = [f"Attr{i} = {i}" for i in range(2_000_000)]   # about 200 MB in the worker
     assert len(worker.submit("negotiator_ext.adapters.job_delta:digest", lines).result()) == 16
     assert _rss_kib(pid) < before + 60 * 1024
+
+
+def test_a_worn_worker_is_renewed_between_requests():
+    # the bindings keep a copy of every query's projection (adapters/worker.py): a
+    # worker process answers `requests_per_process` requests, and `renew` (the loop's,
+    # between passes) starts the next one only then, never with an answer owed
+    w = Worker(preload=("negotiator_ext.adapters.live",), requests_per_process=3)
+    try:
+        first = w.submit(PID).result()
+        assert not w.renew()                        # one request of three
+        w.submit(PID).result()
+        pending = w.submit(PID)
+        assert not w.renew()                        # an answer owed: kept
+        assert pending.result() == first
+        assert w.renew() and w.started == 2 and w.asked == 0
+        with pytest.raises(ProcessLookupError):
+            os.kill(first, 0)
+        second = w.submit(PID).result()
+        assert second not in (first, None) and w.started == 2
+        assert not w.renew()
+    finally:
+        w.close()

@@ -150,3 +150,51 @@ def _why(htcondor, pool: str | None, command: str, took: float) -> str:
 
 def _detail(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# ---- sent by a loop's worker process, within a time limit --------------------------------
+#
+# The bindings wait up to 20 s for the collector (a fixed timeout of theirs) to take an
+# ad, holding the interpreter: a loop beside a collector that takes connections but does
+# not answer (frozen, a hung host) would wait that long after every pass, and its stop
+# twice as long. A loop sends the ad through its worker (adapters/worker.py), and waits
+# at most `limit` seconds (NEGOTIATOR_EXT_STOP_TIMEOUT) for it, less when it is stopping.
+
+def advertise_in_worker(pool: str | None, ad_text: str) -> str | None:
+    """`advertise` in the worker process, the ad as its text."""
+    import htcondor2
+    return advertise(htcondor2, pool, classad2.ClassAd(ad_text))
+
+
+def withdraw_in_worker(pool: str | None, name: str) -> str | None:
+    """`withdraw` in the worker process."""
+    import htcondor2
+    return withdraw(htcondor2, pool, name)
+
+
+class NoWorker(Exception):
+    """The worker could not be started or gave no answer: send from this process."""
+
+
+def send_bounded(worker, target: str, args: tuple, *, limit: float, what: str,
+                 stop=None, bound: str = "NEGOTIATOR_EXT_STOP_TIMEOUT",
+                 poll: float = 0.1) -> str | None:
+    """`target` (advertise_in_worker or withdraw_in_worker) run by `worker` with `args`:
+    its answer (None, or why it failed), or, when it has not answered within `limit`
+    seconds or `stop()` turns true meanwhile, the worker ended and one line saying so
+    (`what`: "advertising the ShadowNegotiator ad to <collector>"). NoWorker when the
+    worker is gone."""
+    from .worker import WorkerGone
+    pending = worker.submit(f"{__name__}:{target}", *args)
+    deadline = time.monotonic() + max(0.0, limit)
+    while not pending.ready(max(0.0, min(poll, deadline - time.monotonic()))):
+        if stop is not None and stop():
+            pending.cancel()
+            return f"{what} abandoned: negotiator-ext is stopping"
+        if time.monotonic() >= deadline:
+            pending.cancel()
+            return f"{what} failed: the collector did not answer within {limit:g} s ({bound})"
+    try:
+        return pending.result()
+    except WorkerGone as exc:
+        raise NoWorker(str(exc)) from None

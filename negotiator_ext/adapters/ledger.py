@@ -56,7 +56,8 @@ BIGINT, booleans 0/1 and lists and mappings JSON text.
 
 Every database problem (locked, full, corrupt, newer schema, cannot open or write) is a
 `LedgerError`: an InputError naming the ledger, printed by the CLI in one line; its
-`transient` tells a lock (worth trying again) from a lasting problem.
+`transient` tells a lock, a full disk or a server away (worth trying again) from a
+lasting problem.
 
 A `Ledger` holds one connection: use it from one thread.
 """
@@ -90,8 +91,10 @@ class LedgerError(InputError):
 
     `transient`: the same operation may well succeed later without anybody acting (the
     ledger locked by another process beyond the lock timeout; a PostgreSQL server that
-    cannot be reached). False for lasting conditions: the ledger cannot be opened or
-    created, is read-only, full, corrupt, not a ledger, of a newer schema, a bad URL."""
+    cannot be reached or is out of disk; the file system holding an SQLite ledger full:
+    other files may be removed, a log rotated). False for lasting conditions: the ledger
+    cannot be opened or created, is read-only, corrupt, not a ledger, of a newer schema,
+    at its size limit (max_page_count), a bad URL."""
 
     def __init__(self, source: str, message: str, *, transient: bool = False, **kw: Any):
         super().__init__(source, message, **kw)
@@ -927,6 +930,11 @@ def parse_url(url: str) -> tuple[str, str]:
 
 # ---------------------------------------------------------------- database backends
 
+# a SQLite write that fails with this little space left on its file system: the file
+# system is full (bytes)
+FULL_BELOW = 2**20
+
+
 class _SQLite:
     """One sqlite3 connection in autocommit mode; transactions are explicit.
 
@@ -1115,11 +1123,19 @@ class _SQLite:
         text = str(exc)
         low = text.lower()
         transient = False
+        free = self._free_bytes() if base in (10, 13) or "is full" in low else None
         if base in (5, 6) or "database is locked" in low or "database table is locked" in low:
             msg = f"is locked by another process (waited {self.lock_timeout:g} s)"
             transient = True
+        elif free is not None and free < FULL_BELOW:
+            # a full file system: SQLITE_FULL from a write, or an I/O error from the
+            # write-ahead log's -shm file, which cannot grow (SQLITE_IOERR_SHMSIZE); it
+            # may well have room again later (the loop tries again)
+            msg = (f"is full: no space left on the file system that holds it "
+                   f"({free // 1024} KiB free)")
+            transient = True
         elif base == 13 or "is full" in low:
-            msg = "is full (no space left on the disk, or the database size limit reached)"
+            msg = "is full (the database size limit reached, or no space left on the disk)"
         elif base == 26 or "not a database" in low:
             msg = "is not a ledger database (corrupt, or not an SQLite file)"
         elif base == 11 or "malformed" in low or "corrupt" in low:
@@ -1127,7 +1143,12 @@ class _SQLite:
         elif base == 8 or "readonly" in low:
             msg = "cannot be written (read-only file, directory or file system)"
         elif base == 14 or "unable to open" in low:
-            msg = "cannot be opened (no such directory, or no permission to read or create it)"
+            # a ledger there whose file or directory cannot be written (a read-only file
+            # system: SQLite cannot make its write-ahead log's files beside it)
+            why = (self.cannot_write() if not self.read_only
+                   and Path(self.source).expanduser().is_file() else None)
+            msg = (f"cannot be opened for writing: {why}" if why else
+                   "cannot be opened (no such directory, or no permission to read or create it)")
         elif base in (3, 23):
             msg = f"permission denied ({text})"
         elif base == 10:
@@ -1139,6 +1160,14 @@ class _SQLite:
 
     def close(self) -> None:
         self.conn.close()
+
+    def _free_bytes(self) -> int | None:
+        """The space left on the file system holding the ledger (None: not known)."""
+        try:
+            st = os.statvfs(Path(self.source).expanduser().absolute().parent)
+        except OSError:
+            return None
+        return st.f_bavail * st.f_frsize
 
     def cannot_write(self) -> str | None:
         """Why this ledger cannot be written (None: it can): SQLite opens a file it may
@@ -1257,6 +1286,8 @@ class _Postgres:
             msg = f"is locked by another process (waited {self.lock_timeout:g} s)"
         elif state == "53100" or state.startswith("53"):
             msg = f"is full (the database server is out of space or resources: {text})"
+            # a full disk or memory may have room again later: tried again
+            transient = transient or state in ("53100", "53200")
         elif state in ("XX001", "XX002"):
             msg = f"is corrupt ({text})"
         elif state == "42501":

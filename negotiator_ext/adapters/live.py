@@ -106,7 +106,9 @@ from ..errors import InputError
 from .adfiles import (_parse_one, _split_line, _unwrapped, ad_lines, write_ads,
                       write_lines)
 from .beside import Beside
+from .collector_gate import CollectorSilent, GatedCollector
 from .job_delta import KnownJobs, delta as jobs_delta
+from .locations import KeptLocations, located
 from .remote_knobs import KNOB_NAME, select_policy_knobs, select_schedd_knobs
 from .resource_requests import job_lines_by_requests, kept_attributes
 from .slot_cache import is_slot_ad
@@ -217,7 +219,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      earlier_kept: list[str] | None = None,
                      by_requests: bool = False, slot_cache=None,
                      known_lines=None, worker=None, kept_reads=None,
-                     stop: Callable[[], bool] | None = None) -> CaptureReport:
+                     stop: Callable[[], bool] | None = None,
+                     collector_wait: float | None = None,
+                     heard=None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -257,6 +261,13 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
 
     A schedd's whole answer is bounded by `timeout`, and `stop()` (a loop's stop
     signal) ends the wait for the schedds at once, with InputError (`_SchedsBeside`).
+    The collector is asked in this process, each call waiting at most `timeout` for
+    each part of its answer (QUERY_TIMEOUT), or `collector_wait` when that is shorter (a
+    loop's NEGOTIATOR_EXT_STOP_TIMEOUT: the bindings hold the interpreter while they
+    wait, so a stop waits for the call in flight); once a call has waited that out, the
+    capture asks the collector nothing more (`collector_gate`); `heard`
+    (collector_gate.Heard, a loop's) is told whether the collector's last call was
+    answered.
     """
     out = Path(out_dir)
     _check_destination(out)
@@ -268,10 +279,14 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     timings = dict.fromkeys(CAPTURE_STEPS, 0.0)
     lap = _Lap(timings)
 
-    with _client_timeouts(htcondor, timeout), _SchedsBeside(
+    query_timeout = timeout
+    if collector_wait is not None and collector_wait > 0 and timeout and timeout > 0:
+        query_timeout = max(1, min(int(timeout), int(math.ceil(collector_wait))))
+    with _client_timeouts(htcondor, timeout, query_timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None, worker, timeout,
-            known_lines.jobs if known_lines is not None else None, stop) as beside:
+            known_lines.jobs if known_lines is not None else None, stop,
+            query_timeout) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = refreshed = None
         try:
@@ -279,6 +294,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         except Exception as exc:
             raise InputError(source, "cannot query the collector for slot ads: "
                                      f"{_one_line(exc)}") from None
+        # one call that waits out the timeout, and the capture asks the collector no more
+        collector = GatedCollector(
+            collector, query_timeout, source,
+            "--timeout" if query_timeout == timeout else "NEGOTIATOR_EXT_STOP_TIMEOUT: a "
+            "stop waits for the call in flight", heard)
         # the daemons' own ads first: their stamps tell whether a loop's kept reads of
         # their configurations still serve; the schedds' ads (MaxJobsRunning,
         # CurbMatchmaking) failing is a warning
@@ -308,6 +328,11 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                                                  refreshed.answered)
                 slot_texts, slot_memos = refreshed.texts, refreshed.memos
         except _QueryFailed as exc:
+            if collector.silent is not None or isinstance(exc.__cause__, CollectorSilent):
+                why = (collector.silent if collector.silent is not None
+                       else _one_line(exc.__cause__))
+                raise InputError(source, f"cannot query the collector for slot ads: {why}"
+                                 ) from None
             # a refusal for want of READ looks like any failure: ask the collector why
             from .authz import READ, refusal
             why = refusal(htcondor, pool, READ, "the collector",
@@ -521,10 +546,15 @@ class _SchedsBeside:
     wait at once: InputError."""
 
     def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0,
-                 known_jobs=None, stop: Callable[[], bool] | None = None):
+                 known_jobs=None, stop: Callable[[], bool] | None = None,
+                 collector_timeout=None):
         self._child = None
         self._htcondor, self._pool, self._worker = htcondor, pool, worker
         self._timeout = float(timeout) if timeout and timeout > 0 else 0.0
+        # the collector, asked where the schedds are, is bounded as the capture's own
+        # collector calls are (QUERY_TIMEOUT: a loop's stop timeout when shorter)
+        self._collector_timeout = (float(collector_timeout) if collector_timeout
+                                   and collector_timeout > 0 else self._timeout)
         self._stop = stop
         self._progress: str | None = None
         self._projection = _valid_projection(projection)
@@ -553,7 +583,7 @@ class _SchedsBeside:
             return self._worker.submit(f"{__name__}:query_schedds_in_worker", self._pool,
                                        self._projection, self._kept, self._timeout,
                                        self._known.token, self._known.digests,
-                                       self._progress, skip)
+                                       self._progress, skip, self._collector_timeout)
         child = Beside(_query_schedds_alone, self._htcondor, self._pool, self._projection,
                        self._kept, self._progress, skip)
         return child if child.pid is not None else None
@@ -601,8 +631,10 @@ class _SchedsBeside:
                 break
             child.cancel()
             if hung == "":              # the collector, asked where the schedds are
-                why = f"cannot locate the schedds: the collector did not answer within " \
-                      f"{self._timeout:g} s (--timeout)"
+                why = (f"cannot locate the schedds: the collector did not answer within "
+                       f"{self._collector_timeout:g} s (" + (
+                           "--timeout" if self._collector_timeout == self._timeout
+                           else "NEGOTIATOR_EXT_STOP_TIMEOUT") + ")")
                 return [], [], [], {"collector:schedds": why}, {}, {}
             skip[hung] = (f"did not answer within {self._timeout:g} s (its connection, "
                           "security handshake and answer; --timeout)")
@@ -630,7 +662,9 @@ class _SchedsBeside:
                 raise InputError(self._pool or "<local pool>",
                                  "stopped (a stop signal) while the schedds were queried")
             asked = _asking(self._progress)
-            if asked is not None and time.time() - asked[0] > self._timeout + _BOUND_SLACK:
+            bound = self._collector_timeout if asked is not None and asked[1] == "" \
+                else self._timeout
+            if asked is not None and time.time() - asked[0] > bound + _BOUND_SLACK:
                 return asked[1]
         return None
 
@@ -671,12 +705,12 @@ class _Progress:
 def query_schedds_in_worker(pool, projection: list[str], kept: list[str] | None,
                             timeout: int, have: str | None = None,
                             held: dict | None = None, progress: str | None = None,
-                            skip: dict | None = None):
+                            skip: dict | None = None, query_timeout: int | None = None):
     """`_query_schedds_alone` in a loop's worker process (adapters/worker.py), with the
     capture's client timeouts; the jobs as a job_delta.Delta against the answer `have`
     the loop holds, whose digests it sends back (`held`)."""
     import htcondor2
-    with _client_timeouts(htcondor2, timeout):
+    with _client_timeouts(htcondor2, timeout, query_timeout):
         jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept, progress, skip)
     return (jobs_delta(jobs, have, held), *rest)
 
@@ -792,17 +826,19 @@ def _one_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _client_timeouts(htcondor, timeout: int):
+def _client_timeouts(htcondor, timeout: int, query_timeout: int | None = None):
     """Best effort: HTCondor's client timeouts come from config (QUERY_TIMEOUT for
-    collector queries, Q_QUERY_TIMEOUT for schedd queries); set them for the capture and
-    put the previous values back afterwards."""
+    collector queries, `query_timeout` when given, Q_QUERY_TIMEOUT for schedd queries);
+    set them for the capture and put the previous values back afterwards."""
     param = getattr(htcondor, "param", None)
     saved: dict[str, Any] = {}
     if param is not None and timeout and timeout > 0:
         for knob in _TIMEOUT_KNOBS:
+            value = (query_timeout if knob == "QUERY_TIMEOUT" and query_timeout
+                     else timeout)
             try:
                 saved[knob] = param.get(knob)
-                param[knob] = str(int(timeout))
+                param[knob] = str(int(value))
             except Exception:
                 saved.pop(knob, None)
     try:
@@ -891,7 +927,9 @@ def _startd_query(htcondor, collector, timings: dict):
         if constraint is not None:
             kw["constraint"] = constraint
         if projection is not None:
-            kw["projection"] = list(projection)
+            # the names as one, which the bindings join them into anyway (" "): they
+            # keep a copy of each name for good, one copy a pass rather than six
+            kw["projection"] = [" ".join(projection)] if projection else []
         try:
             answer = collector.query(htcondor.AdTypes.Startd, **kw)
         except Exception as exc:
@@ -946,7 +984,7 @@ class _ConfigRead:
         self._errors: dict[str, str] = {}
         self._got: tuple = (None, None)
         self._thread = None
-        location = _locate_negotiator(htcondor, collector, self._errors, where)
+        location = _locate_negotiator(htcondor, collector, self._errors, where, kept, ads)
         self._location = location
         if location is None:
             return
@@ -1000,7 +1038,9 @@ class _OtherNegotiatorsRead:
         if first is None:
             return
         try:
-            locations = checked_ads(collector.locateAll(htcondor.DaemonTypes.Negotiator))
+            locations = checked_ads(located(
+                kept, "negotiators", ads,
+                lambda: collector.locateAll(htcondor.DaemonTypes.Negotiator)))
         except BadAnswer as exc:
             self.warnings.append(f"cannot list the pool's negotiators (only the first is "
                                  f"captured): the collector {_comment_text(where)} {exc}")
@@ -1065,12 +1105,16 @@ def _ad_string(ad, attr: str) -> str | None:
     return v if isinstance(v, str) and v else None
 
 
-def _locate_negotiator(htcondor, collector, errors: dict, where: str = "<local pool>"):
+def _locate_negotiator(htcondor, collector, errors: dict, where: str = "<local pool>",
+                       kept=None, ads=None):
     """The negotiator's location ad, or None with errors["negotiator"] saying why (the
     collector `where` does not know one, or answered with something that is not a
-    ClassAd; a location ad RemoteParam cannot use, without a MyAddress, fails there)."""
+    ClassAd; a location ad RemoteParam cannot use, without a MyAddress, fails there).
+    `kept`, `ads`: a loop's kept reads and this pass's negotiator ads
+    (`locations.located`)."""
     try:
-        location = collector.locate(htcondor.DaemonTypes.Negotiator)
+        location = located(kept, "negotiator", ads,
+                           lambda: collector.locate(htcondor.DaemonTypes.Negotiator))
     except Exception as exc:
         errors["negotiator"] = f"cannot locate the negotiator: {_one_line(exc)}"
         return None
@@ -1161,6 +1205,8 @@ class KeptReads:
                  wall: Callable[[], float] = time.time):
         self._kept: dict[tuple, tuple] = {}     # (kind, Name) -> (stamp, knobs, when)
         self.clock, self.wall = clock, wall
+        # the daemons' location ads (locations.py), asked again when their ads change
+        self.locations = KeptLocations()
         self.last: dict[str, str] = {}          # this capture: "kind Name" -> "kept"/"read"
 
     @staticmethod
@@ -1215,6 +1261,11 @@ def _whole(v) -> bool:
 _READS_LOCK = threading.Lock()
 _READS_IN_FLIGHT: set = set()
 _STOPPING = threading.Event()
+_ABANDON = [False]          # abandon_remote_reads: a plain flag, set by a signal handler
+
+
+def _stopping() -> bool:
+    return _ABANDON[0] or _STOPPING.is_set()
 
 
 def abort_remote_reads() -> int:
@@ -1234,9 +1285,18 @@ def abort_remote_reads() -> int:
     return killed
 
 
+def abandon_remote_reads() -> None:
+    """`abort_remote_reads()` from a signal handler (a `shadow --interval` loop's
+    SIGTERM): only a flag is set, no lock taken; each read in flight sees it within
+    _REMOTE_POLL seconds and kills its child itself."""
+    _ABANDON[0] = True
+
+
 def allow_remote_reads() -> None:
-    """Undo `abort_remote_reads()` (a new run of the daemon in the same process)."""
+    """Undo `abort_remote_reads()` and `abandon_remote_reads()` (a new run of the daemon
+    in the same process)."""
     _STOPPING.clear()
+    _ABANDON[0] = False
 
 
 def _remote_reader_argv(alarm: int, schedd: bool = False) -> list[str]:
@@ -1300,7 +1360,7 @@ def _run_bounded(cmd: list[str], stdin: Path, stdout: Path, stderr: Path,
                  timeout: float) -> str:
     """Run `cmd` with its output in files; "ended", "timeout" (killed after `timeout`
     seconds) or "abandoned" (killed by abort_remote_reads)."""
-    if _STOPPING.is_set():
+    if _stopping():
         return "abandoned"
     with open(stdin, "rb") as fin, open(stdout, "wb") as fout, open(stderr, "wb") as ferr:
         proc = subprocess.Popen(cmd, stdin=fin, stdout=fout, stderr=ferr)
@@ -1316,13 +1376,13 @@ def _run_bounded(cmd: list[str], stdin: Path, stdout: Path, stderr: Path,
                 pass
             else:
                 break
-            if _STOPPING.is_set():
+            if _stopping():
                 how = "abandoned"
                 break
             if time.monotonic() >= deadline:
                 how = "timeout"
                 break
-        if how == "ended" and _STOPPING.is_set() and proc.returncode is not None \
+        if how == "ended" and _stopping() and proc.returncode is not None \
                 and proc.returncode < 0:
             how = "abandoned"      # killed by abort_remote_reads between two polls
     finally:
@@ -1369,7 +1429,9 @@ class _ScheddKnobsRead:
         self._thread = None
         self._later: list = []
         try:
-            locations = checked_ads(collector.locateAll(htcondor.DaemonTypes.Schedd))
+            locations = checked_ads(located(
+                kept, "schedds", ads,
+                lambda: collector.locateAll(htcondor.DaemonTypes.Schedd)))
         except BadAnswer as exc:
             self.warnings.append(f"cannot locate the schedds to read their limits: the "
                                  f"collector {_comment_text(where)} {exc}")

@@ -21,6 +21,14 @@ again at the next `submit`; `.cancel()` of an answer no longer wanted ends the w
 
 The worker only runs functions of this package (a target outside `negotiator_ext.` is
 refused), and only for the process that started it: the pipes are its own.
+
+A worker process answers `REQUESTS_PER_PROCESS` requests, then `renew()` (a loop's, between
+passes) ends it and starts the next one, which imports while the loop waits. The
+bindings keep a little of every query for good: htcondor2 (25.x) turns each name of a
+query's projection into a bytes object it never frees (`py_list_to_vector_of_strings`:
+`PyUnicode_AsUTF8String` without a `Py_DECREF`), about 50 bytes a name, and a pass asks
+each schedd with its projection and locates the schedds (six names). Nothing is carried
+from one worker process to the next (the loop holds the jobs' digests, `job_delta`).
 """
 
 from __future__ import annotations
@@ -41,6 +49,11 @@ _OK, _RAISED = "ok", "raised"
 _LENGTH = struct.Struct("!Q")
 _PACKAGE = "negotiator_ext."
 
+# the requests one worker process answers before `renew` starts the next (each leaves
+# the bindings' copy of its projection behind: about 3 KiB a pass beside the live
+# test pool, so at most 1.5 MiB, against the worker's 40 MiB)
+REQUESTS_PER_PROCESS = 500
+
 
 class WorkerGone(Exception):
     """The worker gave no answer (it could not be started, died, or answered garbage)."""
@@ -54,12 +67,15 @@ class Worker:
     leaves the bindings' default, as for a command-line tool."""
 
     def __init__(self, subsystem: tuple[str, str] | None = None,
-                 preload: tuple[str, ...] = ()):
+                 preload: tuple[str, ...] = (),
+                 requests_per_process: int = REQUESTS_PER_PROCESS):
         self.subsystem = subsystem
         self.preload = tuple(m for m in preload if m.startswith(_PACKAGE))
+        self.requests_per_process = max(1, int(requests_per_process))
         self._proc: subprocess.Popen | None = None
         self._pending: Pending | None = None
         self.started = 0                      # processes started (a new one after a loss)
+        self.asked = 0                        # requests sent to the running process
 
     def submit(self, target: str, *args: Any) -> "Pending":
         """Run `target` ("module:function", in this package) with `args` in the worker;
@@ -73,6 +89,7 @@ class Worker:
         pending = Pending(self)
         try:
             proc = self._running()
+            self.asked += 1
             proc.stdin.write(_LENGTH.pack(len(data)) + data)
             proc.stdin.flush()
         except (OSError, ValueError) as exc:
@@ -81,6 +98,17 @@ class Worker:
         else:
             self._pending = pending
         return pending
+
+    def renew(self) -> bool:
+        """End the running process and start the next when it has been asked
+        `requests_per_process` requests and owes no answer (see the module docstring);
+        whether it did."""
+        if (self._proc is None or self._pending is not None
+                or self.asked < self.requests_per_process):
+            return False
+        self.close()
+        self.start()
+        return True
 
     def start(self) -> None:
         """Start the worker now (it imports `preload` as it starts), so that the first
@@ -93,6 +121,7 @@ class Worker:
     def close(self) -> None:
         """End the worker (a new one is started by the next `submit`)."""
         proc, self._proc, self._pending = self._proc, None, None
+        self.asked = 0
         if proc is None:
             return
         for f in (proc.stdin, proc.stdout):
