@@ -607,13 +607,12 @@ def wait_stats(matches: pd.DataFrame, submitters: pd.DataFrame, by: str = "submi
     interpolation), maximum and mean."""
     m = _with_groups(matches, submitters) if len(matches) else matches.assign(group=None)
     m = m[_num(m["wait"]).notna()].assign(wait=lambda d: _num(d["wait"]))
-    rows = []
-    for (src, name), sub in m.groupby(["source", by], sort=True):
-        w = sub["wait"]
-        rows.append({"source": src, "name": name, "matches": len(w),
-                     "p50": float(w.quantile(0.5)), "p90": float(w.quantile(0.9)),
-                     "max": float(w.max()), "mean": float(w.mean())})
-    return pd.DataFrame.from_records(rows, columns=_WAIT_COLUMNS)
+    if m.empty:
+        return pd.DataFrame(columns=_WAIT_COLUMNS)
+    g = m.groupby(["source", by], sort=True)["wait"]
+    out = pd.DataFrame({"matches": g.size(), "p50": g.quantile(0.5), "p90": g.quantile(0.9),
+                        "max": g.max(), "mean": g.mean()}).reset_index()
+    return out.rename(columns={by: "name"})[_WAIT_COLUMNS]
 
 
 def wait_samples(matches: pd.DataFrame, submitters: pd.DataFrame, by: str = "submitter",
@@ -664,25 +663,25 @@ def priorities(passes: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
 def priority_summary(prio: pd.DataFrame) -> pd.DataFrame:
     """Per principal over the period: the first and last real RUP, the last EUP, the
     smallest and largest factor and the largest |drift| of the real RUP from ours."""
-    rows = []
-    for name, sub in prio.sort_values("index").groupby("name", sort=True):
-        rup = sub["real_rup"].dropna()
-        drift = sub["drift"].dropna()
-        rows.append({"name": name, "group": sub["group"].iloc[-1],
-                     "is_group": bool(sub["is_group"].iloc[-1]),
-                     "passes": int(round(_num(sub["recorded_passes"]).fillna(1.0).sum())),
-                     "first_rup": float(rup.iloc[0]) if len(rup) else float("nan"),
-                     "last_rup": float(rup.iloc[-1]) if len(rup) else float("nan"),
-                     "last_predicted_rup": float(sub["predicted_rup"].dropna().iloc[-1])
-                     if sub["predicted_rup"].notna().any() else float("nan"),
-                     "last_eup": float(sub["real_eup"].dropna().iloc[-1])
-                     if sub["real_eup"].notna().any() else float("nan"),
-                     "min_factor": float(sub["factor"].min()),
-                     "max_factor": float(sub["factor"].max()),
-                     "max_abs_drift": float(drift.abs().max()) if len(drift) else float("nan")})
-    return pd.DataFrame.from_records(rows, columns=[
-        "name", "group", "is_group", "passes", "first_rup", "last_rup", "last_predicted_rup",
-        "last_eup", "min_factor", "max_factor", "max_abs_drift"])
+    cols = ["name", "group", "is_group", "passes", "first_rup", "last_rup",
+            "last_predicted_rup", "last_eup", "min_factor", "max_factor", "max_abs_drift"]
+    if prio.empty:
+        return pd.DataFrame(columns=cols)
+    p = prio.sort_values("index", kind="stable").assign(
+        _w=lambda d: _num(d["recorded_passes"]).fillna(1.0),
+        _drift=lambda d: _num(d["drift"]).abs())
+    g = p.groupby("name", sort=True)
+    # first / last skip NaN: the first and last recorded value of each
+    out = pd.DataFrame({
+        "group": g["group"].last(), "is_group": g["is_group"].last().astype(bool),
+        "passes": g["_w"].sum().round().astype(int),
+        "first_rup": g["real_rup"].first(), "last_rup": g["real_rup"].last(),
+        "last_predicted_rup": g["predicted_rup"].last(), "last_eup": g["real_eup"].last(),
+        "min_factor": g["factor"].min(), "max_factor": g["factor"].max(),
+        "max_abs_drift": g["_drift"].max()}).reset_index()
+    for c in cols[4:]:
+        out[c] = out[c].astype(float)
+    return out[cols]
 
 
 # ---------------------------------------------------------------- shadow agreement
