@@ -64,6 +64,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .config_findings import config_findings
 from .fairshare import jain_index, water_fill
 from .figures import limit_figure
 from .groups import ROOT
@@ -944,7 +945,8 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     sim = kind == "simulation"
     counts = _counts(frames.passes)
     summary: dict[str, Any] = {"pool": pool, "since": since, "until": until, "passes": counts,
-                               "kind": kind, "noise_floor": float(noise_floor), "notes": []}
+                               "kind": kind, "noise_floor": float(noise_floor), "notes": [],
+                               "findings": []}
     notes: list[str] = summary["notes"]
     left = counts["total"] - counts["analysed"]
     if left:
@@ -1001,6 +1003,10 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     grp = group_table(pt, ent, share, noise_floor=noise_floor)
     t["submitter_shares_by_pass"] = share
     t["group_quota_by_pass"] = grp
+    found = config_findings(pt, frames.groups, frames.submitters, grp, share)
+    t["config_findings"] = found
+    summary["findings"] = [{"kind": k, "name": n, "text": x}
+                           for k, n, x in zip(found["kind"], found["name"], found["text"])]
     cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
     if share.empty:
         sub_period = pd.DataFrame(columns=["name", "group", "active_passes"] + cols

@@ -46,6 +46,7 @@ from .text import printable
 TEMPLATE = "audit.html.j2"
 MAX_ROWS = 25               # rows of a table shown on the page (all are in its CSV)
 SUMMARY_ROWS = 20           # rows of the ranked summary, the page's first table
+MAX_FINDINGS = 10           # configuration findings listed above it (all in their CSV)
 MAX_LINES = 8               # submitters drawn in one time-series plot
 MAX_BOXES = 15              # submitters / groups in the wait-time plot
 DPI = 96
@@ -1210,7 +1211,11 @@ def render_html(audit: Audit, plots: dict[str, Plot | None], files: list[dict[st
     else:
         secs = _sections(audit, plots)
         summary = ranked_summary(audit)
+    found = audit.summary.get("findings") or []
+    findings_more = (f"The first {MAX_FINDINGS} of {len(found)} findings; all in "
+                     "tables/config_findings.csv." if len(found) > MAX_FINDINGS else None)
     html = tmpl.render(
+        findings=found[:MAX_FINDINGS], findings_more=findings_more,
         version=__version__, title=f"Fairness audit: {audit.pool or 'no pool'}",
         period=_period(audit), pass_line=_pass_line(audit), empty=audit.empty,
         empty_text=empty_text, notes=audit.summary.get("notes", []), summary=summary,
