@@ -51,7 +51,7 @@ def _quotas_over_pool(passes: pd.DataFrame, groups: pd.DataFrame) -> list[dict]:
         cq=lambda d: _n(d["config_quota"]), rq=lambda d: _n(d["real_quota"]))
     if top.empty:
         return []
-    pt = passes.set_index("uuid")
+    pt = passes.groupby("uuid", sort=False)[["pool_weight", "time"]].first()
     size = _n(pt["pool_weight"])
     when = _n(pt["time"])
     static = top[top["cq"] > 1.0]
@@ -119,7 +119,7 @@ def _blocked(submitters: pd.DataFrame, share: pd.DataFrame) -> list[dict]:
     s = submitters[~submitters["is_group"].astype(bool)]
     ceil = s.assign(c=_n(s["ceiling"]), i=_n(s["idle_jobs"]).fillna(0.0))
     ceil = ceil[(ceil["c"] >= 0) & (ceil["c"] < 1.0) & (ceil["i"] > 0)]
-    t = share.set_index(["pass_uuid", "name"])["time"]
+    t = share.groupby(["pass_uuid", "name"], sort=False)["time"].first()
     for name, sub in ceil.groupby("name", sort=True):
         when = t.reindex(list(zip(sub["pass_uuid"], sub["name"]))).dropna()
         if when.empty:

@@ -9,9 +9,10 @@ directory.
                         in tables/) (jinja2, templates/audit.html.j2)
   DIR/*.png             the plots (matplotlib, Agg, no pyplot state); a plot is only
                         drawn when it has something to show
-  DIR/tables/NAME.csv   every table, also the per-pass series behind the plots,
-  DIR/tables/NAME.json  as CSV and as JSON records (times in epoch seconds, with *_utc
-                        copies)
+  DIR/tables/NAME.csv   every table as CSV (a unit in each header) and as JSON records
+  DIR/tables/NAME.json  (times in epoch seconds, with *_utc copies); the per-pass series
+                        behind the plots as NAME.parquet, or NAME.csv.gz without
+                        pyarrow (`views.audit_files`)
   DIR/report.json       the summary, and the list of files written
 
 The page is static and self-contained (inline CSS, no script, images beside it), so it
@@ -41,20 +42,20 @@ import pandas as pd
 from .. import __version__
 from ..core.audit import Audit
 from ..errors import InputError
+from .audit_files import (PER_PASS, check_output, plain as _plain, prepare_output,
+                          write_per_pass, write_table)
 from .text import printable
+
+__all__ = ["check_output", "write_report", "render_html"]
 
 TEMPLATE = "audit.html.j2"
 MAX_ROWS = 25               # rows of a table shown on the page (all are in its CSV)
 SUMMARY_ROWS = 20           # rows of the ranked summary, the page's first table
+_FORMAT_NAME = {".csv": "CSV", ".json": "JSON", ".parquet": "Parquet", ".csv.gz": "CSV (gzip)"}
 MAX_FINDINGS = 10           # configuration findings listed above it (all in their CSV)
 MAX_LINES = 8               # submitters drawn in one time-series plot
 MAX_BOXES = 15              # submitters / groups in the wait-time plot
 DPI = 96
-
-# columns holding epoch seconds: the files get a *_utc copy of each
-_TIME_COLUMNS = ("time", "first", "last", "started_at", "finished_at", "snapshot_time",
-                 "applied_at", "lease_expires", "real_cycle_time")
-
 
 # ---------------------------------------------------------------- formatting
 
@@ -159,80 +160,6 @@ def html_table(df: pd.DataFrame, cols: Sequence[Col], *, limit: int = MAX_ROWS,
         more = f"The first {limit} of {len(records)} rows" + (f"; all in {csv}." if csv else ".")
     return {"head": [c.label for c in cols], "rows": rows, "more": more, "title": title,
             "id": tid, "empty_text": empty_text}
-
-
-# ---------------------------------------------------------------- the output directory
-
-def check_output(out: Path) -> None:
-    """Refuse a report directory that is a file, or holds something else than an earlier
-    audit (one with report.json); changes nothing."""
-    if out.exists() and not out.is_dir():
-        raise InputError(str(out), "is a file, not a directory for the report")
-    if out.is_dir() and any(out.iterdir()) and not (out / "report.json").is_file():
-        raise InputError(str(out), "is not empty and holds no earlier audit (no "
-                                   "report.json): name a new or empty directory")
-
-
-def prepare_output(out: Path) -> None:
-    """Make `out` ready for a report (`check_output` first): created when missing, an
-    earlier audit's files removed."""
-    check_output(out)
-    if out.is_dir():
-        for p in [out / "index.html", out / "report.json", *out.glob("*.png"),
-                  *(out / "tables").glob("*.csv"), *(out / "tables").glob("*.json")]:
-            p.unlink(missing_ok=True)
-    try:
-        (out / "tables").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(str(out), f"cannot create the report directory: "
-                                   f"{exc.strerror or exc}") from exc
-
-
-def _plain(v: Any) -> Any:
-    """A cell as a JSON value (NaN and NA: null; numpy scalars: Python; tuples: lists)."""
-    if v is None:
-        return None
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    try:
-        if pd.isna(v):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return v
-
-
-def _for_files(df: pd.DataFrame) -> pd.DataFrame:
-    """The table as written: each epoch column followed by its UTC text; lists (the
-    summary's partners) joined by ', '."""
-    out = df.copy()
-    for c in out.columns:
-        if out[c].dtype == object and any(isinstance(v, (list, tuple)) for v in out[c]):
-            out[c] = [", ".join(map(str, v)) if isinstance(v, (list, tuple)) else v
-                      for v in out[c]]
-    for c in _TIME_COLUMNS:
-        if c in out.columns:
-            pos = list(out.columns).index(c) + 1
-            out.insert(pos, f"{c}_utc", [utc(v) for v in out[c]])
-    return out
-
-
-def write_table(df: pd.DataFrame, tables_dir: Path, name: str) -> tuple[Path, Path]:
-    """`df` as NAME.csv and NAME.json (records; NaN as null) in `tables_dir`."""
-    d = _for_files(df)
-    csv_path, json_path = tables_dir / f"{name}.csv", tables_dir / f"{name}.json"
-    d.to_csv(csv_path, index=False)
-    d.to_json(json_path, orient="records", double_precision=15, force_ascii=False,
-              indent=1 if len(d) <= 2000 else None)
-    return csv_path, json_path
 
 
 # ---------------------------------------------------------------- plots
@@ -454,7 +381,8 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
                  "share (the pale band: its fair share, capped at its demand) and the "
                  "deserved share, in slot-weight units, one point per pass; shaded red: "
                  "starved, orange: over its share."
-                 + (f" {more} more in tables/submitter_shares_by_pass.csv." if more > 0
+                 + (f" {more} more in the per-pass table submitter_shares_by_pass (tables/)."
+                    if more > 0
                     else ""))
 
 
@@ -516,7 +444,8 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
                  "what it requested (running and idle), each panel on its own scale, in "
                  "slot-weight units, one point per pass; shaded red: starved, orange: over "
                  "quota."
-                 + (f" {more} more groups in tables/group_quota_by_pass.csv." if more else ""))
+                 + (f" {more} more groups in the per-pass table group_quota_by_pass (tables/)."
+                    if more else ""))
 
 
 def _wait_unit(longest: float) -> tuple[str, float]:
@@ -1248,10 +1177,12 @@ def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
                      "agreement": plot_agreement(t["agreement_by_pass"], out)}
         written += [out / p.src for p in plots.values() if p]
         for name, df in t.items():
-            csv_path, json_path = write_table(df, out / "tables", name)
-            written += [csv_path, json_path]
-            files.append({"name": name, "csv": f"tables/{csv_path.name}",
-                          "json": f"tables/{json_path.name}", "rows": len(df)})
+            paths = (write_per_pass if name in PER_PASS else write_table)(
+                df, out / "tables", name)
+            written += paths
+            files.append({"name": name, "rows": len(df),
+                          "links": [{"href": f"tables/{p.name}", "text": _FORMAT_NAME[
+                              "".join(p.suffixes)]} for p in paths]})
         generated = None if generated_at is None else utc(generated_at) + " UTC"
         html = render_html(audit, plots, files, ledger=ledger, generated=generated)
         (out / "index.html").write_text(html, encoding="utf-8")
@@ -1260,7 +1191,7 @@ def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
                   "generated_at": generated_at, "ledger": ledger,
                   "summary": _plain(audit.summary),
                   "plots": sorted(p.src for p in plots.values() if p),
-                  "tables": [f["csv"] for f in files] + [f["json"] for f in files]}
+                  "tables": [link["href"] for f in files for link in f["links"]]}
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         written.append(out / "report.json")
     except OSError as exc:
