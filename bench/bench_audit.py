@@ -106,17 +106,19 @@ def synthesize(path: Path, *, submitters: int, groups: int, hours: float,
                              real_usage=float(gsum[j]),
                              real_requested=float(gsum[j] + gidle[j]), shadow_quota=eq[j])
                     for j, g in enumerate(gnames)]
-            who = rng.choice(n, 30, replace=False)
+            who = rng.choice(n, min(30, n), replace=False)
             ours = tuple(MatchEntry(job=f"{i}.{k}", submitter=names[k], slot=f"slot{k}@n{i}",
                                     group=gnames[gi[k]], wait=float(rng.exponential(600)),
                                     preempting=names[(k + 1) % n] if k % 13 == 0 else None)
                          for k in who)
             real = tuple(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
-                                    group=m.group, wait=m.wait, time=t) for m in ours[:28])
+                                    group=m.group, wait=m.wait, time=t) for m in ours[:max(1, len(ours) - 2)])
             comp = None if prev is None else Comparison(
                 shadow_pass=prev, real_cycle_time=t, real_cycles_between=1,
-                real_matches=28, shadow_matches=30, agreed=27, real_in_shadow=27 / 28,
-                shadow_in_real=27 / 30, count_agreement=28 / 30, source="matchlog",
+                real_matches=len(real), shadow_matches=len(ours), agreed=len(real) - 1,
+                real_in_shadow=(len(real) - 1) / len(real),
+                shadow_in_real=(len(real) - 1) / len(ours),
+                count_agreement=len(real) / len(ours), source="matchlog",
                 per_submitter={m.submitter: {"real": 1, "shadow": 1} for m in ours},
                 max_abs_drift=0.001)
             uuid = f"{i:08x}-0000-4000-8000-{i:012x}"

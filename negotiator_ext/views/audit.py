@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..core.audit import Audit
+from ..core.audit import PRIORITY_LINES, Audit, most_used
 from ..errors import InputError
 from .audit_files import (PER_PASS, check_output, plain as _plain, prepare_output,
                           write_per_pass, write_table)
@@ -53,7 +53,7 @@ MAX_ROWS = 25               # rows of a table shown on the page (all are in its 
 SUMMARY_ROWS = 20           # rows of the ranked summary, the page's first table
 _FORMAT_NAME = {".csv": "CSV", ".json": "JSON", ".parquet": "Parquet", ".csv.gz": "CSV (gzip)"}
 MAX_FINDINGS = 10           # configuration findings listed above it (all in their CSV)
-MAX_LINES = 8               # submitters drawn in one time-series plot
+MAX_LINES = PRIORITY_LINES  # submitters drawn in one time-series plot
 MAX_BOXES = 15              # submitters / groups in the wait-time plot
 DPI = 96
 
@@ -275,6 +275,30 @@ def _shade(ax, s: pd.DataFrame, flag: str, color: str) -> bool:
     return True
 
 
+MAX_POINTS = 480            # points of a line: more passes are drawn as means of runs
+
+
+def _thin(s: pd.DataFrame, means: Sequence[str], flags: Sequence[str],
+          n: int = MAX_POINTS) -> pd.DataFrame:
+    """A series of more than `n` passes (`s` in time order, with time and interval) as
+    `n` runs of consecutive passes: each run's first time, its intervals summed, the
+    means of `means`, and `flags` set when set in any of its passes (a day of one-minute
+    passes is 1,440 points on a line some 500 pixels wide; Agg draws wide lines of that
+    many points slowly, and no eye tells them apart)."""
+    if len(s) <= n:
+        return s
+    run = np.arange(len(s)) * n // len(s)
+    g = s.groupby(run, sort=True)
+    out = pd.DataFrame({"time": g["time"].first(),
+                        "interval": pd.to_numeric(s["interval"], errors="coerce")
+                        .groupby(run).sum()})
+    for c in means:
+        out[c] = pd.to_numeric(s[c], errors="coerce").groupby(run).mean()
+    for c in flags:
+        out[c] = s[c].astype(bool).groupby(run).any()
+    return out.reset_index(drop=True)
+
+
 def _y_from_zero(ax, values) -> None:
     """The y axis from 0 to a little above the largest value (0 to 1 when all are 0)."""
     v = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
@@ -334,7 +358,8 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
     few = share["index"].nunique() <= 60
     for ax, name in zip(axes.flat, names):
-        s = share[share["name"] == name].sort_values("time")
+        s = _thin(share[share["name"] == name].sort_values("time"),
+                  ["demand_capped", "delivered", "deserved"], ["starved", "over_share"])
         x = _dates(s["time"])
         # the fair share as a wide pale band, what it got as a line on it: both show
         # where they are equal
@@ -404,7 +429,8 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
     axes = fig.subplots(rows, 2, squeeze=False, sharex=True, width_ratios=[3, 2])
     few = g["index"].nunique() <= 60
     for (ax, axr), name in zip(axes, shown):
-        s = g[g["group"] == name].sort_values("time")
+        s = _thin(g[g["group"] == name].sort_values("time"), ["quota", "usage", "requested"],
+                  ["starved", "over_quota"])
         x = _dates(s["time"])
         m = "o" if few else None
         ax.plot(x, s["quota"], color="tab:green", lw=7, alpha=0.3, solid_capstyle="butt",
@@ -531,11 +557,7 @@ def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
     p = prio[~prio["is_group"]]
     if p.empty or p[["real_rup", "real_eup", "factor"]].isna().all().all():
         return None
-    if len(share):
-        usage = share.groupby("name")["delivered"].sum()
-        names = sorted(p["name"].unique(), key=lambda n: (-usage.get(n, 0.0), n))[:MAX_LINES]
-    else:
-        names = sorted(p["name"].unique())[:MAX_LINES]
+    names = most_used(share, p, MAX_LINES)
     p = p[p["name"].isin(names)]
     factors = p["factor"].dropna().unique()
     flat = len(factors) <= 1

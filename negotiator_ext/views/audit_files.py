@@ -23,8 +23,14 @@ import pandas as pd
 
 from ..errors import InputError
 
-# the per-pass tables, written compactly
-PER_PASS = ("submitter_shares_by_pass", "group_quota_by_pass", "priorities_by_pass")
+# the per-pass tables, written compactly: their columns (None: all) in the files, the
+# others being the same for every row of a pass (in passes), or sums and differences of
+# these (gap = delivered - demand_capped; shortfall and excess: the gap where flagged)
+PER_PASS: dict[str, list[str] | None] = {
+    "submitter_shares_by_pass": ["time", "name", "group", "eup", "factor", "idle_counted",
+                                 "demand", "deserved", "demand_capped", "delivered",
+                                 "starved", "over_share"],
+    "group_quota_by_pass": None, "priorities_by_pass": None}
 
 # columns holding epoch seconds: the period's files get a *_utc copy of each
 TIME_COLUMNS = ("time", "first", "last", "started_at", "finished_at", "snapshot_time",
@@ -157,8 +163,9 @@ def parquet_available() -> bool:
 
 def write_per_pass(df: pd.DataFrame, tables_dir: Path, name: str) -> list[Path]:
     """A per-pass table as NAME.parquet (pyarrow installed) or NAME.csv.gz (units in its
-    header); epoch seconds, no UTC copies."""
-    d = df
+    header), its `PER_PASS` columns; epoch seconds, no UTC copies."""
+    keep = PER_PASS.get(name)
+    d = df[[c for c in keep if c in df.columns]] if keep else df
     if parquet_available():
         path = tables_dir / f"{name}.parquet"
         try:
