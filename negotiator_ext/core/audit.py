@@ -822,11 +822,19 @@ _SUMMARY_COLUMNS = ["rank", "kind", "name", "group", "status", "severity", "pass
 _STATUS_ORDER = {"starved": 0, "borrowing": 1, "over share": 2, "over quota": 3}
 
 
-def _partner_lists(pair: pd.DataFrame, col: str, other: str) -> dict[str, list[str]]:
-    """For each `col` value of `pair`: its partners (`other`), longest together first,
-    as 'name (N passes)'."""
+def _partner_lists(pair: pd.DataFrame, col: str, other: str, amount: str
+                   ) -> dict[str, list[str]]:
+    """For each `col` value of `pair`: its partners (`other`), the ones that matter
+    first: the most of `amount` (the partner's mean surplus or shortfall while
+    together) times how long together, then the longest together, then by name; as
+    'name (N passes)'."""
     out: dict[str, list[str]] = {}
-    for name, o, n in zip(pair[col], pair[other], pair["passes"]):
+    if pair.empty:
+        return out
+    weight = (_num(pair[amount]).fillna(0.0) * _num(pair["duration"]).fillna(0.0))
+    p = pair.assign(_w=weight).sort_values(
+        [col, "_w", "passes", other], ascending=[True, False, False, True], kind="stable")
+    for name, o, n in zip(p[col], p[other], p["passes"]):
         out.setdefault(name, []).append(f"{o} ({int(n)} pass{'es' if n != 1 else ''})")
     return out
 
@@ -840,8 +848,9 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
     pass's interval, summed), how many passes, for how long, the longest streak, when
     first and last, how much (mean and largest shortfall or excess, slot-weight units;
     `relative`: the mean over the mean quota or demand-capped share of those passes) and
-    with whom (`with`: the list of every partner as 'name (N passes)', longest together
-    first; the files join it with ', '; `with_count`: how many):
+    with whom (`with`: the list of every partner as 'name (N passes)', the ones that
+    matter first: the partner's surplus or shortfall times how long together; the
+    files join it with ', '; `with_count`: how many):
     the borrowing groups of a starved group and the other way round; for submitters,
     the others of the same group.
 
@@ -873,9 +882,9 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
             sp["group"] = (sp["name"].map(df.groupby(key)["group"].last())
                            if kind == "submitter" else "")
             if status == "starved":
-                partners = _partner_lists(prs, "starved", "borrowing")
+                partners = _partner_lists(prs, "starved", "borrowing", "mean_surplus")
             else:
-                partners = _partner_lists(prs, "borrowing", "starved")
+                partners = _partner_lists(prs, "borrowing", "starved", "mean_shortfall")
             lists = [partners.get(n, []) for n in sp["name"]]
             sp["with"] = lists
             sp["with_count"] = [len(x) for x in lists]

@@ -178,6 +178,7 @@ class Plot:
     labels: list[tuple[str, str]] = field(default_factory=list)
     xlims: list[tuple[float, float]] = field(default_factory=list)
     legend: list[str] = field(default_factory=list)
+    clipped: list[str] = field(default_factory=list)     # texts not wholly in the image
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,11 @@ class Words:
     def quota(self) -> str:
         return ("the simulated negotiator's EffectiveQuota" if self.sim else
                 "the real EffectiveQuota")
+
+    @property
+    def time(self) -> str:
+        """A time axis's label: a simulation's clock is not a date anything happened."""
+        return SIM_TIME_LABEL if self.sim else TIME_LABEL
 
     def source(self, src: Any) -> str:
         """A match source ("shadow": our cycles, "real": the MatchLog) for people."""
@@ -223,9 +229,38 @@ def _save(fig, out: Path, name: str, alt: str, caption: str) -> Plot:
     shown = [ax for ax in fig.axes if ax.get_visible()]
     legends = list(fig.legends) + [ax.get_legend() for ax in shown if ax.get_legend()]
     return Plot(src=name, alt=alt, caption=caption, width=int(w), height=int(h),
+                clipped=_clipped(fig),
                 labels=[(ax.get_xlabel(), ax.get_ylabel()) for ax in shown],
                 xlims=[tuple(float(v) for v in ax.get_xlim()) for ax in shown],
                 legend=[t.get_text() for lg in legends for t in lg.get_texts()])
+
+
+def _clipped(fig) -> list[str]:
+    """The texts of `fig` (labels, ticks, titles, legend entries) that reach outside its
+    image, as drawn: a cut label or legend entry."""
+    from matplotlib.text import Text
+    r = fig.canvas.get_renderer()
+    w, h = fig.bbox.width, fig.bbox.height
+    ticks, drawn = set(), set()
+    hidden = {id(t) for ax in fig.axes if not ax.get_visible() for t in ax.findobj(Text)}
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            pad = (hi - lo) * 1e-6
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                labels = {id(tick.label1), id(tick.label2)}
+                ticks |= labels
+                if ax.get_visible() and lo - pad <= tick.get_loc() <= hi + pad:
+                    drawn |= labels       # a tick outside the view is not drawn
+    out = []
+    for t in fig.findobj(Text):
+        if not (t.get_visible() and t.get_text().strip()) or id(t) in hidden or (
+                id(t) in ticks and id(t) not in drawn):
+            continue
+        b = t.get_window_extent(r)
+        if b.x0 < -1 or b.y0 < -1 or b.x1 > w + 1 or b.y1 > h + 1:
+            out.append(t.get_text())
+    return out
 
 
 def _dates(t: pd.Series) -> pd.Series:
@@ -233,9 +268,10 @@ def _dates(t: pd.Series) -> pd.Series:
 
 
 TIME_LABEL = "time (UTC)"
+SIM_TIME_LABEL = "simulated time (UTC)"
 
 
-def _time_axis(ax, times: pd.Series, *, label: bool = True) -> None:
+def _time_axis(ax, times: pd.Series, *, label: bool | str = True) -> None:
     """A time axis for `times` (epoch seconds): ticks at round times, the date once;
     around a single time (one pass) a window of ten minutes instead of matplotlib's
     years."""
@@ -249,7 +285,7 @@ def _time_axis(ax, times: pd.Series, *, label: bool = True) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
     ax.grid(True, alpha=0.3)
     if label:
-        ax.set_xlabel(TIME_LABEL)
+        ax.set_xlabel(label if isinstance(label, str) else TIME_LABEL)
 
 
 def _marker(n: int) -> str | None:
@@ -312,6 +348,18 @@ def _short(name: str, n: int = 40) -> str:
     return name if len(name) <= n else name[: n - 1] + "…"
 
 
+def _wrapped(name: str, n: int) -> str:
+    """A name for a panel's title, whole: a name longer than `n` characters on two
+    lines, broken before its '@' (or its last '.'), each line cut at 90 characters."""
+    name = printable(str(name))
+    if len(name) <= n:
+        return name
+    at = name.rfind("@") if "@" in name else name.rfind(".")
+    if at <= 0:
+        return _short(name, 90)
+    return _short(name[:at], 90) + "\n" + _short(name[at:], 90)
+
+
 def _shown(value: Any) -> Any:
     """What the page shows of a template value: strings `printable` (not Markup)."""
     import markupsafe
@@ -371,17 +419,18 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
                 marker="." if few else None)
         for flag, color in (("starved", "tab:red"), ("over_share", "tab:orange")):
             _shade(ax, s, flag, color)
-        title = _short(name, 48) + (f" ({marks[name]})" if name in marks else "")
+        title = _wrapped(name, 56 if cols == 2 else 90) + (
+            f" ({marks[name]})" if name in marks else "")
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("share (slot weight)")
         _y_from_zero(ax, pd.concat([s["demand_capped"], s["delivered"], s["deserved"]]))
         _time_axis(ax, s["time"], label=False)
     for ax in axes[-1]:
-        ax.set_xlabel(TIME_LABEL)
+        ax.set_xlabel(words.time)
     if len(names) < rows * cols:          # an empty last panel: the one above shows time
         axes[-1][-1].set_visible(False)
         above = axes[-2][-1]
-        above.set_xlabel(TIME_LABEL)
+        above.set_xlabel(words.time)
         above.xaxis.set_tick_params(labelbottom=True)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -438,7 +487,7 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
         ax.plot(x, s["usage"], color="tab:blue", lw=1.6, marker=m, ms=3.5)
         for flag, color in (("starved", "tab:red"), ("over_quota", "tab:orange")):
             _shade(ax, s, flag, color)
-        ax.set_title(_short(name, 48) + (f" ({marks[name]})" if name in marks else ""),
+        ax.set_title(_short(name, 80) + (f" ({marks[name]})" if name in marks else ""),
                      fontsize=9, loc="left")
         ax.set_ylabel("usage (slot weight)")
         _y_from_zero(ax, pd.concat([s["quota"], s["usage"]]))
@@ -450,7 +499,7 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
         _time_axis(ax, s["time"], label=False)
         _time_axis(axr, s["time"], label=False)
     for ax in axes[-1]:
-        ax.set_xlabel(TIME_LABEL)
+        ax.set_xlabel(words.time)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     fig.legend(handles=[Line2D([], [], color="tab:blue", lw=1.6, label="usage",
@@ -541,7 +590,7 @@ def _same_series(p: pd.DataFrame, names: list[str], cols: Sequence[str]) -> list
     return list(groups.values())
 
 
-def _joined(members: list[str], n: int = 30) -> str:
+def _joined(members: list[str], n: int = 80) -> str:
     if len(members) == 1:
         return _short(members[0], n)
     if len(members) == 2:
@@ -565,7 +614,12 @@ def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
     if not flat:     # the same factor for all, throughout: the EUP is the RUP times it
         panels += [("real_eup", "EUP (RUP × factor)"), ("factor", "priority factor (×)")]
     lines = _same_series(p, names, [c for c, _ in panels])
-    fig = _figure(10, 2.6 * len(panels) + 0.9 + 0.18 * math.ceil(len(lines) / 3))
+    # as many legend columns as the longest entry leaves room for (8-point text, a
+    # 960-pixel figure): no entry cut
+    longest = max(len(_joined(m)) for m in lines)
+    ncols = max(1, min(3, int(900 // (5.4 * longest + 40))))
+    rows = math.ceil((len(lines) + 1) / ncols)
+    fig = _figure(10, 2.6 * len(panels) + 0.9 + 0.2 * rows)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     styles = ["-", "--", "-.", ":"]
     handles = []
@@ -595,8 +649,8 @@ def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
         else:
             _y_from_zero(ax, vals)
         _time_axis(ax, p["time"], label=False)
-    axes[-1].set_xlabel(TIME_LABEL)
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(3, len(handles)),
+    axes[-1].set_xlabel(words.time)
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(ncols, len(handles)),
                fontsize=8, frameon=False)
     factor_text = ""
     if flat and len(factors):
@@ -620,7 +674,8 @@ def plot_preemptions(pre: pd.DataFrame, out: Path, words: Words = Words(False)) 
     if pre.empty:
         return None
     p = pre.head(20).iloc[::-1]
-    fig = _figure(10, 0.35 * len(p) + 1.4)
+    # at least as tall as the y label is long (a few bars cut it)
+    fig = _figure(10, max(3.2, 0.35 * len(p) + 1.4))
     ax = fig.subplots()
     labels = [f"{_short(a, 30)} → {_short(b, 30)}" for a, b in zip(p["preemptor"],
                                                                     p["preempted"])]
@@ -642,7 +697,7 @@ def plot_preemptions(pre: pd.DataFrame, out: Path, words: Words = Words(False)) 
                  + (f" {more} more pairs in tables/preemptions.csv." if more > 0 else ""))
 
 
-def plot_fairness(fair: pd.DataFrame, out: Path) -> Plot | None:
+def plot_fairness(fair: pd.DataFrame, out: Path, words: Words = Words(False)) -> Plot | None:
     f = fair[fair["jain"].notna()]
     if f.empty:
         return None
@@ -665,7 +720,7 @@ def plot_fairness(fair: pd.DataFrame, out: Path) -> Plot | None:
     from matplotlib.ticker import MaxNLocator
     ax2.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     ax2.legend(fontsize=8, loc="upper right")
-    _time_axis(ax2, fair["time"])
+    _time_axis(ax2, fair["time"], label=words.time)
     return _save(fig, out, "fairness.png", "Jain's fairness index over time",
                  "Top: Jain's index of delivered / demand-capped share across the submitters "
                  "with demand, per pass (1: each got the same fraction of its fair share). "
@@ -723,19 +778,15 @@ def detail_id(kind: str, status: str, name: str) -> str:
 
 
 def _with_text(rec: dict, n: int, passes: bool = True) -> str:
-    """The first `n` partners of a summary row (with how many passes together, or only
-    their names, without the group prefix a submitter's partners share with it), and
-    how many more."""
+    """The first `n` partners of a summary row (the ones that matter most: see
+    `core.audit.summary_table`), with how many passes together or only their full
+    names, and how many more."""
     partners = rec.get("with")
     if not isinstance(partners, (list, tuple)):
         return "" if partners is None or isinstance(partners, float) else str(partners)
     shown = list(partners[:n])
     if not passes:
         shown = [p.rsplit(" (", 1)[0] for p in shown]
-    group = str(rec.get("group") or "")
-    if rec.get("kind") == "submitter" and group and group != "<none>":
-        pre = group + "."
-        shown = [p[len(pre):] if p.startswith(pre) else p for p in shown]
     return ", ".join(shown) + (f" and {len(partners) - n} more" if len(partners) > n else "")
 
 
@@ -845,7 +896,7 @@ def _detail_table(summary: pd.DataFrame, kind: str, statuses: Sequence[str], tit
 
 def _adjustments_section(t: dict[str, pd.DataFrame]) -> dict[str, Any]:
     return {"id": "adjustments", "title": "Recommendations applied",
-            "intro": "The condor_userprio changes `negotiator-ext recommend --apply` made (or "
+            "intro": "The condor_userprio changes negotiator-ext recommend --apply made (or "
                      "tried) in the period, from the ledger's audit trail (all pools).",
             "plots": [], "empty_text": None,
             "tables": [html_table(t["adjustments"], [
@@ -1077,13 +1128,7 @@ def _figures(audit: Audit) -> list[dict[str, Any]]:
         add("Jain's index", f"mean {j['mean']:.2f}, lowest {j['min']:.2f}", "#fairness")
     add("Starved", f"{len(s.get('starved_submitters', []))} submitter(s), "
                    f"{len(s.get('starved_groups', []))} group(s)", "#conditions")
-    lenders = s.get("borrowing_from", {})
-    over = s.get("over_quota", [])
-    add("Groups over quota", "; ".join(
-        g + (f" (borrowing from {', '.join(lenders[g][:5])}"
-             + (f" and {len(lenders[g]) - 5} more" if len(lenders[g]) > 5 else "") + ")"
-             if lenders.get(g) else "")
-        for g in over[:12]) + (f"; and {len(over) - 12} more" if len(over) > 12 else "")
+    add("Groups over quota", _over_quota_text(audit)
         or ("none" if s.get("hgq") else "none (no accounting groups)"), "#over-quota-groups")
     pre = s.get("preemptions", {})
     if sim:
@@ -1110,6 +1155,23 @@ def _figures(audit: Audit) -> list[dict[str, Any]]:
     return f
 
 
+def _over_quota_text(audit: Audit, n: int = 3) -> str:
+    """The groups over quota in one line: how many, how many of them borrowing while
+    another group was starved, and the `n` most severe (the summary's order)."""
+    s = audit.summary
+    over = s.get("over_quota", [])
+    if not over:
+        return ""
+    borrowing = s.get("borrowing", [])
+    ranked = [g for g in _ranked(audit.tables.get("summary"), "group") if g in set(over)]
+    ranked += [g for g in over if g not in ranked]
+    return (f"{len(over)} group{'s' if len(over) != 1 else ''}"
+            + (f", {len(borrowing)} of them borrowing while another group was starved"
+               if borrowing else ", none while another group was starved")
+            + f"; most severe: {', '.join(ranked[:n])}"
+            + (f" and {len(ranked) - n} more" if len(ranked) > n else ""))
+
+
 def _period(audit: Audit) -> str:
     """'Period: A to B (UTC)', saying which end is a pass's rather than asked for."""
     per = audit.summary.get("period", {})
@@ -1125,7 +1187,9 @@ def _period(audit: Audit) -> str:
             marks.append(mark)
         else:
             ends.append(none)
-    return (f"Period: {ends[0]} to {ends[1]} (UTC)"
+    sim = audit.summary.get("kind") == "simulation"
+    return ((f"Simulated period: {ends[0]} to {ends[1]} (the simulation's clock, UTC)"
+             if sim else f"Period: {ends[0]} to {ends[1]} (UTC)")
             + (f", {' '.join(marks)} recorded pass" if marks else ""))
 
 
@@ -1195,7 +1259,7 @@ def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
                      "waits": plot_waits(audit.waits, out, words),
                      "priorities": plot_priorities(t["priorities_by_pass"], share, out, words),
                      "preemptions": plot_preemptions(t["preemptions"], out, words),
-                     "fairness": plot_fairness(t["fairness_by_pass"], out),
+                     "fairness": plot_fairness(t["fairness_by_pass"], out, words),
                      "agreement": plot_agreement(t["agreement_by_pass"], out)}
         written += [out / p.src for p in plots.values() if p]
         for name, df in t.items():

@@ -6,7 +6,8 @@ every table as files under DIR/tables/.
   text.
 * A per-pass table (`PER_PASS`: a row per pass and submitter or group, millions in a day
   of one-minute passes at 1,000 submitters): NAME.parquet when pyarrow is installed (the
-  `parquet` extra), else NAME.csv.gz; no JSON and no UTC copies (epoch seconds).
+  `parquet` extra), else NAME.csv.gz; no JSON and no UTC copies (epoch seconds); the
+  figures in single precision (seven significant digits), the columns in `PER_PASS`.
 
 Every CSV header names its unit (`UNITS`: "severity (slot-weight seconds)", "time
 (epoch s)", ...); JSON and Parquet keep the plain column names, as report.json does.
@@ -53,7 +54,8 @@ UNITS: dict[str, str] = {
     **{c: "fraction" for c in ("rel_gap", "relative", "deserved_pct", "delivered_pct",
                                "equivalent_agreement", "count_agreement", "real_in_shadow",
                                "shadow_in_real", "worst", "max_abs_drift", "drift", "jain")},
-    **{c: "passes" for c in ("passes", "active_passes", "longest_passes",
+    **{c: "passes" for c in ("passes", "active_passes", "longest_passes", "complete_passes",
+                             "partial_passes", "failed_passes",
                              "over_quota_passes", "starved_passes", "recorded_passes")},
     **{c: "jobs" for c in ("idle_jobs", "running_jobs", "idle_counted")},
     **{c: "matches" for c in ("matches", "real_matches", "shadow_matches", "agreed",
@@ -166,6 +168,10 @@ def write_per_pass(df: pd.DataFrame, tables_dir: Path, name: str) -> list[Path]:
     header), its `PER_PASS` columns; epoch seconds, no UTC copies."""
     keep = PER_PASS.get(name)
     d = df[[c for c in keep if c in df.columns]] if keep else df
+    # shares, priorities and quotas to seven significant digits (single precision), the
+    # pass times to the second
+    d = d.assign(**{c: d[c].astype("float32") for c in d.columns
+                    if d[c].dtype == "float64" and c not in TIME_COLUMNS})
     if parquet_available():
         path = tables_dir / f"{name}.parquet"
         try:
@@ -175,7 +181,7 @@ def write_per_pass(df: pd.DataFrame, tables_dir: Path, name: str) -> list[Path]:
             d.to_parquet(path, index=False, compression="zstd")
     else:
         path = tables_dir / f"{name}.csv.gz"
-        d.to_csv(path, index=False, header=unit_header(d.columns),
+        d.to_csv(path, index=False, header=unit_header(d.columns), float_format="%.7g",
                  compression={"method": "gzip", "compresslevel": 6, "mtime": 0})
     return [path]
 
