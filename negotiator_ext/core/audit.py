@@ -322,8 +322,10 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     there)."""
     if entitled is None:
         entitled = entitlements(passes, groups)
-    s = submitters[(submitters["pass_uuid"].isin(passes["uuid"]))
-                   & ~submitters["is_group"].astype(bool)].copy()
+    keep = ["pass_uuid", "name", "group", "real_usage", "real_eup", "shadow_eup", "factor",
+            "claimed_weight", "idle_jobs", "running_jobs"]
+    s = submitters.loc[(submitters["pass_uuid"].isin(passes["uuid"]))
+                       & ~submitters["is_group"].astype(bool), keep].copy()
     if s.empty:
         return pd.DataFrame(columns=_SHARE_COLUMNS)
     for c in ("real_usage", "real_eup", "shadow_eup", "factor", "claimed_weight"):
