@@ -335,7 +335,9 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     s["real_usage"] = s["real_usage"].fillna(0.0)
     usage, idle, run_n = s["real_usage"], s["idle_jobs"], s["running_jobs"]
     weighted = usage > 0
-    s["demand_basis"] = np.where(weighted | (run_n == 0), "weighted", "count")
+    # labels as categories: one string each, not one per row (1.4 million in a day)
+    s["demand_basis"] = pd.Categorical.from_codes(
+        np.where(weighted | (run_n == 0), 0, 1), categories=["weighted", "count"])
     # each job once: usage beyond the running jobs the (older) submitter ads count was
     # matched since, from those ads' idle jobs (weight per running job: the claimed slots')
     claimed = s["claimed_weight"].fillna(0.0)
@@ -347,7 +349,9 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     real_ok = s["real_eup"] > 0
     shadow_ok = s["shadow_eup"] > 0
     s["eup"] = np.where(real_ok, s["real_eup"], np.where(shadow_ok, s["shadow_eup"], np.nan))
-    s["eup_source"] = np.where(real_ok, "real", np.where(shadow_ok, "shadow", "none"))
+    s["eup_source"] = pd.Categorical.from_codes(
+        np.where(real_ok, 0, np.where(shadow_ok, 1, 2)),
+        categories=["real", "shadow", "none", "equal"])
     pt = passes.assign(passes=_num(passes["weight"]) if "weight" in passes else 1.0)[
         ["uuid", "index", "time", "interval", "pool_weight", "passes"]].rename(
         columns={"uuid": "pass_uuid"})
@@ -1081,8 +1085,12 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     grp_period["starved_passes"] = grp_period["starved_passes"].round().astype(int)
     t["group_quota"] = grp_period
     gpairs = pairs(grp, "group", "starved", "over_quota")
-    spairs = pairs(share.assign(surplus=share["excess"]) if len(share) else
-                   share.assign(surplus=[]), "name", "starved", "over_share", scope="group")
+    # the flagged rows only, with the columns pairs reads (not a copy of every share)
+    flagged = share.loc[share["starved"].astype(bool) | share["over_share"].astype(bool),
+                        ["index", "group", "name", "time", "interval", "passes", "starved",
+                         "over_share", "shortfall", "excess"]]
+    spairs = pairs(flagged.assign(surplus=flagged["excess"]), "name", "starved",
+                   "over_share", scope="group")
     t["starved_borrowing_pairs"] = gpairs
     t["starved_over_share_submitters"] = spairs
     t["starved_submitters"] = spells(share, "name", "starved", "shortfall")
