@@ -1062,12 +1062,15 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
         sub_period = pd.DataFrame(columns=["name", "group", "active_passes"] + cols
                                   + ["rel_gap", "deserved_pct", "delivered_pct"])
     else:
-        share_pct = share.assign(
-            deserved_pct=share["deserved"] / share["pool_weight"].where(share["pool_weight"] > 0),
-            delivered_pct=share["delivered"] / share["pool_weight"].where(share["pool_weight"] > 0))
+        # the columns needed only (a copy of the whole share table is 300 MB a day)
+        size = share["pool_weight"].where(share["pool_weight"] > 0)
+        share_pct = share[["pass_uuid", "name"] + cols].assign(
+            deserved_pct=share["deserved"] / size, delivered_pct=share["delivered"] / size)
         sub_period = period_means(share_pct, pt, "name",
                                   cols + ["deserved_pct", "delivered_pct"])
-        info = share.assign(_act=share["active"].astype(float) * _num(share["passes"])).groupby(
+        del share_pct, size
+        info = share[["name", "group"]].assign(
+            _act=share["active"].astype(float) * _num(share["passes"])).groupby(
             "name").agg(group=("group", "last"), active_passes=("_act", "sum")).reset_index()
         sub_period = info.merge(sub_period, on="name")
         sub_period["rel_gap"] = sub_period["gap"] / sub_period["demand_capped"].where(

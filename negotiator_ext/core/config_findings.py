@@ -130,7 +130,9 @@ def _blocked(submitters: pd.DataFrame, share: pd.DataFrame) -> list[dict]:
                      "text": f"Submitter {name} has Ceiling {_fmt(float(sub['c'].iloc[-1]))} "
                              f"(condor_userprio -setceiling) and had idle jobs in {len(when)} "
                              "passes: it can use no slot at all."})
-    a = share[share["active"].astype(bool)].assign(f=lambda d: _n(d["factor"]))
+    a = share.loc[share["active"].astype(bool),
+                  ["pass_uuid", "name", "group", "factor", "delivered", "deserved", "passes",
+                   "time"]].assign(f=lambda d: _n(d["factor"]))
     if a.empty:
         return rows
     med = a.groupby(["pass_uuid", "group"])["f"].transform("median")
