@@ -49,6 +49,10 @@ def test_findings_name_each_configuration_that_makes_fairness_impossible():
     assert "add up to 2,900 on a pool of 2,000" in top["text"]
     assert "69%" in top["text"]
     assert f.iloc[1]["available"] == 4.0 and f.iloc[1]["passes"] == 3
+    # a share under a slot is said as it is, not rounded to 0
+    slow = f.iloc[3]
+    assert 0 < slow["available"] < 0.1 and f"leaves it {slow['available']:.2g} of a slot" \
+        in slow["text"]
     assert [x["kind"] for x in a.summary["findings"]] == list(f["kind"])
 
 

@@ -196,7 +196,8 @@ def test_a_thousand_submitters_open_with_a_ranked_summary_of_twenty(tmp_path):
     # the With cell: the partners of the same group, in full (issue 35: without their
     # group's prefix, grp04.u0904 read as another group's u0904)
     first_sub = next(r for r in rows if "over share" in r)
-    assert ">group_00.u0001@example.org, group_00.u0002@example.org</td>" in first_sub
+    assert ">group_00.u0001@example.org, group_00.u0002@example.org</td>" in first_sub.replace(
+        "<wbr>", "")
     # ... at most 2 of them, and how many more
     rec = {"kind": "submitter", "group": "g", "with": [f"g.u{k} (3 passes)" for k in range(5)]}
     assert V._with_text(rec, 2, passes=False) == "g.u0, g.u1 and 3 more"

@@ -79,7 +79,8 @@ def test_with_whom_names_in_full_the_partners_that_matter_first(reports):
     # group 0's lenders, the one that borrowed most (group 3) first
     assert [p.split(" (")[0] for p in starved["with"]] == [
         long_name(g, 0).split(".")[0] for g in (3, 2, 1)]
-    html = (out / "index.html").read_text()
+    # (a long name may break at its dots and before its '@': <wbr>, nothing copied)
+    html = (out / "index.html").read_text().replace("<wbr>", "")
     # a submitter's partners keep their group prefix: full names, nothing cut
     over = s[(s["kind"] == "submitter") & (s["status"] == "over share")].iloc[0]
     assert over["with"] and all(p.startswith(over["group"] + ".") for p in over["with"])

@@ -37,7 +37,12 @@ _EPS = 1e-9
 
 
 def _fmt(x: float) -> str:
-    return f"{x:,.0f}" if abs(x - round(x)) < 0.05 or abs(x) >= 100 else f"{x:,.2f}"
+    """A figure for a sentence: whole numbers as such (2,900), others to two decimals
+    (24.89), a small one to two significant digits (0.012)."""
+    x = float(x)
+    if abs(x - round(x)) < 1e-9 or abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:,.2f}" if abs(x) >= 0.1 else f"{x:.2g}"
 
 
 def _n(s: pd.Series) -> pd.Series:

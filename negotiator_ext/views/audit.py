@@ -132,6 +132,20 @@ class Col:
     kind: str = "text"
 
 
+LONG_NAME = 24              # a longer name may break at its dots and before its '@'
+
+
+def _breakable(text: str) -> Any:
+    """A long name (group_physics.higgs_analysis@refcondor.example.org) as markup that
+    may break after a dot or before its '@' (<wbr>: nothing is added when copied), so a
+    table of long names fits the window without breaking a word anywhere else."""
+    if len(text) <= LONG_NAME or ("." not in text and "@" not in text):
+        return text
+    import markupsafe
+    safe = str(markupsafe.escape(printable(text)))
+    return markupsafe.Markup(safe.replace(".", ".<wbr>").replace("@", "<wbr>@"))
+
+
 def html_table(df: pd.DataFrame, cols: Sequence[Col], *, limit: int = MAX_ROWS,
                csv: str | None = None, row_id: Callable[[dict], str | None] | None = None,
                row_cls: Callable[[dict], str | None] | None = None,
@@ -145,7 +159,8 @@ def html_table(df: pd.DataFrame, cols: Sequence[Col], *, limit: int = MAX_ROWS,
     for rec in records[:limit]:
         cells = []
         for c in cols:
-            cell = {"text": _FORMATS[c.kind](rec.get(c.name)),
+            text = _FORMATS[c.kind](rec.get(c.name))
+            cell = {"text": _breakable(text) if c.kind in ("text", "list") else text,
                     "cls": "n" if c.kind in _NUMERIC else "status" if c.kind == "status"
                     else "t" if c.kind in ("time", "tmin") else "w" if c.kind == "list"
                     else None,
