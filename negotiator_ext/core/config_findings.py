@@ -24,7 +24,6 @@ files, no clock.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from .groups import ROOT
