@@ -39,9 +39,11 @@ def add_audit_parser(sub) -> argparse.ArgumentParser:
                     "ledger: deserved, demand-capped and delivered shares per submitter and "
                     "group, who was over quota, borrowing or starved and for how long, queue "
                     "wait times, priorities, preemptions, fairness over time, real-versus-"
-                    "shadow agreement and the recommendations applied. DIR gets index.html, "
-                    "the plots as PNG, every table as CSV and JSON under tables/, and "
-                    "report.json.")
+                    "shadow agreement and the recommendations applied, after the "
+                    "configuration that makes fairness impossible or odd. DIR gets "
+                    "index.html, the plots as PNG, every table as CSV and JSON under "
+                    "tables/ (the per-pass tables as Parquet, or gzipped CSV without "
+                    "pyarrow), and report.json.")
     from .cli_parser import _add_ledger_args
     _add_ledger_args(p)
     p.add_argument("--pool", metavar="HOST[:PORT]",

@@ -281,7 +281,15 @@ def check_in_chromium(out: Path, tmp: Path) -> _Page:
 
 
 def table(out: Path, name: str) -> list[dict]:
-    return json.loads((out / "tables" / f"{name}.json").read_text())
+    """A table of the report as records: its JSON, or a per-pass table's Parquet (NaN as
+    None, as the JSON has it)."""
+    path = out / "tables" / f"{name}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    from negotiator_ext.views.audit_files import read_table
+    d = read_table(out / "tables" / f"{name}.parquet")
+    return [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+            for r in d.to_dict("records")]
 
 
 # ---------------------------------------------------------------- the arithmetic

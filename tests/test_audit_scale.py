@@ -193,13 +193,15 @@ def test_a_thousand_submitters_open_with_a_ranked_summary_of_twenty(tmp_path):
     assert "The 20 most severe of 50 conditions" in text
     # all of them stay in the files
     assert len(table(out, "summary")) == 50
-    # the With cell: the partners of the same group, without the group's prefix
+    # the With cell: the partners of the same group, in full (issue 35: without their
+    # group's prefix, grp04.u0904 read as another group's u0904)
     first_sub = next(r for r in rows if "over share" in r)
-    assert ">u0001@example.org, u0002@example.org</td>" in first_sub
+    assert ">group_00.u0001@example.org, group_00.u0002@example.org</td>" in first_sub.replace(
+        "<wbr>", "")
     # ... at most 2 of them, and how many more
     rec = {"kind": "submitter", "group": "g", "with": [f"g.u{k} (3 passes)" for k in range(5)]}
-    assert V._with_text(rec, 2, passes=False) == "u0, u1 and 3 more"
-    assert V._with_text(rec, 10) == ", ".join(f"u{k} (3 passes)" for k in range(5))
+    assert V._with_text(rec, 2, passes=False) == "g.u0, g.u1 and 3 more"
+    assert V._with_text(rec, 10) == ", ".join(f"g.u{k} (3 passes)" for k in range(5))
 
 
 def test_plots_have_units_legends_and_a_sane_time_axis_at_1_and_10000_passes(tmp_path):

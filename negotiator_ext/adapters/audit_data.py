@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.audit import AuditFrames, comparison_row, make_frames, pass_row, record_rows
 from .ledger import Ledger
+from .ledger_columns import read_columns
 
 
 def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None = None,
@@ -25,19 +26,26 @@ def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None 
     each, standing for their passes (`core.audit.pass_row`), with their submitters and
     groups (`recorded_passes`: in how many of the hour's complete passes each was
     recorded) and their comparisons as one; they have no matches."""
+    import pandas as pd
+    from ..core.audit import GROUP_COLUMNS, SUBMITTER_COLUMNS
     heads = ledger.passes(pool=pool, since=since, until=until, summaries=True)
     subs: list[dict[str, Any]] = []
     grps: list[dict[str, Any]] = []
-    for head, s, g in ledger.window(since, pool=pool, until=until, summaries=True):
-        summ = head.get("summary")
-        if summ:
-            subs += [{**r, "recorded_passes": summ["submitter_passes"].get(r["name"])}
-                     for r in record_rows(head["uuid"], s)]
-            grps += [{**r, "recorded_passes": summ["group_passes"].get(r["name"])}
-                     for r in record_rows(head["uuid"], g)]
-        else:
-            subs += record_rows(head["uuid"], s)
-            grps += record_rows(head["uuid"], g)
+    for head, s, g in ledger.hours(pool, since, until, complete_only=True):
+        summ = head["summary"]
+        subs += [{**r, "recorded_passes": summ["submitter_passes"].get(r["name"])}
+                 for r in record_rows(head["uuid"], s)]
+        grps += [{**r, "recorded_passes": summ["group_passes"].get(r["name"])}
+                 for r in record_rows(head["uuid"], g)]
+    # the passes themselves as columns (millions of rows in a day at 1,000 submitters)
+    detail = [read_columns(ledger, table, [c for c in cols if c != "recorded_passes"],
+                           pool=pool, since=since, until=until)
+              for table, cols in (("submitters", SUBMITTER_COLUMNS), ("groups", GROUP_COLUMNS))]
+    subs_df, grps_df = (
+        pd.concat([pd.DataFrame.from_records(rows, columns=list(cols)), d.reindex(
+            columns=list(cols))], ignore_index=True) if rows else d
+        for rows, d, cols in ((subs, detail[0], SUBMITTER_COLUMNS),
+                              (grps, detail[1], GROUP_COLUMNS)))
     matches: list[dict[str, Any]] = []
     for uuid, (ours, real) in ledger.matches_in(since, until, pool=pool).items():
         matches += record_rows(uuid, ours, source="shadow")
@@ -48,4 +56,5 @@ def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None 
     adjustments = [a for a in ledger.adjustments(since=None if since is None else int(since))
                    if (since is None or a.applied_at >= since)
                    and (until is None or a.applied_at < until)]
-    return make_frames([pass_row(h) for h in heads], subs, grps, matches, comps, adjustments)
+    return make_frames([pass_row(h) for h in heads], subs_df, grps_df, matches, comps,
+                       adjustments)

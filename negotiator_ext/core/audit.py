@@ -64,6 +64,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .config_findings import config_findings
 from .fairshare import jain_index, water_fill
 from .figures import limit_figure
 from .groups import ROOT
@@ -74,7 +75,8 @@ __all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "NOISE_FLOOR",
            "comparison_row", "water_fill", "jain_index", "pass_table", "entitlements",
            "shares", "group_table", "spells", "pairs", "period_means", "fairness_by_pass",
            "largest_gaps", "wait_stats", "wait_samples", "preemptions", "priorities",
-           "priority_summary", "agreement", "anchor", "divergent_passes", "divergence_details",
+           "priority_summary", "most_used", "PRIORITY_LINES", "agreement", "anchor",
+           "divergent_passes", "divergence_details",
            "out_of_time",
            "adjustment_table", "summary_table", "ledger_kind", "analyse"]
 
@@ -91,10 +93,13 @@ PASS_COLUMNS = ("uuid", "pool", "time", "started_at", "finished_at", "snapshot_t
                 "partial_passes", "failed_passes", "seconds")
 # `recorded_passes`: in how many passes the principal was recorded (a summarised hour's
 # row: in how many of its complete passes; NaN: one)
-SUBMITTER_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(SubmitterObs)) + (
-    "recorded_passes",)
-GROUP_COLUMNS = ("pass_uuid",) + tuple(f.name for f in dataclasses.fields(GroupObs)) + (
-    "recorded_passes",)
+# the fields the analysis reads (the ledger's other figures are not read: a day of
+# one-minute passes at 1,000 submitters is 1.5 million rows)
+SUBMITTER_COLUMNS = ("pass_uuid", "name", "group", "is_group", "factor", "ceiling", "real_rup",
+                     "real_eup", "real_usage", "claimed_weight", "idle_jobs", "running_jobs",
+                     "shadow_eup", "predicted_rup", "drift", "recorded_passes")
+GROUP_COLUMNS = ("pass_uuid", "name", "real_quota", "config_quota", "real_usage",
+                 "real_requested", "recorded_passes")
 MATCH_COLUMNS = ("pass_uuid", "source") + tuple(f.name for f in dataclasses.fields(MatchEntry))
 COMPARISON_COLUMNS = ("pass_uuid", "time", "comparisons") + tuple(
     f.name for f in dataclasses.fields(Comparison))
@@ -119,9 +124,12 @@ class AuditFrames:
     adjustments: pd.DataFrame
 
 
-def _frame(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> pd.DataFrame:
-    """A DataFrame of `rows` with exactly `columns` (no rows: an empty frame that still
-    has them)."""
+def _frame(rows: Sequence[Mapping[str, Any]] | pd.DataFrame, columns: Sequence[str]
+           ) -> pd.DataFrame:
+    """A DataFrame of `rows` (dicts, or a DataFrame already) with exactly `columns` (no
+    rows: an empty frame that still has them; a column `rows` lacks: NaN)."""
+    if isinstance(rows, pd.DataFrame):
+        return rows.reindex(columns=list(columns))
     return pd.DataFrame.from_records(list(rows), columns=list(columns))
 
 
@@ -172,11 +180,14 @@ def comparison_row(header: Mapping[str, Any], comp: Comparison) -> dict[str, Any
             **{f.name: getattr(comp, f.name) for f in dataclasses.fields(Comparison)}}
 
 
-def make_frames(passes: Sequence[Mapping[str, Any]], submitters: Sequence[Mapping[str, Any]],
-                groups: Sequence[Mapping[str, Any]], matches: Sequence[Mapping[str, Any]],
+def make_frames(passes: Sequence[Mapping[str, Any]],
+                submitters: Sequence[Mapping[str, Any]] | pd.DataFrame,
+                groups: Sequence[Mapping[str, Any]] | pd.DataFrame,
+                matches: Sequence[Mapping[str, Any]],
                 comparisons: Sequence[Mapping[str, Any]],
                 adjustments: Sequence[Adjustment]) -> AuditFrames:
-    """AuditFrames from rows (see `pass_row`, `record_rows`, `comparison_row`)."""
+    """AuditFrames from rows (see `pass_row`, `record_rows`, `comparison_row`; submitters
+    and groups may come as DataFrames, `adapters.ledger_columns`)."""
     return AuditFrames(
         passes=_frame(passes, PASS_COLUMNS),
         submitters=_frame(submitters, SUBMITTER_COLUMNS),
@@ -311,8 +322,10 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     there)."""
     if entitled is None:
         entitled = entitlements(passes, groups)
-    s = submitters[(submitters["pass_uuid"].isin(passes["uuid"]))
-                   & ~submitters["is_group"].astype(bool)].copy()
+    keep = ["pass_uuid", "name", "group", "real_usage", "real_eup", "shadow_eup", "factor",
+            "claimed_weight", "idle_jobs", "running_jobs"]
+    s = submitters.loc[(submitters["pass_uuid"].isin(passes["uuid"]))
+                       & ~submitters["is_group"].astype(bool), keep].copy()
     if s.empty:
         return pd.DataFrame(columns=_SHARE_COLUMNS)
     for c in ("real_usage", "real_eup", "shadow_eup", "factor", "claimed_weight"):
@@ -322,7 +335,9 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     s["real_usage"] = s["real_usage"].fillna(0.0)
     usage, idle, run_n = s["real_usage"], s["idle_jobs"], s["running_jobs"]
     weighted = usage > 0
-    s["demand_basis"] = np.where(weighted | (run_n == 0), "weighted", "count")
+    # labels as categories: one string each, not one per row (1.4 million in a day)
+    s["demand_basis"] = pd.Categorical.from_codes(
+        np.where(weighted | (run_n == 0), 0, 1), categories=["weighted", "count"])
     # each job once: usage beyond the running jobs the (older) submitter ads count was
     # matched since, from those ads' idle jobs (weight per running job: the claimed slots')
     claimed = s["claimed_weight"].fillna(0.0)
@@ -334,14 +349,23 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     real_ok = s["real_eup"] > 0
     shadow_ok = s["shadow_eup"] > 0
     s["eup"] = np.where(real_ok, s["real_eup"], np.where(shadow_ok, s["shadow_eup"], np.nan))
-    s["eup_source"] = np.where(real_ok, "real", np.where(shadow_ok, "shadow", "none"))
+    s["eup_source"] = pd.Categorical.from_codes(
+        np.where(real_ok, 0, np.where(shadow_ok, 1, 2)),
+        categories=["real", "shadow", "none", "equal"])
     pt = passes.assign(passes=_num(passes["weight"]) if "weight" in passes else 1.0)[
         ["uuid", "index", "time", "interval", "pool_weight", "passes"]].rename(
         columns={"uuid": "pass_uuid"})
-    s = s.merge(pt, on="pass_uuid", how="inner")
-    s = s.merge(entitled[["pass_uuid", "group", "entitlement"]], on=["pass_uuid", "group"],
-                how="left")
-    s = s.sort_values(["index", "group", "name"], kind="stable").reset_index(drop=True)
+    # the pass's figures and the group's entitlement by lookup, not merges: a merge
+    # copies every row of a day at 1,000 submitters (1.5 million) each time
+    by_pass = pt.drop_duplicates("pass_uuid").set_index("pass_uuid")
+    for c in ("index", "time", "interval", "pool_weight", "passes"):
+        s[c] = s["pass_uuid"].map(by_pass[c])
+    ent = entitled[["pass_uuid", "group", "entitlement"]].drop_duplicates(["pass_uuid", "group"])
+    s["entitlement"] = s[["pass_uuid", "group"]].merge(
+        ent, on=["pass_uuid", "group"], how="left")["entitlement"].to_numpy()
+    order = np.lexsort((s["name"].to_numpy(str), s["group"].astype(str).to_numpy(),
+                        s["index"].to_numpy()))
+    s = s.take(order).reset_index(drop=True)
     key = [s["index"], s["group"]]
     act = s["active"]
     s["delivered"] = s["real_usage"]
@@ -607,13 +631,12 @@ def wait_stats(matches: pd.DataFrame, submitters: pd.DataFrame, by: str = "submi
     interpolation), maximum and mean."""
     m = _with_groups(matches, submitters) if len(matches) else matches.assign(group=None)
     m = m[_num(m["wait"]).notna()].assign(wait=lambda d: _num(d["wait"]))
-    rows = []
-    for (src, name), sub in m.groupby(["source", by], sort=True):
-        w = sub["wait"]
-        rows.append({"source": src, "name": name, "matches": len(w),
-                     "p50": float(w.quantile(0.5)), "p90": float(w.quantile(0.9)),
-                     "max": float(w.max()), "mean": float(w.mean())})
-    return pd.DataFrame.from_records(rows, columns=_WAIT_COLUMNS)
+    if m.empty:
+        return pd.DataFrame(columns=_WAIT_COLUMNS)
+    g = m.groupby(["source", by], sort=True)["wait"]
+    out = pd.DataFrame({"matches": g.size(), "p50": g.quantile(0.5), "p90": g.quantile(0.9),
+                        "max": g.max(), "mean": g.mean()}).reset_index()
+    return out.rename(columns={by: "name"})[_WAIT_COLUMNS]
 
 
 def wait_samples(matches: pd.DataFrame, submitters: pd.DataFrame, by: str = "submitter",
@@ -651,38 +674,56 @@ def priorities(passes: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
     """Per (analysed pass, accounting principal): the real RUP and EUP and the factor,
     with our accountant's prediction of the RUP (`predicted_rup`, recorded when one real
     priority update ran since the pass before) and the drift between them."""
-    pt = passes[["uuid", "index", "time"]].rename(columns={"uuid": "pass_uuid"})
-    s = submitters.merge(pt, on="pass_uuid", how="inner")
+    by_pass = passes.drop_duplicates("uuid").set_index("uuid")
+    # only the columns it gives, the pass's by lookup (a merge copied every column of a
+    # day's 1.5 million rows)
+    s = submitters.loc[submitters["pass_uuid"].isin(by_pass.index),
+                       [c for c in _PRIO_COLUMNS if c in submitters.columns
+                        and c not in ("index", "time")]]
+    s["index"] = s["pass_uuid"].map(by_pass["index"])
+    s["time"] = s["pass_uuid"].map(by_pass["time"])
     for c in ("real_rup", "predicted_rup", "real_eup", "shadow_eup", "factor", "drift"):
         s[c] = _num(s[c])
     s["is_group"] = s["is_group"].astype(bool)
     s["recorded_passes"] = (_num(s["recorded_passes"]).fillna(1.0) if "recorded_passes" in s
                             else 1.0)
-    return s.sort_values(["index", "name"], kind="stable")[_PRIO_COLUMNS].reset_index(drop=True)
+    order = np.lexsort((s["name"].to_numpy(str), s["index"].to_numpy()))
+    return s.take(order)[_PRIO_COLUMNS].reset_index(drop=True)
+
+
+PRIORITY_LINES = 8          # submitters whose priorities per pass the report keeps
+
+
+def most_used(share: pd.DataFrame, prio: pd.DataFrame, n: int) -> list[str]:
+    """The `n` submitters (not group records) of `prio` with the most usage over the
+    period (delivered, summed over passes), then by name."""
+    names = prio.loc[~prio["is_group"].astype(bool), "name"].unique()
+    usage = share.groupby("name")["delivered"].sum() if len(share) else pd.Series(dtype=float)
+    return sorted(names, key=lambda x: (-float(usage.get(x, 0.0)), x))[:n]
 
 
 def priority_summary(prio: pd.DataFrame) -> pd.DataFrame:
     """Per principal over the period: the first and last real RUP, the last EUP, the
     smallest and largest factor and the largest |drift| of the real RUP from ours."""
-    rows = []
-    for name, sub in prio.sort_values("index").groupby("name", sort=True):
-        rup = sub["real_rup"].dropna()
-        drift = sub["drift"].dropna()
-        rows.append({"name": name, "group": sub["group"].iloc[-1],
-                     "is_group": bool(sub["is_group"].iloc[-1]),
-                     "passes": int(round(_num(sub["recorded_passes"]).fillna(1.0).sum())),
-                     "first_rup": float(rup.iloc[0]) if len(rup) else float("nan"),
-                     "last_rup": float(rup.iloc[-1]) if len(rup) else float("nan"),
-                     "last_predicted_rup": float(sub["predicted_rup"].dropna().iloc[-1])
-                     if sub["predicted_rup"].notna().any() else float("nan"),
-                     "last_eup": float(sub["real_eup"].dropna().iloc[-1])
-                     if sub["real_eup"].notna().any() else float("nan"),
-                     "min_factor": float(sub["factor"].min()),
-                     "max_factor": float(sub["factor"].max()),
-                     "max_abs_drift": float(drift.abs().max()) if len(drift) else float("nan")})
-    return pd.DataFrame.from_records(rows, columns=[
-        "name", "group", "is_group", "passes", "first_rup", "last_rup", "last_predicted_rup",
-        "last_eup", "min_factor", "max_factor", "max_abs_drift"])
+    cols = ["name", "group", "is_group", "passes", "first_rup", "last_rup",
+            "last_predicted_rup", "last_eup", "min_factor", "max_factor", "max_abs_drift"]
+    if prio.empty:
+        return pd.DataFrame(columns=cols)
+    p = prio.sort_values("index", kind="stable").assign(
+        _w=lambda d: _num(d["recorded_passes"]).fillna(1.0),
+        _drift=lambda d: _num(d["drift"]).abs())
+    g = p.groupby("name", sort=True)
+    # first / last skip NaN: the first and last recorded value of each
+    out = pd.DataFrame({
+        "group": g["group"].last(), "is_group": g["is_group"].last().astype(bool),
+        "passes": g["_w"].sum().round().astype(int),
+        "first_rup": g["real_rup"].first(), "last_rup": g["real_rup"].last(),
+        "last_predicted_rup": g["predicted_rup"].last(), "last_eup": g["real_eup"].last(),
+        "min_factor": g["factor"].min(), "max_factor": g["factor"].max(),
+        "max_abs_drift": g["_drift"].max()}).reset_index()
+    for c in cols[4:]:
+        out[c] = out[c].astype(float)
+    return out[cols]
 
 
 # ---------------------------------------------------------------- shadow agreement
@@ -823,11 +864,19 @@ _SUMMARY_COLUMNS = ["rank", "kind", "name", "group", "status", "severity", "pass
 _STATUS_ORDER = {"starved": 0, "borrowing": 1, "over share": 2, "over quota": 3}
 
 
-def _partner_lists(pair: pd.DataFrame, col: str, other: str) -> dict[str, list[str]]:
-    """For each `col` value of `pair`: its partners (`other`), longest together first,
-    as 'name (N passes)'."""
+def _partner_lists(pair: pd.DataFrame, col: str, other: str, amount: str
+                   ) -> dict[str, list[str]]:
+    """For each `col` value of `pair`: its partners (`other`), the ones that matter
+    first: the most of `amount` (the partner's mean surplus or shortfall while
+    together) times how long together, then the longest together, then by name; as
+    'name (N passes)'."""
     out: dict[str, list[str]] = {}
-    for name, o, n in zip(pair[col], pair[other], pair["passes"]):
+    if pair.empty:
+        return out
+    weight = (_num(pair[amount]).fillna(0.0) * _num(pair["duration"]).fillna(0.0))
+    p = pair.assign(_w=weight).sort_values(
+        [col, "_w", "passes", other], ascending=[True, False, False, True], kind="stable")
+    for name, o, n in zip(p[col], p[other], p["passes"]):
         out.setdefault(name, []).append(f"{o} ({int(n)} pass{'es' if n != 1 else ''})")
     return out
 
@@ -841,8 +890,9 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
     pass's interval, summed), how many passes, for how long, the longest streak, when
     first and last, how much (mean and largest shortfall or excess, slot-weight units;
     `relative`: the mean over the mean quota or demand-capped share of those passes) and
-    with whom (`with`: the list of every partner as 'name (N passes)', longest together
-    first; the files join it with ', '; `with_count`: how many):
+    with whom (`with`: the list of every partner as 'name (N passes)', the ones that
+    matter first: the partner's surplus or shortfall times how long together; the
+    files join it with ', '; `with_count`: how many):
     the borrowing groups of a starved group and the other way round; for submitters,
     the others of the same group.
 
@@ -874,9 +924,9 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
             sp["group"] = (sp["name"].map(df.groupby(key)["group"].last())
                            if kind == "submitter" else "")
             if status == "starved":
-                partners = _partner_lists(prs, "starved", "borrowing")
+                partners = _partner_lists(prs, "starved", "borrowing", "mean_surplus")
             else:
-                partners = _partner_lists(prs, "borrowing", "starved")
+                partners = _partner_lists(prs, "borrowing", "starved", "mean_shortfall")
             lists = [partners.get(n, []) for n in sp["name"]]
             sp["with"] = lists
             sp["with_count"] = [len(x) for x in lists]
@@ -967,7 +1017,8 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     sim = kind == "simulation"
     counts = _counts(frames.passes)
     summary: dict[str, Any] = {"pool": pool, "since": since, "until": until, "passes": counts,
-                               "kind": kind, "noise_floor": float(noise_floor), "notes": []}
+                               "kind": kind, "noise_floor": float(noise_floor), "notes": [],
+                               "findings": []}
     notes: list[str] = summary["notes"]
     left = counts["total"] - counts["analysed"]
     if left:
@@ -1030,17 +1081,24 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     grp = group_table(pt, ent, share, noise_floor=noise_floor)
     t["submitter_shares_by_pass"] = share
     t["group_quota_by_pass"] = grp
+    found = config_findings(pt, frames.groups, frames.submitters, grp, share)
+    t["config_findings"] = found
+    summary["findings"] = [{"kind": k, "name": n, "text": x}
+                           for k, n, x in zip(found["kind"], found["name"], found["text"])]
     cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
     if share.empty:
         sub_period = pd.DataFrame(columns=["name", "group", "active_passes"] + cols
                                   + ["rel_gap", "deserved_pct", "delivered_pct"])
     else:
-        share_pct = share.assign(
-            deserved_pct=share["deserved"] / share["pool_weight"].where(share["pool_weight"] > 0),
-            delivered_pct=share["delivered"] / share["pool_weight"].where(share["pool_weight"] > 0))
+        # the columns needed only (a copy of the whole share table is 300 MB a day)
+        size = share["pool_weight"].where(share["pool_weight"] > 0)
+        share_pct = share[["pass_uuid", "name"] + cols].assign(
+            deserved_pct=share["deserved"] / size, delivered_pct=share["delivered"] / size)
         sub_period = period_means(share_pct, pt, "name",
                                   cols + ["deserved_pct", "delivered_pct"])
-        info = share.assign(_act=share["active"].astype(float) * _num(share["passes"])).groupby(
+        del share_pct, size
+        info = share[["name", "group"]].assign(
+            _act=share["active"].astype(float) * _num(share["passes"])).groupby(
             "name").agg(group=("group", "last"), active_passes=("_act", "sum")).reset_index()
         sub_period = info.merge(sub_period, on="name")
         sub_period["rel_gap"] = sub_period["gap"] / sub_period["demand_capped"].where(
@@ -1058,8 +1116,12 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     grp_period["starved_passes"] = grp_period["starved_passes"].round().astype(int)
     t["group_quota"] = grp_period
     gpairs = pairs(grp, "group", "starved", "over_quota")
-    spairs = pairs(share.assign(surplus=share["excess"]) if len(share) else
-                   share.assign(surplus=[]), "name", "starved", "over_share", scope="group")
+    # the flagged rows only, with the columns pairs reads (not a copy of every share)
+    flagged = share.loc[share["starved"].astype(bool) | share["over_share"].astype(bool),
+                        ["index", "group", "name", "time", "interval", "passes", "starved",
+                         "over_share", "shortfall", "excess"]]
+    spairs = pairs(flagged.assign(surplus=flagged["excess"]), "name", "starved",
+                   "over_share", scope="group")
     t["starved_borrowing_pairs"] = gpairs
     t["starved_over_share_submitters"] = spairs
     t["starved_submitters"] = spells(share, "name", "starved", "shortfall")
@@ -1079,8 +1141,12 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
         audit.waits[by] = wait_samples(frames.matches, frames.submitters, by)
     t["preemptions"] = preemptions(frames.matches)
     prio = priorities(pt, frames.submitters)
-    t["priorities_by_pass"] = prio
     t["priorities"] = priority_summary(prio)
+    # per pass: the submitters the priority plot draws (a day of one-minute passes at
+    # 1,000 submitters is 1.5 million rows; every principal's are in the ledger)
+    t["priorities_by_pass"] = prio[prio["name"].isin(
+        most_used(share, prio, PRIORITY_LINES))].reset_index(drop=True)
+    del prio
     hgq = bool(ent["hgq"].any())
     by_count = int((share["demand_basis"] == "count").sum()) if len(share) else 0
     equal = (share.loc[share["eup_source"] == "equal", "pass_uuid"].nunique()

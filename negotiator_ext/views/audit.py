@@ -9,9 +9,10 @@ directory.
                         in tables/) (jinja2, templates/audit.html.j2)
   DIR/*.png             the plots (matplotlib, Agg, no pyplot state); a plot is only
                         drawn when it has something to show
-  DIR/tables/NAME.csv   every table, also the per-pass series behind the plots,
-  DIR/tables/NAME.json  as CSV and as JSON records (times in epoch seconds, with *_utc
-                        copies)
+  DIR/tables/NAME.csv   every table as CSV (a unit in each header) and as JSON records
+  DIR/tables/NAME.json  (times in epoch seconds, with *_utc copies); the per-pass series
+                        behind the plots as NAME.parquet, or NAME.csv.gz without
+                        pyarrow (`views.audit_files`)
   DIR/report.json       the summary, and the list of files written
 
 The page is static and self-contained (inline CSS, no script, images beside it), so it
@@ -39,21 +40,22 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..core.audit import Audit
+from ..core.audit import PRIORITY_LINES, Audit, most_used
 from ..errors import InputError
+from .audit_files import (PER_PASS, check_output, plain as _plain, prepare_output,
+                          write_per_pass, write_table)
 from .text import printable
+
+__all__ = ["check_output", "write_report", "render_html"]
 
 TEMPLATE = "audit.html.j2"
 MAX_ROWS = 25               # rows of a table shown on the page (all are in its CSV)
 SUMMARY_ROWS = 20           # rows of the ranked summary, the page's first table
-MAX_LINES = 8               # submitters drawn in one time-series plot
+_FORMAT_NAME = {".csv": "CSV", ".json": "JSON", ".parquet": "Parquet", ".csv.gz": "CSV (gzip)"}
+MAX_FINDINGS = 10           # configuration findings listed above it (all in their CSV)
+MAX_LINES = PRIORITY_LINES  # submitters drawn in one time-series plot
 MAX_BOXES = 15              # submitters / groups in the wait-time plot
 DPI = 96
-
-# columns holding epoch seconds: the files get a *_utc copy of each
-_TIME_COLUMNS = ("time", "first", "last", "started_at", "finished_at", "snapshot_time",
-                 "applied_at", "lease_expires", "real_cycle_time")
-
 
 # ---------------------------------------------------------------- formatting
 
@@ -130,6 +132,20 @@ class Col:
     kind: str = "text"
 
 
+LONG_NAME = 24              # a longer name may break at its dots and before its '@'
+
+
+def _breakable(text: str) -> Any:
+    """A long name (group_physics.higgs_analysis@refcondor.example.org) as markup that
+    may break after a dot or before its '@' (<wbr>: nothing is added when copied), so a
+    table of long names fits the window without breaking a word anywhere else."""
+    if len(text) <= LONG_NAME or ("." not in text and "@" not in text):
+        return text
+    import markupsafe
+    safe = str(markupsafe.escape(printable(text)))
+    return markupsafe.Markup(safe.replace(".", ".<wbr>").replace("@", "<wbr>@"))
+
+
 def html_table(df: pd.DataFrame, cols: Sequence[Col], *, limit: int = MAX_ROWS,
                csv: str | None = None, row_id: Callable[[dict], str | None] | None = None,
                row_cls: Callable[[dict], str | None] | None = None,
@@ -143,7 +159,8 @@ def html_table(df: pd.DataFrame, cols: Sequence[Col], *, limit: int = MAX_ROWS,
     for rec in records[:limit]:
         cells = []
         for c in cols:
-            cell = {"text": _FORMATS[c.kind](rec.get(c.name)),
+            text = _FORMATS[c.kind](rec.get(c.name))
+            cell = {"text": _breakable(text) if c.kind in ("text", "list") else text,
                     "cls": "n" if c.kind in _NUMERIC else "status" if c.kind == "status"
                     else "t" if c.kind in ("time", "tmin") else "w" if c.kind == "list"
                     else None,
@@ -158,80 +175,6 @@ def html_table(df: pd.DataFrame, cols: Sequence[Col], *, limit: int = MAX_ROWS,
         more = f"The first {limit} of {len(records)} rows" + (f"; all in {csv}." if csv else ".")
     return {"head": [c.label for c in cols], "rows": rows, "more": more, "title": title,
             "id": tid, "empty_text": empty_text}
-
-
-# ---------------------------------------------------------------- the output directory
-
-def check_output(out: Path) -> None:
-    """Refuse a report directory that is a file, or holds something else than an earlier
-    audit (one with report.json); changes nothing."""
-    if out.exists() and not out.is_dir():
-        raise InputError(str(out), "is a file, not a directory for the report")
-    if out.is_dir() and any(out.iterdir()) and not (out / "report.json").is_file():
-        raise InputError(str(out), "is not empty and holds no earlier audit (no "
-                                   "report.json): name a new or empty directory")
-
-
-def prepare_output(out: Path) -> None:
-    """Make `out` ready for a report (`check_output` first): created when missing, an
-    earlier audit's files removed."""
-    check_output(out)
-    if out.is_dir():
-        for p in [out / "index.html", out / "report.json", *out.glob("*.png"),
-                  *(out / "tables").glob("*.csv"), *(out / "tables").glob("*.json")]:
-            p.unlink(missing_ok=True)
-    try:
-        (out / "tables").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(str(out), f"cannot create the report directory: "
-                                   f"{exc.strerror or exc}") from exc
-
-
-def _plain(v: Any) -> Any:
-    """A cell as a JSON value (NaN and NA: null; numpy scalars: Python; tuples: lists)."""
-    if v is None:
-        return None
-    if isinstance(v, (np.bool_, bool)):
-        return bool(v)
-    if isinstance(v, (np.integer,)):
-        return int(v)
-    if isinstance(v, (float, np.floating)):
-        return float(v) if math.isfinite(v) else None
-    if isinstance(v, (list, tuple)):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    try:
-        if pd.isna(v):
-            return None
-    except (TypeError, ValueError):
-        pass
-    return v
-
-
-def _for_files(df: pd.DataFrame) -> pd.DataFrame:
-    """The table as written: each epoch column followed by its UTC text; lists (the
-    summary's partners) joined by ', '."""
-    out = df.copy()
-    for c in out.columns:
-        if out[c].dtype == object and any(isinstance(v, (list, tuple)) for v in out[c]):
-            out[c] = [", ".join(map(str, v)) if isinstance(v, (list, tuple)) else v
-                      for v in out[c]]
-    for c in _TIME_COLUMNS:
-        if c in out.columns:
-            pos = list(out.columns).index(c) + 1
-            out.insert(pos, f"{c}_utc", [utc(v) for v in out[c]])
-    return out
-
-
-def write_table(df: pd.DataFrame, tables_dir: Path, name: str) -> tuple[Path, Path]:
-    """`df` as NAME.csv and NAME.json (records; NaN as null) in `tables_dir`."""
-    d = _for_files(df)
-    csv_path, json_path = tables_dir / f"{name}.csv", tables_dir / f"{name}.json"
-    d.to_csv(csv_path, index=False)
-    d.to_json(json_path, orient="records", double_precision=15, force_ascii=False,
-              indent=1 if len(d) <= 2000 else None)
-    return csv_path, json_path
 
 
 # ---------------------------------------------------------------- plots
@@ -250,6 +193,7 @@ class Plot:
     labels: list[tuple[str, str]] = field(default_factory=list)
     xlims: list[tuple[float, float]] = field(default_factory=list)
     legend: list[str] = field(default_factory=list)
+    clipped: list[str] = field(default_factory=list)     # texts not wholly in the image
 
 
 @dataclass(frozen=True)
@@ -271,6 +215,11 @@ class Words:
     def quota(self) -> str:
         return ("the simulated negotiator's EffectiveQuota" if self.sim else
                 "the real EffectiveQuota")
+
+    @property
+    def time(self) -> str:
+        """A time axis's label: a simulation's clock is not a date anything happened."""
+        return SIM_TIME_LABEL if self.sim else TIME_LABEL
 
     def source(self, src: Any) -> str:
         """A match source ("shadow": our cycles, "real": the MatchLog) for people."""
@@ -295,9 +244,38 @@ def _save(fig, out: Path, name: str, alt: str, caption: str) -> Plot:
     shown = [ax for ax in fig.axes if ax.get_visible()]
     legends = list(fig.legends) + [ax.get_legend() for ax in shown if ax.get_legend()]
     return Plot(src=name, alt=alt, caption=caption, width=int(w), height=int(h),
+                clipped=_clipped(fig),
                 labels=[(ax.get_xlabel(), ax.get_ylabel()) for ax in shown],
                 xlims=[tuple(float(v) for v in ax.get_xlim()) for ax in shown],
                 legend=[t.get_text() for lg in legends for t in lg.get_texts()])
+
+
+def _clipped(fig) -> list[str]:
+    """The texts of `fig` (labels, ticks, titles, legend entries) that reach outside its
+    image, as drawn: a cut label or legend entry."""
+    from matplotlib.text import Text
+    r = fig.canvas.get_renderer()
+    w, h = fig.bbox.width, fig.bbox.height
+    ticks, drawn = set(), set()
+    hidden = {id(t) for ax in fig.axes if not ax.get_visible() for t in ax.findobj(Text)}
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            pad = (hi - lo) * 1e-6
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks():
+                labels = {id(tick.label1), id(tick.label2)}
+                ticks |= labels
+                if ax.get_visible() and lo - pad <= tick.get_loc() <= hi + pad:
+                    drawn |= labels       # a tick outside the view is not drawn
+    out = []
+    for t in fig.findobj(Text):
+        if not (t.get_visible() and t.get_text().strip()) or id(t) in hidden or (
+                id(t) in ticks and id(t) not in drawn):
+            continue
+        b = t.get_window_extent(r)
+        if b.x0 < -1 or b.y0 < -1 or b.x1 > w + 1 or b.y1 > h + 1:
+            out.append(t.get_text())
+    return out
 
 
 def _dates(t: pd.Series) -> pd.Series:
@@ -305,9 +283,10 @@ def _dates(t: pd.Series) -> pd.Series:
 
 
 TIME_LABEL = "time (UTC)"
+SIM_TIME_LABEL = "simulated time (UTC)"
 
 
-def _time_axis(ax, times: pd.Series, *, label: bool = True) -> None:
+def _time_axis(ax, times: pd.Series, *, label: bool | str = True) -> None:
     """A time axis for `times` (epoch seconds): ticks at round times, the date once;
     around a single time (one pass) a window of ten minutes instead of matplotlib's
     years."""
@@ -321,7 +300,7 @@ def _time_axis(ax, times: pd.Series, *, label: bool = True) -> None:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(loc))
     ax.grid(True, alpha=0.3)
     if label:
-        ax.set_xlabel(TIME_LABEL)
+        ax.set_xlabel(label if isinstance(label, str) else TIME_LABEL)
 
 
 def _marker(n: int) -> str | None:
@@ -347,6 +326,30 @@ def _shade(ax, s: pd.DataFrame, flag: str, color: str) -> bool:
     return True
 
 
+MAX_POINTS = 480            # points of a line: more passes are drawn as means of runs
+
+
+def _thin(s: pd.DataFrame, means: Sequence[str], flags: Sequence[str],
+          n: int = MAX_POINTS) -> pd.DataFrame:
+    """A series of more than `n` passes (`s` in time order, with time and interval) as
+    `n` runs of consecutive passes: each run's first time, its intervals summed, the
+    means of `means`, and `flags` set when set in any of its passes (a day of one-minute
+    passes is 1,440 points on a line some 500 pixels wide; Agg draws wide lines of that
+    many points slowly, and no eye tells them apart)."""
+    if len(s) <= n:
+        return s
+    run = np.arange(len(s)) * n // len(s)
+    g = s.groupby(run, sort=True)
+    out = pd.DataFrame({"time": g["time"].first(),
+                        "interval": pd.to_numeric(s["interval"], errors="coerce")
+                        .groupby(run).sum()})
+    for c in means:
+        out[c] = pd.to_numeric(s[c], errors="coerce").groupby(run).mean()
+    for c in flags:
+        out[c] = s[c].astype(bool).groupby(run).any()
+    return out.reset_index(drop=True)
+
+
 def _y_from_zero(ax, values) -> None:
     """The y axis from 0 to a little above the largest value (0 to 1 when all are 0)."""
     v = pd.to_numeric(pd.Series(values), errors="coerce").dropna()
@@ -358,6 +361,18 @@ def _short(name: str, n: int = 40) -> str:
     """A name for a plot's title or legend: `printable`, cut to n characters."""
     name = printable(str(name))
     return name if len(name) <= n else name[: n - 1] + "…"
+
+
+def _wrapped(name: str, n: int) -> str:
+    """A name for a panel's title, whole: a name longer than `n` characters on two
+    lines, broken before its '@' (or its last '.'), each line cut at 90 characters."""
+    name = printable(str(name))
+    if len(name) <= n:
+        return name
+    at = name.rfind("@") if "@" in name else name.rfind(".")
+    if at <= 0:
+        return _short(name, 90)
+    return _short(name[:at], 90) + "\n" + _short(name[at:], 90)
 
 
 def _shown(value: Any) -> Any:
@@ -406,7 +421,8 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
     few = share["index"].nunique() <= 60
     for ax, name in zip(axes.flat, names):
-        s = share[share["name"] == name].sort_values("time")
+        s = _thin(share[share["name"] == name].sort_values("time"),
+                  ["demand_capped", "delivered", "deserved"], ["starved", "over_share"])
         x = _dates(s["time"])
         # the fair share as a wide pale band, what it got as a line on it: both show
         # where they are equal
@@ -418,17 +434,18 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
                 marker="." if few else None)
         for flag, color in (("starved", "tab:red"), ("over_share", "tab:orange")):
             _shade(ax, s, flag, color)
-        title = _short(name, 48) + (f" ({marks[name]})" if name in marks else "")
+        title = _wrapped(name, 56 if cols == 2 else 90) + (
+            f" ({marks[name]})" if name in marks else "")
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("share (slot weight)")
         _y_from_zero(ax, pd.concat([s["demand_capped"], s["delivered"], s["deserved"]]))
         _time_axis(ax, s["time"], label=False)
     for ax in axes[-1]:
-        ax.set_xlabel(TIME_LABEL)
+        ax.set_xlabel(words.time)
     if len(names) < rows * cols:          # an empty last panel: the one above shows time
         axes[-1][-1].set_visible(False)
         above = axes[-2][-1]
-        above.set_xlabel(TIME_LABEL)
+        above.set_xlabel(words.time)
         above.xaxis.set_tick_params(labelbottom=True)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -453,7 +470,8 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
                  "share (the pale band: its fair share, capped at its demand) and the "
                  "deserved share, in slot-weight units, one point per pass; shaded red: "
                  "starved, orange: over its share."
-                 + (f" {more} more in tables/submitter_shares_by_pass.csv." if more > 0
+                 + (f" {more} more in the per-pass table submitter_shares_by_pass (tables/)."
+                    if more > 0
                     else ""))
 
 
@@ -475,7 +493,8 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
     axes = fig.subplots(rows, 2, squeeze=False, sharex=True, width_ratios=[3, 2])
     few = g["index"].nunique() <= 60
     for (ax, axr), name in zip(axes, shown):
-        s = g[g["group"] == name].sort_values("time")
+        s = _thin(g[g["group"] == name].sort_values("time"), ["quota", "usage", "requested"],
+                  ["starved", "over_quota"])
         x = _dates(s["time"])
         m = "o" if few else None
         ax.plot(x, s["quota"], color="tab:green", lw=7, alpha=0.3, solid_capstyle="butt",
@@ -483,7 +502,7 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
         ax.plot(x, s["usage"], color="tab:blue", lw=1.6, marker=m, ms=3.5)
         for flag, color in (("starved", "tab:red"), ("over_quota", "tab:orange")):
             _shade(ax, s, flag, color)
-        ax.set_title(_short(name, 48) + (f" ({marks[name]})" if name in marks else ""),
+        ax.set_title(_short(name, 80) + (f" ({marks[name]})" if name in marks else ""),
                      fontsize=9, loc="left")
         ax.set_ylabel("usage (slot weight)")
         _y_from_zero(ax, pd.concat([s["quota"], s["usage"]]))
@@ -495,7 +514,7 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
         _time_axis(ax, s["time"], label=False)
         _time_axis(axr, s["time"], label=False)
     for ax in axes[-1]:
-        ax.set_xlabel(TIME_LABEL)
+        ax.set_xlabel(words.time)
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     fig.legend(handles=[Line2D([], [], color="tab:blue", lw=1.6, label="usage",
@@ -515,7 +534,8 @@ def plot_groups(grp: pd.DataFrame, out: Path, summary: pd.DataFrame | None = Non
                  "what it requested (running and idle), each panel on its own scale, in "
                  "slot-weight units, one point per pass; shaded red: starved, orange: over "
                  "quota."
-                 + (f" {more} more groups in tables/group_quota_by_pass.csv." if more else ""))
+                 + (f" {more} more groups in the per-pass table group_quota_by_pass (tables/)."
+                    if more else ""))
 
 
 def _wait_unit(longest: float) -> tuple[str, float]:
@@ -585,7 +605,7 @@ def _same_series(p: pd.DataFrame, names: list[str], cols: Sequence[str]) -> list
     return list(groups.values())
 
 
-def _joined(members: list[str], n: int = 30) -> str:
+def _joined(members: list[str], n: int = 80) -> str:
     if len(members) == 1:
         return _short(members[0], n)
     if len(members) == 2:
@@ -601,11 +621,7 @@ def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
     p = prio[~prio["is_group"]]
     if p.empty or p[["real_rup", "real_eup", "factor"]].isna().all().all():
         return None
-    if len(share):
-        usage = share.groupby("name")["delivered"].sum()
-        names = sorted(p["name"].unique(), key=lambda n: (-usage.get(n, 0.0), n))[:MAX_LINES]
-    else:
-        names = sorted(p["name"].unique())[:MAX_LINES]
+    names = most_used(share, p, MAX_LINES)
     p = p[p["name"].isin(names)]
     factors = p["factor"].dropna().unique()
     flat = len(factors) <= 1
@@ -613,7 +629,12 @@ def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
     if not flat:     # the same factor for all, throughout: the EUP is the RUP times it
         panels += [("real_eup", "EUP (RUP × factor)"), ("factor", "priority factor (×)")]
     lines = _same_series(p, names, [c for c, _ in panels])
-    fig = _figure(10, 2.6 * len(panels) + 0.9 + 0.18 * math.ceil(len(lines) / 3))
+    # as many legend columns as the longest entry leaves room for (8-point text, a
+    # 960-pixel figure): no entry cut
+    longest = max(len(_joined(m)) for m in lines)
+    ncols = max(1, min(3, int(900 // (5.4 * longest + 40))))
+    rows = math.ceil((len(lines) + 1) / ncols)
+    fig = _figure(10, 2.6 * len(panels) + 0.9 + 0.2 * rows)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     styles = ["-", "--", "-.", ":"]
     handles = []
@@ -643,8 +664,8 @@ def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
         else:
             _y_from_zero(ax, vals)
         _time_axis(ax, p["time"], label=False)
-    axes[-1].set_xlabel(TIME_LABEL)
-    fig.legend(handles=handles, loc="outside upper center", ncols=min(3, len(handles)),
+    axes[-1].set_xlabel(words.time)
+    fig.legend(handles=handles, loc="outside upper center", ncols=min(ncols, len(handles)),
                fontsize=8, frameon=False)
     factor_text = ""
     if flat and len(factors):
@@ -668,7 +689,8 @@ def plot_preemptions(pre: pd.DataFrame, out: Path, words: Words = Words(False)) 
     if pre.empty:
         return None
     p = pre.head(20).iloc[::-1]
-    fig = _figure(10, 0.35 * len(p) + 1.4)
+    # at least as tall as the y label is long (a few bars cut it)
+    fig = _figure(10, max(3.2, 0.35 * len(p) + 1.4))
     ax = fig.subplots()
     labels = [f"{_short(a, 30)} → {_short(b, 30)}" for a, b in zip(p["preemptor"],
                                                                     p["preempted"])]
@@ -690,7 +712,7 @@ def plot_preemptions(pre: pd.DataFrame, out: Path, words: Words = Words(False)) 
                  + (f" {more} more pairs in tables/preemptions.csv." if more > 0 else ""))
 
 
-def plot_fairness(fair: pd.DataFrame, out: Path) -> Plot | None:
+def plot_fairness(fair: pd.DataFrame, out: Path, words: Words = Words(False)) -> Plot | None:
     f = fair[fair["jain"].notna()]
     if f.empty:
         return None
@@ -713,7 +735,7 @@ def plot_fairness(fair: pd.DataFrame, out: Path) -> Plot | None:
     from matplotlib.ticker import MaxNLocator
     ax2.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=4))
     ax2.legend(fontsize=8, loc="upper right")
-    _time_axis(ax2, fair["time"])
+    _time_axis(ax2, fair["time"], label=words.time)
     return _save(fig, out, "fairness.png", "Jain's fairness index over time",
                  "Top: Jain's index of delivered / demand-capped share across the submitters "
                  "with demand, per pass (1: each got the same fraction of its fair share). "
@@ -771,19 +793,15 @@ def detail_id(kind: str, status: str, name: str) -> str:
 
 
 def _with_text(rec: dict, n: int, passes: bool = True) -> str:
-    """The first `n` partners of a summary row (with how many passes together, or only
-    their names, without the group prefix a submitter's partners share with it), and
-    how many more."""
+    """The first `n` partners of a summary row (the ones that matter most: see
+    `core.audit.summary_table`), with how many passes together or only their full
+    names, and how many more."""
     partners = rec.get("with")
     if not isinstance(partners, (list, tuple)):
         return "" if partners is None or isinstance(partners, float) else str(partners)
     shown = list(partners[:n])
     if not passes:
         shown = [p.rsplit(" (", 1)[0] for p in shown]
-    group = str(rec.get("group") or "")
-    if rec.get("kind") == "submitter" and group and group != "<none>":
-        pre = group + "."
-        shown = [p[len(pre):] if p.startswith(pre) else p for p in shown]
     return ", ".join(shown) + (f" and {len(partners) - n} more" if len(partners) > n else "")
 
 
@@ -893,7 +911,7 @@ def _detail_table(summary: pd.DataFrame, kind: str, statuses: Sequence[str], tit
 
 def _adjustments_section(t: dict[str, pd.DataFrame]) -> dict[str, Any]:
     return {"id": "adjustments", "title": "Recommendations applied",
-            "intro": "The condor_userprio changes `negotiator-ext recommend --apply` made (or "
+            "intro": "The condor_userprio changes negotiator-ext recommend --apply made (or "
                      "tried) in the period, from the ledger's audit trail (all pools).",
             "plots": [], "empty_text": None,
             "tables": [html_table(t["adjustments"], [
@@ -1135,13 +1153,7 @@ def _figures(audit: Audit) -> list[dict[str, Any]]:
         add("Jain's index", f"mean {j['mean']:.2f}, lowest {j['min']:.2f}", "#fairness")
     add("Starved", f"{len(s.get('starved_submitters', []))} submitter(s), "
                    f"{len(s.get('starved_groups', []))} group(s)", "#conditions")
-    lenders = s.get("borrowing_from", {})
-    over = s.get("over_quota", [])
-    add("Groups over quota", "; ".join(
-        g + (f" (borrowing from {', '.join(lenders[g][:5])}"
-             + (f" and {len(lenders[g]) - 5} more" if len(lenders[g]) > 5 else "") + ")"
-             if lenders.get(g) else "")
-        for g in over[:12]) + (f"; and {len(over) - 12} more" if len(over) > 12 else "")
+    add("Groups over quota", _over_quota_text(audit)
         or ("none" if s.get("hgq") else "none (no accounting groups)"), "#over-quota-groups")
     pre = s.get("preemptions", {})
     if sim:
@@ -1172,6 +1184,23 @@ def _figures(audit: Audit) -> list[dict[str, Any]]:
     return f
 
 
+def _over_quota_text(audit: Audit, n: int = 3) -> str:
+    """The groups over quota in one line: how many, how many of them borrowing while
+    another group was starved, and the `n` most severe (the summary's order)."""
+    s = audit.summary
+    over = s.get("over_quota", [])
+    if not over:
+        return ""
+    borrowing = s.get("borrowing", [])
+    ranked = [g for g in _ranked(audit.tables.get("summary"), "group") if g in set(over)]
+    ranked += [g for g in over if g not in ranked]
+    return (f"{len(over)} group{'s' if len(over) != 1 else ''}"
+            + (f", {len(borrowing)} of them borrowing while another group was starved"
+               if borrowing else ", none while another group was starved")
+            + f"; most severe: {', '.join(ranked[:n])}"
+            + (f" and {len(ranked) - n} more" if len(ranked) > n else ""))
+
+
 def _period(audit: Audit) -> str:
     """'Period: A to B (UTC)', saying which end is a pass's rather than asked for."""
     per = audit.summary.get("period", {})
@@ -1187,7 +1216,9 @@ def _period(audit: Audit) -> str:
             marks.append(mark)
         else:
             ends.append(none)
-    return (f"Period: {ends[0]} to {ends[1]} (UTC)"
+    sim = audit.summary.get("kind") == "simulation"
+    return ((f"Simulated period: {ends[0]} to {ends[1]} (the simulation's clock, UTC)"
+             if sim else f"Period: {ends[0]} to {ends[1]} (UTC)")
             + (f", {' '.join(marks)} recorded pass" if marks else ""))
 
 
@@ -1224,7 +1255,11 @@ def render_html(audit: Audit, plots: dict[str, Plot | None], files: list[dict[st
     else:
         secs = _sections(audit, plots)
         summary = ranked_summary(audit)
+    found = audit.summary.get("findings") or []
+    findings_more = (f"The first {MAX_FINDINGS} of {len(found)} findings; all in "
+                     "tables/config_findings.csv." if len(found) > MAX_FINDINGS else None)
     html = tmpl.render(
+        findings=found[:MAX_FINDINGS], findings_more=findings_more,
         version=__version__, title=f"Fairness audit: {audit.pool or 'no pool'}",
         period=_period(audit), pass_line=_pass_line(audit), empty=audit.empty,
         empty_text=empty_text, notes=audit.summary.get("notes", []), summary=summary,
@@ -1253,14 +1288,16 @@ def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
                      "waits": plot_waits(audit.waits, out, words),
                      "priorities": plot_priorities(t["priorities_by_pass"], share, out, words),
                      "preemptions": plot_preemptions(t["preemptions"], out, words),
-                     "fairness": plot_fairness(t["fairness_by_pass"], out),
+                     "fairness": plot_fairness(t["fairness_by_pass"], out, words),
                      "agreement": plot_agreement(t["agreement_by_pass"], out)}
         written += [out / p.src for p in plots.values() if p]
         for name, df in t.items():
-            csv_path, json_path = write_table(df, out / "tables", name)
-            written += [csv_path, json_path]
-            files.append({"name": name, "csv": f"tables/{csv_path.name}",
-                          "json": f"tables/{json_path.name}", "rows": len(df)})
+            paths = (write_per_pass if name in PER_PASS else write_table)(
+                df, out / "tables", name)
+            written += paths
+            files.append({"name": name, "rows": len(df),
+                          "links": [{"href": f"tables/{p.name}", "text": _FORMAT_NAME[
+                              "".join(p.suffixes)]} for p in paths]})
         generated = None if generated_at is None else utc(generated_at) + " UTC"
         html = render_html(audit, plots, files, ledger=ledger, generated=generated)
         (out / "index.html").write_text(html, encoding="utf-8")
@@ -1269,7 +1306,7 @@ def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
                   "generated_at": generated_at, "ledger": ledger,
                   "summary": _plain(audit.summary),
                   "plots": sorted(p.src for p in plots.values() if p),
-                  "tables": [f["csv"] for f in files] + [f["json"] for f in files]}
+                  "tables": [link["href"] for f in files for link in f["links"]]}
         (out / "report.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         written.append(out / "report.json")
     except OSError as exc:
