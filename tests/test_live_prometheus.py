@@ -41,7 +41,13 @@ WINDOW = 4          # s of passes (one a second) scraped after the first compari
 # time and "since the last comparison" panels are empty (as in a pool whose negotiator
 # has not cycled since the loop started); the drift panel needs a pass that saw exactly
 # one real cycle since the pass before it, which the comparing pass is.
-MAY_BE_EMPTY: dict[str, str] = {}
+MAY_BE_EMPTY: dict[str, str] = {
+    # the drift is known only to a pass that saw exactly one real cycle since the pass
+    # before it: on a loaded machine the window may hold none, or its first one late in
+    # the window (when it has data, its values are checked as every other panel's are;
+    # the promtool tests check its rule over such gaps)
+    "Largest priority drift (real against the accountant's rules)": "no pass knew a drift",
+}
 # Grafana's own variables, as Grafana gives them to Prometheus for this test's window
 GRAFANA_VARIABLES = {"$__rate_interval": "1m", "$__interval": "1s", "$__range": "1m"}
 
@@ -194,7 +200,7 @@ def test_prometheus_scrapes_a_shadow_loop_and_every_dashboard_query_answers(clea
     # every dashboard query answers; with data from the scraped loop unless listed
     assert len(answers) >= 15
     for (title, ref, expr), result in answers.items():
-        if title in MAY_BE_EMPTY:
+        if title in MAY_BE_EMPTY and not result:
             continue
         assert result, f"panel {title!r} ({ref}) has no data: {expr}"
         for series in result:
