@@ -406,7 +406,8 @@ def test_audit_page_escapes_names(hostile_ledger, config, tmp_path, capsys):
     page = (out_dir / "index.html").read_text("utf-8")
     assert clean(page.replace("\t", " ")), sorted(
         {hex(ord(c)) for c in page if not (c.isprintable() or c in "\n\t")})
-    assert printable(ALICE) in page
+    # (a long name may break before its @ or at a dot: <wbr> marks where)
+    assert printable(ALICE) in page.replace("<wbr>", "")
     # the tables for machines keep the true names
     shares = json.loads((out_dir / "tables" / "submitter_shares.json").read_text())
     assert ALICE in {r["name"] for r in shares}
