@@ -27,8 +27,9 @@ from .groups import ROOT, GroupTree
 from .accountant import parse_concurrency_limits
 from .time_limits import TimeBudget
 from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, REASON_NO_MATCH,
-                          REASON_SUBMITTER_LIMIT, Matcher, MatchList, Projector, Rejections,
-                          Request, Slot, closure, permits)
+                          REASON_SUBMITTER_LIMIT, Matcher, MatchList, Rejections, Request,
+                          Slot, permits)
+from .projection import Projector, closure
 
 DONE, RESUME = "done", "resume"
 _LIMITS_EXPR = classads.parse_expr("MY.ConcurrencyLimits")

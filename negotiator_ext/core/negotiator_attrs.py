@@ -1,0 +1,124 @@
+"""What the negotiator writes into the slot ads it fetched before matchmaking (2.2 step
+11, 4.10): NEGOTIATOR_MATCH_EXPRS, and on claimed slots the current user's priority,
+floor and usage and its group's (addRemoteUserPrios), kept live where an expression
+reads the usage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import classads
+from .classads import f32
+from .slots import current_user
+
+if TYPE_CHECKING:
+    from .matchmaking import Slot
+
+_MISSING = object()
+
+def own_ad(slot: Slot) -> Any:
+    """The slot's ad for the cycle to write into: a copy of it first when the ad is the
+    caller's (`Slot.shared`, a shadow loop's kept slot ads)."""
+    if slot.shared:
+        slot.ad = classads.copy_ad(slot.ad)
+        slot.shared = False
+    return slot.ad
+
+
+def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
+                          cross_slot_prefix: str | None = None) -> list[str]:
+    """addRemoteUserPrios (4.10): the current user's priority, floor and usage, and its
+    group's, on a claimed slot ad, for PREEMPTION_REQUIREMENTS/RANK to see. With
+    NEGOTIATOR_CROSS_SLOT_PRIOS (`cross_slot_prefix`: STARTD_RESOURCE_PREFIX) the same,
+    without the floor, for each `<prefix><N>_` user the ad reports, N = 1..TotalSlots.
+    The usage written here is the value at the start of the cycle; `slot.live` keeps
+    who it belongs to, so that `Matcher.refresh_live` can keep it live (HTCondor
+    inserts a call into the accountant). The group attributes are there only when
+    `group_quotas` (groupQuotasHash: the quotas the last allocation left) has the
+    user's group. Returns the attributes it may have written."""
+    ad = slot.ad
+    users = []
+    if slot.current_user is not None:
+        users.append(("", slot.current_user))
+    if cross_slot_prefix is not None:
+        total = classads.eval_number(ad, "TotalSlots")
+        for n in range(1, int(total) + 1 if total is not None and total > 0 else 1):
+            prefix = f"{cross_slot_prefix}{n}_"
+            user = current_user(ad, prefix)
+            if user is not None:
+                users.append((prefix, user))
+    # (the slot's texts, when it has them, are its ad's: a dict asks faster)
+    preempting = ("preemptingrank" in slot.texts) if slot.texts else "PreemptingRank" in ad
+    if users or preempting:
+        ad = own_ad(slot)               # it is written into below
+    written = []
+    if slot.current_user is not None:
+        ad["RemoteUserFloor"] = acc.floor(slot.current_user)
+        written.append("RemoteUserFloor")
+    for prefix, user in users:
+        ad[prefix + "RemoteUserPrio"] = f32(acc.priority(user))
+        ad[prefix + "RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
+        written += [prefix + "RemoteUserPrio", prefix + "RemoteUserResourcesInUse"]
+        if groups.enabled:
+            g = groups.assigned_group(user).name
+            if g in group_quotas:
+                ad[prefix + "RemoteGroup"] = g
+                ad[prefix + "RemoteGroupResourcesInUse"] = f32(acc.weighted_usage(g))
+                ad[prefix + "RemoteGroupQuota"] = group_quotas[g]
+                written += [prefix + "RemoteGroup", prefix + "RemoteGroupResourcesInUse",
+                            prefix + "RemoteGroupQuota"]
+    slot.live = tuple(users)
+    if preempting:
+        ad["CurrentRank"] = ad.lookup("PreemptingRank")
+        written.append("CurrentRank")
+    return written
+
+
+def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
+                            ) -> set[str]:
+    """What the negotiator writes into the slot ads it fetched before matchmaking (2.2
+    step 11): NEGOTIATOR_MATCH_EXPRS, and with preemption considered the current
+    user's figures (add_remote_user_attrs, M11, 4.10). A slot's texts are kept in step
+    with its ad. Returns the (lower-case) usage attributes written, the ones an
+    expression may read live (`Matcher.watch_live_usage`)."""
+    cross_prefix = config.startd_resource_prefix if config.cross_slot_prios else None
+    live_names: set[str] = set()
+    exprs = {attr: classads.parse_expr(text) for attr, text in config.match_exprs.items()}
+    # the same text in every slot: printed once
+    expr_texts = {attr.lower(): classads.attribute_text(classads.ClassAd({attr: e}), attr)
+                  for attr, e in exprs.items()}
+    for s in slots:
+        if exprs:
+            ad = own_ad(s)
+            for attr, e in exprs.items():
+                ad[attr] = e
+        written: list[str] = []
+        if config.consider_preemption:
+            written = add_remote_user_attrs(s, acc, groups, group_quotas, cross_prefix)
+            live_names.update(a.lower() for a in written if a.endswith("ResourcesInUse"))
+        if s.texts:
+            s.texts.update(expr_texts)
+            for attr in written:
+                if attr in s.ad:
+                    s.texts[attr.lower()] = classads.attribute_text(s.ad, attr)
+    return live_names
+
+
+def live_remote_usage(acc, groups, group_quotas) -> Callable[[str], tuple]:
+    """For `Matcher.live_remote`: a user's usage and (when add_remote_user_attrs wrote
+    the group attributes) its group's usage as the accountant has them now, single
+    precision (ResourcesInUseByUser, ResourcesInUseByUsersGroup); None for no group."""
+    group_of: dict[str, str | None] = {}
+
+    def live(user: str) -> tuple:
+        g = group_of.get(user, _MISSING)
+        if g is _MISSING:
+            g = None
+            if groups.enabled:
+                g = groups.assigned_group(user).name
+                if g not in group_quotas:
+                    g = None
+            group_of[user] = g
+        return (f32(acc.weighted_usage(user)),
+                None if g is None else f32(acc.weighted_usage(g)))
+    return live
