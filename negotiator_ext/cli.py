@@ -414,7 +414,7 @@ def cmd_shadow(args) -> int:
         return 0 if all(rec.status != "failed" for rec in recs) else 1
     stop = threading.Event()
     import signal
-    from .adapters.live import abandon_remote_reads, allow_remote_reads
+    from .adapters.daemon_config import abandon_remote_reads, allow_remote_reads
 
     stop_due: list[float] = []      # when the stop is due (NEGOTIATOR_EXT_STOP_TIMEOUT)
 

@@ -22,7 +22,7 @@ without being told to. So:
   * SIGTERM (graceful) and SIGQUIT (fast), and SIGINT: stop after the pass in flight and
     exit 0. The ledger loses at most that pass; the master sends SIGKILL only after
     SHUTDOWN_GRACEFUL_TIMEOUT + SHUTDOWN_FAST_TIMEOUT. A read of the negotiator's
-    configuration (a child process: adapters/live.py) still in flight STOP_READ_GRACE
+    configuration (a child process: adapters/daemon_config.py) still in flight STOP_READ_GRACE
     seconds after the signal is abandoned (`live.abort_remote_reads`), so a negotiator
     stuck expanding a circular macro cannot hold the stop up: that pass ends without the
     negotiator's config, and is recorded. (An honest read takes milliseconds.) A pass
@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .adapters.ledger import LedgerError
-from .adapters.live import abort_remote_reads, allow_remote_reads
+from .adapters.daemon_config import abort_remote_reads, allow_remote_reads
 from .adapters.metrics import MetricsServer
 from .errors import InputError
 from .shadow import ADVERTISING_WORKS, LoggedOnce, publish, standing_of, unpublish

@@ -402,7 +402,7 @@ class ShadowLoop:
             from .adapters.condor_config import ConfigMemo
             self.config_memo = ConfigMemo()
         if self.kept_reads is None:
-            from .adapters.live import KeptReads
+            from .adapters.daemon_config import KeptReads
             self.kept_reads = KeptReads()
         self.tidy_later = True
         self.stop = stop
@@ -1170,7 +1170,7 @@ def _bounded(worker, htcondor, settings: ShadowSettings, target: str, args: tupl
     the real ones (a fake's calls cannot be made in another process); else, or when the
     worker is gone, _IN_PROCESS."""
     from .adapters.advertise import NoWorker, send_bounded
-    from .adapters.live import _real_bindings
+    from .adapters.answers import _real_bindings
     if worker is None or not _real_bindings(htcondor):
         return _IN_PROCESS
     try:

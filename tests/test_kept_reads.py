@@ -1,5 +1,5 @@
 """A loop's reads of its daemons' configurations, kept from pass to pass while the
-daemons' ads say they have not read their files since (adapters/live.py, KeptReads).
+daemons' ads say they have not read their files since (adapters/daemon_config.py, KeptReads).
 The live loop tests see it against real daemons (test_live_faults: a reconfigured
 quota is in the next passes' config); here, what a real pool cannot be made to do on
 demand: two reconfigs in one second, a stamp that is not whole, an old read."""
@@ -12,8 +12,8 @@ import classad2
 import pytest
 
 from fakepool import FakePool
-from negotiator_ext.adapters.live import (RECONFIG_SETTLE, REREAD_AFTER, KeptReads,
-                                          capture_snapshot)
+from negotiator_ext.adapters.daemon_config import RECONFIG_SETTLE, REREAD_AFTER, KeptReads
+from negotiator_ext.adapters.live import capture_snapshot
 
 NOW = 1795265300
 

@@ -16,7 +16,10 @@ import pytest
 from negotiator_ext.adapters import live, remote_knobs
 from negotiator_ext.adapters.adfiles import ad_lines, read_ads
 from negotiator_ext.adapters.condor_config import load_config, read_params
-from negotiator_ext.adapters.live import BASE_JOB_ATTRS, CaptureReport, capture_snapshot
+from negotiator_ext.adapters.daemon_config import format_config
+from negotiator_ext.adapters.job_projection import (BASE_JOB_ATTRS, job_projection,
+                                                     job_refs_missing_in_lines)
+from negotiator_ext.adapters.live import CaptureReport, capture_snapshot
 from negotiator_ext.adapters.snapshot import load_snapshot
 from negotiator_ext.errors import InputError
 from negotiator_ext.pool import load_pool
@@ -186,8 +189,8 @@ def test_projection_walks_alike_slots_once_with_the_same_result(pool):
     slots[3]["Local"] = 2                       # defined here: not a job attribute here
     slots[3]["Requirements"] = classad2.ExprTree("START && MY.Local > 1 && Other")
     slots[4]["Memory"] = 123456                 # literals differ: same walk
-    walked = live.job_projection(slots, None)
-    assert live.job_projection(slots, None, ad_lines(slots)) == walked
+    walked = job_projection(slots, None)
+    assert job_projection(slots, None, ad_lines(slots)) == walked
     assert {"OnlyHere", "Local", "Other"} <= set(walked) and "Deep" not in walked
 
 
@@ -442,7 +445,7 @@ def test_select_policy_knobs_drops_only_the_bindings_undefined_marker():
         "SCHEDD_INTERVAL": "Not defined",                      # not a policy knob
     })
     assert remote_knobs.REMOTE_PARAM_UNDEFINED == "Not defined"
-    assert live.select_policy_knobs(remote) == {
+    assert remote_knobs.select_policy_knobs(remote) == {
         "PRIORITY_HALFLIFE": "Not defined ", "GROUP_QUOTA_a": "NOT DEFINED",
         "NEGOTIATOR_CYCLE_DELAY": "20"}
     assert "SCHEDD_INTERVAL" not in remote.fetched
@@ -476,7 +479,7 @@ def test_config_from_hostile_names_and_values_holds_exactly_the_knobs_given(tmp_
         "MyAddress": "<10.0.0.1:9618>\r\nGROUP_HOSTILE_INJECTED = 3\\",
     })
     pool_name = "cm.example.org\n#opt:oldcomment\\\nGROUP_HOSTILE_INJECTED = 4\u202e\x1b[2J"
-    text = live.format_config(knobs, negotiator=negotiator, pool=pool_name, captured_at=NOW)
+    text = format_config(knobs, negotiator=negotiator, pool=pool_name, captured_at=NOW)
     config, baseline = tmp_path / "config", tmp_path / "empty"
     config.write_text(text)
     baseline.write_text("")
@@ -509,7 +512,7 @@ def test_config_from_hostile_names_and_values_holds_exactly_the_knobs_given(tmp_
 @pytest.mark.parametrize("name", ["GROUP_QUOTA_a b", "GROUP_QUOTA_a\nb", "X=1", "if", "ELSE", ""])
 def test_config_refuses_a_name_that_is_not_a_knob_name(name):
     with pytest.raises(ValueError, match="not a knob name"):
-        live.format_config({name: "1"})
+        format_config({name: "1"})
 
 
 @pytest.mark.parametrize("failure", ["not-located", "locate-raises", "remote-raises"])
@@ -598,9 +601,9 @@ def test_job_refs_missing_reads_my_and_unscoped_refs_only():
         'Requirements = TARGET.Memory > RequestMemory && MY.Foo && Bar\n'
         'RequestMemory = 100\nAutoClusterAttrs = "Baz, RequestMemory"', classad2.ParserType.Old)
     lines = ad_lines([job])
-    assert live.job_refs_missing_in_lines(
+    assert job_refs_missing_in_lines(
         lines, ["Requirements", "RequestMemory", "AutoClusterAttrs"]) == ["Bar", "Baz", "Foo"]
-    assert live.job_refs_missing_in_lines(
+    assert job_refs_missing_in_lines(
         lines, ["Requirements", "RequestMemory", "AutoClusterAttrs", "foo", "BAR", "baz"]) == []
 
 

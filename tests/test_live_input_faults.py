@@ -17,9 +17,10 @@ import htcondor2
 import pytest
 
 from negotiator_ext import daemon
-from negotiator_ext.adapters import _param_dump, live
+from negotiator_ext.adapters import _param_dump, daemon_config
 from negotiator_ext.adapters.adfiles import read_ads
-from negotiator_ext.adapters.live import RemoteReadError, capture_snapshot
+from negotiator_ext.adapters.daemon_config import RemoteReadError
+from negotiator_ext.adapters.live import capture_snapshot
 from negotiator_ext.errors import InputError
 from negotiator_ext.shadow import ShadowLoop, ShadowSettings
 
@@ -195,19 +196,19 @@ HANG_AT_KNOB = child('sys.stdin.read(); emit({"listed": 3}); '
 def test_a_read_hung_on_a_knob_is_killed_in_time_and_names_knob_and_daemon():
     t0 = time.monotonic()
     with pytest.raises(RemoteReadError) as err:
-        live.read_remote_policy_knobs(LOCATION, timeout=1.5, daemon="the negotiator X",
+        daemon_config.read_remote_policy_knobs(LOCATION, timeout=1.5, daemon="the negotiator X",
                                       argv=HANG_AT_KNOB)
     assert time.monotonic() - t0 < 5
     assert str(err.value).startswith("reading NEGOTIATOR_LOOP_A from the negotiator X did not "
                                      "end within 1.5 s: its value never ends expanding (a "
                                      "circular macro")
-    assert not live._READS_IN_FLIGHT
+    assert not daemon_config._READS_IN_FLIGHT
 
 
 def test_a_daemon_that_never_answers_is_named():
     with pytest.raises(RemoteReadError, match=r"^the negotiator X did not answer a "
                                               r"configuration query within 1 s"):
-        live.read_remote_policy_knobs(LOCATION, timeout=1, daemon="the negotiator X",
+        daemon_config.read_remote_policy_knobs(LOCATION, timeout=1, daemon="the negotiator X",
                                       argv=child("time.sleep(120)"))
 
 
@@ -216,65 +217,65 @@ def test_a_slow_daemon_is_not_blamed_on_the_last_knob():
                  'for i in range(100):\n'
                  '    emit({"reading": "K%d" % i, "at": time.time()}); time.sleep(0.1)\n')
     with pytest.raises(RemoteReadError) as err:
-        live.read_remote_policy_knobs(LOCATION, timeout=1, daemon="the negotiator X", argv=slow)
+        daemon_config.read_remote_policy_knobs(LOCATION, timeout=1, daemon="the negotiator X", argv=slow)
     assert str(err.value).startswith("reading the configuration of the negotiator X did not "
                                      "end within 1 s (it was at K")
 
 
 def test_a_read_that_ends_returns_the_knobs_and_one_that_fails_says_why():
     ok = child('sys.stdin.read(); emit({"listed": 2}); emit({"knobs": {"GROUP_NAMES": "a, b"}})')
-    assert live.read_remote_policy_knobs(LOCATION, timeout=30, argv=ok) == {"GROUP_NAMES": "a, b"}
+    assert daemon_config.read_remote_policy_knobs(LOCATION, timeout=30, argv=ok) == {"GROUP_NAMES": "a, b"}
     failed = child('emit({"listed": 2}); emit({"reading": "X_LIMIT", "at": time.time()}); '
                    'emit({"error": "Failed to connect\\u001b"}); sys.exit(1)')
     with pytest.raises(RemoteReadError, match=r"^cannot read the configuration of the "
                                               r"negotiator X \(X_LIMIT\): Failed to connect"
                                               r"\\x1b$"):
-        live.read_remote_policy_knobs(LOCATION, timeout=30, daemon="the negotiator X",
+        daemon_config.read_remote_policy_knobs(LOCATION, timeout=30, daemon="the negotiator X",
                                       argv=failed)
     crashed = child('sys.stderr.write("Segmentation fault\\n"); sys.exit(139)')
     with pytest.raises(RemoteReadError, match="Segmentation fault"):
-        live.read_remote_policy_knobs(LOCATION, timeout=30, argv=crashed)
+        daemon_config.read_remote_policy_knobs(LOCATION, timeout=30, argv=crashed)
 
 
 def test_abort_kills_the_read_in_flight_at_once():
-    timer = threading.Timer(0.5, live.abort_remote_reads)
+    timer = threading.Timer(0.5, daemon_config.abort_remote_reads)
     timer.start()
     t0 = time.monotonic()
     try:
         with pytest.raises(RemoteReadError, match="was abandoned: negotiator-ext is stopping"):
-            live.read_remote_policy_knobs(LOCATION, timeout=60, daemon="the negotiator X",
+            daemon_config.read_remote_policy_knobs(LOCATION, timeout=60, daemon="the negotiator X",
                                           argv=HANG_AT_KNOB)
         assert time.monotonic() - t0 < 3
         # and a read started while stopping does not start at all
         with pytest.raises(RemoteReadError, match="abandoned"):
-            live.read_remote_policy_knobs(LOCATION, timeout=60, argv=HANG_AT_KNOB)
+            daemon_config.read_remote_policy_knobs(LOCATION, timeout=60, argv=HANG_AT_KNOB)
     finally:
         timer.cancel()
-        live.allow_remote_reads()
+        daemon_config.allow_remote_reads()
 
 
 def test_a_signal_handler_abandons_the_read_in_flight():
     """`abandon_remote_reads` (a shadow --interval loop's SIGTERM handler: a flag, no
     lock) ends the read in flight within a poll, as `abort_remote_reads` does."""
-    timer = threading.Timer(0.5, live.abandon_remote_reads)
+    timer = threading.Timer(0.5, daemon_config.abandon_remote_reads)
     timer.start()
     t0 = time.monotonic()
     try:
         with pytest.raises(RemoteReadError, match="was abandoned: negotiator-ext is stopping"):
-            live.read_remote_policy_knobs(LOCATION, timeout=60, daemon="the negotiator X",
+            daemon_config.read_remote_policy_knobs(LOCATION, timeout=60, daemon="the negotiator X",
                                           argv=HANG_AT_KNOB)
         assert time.monotonic() - t0 < 3
     finally:
         timer.cancel()
-        live.allow_remote_reads()
-    assert not live._stopping()
+        daemon_config.allow_remote_reads()
+    assert not daemon_config._stopping()
 
 
 @pytest.fixture
 def hanging_negotiator(pool, mocker):
     """The capture takes the RemoteParam for the bindings' own, and its child hangs."""
-    mocker.patch.object(live, "_bindings_remote_param", return_value=True)
-    mocker.patch.object(live, "_remote_reader_argv", return_value=HANG_AT_KNOB)
+    mocker.patch.object(daemon_config, "_bindings_remote_param", return_value=True)
+    mocker.patch.object(daemon_config, "_remote_reader_argv", return_value=HANG_AT_KNOB)
     return pool
 
 
@@ -293,8 +294,8 @@ def test_a_capture_whose_config_read_hangs_is_partial_and_names_the_knob(hanging
 def test_with_an_earlier_config_the_hang_is_one_warning(pool, mocker, tmp_path):
     first = tmp_path / "1"
     capture_snapshot(None, first, now=NOW)              # read in-process from the fake
-    mocker.patch.object(live, "_bindings_remote_param", return_value=True)
-    mocker.patch.object(live, "_remote_reader_argv", return_value=HANG_AT_KNOB)
+    mocker.patch.object(daemon_config, "_bindings_remote_param", return_value=True)
+    mocker.patch.object(daemon_config, "_remote_reader_argv", return_value=HANG_AT_KNOB)
     report = capture_snapshot(None, tmp_path / "2", timeout=1, now=NOW + 60,
                               earlier_config=first / "config")
     assert report.partial is False and dict(report.errors) == {}
@@ -353,7 +354,7 @@ def test_the_daemon_stops_within_seconds_while_a_config_read_hangs(tmp_path):
         threading.Timer(0.5, kill_self, ("SIGTERM",)).start()
         t0 = time.monotonic()
         try:
-            live.read_remote_policy_knobs(LOCATION, timeout=120, argv=HANG_AT_KNOB)
+            daemon_config.read_remote_policy_knobs(LOCATION, timeout=120, argv=HANG_AT_KNOB)
         except RemoteReadError as exc:
             seen["error"] = str(exc)
         seen["read_for"] = time.monotonic() - t0
@@ -371,7 +372,7 @@ def test_the_daemon_stops_within_seconds_while_a_config_read_hangs(tmp_path):
     lines = ht.lines()
     assert "SIGTERM: stopping after the pass in flight" in lines
     assert "abandoned the read of the negotiator's configuration in flight" in lines
-    assert not live._STOPPING.is_set()       # the next run in this process may read again
+    assert not daemon_config._STOPPING.is_set()       # the next run in this process may read again
 
 
 def test_an_honest_read_in_flight_at_sigterm_is_let_finish(tmp_path):
@@ -385,7 +386,7 @@ def test_an_honest_read_in_flight_at_sigterm_is_let_finish(tmp_path):
 
     def script(loop, stop, on_pass):
         threading.Timer(0.2, kill_self, ("SIGTERM",)).start()
-        seen["knobs"] = live.read_remote_policy_knobs(LOCATION, timeout=60, argv=slow_but_fine)
+        seen["knobs"] = daemon_config.read_remote_policy_knobs(LOCATION, timeout=60, argv=slow_but_fine)
         on_pass(record())
         seen["stopped"] = stop.wait(30)
 

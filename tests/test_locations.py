@@ -10,7 +10,8 @@ import htcondor2
 import pytest
 
 from fakepool import FakePool
-from negotiator_ext.adapters.live import KeptReads, capture_snapshot
+from negotiator_ext.adapters.daemon_config import KeptReads
+from negotiator_ext.adapters.live import capture_snapshot
 from negotiator_ext.adapters.locations import KeptLocations, location_key
 
 NOW = 1795265300

@@ -17,7 +17,7 @@ import htcondor2
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from negotiator_ext.adapters import live
+from negotiator_ext.adapters import answers, job_projection, schedd_query
 from negotiator_ext.adapters.adfiles import _split_line
 from negotiator_ext.adapters.live import capture_snapshot
 from negotiator_ext.adapters.resource_requests import (
@@ -129,7 +129,7 @@ def job(cluster, proc, **attrs):
     return ad
 
 
-PROJECTION = live.projection_of({"Site", "KFlops"})
+PROJECTION = job_projection.projection_of({"Site", "KFlops"})
 
 
 def by_requests(schedd, projection=PROJECTION, refs=("Site",), shared=None):
@@ -137,11 +137,11 @@ def by_requests(schedd, projection=PROJECTION, refs=("Site",), shared=None):
 
     def whole(constraint):
         whole_calls.append(constraint)
-        return live._whole_job_lines(schedd, "s", constraint, projection, {}, lambda _: None, {})
+        return schedd_query._whole_job_lines(schedd, "s", constraint, projection, {}, lambda _: None, {})
     got = job_lines_by_requests(
-        htcondor2, schedd, constraint=live.JOB_CONSTRAINT,
+        htcondor2, schedd, constraint=schedd_query.JOB_CONSTRAINT,
         kept=kept_attributes(projection, refs), shared={} if shared is None else shared,
-        checked=live.checked_job_ads, whole=whole, missing_refs=live.job_refs_missing_in_lines,
+        checked=answers.checked_job_ads, whole=whole, missing_refs=job_projection.job_refs_missing_in_lines,
         lap=lambda _: None)
     return got, whole_calls
 
@@ -153,7 +153,7 @@ def as_dicts(rows):
 def whole_lines(schedd, projection=PROJECTION):
     """The jobs as a capture queries them whole (with the second query for attributes
     their own expressions reference)."""
-    return live._whole_job_lines(schedd, "s", live.JOB_CONSTRAINT, projection, {},
+    return schedd_query._whole_job_lines(schedd, "s", schedd_query.JOB_CONSTRAINT, projection, {},
                                  lambda _: None, {})
 
 
@@ -330,7 +330,7 @@ def test_a_reference_to_a_left_out_attribute_means_the_whole_queue():
     # RequestDisk is not significant here, and its value reads ImageSize, left out
     jobs = [job(1, p, RequestDisk=classad2.ExprTree("ImageSize * 2")) for p in range(3)]
     schedd = ScheddWithAutoclusters(jobs)
-    assert by_requests(schedd, projection=live.projection_of({"Site", "RequestDisk"}))[0] is None
+    assert by_requests(schedd, projection=job_projection.projection_of({"Site", "RequestDisk"}))[0] is None
 
 
 @pytest.mark.parametrize("answer", [
@@ -425,7 +425,7 @@ def test_a_capture_by_requests_decides_as_a_whole_capture(pool, mocker, tmp_path
 def test_a_referenced_attribute_named_like_the_schedds_bookkeeping_means_the_whole_queue():
     # a slot reads TARGET.JobCount: the autocluster answer's own JobCount would hide it
     schedd = ScheddWithAutoclusters([job(1, p, JobCount=7) for p in range(3)])
-    assert by_requests(schedd, projection=live.projection_of({"Site", "JobCount"}),
+    assert by_requests(schedd, projection=job_projection.projection_of({"Site", "JobCount"}),
                        refs=("Site", "JobCount"))[0] is None
     assert schedd.queries == []
 

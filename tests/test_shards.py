@@ -16,7 +16,7 @@ import pytest
 
 from conftest import unpack_recording
 from fakepool import FakePool, fixture_config_knobs
-from negotiator_ext.adapters import live
+from negotiator_ext.adapters import remote_knobs
 from negotiator_ext.adapters.live import capture_snapshot
 from negotiator_ext.adapters.snapshot import (load_snapshot, negotiator_config_name,
                                               read_negotiator_configs)
@@ -170,7 +170,7 @@ def test_a_pool_of_one_negotiator_gets_no_negotiators_directory(tmp_path, mocker
 def test_a_negotiators_own_overrides_are_the_ones_read(table, expected):
     from fakepool import FakeRemoteParam
     remote = FakeRemoteParam(table)
-    assert live.select_policy_knobs(remote) == expected
+    assert remote_knobs.select_policy_knobs(remote) == expected
 
 
 # ------------------------------------------------------------- the command line, roll-up

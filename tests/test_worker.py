@@ -13,7 +13,7 @@ from negotiator_ext.adapters.worker import Worker, WorkerGone
 
 # the worker's own pid, read in the worker (its module's `os`)
 PID = "negotiator_ext.adapters.worker:os.getpid"
-PROJECTION = "negotiator_ext.adapters.live:_valid_projection"
+PROJECTION = "negotiator_ext.adapters.job_projection:_valid_projection"
 
 
 @pytest.fixture
