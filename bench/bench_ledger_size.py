@@ -99,7 +99,8 @@ def cached_pool(generator: str, slots: int, jobs: int, submitters: int) -> Path:
 
 def shadow_record(snapshot: Path, work: Path):
     """One shadow pass on the snapshot, as `shadow --replay` runs it: its record."""
-    from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+    from negotiator_ext.shadow import ShadowLoop
+    from negotiator_ext.shadow_state import ShadowSettings
     settings = ShadowSettings.from_knobs({"STATE_DIR": str(work), "ADVERTISE": "false"},
                                          ledger_url=str(work / "scratch.sqlite"))
     t = time.perf_counter()
@@ -276,7 +277,8 @@ def check(base, hours: int, work: Path) -> dict:
     """`hours` hours of one-minute passes through the loop's retention (DETAIL_DAYS =
     2 hours, RETENTION_DAYS = 366): the ledger's size at the end."""
     from negotiator_ext.adapters.ledger import open_ledger
-    from negotiator_ext.shadow import ShadowSettings, _Pass
+    from negotiator_ext.shadow_state import ShadowSettings
+    from negotiator_ext.shadow import _Pass
     path = work / "ledger-check.sqlite"
     path.unlink(missing_ok=True)
     t0 = (int(base.started_at) // HOUR + 1) * HOUR

@@ -40,7 +40,8 @@ def main(argv=None) -> int:
     src, _ = cached_pool(slots, jobs, args.seed, 300, True)
 
     from negotiator_ext.adapters.ledger import open_ledger
-    from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+    from negotiator_ext.shadow import ShadowLoop
+    from negotiator_ext.shadow_state import ShadowSettings
 
     work = Path(tempfile.mkdtemp(prefix="bench-shadow-"))
     try:

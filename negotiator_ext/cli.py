@@ -158,7 +158,7 @@ def cmd_snapshot(args) -> int:
     report = capture_snapshot(pool, Path(args.output), timeout=timeout)
     if args.keep is not None:
         from .core.config import ext_number
-        from .shadow import prune_snapshots
+        from .shadow_state import prune_snapshots
         keep = args.keep if args.keep >= 0 else ext_number(knobs, "KEEP_SNAPSHOTS", 48,
                                                             kind=int, minimum=0)
         prune_snapshots(report.directory.parent, keep, exclude=report.directory)
@@ -353,8 +353,10 @@ def cmd_shadow(args) -> int:
     import contextlib
     import threading
     import time
-    from .shadow import (ADVERTISING_WORKS, Busy, LoggedOnce, ShadowLoop, ShadowSettings,
-                         pass_lock, publish, replay_passes, standing_of, unpublish)
+    from .shadow_publish import (ADVERTISING_WORKS, LoggedOnce, publish, standing_of,
+                                 unpublish)
+    from .shadow_state import Busy, ShadowSettings, pass_lock
+    from .shadow import ShadowLoop, replay_passes
     from .views.ledger import summary_line
     _log_to_stderr()
     knobs = _knobs(args)

@@ -10,7 +10,7 @@ without being told to. So:
     NEGOTIATOR_EXT_DEBUG (without NEGOTIATOR_EXT_LOG the bindings fall back to
     $(LOG)/ToolLog). The package's Python logging goes there through `htcondor2.log`
     (DEBUG as D_FULLDEBUG, ERROR as D_ERROR). The loop's settings come from
-    `shadow.read_settings` (our NEGOTIATOR_EXT_* knobs, NEGOTIATOR_EXT_METRICS_ADDRESS
+    `shadow_state.read_settings` (our NEGOTIATOR_EXT_* knobs, NEGOTIATOR_EXT_METRICS_ADDRESS
     among them).
   * `set_ready_state("Ready")` once the loop starts its first pass (condor_who and the
     master then see it as Ready; outside condor_master it is skipped).
@@ -31,7 +31,7 @@ without being told to. So:
     meanwhile) at most NEGOTIATOR_EXT_STOP_TIMEOUT seconds, after which the pass asks it
     nothing more (adapters/collector_gate.py) and fails; the ShadowNegotiator ad is then
     neither sent nor withdrawn, and otherwise sent by the loop's worker process, waited
-    for as long at most, and withdrawn at the stop within shadow.WITHDRAW_WAIT (3) s.
+    for as long at most, and withdrawn at the stop within shadow_publish.WITHDRAW_WAIT (3) s.
     Whatever else the pass waits on, the daemon is gone NEGOTIATOR_EXT_STOP_TIMEOUT
     seconds (15) after it sees the signal (a collector call in flight holds the
     interpreter: it sees it once that call returns): it then exits without that pass
@@ -79,7 +79,7 @@ from .adapters.ledger import LedgerError
 from .adapters.daemon_config import abort_remote_reads, allow_remote_reads
 from .adapters.metrics import MetricsServer
 from .errors import InputError
-from .shadow import ADVERTISING_WORKS, LoggedOnce, publish, standing_of, unpublish
+from .shadow_publish import ADVERTISING_WORKS, LoggedOnce, publish, standing_of, unpublish
 from .views.ledger import summary_line
 from .views.text import log_text
 
@@ -226,7 +226,7 @@ class ShadowDaemon:
     # -- after each pass -----------------------------------------------------------------
     def on_pass(self, rec) -> None:
         """Report pass `rec`: log line, metrics endpoint, metrics textfile, collector ad
-        (shadow.publish). Never raises (it runs inside the loop)."""
+        (shadow_publish.publish). Never raises (it runs inside the loop)."""
         try:
             self.log.info("%s", summary_line(rec))
             stop = getattr(self.loop, "stop", None)

@@ -11,7 +11,7 @@ import pytest
 from negotiator_ext.adapters.apply import apply_recommendations, needed_level
 from negotiator_ext.adapters.authz import QUICK, negotiator_refusal, refusal, sinful
 from negotiator_ext.core.recommend import Recommendation
-from negotiator_ext.shadow import LoggedOnce
+from negotiator_ext.shadow_publish import LoggedOnce
 
 
 class Bindings:

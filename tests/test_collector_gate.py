@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from negotiator_ext.adapters.collector_gate import CollectorSilent, GatedCollector
-from negotiator_ext.shadow import STOP_TIMEOUT, ShadowSettings
+from negotiator_ext.shadow_state import STOP_TIMEOUT, ShadowSettings
 from negotiator_ext.errors import InputError
 
 
@@ -57,7 +57,7 @@ def test_a_loop_hears_whether_the_last_call_was_answered(tmp_path):
     call that got an answer (a later capture's); a loop whose collector is silent
     neither withdraws its ad nor tries to (it would only wait again)."""
     from negotiator_ext.adapters.collector_gate import Heard
-    from negotiator_ext.shadow import unpublish
+    from negotiator_ext.shadow_publish import unpublish
     clock, heard = Clock(), Heard()
     c = Collector(clock, [5.0, 0.0])
     with pytest.raises(RuntimeError):
@@ -111,7 +111,7 @@ def test_the_ad_sent_to_a_collector_that_never_answers_is_bounded(tmp_path):
     import time
 
     from negotiator_ext.adapters.worker import Worker
-    from negotiator_ext.shadow import unpublish
+    from negotiator_ext.shadow_publish import unpublish
 
     pytest.importorskip("htcondor2")
     with socket.socket() as silent:

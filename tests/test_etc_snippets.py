@@ -7,7 +7,7 @@ from pathlib import Path
 
 from negotiator_ext.adapters.condor_config import local_ext_knobs
 from negotiator_ext.core.recommend import RecommendPolicy
-from negotiator_ext.shadow import ShadowSettings
+from negotiator_ext.shadow_state import ShadowSettings
 
 SNIPPET = (Path(__file__).parent.parent / "negotiator_ext" / "site_files" / "etc" / "condor_config.d"
            / "60-negotiator-ext.conf")

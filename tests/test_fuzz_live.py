@@ -236,7 +236,8 @@ def test_fuzzed_bindings_answers_keep_the_contract(pools, tmp_path_factory, data
 ])
 def test_a_shadow_pass_on_garbage_answers_is_recorded_with_one_line(pools, tmp_path, target,
                                                                    answer):
-    from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+    from negotiator_ext.shadow import ShadowLoop
+    from negotiator_ext.shadow_state import ShadowSettings
     pool = FakePool()
     pools.now = pool
     _set(pool, target, answer)

@@ -32,7 +32,8 @@ import pytest
 from negotiator_ext.adapters.ledger import Ledger, open_ledger
 from negotiator_ext.cli import main
 from negotiator_ext.errors import InputError
-from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+from negotiator_ext.shadow import ShadowLoop
+from negotiator_ext.shadow_state import ShadowSettings
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "hgq_nested_hep_lep_surplus"

@@ -33,7 +33,8 @@ from negotiator_ext.core import audit as A
 from negotiator_ext.core.recommend import RecommendPolicy, recommend
 from negotiator_ext.core.records import (Comparison, GroupObs, MatchEntry, PassRecord, RealCycle,
                                          SubmitterObs)
-from negotiator_ext.shadow import ShadowSettings, _Pass
+from negotiator_ext.shadow_state import ShadowSettings
+from negotiator_ext.shadow import _Pass
 from test_ledger import pg_url, postgres_server, url  # noqa: F401  (fixtures, reused)
 from test_ledger import written_before_v10
 

@@ -22,7 +22,8 @@ from negotiator_ext.adapters.adfiles import read_ads
 from negotiator_ext.adapters.daemon_config import RemoteReadError
 from negotiator_ext.adapters.live import capture_snapshot
 from negotiator_ext.errors import InputError
-from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+from negotiator_ext.shadow import ShadowLoop
+from negotiator_ext.shadow_state import ShadowSettings
 
 from fakepool import FakePool, location
 

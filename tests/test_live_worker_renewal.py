@@ -21,7 +21,8 @@ pytestmark = pytest.mark.live
 def test_a_loop_renews_its_worker_and_locates_its_daemons_once(clean_pool, tmp_path,
                                                               monkeypatch):
     from negotiator_ext.adapters.worker import Worker
-    from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+    from negotiator_ext.shadow import ShadowLoop
+    from negotiator_ext.shadow_state import ShadowSettings
 
     pool = clean_pool
     monkeypatch.setenv("CONDOR_CONFIG", pool.env["CONDOR_CONFIG"])

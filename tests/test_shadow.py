@@ -20,7 +20,8 @@ from fakepool import FIXTURES, FakePool, fixture_ads
 from negotiator_ext.adapters.ledger import LedgerError, open_ledger
 from negotiator_ext.cli import main
 from negotiator_ext.errors import InputError
-from negotiator_ext.shadow import Busy, ShadowLoop, ShadowSettings, pass_lock
+from negotiator_ext.shadow_state import Busy, ShadowSettings, pass_lock
+from negotiator_ext.shadow import ShadowLoop
 
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected").is_dir())
 _HIST = re.compile(r"^(LastNegotiationCycle\w*?)(\d+)$")
@@ -541,7 +542,7 @@ def test_shadow_replay_of_the_bundled_example_and_ledger_show(tmp_path, capsys):
 
 
 def test_prune_snapshots_keeps_the_newest_epoch_directories_only(tmp_path):
-    from negotiator_ext.shadow import prune_snapshots
+    from negotiator_ext.shadow_state import prune_snapshots
     for name in ("100", "200", "200-abcdef12", "300", "notes", ".capture-tmp"):
         (tmp_path / name).mkdir()
     (tmp_path / "400").write_text("a file, not a snapshot")
@@ -700,7 +701,7 @@ def test_after_a_failed_pass_the_metrics_keep_the_last_comparison(tmp_path, mock
     """Issue 16: a failed pass does not drop the agreement gauges; the metrics show the
     newest comparison with the time of the pass that made it, and the newest complete
     pass's time, from the ledger (ShadowLoop.standing)."""
-    from negotiator_ext.shadow import publish
+    from negotiator_ext.shadow_publish import publish
     fix, fake, loop, first, second = replay(tmp_path, mocker, "hgq_nested_hep_lep_surplus")
     assert second.comparison is not None and second.status == "complete"
     assert loop.standing.comparison == second.comparison

@@ -265,7 +265,8 @@ def test_recommend_changes_the_named_negotiators_accountant_only():
 
 
 def test_each_negotiators_pass_has_its_own_shadow_ad_and_all_are_withdrawn(tmp_path):
-    from negotiator_ext.shadow import ShadowSettings, ad_name, unpublish
+    from negotiator_ext.shadow_state import ShadowSettings
+    from negotiator_ext.shadow_publish import ad_name, unpublish
     settings = ShadowSettings(pool="cm", ledger_url=str(tmp_path / "l.sqlite"),
                               state_dir=tmp_path, interval=60, matchlog=None, timeout=30,
                               retention_days=0, keep_snapshots=1, advertise=True,
@@ -294,7 +295,8 @@ def test_the_loop_reports_every_negotiators_record_of_each_pass(tmp_path, mocker
     """The loop (cron's --interval, the daemon) hands each negotiator's record to its
     report, one pass after another."""
     import threading
-    from negotiator_ext.shadow import ShadowLoop, ShadowSettings
+    from negotiator_ext.shadow import ShadowLoop
+    from negotiator_ext.shadow_state import ShadowSettings
     fake = FakePool()
     second = classad2.parseOne(fake.negotiator[0].printOld())
     second["Name"] = "NEGOTIATOR2@vm"
@@ -339,7 +341,7 @@ def test_the_roll_up_of_a_pool_of_one_negotiator_names_it(tmp_path, capsys):
 
 def test_the_standing_published_with_a_pass_is_its_own_negotiators():
     from types import SimpleNamespace
-    from negotiator_ext.shadow import standing_of
+    from negotiator_ext.shadow_publish import standing_of
     loop = SimpleNamespace(standing="last pass's", latest={
         "p (negotiator a)": ("rec a", "a's"), "p (negotiator b)": ("rec b", "b's")})
     assert standing_of(loop, "p (negotiator b)") == "b's"

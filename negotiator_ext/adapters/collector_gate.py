@@ -40,7 +40,7 @@ class Heard:
     """What a loop last heard from its collector through its captures' gates: whether
     the last call made to it was answered (`silent` true: it waited out its timeout, and
     nothing answered since). The loop then neither sends nor withdraws its ad, which
-    would only wait again (shadow.publish, unpublish)."""
+    would only wait again (shadow_publish.publish, unpublish)."""
 
     def __init__(self):
         self.silent = False
