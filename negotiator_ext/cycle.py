@@ -23,7 +23,8 @@ from .core.accountant import Accountant
 from .core.classads import DBL_MAX
 from .core.groups import ROOT
 from .core.adtext import AdView, Job, TextValues, as_text_ads
-from .core.matchmaking import STATE_NAMES, Matcher, Slot, pslot_preemption_modelled
+from .core.match_list import Slot
+from .core.matchmaking import Matcher, STATE_NAMES, pslot_preemption_modelled
 from .core.negotiator_attrs import insert_negotiator_attrs
 from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
                                QueueView, Submitter, id_number, job_id)

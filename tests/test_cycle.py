@@ -290,7 +290,7 @@ def test_a_cycle_leaves_its_slots_to_reference_counting(tmp_path, monkeypatch, p
     import gc
 
     from negotiator_ext import limits
-    from negotiator_ext.core.matchmaking import Slot
+    from negotiator_ext.core.match_list import Slot
 
     monkeypatch.setattr(limits, "PROCESS_ENDS", process_ends)
     slots = [slot(f"slot{i}@m.test.local") for i in range(6)]

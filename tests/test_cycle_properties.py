@@ -282,7 +282,7 @@ def test_refused_classes_taken_off_whole_change_no_decision(tmp_path_factory, p,
     submitter limit refused in the call; the negotiator refuses them one by one. The
     cycle's whole result (matches, rejections and their reasons, submitters, groups)
     is the same either way."""
-    from negotiator_ext.core.matchmaking import MatchList
+    from negotiator_ext.core.match_list import MatchList
     from poolmaker import DOMAIN, accounting, claimed, running_by_submitter, submitters_for
     d = tmp_path_factory.mktemp("pool")
     slots, jobs = [], []

@@ -264,7 +264,7 @@ def test_every_request_ephemeral_is_declared():
         usage=lambda name: 1.0, quotas_hash={"g": 5.0},
         matcher=SimpleNamespace(job_names_seen_by_slots=set(), intern=lambda k: 0,
                                 uniform_token=lambda names: 0))
-    from negotiator_ext.core.matchmaking import Request
+    from negotiator_ext.core.match_list import Request
     req = Request(base_ad=ad, jobs=["1.0"], autocluster=0, group_key=((), frozenset()),
                   schedd="s", submitter="u@d")
     Negotiation._prepare_request(fake, req, SimpleNamespace(name="u@d", group="g"), "g", 500.0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from negotiator_ext.core.matchmaking import REASON_NO_MATCH
+from negotiator_ext.core.match_list import REASON_NO_MATCH
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 from poolmaker import DOMAIN, Expr, accounting, job, make_pool, slot, submitters_for

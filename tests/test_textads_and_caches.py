@@ -15,7 +15,8 @@ from negotiator_ext.adapters.adfiles import read_ads, read_ads_and_texts, read_t
 from negotiator_ext.adapters.condor_config import load_config
 from negotiator_ext.core import classads
 from negotiator_ext.core.adtext import Job, TextMemo, TextStore, TextValues
-from negotiator_ext.core.matchmaking import REASON_NO_MATCH, REASON_POLICY, Matcher, Slot
+from negotiator_ext.core.match_list import REASON_NO_MATCH, REASON_POLICY, Slot
+from negotiator_ext.core.matchmaking import Matcher
 from negotiator_ext.core.negotiation import job_submitter
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.errors import InputError
@@ -453,7 +454,7 @@ def test_slot_job_slot_job_chain_reaches_a_fixed_point(tmp_path):
 
 def test_slot_class_walk_skips_the_removed_front_once_and_reads_like_a_list_iterator():
     from types import SimpleNamespace
-    from negotiator_ext.core.matchmaking import SlotClass
+    from negotiator_ext.core.match_list import SlotClass
     slots = [SimpleNamespace(n=i, removed=False) for i in range(6)]
     cls = SlotClass(("k",), slots[0], 1)
     cls.members.extend(slots)

@@ -15,8 +15,8 @@ from typing import Any, Iterable
 
 from . import classads, consumption
 from .accountant import parse_concurrency_limits
-from .matchmaking import (REASON_NO_MATCH, REASON_POLICY, REASON_SUBMITTER_LIMIT, STATE_NAMES,
-                          symmetric_match)
+from .match_list import REASON_NO_MATCH, REASON_POLICY, REASON_SUBMITTER_LIMIT
+from .matchmaking import STATE_NAMES, symmetric_match
 from .negotiation import job_id, job_submitter
 from .slots import current_user
 

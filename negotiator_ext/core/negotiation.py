@@ -26,9 +26,9 @@ from .cxxsort import cxx_sort
 from .groups import ROOT, GroupTree
 from .accountant import parse_concurrency_limits
 from .time_limits import TimeBudget
-from .matchmaking import (NO_PREEMPTION, PRIO_PREEMPTION, REASON_NO_MATCH,
-                          REASON_SUBMITTER_LIMIT, Matcher, MatchList, Rejections, Request,
-                          Slot, permits)
+from .match_list import (MatchList, NO_PREEMPTION, PRIO_PREEMPTION, REASON_NO_MATCH,
+                         REASON_SUBMITTER_LIMIT, Rejections, Request, Slot)
+from .matchmaking import Matcher, permits
 from .projection import Projector, closure
 
 DONE, RESUME = "done", "resume"

@@ -12,7 +12,7 @@ from .classads import f32
 from .slots import current_user
 
 if TYPE_CHECKING:
-    from .matchmaking import Slot
+    from .match_list import Slot
 
 _MISSING = object()
 
