@@ -22,8 +22,8 @@ def replay_what_if(sc: Scenario, ledger_url: str) -> SimReport:
     import tempfile
     from ..adapters.ledger import open_ledger
     from ..adapters.snapshot import read_meta
-    from .shadow import ShadowLoop
-    from .shadow_state import ShadowSettings
+    from ..shadow import ShadowLoop
+    from ..shadow_state import ShadowSettings
     dirs = list(sc.replay_snapshots)
     if sc.replay_ledger:
         with open_ledger(sc.replay_ledger, create=False) as src:
