@@ -72,6 +72,9 @@ class CycleResult:
     # where the real cycle's time limits would stop it (core.time_limits), when the
     # pool's negotiator ad gives a cost to predict with; None otherwise
     time_limits: dict | None = None
+    # the submitters' turns a schedd's own limits ended with jobs left (M7): schedd,
+    # submitter, offers (the session's count), knob, shadows, idle_left
+    schedd_stops: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -101,6 +104,7 @@ class CycleResult:
             "concurrency_limits": self.concurrency_limits,
             "warnings": self.warnings,
             "time_limits": self.time_limits,
+            "schedd_stops": self.schedd_stops,
         }
 
 
@@ -311,7 +315,27 @@ def decide(inp: CycleInput, rr_times: dict | None = None) -> CycleResult:
         rr_times=dict(outcome.rr_times) if outcome is not None else {},
         group_order=[name for name, _ in outcome.orders[0]]
         if outcome is not None and outcome.orders else [],
-        time_limits=_time_limits(neg))
+        time_limits=_time_limits(neg), schedd_stops=_schedd_stops(neg, submitters))
+
+
+def _schedd_stops(neg: Negotiation, submitters) -> list[dict]:
+    """The submitters' turns that ended because their schedd's session offered no more
+    jobs (M7), while they had idle jobs left: each (submitter, schedd) once, with the
+    session's count, the knob that set it and the schedd's shadows as it started."""
+    out, seen = [], set()
+    for s in submitters:
+        key = (s.name, s.schedd)
+        got = neg.schedd_stops.get(key)
+        if got is None or key in seen:
+            continue
+        seen.add(key)
+        q = s.queue
+        left = sum(1 for j in q.jobs if j[0] not in q.matched)
+        if left > 0:
+            offers, knob, shadows = got
+            out.append({"schedd": s.schedd, "submitter": s.name, "offers": offers,
+                        "knob": knob, "shadows": shadows, "idle_left": left})
+    return out
 
 
 _INT_MIN = -2 ** 31

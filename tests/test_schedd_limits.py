@@ -191,3 +191,27 @@ def test_bad_schedd_files_are_one_line_and_exit_status_2(tmp_path, capsys, name,
     assert main(["negotiate", str(pool)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and name in err[0] and says in err[0]
+
+
+def test_turns_a_schedd_ended_are_reported_with_the_knob(tmp_path):
+    """A turn that ends because the schedd's session offered no more jobs, while the
+    submitter had idle jobs left, is reported with the knob that set the count (the
+    per-user match limit, MAX_JOBS_RUNNING less the schedd's shadows); a submitter whose
+    jobs all fit in the count is not; `negotiate` shows them as a table."""
+    from negotiator_ext.views.negotiate import render_cycle
+    jobs = [job(1, p, "a") for p in range(50)] + [job(2, p, "b") for p in range(5)]
+    _, r = _counts(tmp_path, jobs, ON, slots=60)
+    assert [(x["submitter"].split("@")[0], x["offers"], x["knob"], x["idle_left"])
+            for x in r.schedd_stops] == [("a", 20, "MAX_CONCURRENT_UPLOADS_PER_USER", 30)]
+    text = render_cycle(r.to_json())
+    row = next(ln for ln in text.splitlines() if "MAX_CONCURRENT_UPLOADS_PER_USER" in ln
+               and not ln.startswith(" "))
+    assert row.split()[-4:] == ["20", "0", "1", "30"]
+    assert "Turns the schedds ended" in text and "Schedd limits:" in text
+    running = [job(9, p, "b", JobStatus=2) for p in range(25)]
+    _, r = _counts(tmp_path / "mjr", [job(1, p, "a") for p in range(50)] + running,
+                   "MAX_JOBS_RUNNING = 30\n")
+    assert [(x["submitter"].split("@")[0], x["offers"], x["knob"], x["shadows"],
+             x["idle_left"]) for x in r.schedd_stops] == [("a", 5, "MAX_JOBS_RUNNING", 25, 45)]
+    _, r = _counts(tmp_path / "off", jobs, "", slots=60)
+    assert r.schedd_stops == [] and "Turns the schedds ended" not in render_cycle(r.to_json())

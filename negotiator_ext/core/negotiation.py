@@ -189,6 +189,8 @@ class JobQueue:
     # job id -> JobPrio, kept with USE_GLOBAL_JOB_PRIOS (a negotiation may ask only for
     # the jobs of a range of priorities)
     prios: dict[str, int] | None = None
+    # the last negotiation's offers ended because the schedd's count was used up (M7)
+    capped: bool = False
 
     def _outside(self, prio_range) -> set[str]:
         """The jobs a negotiation restricted to `prio_range` (JOBPRIO_MIN, _MAX) does not
@@ -227,6 +229,7 @@ class JobQueue:
         left = cap
         known: set[int] = set(rejected)
         sent = 0
+        self.capped = False
         for r in self._runs(self._outside(prio_range)):
             ac = r[0][1]
             if left is None:
@@ -238,6 +241,7 @@ class JobQueue:
                     continue
                 left = cap - offered[0]
                 if left <= 0:
+                    self.capped = True
                     return
                 yield self._request(r, schedd, submitter), min(len(r), left)
                 continue
@@ -251,6 +255,7 @@ class JobQueue:
             if ac not in rejected:
                 yield self._request(r, schedd, submitter), count
             if left <= 0:
+                self.capped = True
                 return
 
     def _request(self, run, schedd, submitter) -> Request:
@@ -418,7 +423,10 @@ class Negotiation:
         self.handed: dict[str, int] = {}        # schedd -> matches handed this cycle
         # the real cycle's clock beside ours (core.time_limits): None leaves it out
         self.budget = budget
-        self._caps: dict[int, int] = {}         # id(Submitter) -> its prefetched cap
+        self._caps: dict[int, tuple] = {}       # id(Submitter) -> its prefetched session
+        # (submitter, schedd) -> (offers, knob, shadows) of the schedd's session whose
+        # count ended the submitter's last turn (M7): what `negotiate` explains
+        self.schedd_stops: dict[tuple[str, str], tuple[int, str, int]] = {}
 
     # ---- accountant views -----------------------------------------------------------
 
@@ -549,7 +557,7 @@ class Negotiation:
                     subs[:] = consolidate_job_prios(subs)
             if self.schedd_limits is not None and cfg.prefetch_requests:
                 # prefetchResourceRequestLists: every submitter's session starts now
-                self._caps = {id(x): self.offer_cap(x) for x in subs}
+                self._caps = {id(x): self._session(x) for x in subs}
             pie_orig, count_orig = pie_left, len(subs)
             i = 0
             while i < len(subs):
@@ -594,12 +602,15 @@ class Negotiation:
                     and self.live_slots > 0 and not floor_round):
                 break
 
-    def offer_cap(self, s: Submitter) -> int:
-        """How many jobs `s`'s schedd offers in a session starting now (M7)."""
+    def _session(self, s: Submitter) -> tuple[int, str, int]:
+        """A session of `s`'s schedd starting now (M7): (how many jobs it offers, the
+        knob that sets that, the schedd's shadows)."""
         view = self.schedd_limits
-        return view.limits(s.schedd).offer_cap(
-            view.running.get(s.schedd, 0) + self.handed.get(s.schedd, 0),
-            view.in_transfer.get((s.name, s.schedd), 0))
+        limits = view.limits(s.schedd)
+        shadows = view.running.get(s.schedd, 0) + self.handed.get(s.schedd, 0)
+        in_transfer = view.in_transfer.get((s.name, s.schedd), 0)
+        return (limits.offer_cap(shadows, in_transfer),
+                limits.cap_knob(shadows, in_transfer), shadows)
 
     def _submitter_less(self, a: Submitter, b: Submitter) -> bool:
         """submitterLessThan (N2): EUP, [JobPrio desc], starvation, LastHeardFrom % 1009;
@@ -632,9 +643,10 @@ class Negotiation:
         limited_by_limit = False
         rejected: set[int] = set()
         batch = cfg.resource_request_list_size if cfg.use_resource_request_counts else 1
-        cap = self._caps.pop(id(s), None) if self._caps else None
-        if cap is None and self.schedd_limits is not None:
-            cap = self.offer_cap(s)                 # the session starts now
+        session = self._caps.pop(id(s), None) if self._caps else None
+        if session is None and self.schedd_limits is not None:
+            session = self._session(s)              # the session starts now
+        cap = session[0] if session is not None else None
         offered = [0]
         for req, count in s.queue.offers(rejected, s.schedd, s.name, cap, batch, offered,
                                          s.prio_range):
@@ -682,6 +694,8 @@ class Negotiation:
                 # expected to fit into what it matched as offered (they stay idle, for
                 # the schedd to start there; a later session offers them again)
                 left -= jobs_in_slot(req.ad, slot.ad) if cfg.depth_first else 1
+        if s.queue.capped:
+            self.schedd_stops[(s.name, s.schedd)] = session
         if used >= limit or limited_by_limit:
             return RESUME, pie_left
         return DONE, pie_left

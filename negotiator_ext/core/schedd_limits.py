@@ -116,6 +116,16 @@ class ScheddLimits:
             cap = min(cap, limit - in_transfer)
         return max(cap, 0)
 
+    def cap_knob(self, shadows: int, in_transfer: int) -> str:
+        """The knob that sets `offer_cap` for these counts: CURB_MATCHMAKING,
+        MAX_CONCURRENT_UPLOADS_PER_USER (the per-user match limit) or MAX_JOBS_RUNNING."""
+        if self.curbed:
+            return "CURB_MATCHMAKING"
+        limit = self.per_user_limit
+        if limit is not None and limit - in_transfer < max(self.max_jobs_running - shadows, 0):
+            return "MAX_CONCURRENT_UPLOADS_PER_USER"
+        return "MAX_JOBS_RUNNING"
+
 
 @dataclass
 class Schedds:

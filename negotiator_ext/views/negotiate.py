@@ -87,6 +87,9 @@ def render_cycle(doc: dict, full: bool = False, snapshot: str | None = None) -> 
                       [[x["name"], _num(x["max"], "{:g}"), _num(x["count_before"], "{:g}"),
                         _num(x["count"], "{:g}")] for x in limits], {1, 2, 3})
         shown.append("concurrency limits")
+    stops = _schedd_stops(doc.get("schedd_stops") or [])
+    out += stops
+    shown += ["schedd limits"] if stops else []
     out += _rejections(doc, full, snapshot or "SNAPSHOT")
     out += legend(shown)
     return "".join(printable(line) + "\n" for line in out)
@@ -138,6 +141,17 @@ _LEGEND = {
         ("Class", "slots matchmaking cannot tell apart share a number"),
         ("Preempting", "how many of the row's matches preempt a claim"),
         ("Cost", "the weight each match charges against the submitter's limit"),
+    ],
+    "schedd limits": [
+        ("Knob", "the schedd's knob that set Offers: MAX_JOBS_RUNNING (less its Shadows), "
+                 "MAX_CONCURRENT_UPLOADS_PER_USER (its per-user match limit, less the "
+                 "submitter's jobs waiting to transfer) or CURB_MATCHMAKING (nothing)"),
+        ("Offers", "how many jobs one negotiation session offered each submitter (the "
+                   "least of the row's sessions)"),
+        ("Shadows", "the schedd's running jobs plus this cycle's matches handed to it, "
+                    "as the session began (the most of the row's sessions)"),
+        ("Submitters", "submitters whose turn ended so with idle jobs left"),
+        ("IdleLeft", "their idle jobs the schedd did not offer or the cycle did not match"),
     ],
     "concurrency limits": [
         ("Max", "the limit's maximum (<NAME>_LIMIT, else CONCURRENCY_LIMIT_DEFAULT)"),
@@ -312,6 +326,27 @@ def _cause_text(r: dict, subs: dict, groups: dict) -> str:
     figures = f"{whose}: limit {_num(s['limit'], '{:.4g}')}, {s['matched']} matched"
     said = _tag(r["reason"], cause)
     return f"{said} ({figures})" if said else figures
+
+
+def _schedd_stops(stops: list[dict]) -> list[str]:
+    """The submitters' turns their schedds ended (M7), a row per schedd and knob."""
+    if not stops:
+        return []
+    rows: dict = {}
+    for x in stops:
+        r = rows.setdefault((x["schedd"], x["knob"]), [None, 0, 0, 0])
+        r[0] = x["offers"] if r[0] is None else min(r[0], x["offers"])
+        r[1] = max(r[1], x["shadows"])
+        r[2] += 1
+        r[3] += x["idle_left"]
+    out = ["", "Turns the schedds ended (their own limits: no more jobs offered, idle jobs "
+               "left):"]
+    out += table(["Schedd", "Knob", "Offers", "Shadows", "Submitters", "IdleLeft"],
+                 [[schedd, knob, str(r[0]), str(r[1]), str(r[2]), str(r[3])]
+                  for (schedd, knob), r in sorted(rows.items(), key=lambda kv: (-kv[1][3],
+                                                                               kv[0]))],
+                 {2, 3, 4, 5})
+    return out
 
 
 def _rejections(doc: dict, full: bool, snapshot: str) -> list[str]:
