@@ -149,17 +149,11 @@ class _OtherNegotiatorsRead:
         self._htcondor = htcondor
         if first is None:
             return
-        try:
-            locations = checked_ads(located(
-                kept, "negotiators", ads,
-                lambda: collector.locateAll(htcondor.DaemonTypes.Negotiator)))
-        except BadAnswer as exc:
-            self.warnings.append(f"cannot list the pool's negotiators (only the first is "
-                                 f"captured): the collector {_comment_text(where)} {exc}")
-            return
-        except Exception as exc:
-            self.warnings.append(f"cannot list the pool's negotiators (only the first is "
-                                 f"captured): {_one_line(exc)}")
+        locations, warning = _located_all(
+            htcondor, collector, kept, ads, "negotiators", "Negotiator", where,
+            "cannot list the pool's negotiators (only the first is captured)")
+        if warning is not None:
+            self.warnings.append(warning)
             return
         first_name = _ad_string(first, "Name")
         for loc in locations:
@@ -207,6 +201,20 @@ class _OtherNegotiatorsRead:
         errors.update(self._errors)
         return ({name: (loc, self._got.get(name)) for name, loc in self._named},
                 self.warnings)
+
+
+def _located_all(htcondor, collector, kept, ads, kind: str, daemon: str, where: str,
+                 failing: str) -> tuple[list, str | None]:
+    """Where every `daemon` (a DaemonTypes name) of the pool is, as the collector lists
+    them (a loop's kept locations while their ads stay: `locations.located`), checked;
+    else no location and the warning that says why (`failing`: what cannot be done)."""
+    try:
+        return checked_ads(located(kept, kind, ads, lambda: collector.locateAll(
+            getattr(htcondor.DaemonTypes, daemon)))), None
+    except BadAnswer as exc:
+        return [], f"{failing}: the collector {_comment_text(where)} {exc}"
+    except Exception as exc:
+        return [], f"{failing}: {_one_line(exc)}"
 
 
 def _ad_string(ad, attr: str) -> str | None:
@@ -548,17 +556,11 @@ class _ScheddKnobsRead:
         self.warnings: list[str] = []
         self._thread = None
         self._later: list = []
-        try:
-            locations = checked_ads(located(
-                kept, "schedds", ads,
-                lambda: collector.locateAll(htcondor.DaemonTypes.Schedd)))
-        except BadAnswer as exc:
-            self.warnings.append(f"cannot locate the schedds to read their limits: the "
-                                 f"collector {_comment_text(where)} {exc}")
-            return
-        except Exception as exc:
-            self.warnings.append(f"cannot locate the schedds to read their limits: "
-                                 f"{_one_line(exc)}")
+        locations, warning = _located_all(
+            htcondor, collector, kept, ads, "schedds", "Schedd", where,
+            "cannot locate the schedds to read their limits")
+        if warning is not None:
+            self.warnings.append(warning)
             return
         named = []
         for loc in locations:
