@@ -26,8 +26,8 @@ from .core.adtext import AdView, Job, TextValues, as_text_ads
 from .core.match_list import Slot
 from .core.matchmaking import Matcher, STATE_NAMES, pslot_preemption_modelled
 from .core.negotiator_attrs import insert_negotiator_attrs
-from .core.negotiation import (REQUEST_EPHEMERALS, JobConstraint, JobQueue, Match, Negotiation,
-                               QueueView, Submitter, id_number, job_id)
+from .core.job_queue import JobConstraint, JobQueue, QueueView, id_number, job_id
+from .core.negotiation import Match, Negotiation, REQUEST_EPHEMERALS, Submitter
 from .core.schedd_limits import Schedds
 from .core.time_limits import CostModel, TimeBudget
 from .core.slots import current_user, pie_weight, trimmed, uses_negotiator_slot_weight

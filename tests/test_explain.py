@@ -11,7 +11,7 @@ from conftest import FIXTURES, SCENARIOS
 from negotiator_ext.cli import main
 from negotiator_ext.core.adtext import Job, TextValues
 from negotiator_ext.core.explain import explain_job, job_index
-from negotiator_ext.core.negotiation import job_id
+from negotiator_ext.core.job_queue import job_id
 from negotiator_ext.cycle import find_job, run_cycle
 from negotiator_ext.pool import load_pool
 from poolmaker import DOMAIN, Expr, accounting, job, make_pool, slot

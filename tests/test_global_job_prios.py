@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from negotiator_ext.core.negotiation import Submitter, JobQueue, consolidate_job_prios
+from negotiator_ext.core.job_queue import JobQueue
+from negotiator_ext.core.negotiation import Submitter, consolidate_job_prios
 from negotiator_ext.cycle import job_prio_array, run_cycle
 from negotiator_ext.pool import load_pool
 from poolmaker import job, make_pool, slot, submitters_for

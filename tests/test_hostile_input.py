@@ -285,7 +285,7 @@ def test_capture_time_before_the_accountants_last_update_is_warned(snap, capsys)
     (float("inf"), None), ("1", None), (True, None), (None, None)])
 def test_a_job_id_is_a_whole_number_from_0_up(value, expected):
     # one rule for the cycle (files) and the capture (a schedd's answer)
-    from negotiator_ext.core.negotiation import id_number
+    from negotiator_ext.core.job_queue import id_number
     assert id_number(value) == expected
 
 

@@ -1,4 +1,4 @@
-"""The schedd's view of each job (negotiation.queue_heads), computed in the child that
+"""The schedd's view of each job (job_queue.queue_heads), computed in the child that
 reads the job files beside the slot ads: the same heads the cycle computes itself, the
 same cycle either way, and heads that do not fit the table are not used."""
 
@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES, SCENARIOS
 from negotiator_ext.adapters import snapshot
 from negotiator_ext.core.adtext import Job, TextValues
-from negotiator_ext.core.negotiation import QueueView, queue_heads
+from negotiator_ext.core.job_queue import QueueView, queue_heads
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 

@@ -17,7 +17,7 @@ from negotiator_ext.core import classads
 from negotiator_ext.core.adtext import Job, TextMemo, TextStore, TextValues
 from negotiator_ext.core.match_list import REASON_NO_MATCH, REASON_POLICY, Slot
 from negotiator_ext.core.matchmaking import Matcher
-from negotiator_ext.core.negotiation import job_submitter
+from negotiator_ext.core.job_queue import job_submitter
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.errors import InputError
 from negotiator_ext.pool import load_pool

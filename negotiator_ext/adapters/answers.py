@@ -11,7 +11,7 @@ from typing import Any
 
 import classad2
 
-from ..core.negotiation import id_number
+from ..core.job_queue import id_number
 
 
 # HTCondor's own client-side timeouts (seconds), set for the duration of a capture.

@@ -47,7 +47,7 @@ import classad2
 
 from ..errors import InputError
 from ..core.adtext import Job, TextAds, TextStore, TextValues
-from ..core.negotiation import id_number
+from ..core.job_queue import id_number
 from ..limits import epoch_problem
 from .beside import Beside
 from .job_delta import name_counts
@@ -288,13 +288,13 @@ def _read_job_files(files: list[Path], schedd_files: Mapping[str, str] | None = 
 def _read_job_files_beside(files: list[Path], schedd_files: Mapping[str, str] | None = None
                            ) -> dict[str, TextAds]:
     """`_read_job_files`, and then, in the child that reads them beside the slot ads,
-    what the schedd's view of its queue says of each job (`negotiation.queue_heads`,
+    what the schedd's view of its queue says of each job (`job_queue.queue_heads`,
     which the cycle would otherwise compute). Anything that goes wrong there leaves
     the heads to the cycle, which computes them as it always does."""
     tables = _read_job_files(files, schedd_files)
     try:
         from . import classad_semantics
-        from ..core.negotiation import queue_heads
+        from ..core.job_queue import queue_heads
         classad_semantics.enable()
         heads = {name: queue_heads(table) for name, table in tables.items()}
     except Exception:               # noqa: BLE001 - the cycle computes them itself
@@ -367,7 +367,7 @@ def _places(row) -> tuple[int, int, int]:
 
 def _job_id(row, i: int, attr: str, values: TextValues) -> int | None:
     """The job id attribute at `row[i]` (-1: not in the row): its value when it is a
-    whole number from 0 up (`negotiation.id_number`), else None."""
+    whole number from 0 up (`job_queue.id_number`), else None."""
     if i < 0:
         return None
     text = row[i][1]

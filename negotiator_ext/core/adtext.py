@@ -42,7 +42,7 @@ class TextAds(Sequence):
     def __init__(self, store: TextStore | None = None):
         self.store = store if store is not None else TextStore()
         self.rows: list[Pairs] = []
-        # a job table's `negotiation.queue_heads`, when computed as it was read (one
+        # a job table's `job_queue.queue_heads`, when computed as it was read (one
         # per row; ignored unless there is one for every row)
         self.heads: list | None = None
 

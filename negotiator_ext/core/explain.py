@@ -17,7 +17,7 @@ from . import classads, consumption
 from .accountant import parse_concurrency_limits
 from .match_list import REASON_NO_MATCH, REASON_POLICY, REASON_SUBMITTER_LIMIT
 from .matchmaking import STATE_NAMES, symmetric_match
-from .negotiation import job_id, job_submitter
+from .job_queue import job_id, job_submitter
 from .slots import current_user
 
 _REQUIREMENTS = classads.parse_expr("MY.Requirements")
@@ -30,7 +30,7 @@ CLAUSES_NOTE = ("no per-clause breakdown: the job's Requirements are not a top-l
 
 
 class _AdJob:
-    """A classad2 ad seen as core.negotiation's job functions expect (`value(lname)`)."""
+    """A classad2 ad seen as core.job_queue's job functions expect (`value(lname)`)."""
 
     def __init__(self, ad):
         self.ad = ad

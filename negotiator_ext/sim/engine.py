@@ -66,7 +66,7 @@ from ..core.accountant import AccountantState, SlotChanges
 from ..core.adtext import Job, TextAds, TextStore, TextValues
 from ..core.config import priority_preemption_off
 from ..core.match_memory import MatchMemory
-from ..core.negotiation import QueueView, queue_head
+from ..core.job_queue import QueueView, queue_head
 from ..core.records import MatchEntry, PassRecord
 from ..core.schedd_limits import ScheddLimits
 from ..errors import InputError
@@ -448,7 +448,7 @@ class Simulation:
                     row = job.row = jobs.rows[-1]
                     job.row_gen = gen
                     # what the schedd's view of its queue says of the job (as
-                    # `negotiation.queue_heads` computes it), worked out once a row
+                    # `job_queue.queue_heads` computes it), worked out once a row
                     job.head = queue_head(view, Job(row, names, values))
                 heads.append(job.head)
                 self._offered[(schedd, job.id)] = job

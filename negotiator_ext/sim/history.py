@@ -24,7 +24,7 @@ from typing import Iterable
 
 from ..core import classads
 from ..core.adtext import Job, TextStore, TextValues
-from ..core.negotiation import id_number, job_submitter
+from ..core.job_queue import id_number, job_submitter
 from ..errors import InputError
 from .ads import recorded_job_texts
 from .schedd_startd import JobClass, SimJob

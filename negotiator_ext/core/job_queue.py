@@ -1,0 +1,236 @@
+"""The schedd's side of a negotiation: its queue as the negotiator sees it (M2). Who a job
+is charged to, its id and its place in the schedd's order (`QueueView`), the job
+constraint, and one submitter's idle jobs at one schedd (`JobQueue`), offered as runs of
+one autocluster within the schedd's count (M7).
+
+A job is anything with `value(lower-case name)` giving the attribute's value
+(core.adtext.Job): the functions below are the schedd's view of its queue."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import adtext, classads, schedd_limits
+from .match_list import Request
+from .projection import Projector, closure
+
+
+_JOB_PRIO_ATTRS = ("prejobprio1", "prejobprio2", "jobprio", "postjobprio1", "postjobprio2")
+
+
+def job_submitter(job) -> str | None:
+    """The submitter a job negotiates under: `<AccountingGroup>@<domain>` when the job
+    has an accounting group, else its `User` (the schedd's PrioRec owner)."""
+    user = job.value("user")
+    group = job.value("accountinggroup")
+    user = user if isinstance(user, str) else None
+    if isinstance(group, str) and group:
+        domain = user.rsplit("@", 1)[1] if user and "@" in user else ""
+        return f"{group}@{domain}"
+    return user
+
+
+def _c_mod(a: int, b: int) -> int:
+    """C's a % b (the remainder takes the dividend's sign)."""
+    r = abs(a) % b
+    return -r if a < 0 else r
+
+
+def job_id(job) -> tuple[int, int]:
+    """(ClusterId, ProcId); -1 for one that is not an `id_number` (the schedd gives every
+    job both: the cycle refuses a queue file with such a job, the capture such an answer)."""
+    c, p = id_number(job.value("clusterid")), id_number(job.value("procid"))
+    return (-1 if c is None else c), (-1 if p is None else p)
+
+
+def id_number(v) -> int | None:
+    """A ClusterId or ProcId value as the schedd gives it, a whole number from 0 up;
+    None for anything else (missing, a string, NaN, 2.5, -1)."""
+    if not classads.is_number(v) or not math.isfinite(v) or v < 0 or v != int(v):
+        return None
+    return int(v)
+
+
+def job_is_idle(job) -> bool:
+    """Only idle jobs (JobStatus 1) are offered to the negotiator."""
+    return classads.as_number(job.value("jobstatus")) == 1
+
+
+def job_prio_key(job) -> tuple:
+    """The first part of the schedd's job order (M2): the prio attributes, descending,
+    each read as the schedd reads it (LookupInteger into an int: a real is truncated,
+    NaN or INF from a user's `condor_qedit` reads as 0; no value: 0)."""
+    return tuple(-(classads.lookup_int32(job.value(a)) or 0) for a in _JOB_PRIO_ATTRS)
+
+
+class QueueView:
+    """The schedd's view of its queue, job by job, with each rule remembered by the
+    texts it reads (most jobs of a cluster read the same texts). The job order (M2) is
+    the prio attributes descending, then cluster and proc ascending."""
+
+    def __init__(self, values):
+        self._head = adtext.TextMemo(
+            self._idle_head, ("jobstatus", "user", "accountinggroup") + _JOB_PRIO_ATTRS, values)
+        self._cluster = adtext.TextMemo(lambda job: job_id(job)[0], ("clusterid",), values)
+        self._proc = adtext.TextMemo(lambda job: job_id(job)[1], ("procid",), values)
+        self._held = adtext.TextMemo(
+            self._held_by_schedd, ("jobstatus", "jobuniverse", "user", "accountinggroup",
+                                   "transferringinput", "transferqueued",
+                                   "transferringoutput"), values)
+
+    @staticmethod
+    def _held_by_schedd(job):
+        status = classads.as_number(job.value("jobstatus"))
+        universe = classads.as_number(job.value("jobuniverse"))
+        if not schedd_limits.shadow_job(status, universe):
+            return None
+        return job_submitter(job), schedd_limits.in_transfer(
+            status, job.value("transferringinput"), job.value("transferqueued"),
+            job.value("transferringoutput"))
+
+    def running(self, job) -> tuple[str | None, bool] | None:
+        """(submitter, in the upload queue) of a job that holds a shadow (M7), else
+        None."""
+        return self._held(job)
+
+    @staticmethod
+    def _idle_head(job):
+        if not job_is_idle(job):
+            return None
+        sub = job_submitter(job)
+        return None if sub is None else (sub, job_prio_key(job))
+
+    def idle(self, job) -> tuple[str, tuple] | None:
+        """(submitter, order key) of an idle job with a submitter, else None."""
+        head = self._head(job)
+        if head is None:
+            return None
+        return head[0], head[1] + (self._cluster(job), self._proc(job))
+
+
+def queue_heads(table: adtext.TextAds) -> list[tuple]:
+    """What `QueueView` says of every job of a table, in row order: (idle head, None)
+    for an idle job with a submitter, else (None, running(job)). Computed where the job
+    files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not."""
+    values = adtext.TextValues()
+    view = QueueView(values)
+    names = table.store.names
+    return [queue_head(view, adtext.Job(row, names, values)) for row in table.rows]
+
+
+def queue_head(view: QueueView, job) -> tuple:
+    """What `QueueView` says of one job: (idle head, None) for an idle job with a
+    submitter, else (None, view.running(job)); one entry of `queue_heads`."""
+    head = view.idle(job)
+    return (head, None) if head is not None else (None, view.running(job))
+
+
+class JobConstraint:
+    """NEGOTIATOR_JOB_CONSTRAINT, evaluated once per distinct set of the job texts it
+    reaches."""
+
+    def __init__(self, text: str, values: adtext.TextValues):
+        self.expr = classads.parse_expr(text)
+        self.values = values
+        self._verdicts: dict[tuple, bool] = {}
+        roots = classads.names_in(self.expr)
+        self._project = Projector(
+            roots, values.names, lambda read: tuple(sorted(closure(read, roots, values.names)[0])))
+
+    def __call__(self, job) -> bool:
+        get = job.texts.get
+        seen = self._project(get)
+        key = (seen, tuple(map(get, seen)))
+        got = self._verdicts.get(key)
+        if got is None:
+            got = self._verdicts[key] = classads.eval_expr(self.expr, job.ad()) is True
+        return got
+
+
+@dataclass(eq=False)
+class JobQueue:
+    """One submitter's idle jobs at one schedd, in the schedd's priority order, as
+    (job id, autocluster id, group key, job ad as text pairs). The schedd offers them
+    as runs of consecutive jobs of one autocluster (M2); matched jobs are not offered
+    again. `names` spells the attribute names when a request's ad is built."""
+    jobs: list[tuple[str, int, tuple, Any]]
+    names: dict = field(default_factory=dict)
+    matched: set[str] = field(default_factory=set)
+    # job id -> JobPrio, kept with USE_GLOBAL_JOB_PRIOS (a negotiation may ask only for
+    # the jobs of a range of priorities)
+    prios: dict[str, int] | None = None
+    # the last negotiation's offers ended because the schedd's count was used up (M7)
+    capped: bool = False
+
+    def _outside(self, prio_range) -> set[str]:
+        """The jobs a negotiation restricted to `prio_range` (JOBPRIO_MIN, _MAX) does not
+        offer: the schedd skips them as it builds the request list."""
+        if prio_range is None or self.prios is None:
+            return set()
+        lo, hi = prio_range
+        return {j for j, p in self.prios.items() if not lo <= p <= hi}
+
+    def _runs(self, skip: set[str]):
+        """The schedd's request list (M2): runs of consecutive unmatched jobs of one
+        autocluster, leaving out `skip`. Lazy: jobs matched on one run are seen before
+        the next is built."""
+        run: list = []
+        for entry in self.jobs:
+            if entry[0] in self.matched or entry[0] in skip:
+                continue
+            if run and run[0][1] != entry[1]:
+                yield run
+                run = []
+            run.append(entry)
+        if run:
+            yield run
+
+    def offers(self, rejected: set[int], schedd: str, submitter: str, cap: int | None,
+               batch: int, offered: list[int], prio_range=None):
+        """The requests of one negotiation: (request, its ResourceRequestCount). The
+        negotiator skips the requests of autoclusters it rejected in this negotiation.
+        When the schedd offers at most `cap` jobs (M7; None: no limit) it counts each
+        request as it sends it, `batch` requests at a time
+        (NEGOTIATOR_RESOURCE_REQUEST_LIST_SIZE), knowing only the rejections of earlier
+        batches, and stops when the count is used up; with one request at a time (no
+        request counts) each job is offered alone and the caller counts what it was
+        offered in `offered[0]`. `prio_range`: only the jobs of these priorities
+        (USE_GLOBAL_JOB_PRIOS)."""
+        left = cap
+        known: set[int] = set(rejected)
+        sent = 0
+        self.capped = False
+        for r in self._runs(self._outside(prio_range)):
+            ac = r[0][1]
+            if left is None:
+                if ac not in rejected:
+                    yield self._request(r, schedd, submitter), len(r)
+                continue
+            if batch <= 1:
+                if ac in rejected:
+                    continue
+                left = cap - offered[0]
+                if left <= 0:
+                    self.capped = True
+                    return
+                yield self._request(r, schedd, submitter), min(len(r), left)
+                continue
+            if sent == batch:
+                sent, known = 0, set(rejected)
+            if ac in known:
+                continue
+            sent += 1
+            count = min(len(r), left)
+            left -= count
+            if ac not in rejected:
+                yield self._request(r, schedd, submitter), count
+            if left <= 0:
+                self.capped = True
+                return
+
+    def _request(self, run, schedd, submitter) -> Request:
+        job_id, ac, key, row = run[0]
+        return Request(base_ad=adtext.row_ad(row, self.names), jobs=[r[0] for r in run],
+                       autocluster=ac, group_key=key, schedd=schedd, submitter=submitter)
