@@ -401,6 +401,19 @@ class LivePool:
                 out.append(int(stat.parent.name))
         return out
 
+    def negotiator_config_readers(self, pid: int) -> list[int]:
+        """The children of `pid` (a pass of ours) reading a negotiator's config through
+        RemoteParam (the `_param_dump --remote` processes without `--schedd`)."""
+        out = []
+        for child in self.children(pid):
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--remote" in argv and b"--schedd" not in argv:
+                out.append(child)
+        return out
+
     # -- the negotiator's logs -------------------------------------------------------------
 
     def cycles_finished(self) -> int:
