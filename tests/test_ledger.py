@@ -30,6 +30,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import pytest
 
 from negotiator_ext.adapters import ledger as ledger_mod
+from negotiator_ext.adapters import ledger_rows
 from negotiator_ext.adapters.ledger import (MIGRATIONS, SCHEMA_VERSION, TABLES, LedgerError,
                                             open_ledger)
 from negotiator_ext.core.records import (Adjustment, Comparison, GroupObs, MatchEntry,
@@ -704,9 +705,10 @@ def written_before_v10(m) -> None:
     (the columns of ADDED_IN_V10 left out; the records must have their defaults)."""
     m.setattr(ledger_mod, "_PASS_HEADER", tuple(n for n in ledger_mod._PASS_HEADER
                                                  if n not in ADDED_IN_V10))
-    real_fields_of = ledger_mod._fields_of
-    m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
-        f for f in real_fields_of(cls) if f.name not in ADDED_IN_V10))
+    real_fields_of = ledger_rows._fields_of
+    for mod in (ledger_mod, ledger_rows):       # the Ledger's reads, the rows' writes
+        m.setattr(mod, "_fields_of", lambda cls: tuple(
+            f for f in real_fields_of(cls) if f.name not in ADDED_IN_V10))
     m.setattr(ledger_mod.ledger_digests, "keep", lambda *a: None)     # no pool_digests
 
 
@@ -734,9 +736,10 @@ def test_migration_from_v1(url, monkeypatch):
                                          "time_limits", *ADDED_IN_V10)))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
             m.setattr(ledger_mod.ledger_digests, "keep", lambda *a: None)
-            real_fields_of = ledger_mod._fields_of
-            m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
-                f for f in real_fields_of(cls) if f.name not in ADDED_AFTER_V1))
+            real_fields_of = ledger_rows._fields_of
+            for mod in (ledger_mod, ledger_rows):   # the Ledger's reads, the rows' writes
+                m.setattr(mod, "_fields_of", lambda cls: tuple(
+                    f for f in real_fields_of(cls) if f.name not in ADDED_AFTER_V1))
             assert old.record_pass(rec)
         with pytest.raises(LedgerError):                  # no audit trail in version 1
             old.adjustments()
