@@ -25,10 +25,77 @@ def pytest_collection_modifyitems(config, items):
         _LIVE_SKIPPED.extend(item.nodeid for item in live)
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_terminal_summary(terminalreporter, config):
+    from livepool import SKIP_REASON, find_release
     if _LIVE_SKIPPED:
-        from livepool import SKIP_REASON
         terminalreporter.write_line(f"{len(_LIVE_SKIPPED)} live tests skipped: {SKIP_REASON}")
+    elif getattr(config, "workerinput", None) is None and config.pluginmanager.hasplugin(
+            "dsession") and find_release() is None:
+        # the pytest-xdist controller: its workers collected (and left the live tests
+        # out), and their summaries are not shown
+        terminalreporter.write_line(f"live tests skipped: {SKIP_REASON}")
+
+
+# ---- pytest-xdist (pyproject: addopts "-n 2 --dist loadfile") ------------------------------
+#
+# Two workers, each with its own session fixtures: its own personal pool (live_pool: a
+# scratch directory and a collector port of its own, livepool.free_port), its own
+# PostgreSQL server (test_ledger.postgres_server) and tmp_path. The live tests mostly wait
+# on real negotiation cycles: two pools wait side by side, or one beside the other
+# worker's computing. Whole files go to one worker (their module fixtures are made once).
+
+# files that share an expensive session fixture go to one worker together, so that it is
+# made once (two_users_run: the two-user scenario simulated over 60 hours)
+XDIST_TOGETHER = {
+    "tests/test_simulate.py": "two_users_run",
+    "tests/test_audit_simulated.py": "two_users_run",
+}
+
+# the files (or groups) that take longest, started first, longest first, so that neither
+# worker is left with a long one at the end while the other has nothing (measured with
+# --durations; any file not named here comes after them, as pytest-xdist orders them).
+# This only orders the run: every collected test runs, named here or not.
+XDIST_LONGEST_FIRST = [
+    "tests/test_live_faults.py",
+    "tests/test_live_shadow.py",
+    "two_users_run",
+    "tests/test_cycle_properties.py",
+    "tests/test_live_hostile.py",
+    "tests/test_live_admin.py",
+    "tests/test_fuzz_inputs.py",
+    "tests/test_audit_scale.py",
+    "tests/test_shadow.py",
+    "tests/test_live_master.py",
+    "tests/test_ledger_faults.py",
+    "tests/test_live_sweep.py",
+    "tests/test_audit_site_scale.py",
+    "tests/test_live_production.py",
+]
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, with the files of XDIST_TOGETHER as one unit and the units of
+    XDIST_LONGEST_FIRST handed out first. Other --dist modes are pytest-xdist's own."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return XDIST_TOGETHER.get(scope, scope)
+
+        def _assign_work_unit(self, node) -> None:
+            # the work queue as schedule() built it (files with the most tests first),
+            # the longest units moved to its front, once, before the first is handed out
+            if not getattr(self, "_longest_first", False):
+                self._longest_first = True
+                for unit in reversed(XDIST_LONGEST_FIRST):
+                    if unit in self.workqueue:
+                        self.workqueue.move_to_end(unit, last=False)
+            super()._assign_work_unit(node)
+
+    return Scheduling(config, log)
 
 
 @pytest.fixture

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
+import random
 import re
 import shutil
 import signal
@@ -57,6 +58,21 @@ def find_release() -> Path | None:
 
 
 def free_port() -> int:
+    """A loopback port free now, for a daemon to bind in a moment. Not one the kernel hands
+    out itself (bind to port 0, the local port of an outgoing connection: 32768-60999 on
+    Linux), which any daemon of any pool on this host may take in that moment; and, under
+    pytest-xdist, from a range of this worker's own (gw0: 20000-21499, gw1: 21500-22999,
+    ...), so that the pools of two workers never pick the same one."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    n = int(worker[2:]) if worker[2:].isdigit() else 0
+    low = 20000 + (n % 8) * 1500
+    for port in random.sample(range(low, low + 1500), 1500):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -175,8 +191,10 @@ class LivePool:
         try:
             return pwd.getpwnam(TEST_USER)
         except KeyError:
+            # not check=True: another pytest-xdist worker, starting its own pool, may
+            # create the user between the lookup and this (useradd then exits 9)
             subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/bin/sh",
-                            TEST_USER], check=True, capture_output=True)
+                            TEST_USER], capture_output=True)
             return pwd.getpwnam(TEST_USER)
 
     def as_user(self, argv: list[str]) -> list[str]:
@@ -399,6 +417,19 @@ class LivePool:
                 continue
             if fields[1:2] == [str(pid)]:
                 out.append(int(stat.parent.name))
+        return out
+
+    def negotiator_config_readers(self, pid: int) -> list[int]:
+        """The children of `pid` (a pass of ours) reading a negotiator's config through
+        RemoteParam (the `_param_dump --remote` processes without `--schedd`)."""
+        out = []
+        for child in self.children(pid):
+            try:
+                argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--remote" in argv and b"--schedd" not in argv:
+                out.append(child)
         return out
 
     # -- the negotiator's logs -------------------------------------------------------------

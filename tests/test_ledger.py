@@ -30,6 +30,8 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import pytest
 
 from negotiator_ext.adapters import ledger as ledger_mod
+from negotiator_ext.adapters import (ledger_digests, ledger_reading, ledger_rows, ledger_schema,
+                                     ledger_summarising, ledger_writing)
 from negotiator_ext.adapters.ledger import (MIGRATIONS, SCHEMA_VERSION, TABLES, LedgerError,
                                             open_ledger)
 from negotiator_ext.core.records import (Adjustment, Comparison, GroupObs, MatchEntry,
@@ -699,15 +701,28 @@ ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter
                   "wait", "time_limits", *ADDED_IN_V10)
 
 
+# adapters/ledger.py and the modules its Ledger is made of: a name a test changes is
+# changed in each of them that uses it
+LEDGER_MODULES = (ledger_mod, ledger_rows, ledger_writing, ledger_reading, ledger_summarising)
+
+
+def patch_ledger(m, name: str, value) -> None:
+    """With monkeypatch context `m`: the ledger's `name` (a module-level name) is `value`."""
+    used = [mod for mod in LEDGER_MODULES if hasattr(mod, name)]
+    assert used, name
+    for mod in used:
+        m.setattr(mod, name, value)
+
+
 def written_before_v10(m) -> None:
     """With monkeypatch context `m`: passes written as a ledger of version 9 holds them
     (the columns of ADDED_IN_V10 left out; the records must have their defaults)."""
-    m.setattr(ledger_mod, "_PASS_HEADER", tuple(n for n in ledger_mod._PASS_HEADER
-                                                 if n not in ADDED_IN_V10))
-    real_fields_of = ledger_mod._fields_of
-    m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
+    patch_ledger(m, "_PASS_HEADER", tuple(n for n in ledger_schema._PASS_HEADER
+                                          if n not in ADDED_IN_V10))
+    real_fields_of = ledger_rows._fields_of
+    patch_ledger(m, "_fields_of", lambda cls: tuple(
         f for f in real_fields_of(cls) if f.name not in ADDED_IN_V10))
-    m.setattr(ledger_mod.ledger_digests, "keep", lambda *a: None)     # no pool_digests
+    m.setattr(ledger_digests, "keep", lambda *a: None)     # no pool_digests
 
 
 def test_migration_from_v1(url, monkeypatch):
@@ -728,14 +743,14 @@ def test_migration_from_v1(url, monkeypatch):
     with ledger_mod._open(url, schema_target=1) as old:   # what version 1 wrote
         assert old.schema_version == 1
         with monkeypatch.context() as m:                  # version 1 had no `comparable`
-            m.setattr(ledger_mod, "_PASS_HEADER",
-                      tuple(n for n in ledger_mod._PASS_HEADER
-                            if n not in ("comparable", "pool_weight", "pass_timings",
-                                         "time_limits", *ADDED_IN_V10)))
+            patch_ledger(m, "_PASS_HEADER",
+                         tuple(n for n in ledger_schema._PASS_HEADER
+                               if n not in ("comparable", "pool_weight", "pass_timings",
+                                            "time_limits", *ADDED_IN_V10)))
             m.setattr(ledger_mod.Ledger, "_keep_slot_classes", lambda self, rec: None)
-            m.setattr(ledger_mod.ledger_digests, "keep", lambda *a: None)
-            real_fields_of = ledger_mod._fields_of
-            m.setattr(ledger_mod, "_fields_of", lambda cls: tuple(
+            m.setattr(ledger_digests, "keep", lambda *a: None)
+            real_fields_of = ledger_rows._fields_of
+            patch_ledger(m, "_fields_of", lambda cls: tuple(
                 f for f in real_fields_of(cls) if f.name not in ADDED_AFTER_V1))
             assert old.record_pass(rec)
         with pytest.raises(LedgerError):                  # no audit trail in version 1

@@ -26,6 +26,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from negotiator_ext.adapters import ledger as ledger_mod
+from negotiator_ext.adapters import ledger_summaries
 from negotiator_ext.adapters.audit_data import read_frames
 from negotiator_ext.adapters.ledger import HOUR, SCHEMA_VERSION, hour_key, open_ledger
 from negotiator_ext.cli import main
@@ -215,8 +216,8 @@ def test_two_writers_summarise_each_hour_once(url):
 
 def test_the_summary_columns_are_the_records_fields(tmp_path):
     """A field added to SubmitterObs or GroupObs needs an aggregation and a column."""
-    for cls, agg, table in ((SubmitterObs, ledger_mod._SUBMITTER_AGG, "hour_submitters"),
-                            (GroupObs, ledger_mod._GROUP_AGG, "hour_groups")):
+    for cls, agg, table in ((SubmitterObs, ledger_summaries._SUBMITTER_AGG, "hour_submitters"),
+                            (GroupObs, ledger_summaries._GROUP_AGG, "hour_groups")):
         fields = {f.name for f in dataclasses.fields(cls)}
         assert set(agg) | {"name"} == fields
         with open_ledger(str(tmp_path / "l.sqlite")):

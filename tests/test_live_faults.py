@@ -381,9 +381,12 @@ def test_a_frozen_negotiator_during_the_config_read(clean_pool, tmp_path):
         # a loop's first pass reads it too (later ones keep it while the negotiator's
         # ad says it has not read its files again)
         lp = Loop(pool, tmp_path, "--timeout", "30")
-        pool.wait_for(lambda: (tmp_path / "state" / "snapshots").is_dir(), 60,
-                      "the loop's first capture")
-        time.sleep(1.5)                         # its read is in flight
+        # its read in flight: the child reading the negotiator's config started (a fixed
+        # wait after the capture began was not always enough on a loaded machine: the
+        # stop then came before the read, and the pass was recorded failed)
+        pool.wait_for(lambda: pool.negotiator_config_readers(lp.proc.pid), 60,
+                      "the loop's read of the negotiator's configuration")
+        time.sleep(1)                           # well into it (no answer will come)
         t = time.monotonic()
         assert lp.stop() == 0
         stopped_in = time.monotonic() - t

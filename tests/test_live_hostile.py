@@ -174,20 +174,6 @@ def timed_pass(pool, env, state: Path) -> tuple[float, dict]:
     return took, json.loads(out.stdout)
 
 
-def _negotiator_config_readers(pool, pid: int) -> list[int]:
-    """The children of `pid` reading a negotiator's config through RemoteParam (the
-    `_param_dump --remote` processes without `--schedd`)."""
-    out = []
-    for child in pool.children(pid):
-        try:
-            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--remote" in argv and b"--schedd" not in argv:
-            out.append(child)
-    return out
-
-
 def test_a_circular_macro_in_the_negotiators_config_never_hangs_a_pass_or_the_daemon(
         clean_pool, tmp_path):
     pool = clean_pool
@@ -240,7 +226,7 @@ NEGOTIATOR_EXT_LOG = {tmp_path / "NegotiatorExtLog"}
         try:
             # the negotiator's config reader, not the schedds' limits reader beside it
             # (that one ends in a moment: a schedd answers)
-            reader = pool.wait_for(lambda: _negotiator_config_readers(pool, proc.pid), 60,
+            reader = pool.wait_for(lambda: pool.negotiator_config_readers(proc.pid), 60,
                                    "the daemon's configuration read")
             time.sleep(2)                   # well into the read (no answer will come)
             assert all(Path(f"/proc/{p}").exists() for p in reader)

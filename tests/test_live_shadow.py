@@ -157,6 +157,12 @@ def test_schedds_queried_beside_the_slots_give_the_same_snapshot(clean_pool, tmp
     pool.submit(count=2, group="group_b", user="bob", request_cpus=2,
                 extra=["requirements = false", "+Wanted = 7"])
     pool.wait_for(lambda: len(pool.jobs("ClusterId")) == 5, 30, "the jobs queued")
+    # and autoclustered (the schedd does it for the negotiator's first cycle after the
+    # submission): the jobs then gain AutoClusterId and AutoClusterAttrs, whose names the
+    # capture adds to its projection, so a cycle between the two passes would make their
+    # jobs differ (it did, in the full suite on a loaded machine)
+    pool.wait_for(lambda: len(pool.jobs("ClusterId", constraint="AutoClusterId =!= undefined"))
+                  == 5, 60, "the jobs autoclustered")
     state = tmp_path / "state"
 
     def one_pass() -> tuple[str, Path]:
