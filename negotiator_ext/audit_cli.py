@@ -119,10 +119,12 @@ def cmd_audit(args) -> int:
     url = _ledger_url(args, knobs)
     with open_ledger(url, read_only=True) as ledger:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
-        frames = read_frames(ledger, pool=pool, since=since, until=until)
+        # the passes' submitter rows are read by the analysis, a slice at a time
+        frames = read_frames(ledger, pool=pool, since=since, until=until, detail=False)
         source = ledger.source
         known = ledger.pools()
-    audit = analyse(frames, pool=pool, since=since, until=until, noise_floor=floor)
+        audit = analyse(frames, pool=pool, since=since, until=until, noise_floor=floor)
+        del frames
     if pool is not None and known and pool not in known:
         audit.summary["notes"].append(f"The ledger has no pass of pool {pool}; its pools: "
                                       f"{', '.join(known)}.")

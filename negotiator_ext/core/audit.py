@@ -74,6 +74,7 @@ from .audit_matches import (PRIORITY_LINES, most_used, preemptions, priorities,
                             priority_summary, wait_samples, wait_stats)
 from .audit_shares import (entitlements, fairness_by_pass, group_table, largest_gaps,
                            pass_table, shares)
+from .audit_slices import BLOCKED, SLICE_PASSES, Folds, _concat, slices
 from .audit_spells import pairs, period_means, spells, summary_table
 from .config_findings import config_findings
 from .fairshare import jain_index, water_fill
@@ -161,12 +162,17 @@ def ledger_kind(pool: str | None) -> str:
 
 def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None = None,
             until: float | None = None, top_gaps: int = 10, divergent: int = 5,
-            noise_floor: float = NOISE_FLOOR, kind: str | None = None) -> Audit:
+            noise_floor: float = NOISE_FLOOR, kind: str | None = None,
+            slice_passes: int = SLICE_PASSES) -> Audit:
     """The whole audit of `frames` (one pool, one period): every table the report shows
     and its summary. `since` / `until` are only recorded (the frames are already the
     period's). `noise_floor`: the smallest shortfall, excess or surplus (slot-weight
     units) that flags a pass. `kind`: "simulation", "what-if" or "shadow" (default:
-    `ledger_kind(pool)`), which words the notes use."""
+    `ledger_kind(pool)`), which words the notes use. The passes are analysed
+    `slice_passes` at a time (`core.audit_slices`): the same audit, in less memory.
+
+    The per-pass share table (`submitter_shares_by_pass`) keeps the columns the report
+    writes and plots (`core.audit_slices.KEPT`; `shares` gives every one)."""
     if not (noise_floor >= 0 and math.isfinite(noise_floor)):
         raise ValueError(f"noise_floor must be a number >= 0, not {noise_floor!r}")
     kind = kind or ledger_kind(pool)
@@ -233,11 +239,20 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
             "queue waits or preemptions for them) and no per-pass comparisons (one row each, "
             "their means).")
     ent = entitlements(pt, frames.groups)
-    share = shares(pt, frames.submitters, frames.groups, ent, noise_floor=noise_floor)
-    grp = group_table(pt, ent, share, noise_floor=noise_floor)
+    # the passes a slice at a time (core.audit_slices): their shares are folded into
+    # what the period's tables are made of, then dropped
+    folds = Folds(frames.matches)
+    for part, subs in slices(frames, pt, slice_passes):
+        folds.add(part, subs, shares(part, subs, frames.groups, ent, noise_floor=noise_floor))
+        del subs
+    share = folds.share_table()
+    grp = group_table(pt, ent, None, noise_floor=noise_floor,
+                      sums=pd.concat(folds.sums, ignore_index=True) if folds.sums else None)
     t["submitter_shares_by_pass"] = share
     t["group_quota_by_pass"] = grp
-    found = config_findings(pt, frames.groups, frames.submitters, grp, share)
+    flagged = folds.flagged_rows()
+    found = config_findings(pt, frames.groups, _concat(folds.ceilings, SUBMITTER_COLUMNS),
+                            grp, _concat(folds.blocked, BLOCKED + ["_med"]))
     t["config_findings"] = found
     summary["findings"] = [{"kind": k, "name": n, "text": x}
                            for k, n, x in zip(found["kind"], found["name"], found["text"])]
@@ -246,20 +261,15 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
         sub_period = pd.DataFrame(columns=["name", "group", "active_passes"] + cols
                                   + ["rel_gap", "deserved_pct", "delivered_pct"])
     else:
-        # the columns needed only (a copy of the whole share table is 300 MB a day)
-        size = share["pool_weight"].where(share["pool_weight"] > 0)
-        share_pct = share[["pass_uuid", "name"] + cols].assign(
-            deserved_pct=share["deserved"] / size, delivered_pct=share["delivered"] / size)
-        sub_period = period_means(share_pct, pt, "name",
-                                  cols + ["deserved_pct", "delivered_pct"])
-        del share_pct, size
-        info = share[["name", "group"]].assign(
-            _act=share["active"].astype(float) * _num(share["passes"])).groupby(
-            "name").agg(group=("group", "last"), active_passes=("_act", "sum")).reset_index()
+        sub_period = period_means(None, pt, "name", cols + ["deserved_pct", "delivered_pct"],
+                                  pivots=folds.pivots)
+        info = pd.concat(folds.info, ignore_index=True).groupby("name").agg(
+            group=("group", "last"), active_passes=("active_passes", "sum")).reset_index()
         sub_period = info.merge(sub_period, on="name")
         sub_period["rel_gap"] = sub_period["gap"] / sub_period["demand_capped"].where(
             sub_period["demand_capped"] > _EPS)
         sub_period["active_passes"] = sub_period["active_passes"].round().astype(int)
+    folds.pivots.clear()
     t["submitter_shares"] = sub_period
     grp_period = period_means(grp, pt, "group", ["quota", "usage", "requested", "deserved",
                                                  "demand_capped", "delivered", "gap"])
@@ -273,40 +283,41 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     t["group_quota"] = grp_period
     gpairs = pairs(grp, "group", "starved", "over_quota")
     # the flagged rows only, with the columns pairs reads (not a copy of every share)
-    flagged = share.loc[share["starved"].astype(bool) | share["over_share"].astype(bool),
-                        ["index", "group", "name", "time", "interval", "passes", "starved",
-                         "over_share", "shortfall", "excess"]]
-    spairs = pairs(flagged.assign(surplus=flagged["excess"]), "name", "starved",
+    pflag = flagged[["index", "group", "name", "time", "interval", "passes", "starved",
+                     "over_share", "shortfall", "excess"]]
+    spairs = pairs(pflag.assign(surplus=pflag["excess"]), "name", "starved",
                    "over_share", scope="group")
     t["starved_borrowing_pairs"] = gpairs
     t["starved_over_share_submitters"] = spairs
-    t["starved_submitters"] = spells(share, "name", "starved", "shortfall")
+    t["starved_submitters"] = spells(flagged, "name", "starved", "shortfall")
     t["starved_groups"] = spells(grp, "group", "starved", "shortfall")
-    t["over_share_submitters"] = spells(share, "name", "over_share", "excess")
+    t["over_share_submitters"] = spells(flagged, "name", "over_share", "excess")
     t["over_quota_groups"] = spells(grp, "group", "over_quota", "surplus")
-    t["summary"] = summary_table(share, grp, gpairs, spairs, {
+    t["summary"] = summary_table(folds.with_last_groups(flagged), grp, gpairs, spairs, {
         ("submitter", "starved"): t["starved_submitters"],
         ("group", "starved"): t["starved_groups"],
         ("submitter", "over_share"): t["over_share_submitters"],
         ("group", "over_quota"): t["over_quota_groups"]})
-    fair = fairness_by_pass(share, pt)
+    fair = _concat(folds.fair, None)
     t["fairness_by_pass"] = fair
-    t["largest_gaps"] = largest_gaps(share, top_gaps)
+    t["largest_gaps"] = largest_gaps(_concat(folds.gaps, folds.share_columns), top_gaps)
+    looked_up = _concat(folds.looked_up, ["pass_uuid", "name", "group"])
     for by in ("submitter", "group"):
-        t[f"wait_by_{by}"] = wait_stats(frames.matches, frames.submitters, by)
-        audit.waits[by] = wait_samples(frames.matches, frames.submitters, by)
+        t[f"wait_by_{by}"] = wait_stats(frames.matches, looked_up, by)
+        audit.waits[by] = wait_samples(frames.matches, looked_up, by)
     t["preemptions"] = preemptions(frames.matches)
-    prio = priorities(pt, frames.submitters)
-    t["priorities"] = priority_summary(prio)
+    t["priorities"] = priority_summary(partials=folds.prio)
     # per pass: the submitters the priority plot draws (a day of one-minute passes at
     # 1,000 submitters is 1.5 million rows; every principal's are in the ledger)
-    t["priorities_by_pass"] = prio[prio["name"].isin(
-        most_used(share, prio, PRIORITY_LINES))].reset_index(drop=True)
-    del prio
+    top = most_used(share, pd.DataFrame({"name": sorted(folds.principals),
+                                         "is_group": False}), PRIORITY_LINES)
+    drawn = (frames.submitter_rows(names=top) if frames.submitter_rows is not None
+             else frames.submitters[frames.submitters["name"].isin(top)])
+    prio = priorities(pt, drawn)
+    t["priorities_by_pass"] = prio[prio["name"].isin(top)].reset_index(drop=True)
+    del prio, drawn
     hgq = bool(ent["hgq"].any())
-    by_count = int((share["demand_basis"] == "count").sum()) if len(share) else 0
-    equal = (share.loc[share["eup_source"] == "equal", "pass_uuid"].nunique()
-             if len(share) else 0)
+    by_count, equal = folds.by_count, folds.equal
     usage_of = ("the simulated accountant's WeightedResourcesUsed" if sim else
                 "the real WeightedResourcesUsed")
     notes.append(f"Demand = running weight ({usage_of}) + idle jobs, each job counted once "
@@ -328,7 +339,7 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     if no_size:
         notes.append(f"{no_size} pass(es) have no pool size recorded (ledgers written by "
                      "older versions): the root group's entitlement is unknown there.")
-    missing = share["deserved"].isna().sum() if len(share) else 0
+    missing = folds.missing
     if missing:
         notes.append(f"{int(missing)} (pass, submitter) observation(s) belong to a group whose "
                      "entitlement is unknown (no recorded quota or pool size): they have no "

@@ -5,8 +5,8 @@ columns the analysis reads) and the rows they are made of."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -48,13 +48,20 @@ class AuditFrames:
     complete passes, with `pass_uuid`; matches: our (`source` "shadow") and the real
     (MatchLog, "real") matches of the complete passes; comparisons: the comparisons
     recorded by the passes of the period (`pass_uuid` is the recording pass, `time` its
-    time); adjustments: the recommendations applied (or tried) in the period."""
+    time); adjustments: the recommendations applied (or tried) in the period.
+
+    submitter_rows: when given, `submitters` holds only the rows the frames were made
+    with in memory (a ledger's summarised hours) and submitter_rows(uuids=..., names=...)
+    gives every row of those passes or of those principals, `submitters` included, in
+    the order `submitters` would hold them whole (a day of one-minute passes at 1,000
+    submitters is 1.5 million rows: `analyse` reads them a slice of passes at a time)."""
     passes: pd.DataFrame
     submitters: pd.DataFrame
     groups: pd.DataFrame
     matches: pd.DataFrame
     comparisons: pd.DataFrame
     adjustments: pd.DataFrame
+    submitter_rows: Callable[..., pd.DataFrame] | None = field(default=None, compare=False)
 
 
 def _frame(rows: Sequence[Mapping[str, Any]] | pd.DataFrame, columns: Sequence[str]
@@ -118,16 +125,19 @@ def make_frames(passes: Sequence[Mapping[str, Any]],
                 groups: Sequence[Mapping[str, Any]] | pd.DataFrame,
                 matches: Sequence[Mapping[str, Any]],
                 comparisons: Sequence[Mapping[str, Any]],
-                adjustments: Sequence[Adjustment]) -> AuditFrames:
+                adjustments: Sequence[Adjustment],
+                submitter_rows: Callable[..., pd.DataFrame] | None = None) -> AuditFrames:
     """AuditFrames from rows (see `pass_row`, `record_rows`, `comparison_row`; submitters
-    and groups may come as DataFrames, `adapters.ledger_columns`)."""
+    and groups may come as DataFrames, `adapters.ledger_columns`; `submitter_rows`: see
+    `AuditFrames`)."""
     return AuditFrames(
         passes=_frame(passes, PASS_COLUMNS),
         submitters=_frame(submitters, SUBMITTER_COLUMNS),
         groups=_frame(groups, GROUP_COLUMNS),
         matches=_frame(matches, MATCH_COLUMNS),
         comparisons=_frame(comparisons, COMPARISON_COLUMNS),
-        adjustments=_frame([dataclasses.asdict(a) for a in adjustments], ADJUSTMENT_COLUMNS))
+        adjustments=_frame([dataclasses.asdict(a) for a in adjustments], ADJUSTMENT_COLUMNS),
+        submitter_rows=submitter_rows)
 
 
 def frames_from_records(records: Sequence[PassRecord],

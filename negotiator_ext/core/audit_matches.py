@@ -4,6 +4,8 @@ priorities per pass and over the period."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -105,27 +107,45 @@ def most_used(share: pd.DataFrame, prio: pd.DataFrame, n: int) -> list[str]:
     return sorted(names, key=lambda x: (-float(usage.get(x, 0.0)), x))[:n]
 
 
-def priority_summary(prio: pd.DataFrame) -> pd.DataFrame:
-    """Per principal over the period: the first and last real RUP, the last EUP, the
-    smallest and largest factor and the largest |drift| of the real RUP from ours."""
-    cols = ["name", "group", "is_group", "passes", "first_rup", "last_rup",
-            "last_predicted_rup", "last_eup", "min_factor", "max_factor", "max_abs_drift"]
-    if prio.empty:
-        return pd.DataFrame(columns=cols)
+_PARTIAL = {"group": "last", "is_group": "last", "_w": "sum", "first_rup": "first",
+            "last_rup": "last", "last_predicted_rup": "last", "last_eup": "last",
+            "min_factor": "min", "max_factor": "max", "max_abs_drift": "max"}
+
+
+def priority_partial(prio: pd.DataFrame) -> pd.DataFrame:
+    """Per principal of `prio` (some passes of the period, `priorities`): what
+    `priority_summary` keeps of them, by name. The partials of consecutive slices of
+    passes, put together in their order, make the same summary as all the passes at
+    once: first and last skip NaN, and the passes add up (whole numbers)."""
     p = prio.sort_values("index", kind="stable").assign(
         _w=lambda d: _num(d["recorded_passes"]).fillna(1.0),
         _drift=lambda d: _num(d["drift"]).abs())
     g = p.groupby("name", sort=True)
     # first / last skip NaN: the first and last recorded value of each
-    out = pd.DataFrame({
-        "group": g["group"].last(), "is_group": g["is_group"].last().astype(bool),
-        "passes": g["_w"].sum().round().astype(int),
-        "first_rup": g["real_rup"].first(), "last_rup": g["real_rup"].last(),
-        "last_predicted_rup": g["predicted_rup"].last(), "last_eup": g["real_eup"].last(),
-        "min_factor": g["factor"].min(), "max_factor": g["factor"].max(),
-        "max_abs_drift": g["_drift"].max()}).reset_index()
+    return pd.DataFrame({
+        "group": g["group"].last(), "is_group": g["is_group"].last(),
+        "_w": g["_w"].sum(), "first_rup": g["real_rup"].first(),
+        "last_rup": g["real_rup"].last(), "last_predicted_rup": g["predicted_rup"].last(),
+        "last_eup": g["real_eup"].last(), "min_factor": g["factor"].min(),
+        "max_factor": g["factor"].max(), "max_abs_drift": g["_drift"].max()})
+
+
+def priority_summary(prio: pd.DataFrame | None = None,
+                     partials: Sequence[pd.DataFrame] = ()) -> pd.DataFrame:
+    """Per principal over the period: the first and last real RUP, the last EUP, the
+    smallest and largest factor and the largest |drift| of the real RUP from ours.
+    From `prio` (`priorities`), or from the `priority_partial`s of its slices of
+    passes, in their order."""
+    cols = ["name", "group", "is_group", "passes", "first_rup", "last_rup",
+            "last_predicted_rup", "last_eup", "min_factor", "max_factor", "max_abs_drift"]
+    parts = [priority_partial(prio)] if prio is not None and len(prio) else [
+        p for p in partials if len(p)]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    g = parts[0] if len(parts) == 1 else pd.concat(parts).groupby(level=0, sort=True).agg(
+        _PARTIAL)
+    out = g.assign(is_group=g["is_group"].astype(bool),
+                   passes=g["_w"].round().astype(int)).rename_axis("name").reset_index()
     for c in cols[4:]:
         out[c] = out[c].astype(float)
     return out[cols]
-
-

@@ -198,27 +198,35 @@ _GROUP_COLUMNS = ["pass_uuid", "index", "time", "interval", "group", "hgq", "quo
                   "gap", "passes"]
 
 
-def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFrame, *,
-                noise_floor: float = NOISE_FLOOR) -> pd.DataFrame:
+def share_sums(share: pd.DataFrame) -> pd.DataFrame:
+    """Per (pass, group) of `share`: its active submitters and the sums of their shares
+    (what `group_table` adds to each group's row)."""
+    return share.groupby(["pass_uuid", "group"], as_index=False).agg(
+        submitters_active=("active", "sum"), deserved=("deserved", "sum"),
+        demand_capped=("demand_capped", "sum"), delivered=("delivered", "sum"),
+        gap=("gap", "sum"), demand=("demand", "sum"))
+
+
+def group_table(passes: pd.DataFrame, entitled: pd.DataFrame, share: pd.DataFrame | None,
+                *, noise_floor: float = NOISE_FLOOR, sums: pd.DataFrame | None = None
+                ) -> pd.DataFrame:
     """Per (analysed pass, group): quota (its entitlement), usage and requested (the
     recorded accountant's), over quota (borrowing surplus: usage > quota) and starved
     (below quota while requesting more than it uses), each by at least `noise_floor`
     slot-weight units, `surplus` = usage - quota when over, `shortfall` = min(quota,
     requested) - usage when starved, and the sums of its submitters' shares. A pool
     without accounting groups has only the root, whose figures are its submitters'
-    (quota: the pool; requested: their demand)."""
+    (quota: the pool; requested: their demand). `sums`: `share_sums` of the share
+    table, instead of `share` (made a slice of passes at a time)."""
     g = entitled.rename(columns={"entitlement": "quota"}).copy()
     pt = passes.assign(passes=_num(passes["weight"]) if "weight" in passes else 1.0)[
         ["uuid", "index", "time", "interval", "passes"]].rename(columns={"uuid": "pass_uuid"})
     g = g.merge(pt, on="pass_uuid", how="inner")
     cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
-    if share.empty:
+    if sums is None and share is not None and not share.empty:
+        sums = share_sums(share)
+    if sums is None or sums.empty:
         sums = pd.DataFrame(columns=["pass_uuid", "group", "submitters_active"] + cols)
-    else:
-        sums = share.groupby(["pass_uuid", "group"], as_index=False).agg(
-            submitters_active=("active", "sum"), deserved=("deserved", "sum"),
-            demand_capped=("demand_capped", "sum"), delivered=("delivered", "sum"),
-            gap=("gap", "sum"), demand=("demand", "sum"))
     g = g.merge(sums, on=["pass_uuid", "group"], how="left")
     for c in cols + ["submitters_active"]:
         g[c] = _num(g[c]).fillna(0.0)

@@ -91,6 +91,33 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     keep = scope_cols + [key, "time", "interval"] + (["passes"] if "passes" in df else [])
     a = df[df[starved].astype(bool)][keep + [shortfall]]
     b = df[df[borrowing].astype(bool)][scope_cols + [key, surplus]]
+    # each starved one with every borrowing one of its passes is a row: a day of
+    # one-minute passes with 40 groups starved while 50 borrow is 2.9 million; they are
+    # made for some of the starved at a time (each pair's rows, in the same order, are
+    # all in one part: the same figures)
+    if a.empty or b.empty:
+        return pd.DataFrame(columns=_PAIR_COLUMNS)
+    per_row = a[scope_cols].merge(b.groupby(scope_cols).size().rename("_n").reset_index(),
+                                  on=scope_cols, how="left")["_n"].fillna(0).to_numpy()
+    per_key = pd.Series(per_row).groupby(a[key].to_numpy(), sort=False).sum()
+    part = (per_key.cumsum() // PAIR_ROWS).to_numpy()
+    outs = [_pairs_of(a[a[key].isin(per_key.index[part == k])], b, key, scope_cols,
+                      shortfall, surplus) for k in np.unique(part)]
+    outs = [o for o in outs if len(o)]
+    if not outs:
+        return pd.DataFrame(columns=_PAIR_COLUMNS)
+    out = outs[0] if len(outs) == 1 else pd.concat(outs, ignore_index=True)
+    return out[_PAIR_COLUMNS].sort_values(
+        ["duration", "passes", "starved", "borrowing"], ascending=[False, False, True, True],
+        kind="stable").reset_index(drop=True)
+
+
+PAIR_ROWS = 200_000         # (starved, borrowing, pass) rows made at a time
+
+
+def _pairs_of(a: pd.DataFrame, b: pd.DataFrame, key: str, scope_cols: list[str],
+              shortfall: str, surplus: str) -> pd.DataFrame:
+    """`pairs` of the starved rows `a` with the borrowing rows `b`, unsorted."""
     m = a.merge(b, on=scope_cols, suffixes=("_s", "_b"))
     m = m[m[f"{key}_s"] != m[f"{key}_b"]]
     if m.empty:
@@ -112,27 +139,37 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     runs = _longest_runs(m.assign(passes=m["_w"])[["starved", "borrowing", "index",
                                                    "interval", "passes"]],
                          ["starved", "borrowing"])
-    out = out.merge(runs, on=["starved", "borrowing"], how="left")
-    return out[_PAIR_COLUMNS].sort_values(
-        ["duration", "passes", "starved", "borrowing"], ascending=[False, False, True, True],
-        kind="stable").reset_index(drop=True)
+    return out.merge(runs, on=["starved", "borrowing"], how="left")
 
 
-def period_means(df: pd.DataFrame, passes: pd.DataFrame, key: str, columns: Sequence[str]
-                 ) -> pd.DataFrame:
+def period_pivots(df: pd.DataFrame, key: str, columns: Sequence[str]
+                  ) -> dict[str, pd.DataFrame]:
+    """Per column of `columns`: `df`'s values by pass (rows) and `key` value (columns),
+    summed; what `period_means` weighs (one slice of the passes at a time)."""
+    return {c: df.pivot_table(index="pass_uuid", columns=key, values=c, aggfunc="sum")
+            for c in columns}
+
+
+def period_means(df: pd.DataFrame | None, passes: pd.DataFrame, key: str,
+                 columns: Sequence[str],
+                 pivots: Mapping[str, Sequence[pd.DataFrame]] | None = None) -> pd.DataFrame:
     """Per `key` value: the time-weighted mean of `columns` over all analysed passes (a
     pass where it is not recorded counts as 0), each pass weighted by its interval (all
-    equal when no interval is known, e.g. one pass)."""
+    equal when no interval is known, e.g. one pass). `pivots`: the `period_pivots` of
+    slices of the passes, instead of `df`."""
     w = passes.set_index("uuid")["interval"].astype(float)
     if w.sum() <= 0:
         w = pd.Series(1.0, index=w.index)
     out = {}
     for c in columns:
-        pv = df.pivot_table(index="pass_uuid", columns=key, values=c, aggfunc="sum")
+        if pivots is None:
+            pv = df.pivot_table(index="pass_uuid", columns=key, values=c, aggfunc="sum")
+        else:
+            parts = list(pivots[c])
+            pv = parts[0] if len(parts) == 1 else pd.concat(parts).sort_index(axis=1)
         pv = pv.reindex(w.index).fillna(0.0)
         out[c] = pv.mul(w, axis=0).sum() / w.sum()
     return pd.DataFrame(out).rename_axis(key).reset_index()
-
 
 
 # ---------------------------------------------------------------- summary
