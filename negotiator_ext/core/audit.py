@@ -241,19 +241,22 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     ent = entitlements(pt, frames.groups)
     # the passes a slice at a time (core.audit_slices): their shares are folded into
     # what the period's tables are made of, then dropped
-    folds = Folds(frames.matches)
+    folds = Folds(frames.matches, pt)
     for part, subs in slices(frames, pt, slice_passes):
         folds.add(part, subs, shares(part, subs, frames.groups, ent, noise_floor=noise_floor))
         del subs
     share = folds.share_table()
     grp = group_table(pt, ent, None, noise_floor=noise_floor,
                       sums=pd.concat(folds.sums, ignore_index=True) if folds.sums else None)
+    folds.sums.clear()
     t["submitter_shares_by_pass"] = share
     t["group_quota_by_pass"] = grp
     flagged = folds.flagged_rows()
+    folds.flagged.clear()
     found = config_findings(pt, frames.groups, _concat(folds.ceilings, SUBMITTER_COLUMNS),
                             grp, _concat(folds.blocked, BLOCKED + ["_med"]))
     t["config_findings"] = found
+    folds.blocked.clear()
     summary["findings"] = [{"kind": k, "name": n, "text": x}
                            for k, n, x in zip(found["kind"], found["name"], found["text"])]
     cols = ["deserved", "demand_capped", "delivered", "gap", "demand"]
@@ -261,15 +264,13 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
         sub_period = pd.DataFrame(columns=["name", "group", "active_passes"] + cols
                                   + ["rel_gap", "deserved_pct", "delivered_pct"])
     else:
-        sub_period = period_means(None, pt, "name", cols + ["deserved_pct", "delivered_pct"],
-                                  pivots=folds.pivots)
+        sub_period = folds.period.means("name")
         info = pd.concat(folds.info, ignore_index=True).groupby("name").agg(
             group=("group", "last"), active_passes=("active_passes", "sum")).reset_index()
         sub_period = info.merge(sub_period, on="name")
         sub_period["rel_gap"] = sub_period["gap"] / sub_period["demand_capped"].where(
             sub_period["demand_capped"] > _EPS)
         sub_period["active_passes"] = sub_period["active_passes"].round().astype(int)
-    folds.pivots.clear()
     t["submitter_shares"] = sub_period
     grp_period = period_means(grp, pt, "group", ["quota", "usage", "requested", "deserved",
                                                  "demand_capped", "delivered", "gap"])

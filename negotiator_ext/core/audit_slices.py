@@ -12,7 +12,7 @@ slice then dropped:
 * the rows flagged starved or over their share (`spells`, `pairs`, the summary), with
   each submitter's last group;
 * the fairness of each pass, each submitter's largest gap;
-* per pass and submitter the figures the period means weigh (`period_pivots`);
+* each submitter's period means, added up pass by pass (`PeriodSums`);
 * what the configuration findings read (ceilings, submitters that got nothing), the
   groups of the matched submitters (queue waits), the priorities' first / last / least /
   most per principal (`audit_matches.priority_partial`), and counts for the notes.
@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+import numpy as np
 import pandas as pd
 
 from .audit_frames import _EPS, AuditFrames, _num
 from .audit_matches import priorities, priority_partial
 from .audit_shares import fairness_by_pass, share_sums
-from .audit_spells import period_pivots
+from .audit_spells import PeriodSums, period_pivots
 
 SLICE_PASSES = 60           # passes analysed at a time
 
@@ -70,14 +71,15 @@ def slices(frames: AuditFrames, pt: pd.DataFrame, n: int = SLICE_PASSES
 class Folds:
     """What the period's tables are made of, folded a slice at a time (`add`)."""
 
-    def __init__(self, matches: pd.DataFrame):
-        self.kept: list[pd.DataFrame] = []
+    def __init__(self, matches: pd.DataFrame, pt: pd.DataFrame):
+        self.kept: list[dict[str, np.ndarray]] = []
+        self.kept_dtypes: dict[str, Any] | None = None
         self.sums: list[pd.DataFrame] = []
         self.flagged: list[pd.DataFrame] = []
         self.last_group: dict[Any, Any] = {}
         self.fair: list[pd.DataFrame] = []
         self.gaps: list[pd.DataFrame] = []
-        self.pivots: dict[str, list[pd.DataFrame]] = {c: [] for c in PERIOD_COLUMNS}
+        self.period = PeriodSums(pt, PERIOD_COLUMNS)
         self.info: list[pd.DataFrame] = []
         self.blocked: list[pd.DataFrame] = []
         self.ceilings: list[pd.DataFrame] = []
@@ -109,7 +111,13 @@ class Folds:
         if share.empty:
             return
         self.rows += len(share)
-        self.kept.append(share[KEPT].astype({c: "float32" for c in _SINGLE}))
+        if self.kept_dtypes is None:
+            self.kept_dtypes = {c: "float32" if c in _SINGLE else share[c].dtype
+                                for c in KEPT}
+        # column by column, copies: a column of the slice's share table would keep all
+        # of it, a DataFrame of them one block
+        self.kept.append({c: share[c].to_numpy("float32" if c in _SINGLE else None,
+                                               copy=True) for c in KEPT})
         self.sums.append(share_sums(share))
         flag = share["starved"].astype(bool) | share["over_share"].astype(bool)
         self.flagged.append(share.loc[flag, FLAGGED])
@@ -121,8 +129,7 @@ class Folds:
         size = share["pool_weight"].where(share["pool_weight"] > 0)
         pct = share[["pass_uuid", "name"] + PERIOD_COLUMNS[:5]].assign(
             deserved_pct=share["deserved"] / size, delivered_pct=share["delivered"] / size)
-        for c, pv in period_pivots(pct, "name", PERIOD_COLUMNS).items():
-            self.pivots[c].append(pv)
+        self.period.add(list(pt["uuid"]), period_pivots(pct, "name", PERIOD_COLUMNS))
         self.info.append(share[["name", "group"]].assign(
             _act=share["active"].astype(float) * _num(share["passes"])).groupby(
             "name").agg(group=("group", "last"), active_passes=("_act", "sum")).reset_index())
@@ -163,10 +170,16 @@ class Folds:
     # ------------------------------------------------------------ the period's tables
 
     def share_table(self) -> pd.DataFrame:
-        """The kept per-pass share table."""
+        """The kept per-pass share table (its slices let go: a column at a time, so
+        that the table is not held twice)."""
         if not self.kept:
             return pd.DataFrame(columns=KEPT)
-        return pd.concat(self.kept, ignore_index=True)
+        dtypes = self.kept_dtypes
+        cols = {c: [p[c] for p in self.kept] for c in KEPT}
+        self.kept = []
+        # (each column as the slices held it: text stays object, not converted)
+        return pd.DataFrame({c: pd.Series(np.concatenate(cols.pop(c)), dtype=dtypes[c],
+                                          copy=False) for c in KEPT}, copy=False)
 
     def flagged_rows(self) -> pd.DataFrame:
         """The share rows flagged starved or over their share, in their order."""

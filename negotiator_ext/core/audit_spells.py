@@ -150,6 +150,69 @@ def period_pivots(df: pd.DataFrame, key: str, columns: Sequence[str]
             for c in columns}
 
 
+class PeriodSums:
+    """`period_means` folded a slice of passes at a time (`add`, the slices in the
+    passes' order), without the whole (passes x `key` values) tables: per column and
+    `key` value the weighted values added up pass by pass, in the order and with the
+    rounding pandas' sum over the passes of the whole table has. Where pandas would add
+    them up otherwise (its table of one `key` value, or of fewer than one per thousand
+    passes, is summed pairwise), the slices' tables are kept and summed as a whole."""
+
+    def __init__(self, passes: pd.DataFrame, columns: Sequence[str]):
+        w = passes.set_index("uuid")["interval"].astype(float)
+        if w.sum() <= 0:
+            w = pd.Series(1.0, index=w.index)
+        self.w, self.columns = w, list(columns)
+        self.names: dict[str, dict] = {c: {} for c in columns}
+        self.acc: dict[str, np.ndarray] = {c: np.zeros(0) for c in columns}
+        self.first = {c: True for c in columns}
+        self.pivots: dict[str, list[pd.DataFrame] | None] = {c: [] for c in columns}
+
+    def add(self, uuids: Sequence[str], pivots: Mapping[str, pd.DataFrame]) -> None:
+        """The `period_pivots` of the passes `uuids` (the next ones, in order)."""
+        w = self.w.reindex(list(uuids)).to_numpy(float)
+        for c in self.columns:
+            pv, names = pivots[c], self.names[c]
+            for n in pv.columns:
+                if n not in names:
+                    names[n] = len(names)
+            if len(names) > len(self.acc[c]):
+                self.acc[c] = np.concatenate([self.acc[c],
+                                              np.zeros(len(names) - len(self.acc[c]))])
+            kept = self.pivots[c]
+            if kept is not None:
+                if len(names) == 1 or len(self.w) > 1000 * len(names):
+                    kept.append(pv)
+                else:
+                    self.pivots[c] = None
+            rows = np.zeros((len(w), len(names)))
+            at = np.fromiter((names[n] for n in pv.columns), dtype=np.intp, count=pv.shape[1])
+            rows[:, at] = pv.reindex(list(uuids)).fillna(0.0).to_numpy(float)
+            rows *= w[:, None]
+            acc = self.acc[c]
+            for r in rows:
+                if self.first[c]:
+                    acc[:] = r
+                    self.first[c] = False
+                else:
+                    acc += r
+
+    def means(self, key: str) -> pd.DataFrame:
+        """What `period_means` gives for the passes added."""
+        out = {}
+        for c in self.columns:
+            if self.pivots[c]:
+                passes = self.w.rename("interval").rename_axis("uuid").reset_index()
+                out[c] = period_means(None, passes, key, [c], pivots=self.pivots).set_index(
+                    key)[c]
+                continue
+            names = self.names[c]
+            order = sorted(names)
+            out[c] = pd.Series(self.acc[c][[names[n] for n in order]], index=order
+                               ) / self.w.sum()
+        return pd.DataFrame(out).rename_axis(key).reset_index()
+
+
 def period_means(df: pd.DataFrame | None, passes: pd.DataFrame, key: str,
                  columns: Sequence[str],
                  pivots: Mapping[str, Sequence[pd.DataFrame]] | None = None) -> pd.DataFrame:
@@ -166,7 +229,13 @@ def period_means(df: pd.DataFrame | None, passes: pd.DataFrame, key: str,
             pv = df.pivot_table(index="pass_uuid", columns=key, values=c, aggfunc="sum")
         else:
             parts = list(pivots[c])
-            pv = parts[0] if len(parts) == 1 else pd.concat(parts).sort_index(axis=1)
+            pv = parts[0]
+            if len(parts) > 1:
+                pv = pd.concat(parts).sort_index(axis=1)
+                # laid out as pivot_table lays out its table (a pass's row in one run):
+                # the sums below add the passes up in the same order, to the same bits
+                pv = pd.DataFrame(np.ascontiguousarray(pv.to_numpy(float)), index=pv.index,
+                                  columns=pv.columns, copy=False)
         pv = pv.reindex(w.index).fillna(0.0)
         out[c] = pv.mul(w, axis=0).sum() / w.sum()
     return pd.DataFrame(out).rename_axis(key).reset_index()
