@@ -106,7 +106,7 @@ def cmd_audit(args) -> int:
     from .adapters.audit_data import read_frames
     from .adapters.ledger import open_ledger
     from .cli import _knobs, _ledger_url, _pool_in_ledger
-    from .core.audit import analyse
+    from .core.audit import REPORT_SHARE_COLUMNS, analyse
     from .views.audit import check_output, write_report
     floor = parse_noise_floor(getattr(args, "noise_floor", None))
     since = parse_when(args.since, "--since")
@@ -123,7 +123,8 @@ def cmd_audit(args) -> int:
         frames = read_frames(ledger, pool=pool, since=since, until=until, detail=False)
         source = ledger.source
         known = ledger.pools()
-        audit = analyse(frames, pool=pool, since=since, until=until, noise_floor=floor)
+        audit = analyse(frames, pool=pool, since=since, until=until, noise_floor=floor,
+                        share_columns=REPORT_SHARE_COLUMNS)
         del frames
     if pool is not None and known and pool not in known:
         audit.summary["notes"].append(f"The ledger has no pass of pool {pool}; its pools: "

@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -75,6 +75,7 @@ from .audit_matches import (PRIORITY_LINES, most_used, preemptions, priorities,
 from .audit_shares import (entitlements, fairness_by_pass, group_table, largest_gaps,
                            pass_table, shares)
 from .audit_slices import BLOCKED, SLICE_PASSES, Folds, _concat, slices
+from .audit_slices import KEPT as REPORT_SHARE_COLUMNS
 from .audit_spells import pairs, period_means, spells, summary_table
 from .config_findings import config_findings
 from .fairshare import jain_index, water_fill
@@ -90,7 +91,8 @@ __all__ = ["AuditFrames", "Audit", "STARVED_BELOW", "OVER_ABOVE", "NOISE_FLOOR",
            "priority_summary", "most_used", "PRIORITY_LINES", "agreement", "anchor",
            "divergent_passes", "divergence_details",
            "out_of_time",
-           "adjustment_table", "summary_table", "ledger_kind", "analyse"]
+           "adjustment_table", "summary_table", "ledger_kind", "analyse",
+           "SLICE_PASSES", "REPORT_SHARE_COLUMNS"]
 
 
 # ---------------------------------------------------------------- adjustments
@@ -163,7 +165,8 @@ def ledger_kind(pool: str | None) -> str:
 def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None = None,
             until: float | None = None, top_gaps: int = 10, divergent: int = 5,
             noise_floor: float = NOISE_FLOOR, kind: str | None = None,
-            slice_passes: int = SLICE_PASSES) -> Audit:
+            slice_passes: int = SLICE_PASSES,
+            share_columns: Sequence[str] | None = None) -> Audit:
     """The whole audit of `frames` (one pool, one period): every table the report shows
     and its summary. `since` / `until` are only recorded (the frames are already the
     period's). `noise_floor`: the smallest shortfall, excess or surplus (slot-weight
@@ -171,8 +174,10 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     `ledger_kind(pool)`), which words the notes use. The passes are analysed
     `slice_passes` at a time (`core.audit_slices`): the same audit, in less memory.
 
-    The per-pass share table (`submitter_shares_by_pass`) keeps the columns the report
-    writes and plots (`core.audit_slices.KEPT`; `shares` gives every one)."""
+    `share_columns`: the columns of the per-pass share table (`submitter_shares_by_pass`)
+    kept, all of `shares`' by default; `REPORT_SHARE_COLUMNS` (what the report writes and
+    plots, some in single precision, as the file has them) keeps a day at 1,000
+    submitters in a third of the memory."""
     if not (noise_floor >= 0 and math.isfinite(noise_floor)):
         raise ValueError(f"noise_floor must be a number >= 0, not {noise_floor!r}")
     kind = kind or ledger_kind(pool)
@@ -241,7 +246,8 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     ent = entitlements(pt, frames.groups)
     # the passes a slice at a time (core.audit_slices): their shares are folded into
     # what the period's tables are made of, then dropped
-    folds = Folds(frames.matches, pt)
+    folds = Folds(frames.matches, pt,
+                  None if share_columns is None else list(share_columns))
     for part, subs in slices(frames, pt, slice_passes):
         folds.add(part, subs, shares(part, subs, frames.groups, ent, noise_floor=noise_floor))
         del subs

@@ -71,7 +71,12 @@ def slices(frames: AuditFrames, pt: pd.DataFrame, n: int = SLICE_PASSES
 class Folds:
     """What the period's tables are made of, folded a slice at a time (`add`)."""
 
-    def __init__(self, matches: pd.DataFrame, pt: pd.DataFrame):
+    def __init__(self, matches: pd.DataFrame, pt: pd.DataFrame,
+                 share_columns: list[str] | None = None):
+        # the per-pass share table's columns: every one (None), or KEPT (the figures
+        # the file stores in single precision then kept so)
+        self.kept_columns = share_columns
+        self.single = _SINGLE if share_columns == KEPT else ()
         self.kept: list[dict[str, np.ndarray]] = []
         self.kept_dtypes: dict[str, Any] | None = None
         self.sums: list[pd.DataFrame] = []
@@ -112,12 +117,13 @@ class Folds:
             return
         self.rows += len(share)
         if self.kept_dtypes is None:
-            self.kept_dtypes = {c: "float32" if c in _SINGLE else share[c].dtype
-                                for c in KEPT}
+            self.kept_columns = self.kept_columns or list(share.columns)
+            self.kept_dtypes = {c: "float32" if c in self.single else share[c].dtype
+                                for c in self.kept_columns}
         # column by column, copies: a column of the slice's share table would keep all
         # of it, a DataFrame of them one block
-        self.kept.append({c: share[c].to_numpy("float32" if c in _SINGLE else None,
-                                               copy=True) for c in KEPT})
+        self.kept.append({c: share[c].to_numpy("float32" if c in self.single else None,
+                                               copy=True) for c in self.kept_columns})
         self.sums.append(share_sums(share))
         flag = share["starved"].astype(bool) | share["over_share"].astype(bool)
         self.flagged.append(share.loc[flag, FLAGGED])
@@ -173,13 +179,13 @@ class Folds:
         """The kept per-pass share table (its slices let go: a column at a time, so
         that the table is not held twice)."""
         if not self.kept:
-            return pd.DataFrame(columns=KEPT)
-        dtypes = self.kept_dtypes
-        cols = {c: [p[c] for p in self.kept] for c in KEPT}
+            return pd.DataFrame(columns=self.kept_columns or self.share_columns or KEPT)
+        dtypes, names = self.kept_dtypes or {}, list(self.kept_columns or ())
+        cols = {c: [p[c] for p in self.kept] for c in names}
         self.kept = []
         # (each column as the slices held it: text stays object, not converted)
         return pd.DataFrame({c: pd.Series(np.concatenate(cols.pop(c)), dtype=dtypes[c],
-                                          copy=False) for c in KEPT}, copy=False)
+                                          copy=False) for c in names}, copy=False)
 
     def flagged_rows(self) -> pd.DataFrame:
         """The share rows flagged starved or over their share, in their order."""
