@@ -183,7 +183,12 @@ def _write_parquet(df: pd.DataFrame, path: Path, name: str) -> None:
     import pyarrow.parquet as pq
     first = pa.Table.from_pandas(_per_pass_chunk(df.iloc[:CHUNK_ROWS], name),
                                  preserve_index=False)
-    with pq.ParquetWriter(path, first.schema, compression="zstd") as w:
+    # dictionaries for the names, times and flags only: a row group's figures fill one
+    # and then fall back to plain encoding, having made the file larger
+    coded = [f.name for f in first.schema if not pa.types.is_floating(f.type)
+             or f.name in TIME_COLUMNS]
+    with pq.ParquetWriter(path, first.schema, compression="zstd",
+                          use_dictionary=coded) as w:
         w.write_table(first)
         del first
         for a in range(CHUNK_ROWS, len(df), CHUNK_ROWS):
