@@ -98,11 +98,27 @@ def _check_audit_extra() -> None:
                          "pip install 'negotiator-ext[audit]'")
 
 
+def _return_freed_memory() -> None:
+    """On glibc, keep large blocks (128 KiB and more) mapped on their own, so that each is
+    given back to the system when freed: glibc raises that threshold as such blocks are
+    freed, and the analysis's slices of passes (arrays of some hundreds of KiB, made and
+    dropped slice after slice) then pile up on the heap, whose freed parts the process
+    keeps (a day at 1,000 submitters: 703 MB peak instead of 594 MB). Elsewhere nothing."""
+    import ctypes
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)       # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):                          # not glibc
+        pass
+
+
 def cmd_audit(args) -> int:
     """Read the period's passes, analyse them and write the report; prints the page's path
     and one summary line."""
     import time
     _check_audit_extra()
+    _return_freed_memory()
     from .adapters.audit_data import read_frames
     from .adapters.ledger import open_ledger
     from .cli import _knobs, _ledger_url, _pool_in_ledger
