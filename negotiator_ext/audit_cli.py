@@ -98,15 +98,31 @@ def _check_audit_extra() -> None:
                          "pip install 'negotiator-ext[audit]'")
 
 
+def _return_freed_memory() -> None:
+    """On glibc, keep large blocks (128 KiB and more) mapped on their own, so that each is
+    given back to the system when freed: glibc raises that threshold as such blocks are
+    freed, and the analysis's slices of passes (arrays of some hundreds of KiB, made and
+    dropped slice after slice) then pile up on the heap, whose freed parts the process
+    keeps (a day at 1,000 submitters: 703 MB peak instead of 594 MB). Elsewhere nothing."""
+    import ctypes
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)       # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):                          # not glibc
+        pass
+
+
 def cmd_audit(args) -> int:
     """Read the period's passes, analyse them and write the report; prints the page's path
     and one summary line."""
     import time
     _check_audit_extra()
+    _return_freed_memory()
     from .adapters.audit_data import read_frames
     from .adapters.ledger import open_ledger
     from .cli import _knobs, _ledger_url, _pool_in_ledger
-    from .core.audit import analyse
+    from .core.audit import REPORT_SHARE_COLUMNS, analyse
     from .views.audit import check_output, write_report
     floor = parse_noise_floor(getattr(args, "noise_floor", None))
     since = parse_when(args.since, "--since")
@@ -119,10 +135,13 @@ def cmd_audit(args) -> int:
     url = _ledger_url(args, knobs)
     with open_ledger(url, read_only=True) as ledger:
         pool = _pool_in_ledger(ledger, args.pool or knobs.get("POOL"))
-        frames = read_frames(ledger, pool=pool, since=since, until=until)
+        # the passes' submitter rows are read by the analysis, a slice at a time
+        frames = read_frames(ledger, pool=pool, since=since, until=until, detail=False)
         source = ledger.source
         known = ledger.pools()
-    audit = analyse(frames, pool=pool, since=since, until=until, noise_floor=floor)
+        audit = analyse(frames, pool=pool, since=since, until=until, noise_floor=floor,
+                        share_columns=REPORT_SHARE_COLUMNS)
+        del frames
     if pool is not None and known and pool not in known:
         audit.summary["notes"].append(f"The ledger has no pass of pool {pool}; its pools: "
                                       f"{', '.join(known)}.")

@@ -15,6 +15,7 @@ import pytest
 from negotiator_ext.core import audit as A
 from negotiator_ext.core.records import GroupObs, MatchEntry, PassRecord, SubmitterObs
 from negotiator_ext.views import audit as V
+from negotiator_ext.views import audit_plots as P
 from test_audit import CHROMIUM, chromium, check_report_files, parse_page, table
 
 T0 = 1_767_225_600                      # 2026-01-01T00:00:00Z
@@ -256,7 +257,7 @@ def _plots(a, out) -> list:
 
 
 def test_waits_are_plotted_in_a_unit_that_fits():
-    out_units = [V._wait_unit(s)[0] for s in (0.0, 90.0, 600.0, 5 * 3600.0, 5 * 86400.0)]
+    out_units = [P._wait_unit(s)[0] for s in (0.0, 90.0, 600.0, 5 * 3600.0, 5 * 86400.0)]
     assert out_units == ["seconds", "seconds", "minutes", "hours", "days"]
 
 

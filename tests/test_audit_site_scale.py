@@ -16,6 +16,7 @@ import pytest
 from negotiator_ext.core import audit as A
 from negotiator_ext.core.records import GroupObs, MatchEntry
 from negotiator_ext.views import audit as V
+from negotiator_ext.views import audit_plots as P
 from negotiator_ext.views import audit_files as F
 from test_audit import CHROMIUM, chromium, check_report_files
 from test_audit_scale import obs, page_text, record
@@ -63,17 +64,17 @@ def reports(tmp_path_factory):
     """The reports at 3, 40 and 1,000 submitters (and their audits); the plots each drew
     in PLOTS."""
     out = {}
-    save = V._save
+    save = P._save
     try:
         for n, g in ((3, 3), (40, 4), (1000, 10)):
             a = A.analyse(A.frames_from_records(site(n, g)), pool="pool.example.org")
             d = tmp_path_factory.mktemp(f"site{n}") / "r"
             drawn = PLOTS[n] = []
-            V._save = lambda *args, _d=drawn, **kw: _d.append(save(*args, **kw)) or _d[-1]
+            P._save = lambda *args, _d=drawn, **kw: _d.append(save(*args, **kw)) or _d[-1]
             V.write_report(a, d)
             out[n] = (a, d)
     finally:
-        V._save = save
+        P._save = save
     return out
 
 

@@ -28,14 +28,25 @@ def _q(name: str) -> str:
 
 def read_columns(ledger: Ledger, table: str, columns: Sequence[str], *,
                  pool: str | None = None, since: float | None = None,
-                 until: float | None = None) -> pd.DataFrame:
+                 until: float | None = None, uuids: Sequence[str] | None = None,
+                 names: Sequence[str] | None = None) -> pd.DataFrame:
     """`columns` of `table` ("submitters" or "groups") for the complete passes of `pool`
     that started in [since, until), in the order written; text columns as text (one
-    object per distinct value), the others numbers (NULL: NaN)."""
+    object per distinct value), the others numbers (NULL: NaN). `uuids` / `names`: only
+    the rows of these passes / of these names (the audit reads a slice of passes at a
+    time)."""
     if table not in ("submitters", "groups"):
         raise ValueError(f"not a per-pass table: {table!r}")
     where, params = ledger._where(pool=pool, since=since, until=until, status="complete")
     rows_of = f"FROM {_q(table)} WHERE pass_uuid IN (SELECT uuid FROM passes{where})"
+    for col, values in (("pass_uuid", uuids), ("name", names)):
+        if values is None:
+            continue
+        if not len(values):
+            return pd.DataFrame({c: pd.Series([], dtype=object if c in _TEXT else float)
+                                 for c in columns})
+        rows_of += f" AND {_q(col)} IN ({', '.join('?' * len(values))})"
+        params = [*params, *values]
     sql = f"SELECT {', '.join(_q(c) for c in columns)} {rows_of} ORDER BY id"
     text = [c for c in columns if c in _TEXT]
     with ledger._guard(), ledger._db.read():

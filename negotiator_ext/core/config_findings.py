@@ -136,11 +136,12 @@ def _blocked(submitters: pd.DataFrame, share: pd.DataFrame) -> list[dict]:
                              "passes: it can use no slot at all."})
     a = share.loc[share["active"].astype(bool),
                   ["pass_uuid", "name", "group", "factor", "delivered", "deserved", "passes",
-                   "time"]].assign(f=lambda d: _n(d["factor"]))
+                   "time"] + (["_med"] if "_med" in share else [])].assign(
+        f=lambda d: _n(d["factor"]))
     if a.empty:
         return rows
-    med = a.groupby(["pass_uuid", "group"])["f"].transform("median")
-    a = a.assign(_med=med)
+    if "_med" not in a:     # (the share rows of a slice of passes bring their group's)
+        a = a.assign(_med=a.groupby(["pass_uuid", "group"])["f"].transform("median"))
     per = a.groupby("name", sort=True).agg(
         got=("delivered", "max"), deserved=("deserved", "mean"), factor=("f", "max"),
         median=("_med", "median"), passes=("passes", "sum"), first=("time", "min"),
@@ -172,7 +173,9 @@ def config_findings(passes: pd.DataFrame, groups: pd.DataFrame, submitters: pd.D
                     grp: pd.DataFrame, share: pd.DataFrame) -> pd.DataFrame:
     """The findings (see the module docstring), most important first. `passes`: the
     analysed passes (`core.audit.pass_table`); `groups` / `submitters`: the ledger's
-    GroupObs / SubmitterObs rows; `grp` / `share`: `core.audit.group_table` / `shares`.
+    GroupObs / SubmitterObs rows; `grp` / `share`: `core.audit.group_table` / `shares`
+    (or the rows of them these findings read, `core.audit_slices.Folds`: then `share`
+    brings `_med`, the median factor of each row's group in its pass).
     Columns: kind, name (a group, a submitter, or "(top-level groups)"), in how many
     passes, first and last time, the configured figure (quota sum, quota, ceiling or
     factor) and what was available (pool size, mean request or deserved share), and the

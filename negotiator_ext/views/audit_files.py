@@ -163,23 +163,53 @@ def parquet_available() -> bool:
     return True
 
 
+CHUNK_ROWS = 200_000        # rows of a per-pass table converted and written at a time
+
+
+def _per_pass_chunk(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """Rows of a per-pass table as written: its `PER_PASS` columns; shares, priorities
+    and quotas to seven significant digits (single precision), the pass times to the
+    second."""
+    keep = PER_PASS.get(name)
+    d = df[[c for c in keep if c in df.columns]] if keep else df
+    return d.assign(**{c: d[c].astype("float32") for c in d.columns
+                       if d[c].dtype == "float64" and c not in TIME_COLUMNS})
+
+
+def _write_parquet(df: pd.DataFrame, path: Path, name: str) -> None:
+    """`df` as Parquet, CHUNK_ROWS rows (a row group) at a time: a day's shares at 1,000
+    submitters are 1.5 million rows, converted whole they took some 200 MB more."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    first = pa.Table.from_pandas(_per_pass_chunk(df.iloc[:CHUNK_ROWS], name),
+                                 preserve_index=False)
+    # dictionaries for the names, times and flags only: a row group's figures fill one
+    # and then fall back to plain encoding, having made the file larger
+    coded = [f.name for f in first.schema if not pa.types.is_floating(f.type)
+             or f.name in TIME_COLUMNS]
+    with pq.ParquetWriter(path, first.schema, compression="zstd",
+                          use_dictionary=coded) as w:
+        w.write_table(first)
+        del first
+        for a in range(CHUNK_ROWS, len(df), CHUNK_ROWS):
+            w.write_table(pa.Table.from_pandas(_per_pass_chunk(df.iloc[a:a + CHUNK_ROWS],
+                                                               name),
+                                               schema=w.schema, preserve_index=False))
+
+
 def write_per_pass(df: pd.DataFrame, tables_dir: Path, name: str) -> list[Path]:
     """A per-pass table as NAME.parquet (pyarrow installed) or NAME.csv.gz (units in its
     header), its `PER_PASS` columns; epoch seconds, no UTC copies."""
-    keep = PER_PASS.get(name)
-    d = df[[c for c in keep if c in df.columns]] if keep else df
-    # shares, priorities and quotas to seven significant digits (single precision), the
-    # pass times to the second
-    d = d.assign(**{c: d[c].astype("float32") for c in d.columns
-                    if d[c].dtype == "float64" and c not in TIME_COLUMNS})
     if parquet_available():
         path = tables_dir / f"{name}.parquet"
         try:
-            d.to_parquet(path, index=False, compression="zstd")
+            _write_parquet(df, path, name)
         except (TypeError, ValueError, ImportError):     # a column of mixed types
+            d = _per_pass_chunk(df, name)
             d = d.assign(**{c: d[c].astype(str) for c in d.columns if d[c].dtype == object})
             d.to_parquet(path, index=False, compression="zstd")
     else:
+        d = _per_pass_chunk(df, name)
         path = tables_dir / f"{name}.csv.gz"
         d.to_csv(path, index=False, header=unit_header(d.columns), float_format="%.7g",
                  compression={"method": "gzip", "compresslevel": 6, "mtime": 0})
