@@ -455,6 +455,12 @@ def test_the_turn_a_schedds_deadline_cut_is_out_of_time():
     whole = RealCycle(time=100, end=262, duration=162.0)
     assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=whole)
             .disagreements}["b@x"] == "unexplained"
+    # cut by c's own deadline only (named, as the next spin skipped c): b's turn was not
+    # the one cut
+    by_c = RealCycle(time=100, end=262, duration=162.0, submitters_out_of_time=("c@x",))
+    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=by_c)
+            .disagreements} == {"a@x": "unexplained", "b@x": "unexplained",
+                                "c@x": "out of time"}
 
 
 class Counted(dict):

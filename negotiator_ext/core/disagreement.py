@@ -169,12 +169,13 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     real_jobs = {(m.submitter, m.job) for m in real_matches}
     cut = bool(cycle is not None and (cycle.submitters_out_of_time or cycle.schedds_out_of_time))
     out_subs = set(cycle.submitters_out_of_time) if cycle is not None else set()
-    # the submitter whose turn the deadline cut: a submitter or schedd out of time is only
-    # named when a later turn is skipped (SubmittersOutOfTime, ScheddsOutOfTime); the turn
-    # running as the time ran out ends early, unnamed ("Reached deadline ... stopping" in
-    # the NegotiatorLog). It is the last the cycle matched for (the MatchLog's order).
+    # the submitter whose turn a schedd's deadline cut: a schedd out of time is named
+    # (ScheddsOutOfTime) as the cycle skips its later turns; the turn running as its time
+    # ran out ends early, unnamed ("Reached deadline ... stopping" in the NegotiatorLog).
+    # It is the last the cycle matched for (the MatchLog's order). (A turn cut by its
+    # submitter's own deadline is named: the next spin skips that submitter.)
     last = None
-    if cut and real_matches:
+    if cycle is not None and cycle.schedds_out_of_time and real_matches:
         last = max(enumerate(real_matches), key=lambda k: (k[1].time or 0, k[0]))[1].submitter
     pred_out = set((predicted or {}).get("submitters_out_of_time") or ())
     pred_not = set((predicted or {}).get("submitters_not_reached") or ())
