@@ -451,6 +451,11 @@ def test_the_turn_a_schedds_deadline_cut_is_out_of_time():
         by["b@x"]["changes"][0])
     assert "not reached; predicted by ours" in by["c@x"]["changes"][0]
     assert c.unexplained_agreement == pytest.approx(1 - 1 / 7)
+    # no prediction made (a pass before any real cycle gave the negotiator's cost)
+    c = run(ours, real, before, cycle=cut)
+    assert [d["changes"][0].rsplit("(", 1)[1] for d in c.disagreements if d["class"] == "out of time"] == [
+        "its turn cut: the last it matched for; ours made no time-limit prediction)",
+        "not reached; ours made no time-limit prediction)"]
     # the same cycle not cut: b's difference is one of rules
     whole = RealCycle(time=100, end=262, duration=162.0)
     assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=whole)

@@ -280,13 +280,14 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
             named += [w for w, _ in direct[:got]]
             residual = s - r - got
             if residual and cut and (name in out_subs or r == 0 or name == last):
-                pred = ("predicted" if name in pred_out or name in pred_not
-                        else "not predicted")
+                pred = ("predicted by ours" if name in pred_out or name in pred_not
+                        else "not predicted by ours" if predicted
+                        else "ours made no time-limit prediction")
                 how = ("its turn cut" if name in out_subs
                        else "not reached" if r == 0
                        else "its turn cut: the last it matched for")
                 named.append(f"the real cycle ran out of time before serving {name} "
-                             f"({how}; {pred} by ours)")
+                             f"({how}; {pred})")
                 residual = 0
         rows.append({"submitter": name, "real": r, "shadow": s, "named": named,
                      "residual": residual, "side": "real" if r > s else "shadow",
