@@ -33,10 +33,12 @@ def pool(submitters, jobs, claimed=(), free=(), candidates=None):
                   candidate_slots=len(slots) if candidates is None else candidates)
 
 
-def run(ours, real, before, after=None, cycle=CYCLE, **kw):
+def run(ours, real, before, after=None, cycle=CYCLE, limits=None, **kw):
+    """compare() on these; `limits`: our submitter limits by name."""
     subs = sorted({x.submitter for x in ours} | set(before["submitters"]))
     return compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
-                   shadow_submitters=[sub(n) for n in subs], shadow_groups=[],
+                   shadow_submitters=[sub(n, shadow_submitter_limit=(limits or {}).get(n))
+                                      for n in subs], shadow_groups=[],
                    real_cycles=[cycle], real_matches=[
                        MatchEntry(x.job, x.submitter, x.slot, time=100) for x in real],
                    digest_before=before, digest_after=after, **kw)
@@ -294,7 +296,7 @@ def test_a_pool_size_that_changed_explains_the_limits_it_changed():
         m("b@x", f"2.{i}", FREE[4 + i]) for i in range(4)]
     real = ours[:4] + ours[4:6]
     after = pool({"a@x": 0, "b@x": 2}, {"b@x": ["2.2", "2.3"]}, claimed=FREE[:6])
-    c = run(ours, real, before, after, cycle=cycle,
+    c = run(ours, real, before, after, cycle=cycle, limits={"b@x": 4.0},
             real_submitters=[sub("b@x", real_limit=2.0)])
     (d,) = c.disagreements
     assert d["class"] == "pool changed"
@@ -303,8 +305,39 @@ def test_a_pool_size_that_changed_explains_the_limits_it_changed():
     # the same counts with the same pool size: unexplained
     c = run(ours, real, before, after, cycle=RealCycle(time=100, end=101, duration=1.0,
                                                        candidate_slots=8),
-            real_submitters=[sub("b@x", real_limit=2.0)])
+            limits={"b@x": 4.0}, real_submitters=[sub("b@x", real_limit=2.0)])
     assert c.disagreements[0]["class"] == "unexplained"
+
+
+def test_a_pool_size_that_changed_explains_no_more_than_the_limit_changed():
+    """A slot more or less in the pool changes a submitter's limit by its share of it:
+    the difference beyond that (10 slots, a limit moved by one) stays unexplained. Before,
+    any change of the pool's size explained every difference of a submitter at its share
+    limit, or whose limits differed at all (a real limit unknown counted as differing)."""
+    cycle = RealCycle(time=100, end=101, duration=1.0, candidate_slots=99,
+                      submitters_share_limit=("a@x",))
+    slots = [f"slot{i}@h" for i in range(100)]
+    jobs = {"a@x": [f"1.{i}" for i in range(50)], "b@x": [f"2.{i}" for i in range(50)]}
+    before = pool({"a@x": 50, "b@x": 50}, jobs, free=slots)
+    ours = [m("a@x", f"1.{i}", slots[i]) for i in range(50)]
+    real = ours[:40]
+    # the real limit unknown, the real cycle stopped a at its share limit: its share of
+    # the slot that went, one match
+    c = run(ours, real, before, cycle=cycle, limits={"a@x": 50.0})
+    (d,) = c.disagreements
+    assert (d["class"], d["unexplained"]) == ("unexplained", 9)
+    assert "the pool's size changed" in d["changes"][0]
+    # both limits known: their difference
+    c = run(ours, real, before, cycle=cycle, limits={"a@x": 50.0},
+            real_submitters=[sub("a@x", real_limit=49.5)])
+    assert c.disagreements[0]["unexplained"] == 9
+    c = run(ours, real, before, cycle=cycle, limits={"a@x": 50.0},
+            real_submitters=[sub("a@x", real_limit=40.0)])
+    assert c.disagreements[0]["class"] == "pool changed"
+    # not at its share limit, the real one unknown: nothing says the limit bound it
+    c = run(ours, real, before, cycle=RealCycle(time=100, end=101, duration=1.0,
+                                                candidate_slots=99), limits={"a@x": 50.0})
+    assert c.disagreements[0]["unexplained"] == 10
 
 
 def test_without_a_digest_only_the_rows_speak():

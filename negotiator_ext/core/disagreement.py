@@ -30,8 +30,8 @@ the accounting groups of the submitters it names (those either side matched on i
 slot, its slot's claimant), and into another group only as far as that group's total
 differs, against a group of the change's that differs the other way (`_displace`). A
 real cycle that counted another number of candidate slots than our snapshot (the pool's
-size changed: slots came or went) explains the residual of the submitters whose limits
-differ. What remains is *unexplained*.
+size changed: slots came or went) explains a residual as far as it moved the
+submitter's limit (`_size_explains`). What remains is *unexplained*.
 
 `unexplained_agreement` is `count_agreement` with the explained differences taken as
 agreeing: 1 - max(residual real excess, residual shadow excess) / max(real, shadow). With
@@ -43,6 +43,7 @@ Plain data in and out: no I/O, no clock.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -296,11 +297,12 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     _displace(rows, per_submitter, real_expl, shadow_expl, ended,
               real_matches, shadow_matches, before, groups)
     if size_changed:
+        moved = abs(int(cycle.candidate_slots) - int(before["candidate_slots"]))
         for x in rows:
-            row = per_submitter[x["submitter"]]
-            if x["residual"] and (row.get("real_limit") != row.get("shadow_limit")
-                                  or row.get("real_at_share_limit")):
-                x["residual"] = 0
+            take = min(x["residual"], _size_explains(per_submitter[x["submitter"]], moved,
+                                                     int(before["candidate_slots"])))
+            if take:
+                x["residual"] -= take
                 x["named"].append(size_changed)
     disagreements = []
     unexplained = {"real": 0, "shadow": 0}
@@ -324,6 +326,25 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
         changes.append("the real cycle ran out of time")
     return {"disagreements": disagreements, "changes": changes,
             "unexplained_agreement": agreement}
+
+
+def _size_explains(row: Mapping[str, Any], moved: int, slots: int) -> int:
+    """How much of a submitter's difference a pool `moved` candidate slots larger or
+    smaller than our snapshot's `slots` explains: its limit's change, no more. Both
+    limits known (ours, and the real cycle's SubmitterLimit): their difference, rounded
+    up; only ours, with the real cycle stopping it at its share limit: its share of the
+    slots that came or went, rounded up. Nothing where the limits agree, or where
+    nothing says the limit bound it."""
+    real, ours = row.get("real_limit"), row.get("shadow_limit")
+    try:
+        if real is not None and ours is not None:
+            return max(0, math.ceil(abs(float(real) - float(ours)) - 1e-9))
+        lim = ours if ours is not None else real
+        if lim is None or not row.get("real_at_share_limit") or slots <= 0:
+            return 0
+        return max(0, math.ceil(moved * float(lim) / slots - 1e-9))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _displace(rows: list[dict[str, Any]], per_submitter: Mapping[str, Mapping[str, Any]],
