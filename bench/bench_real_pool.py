@@ -36,7 +36,10 @@ Then, in this order:
      Each loop pass's matches are checked against `negotiate` on its own snapshot's files
      (`--no-loop` leaves the loop out).
 Reported (stdout, and JSON with --json): the pool, the real cycle's figures, each pass's
-wall time, peak RSS, capture and cycle time, and the comparison. Setup (advertising,
+wall time, peak RSS, capture and cycle time, the machine's load as the timed steps began,
+and for each compared real cycle the comparison: the raw count agreement and the
+unexplained one, the disagreeing submitters counted by class (pool changed, out of
+time, unexplained; core/disagreement.py) and the unexplained ones named. Setup (advertising,
 submitting, waiting for the schedd) is timed but not part of any figure. A benchmark,
 not a test; submitting 500,000 jobs takes minutes.
 """
@@ -54,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -503,7 +507,13 @@ def pass_summary(p: dict) -> dict:
         "steps_s": rec.get("pass_timings") or {},
         "comparison": {k: comp.get(k) for k in (
             "source", "real_matches", "shadow_matches", "agreed", "count_agreement",
-            "agreed_equivalent", "equivalent_agreement", "real_duration")} if comp else None,
+            "agreed_equivalent", "equivalent_agreement", "real_duration",
+            "unexplained_agreement", "aligned")} if comp else None,
+        # each disagreeing submitter's class (core.disagreement), counted, and the
+        # disagreements themselves (the changes named)
+        "classes": dict(Counter(d.get("class") for d in comp.get("disagreements") or ()))
+        if comp else None,
+        "disagreements": list(comp.get("disagreements") or ()) if comp else None,
         "submitters_equal_counts": sum(
             1 for v in (comp.get("per_submitter") or {}).values()
             if v.get("real") == v.get("shadow")) if comp else None,
@@ -517,6 +527,29 @@ def pass_summary(p: dict) -> dict:
     }
 
 
+def explained(summary: dict, indent: str = "  ") -> str:
+    """A compared real cycle's agreement, raw and with the explained differences taken as
+    agreeing, the disagreeing submitters counted by class, and the unexplained ones (with
+    what the comparison named for them) listed: lines to print."""
+    c = summary.get("comparison")
+    if not c:
+        return ""
+    classes = summary.get("classes") or {}
+    lines = [f"{indent}count agreement {c.get('count_agreement')}, unexplained agreement "
+             f"{c.get('unexplained_agreement')} (aligned: {c.get('aligned')}); "
+             f"{summary.get('submitters_equal_counts')}/{summary.get('submitters_compared')} "
+             f"submitters equal; disagreeing submitters by class: "
+             + (", ".join(f"{n} {k}" for k, n in sorted(classes.items())) or "none")]
+    left = [d for d in summary.get("disagreements") or () if d.get("class") == "unexplained"]
+    for d in left[:10]:
+        lines.append(f"{indent}  unexplained: {d['submitter']} real {d['real']}, ours "
+                     f"{d['shadow']}, {d['unexplained']} unexplained; "
+                     + "; ".join(d.get("changes") or ()))
+    if len(left) > 10:
+        lines.append(f"{indent}  ... and {len(left) - 10} more unexplained")
+    return "\n".join(lines)
+
+
 def show(report: dict) -> None:
     rc = report["real_cycle"]
     static, partitionable, jobs, acs, subs, groups = (report[k] for k in (
@@ -526,6 +559,8 @@ def show(report: dict) -> None:
           f"{subs:,} submitters in {groups} groups")
     print(f"setup: advertise {report['setup_advertise_s']} s, submit "
           f"{report['setup_submit_s']} s")
+    print("load (1/5/15 min) as each began: " + "; ".join(
+        f"{k} {' '.join(f'{x:.2f}' for x in v)}" for k, v in (report.get("load") or {}).items()))
     print(f"real negotiator: cycle {rc.get('Duration')} s (phases "
           + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
           + f" s), {rc.get('Matches')} matches, "
@@ -554,6 +589,7 @@ def show(report: dict) -> None:
                   f"around it: real {c['real_matches']}, ours {c['shadow_matches']}, count "
                   f"agreement {c['count_agreement']}, {o['submitters_equal_counts']}/"
                   f"{o['submitters_compared']} submitters equal")
+            print(explained(o))
         for n, p in enumerate(loop["passes"], start=1):
             f = p.get("slots_fetched") or {}
             print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
@@ -568,6 +604,8 @@ def show(report: dict) -> None:
                      f"{p['comparison']['count_agreement']}, "
                      f"{p['submitters_equal_counts']}/{p['submitters_compared']} "
                      f"submitters equal" if p.get("comparison") else ""))
+            if p.get("comparison"):
+                print(explained(p))
             if p.get("steps_s"):
                 print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
                       + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
@@ -598,6 +636,9 @@ def show(report: dict) -> None:
               f"{c['agreed_equivalent']}; "
               f"{report['pass2']['submitters_equal_counts']}/"
               f"{report['pass2']['submitters_compared']} submitters with equal counts")
+        print(explained(report["pass2"]))
+    if report["pass3"].get("comparison"):
+        print("pass 3's comparison:\n" + explained(report["pass3"]))
 
 
 def main(argv=None) -> int:
@@ -673,11 +714,16 @@ def run_shape(release, shape: str, args) -> dict:
         report["setup_advertise_s"] = round(took, 1)
         report["setup_submit_s"] = round(submit_jobs(pool, jobs, acs, subs, groups), 1)
         report["setup_total_s"] = round(time.monotonic() - t0, 1)
+        # the machine's load (1, 5, 15 minutes) as each timed step began: the figures
+        # are only comparable at a like load
+        report["load"] = {"pass1": os.getloadavg()}
         p1 = shadow_pass(pool, work)
         # the real cycle's start is known to the second: one that starts within the second
         # pass 1's capture ended in cannot be shown to come after it, and is not compared
         time.sleep(1.0)
+        report["load"]["real_cycle"] = os.getloadavg()
         ad, waited, real_order = real_cycle(pool, timeout=7200)
+        report["load"]["pass2"] = os.getloadavg()
         p2 = shadow_pass(pool, work)
         # the same pass again with the schedds queried after the slot ads (pass 2's
         # alternative; the pool has not changed)

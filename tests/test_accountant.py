@@ -580,3 +580,32 @@ def test_round6_is_what_printf_f_reads_back_as(x):
     assert type(got) is float and repr(got) == repr(float("%f" % x))
     assert repr(round6(-0.0)) == "-0.0" and round6(2.5e-7) == 0.0
     assert round6(1.0000005) == 1.000001 and round6(3.0) == 3.0
+
+
+def test_imported_matches_are_charged_from_their_match_time():
+    """bench_real_pool.py --shape 100k, the second real cycle: the first cycle matched
+    each submitter's 170 jobs at a different moment of its 168 s (AddMatch books the time
+    since the accountant's last update as uncharged: WeightedUnchargedTime -9010 for one
+    matched 53 s after it, -2380 for one matched 14 s after). The next UpdatePriorities
+    charges each from its match time, and their priorities, shares and limits differ (the
+    real cycle gave them 172 and 166). Imported as 0, both had the same priority, and
+    ours gave both 170."""
+    from negotiator_ext.adapters.accounting_ads import state_from_accounting_ads
+    from negotiator_ext.adapters.adfiles import parse_ads_text
+    text = "".join(
+        f'Name = "{n}"\nPriority = 500.0\nPriorityFactor = 1000.0\nResourcesUsed = 170\n'
+        f'WeightedResourcesUsed = 170.0\nUnchargedTime = {u}\nWeightedUnchargedTime = {u}.0\n'
+        f'LastUpdate = {T0}\n\n' for n, u in (("late@d", -9010), ("early@d", -2380)))
+    config = NegotiatorConfig()
+    state, warnings = state_from_accounting_ads(parse_ads_text(text, "accounting.ads"), [],
+                                                GroupTree(config), "accounting.ads")
+    assert warnings == []
+    assert state.customers["late@d"]["WeightedUnchargedTime"] == -9010.0
+    acc = Accountant(state, config, GroupTree(config))
+    now = T0 + 665
+    acc.update_priorities(now)
+    aging = 0.5 ** (665 / config.priority_halflife)
+    for name, uncharged in (("late@d", -9010), ("early@d", -2380)):
+        expected = 0.5 * aging + (170.0 + uncharged / 665) * (1 - aging)
+        assert acc.rup(name) == pytest.approx(expected, abs=1e-6)
+    assert acc.rup("late@d") < acc.rup("early@d")

@@ -56,12 +56,16 @@ def test_an_unreadable_log_is_said_once_and_gives_nothing(tmp_path):
 
 def test_the_ledger_keeps_the_newest_digests_until_compared(tmp_path):
     d = digest(submitters={"alice": 2}, idle_jobs={"alice": ["7.0", "7.1"]},
-               slots={"slot1": True, "slot2": False}, candidate_slots=2)
+               slots={"slot1": True, "slot2": False, "slot3": True, "slot4": True},
+               candidate_slots=2, owners={"slot1": "bob", "slot3": "cid", "slot4": "bob"})
     with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
         for i in range(7):
             ledger.record_pass(dataclasses.replace(small_pass(f"p{i}", started_at=1000.0 + i),
                                                    comparable=True, digest=d))
         assert ledger.digest("p6") == d and ledger.digest("p1") == {}    # five kept
+        # each claimant's slots kept as places in the claimed list
+        from negotiator_ext.adapters import ledger_digests
+        assert '"owned":{"bob":[0,2],"cid":[1]}' in ledger_digests.encode(d)
         assert ledger.pass_record("p6").digest == d
         from negotiator_ext.core.records import Comparison
         ledger.record_pass(dataclasses.replace(

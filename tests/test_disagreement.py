@@ -33,10 +33,12 @@ def pool(submitters, jobs, claimed=(), free=(), candidates=None):
                   candidate_slots=len(slots) if candidates is None else candidates)
 
 
-def run(ours, real, before, after=None, cycle=CYCLE, **kw):
+def run(ours, real, before, after=None, cycle=CYCLE, limits=None, **kw):
+    """compare() on these; `limits`: our submitter limits by name."""
     subs = sorted({x.submitter for x in ours} | set(before["submitters"]))
     return compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
-                   shadow_submitters=[sub(n) for n in subs], shadow_groups=[],
+                   shadow_submitters=[sub(n, shadow_submitter_limit=(limits or {}).get(n))
+                                      for n in subs], shadow_groups=[],
                    real_cycles=[cycle], real_matches=[
                        MatchEntry(x.job, x.submitter, x.slot, time=100) for x in real],
                    digest_before=before, digest_after=after, **kw)
@@ -80,7 +82,9 @@ def test_a_job_submitted_after_the_capture_and_the_slot_it_displaced():
     assert by["alice@x"]["class"] == by["bob@x"]["class"] == "pool changed"
     assert by["alice@x"]["changes"] == [
         "job 9.0 of alice@x was not idle in our snapshot (submitted after it)"]
-    assert by["bob@x"]["changes"] == ["1 slot(s) displaced by the changes of this cycle"]
+    assert by["bob@x"]["changes"] == [
+        "1 slot(s) displaced by the changes of this cycle (job 9.0 of alice@x was not idle "
+        "in our snapshot (submitted after it))"]
 
 
 def test_a_job_removed_before_the_cycle():
@@ -120,7 +124,8 @@ def test_a_freed_slot_the_real_cycle_gave_to_another_submitter():
     c = run(ours, real, before)
     (d,) = c.disagreements
     assert (d["submitter"], d["class"]) == ("alice@x", "pool changed")
-    assert d["changes"] == ["1 slot(s) displaced by the changes of this cycle"]
+    assert d["changes"] == ["1 slot(s) displaced by the changes of this cycle (slot "
+                            f"{FREE[2]} was claimed in our snapshot (its job ended since))"]
     assert c.changes == (f"slot {FREE[2]} was claimed in our snapshot (its job ended since)",)
 
 
@@ -179,7 +184,8 @@ def test_a_claim_ended_before_the_cycle_changes_who_comes_first():
     again): the real cycle gave the one free slot to bob, ours to alice."""
     jobs = {"alice@x": ["3.0"], "bob@x": ["4.0"]}
     before = digest(submitters={"alice@x": 1, "bob@x": 1}, idle_jobs=jobs,
-                    slots={FREE[0]: False, FREE[1]: True}, candidate_slots=2, captured=95)
+                    slots={FREE[0]: False, FREE[1]: True}, candidate_slots=2, captured=95,
+                    owners={FREE[1]: "bob@x"})
     after = digest(submitters={"alice@x": 1}, idle_jobs={"alice@x": ["3.0"]},
                    slots={FREE[0]: True, FREE[1]: False}, candidate_slots=2,
                    entered={FREE[1]: 97, FREE[0]: 100})
@@ -188,6 +194,12 @@ def test_a_claim_ended_before_the_cycle_changes_who_comes_first():
     assert {d["class"] for d in c.disagreements} == {"pool changed"}
     assert c.changes == (f"the claim on slot {FREE[1]} ended at 97, after our capture and "
                          "before the real cycle (its submitter's usage changed)",)
+    # whose claim it was not known (a digest that did not keep it): the change reaches
+    # no submitter, and explains nothing elsewhere
+    del before["owners"]
+    assert {d["class"] for d in run(ours, real, before, after).disagreements} == {
+        "unexplained"}
+    before["owners"] = {FREE[1]: "bob@x"}
     # the claim ended after the cycle: nothing explains the order
     after["entered"][FREE[1]] = 103
     assert {d["class"] for d in run(ours, real, before, after).disagreements} == {
@@ -284,7 +296,7 @@ def test_a_pool_size_that_changed_explains_the_limits_it_changed():
         m("b@x", f"2.{i}", FREE[4 + i]) for i in range(4)]
     real = ours[:4] + ours[4:6]
     after = pool({"a@x": 0, "b@x": 2}, {"b@x": ["2.2", "2.3"]}, claimed=FREE[:6])
-    c = run(ours, real, before, after, cycle=cycle,
+    c = run(ours, real, before, after, cycle=cycle, limits={"b@x": 4.0},
             real_submitters=[sub("b@x", real_limit=2.0)])
     (d,) = c.disagreements
     assert d["class"] == "pool changed"
@@ -293,8 +305,39 @@ def test_a_pool_size_that_changed_explains_the_limits_it_changed():
     # the same counts with the same pool size: unexplained
     c = run(ours, real, before, after, cycle=RealCycle(time=100, end=101, duration=1.0,
                                                        candidate_slots=8),
-            real_submitters=[sub("b@x", real_limit=2.0)])
+            limits={"b@x": 4.0}, real_submitters=[sub("b@x", real_limit=2.0)])
     assert c.disagreements[0]["class"] == "unexplained"
+
+
+def test_a_pool_size_that_changed_explains_no_more_than_the_limit_changed():
+    """A slot more or less in the pool changes a submitter's limit by its share of it:
+    the difference beyond that (10 slots, a limit moved by one) stays unexplained. Before,
+    any change of the pool's size explained every difference of a submitter at its share
+    limit, or whose limits differed at all (a real limit unknown counted as differing)."""
+    cycle = RealCycle(time=100, end=101, duration=1.0, candidate_slots=99,
+                      submitters_share_limit=("a@x",))
+    slots = [f"slot{i}@h" for i in range(100)]
+    jobs = {"a@x": [f"1.{i}" for i in range(50)], "b@x": [f"2.{i}" for i in range(50)]}
+    before = pool({"a@x": 50, "b@x": 50}, jobs, free=slots)
+    ours = [m("a@x", f"1.{i}", slots[i]) for i in range(50)]
+    real = ours[:40]
+    # the real limit unknown, the real cycle stopped a at its share limit: its share of
+    # the slot that went, one match
+    c = run(ours, real, before, cycle=cycle, limits={"a@x": 50.0})
+    (d,) = c.disagreements
+    assert (d["class"], d["unexplained"]) == ("unexplained", 9)
+    assert "the pool's size changed" in d["changes"][0]
+    # both limits known: their difference
+    c = run(ours, real, before, cycle=cycle, limits={"a@x": 50.0},
+            real_submitters=[sub("a@x", real_limit=49.5)])
+    assert c.disagreements[0]["unexplained"] == 9
+    c = run(ours, real, before, cycle=cycle, limits={"a@x": 50.0},
+            real_submitters=[sub("a@x", real_limit=40.0)])
+    assert c.disagreements[0]["class"] == "pool changed"
+    # not at its share limit, the real one unknown: nothing says the limit bound it
+    c = run(ours, real, before, cycle=RealCycle(time=100, end=101, duration=1.0,
+                                                candidate_slots=99), limits={"a@x": 50.0})
+    assert c.disagreements[0]["unexplained"] == 10
 
 
 def test_without_a_digest_only_the_rows_speak():
@@ -332,3 +375,174 @@ def test_the_pass_line_names_each_class_and_its_first_change():
     assert line.endswith("(pool changed: alice@x (submitter alice@x had no idle jobs in our "
                          "snapshot (its submitter ad reached the collector after our "
                          "capture)))")
+
+
+def grouped(ours, real, before, after, groups):
+    """`run` with each submitter in its accounting group."""
+    subs = sorted({x.submitter for x in ours} | set(before["submitters"]))
+    return compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                   shadow_submitters=[SubmitterObs(name=n, group=groups[n], is_group=False)
+                                      for n in subs], shadow_groups=[],
+                   real_cycles=[CYCLE], real_matches=[
+                       MatchEntry(x.job, x.submitter, x.slot, time=100) for x in real],
+                   digest_before=before, digest_after=after)
+
+
+GROUPS = {"ann@x": "group_a", "ben@x": "group_b", "cid@x": "group_b"}
+
+
+def arrivals(submitter, n, t=98):
+    """`n` jobs of `submitter` idle since `t`, between our capture (95) and the cycle."""
+    return {submitter: [f"9.{i}" for i in range(n)]}, {f"9.{i}": t for i in range(n)}
+
+
+def test_changes_in_one_group_do_not_hide_a_difference_in_another():
+    """Five jobs of ann (group_a) arrived between our capture and the cycle; ann's count
+    agrees. In group_b, whose totals agree, the real cycle gave ben the two slots ours gave
+    cid: a difference of rules (who comes first in group_b) that no change of group_a can
+    make, as nothing moved between the groups. It stays unexplained, however many changes
+    the pool saw elsewhere; arrivals of cid's own would explain it."""
+    before = digest(submitters={"ann@x": 1, "ben@x": 2, "cid@x": 2},
+                    idle_jobs={"ann@x": ["6.0"], "ben@x": ["4.0", "4.1"],
+                               "cid@x": ["7.0", "7.1"]},
+                    slots={s: False for s in FREE[:3]}, candidate_slots=3, captured=95)
+    jobs, recent = arrivals("ann@x", 5)
+    after = digest(submitters={"ann@x": 5, "cid@x": 2},
+                   idle_jobs={**jobs, "cid@x": ["7.0", "7.1"]},
+                   slots={s: True for s in FREE[:3]}, candidate_slots=3, recent=recent)
+    ours = [m("ann@x", "6.0", FREE[0]), m("cid@x", "7.0", FREE[1]), m("cid@x", "7.1", FREE[2])]
+    real = [m("ann@x", "6.0", FREE[0]), m("ben@x", "4.0", FREE[1]), m("ben@x", "4.1", FREE[2])]
+    c = grouped(ours, real, before, after, GROUPS)
+    assert len(c.changes) == 5
+    assert {d["submitter"]: (d["class"], d["unexplained"]) for d in c.disagreements} == {
+        "ben@x": ("unexplained", 2), "cid@x": ("unexplained", 2)}
+    assert c.unexplained_agreement == pytest.approx(c.count_agreement) == pytest.approx(1 / 3)
+    # the same arrivals for cid, in group_b: each reorders group_b by a slot's worth
+    jobs, recent = arrivals("cid@x", 5)
+    after = digest(submitters={"cid@x": 7}, idle_jobs={"cid@x": ["7.0", "7.1"] + jobs["cid@x"]},
+                   slots={s: True for s in FREE[:3]}, candidate_slots=3, recent=recent)
+    c = grouped(ours, real, before, after, GROUPS)
+    assert {d["class"] for d in c.disagreements} == {"pool changed"}
+    assert c.unexplained_agreement == 1.0
+
+
+def test_changes_move_slots_across_groups_only_as_far_as_the_groups_totals_differ():
+    """Five jobs of ann arrived (group_a's demand rose, and with it its share of the
+    surplus): the real cycle gave ann a slot ours gave cid (group_a +1, group_b -1: one
+    slot crossed), and in group_b gave ben two more slots ours gave cid. One of cid's three
+    is explained by the slot that crossed; the other two, and ben's two, are a difference
+    within group_b that group_a's changes cannot make."""
+    before = digest(submitters={"ann@x": 1, "ben@x": 2, "cid@x": 3},
+                    idle_jobs={"ann@x": ["6.0"], "ben@x": ["4.0", "4.1"],
+                               "cid@x": ["7.0", "7.1", "7.2"]},
+                    slots={s: False for s in FREE[:3]}, candidate_slots=3, captured=95)
+    jobs, recent = arrivals("ann@x", 5)
+    after = digest(submitters={"ann@x": 5, "cid@x": 3},
+                   idle_jobs={**jobs, "cid@x": ["7.0", "7.1", "7.2"]},
+                   slots={s: True for s in FREE[:3]}, candidate_slots=3, recent=recent)
+    ours = [m("cid@x", f"7.{i}", FREE[i]) for i in range(3)]
+    real = [m("ann@x", "6.0", FREE[0]), m("ben@x", "4.0", FREE[1]), m("ben@x", "4.1", FREE[2])]
+    c = grouped(ours, real, before, after, GROUPS)
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert by["ann@x"]["class"] == "pool changed"
+    assert "displaced by the changes of this cycle (job 9.0 became idle at 98" in (
+        by["ann@x"]["changes"][0])
+    assert (by["cid@x"]["class"], by["cid@x"]["unexplained"]) == ("unexplained", 2)
+    assert (by["ben@x"]["class"], by["ben@x"]["unexplained"]) == ("unexplained", 2)
+    assert c.count_agreement == 0.0
+    assert c.unexplained_agreement == pytest.approx(1 / 3)
+    # the same with ben's two matched by ours too: only the slot that crossed differs,
+    # and it is explained on both sides
+    ours = [m("cid@x", "7.0", FREE[0]), m("ben@x", "4.0", FREE[1]), m("ben@x", "4.1", FREE[2])]
+    c = grouped(ours, real, before, after, GROUPS)
+    assert {d["submitter"]: d["class"] for d in c.disagreements} == {
+        "ann@x": "pool changed", "cid@x": "pool changed"}
+    assert c.unexplained_agreement == 1.0
+
+
+def test_the_turn_a_schedds_deadline_cut_is_out_of_time():
+    """bench_real_pool.py --shape 100k: the schedd ran out of time (MAX_TIME_PER_SCHEDD)
+    during b's turn; the negotiator names the schedd (ScheddsOutOfTime), not b, whose
+    turn ended early at the deadline ("Reached deadline ... stopping"), and skips the
+    rest. b is the last submitter the real cycle matched for: out of time, like c, which
+    it never reached. a, served before and given less than ours, stays unexplained."""
+    cut = RealCycle(time=100, end=262, duration=162.0, submitters_out_of_time=(),
+                    schedds_out_of_time=("schedd@h",))
+    jobs = {"a@x": ["1.0", "1.1", "1.2"], "b@x": ["2.0", "2.1", "2.2"], "c@x": ["3.0", "3.1"]}
+    before = pool({"a@x": 3, "b@x": 3, "c@x": 2}, jobs, free=FREE)
+    ours = [m("a@x", "1.0", FREE[0]), m("a@x", "1.1", FREE[1]), m("b@x", "2.0", FREE[2]),
+            m("b@x", "2.1", FREE[3]), m("b@x", "2.2", FREE[4]), m("c@x", "3.0", FREE[5]),
+            m("c@x", "3.1", FREE[6])]
+    real = [m("a@x", "1.0", FREE[0]), m("b@x", "2.0", FREE[2])]
+    c = run(ours, real, before, cycle=cut,
+            time_limits={"schedds_out_of_time": ["schedd@h"], "submitters_out_of_time": [],
+                         "submitters_not_reached": ["c@x"]})
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert {k: d["class"] for k, d in by.items()} == {
+        "a@x": "unexplained", "b@x": "out of time", "c@x": "out of time"}
+    assert "its turn cut: the last it matched for; not predicted by ours" in (
+        by["b@x"]["changes"][0])
+    assert "not reached; predicted by ours" in by["c@x"]["changes"][0]
+    assert c.unexplained_agreement == pytest.approx(1 - 1 / 7)
+    # no prediction made (a pass before any real cycle gave the negotiator's cost)
+    c = run(ours, real, before, cycle=cut)
+    assert [d["changes"][0].rsplit("(", 1)[1] for d in c.disagreements if d["class"] == "out of time"] == [
+        "its turn cut: the last it matched for; ours made no time-limit prediction)",
+        "not reached; ours made no time-limit prediction)"]
+    # the same cycle not cut: b's difference is one of rules
+    whole = RealCycle(time=100, end=262, duration=162.0)
+    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=whole)
+            .disagreements}["b@x"] == "unexplained"
+    # cut by c's own deadline only (named, as the next spin skipped c): b's turn was not
+    # the one cut
+    by_c = RealCycle(time=100, end=262, duration=162.0, submitters_out_of_time=("c@x",))
+    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=by_c)
+            .disagreements} == {"a@x": "unexplained", "b@x": "unexplained",
+                                "c@x": "out of time"}
+
+
+class Counted(dict):
+    """A digest's table that counts how often it is walked whole."""
+
+    walks = 0
+
+    def _walk(self):
+        Counted.walks += 1
+
+    def __iter__(self):
+        self._walk()
+        return super().__iter__()
+
+    def items(self):
+        self._walk()
+        return super().items()
+
+    def values(self):
+        self._walk()
+        return super().values()
+
+    def keys(self):
+        self._walk()
+        return super().keys()
+
+
+def test_the_digests_are_walked_once_not_once_a_match():
+    """bench_real_pool.py --shape 100k: each real match walked the 100,000 slots (is a
+    dynamic slot of its partitionable slot released?) and each of our 96,000 matches the
+    real cycle did not make walked the 1,000 submitters' idle jobs (did its job leave
+    the queue?): 197 s of the comparing pass. Each table is walked a bounded number of
+    times, however many matches there are."""
+    n = 60
+    slots = Counted({f"slot1@h{i}": False for i in range(2 * n)})
+    jobs = {f"u{k}@x": [f"{k}.{p}" for p in range(2)] for k in range(n)}
+    before = digest(submitters={s: 2 for s in jobs}, idle_jobs=jobs, slots={},
+                    candidate_slots=2 * n)
+    before["slots"] = slots
+    after = digest(submitters={}, idle_jobs={}, slots={}, candidate_slots=2 * n)
+    after["jobs"] = Counted(before["jobs"])
+    ours = [m(f"u{k}@x", f"{k}.{p}", f"slot1@h{2 * k + p}") for k in range(n) for p in range(2)]
+    real = ours[::2]
+    Counted.walks = 0
+    c = run(ours, real, before, after)
+    assert len(c.disagreements) == n
+    assert Counted.walks <= 4

@@ -12,8 +12,13 @@ What the ads carry and what they do not:
   * Unweighted counts (ResourcesUsed) and HierWeightedResourcesUsed are recounted from
     those records: HTCondor 25.11 and later over-count both every cycle (reference 1.5).
     Weighted figures are taken as the pool reported them.
-  * UnchargedTime is not reported; it is taken as 0 (the last cycle's matches are then
-    charged from the last update instead of from their match time).
+  * WeightedUnchargedTime (25.x reports it): the last cycle's matches are charged from
+    their match time, not from the accountant's last update, as the real accountant's
+    next UpdatePriorities does; submitters matched early and late in a long cycle then
+    get different priorities. The unweighted UnchargedTime is left at 0: with the
+    last cycle's unclaimed matches kept as one pending match per customer, the
+    unweighted count is not the real one, and with the real uncharged time the recent
+    usage could turn negative; it decides only LastUsageTime and AccumulatedUsage.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ PENDING_SUFFIX = "#pending-match"
 
 _NUMERIC = ("Priority", "PriorityFactor", "ResourcesUsed", "WeightedResourcesUsed",
             "HierWeightedResourcesUsed", "AccumulatedUsage", "WeightedAccumulatedUsage",
+            "WeightedUnchargedTime",
             "BeginUsageTime", "LastUsageTime", "Ceiling", "Floor", "LastUpdate",
             "SubmitterShare", "SubmitterLimit", "EffectiveQuota", "ConfigQuota",
             "SubtreeQuota", "GroupSortKey", "Requested",

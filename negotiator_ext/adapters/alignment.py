@@ -148,6 +148,10 @@ def pool_digest(pool, result) -> dict:
     ads, usage = pool.every_slot()
     slots = {s.name: bool(s.remote_user) or (s.state or "").lower() == "claimed"
              for s in usage}
+    # whose each claim is (the accountant's customer, a submitter name: AccountingGroup,
+    # else RemoteUser)
+    owners = {s.name: s.accounting_group or s.remote_user for s in usage
+              if slots[s.name] and (s.accounting_group or s.remote_user)}
     heard: dict[str, int] = {}
     free: dict[str, float] = {}
     entered: dict[str, int] = {}
@@ -172,7 +176,8 @@ def pool_digest(pool, result) -> dict:
             heard[s.name] = int(t)
     return digest(submitters=idle, idle_jobs=jobs, slots=slots,
                   candidate_slots=result.trimmed_slots, heard=heard, free_cpus=free,
-                  recent=recent, entered=entered, captured=pool.snapshot.captured_at)
+                  recent=recent, entered=entered, captured=pool.snapshot.captured_at,
+                  owners=owners)
 
 
 # an idle job whose status began this many seconds before the capture, or later, is

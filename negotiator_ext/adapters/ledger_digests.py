@@ -1,12 +1,13 @@
 """The snapshot digests a ledger keeps for explaining disagreements (issue 32).
 
 A pass's digest (core.disagreement.digest: the submitters with idle jobs, the idle job
-ids as proc ranges, the slots and which were claimed, our candidate slots) is what the
-pass that compares its cycle with the real one needs of its snapshot: a cache, not a
-record, kept like the slot classes for the newest comparable passes only (`KEPT`), in
-the table `pool_digests` (schema 10), and dropped once the pass is compared. A loop and
-a cron entry (`shadow --once`, a process a pass) read it the same way. The slots are
-written as two lists (claimed, not) to keep the text short.
+ids as proc ranges, the slots and which were claimed and by whom, our candidate slots)
+is what the pass that compares its cycle with the real one needs of its snapshot: a
+cache, not a record, kept like the slot classes for the newest comparable passes only
+(`KEPT`), in the table `pool_digests` (schema 10), and dropped once the pass is
+compared. A loop and a cron entry (`shadow --once`, a process a pass) read it the same
+way. The slots are written as two lists (claimed, not) to keep the text short, and each
+claimant's slots as their places in the claimed list.
 """
 
 from __future__ import annotations
@@ -20,17 +21,30 @@ KEPT = 5
 
 def encode(digest: Mapping[str, Any]) -> str:
     slots = digest.get("slots") or {}
-    out = {k: v for k, v in digest.items() if k != "slots"}
-    out["claimed"] = sorted(n for n, c in slots.items() if c)
+    out = {k: v for k, v in digest.items() if k not in ("slots", "owners")}
+    out["claimed"] = claimed = sorted(n for n, c in slots.items() if c)
     out["free"] = sorted(n for n, c in slots.items() if not c)
+    owners = digest.get("owners") or {}
+    if owners:
+        # each claimant's slots as places in the claimed list (not their names again)
+        owned: dict[str, list[int]] = {}
+        for i, name in enumerate(claimed):
+            if owners.get(name):
+                owned.setdefault(str(owners[name]), []).append(i)
+        out["owned"] = owned
     return json.dumps(out, separators=(",", ":"))
 
 
 def decode(text: str) -> dict[str, Any]:
     d = json.loads(text)
+    claimed = list(d.pop("claimed", ()))
     slots = {n: False for n in d.pop("free", ())}
-    slots.update({n: True for n in d.pop("claimed", ())})
+    slots.update({n: True for n in claimed})
     d["slots"] = slots
+    owned = d.pop("owned", None)
+    if owned:
+        d["owners"] = {claimed[i]: owner for owner, places in owned.items()
+                       for i in places if 0 <= i < len(claimed)}
     return d
 
 

@@ -154,10 +154,13 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
             row["shadow_not_reached"] = name in not_reached
     why: dict[str, Any] = {}
     if ours is not None:
+        group_names = [g.name for g in shadow_groups] + [g.name for g in real_groups]
         why = explain(per_submitter=per_submitter, real_matches=ours,
                       shadow_matches=shadow_matches, before=digest_before,
                       after=digest_after,
-                      cycle=cycle, predicted=time_limits or {})
+                      cycle=cycle, predicted=time_limits or {},
+                      groups={n: _group_of(n, subs_shadow, subs_real, group_names)
+                              for n in per_submitter})
     return Comparison(
         shadow_pass=shadow_pass, real_cycle_time=cycle.time, real_cycles_between=between,
         real_matches=real_total, shadow_matches=shadow_total, agreed=agreed,

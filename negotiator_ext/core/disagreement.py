@@ -19,15 +19,19 @@ jobs there (its submitter ad had not reached the collector); its slot was claime
 snapshot, or not in it. Evidence that one of our matches could not happen (a *shadow
 excess*, explained): its job was no longer idle after the cycle and the real cycle did
 not match it (removed, held, or ran elsewhere); the real cycle ran out of time
-(NEGOTIATOR_MAX_TIME_*) before it reached that submitter or during its turn: compared
-within what the real cycle reached, the rest counted as out of time against our
-prediction (`time_limits`). Those changes move slots between submitters: the real cycle
-gives a slot taken by a new job to it rather than to the submitter ours gave it to, and
-a slot ours gave a removed job to someone else. So a residual excess on one side is
-explained by displaced slots, up to the number of directly explained matches of the
-other kind ("displaced by ..."). A real cycle that counted another number of candidate
-slots than our snapshot (the pool's size changed: slots came or went) explains the
-residual of the submitters whose limits differ. What remains is *unexplained*.
+(NEGOTIATOR_MAX_TIME_*) before it reached that submitter or during its turn (the
+turn the deadline cut is the last one the cycle matched for): compared within what the
+real cycle reached, the rest counted as out of time against our prediction
+(`time_limits`). Those changes move slots between submitters: the real cycle gives a
+slot taken by a new job to it rather than to the submitter ours gave it to, and a slot
+ours gave a removed job to someone else. So a residual excess is explained by displaced
+slots ("displaced by ..."), a slot a change, and only where the change reaches: within
+the accounting groups of the submitters it names (those either side matched on its
+slot, its slot's claimant), and into another group only as far as that group's total
+differs, against a group of the change's that differs the other way (`_displace`). A
+real cycle that counted another number of candidate slots than our snapshot (the pool's
+size changed: slots came or went) explains a residual as far as it moved the
+submitter's limit (`_size_explains`). What remains is *unexplained*.
 
 `unexplained_agreement` is `count_agreement` with the explained differences taken as
 agreeing: 1 - max(residual real excess, residual shadow excess) / max(real, shadow). With
@@ -39,6 +43,7 @@ Plain data in and out: no I/O, no clock.
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -59,14 +64,16 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
            free_cpus: Mapping[str, float] | None = None,
            recent: Mapping[str, int] | None = None,
            entered: Mapping[str, int] | None = None,
-           captured: int | None = None) -> dict[str, Any]:
+           captured: int | None = None,
+           owners: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What `explain` needs of one snapshot, as plain JSON-able data: the submitters with
     idle jobs (name -> idle jobs), each submitter's idle job ids ("Cluster.Proc") kept as
     proc ranges per cluster, the slots by name (True: claimed), our candidate slots,
     when the collector last heard from each slot (its LastHeardFrom, when known), each
     partitionable slot's free cores (its Cpus), and the idle jobs that entered their
     status in the last seconds before the capture (job id -> EnteredCurrentStatus), when
-    each slot entered its state (EnteredCurrentState) and when the snapshot was taken."""
+    each slot entered its state (EnteredCurrentState), when the snapshot was taken and
+    whose each claimed slot was (its submitter: where a claim that ends moves a slot)."""
     jobs: dict[str, dict[str, list[list[int]]]] = {}
     for name, ids in idle_jobs.items():
         by_cluster: dict[str, list[int]] = defaultdict(list)
@@ -90,6 +97,8 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
         out["entered"] = {k: int(v) for k, v in entered.items()}
     if captured is not None:
         out["captured"] = int(captured)
+    if owners:
+        out["owners"] = {k: str(v) for k, v in owners.items() if v}
     return out
 
 
@@ -114,22 +123,40 @@ def has_job(d: Mapping[str, Any], submitter: str, job: str) -> bool:
                .get(c, ()))
 
 
-def _idle_anywhere(d: Mapping[str, Any], job: str) -> bool:
-    return any(has_job(d, s, job) for s in (d.get("jobs") or {}))
+class _IdleAnywhere:
+    """Whether a digest had a job idle for any submitter: its idle jobs' proc ranges by
+    cluster, across submitters, made once (asked of each of our matches, at 100,000
+    matches and 1,000 submitters a submitter at a time took minutes)."""
+
+    def __init__(self, d: Mapping[str, Any]):
+        self.ranges: dict[str, list] = defaultdict(list)
+        for by_cluster in (d.get("jobs") or {}).values():
+            for c, rs in (by_cluster or {}).items():
+                self.ranges[c].extend(rs)
+
+    def __call__(self, job: str) -> bool:
+        c, _, p = str(job).partition(".")
+        try:
+            proc = int(p)
+        except ValueError:
+            return False
+        return any(lo <= proc <= hi for lo, hi in self.ranges.get(c, ()))
 
 
 def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
             real_matches: Sequence[MatchEntry], shadow_matches: Sequence[MatchEntry],
             before: Mapping[str, Any] | None, after: Mapping[str, Any] | None = None,
             cycle: RealCycle | None = None,
-            predicted: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            predicted: Mapping[str, Any] | None = None,
+            groups: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Each disagreeing submitter of a compared cycle, classified.
 
     `per_submitter`: the comparison's rows (real and shadow counts, limits); `real_matches`
     the real cycle's MatchLog matches (its window only); `shadow_matches` the compared
     pass's; `before` the compared pass's digest (None: not kept, e.g. the loop restarted:
     only what the rows say is used); `after` the comparing pass's; `cycle` the real
-    cycle; `predicted` our pass's time-limit prediction (core.time_limits).
+    cycle; `predicted` our pass's time-limit prediction (core.time_limits); `groups`
+    each submitter's accounting group (None: one group for all).
 
     Returns {"disagreements": [{"submitter", "real", "shadow", "class", "changes",
     "unexplained"}], "changes": [every change seen, named, even where counts agree],
@@ -143,6 +170,14 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     real_jobs = {(m.submitter, m.job) for m in real_matches}
     cut = bool(cycle is not None and (cycle.submitters_out_of_time or cycle.schedds_out_of_time))
     out_subs = set(cycle.submitters_out_of_time) if cycle is not None else set()
+    # the submitter whose turn a schedd's deadline cut: a schedd out of time is named
+    # (ScheddsOutOfTime) as the cycle skips its later turns; the turn running as its time
+    # ran out ends early, unnamed ("Reached deadline ... stopping" in the NegotiatorLog).
+    # It is the last the cycle matched for (the MatchLog's order). (A turn cut by its
+    # submitter's own deadline is named: the next spin skips that submitter.)
+    last = None
+    if cycle is not None and cycle.schedds_out_of_time and real_matches:
+        last = max(enumerate(real_matches), key=lambda k: (k[1].time or 0, k[0]))[1].submitter
     pred_out = set((predicted or {}).get("submitters_out_of_time") or ())
     pred_not = set((predicted or {}).get("submitters_not_reached") or ())
     seen_subs = (before or {}).get("submitters")
@@ -152,6 +187,7 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     recent = (before or {}).get("recent") or {}
     start = cycle.time if cycle is not None else None
     on_pslot: Counter = Counter()
+    claimed_by_host = None
 
     def heard_late(slot: str) -> str | None:
         t = heard.get(slot)
@@ -161,7 +197,7 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
         return None
 
     # what the real cycle did that our snapshot could not foresee, match by match
-    real_expl: dict[str, list[str]] = defaultdict(list)
+    real_expl: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for name, ms in real_by.items():
         idle = seen_subs.get(name, 0) if seen_subs is not None else None
         for k, m in enumerate(ms):
@@ -186,12 +222,15 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                            "core(s) in our snapshot, the real cycle matched it "
                            f"{on_pslot[m.slot]} time(s) (a dynamic slot released since)")
             if why is None and slots_before is not None and after is not None:
-                why = _released_child(m.slot, slots_before, after.get("slots") or {})
+                if claimed_by_host is None:
+                    claimed_by_host = _claimed_by_host(slots_before)
+                why = _released_child(m.slot, claimed_by_host, after.get("slots") or {})
             why = why or heard_late(m.slot)
             if why:
-                real_expl[name].append(why)
+                real_expl[name].append((why, m.slot))
     # what ours did that the real pool no longer allowed
-    shadow_expl: dict[str, list[str]] = defaultdict(list)
+    idle_after = _IdleAnywhere(after) if after is not None else None
+    shadow_expl: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for name, ms in shadow_by.items():
         for m in ms:
             why = heard_late(m.slot)
@@ -200,17 +239,18 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                 why = (f"job {m.job} of {name} became idle at {t}, as or after the real "
                        f"cycle began ({start}): our capture saw it later")
             if why is None and after is not None and (name, m.job) not in real_jobs \
-                    and not _idle_anywhere(after, m.job):
+                    and not idle_after(m.job):
                 why = (f"job {m.job} of {name} left the queue after our capture (removed, "
                        "or no longer idle)")
             if why:
-                shadow_expl[name].append(why)
+                shadow_expl[name].append((why, m.slot))
     # claims that ended between our capture and the cycle without a match on their slot:
     # the submitter's and its group's usage changed, and with it who comes first
     ended = (_claims_ended(before, after, start) + _jobs_arrived(before, after, start)
              + _slots_heard_changed(before, after, start))
-    changes = sorted({w for ws in real_expl.values() for w in ws}
-                     | {w for ws in shadow_expl.values() for w in ws} | set(ended))
+    changes = sorted({w for ws in real_expl.values() for w, _ in ws}
+                     | {w for ws in shadow_expl.values() for w, _ in ws}
+                     | {c[0] for c in ended})
     size_changed = None
     if (cycle is not None and cycle.candidate_slots is not None and before is not None
             and before.get("candidate_slots") is not None
@@ -233,45 +273,36 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
         if r > s:
             direct = real_expl.get(name, [])
             got = min(r - s, len(direct))
-            named += direct[:got]
+            named += [w for w, _ in direct[:got]]
             residual = r - s - got
         else:
             direct = shadow_expl.get(name, [])
             got = min(s - r, len(direct))
-            named += direct[:got]
+            named += [w for w, _ in direct[:got]]
             residual = s - r - got
-            if residual and cut and (name in out_subs or r == 0):
-                pred = ("predicted" if name in pred_out or name in pred_not
-                        else "not predicted")
+            if residual and cut and (name in out_subs or r == 0 or name == last):
+                pred = ("predicted by ours" if name in pred_out or name in pred_not
+                        else "not predicted by ours" if predicted
+                        else "ours made no time-limit prediction")
+                how = ("its turn cut" if name in out_subs
+                       else "not reached" if r == 0
+                       else "its turn cut: the last it matched for")
                 named.append(f"the real cycle ran out of time before serving {name} "
-                             f"({'its turn cut' if name in out_subs else 'not reached'}; "
-                             f"{pred} by ours)")
+                             f"({how}; {pred})")
                 residual = 0
         rows.append({"submitter": name, "real": r, "shadow": s, "named": named,
                      "residual": residual, "side": "real" if r > s else "shadow",
                      "direct": got})
 
-    # each change moves one slot: a slot freed, taken by a new job, or lost to the real
-    # cycle gives one submitter a match and may take one from another, on either side;
-    # the changes not spent on their own submitter's difference explain as many
-    # differences elsewhere ("displaced")
-    evidence = (sum(len(v) for v in real_expl.values())
-                + sum(len(v) for v in shadow_expl.values()) + len(ended))
-    spare = evidence - sum(x["direct"] for x in rows)
-    budget = {"real": spare + sum(x["direct"] for x in rows if x["side"] == "shadow"),
-              "shadow": spare + sum(x["direct"] for x in rows if x["side"] == "real")}
-    for x in rows:
-        take = min(x["residual"], budget[x["side"]])
-        if take:
-            budget[x["side"]] -= take
-            x["residual"] -= take
-            x["named"].append(f"{take} slot(s) displaced by the changes of this cycle")
+    _displace(rows, per_submitter, real_expl, shadow_expl, ended,
+              real_matches, shadow_matches, before, groups)
     if size_changed:
+        moved = abs(int(cycle.candidate_slots) - int(before["candidate_slots"]))
         for x in rows:
-            row = per_submitter[x["submitter"]]
-            if x["residual"] and (row.get("real_limit") != row.get("shadow_limit")
-                                  or row.get("real_at_share_limit")):
-                x["residual"] = 0
+            take = min(x["residual"], _size_explains(per_submitter[x["submitter"]], moved,
+                                                     int(before["candidate_slots"])))
+            if take:
+                x["residual"] -= take
                 x["named"].append(size_changed)
     disagreements = []
     unexplained = {"real": 0, "shadow": 0}
@@ -297,73 +328,207 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
             "unexplained_agreement": agreement}
 
 
+def _size_explains(row: Mapping[str, Any], moved: int, slots: int) -> int:
+    """How much of a submitter's difference a pool `moved` candidate slots larger or
+    smaller than our snapshot's `slots` explains: its limit's change, no more. Both
+    limits known (ours, and the real cycle's SubmitterLimit): their difference, rounded
+    up; only ours, with the real cycle stopping it at its share limit: its share of the
+    slots that came or went, rounded up. Nothing where the limits agree, or where
+    nothing says the limit bound it."""
+    real, ours = row.get("real_limit"), row.get("shadow_limit")
+    try:
+        if real is not None and ours is not None:
+            return max(0, math.ceil(abs(float(real) - float(ours)) - 1e-9))
+        lim = ours if ours is not None else real
+        if lim is None or not row.get("real_at_share_limit") or slots <= 0:
+            return 0
+        return max(0, math.ceil(moved * float(lim) / slots - 1e-9))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _displace(rows: list[dict[str, Any]], per_submitter: Mapping[str, Mapping[str, Any]],
+              real_expl: Mapping[str, Sequence[tuple[str, str]]],
+              shadow_expl: Mapping[str, Sequence[tuple[str, str]]],
+              ended: Sequence[tuple[str, str | None, set[str]]],
+              real_matches: Sequence[MatchEntry], shadow_matches: Sequence[MatchEntry],
+              before: Mapping[str, Any] | None, groups: Mapping[str, str] | None) -> None:
+    """The residual differences that changes of the pool explain by a slot they moved
+    between submitters ("displaced"), in place in `rows`.
+
+    A change moves at most one slot: a slot freed, taken by a new job, or lost to the real
+    cycle gives one submitter a match and may take one from another; a claim that ended or
+    a job that arrived changes who comes first, one slot's worth. A change spent on its own
+    submitter's difference may explain one difference of the other side elsewhere (the
+    slot a new job took was ours to give someone else); a change not spent so, one on each
+    side. And only where the change could reach (its *locus*: the submitters it names,
+    those either side matched on its slot, the claimant of its slot):
+
+    * within the locus's own accounting groups, where the change reorders the
+      submitters and their shares;
+    * in another group only as far as that group's total differs between the two cycles
+      in the direction of the difference, and a group of the locus differs the other way:
+      a change that moved a slot across groups (a group's demand or usage, and with it
+      the surplus it takes) shows on both groups' totals.
+
+    A change with no locus (a claim whose claimant the digest did not keep, a slot no one
+    matched) explains nothing elsewhere; nor does any change in a group whose totals agree
+    and that it does not reach: a difference there stays unexplained however many changes
+    the pool saw."""
+    if not any(x["residual"] for x in rows):
+        return
+    groups = groups or {}
+
+    def group(name: str) -> str:
+        return groups.get(name, "")
+
+    on_slot: dict[str, set[str]] = defaultdict(set)
+    for m in list(real_matches) + list(shadow_matches):
+        on_slot[m.slot].add(m.submitter)
+    owners = (before or {}).get("owners") or {}
+
+    def locus(name: str | None, slot: str | None) -> set[str]:
+        out = {name} if name else set()
+        if slot is not None:
+            out |= on_slot.get(slot, set())
+            if owners.get(slot):
+                out.add(owners[slot])
+        return out
+
+    spent = {(x["submitter"], x["side"]): x["direct"] for x in rows}
+    changes: list[dict[str, Any]] = []      # {why, groups, real, shadow}: what is left
+    for side, table in (("real", real_expl), ("shadow", shadow_expl)):
+        other = "shadow" if side == "real" else "real"
+        for name, items in table.items():
+            used = spent.get((name, side), 0)
+            for k, (why, slot) in enumerate(items):
+                changes.append({"why": why, "groups": {group(n) for n in locus(name, slot)},
+                                side: 0 if k < used else 1, other: 1})
+    for why, slot, who in ended:
+        names = set(who) | locus(None, slot)
+        changes.append({"why": why, "groups": {group(n) for n in names}, "real": 1,
+                        "shadow": 1})
+    delta: Counter = Counter()
+    for name, row in per_submitter.items():
+        if row.get("real") is not None:
+            delta[group(name)] += row["real"] - (row.get("shadow") or 0)
+    # what may cross into each group: its total's difference, in its direction
+    across = {g: abs(d) for g, d in delta.items() if d}
+    for x in rows:
+        if not x["residual"]:
+            continue
+        g, side = group(x["submitter"]), x["side"]
+        sign = 1 if side == "real" else -1
+        used: list[str] = []
+        for c in changes:
+            if not x["residual"]:
+                break
+            if not c[side]:
+                continue
+            if g in c["groups"]:
+                pass
+            elif (delta[g] * sign > 0 and across.get(g, 0) > 0
+                  and any(delta[h] * sign < 0 for h in c["groups"])):
+                across[g] -= 1
+            else:
+                continue
+            c[side] -= 1
+            x["residual"] -= 1
+            used.append(c["why"])
+        if used:
+            first = used[0]
+            x["named"].append(f"{len(used)} slot(s) displaced by the changes of this cycle "
+                              f"({first}" + (f", and {len(used) - 1} more)"
+                                             if len(used) > 1 else ")"))
+
+
 def _claims_ended(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-                  start: int | None) -> list[str]:
+                  start: int | None) -> list[tuple[str, str | None, set[str]]]:
     """The slots claimed in our snapshot that the next pass saw unclaimed since a time
-    after our capture and before the real cycle began (their EnteredCurrentState)."""
+    after our capture and before the real cycle began (their EnteredCurrentState): each
+    (the change, its slot, its claimant when the digest knew it)."""
     if not before or not after or start is None or before.get("captured") is None:
         return []
     was, now = before.get("slots") or {}, after.get("slots") or {}
     since = after.get("entered") or {}
     t0 = int(before["captured"])
-    return [f"the claim on slot {name} ended at {since[name]}, after our capture and before "
-            "the real cycle (its submitter's usage changed)"
+    owners = before.get("owners") or {}
+    return [(f"the claim on slot {name} ended at {since[name]}, after our capture and "
+             "before the real cycle (its submitter's usage changed)",
+             name, {owners[name]} if owners.get(name) else set())
             for name, claimed in sorted(was.items())
             if claimed and now.get(name) is False and name in since
             and t0 <= since[name] <= start]
 
 
 def _slots_heard_changed(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-                         start: int | None) -> list[str]:
+                         start: int | None) -> list[tuple[str, str | None, set[str]]]:
     """The slots whose claim or free cores differ between our snapshot and the next
     pass's, where the collector heard the new state (LastHeardFrom) after it last heard
-    the one we saw and no later than the real cycle began: the cycle saw the new one."""
+    the one we saw and no later than the real cycle began: the cycle saw the new one.
+    Each (the change, its slot, its claimants on either side when known)."""
     if not before or not after or start is None:
         return []
     was_heard, now_heard = before.get("heard") or {}, after.get("heard") or {}
     was, now = before.get("slots") or {}, after.get("slots") or {}
     was_free, now_free = before.get("free_cpus") or {}, after.get("free_cpus") or {}
+    owners = [before.get("owners") or {}, after.get("owners") or {}]
     out = []
     for name, t in sorted(now_heard.items()):
         if not (t <= start and t > was_heard.get(name, -1) and name in was and name in now):
             continue
+        who = {o[name] for o in owners if o.get(name)}
         if was[name] != now[name]:
-            out.append(f"slot {name} was {'claimed' if was[name] else 'unclaimed'} in our "
-                       f"snapshot, {'claimed' if now[name] else 'unclaimed'} when the "
-                       f"collector heard of it at {t}, before the real cycle")
+            out.append((f"slot {name} was {'claimed' if was[name] else 'unclaimed'} in our "
+                        f"snapshot, {'claimed' if now[name] else 'unclaimed'} when the "
+                        f"collector heard of it at {t}, before the real cycle", name, who))
         elif name in was_free and name in now_free and was_free[name] != now_free[name]:
-            out.append(f"partitionable slot {name} had {was_free[name]:g} free core(s) in "
-                       f"our snapshot, {now_free[name]:g} when the collector heard of it at "
-                       f"{t}, before the real cycle")
+            out.append((f"partitionable slot {name} had {was_free[name]:g} free core(s) in "
+                        f"our snapshot, {now_free[name]:g} when the collector heard of it "
+                        f"at {t}, before the real cycle", name, who))
     return out
 
 
 def _jobs_arrived(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None,
-                  start: int | None) -> list[str]:
+                  start: int | None) -> list[tuple[str, str | None, set[str]]]:
     """The jobs idle in the next pass's snapshot since a time after our capture and
     before the real cycle began (EnteredCurrentStatus) that our snapshot did not have
     idle: submitted (or back to idle) in between, they changed their submitter's demand
-    and its group's."""
+    and its group's. Each (the change, no slot, its submitter)."""
     if not before or not after or start is None or before.get("captured") is None:
         return []
     t0 = int(before["captured"])
-    return [f"job {job} became idle at {t}, after our capture and before the real cycle "
-            "(its submitter's demand changed)"
+    idle_before = _IdleAnywhere(before)
+    return [(f"job {job} became idle at {t}, after our capture and before the real cycle "
+             "(its submitter's demand changed)", None,
+             {s for s in (after.get("jobs") or {}) if has_job(after, s, job)})
             for job, t in sorted((after.get("recent") or {}).items())
-            if t0 <= t <= start and not _idle_anywhere(before, job)]
+            if t0 <= t <= start and not idle_before(job)]
 
 
-def _released_child(slot: str, before: Mapping[str, bool], after: Mapping[str, bool]
-                    ) -> str | None:
+def _claimed_by_host(before: Mapping[str, bool]) -> dict[str, list[tuple[str, str]]]:
+    """The slots claimed in our snapshot by host: host -> [(the name's part before '@',
+    the name)], made once for `_released_child` (asked of each real match: one pass
+    over 100,000 slots a match took minutes)."""
+    out: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for name, claimed in before.items():
+        if claimed:
+            p, a, h = name.partition("@")
+            if a:
+                out[h].append((p, name))
+    return out
+
+
+def _released_child(slot: str, claimed: Mapping[str, Sequence[tuple[str, str]]],
+                    after: Mapping[str, bool]) -> str | None:
     """A partitionable slot `slot` ("slotN@host") one of whose dynamic slots
-    ("slotN_M@host"), claimed in our snapshot, was gone or unclaimed by the next pass:
-    its resources came back to `slot` (a job ended)."""
+    ("slotN_M@host"), claimed in our snapshot (`claimed`: `_claimed_by_host`), was gone
+    or unclaimed by the next pass: its resources came back to `slot` (a job ended)."""
     part, at, host = slot.partition("@")
     if not at:
         return None
-    for name, claimed in before.items():
-        p, a, h = name.partition("@")
-        if claimed and a and h == host and p.startswith(part + "_") and not after.get(name):
+    for p, name in claimed.get(host, ()):
+        if p.startswith(part + "_") and not after.get(name):
             return (f"dynamic slot {name} of {slot} was released after our capture (its job "
                     "ended): its resources came back to the partitionable slot")
     return None
