@@ -1,3 +1,4 @@
+import itertools
 import math
 import shutil
 import time
@@ -54,6 +55,9 @@ XDIST_TOGETHER = {
 # the files (or groups) that take longest, started first, longest first, so that neither
 # worker is left with a long one at the end while the other has nothing (measured with
 # --durations; any file not named here comes after them, as pytest-xdist orders them).
+# The live files (tests/test_live_*.py: mostly waiting) and the others (mostly computing)
+# are handed out in turn, so that one worker's waits overlap the other's computing rather
+# than both computing at once on a machine busy with other work.
 # This only orders the run: every collected test runs, named here or not.
 XDIST_LONGEST_FIRST = [
     "tests/test_live_faults.py",
@@ -87,12 +91,18 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _assign_work_unit(self, node) -> None:
             # the work queue as schedule() built it (files with the most tests first),
-            # the longest units moved to its front, once, before the first is handed out
-            if not getattr(self, "_longest_first", False):
-                self._longest_first = True
-                for unit in reversed(XDIST_LONGEST_FIRST):
-                    if unit in self.workqueue:
-                        self.workqueue.move_to_end(unit, last=False)
+            # once, before the first unit is handed out: the longest units first, live
+            # and other units in turn
+            if not getattr(self, "_ordered", False):
+                self._ordered = True
+                rank = {unit: i for i, unit in enumerate(XDIST_LONGEST_FIRST)}
+                units = sorted(self.workqueue, key=lambda u: rank.get(u, len(rank)))
+                live = [u for u in units if u.startswith("tests/test_live_")]
+                other = [u for u in units if not u.startswith("tests/test_live_")]
+                order = [u for pair in itertools.zip_longest(live, other) for u in pair
+                         if u is not None]
+                for unit in reversed(order):
+                    self.workqueue.move_to_end(unit, last=False)
             super()._assign_work_unit(node)
 
     return Scheduling(config, log)
