@@ -501,6 +501,37 @@ def test_the_turn_a_schedds_deadline_cut_is_out_of_time():
                                 "c@x": "out of time"}
 
 
+def test_a_cycle_cut_by_max_time_per_cycle_is_out_of_time():
+    """NEGOTIATOR_MAX_TIME_PER_CYCLE names no submitter or schedd: the negotiator skips
+    every later turn and ends the one running at the deadline. A real cycle whose phases
+    took the limit (our prediction read it from the config) is cut: b, the last it
+    matched for, and c, never reached, are out of time; a stays unexplained. Phases short
+    of the limit (the rest of the cycle after them), or no limit known: not cut."""
+    jobs = {"a@x": ["1.0", "1.1", "1.2"], "b@x": ["2.0", "2.1", "2.2"], "c@x": ["3.0", "3.1"]}
+    before = pool({"a@x": 3, "b@x": 3, "c@x": 2}, jobs, free=FREE)
+    ours = [m("a@x", "1.0", FREE[0]), m("a@x", "1.1", FREE[1]), m("b@x", "2.0", FREE[2]),
+            m("b@x", "2.1", FREE[3]), m("b@x", "2.2", FREE[4]), m("c@x", "3.0", FREE[5]),
+            m("c@x", "3.1", FREE[6])]
+    real = [m("a@x", "1.0", FREE[0]), m("b@x", "2.0", FREE[2])]
+    limits = {"limits": {"NEGOTIATOR_MAX_TIME_PER_CYCLE": 60}, "submitters_out_of_time": [],
+              "schedds_out_of_time": [], "submitters_not_reached": []}
+    cut = RealCycle(time=100, end=162, duration=62.0, phase_durations=(1.0, 0.5, 0.5, 58.5))
+    c = run(ours, real, before, cycle=cut, time_limits=limits)
+    assert {d["submitter"]: d["class"] for d in c.disagreements} == {
+        "a@x": "unexplained", "b@x": "out of time", "c@x": "out of time"}
+    assert c.unexplained_agreement == pytest.approx(1 - 1 / 7)
+    short = RealCycle(time=100, end=162, duration=62.0, phase_durations=(1.0, 0.5, 0.5, 50.0))
+    for cycle, known in ((short, limits), (cut, {})):
+        assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=cycle,
+                                                        time_limits=known).disagreements} == {
+            "a@x": "unexplained", "b@x": "unexplained", "c@x": "unexplained"}
+    # without its phases, the whole duration counts
+    whole = RealCycle(time=100, end=162, duration=62.0)
+    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=whole,
+                                                    time_limits=limits).disagreements}[
+        "c@x"] == "out of time"
+
+
 class Counted(dict):
     """A digest's table that counts how often it is walked whole."""
 

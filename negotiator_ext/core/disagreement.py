@@ -168,15 +168,27 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     for m in shadow_matches:
         shadow_by[m.submitter].append(m)
     real_jobs = {(m.submitter, m.job) for m in real_matches}
-    cut = bool(cycle is not None and (cycle.submitters_out_of_time or cycle.schedds_out_of_time))
+    # a cycle that reached NEGOTIATOR_MAX_TIME_PER_CYCLE names no submitter or schedd: the
+    # negotiator skips every later turn ("skipped because MAX_TIME_PER_CYCLE ... exceeded")
+    # and the turn running at the deadline ends early. Known from its phases' time (else
+    # its whole duration) against the limit our pass's prediction read from the config.
+    max_cycle = ((predicted or {}).get("limits") or {}).get("NEGOTIATOR_MAX_TIME_PER_CYCLE")
+    ran = None
+    if cycle is not None:
+        ran = (sum(cycle.phase_durations) if None not in cycle.phase_durations
+               else cycle.duration)
+    cycle_cut = bool(max_cycle is not None and ran is not None and ran >= max_cycle)
+    cut = bool(cycle is not None and (cycle.submitters_out_of_time or cycle.schedds_out_of_time)
+               ) or cycle_cut
     out_subs = set(cycle.submitters_out_of_time) if cycle is not None else set()
     # the submitter whose turn a schedd's deadline cut: a schedd out of time is named
     # (ScheddsOutOfTime) as the cycle skips its later turns; the turn running as its time
     # ran out ends early, unnamed ("Reached deadline ... stopping" in the NegotiatorLog).
-    # It is the last the cycle matched for (the MatchLog's order). (A turn cut by its
-    # submitter's own deadline is named: the next spin skips that submitter.)
+    # It is the last the cycle matched for (the MatchLog's order), as is the turn running
+    # at NEGOTIATOR_MAX_TIME_PER_CYCLE. (A turn cut by its submitter's own deadline is
+    # named: the next spin skips that submitter.)
     last = None
-    if cycle is not None and cycle.schedds_out_of_time and real_matches:
+    if cycle is not None and (cycle.schedds_out_of_time or cycle_cut) and real_matches:
         last = max(enumerate(real_matches), key=lambda k: (k[1].time or 0, k[0]))[1].submitter
     pred_out = set((predicted or {}).get("submitters_out_of_time") or ())
     pred_not = set((predicted or {}).get("submitters_not_reached") or ())
