@@ -63,6 +63,14 @@ def test_offer_cap():
     assert lim.offer_cap(shadows=150, in_transfer=0) == 0
     off = ScheddLimits(per_user_enabled=False, per_user=20, max_jobs_running=100)
     assert off.offer_cap(shadows=40, in_transfer=30) == 60
+    # and the knob that set it (the lesser; a tie is MAX_JOBS_RUNNING's)
+    assert lim.session(shadows=0, in_transfer=5) == (15, "MAX_CONCURRENT_UPLOADS_PER_USER")
+    assert lim.session(shadows=90, in_transfer=0) == (10, "MAX_JOBS_RUNNING")
+    assert lim.session(shadows=80, in_transfer=0) == (20, "MAX_JOBS_RUNNING")
+    assert lim.session(shadows=0, in_transfer=25) == (0, "MAX_CONCURRENT_UPLOADS_PER_USER")
+    assert off.session(shadows=150, in_transfer=0) == (0, "MAX_JOBS_RUNNING")
+    curbed = ScheddLimits(curbed=True)
+    assert curbed.session(shadows=0, in_transfer=0) == (0, "CURB_MATCHMAKING")
 
 
 def _counts(tmp_path, jobs, config, slots=40, acc=None):

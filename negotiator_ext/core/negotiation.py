@@ -387,8 +387,7 @@ class Negotiation:
         limits = view.limits(s.schedd)
         shadows = view.running.get(s.schedd, 0) + self.handed.get(s.schedd, 0)
         in_transfer = view.in_transfer.get((s.name, s.schedd), 0)
-        return (limits.offer_cap(shadows, in_transfer),
-                limits.cap_knob(shadows, in_transfer), shadows)
+        return (*limits.session(shadows, in_transfer), shadows)
 
     def _submitter_less(self, a: Submitter, b: Submitter) -> bool:
         """submitterLessThan (N2): EUP, [JobPrio desc], starvation, LastHeardFrom % 1009;

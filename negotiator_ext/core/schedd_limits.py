@@ -108,23 +108,19 @@ class ScheddLimits:
         """How many jobs one session offers (0: none, NO_MORE_JOBS at once).
         `shadows`: the schedd's running jobs plus the matches it was handed in this
         cycle; `in_transfer`: the submitter's jobs in the transfer queue."""
-        if self.curbed:
-            return 0
-        cap = max(self.max_jobs_running - shadows, 0)
-        limit = self.per_user_limit
-        if limit is not None:
-            cap = min(cap, limit - in_transfer)
-        return max(cap, 0)
+        return self.session(shadows, in_transfer)[0]
 
-    def cap_knob(self, shadows: int, in_transfer: int) -> str:
-        """The knob that sets `offer_cap` for these counts: CURB_MATCHMAKING,
-        MAX_CONCURRENT_UPLOADS_PER_USER (the per-user match limit) or MAX_JOBS_RUNNING."""
+    def session(self, shadows: int, in_transfer: int) -> tuple[int, str]:
+        """`offer_cap` and the knob that sets it: CURB_MATCHMAKING, MAX_JOBS_RUNNING
+        (less the shadows) or MAX_CONCURRENT_UPLOADS_PER_USER (the per-user match limit,
+        less the jobs in transfer), whichever is less."""
         if self.curbed:
-            return "CURB_MATCHMAKING"
+            return 0, "CURB_MATCHMAKING"
+        cap, knob = max(self.max_jobs_running - shadows, 0), "MAX_JOBS_RUNNING"
         limit = self.per_user_limit
-        if limit is not None and limit - in_transfer < max(self.max_jobs_running - shadows, 0):
-            return "MAX_CONCURRENT_UPLOADS_PER_USER"
-        return "MAX_JOBS_RUNNING"
+        if limit is not None and limit - in_transfer < cap:
+            cap, knob = limit - in_transfer, "MAX_CONCURRENT_UPLOADS_PER_USER"
+        return max(cap, 0), knob
 
 
 @dataclass
