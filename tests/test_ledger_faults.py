@@ -24,7 +24,6 @@ import os
 import re
 import shutil
 import sqlite3
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -34,6 +33,7 @@ from negotiator_ext.cli import main
 from negotiator_ext.errors import InputError
 from negotiator_ext.shadow import ShadowLoop
 from negotiator_ext.shadow_state import ShadowSettings
+from tmpfs import fill, system, tmpfs
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "hgq_nested_hep_lep_surplus"
@@ -69,15 +69,6 @@ def example_ledger(tmp_path, config, capsys) -> Path:
     return path
 
 
-def _system(*argv: str) -> str | None:
-    """Run mount/umount: None when it worked, else why not (one line)."""
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    return None if r.returncode == 0 else " ".join((r.stderr or f"exit {r.returncode}").split())
-
-
 def _writable(d: Path) -> bool:
     probe = d / ".probe"
     try:
@@ -101,13 +92,13 @@ def read_only(tmp_path):
         d = tmp_path / name
         d.mkdir()
         if os.geteuid() == 0:
-            why = _system("mount", "-t", "tmpfs", "tmpfs", str(d))
+            why = system("mount", "-t", "tmpfs", "tmpfs", str(d))
             if why:
                 pytest.skip(f"root, but cannot mount a tmpfs: {why}")
             mounts.append(d)
             for f in files:
                 shutil.copy(f, d)
-            why = _system("mount", "-o", "remount,ro", str(d))
+            why = system("mount", "-o", "remount,ro", str(d))
             if why:
                 pytest.skip(f"cannot remount a tmpfs read-only: {why}")
         else:
@@ -122,8 +113,8 @@ def read_only(tmp_path):
 
     yield make
     for d in mounts:
-        if _system("umount", str(d)):
-            _system("umount", "-l", str(d))
+        if system("umount", str(d)):
+            system("umount", "-l", str(d))
     for d in chmodded:
         d.chmod(0o755)
 
@@ -132,23 +123,9 @@ def read_only(tmp_path):
 def full_dir(tmp_path):
     """A directory on a full file system: a 64 KiB tmpfs (root only), filled up, and
     unmounted at teardown. Skips, saying why, elsewhere."""
-    if os.geteuid() != 0:
-        pytest.skip("a full file system needs root (a tiny tmpfs)")
-    d = tmp_path / "full"
-    d.mkdir()
-    why = _system("mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(d))
-    if why:
-        pytest.skip(f"root, but cannot mount a tmpfs: {why}")
-    try:
-        with open(d / "filler", "wb") as f:
-            while True:
-                f.write(b"\0" * 4096)
-                f.flush()
-    except OSError as exc:
-        assert exc.errno == errno.ENOSPC
-    yield d
-    if _system("umount", str(d)):
-        _system("umount", "-l", str(d))
+    with tmpfs(tmp_path / "full", "64k") as d:
+        fill(d)
+        yield d
 
 
 def _comparisons_of(ledger: Path, uuid: str) -> int:
@@ -382,25 +359,12 @@ def test_a_full_file_system_is_worth_trying_again(tmp_path):
     reports the write-ahead log's -shm file that cannot grow as an I/O error), nothing
     of it is written, and the error is transient (a loop tries again); with room again
     the same pass goes in. Its database size limit is another matter: lasting."""
-    if os.geteuid() != 0:
-        pytest.skip("a full file system needs root (a small tmpfs)")
-    d = tmp_path / "fs"
-    d.mkdir()
-    why = _system("mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(d))
-    if why:
-        pytest.skip(f"root, but cannot mount a tmpfs: {why}")
-    try:
+    with tmpfs(tmp_path / "fs", "2m") as d:
         from test_ledger import full_pass
         url = str(d / "ledger.sqlite")
         with open_ledger(url) as led:
             led.record_pass(full_pass("before", started_at=100.0))
-        filler = d / "filler"
-        try:
-            with open(filler, "wb", buffering=0) as f:
-                while True:
-                    f.write(b"\0" * 65536)
-        except OSError as exc:
-            assert exc.errno == errno.ENOSPC
+        filler = fill(d)
         with pytest.raises(InputError) as e:
             with open_ledger(url) as led:
                 led.record_pass(full_pass("during", started_at=200.0, n_submitters=500))
@@ -412,9 +376,6 @@ def test_a_full_file_system_is_worth_trying_again(tmp_path):
             assert [p["uuid"] for p in led.passes()] == ["before"] and led.verify() == []
             led.record_pass(full_pass("during", started_at=200.0, n_submitters=500))
             assert [p["uuid"] for p in led.passes()] == ["before", "during"]
-    finally:
-        if _system("umount", str(d)):
-            _system("umount", "-l", str(d))
 
 
 # ---------------------------------------------------------------- recommend --script

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tmpfs import fill, system, tmpfs
+
 pytestmark = pytest.mark.live
 
 
@@ -399,35 +401,11 @@ def test_a_frozen_negotiator_during_the_config_read(clean_pool, tmp_path):
 
 # ---------------------------------------------------------------- a full file system
 
-def _system(*argv: str) -> str | None:
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
-    return None if r.returncode == 0 else " ".join((r.stderr or f"exit {r.returncode}").split())
-
-
 @pytest.fixture
 def small_fs(tmp_path):
     """tmp_path/state on a tmpfs of 8 MiB (root only; skips, saying why, elsewhere)."""
-    if os.geteuid() != 0:
-        pytest.skip("a full file system needs root (a small tmpfs)")
-    d = tmp_path / "state"
-    d.mkdir()
-    why = _system("mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(d))
-    if why:
-        pytest.skip(f"root, but cannot mount a tmpfs: {why}")
-    yield d
-    if _system("umount", str(d)):
-        _system("umount", "-l", str(d))
-
-
-def _fill(d: Path) -> Path:
-    filler = d / "filler"
-    try:
-        with open(filler, "wb", buffering=0) as f:
-            while True:
-                f.write(b"\0" * 65536)
-    except OSError as exc:
-        assert exc.errno == 28, exc            # ENOSPC
-    return filler
+    with tmpfs(tmp_path / "state", "8m") as d:
+        yield d
 
 
 def test_a_full_file_system_under_the_ledger_and_snapshots(clean_pool, small_fs, tmp_path):
@@ -438,7 +416,7 @@ def test_a_full_file_system_under_the_ledger_and_snapshots(clean_pool, small_fs,
     lp = Loop(pool, tmp_path)
     try:
         lp.wait_passes(lambda p: p, 60, "a pass")
-        filler = _fill(small_fs)
+        filler = fill(small_fs)
         pool.wait_for(lambda: "is full" in lp.err(), 30, "the loop to find the disk full")
         time.sleep(3)                               # more passes, full
         assert lp.proc.poll() is None               # the loop goes on
@@ -577,19 +555,12 @@ def test_a_loop_on_a_read_only_ledger_or_one_it_cannot_make_stops_in_one_line(
     """A loop whose ledger is on a read-only file system, or whose ledger directory is
     missing and cannot be made there: one line naming it, exit status 2, nothing
     written (lasting: not tried again pass after pass)."""
-    if os.geteuid() != 0:
-        pytest.skip("a read-only file system needs root (a tmpfs remounted read-only)")
     pool = clean_pool
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    why = _system("mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(ro))
-    if why:
-        pytest.skip(f"root, but cannot mount a tmpfs: {why}")
-    try:
+    with tmpfs(tmp_path / "ro", "4m", "a read-only file system") as ro:
         from negotiator_ext.adapters.ledger import open_ledger
         with open_ledger(str(ro / "ledger.sqlite")):
             pass                                    # an empty ledger, closed
-        why = _system("mount", "-o", "remount,ro", str(ro))
+        why = system("mount", "-o", "remount,ro", str(ro))
         if why:
             pytest.skip(f"cannot remount a tmpfs read-only: {why}")
         cases = [(ro / "ledger.sqlite",
@@ -607,6 +578,4 @@ def test_a_loop_on_a_read_only_ledger_or_one_it_cannot_make_stops_in_one_line(
             assert err.count("\n") == 1 and err.startswith(f"negotiator-ext: error: {message}"), err
             assert "Traceback" not in err
         assert sorted(os.listdir(ro)) == ["ledger.sqlite"]
-    finally:
-        if _system("umount", str(ro)):
-            _system("umount", "-l", str(ro))
+
