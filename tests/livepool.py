@@ -306,6 +306,10 @@ class LivePool:
         if changed:
             self.tool("condor_reconfig")
             time.sleep(2)
+        # every daemon's ad in the collector again: a test that restarted the collector
+        # leaves it without the schedd's until the schedd next advertises, and a loop's
+        # capture then sees no schedd at all
+        self.wait_for(self.daemons_up, 90, "the pool's daemons' ads in the collector")
 
     # -- jobs ------------------------------------------------------------------------------
 
