@@ -96,7 +96,11 @@ def accountant(pool) -> str:
 
 
 def passes(ledger) -> list[tuple[str, str]]:
+    """The ledger's passes, oldest first (none while the loop is still making its
+    tables: the file exists a moment before they do)."""
     with sqlite3.connect(ledger) as db:
+        if not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'passes'").fetchone():
+            return []
         return db.execute("SELECT status, reason FROM passes ORDER BY started_at").fetchall()
 
 
