@@ -472,15 +472,15 @@ def test_round_robin_times_are_carried_from_cycle_to_cycle(tmp_path, monkeypatch
     the negotiator keeps them (HgqOutcome.rr_times)."""
     import negotiator_ext.cycle as cycle_mod
     seen = []
-    original = cycle_mod.run_cycle
+    original = cycle_mod.decide
 
-    def spy(pool, now=None, rr_times=None):
+    def spy(inp, rr_times=None):
         seen.append(dict(rr_times or {}))
-        result = original(pool, now, rr_times)
+        result = original(inp, rr_times)
         seen.append(("out", dict(result.rr_times)))
         return result
 
-    monkeypatch.setattr(cycle_mod, "run_cycle", spy)
+    monkeypatch.setattr(cycle_mod, "decide", spy)
     sc = dataclasses.replace(load_scenario(SCENARIOS / "round-robin-starvation" / "scenario.yaml"),
                              span=180)
     with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
@@ -593,7 +593,7 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     pool_of = sim_mod.Simulation._pool
     rows_of = sim_mod.Simulation._slot_rows
 
-    def check(sim, t):
+    def check(sim, t, *more):
         for s in sim.pool.slots:
             for x in [s] + s.children:
                 b = x._ad
@@ -616,7 +616,7 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
                     x.partitionable and x.cpus >= sim.least_cpus) or (
                     not x.partitionable and x.job is None)]
                 counts["rows"] += 1
-        return pool_of(sim, t)
+        return pool_of(sim, t, *more)
 
     def every_row(sim):
         got = rows_of(sim)

@@ -163,6 +163,15 @@ class JobQueue:
     prios: dict[str, int] | None = None
     # the last negotiation's offers ended because the schedd's count was used up (M7)
     capped: bool = False
+    # How far the cycle's request lists went into `jobs` (indices; -1: nowhere): a
+    # caller that offered only the first jobs of a class knows from them whether the
+    # others could have been asked for. `started`: the first job of the furthest run
+    # sent; `used_up`: the last job of the furthest run whose count the negotiator used
+    # up, where the run's length (not the schedd's limit, M7) set that count
+    started: int = -1
+    used_up: int = -1
+    _run: tuple = (-1, -1)
+    _by_length: bool = False
 
     def _outside(self, prio_range) -> set[str]:
         """The jobs a negotiation restricted to `prio_range` (JOBPRIO_MIN, _MAX) does not
@@ -177,15 +186,32 @@ class JobQueue:
         autocluster, leaving out `skip`. Lazy: jobs matched on one run are seen before
         the next is built."""
         run: list = []
-        for entry in self.jobs:
+        first = last = -1
+        for i, entry in enumerate(self.jobs):
             if entry[0] in self.matched or entry[0] in skip:
                 continue
             if run and run[0][1] != entry[1]:
+                self._sent(first, last)
                 yield run
                 run = []
+            if not run:
+                first = i
             run.append(entry)
+            last = i
         if run:
+            self._sent(first, last)
             yield run
+
+    def _sent(self, first: int, last: int) -> None:
+        self._run = (first, last)
+        if first > self.started:
+            self.started = first
+
+    def run_used_up(self) -> None:
+        """The negotiator matched the last run sent as many times as its count."""
+        if self._by_length and self._run[1] > self.used_up:
+            self.used_up = self._run[1]     # (a count the schedd's limit set is the same
+                                            # for a longer run)
 
     def offers(self, rejected: set[int], schedd: str, submitter: str, cap: int | None,
                batch: int, offered: list[int], prio_range=None):
@@ -206,6 +232,7 @@ class JobQueue:
             ac = r[0][1]
             if left is None:
                 if ac not in rejected:
+                    self._by_length = True
                     yield self._request(r, schedd, submitter), len(r)
                 continue
             if batch <= 1:
@@ -215,6 +242,7 @@ class JobQueue:
                 if left <= 0:
                     self.capped = True
                     return
+                self._by_length = len(r) < left
                 yield self._request(r, schedd, submitter), min(len(r), left)
                 continue
             if sent == batch:
@@ -223,6 +251,7 @@ class JobQueue:
                 continue
             sent += 1
             count = min(len(r), left)
+            self._by_length = count < left
             left -= count
             if ac not in rejected:
                 yield self._request(r, schedd, submitter), count

@@ -471,6 +471,8 @@ class Negotiation:
                 # expected to fit into what it matched as offered (they stay idle, for
                 # the schedd to start there; a later session offers them again)
                 left -= jobs_in_slot(req.ad, slot.ad) if cfg.depth_first else 1
+            else:
+                s.queue.run_used_up()
         if s.queue.capped:
             self.schedd_stops[(s.name, s.schedd)] = session
         if used >= limit or limited_by_limit:

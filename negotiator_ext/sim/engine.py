@@ -27,7 +27,11 @@ accountant's, and there is nothing to compare.
 
 Speed: the schedd only needs to offer as many idle jobs as could start this cycle (a
 submitter's first `free cpus` jobs in its queue order; all of them when preemption is
-possible), and the submitter ads carry the true counts. When no claimed slot can be
+possible), and the submitter ads carry the true counts. Fewer still: of each job class,
+twice what the submitter matched the cycle before (at least `_OFFER_LIMIT_MIN`); a cycle
+whose requests reached the last job offered of a class cut short is run again with
+every job (`_short_queues` says when the shorter queue decided as the whole one would
+have, from how far `JobQueue.offers` went). When no claimed slot can be
 taken (no PREEMPTION_REQUIREMENTS and slots whose Rank cannot prefer another job), the
 claimed slots are left out of the candidates the matchmaker sees while still counting in
 the pool's size and the accountant (`Pool.all_slot_ads`); the result is the same.
@@ -164,6 +168,13 @@ class Simulation:
         self.last_quotas: dict = {}  # the last cycle's group quotas and pool size
         self.last_pool_weight = 0.0
         self._offered: dict[tuple[str, str], SimJob] = {}
+        # a schedd offers a cycle at most `offer_limits` jobs of each class of a
+        # submitter ((submitter, schedd) -> the limit; _OFFER_LIMIT_MIN if not there): a
+        # cycle whose request lists reached the end of a class's jobs is run again with
+        # them all (`offer_retries` counts those)
+        self.offer_limits: dict[tuple[str, str], int] = {}
+        self.offer_retries = 0
+        self._cut: dict[tuple[str, str], set[str]] = {}
         self._rows: _PoolRows | None = None
         self._store: TextStore | None = None
         self._store_gen = 0
@@ -259,7 +270,7 @@ class Simulation:
             self.pending = []
 
     def step(self, t: int) -> None:
-        from ..cycle import run_cycle
+        from ..cycle import decide, prepare_cycle, run_cycle
         p = self.pool
         if p.claim_worklife is None and not p.removals:
             p.finish_until(t)
@@ -270,9 +281,31 @@ class Simulation:
             p.advance(t, self.arrivals)
         while self.changes and self.sc.start + self.changes[0].at <= t:
             self._change(self.changes.pop(0), t)
-        pool = self._pool(t)
+        rows = self._slot_rows()
+        pool = self._pool(t, rows, self.offer_limits if self.shortcuts else None)
         started = _time.perf_counter()
-        result = run_cycle(pool, t, self.rr_times)
+        inp = prepare_cycle(pool, t)
+        result = decide(inp, self.rr_times)
+        short = _short_queues(inp.queues, self._cut) if self._cut else ()
+        if short:
+            # a request list reached the end of what a class was offered: the cycle
+            # again with every job the schedds would offer
+            self.offer_retries += 1
+            pool = self._pool(t, rows, None)
+            result = run_cycle(pool, t, self.rr_times)
+        if self.shortcuts:
+            # next cycle: twice what each queue had matched, four times the limit that
+            # fell short
+            matched: dict[tuple[str, str], int] = {}
+            for m in result.matches:
+                matched[(m.submitter, m.schedd)] = matched.get((m.submitter, m.schedd), 0) + 1
+            was = self.offer_limits
+            self.offer_limits = {
+                k: max(_OFFER_LIMIT_MIN, 2 * n,
+                       4 * was.get(k, _OFFER_LIMIT_MIN) if k in short else 0)
+                for k, n in matched.items()}
+            for k in short:
+                self.offer_limits.setdefault(k, 4 * was.get(k, _OFFER_LIMIT_MIN))
         duration = _time.perf_counter() - started
         # the Resource records are handed over, not copied: after the cycle only the pass
         # record reads the accountant, and the next cycle's accountant copies them
@@ -391,12 +424,17 @@ class Simulation:
         p.dirty.clear()
         return got
 
-    def _pool(self, t: int):
+    def _pool(self, t: int, rows: "_PoolRows | None" = None, offer: dict | None = None):
+        """The pool as the cycle at `t` sees it (`rows`: the slots' rows made for it).
+        `offer`: a schedd offers at most this many jobs of each class of a submitter
+        ((submitter, schedd) -> the number; _OFFER_LIMIT_MIN if not there), and `_cut`
+        lists the last job offered of each class cut short by it, per queue."""
         from ..adapters.snapshot import Snapshot
         from ..pool import Pool
         sc, p = self.sc, self.pool
         preempt = self._preemption_possible() or not self.shortcuts
-        rows = self._slot_rows()
+        if rows is None:
+            rows = self._slot_rows()
         flat = itertools.chain.from_iterable
         cols = list(flat(rows.segs))        # (ad, usage, pie weight, effective size) ...
         ads, usage = tuple(cols[0::4]), tuple(cols[1::4])
@@ -420,6 +458,7 @@ class Simulation:
         cap = min(int(math.ceil(free)), sum(rows.takes)) if not preempt else rows.all_cpus
         if not self.shortcuts:
             cap = 1 << 40                 # every idle job
+        self._cut: dict[tuple[str, str], set[str]] = {}
         # one text store from cycle to cycle, so that a waiting job's ad is interned once
         # (its row kept with it); made anew, with every row, once it holds many pairs
         store = self._store
@@ -440,7 +479,10 @@ class Simulation:
                 jobs = queues[schedd] = TextAds(store)
                 jobs.heads = []
             heads = jobs.heads
-            for job in p.idle_jobs((name, schedd), min(idle, cap)):
+            per_class = cap if offer is None else min(
+                cap, offer.get((name, schedd), _OFFER_LIMIT_MIN))
+            cut: list[SimJob] | None = [] if per_class < cap else None
+            for job in p.idle_jobs((name, schedd), min(idle, per_class), cut):
                 if job.row is not None and job.row_gen == gen:
                     jobs.add_row(job.row)
                 else:
@@ -452,6 +494,8 @@ class Simulation:
                     job.head = queue_head(view, Job(row, names, values))
                 heads.append(job.head)
                 self._offered[(schedd, job.id)] = job
+            if cut:
+                self._cut[(name, schedd)] = {job.id for job in cut}
             ad = classad2.ClassAd()
             ad["MyType"] = "Submitter"
             ad["Name"] = name
@@ -543,6 +587,36 @@ class Simulation:
 # modelled here (it has no transfer queue and starts a matched job at once).
 # how many shared pairs the engine's text store may hold before it is made anew
 _STORE_PAIRS = 400_000
+
+# the fewest jobs of each class a schedd offers a cycle (Simulation.offer_limits)
+_OFFER_LIMIT_MIN = 32
+
+
+def _short_queues(queues: dict, cut: dict) -> set[tuple[str, str]]:
+    """The queues for which a cycle that was offered only the first jobs of some
+    classes (`cut`: (submitter, schedd) -> the ids of the last job offered of each
+    class cut short) may have decided otherwise than with every job offered (none:
+    the cycle's decisions are those of the whole queues). The jobs left out of a class
+    all come after its last one offered (`b`) in the queue's order, so the queue up to
+    `b` is the same either way. The schedd's requests (`JobQueue.offers`: runs of
+    consecutive jobs of one autocluster) are the same up to the run holding `b`; that
+    run may be longer in the whole queue, with a larger count when its length set it,
+    which changes nothing unless the negotiator used up that count (what it leaves of
+    the schedd's limit, M7, is only read by the runs after it). So: no run after it
+    was sent, and its count, where its length set it, was not used up."""
+    short = set()
+    for key, ids in cut.items():
+        q = queues.get(key)
+        if q is None:
+            short.add(key)      # not offered as a queue of its own: not known
+            continue
+        if q.started < 0:
+            continue            # never asked
+        b = next((i for i, e in enumerate(q.jobs) if e[0] in ids), None)
+        if b is None or q.started > b or q.used_up >= b:
+            short.add(key)
+    return short
+
 
 _NO_SCHEDD_LIMITS = ScheddLimits(per_user_enabled=False, max_jobs_running=1 << 62)
 

@@ -489,11 +489,13 @@ class SimPool:
         c[1] += 1
         self._idle(job, -1)
 
-    def idle_jobs(self, key: tuple[str, str], k: int) -> list[SimJob]:
+    def idle_jobs(self, key: tuple[str, str], k: int,
+                  cut: list[SimJob] | None = None) -> list[SimJob]:
         """A submitter's idle jobs at a schedd that the schedd offers: the first `k` of
         each of its job classes (an autocluster), in the schedd's order (JobPrio, then
         submission). Each class gets its own `k`, so jobs that cannot match never hide
-        the ones behind them."""
+        the ones behind them. `cut`: the last job offered of each class that has more
+        idle jobs than `k` is appended to it."""
         if k <= 0:
             return []
         out: list = []
@@ -507,12 +509,16 @@ class SimPool:
             if n:
                 del q[:n]
             got = 0
+            last = None
             for e in q:
                 if e[2].status == 1:
-                    out.append(e)
-                    got += 1
                     if got >= k:
+                        if cut is not None:
+                            cut.append(last[2])
                         break
+                    out.append(e)
+                    last = e
+                    got += 1
         out.sort(key=lambda e: e[:2])
         return [e[2] for e in out]
 
