@@ -67,6 +67,8 @@ _VARIES = object()      # profile_slot: MY.Rank > MY.CurrentRank depends on the 
 
 _MISSING = object()
 
+_REACH = "reach"        # a slot memo's key for what names reach in the slot (Matcher._reach)
+
 
 _JOB_OWN = frozenset(("requirements", "rank", "concurrencylimits"))
 _JOB_REQ = frozenset(("requirements", "concurrencylimits"))
@@ -514,10 +516,19 @@ class Matcher:
         return got
 
     def _reach(self, s: Slot, names: frozenset) -> tuple:
-        """What `names` (job-reached slot names) reach in slot `s`: (names, texts)."""
+        """What `names` (job-reached slot names) reach in slot `s`: (names, texts), kept
+        in the slot's memo (it depends on the slot's texts alone)."""
+        memo = s.memo
+        if memo is not None:
+            got = memo.get((_REACH, names))
+            if got is not None:
+                return got
         get = s.texts.get
         seen = self._projector(names, self._reached)(get)
-        return seen, tuple(map(get, seen))
+        got = seen, tuple(map(get, seen))
+        if memo is not None:
+            memo[(_REACH, names)] = got
+        return got
 
     def _reach_id(self, s: Slot, names: frozenset) -> int:
         """`_reach` as an id, kept on the slot."""
