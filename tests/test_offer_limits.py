@@ -211,3 +211,17 @@ def test_a_queue_cut_after_the_furthest_run_sent_is_not_short():
     next(offers), next(offers)            # a run after the cut one was sent
     assert engine._short_queues({("u", "schedd"): q}, cut) == {("u", "schedd")}
     assert engine._short_queues({}, cut) == {("u", "schedd")}     # not known: short
+
+
+def test_a_cut_job_matched_inside_a_longer_run_is_short():
+    """The cut class's last job offered, then jobs of another class with the same
+    autocluster in one run: once the negotiator matched that job, the next it takes
+    from the run would be another in the whole queue (the cut class's next)."""
+    q = _queue([1, 1, 1, 2])
+    offers = _requests(q)
+    req, count = next(offers)
+    assert count == 3
+    cut = {("u", "schedd"): {"1.0"}}      # its class was cut after its first job
+    assert engine._short_queues({("u", "schedd"): q}, cut) == set()
+    q.matched.add("1.0")
+    assert engine._short_queues({("u", "schedd"): q}, cut) == {("u", "schedd")}

@@ -600,10 +600,12 @@ def _short_queues(queues: dict, cut: dict) -> set[tuple[str, str]]:
     all come after its last one offered (`b`) in the queue's order, so the queue up to
     `b` is the same either way. The schedd's requests (`JobQueue.offers`: runs of
     consecutive jobs of one autocluster) are the same up to the run holding `b`; that
-    run may be longer in the whole queue, with a larger count when its length set it,
-    which changes nothing unless the negotiator used up that count (what it leaves of
-    the schedd's limit, M7, is only read by the runs after it). So: no run after it
-    was sent, and its count, where its length set it, was not used up."""
+    run may be longer in the whole queue, and hold other jobs after `b`, with a larger
+    count when its length set it. That changes nothing while the negotiator, which
+    takes a run's jobs in order, has not matched `b` nor used up the count (what the
+    run leaves of the schedd's limit, M7, is only read by the runs after it). So: no
+    run after it was sent, `b` was not matched, and the run's count, where its length
+    set it, was not used up."""
     short = set()
     for key, ids in cut.items():
         q = queues.get(key)
@@ -613,7 +615,7 @@ def _short_queues(queues: dict, cut: dict) -> set[tuple[str, str]]:
         if q.started < 0:
             continue            # never asked
         b = next((i for i, e in enumerate(q.jobs) if e[0] in ids), None)
-        if b is None or q.started > b or q.used_up >= b:
+        if b is None or q.started > b or q.used_up >= b or not ids.isdisjoint(q.matched):
             short.add(key)
     return short
 
