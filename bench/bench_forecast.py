@@ -88,6 +88,7 @@ def main() -> None:
         started = sum(s["jobs_started"] for s in run.outcome.submitters)
         print(json.dumps({"forecast_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
                           "hours": hours, "cycles": run.cycles,
+                          "cycles_rerun": run.cycles_rerun,
                           "negotiator_matches": run.matches, "reused": run.reused,
                           "leftovers": run.by_leftovers, "jobs_started": started,
                           "arrivals": run.counts.get("arrivals"),

@@ -68,6 +68,8 @@ class ForecastRun:
     assumptions: list[str]
     warnings: list[str]
     wall: float
+    # cycles run a second time with every idle job offered (Simulation.offer_limits)
+    cycles_rerun: int = 0
 
 
 def check_knobs(knobs: dict, where: str = "--knob") -> None:
@@ -192,7 +194,8 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None) -> ForecastRun:
         reused=sim.pool.reused, by_leftovers=sim.pool.by_leftovers,
         claims_failed=sim.claims_failed, preemptions=report.preemptions,
         default_runtime=default_runtime, counts=counts, assumptions=assumptions,
-        warnings=warnings, wall=_time.perf_counter() - wall0)
+        warnings=warnings, wall=_time.perf_counter() - wall0,
+        cycles_rerun=sim.offer_retries)
 
 
 def _job_runs(sim: Simulation, jobs: list, end: int) -> list[JobRun]:
