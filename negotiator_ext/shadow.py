@@ -344,15 +344,19 @@ class _Pass:
         except InputError as exc:
             return [self.record_failed(f"snapshot unreadable: {exc.one_line()}",
                                        snapshot_dir=snap_dir)]
+        # the capture's ads are handed on, not kept here: the pass lets them go with its
+        # pool (before a re-prediction loads another)
+        held = [captured]
+        del captured
         if names == [None]:
-            return [self.run(snap_dir, captured, timings, capture_duration)]
+            return [self.run(snap_dir, held.pop(), timings, capture_duration)]
         out = []
         for i, name in enumerate(names):
             # each negotiator's pass its own (uuid, warnings); the capture's ads serve
             # the first only: a cycle marks the slot ads it reads
             one = self if i == 0 else _Pass(self.loop, self.ledger, self.replay, self.aligned)
             one.started = self.started
-            out.append(one.run(snap_dir, captured if i == 0 else None, dict(timings),
+            out.append(one.run(snap_dir, held.pop() if held else None, dict(timings),
                                capture_duration, name))
         return out
 
@@ -486,6 +490,9 @@ class _Pass:
             self.made = ()
             del pool, result, observed
             lap = time.perf_counter()
+            # the collector is paused for the pass (limits.paused_gc): what of them is
+            # held in cycles goes only with a collection
+            gc.collect()
             comparison = self.repredict(comparison, negotiator)
             timings["repredict"] = round(time.perf_counter() - lap, 3)
             rec = dataclasses.replace(rec, comparison=comparison, pass_timings=timings)
