@@ -699,10 +699,12 @@ class _Pass:
         priorities (`core.disagreement.accounting_time`: the NegotiatorLog's phase 2
         line, else the negotiator ad's phase 1 duration, else the cycle's start), as
         `core.compare.repredicted` classes them. Not re-run (the comparison says why):
-        the snapshot is gone or unreadable, or that time is not after our capture (the
-        same prediction)."""
+        NEGOTIATOR_EXT_REPREDICT is False, the snapshot is gone or unreadable, or that
+        time is not after our capture (the same prediction)."""
         from .core.compare import not_repredicted, repredicted
         from .core.disagreement import accounting_time
+        if not self.s.repredict:
+            return not_repredicted(comparison, "turned off (NEGOTIATOR_EXT_REPREDICT = False)")
         prev, cycle, real_subs, real_groups = self._compared
         snap_dir = prev.get("snapshot_dir")
         captured = int(prev["snapshot_time"])

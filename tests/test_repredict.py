@@ -166,7 +166,8 @@ def matchlog(path: Path, matches: list[tuple[str, str, str]], t: int = END) -> P
 REAL = [("2.0", BOB, "slot1@h"), ("2.1", BOB, "slot2@h")]     # bob first: both his
 
 
-def shadow_replay(tmp_path: Path, real=REAL, *, keep_first: bool = True, log: bool = True):
+def shadow_replay(tmp_path: Path, real=REAL, *, keep_first: bool = True, log: bool = True,
+                  config: str = ""):
     """Two replayed passes, each as a live loop would see the logs then: the pool at our
     capture (T; the logs up to an earlier cycle), then 60 s later (the logs with the real
     cycle of START in between). Returns the comparison of the first pass's cycle, as the
@@ -179,6 +180,9 @@ def shadow_replay(tmp_path: Path, real=REAL, *, keep_first: bool = True, log: bo
             "--matchlog", str(match_log)]
     if log:
         argv += ["--negotiator-log", str(neg_log)]
+    if config:          # the shadow's own knobs (a config file of its own)
+        (tmp_path / "condor_config").write_text(config)
+        argv += ["--config", str(tmp_path / "condor_config")]
     neg_log.write_text(earlier_cycle())
     match_log.write_text("")
     assert main(argv + ["--replay", str(before)]) == 0
@@ -221,6 +225,12 @@ def test_without_the_rerun_the_flip_is_unexplained(tmp_path, capsys):
     assert any(n.startswith("not re-predicted at phase 2: the compared snapshot")
                for n in c.notes)
     assert "not re-predicted at phase 2" in capsys.readouterr().out
+
+
+def test_the_rerun_turned_off(tmp_path):
+    c = shadow_replay(tmp_path, config="NEGOTIATOR_EXT_REPREDICT = False\n")
+    assert c.unexplained_agreement == 0.5
+    assert c.repredicted == {"skipped": "turned off (NEGOTIATOR_EXT_REPREDICT = False)"}
 
 
 def test_a_real_difference_of_rules_stays_unexplained(tmp_path):
