@@ -210,6 +210,9 @@ def test_a_flip_between_capture_and_phase_2_is_explained_by_the_rerun(tmp_path, 
     assert (r["at"], r["delta_t"], r["unexplained"], r["explained"], r["new_differences"],
             r["unexplained_agreement_before"]) == (PHASE2, 45, 2, 2, 0, 0.5)
     assert r["source"] == "the NegotiatorLog's phase 2 line" and r["seconds"] >= 0
+    assert any(n.startswith(f"re-predicted at phase 2: our cycle re-run at the real "
+                            f"accountant's update ({PHASE2}, +45 s from our capture; the "
+                            "NegotiatorLog's phase 2 line) explains 2 of 2") for n in c.notes)
     # the pass line says what was done
     out = capsys.readouterr().out.splitlines()
     assert "re-predicted at phase 2 (+45 s): 2 of 2 unexplained explained" in out[-1]

@@ -200,10 +200,11 @@ def repredicted(c: Comparison, counts: Mapping[str, int], *, captured: int, at: 
               "new_differences": len(got["new_differences"]),
               "unexplained_agreement_before": c.unexplained_agreement}
     note = (f"re-predicted at phase 2: our cycle re-run at the real accountant's update "
-            f"({at}, {int(at) - int(captured):+d} s from our capture; {source}) gives "
-            f"{k} of {n} unexplained submitter(s) their real count"
-            + (f"; it differs for {len(got['new_differences'])} submitter(s) the capture's "
-               "prediction had right" if got["new_differences"] else "")
+            f"({at}, {int(at) - int(captured):+d} s from our capture; {source}) explains "
+            f"{k} of {n} unexplained submitter(s) (it gives them their real count)"
+            + (f"; it gives {len(got['new_differences'])} submitter(s) the capture's "
+               "prediction had right another count (nothing explained in their groups)"
+               if got["new_differences"] else "")
             + (f" ({seconds:.1f} s)" if seconds is not None else ""))
     return dataclasses.replace(
         c, disagreements=tuple(got["disagreements"]),
