@@ -297,6 +297,7 @@ class _Pass:
         self.loop = loop
         self.aligned = aligned                  # the real cycle's start the capture follows
         self.digest: dict | None = None         # this pass's snapshot (core.disagreement)
+        self.acct_time: int | None = None       # the real accountant's LastUpdate read now
         self.s = loop.settings
         self.ledger = ledger
         self.replay = replay
@@ -431,6 +432,7 @@ class _Pass:
         from .adapters.observe import observe_pass, real_cycles
         observed = observe_pass(pool, result)
         subs, groups, acct_time = observed.submitters, observed.groups, observed.accountant_time
+        self.acct_time = acct_time          # when the compared cycle's update took (repredict)
         for w in observed.warnings:      # our cycle started such a record from scratch
             comparable = False
             self.partial(w)
@@ -696,8 +698,9 @@ class _Pass:
     def repredict(self, comparison, negotiator: str | None):
         """The comparison's unexplained differences against our cycle re-run on the
         compared pass's kept snapshot at the time the real accountant updated the
-        priorities (`core.disagreement.accounting_time`: the NegotiatorLog's phase 2
-        line, else the negotiator ad's phase 1 duration, else the cycle's start), as
+        priorities (`core.disagreement.accounting_time`: the Accounting ads' LastUpdate
+        when this pass's are the compared cycle's, else the NegotiatorLog's phase 2 line,
+        else the negotiator ad's phase 1 duration, else the cycle's start), as
         `core.compare.repredicted` classes them. Not re-run (the comparison says why):
         NEGOTIATOR_EXT_REPREDICT is False, the snapshot is gone or unreadable, or that
         time is not after our capture (the same prediction)."""
@@ -708,7 +711,7 @@ class _Pass:
         prev, cycle, real_subs, real_groups = self._compared
         snap_dir = prev.get("snapshot_dir")
         captured = int(prev["snapshot_time"])
-        at, source = accounting_time(cycle)
+        at, source = accounting_time(cycle, self.acct_time)
         if at <= captured:
             return not_repredicted(comparison, f"the real accountant's update ({at}, "
                                                f"{source}) is not after our capture "

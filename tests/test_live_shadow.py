@@ -398,7 +398,7 @@ def test_priorities_that_moved_before_the_real_accounting_are_explained(clean_po
     decays towards 0.5 (PRIORITY_HALFLIFE 30 s: they cross about 18 s after the update).
     A pass captures 2-3 s after the update, with flipa first; the real cycle runs 40 s
     later, with flipb first, and the counts differ. The pass after it re-runs our cycle on
-    the first pass's snapshot at the real cycle's phase 2 (its NegotiatorLog line): that
+    the first pass's snapshot at the real cycle's phase 2 (the accountant's update): that
     gives each the real count, so each difference is "pool changed" (the priorities
     moved), where without the re-run they were unexplained."""
     pool = clean_pool
@@ -448,7 +448,8 @@ def test_priorities_that_moved_before_the_real_accounting_are_explained(clean_po
     comp = after["comparison"]
     assert comp is not None and comp["shadow_pass"] == before["uuid"], comp
     again = comp["repredicted"]
-    assert again["source"] == "the NegotiatorLog's phase 2 line", again
+    # the pass after the cycle reads its update's own second in the Accounting ads
+    assert again["source"] == "the real accountant's LastUpdate after the cycle", again
     assert again["delta_t"] >= 35 and again["explained"] == again["unexplained"] >= 1, again
     assert again["unexplained_agreement_before"] < 1 and again["new_differences"] == 0
     assert comp["count_agreement"] < 1 and comp["unexplained_agreement"] == 1.0, comp

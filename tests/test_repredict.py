@@ -37,15 +37,15 @@ START, PHASE2, END = T + 40, T + 45, T + 46
 ALICE, BOB = f"alice@{DOMAIN}", f"bob@{DOMAIN}"
 
 
-def flip_pool(d: Path, captured_at: int = T) -> Path:
+def flip_pool(d: Path, captured_at: int = T, last_update: int = T) -> Path:
     jobs = [job(1, i, "alice") for i in range(4)] + [job(2, i, "bob") for i in range(4)]
     running = [job(3, i, "alice", JobStatus=2) for i in range(2)]
     slots = [slot("slot1@h"), slot("slot2@h")]
     slots += [claimed(f"slot{9 + i}@h", running[i], ALICE) for i in range(2)]
     acc = [accounting(ALICE, priority=0.5, factor=1.0, ResourcesUsed=2,
-                      WeightedResourcesUsed=2.0, LastUpdate=T, BeginUsageTime=T - 100,
-                      LastUsageTime=T),
-           accounting(BOB, priority=1.0, factor=1.0, LastUpdate=T)]
+                      WeightedResourcesUsed=2.0, LastUpdate=last_update,
+                      BeginUsageTime=T - 100, LastUsageTime=T),
+           accounting(BOB, priority=1.0, factor=1.0, LastUpdate=last_update)]
     return make_pool(d, slots=slots, jobs=jobs + running, accounting_ads=acc,
                      config="PRIORITY_HALFLIFE = 10\n", captured_at=captured_at)
 
@@ -62,10 +62,15 @@ def test_the_pool_flips_between_capture_and_phase_2(tmp_path):
 
 # ---- the phase 2 time -------------------------------------------------------------------
 
-def test_accounting_time_from_the_log_the_ad_or_the_start():
+def test_accounting_time_from_the_accountant_the_log_the_ad_or_the_start():
     log = RealCycle(time=100, end=130, duration=30.0, accounting_time=117,
                     phase_durations=(15.0, 1.0, 0.0, 14.0))
-    assert accounting_time(log) == (117, "the NegotiatorLog's phase 2 line")
+    # the Accounting ads' LastUpdate read after the cycle: the update's own second
+    assert accounting_time(log, 119) == (119, "the real accountant's LastUpdate after the "
+                                              "cycle")
+    # ... unless it is not this cycle's (a later cycle's, or one before it)
+    assert accounting_time(log, 140) == accounting_time(log, 99) == accounting_time(log) == (
+        117, "the NegotiatorLog's phase 2 line")
     ad = RealCycle(time=100, end=130, duration=30.0, phase_durations=(15.0, 1.0, 0.0, 14.0))
     assert accounting_time(ad) == (115, "the cycle's start and its phase 1 duration")
     bare = RealCycle(time=100, end=130, duration=30.0)
@@ -167,13 +172,13 @@ REAL = [("2.0", BOB, "slot1@h"), ("2.1", BOB, "slot2@h")]     # bob first: both 
 
 
 def shadow_replay(tmp_path: Path, real=REAL, *, keep_first: bool = True, log: bool = True,
-                  config: str = ""):
+                  config: str = "", updated: int = T):
     """Two replayed passes, each as a live loop would see the logs then: the pool at our
     capture (T; the logs up to an earlier cycle), then 60 s later (the logs with the real
     cycle of START in between). Returns the comparison of the first pass's cycle, as the
     ledger holds it."""
     before = flip_pool(tmp_path / "before", T)
-    after = flip_pool(tmp_path / "after", T + 60)
+    after = flip_pool(tmp_path / "after", T + 60, updated)
     ledger = tmp_path / "l.sqlite"
     neg_log, match_log = tmp_path / "NegotiatorLog", tmp_path / "MatchLog"
     argv = ["shadow", "--ledger", str(ledger), "--matchlog-timezone", "UTC",
@@ -217,6 +222,15 @@ def test_a_flip_between_capture_and_phase_2_is_explained_by_the_rerun(tmp_path, 
     out = capsys.readouterr().out.splitlines()
     assert "re-predicted at phase 2 (+45 s): 2 of 2 unexplained explained" in out[-1]
     assert "unexplained only 100%" in out[-1]
+
+
+def test_the_accountants_own_update_time_is_taken_when_it_is_the_cycles(tmp_path):
+    """The Accounting ads read after the cycle carry the second its update took
+    (LastUpdate), a moment after the log's Phase 2 line in a large pool: that one."""
+    c = shadow_replay(tmp_path, updated=PHASE2 + 1)
+    assert c.unexplained_agreement == 1.0
+    assert (c.repredicted["at"], c.repredicted["delta_t"], c.repredicted["source"]) == (
+        PHASE2 + 1, 46, "the real accountant's LastUpdate after the cycle")
 
 
 def test_without_the_rerun_the_flip_is_unexplained(tmp_path, capsys):

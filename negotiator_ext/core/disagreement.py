@@ -34,8 +34,8 @@ size changed: slots came or went) explains a residual as far as it moved the
 submitter's limit (`_size_explains`). What remains is *unexplained*.
 
 What `explain` leaves unexplained may be time rather than the pool's contents: our pass
-predicts the submitters' priorities at its capture, the real accountant updates them at
-its cycle's phase 2 (`accounting_time`), 15-22 s after the cycle's start at 100,000
+predicts the submitters' priorities at its capture, the real accountant updates them in
+its cycle's phase 2 (`accounting_time`), 15-30 s after the cycle's start at 100,000
 slots, and a capture that came earlier still (a pass at its interval) sees the
 priorities of an earlier moment. The shadow then runs our cycle once more on the
 compared pass's snapshot at that time, and `repredict` takes a submitter's difference as
@@ -570,12 +570,18 @@ def summary(disagreements: Sequence[Mapping[str, Any]]) -> Counter:
 
 # ---- the priorities' time: a re-prediction at the real accountant's update ---------------
 
-def accounting_time(cycle: RealCycle) -> tuple[int, str]:
-    """When the real cycle's accountant updated the priorities (UpdatePriorities, at the
-    start of its phase 2, after it read the collector), and where that comes from: the
-    NegotiatorLog's "Phase 2" line; else the cycle's start plus its phase 1
-    (LastNegotiationCyclePhase1Duration of the negotiator ad: phase 2 starts as phase 1
-    ends); else the cycle's start."""
+def accounting_time(cycle: RealCycle, reported: int | None = None) -> tuple[int, str]:
+    """When the real cycle's accountant updated the priorities (UpdatePriorities, early
+    in its phase 2, after it read the collector), and where that comes from: `reported`,
+    the LastUpdate of the Accounting ads read after the cycle, when it falls within the
+    cycle (the very second the update took, which the negotiator publishes); else the
+    NegotiatorLog's "Phase 2" line (written as phase 2 begins: the update follows once
+    the slots' significant attributes are computed, seconds later in a large pool); else
+    the cycle's start plus its phase 1 (LastNegotiationCyclePhase1Duration of the
+    negotiator ad: phase 2 starts as phase 1 ends); else the cycle's start."""
+    if (reported is not None and cycle.end is not None
+            and cycle.time <= reported <= cycle.end):
+        return int(reported), "the real accountant's LastUpdate after the cycle"
     if cycle.accounting_time is not None:
         return int(cycle.accounting_time), "the NegotiatorLog's phase 2 line"
     phase1 = cycle.phase_durations[0] if cycle.phase_durations else None
