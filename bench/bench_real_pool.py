@@ -39,7 +39,9 @@ Reported (stdout, and JSON with --json): the pool, the real cycle's figures, eac
 wall time, peak RSS, capture and cycle time, the machine's load as the timed steps began,
 and for each compared real cycle the comparison: the raw count agreement and the
 unexplained one, the disagreeing submitters counted by class (pool changed, out of
-time, unexplained; core/disagreement.py) and the unexplained ones named. Setup (advertising,
+time, unexplained; core/disagreement.py), what re-predicting the unexplained ones at
+the real accountant's update did (how many it explained, in how many seconds) and the
+ones left unexplained named. Setup (advertising,
 submitting, waiting for the schedd) is timed but not part of any figure. A benchmark,
 not a test; submitting 500,000 jobs takes minutes.
 """
@@ -508,7 +510,7 @@ def pass_summary(p: dict) -> dict:
         "comparison": {k: comp.get(k) for k in (
             "source", "real_matches", "shadow_matches", "agreed", "count_agreement",
             "agreed_equivalent", "equivalent_agreement", "real_duration",
-            "unexplained_agreement", "aligned")} if comp else None,
+            "unexplained_agreement", "aligned", "repredicted")} if comp else None,
         # each disagreeing submitter's class (core.disagreement), counted, and the
         # disagreements themselves (the changes named)
         "classes": dict(Counter(d.get("class") for d in comp.get("disagreements") or ()))
@@ -540,10 +542,22 @@ def explained(summary: dict, indent: str = "  ") -> str:
              f"{summary.get('submitters_equal_counts')}/{summary.get('submitters_compared')} "
              f"submitters equal; disagreeing submitters by class: "
              + (", ".join(f"{n} {k}" for k, n in sorted(classes.items())) or "none")]
+    again = c.get("repredicted") or {}
+    if again.get("skipped"):
+        lines.append(f"{indent}not re-predicted at phase 2: {again['skipped']}")
+    elif again:
+        lines.append(f"{indent}re-predicted at phase 2 ({again['delta_t']:+d} s from our "
+                     f"capture; {again['source']}): {again['explained']} of "
+                     f"{again['unexplained']} unexplained explained, unexplained agreement "
+                     f"before {again['unexplained_agreement_before']}; "
+                     f"{again['new_differences']} submitter(s) the capture had right differ "
+                     f"in the re-run; {again['seconds']} s")
     left = [d for d in summary.get("disagreements") or () if d.get("class") == "unexplained"]
     for d in left[:10]:
         lines.append(f"{indent}  unexplained: {d['submitter']} real {d['real']}, ours "
-                     f"{d['shadow']}, {d['unexplained']} unexplained; "
+                     f"{d['shadow']}"
+                     + (f" (at phase 2 {d['repredicted']})" if "repredicted" in d else "")
+                     + f", {d['unexplained']} unexplained; "
                      + "; ".join(d.get("changes") or ()))
     if len(left) > 10:
         lines.append(f"{indent}  ... and {len(left) - 10} more unexplained")

@@ -44,6 +44,7 @@ import uuid as uuidlib
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from .core.disagreement import unexplained_left
 from .core.records import MatchEntry, PassRecord, RealCycle, SubmitterObs
 from .errors import InputError
 from .limits import give_back_memory
@@ -296,6 +297,7 @@ class _Pass:
         self.loop = loop
         self.aligned = aligned                  # the real cycle's start the capture follows
         self.digest: dict | None = None         # this pass's snapshot (core.disagreement)
+        self.acct_time: int | None = None       # the real accountant's LastUpdate read now
         self.s = loop.settings
         self.ledger = ledger
         self.replay = replay
@@ -343,15 +345,19 @@ class _Pass:
         except InputError as exc:
             return [self.record_failed(f"snapshot unreadable: {exc.one_line()}",
                                        snapshot_dir=snap_dir)]
+        # the capture's ads are handed on, not kept here: the pass lets them go with its
+        # pool (before a re-prediction loads another)
+        held = [captured]
+        del captured
         if names == [None]:
-            return [self.run(snap_dir, captured, timings, capture_duration)]
+            return [self.run(snap_dir, held.pop(), timings, capture_duration)]
         out = []
         for i, name in enumerate(names):
             # each negotiator's pass its own (uuid, warnings); the capture's ads serve
             # the first only: a cycle marks the slot ads it reads
             one = self if i == 0 else _Pass(self.loop, self.ledger, self.replay, self.aligned)
             one.started = self.started
-            out.append(one.run(snap_dir, captured if i == 0 else None, dict(timings),
+            out.append(one.run(snap_dir, held.pop() if held else None, dict(timings),
                                capture_duration, name))
         return out
 
@@ -426,6 +432,7 @@ class _Pass:
         from .adapters.observe import observe_pass, real_cycles
         observed = observe_pass(pool, result)
         subs, groups, acct_time = observed.submitters, observed.groups, observed.accountant_time
+        self.acct_time = acct_time          # when the compared cycle's update took (repredict)
         for w in observed.warnings:      # our cycle started such a record from scratch
             comparable = False
             self.partial(w)
@@ -478,6 +485,19 @@ class _Pass:
         # the pass's pool and result, freed with the pass (a loop's: after its record,
         # ShadowLoop.tidy)
         self.made = (pool, result)
+        if comparison is not None and unexplained_left(comparison.disagreements):
+            # our cycle once more, on the compared snapshot: this pass's pool and cycle
+            # are let go first (only the record is left to write), so that two pools
+            # are not held at once
+            self.made = ()
+            del pool, result, observed
+            lap = time.perf_counter()
+            # the collector is paused for the pass (limits.paused_gc): what of them is
+            # held in cycles goes only with a collection
+            gc.collect()
+            comparison = self.repredict(comparison, negotiator)
+            timings["repredict"] = round(time.perf_counter() - lap, 3)
+            rec = dataclasses.replace(rec, comparison=comparison, pass_timings=timings)
         return self.save(rec, last_any)
 
     # -- steps -----------------------------------------------------------------------------
@@ -660,6 +680,8 @@ class _Pass:
                        "the real cycle that followed it may no longer be listed (run passes "
                        "more often, or raise NEGOTIATION_CYCLE_STATS_LENGTH)",))
         from .core.compare import compare
+        # for a re-prediction of what stays unexplained (`repredict`)
+        self._compared = (prev, first, subs, [g.name for g in groups])
         return compare(
             shadow_pass=prev["uuid"], shadow_snapshot_time=snap,
             shadow_matches=self.ledger.shadow_matches(prev["uuid"]),
@@ -672,6 +694,64 @@ class _Pass:
             digest_before=self.ledger.digest(prev["uuid"]) or None,
             digest_after=self.digest,
             aligned=aligned)
+
+    def repredict(self, comparison, negotiator: str | None):
+        """The comparison's unexplained differences against our cycle re-run on the
+        compared pass's kept snapshot at the time the real accountant updated the
+        priorities (`core.disagreement.accounting_time`: the Accounting ads' LastUpdate
+        when this pass's are the compared cycle's, else the NegotiatorLog's phase 2 line,
+        else the negotiator ad's phase 1 duration, else the cycle's start), as
+        `core.compare.repredicted` classes them. Not re-run (the comparison says why):
+        NEGOTIATOR_EXT_REPREDICT is False, the snapshot is gone or unreadable, or that
+        time is not after our capture (the same prediction)."""
+        from .core.compare import not_repredicted, repredicted
+        from .core.disagreement import accounting_time
+        if not self.s.repredict:
+            return not_repredicted(comparison, "turned off (NEGOTIATOR_EXT_REPREDICT = False)")
+        prev, cycle, real_subs, real_groups = self._compared
+        snap_dir = prev.get("snapshot_dir")
+        captured = int(prev["snapshot_time"])
+        at, source = accounting_time(cycle, self.acct_time)
+        if at <= captured:
+            return not_repredicted(comparison, f"the real accountant's update ({at}, "
+                                               f"{source}) is not after our capture "
+                                               f"({captured})")
+        if not snap_dir or not Path(snap_dir).is_dir():
+            return not_repredicted(comparison, f"the compared snapshot {snap_dir} is gone "
+                                               "(NEGOTIATOR_EXT_KEEP_SNAPSHOTS)")
+        from .cycle import run_cycle
+        from .pool import load_pool
+        t0 = time.perf_counter()
+        try:
+            pool = load_pool(snap_dir, self.s.cycle_config, negotiator=negotiator)
+        except InputError as exc:
+            return not_repredicted(comparison, f"the compared snapshot is unreadable: "
+                                               f"{exc.one_line()}")
+        if pool.snapshot.captured_at is not None and int(pool.snapshot.captured_at) != captured:
+            return not_repredicted(comparison, f"the snapshot in {snap_dir} is not the "
+                                               "compared one (another capture time)")
+        try:
+            result = run_cycle(pool, now=at)
+        except InputError as exc:
+            return not_repredicted(comparison, f"our cycle refused the compared snapshot at "
+                                               f"{at}: {exc.one_line()}")
+        except Exception:       # the pass is recorded all the same, without it
+            self.loop.log.exception("re-predicting at phase 2 failed")
+            return not_repredicted(comparison, "our cycle failed at that time (an "
+                                               "internal error, logged)")
+        counts: dict[str, int] = {}
+        for m in result.matches:
+            counts[m.submitter] = counts.get(m.submitter, 0) + 1
+        del pool, result
+        seconds = time.perf_counter() - t0
+        out = repredicted(comparison, counts, captured=captured, at=at, source=source,
+                          seconds=seconds,
+                          shadow_submitters=self.recorded_submitters(prev["uuid"]),
+                          real_submitters=real_subs,
+                          group_names=[g.name for g in self.ledger.groups(prev["uuid"])]
+                          + real_groups)
+        self.loop.log.info("%s", out.notes[-1])
+        return out
 
     def record_failed(self, reason: str, snapshot_dir: Path | None = None) -> PassRecord:
         self.loop.log.error("failed pass: %s", reason)

@@ -56,6 +56,9 @@ class ShadowSettings:
     # a loop keeps the slot ads between passes and fetches only those the collector
     # heard from since (adapters/slot_cache.py)
     keep_slot_ads: bool = True
+    # unexplained differences re-predicted at the real accountant's update (our cycle once
+    # more on the compared snapshot: core.disagreement.repredict)
+    repredict: bool = True
     # passes older than this many days are summarised hourly (0: never; see `_Pass.retain`)
     detail_days: float = DETAIL_DAYS
     # how long a loop's stop may wait on a daemon: its capture waits at most this long on
@@ -116,6 +119,7 @@ class ShadowSettings:
             capture_beside=ext_bool(knobs, "CAPTURE_BESIDE", True),
             capture_requests=ext_bool(knobs, "CAPTURE_REQUESTS", True),
             keep_slot_ads=ext_bool(knobs, "KEEP_SLOT_ADS", True),
+            repredict=ext_bool(knobs, "REPREDICT", True),
             stop_timeout=ext_number(knobs, "STOP_TIMEOUT", STOP_TIMEOUT, positive=True),
         )
         if s.matchlog_tz is not None:

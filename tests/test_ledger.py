@@ -51,7 +51,8 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
         time=t, end=t + 3, duration=2.75, phase_durations=(0.5, None, 1.25, 1.0), matches=4,
         rejections=1, active_submitters=3, idle_jobs=17, candidate_slots=12,
         submitters_failed=("bad@x",), submitters_out_of_time=("slow@x", "slower@x"),
-        submitters_share_limit=("capped@x",), schedds_out_of_time=("schedd@x",))
+        submitters_share_limit=("capped@x",), schedds_out_of_time=("schedd@x",),
+        accounting_time=t + 1)
         for t in cycles)
     subs = tuple(SubmitterObs(
         name=f"user{i}@example.org", group="group_a" if i % 2 else "<none>", is_group=bool(i % 2),
@@ -97,7 +98,12 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
                             "class": "pool changed", "unexplained": 0,
                             "changes": ["job 12.1 of user0@example.org left the queue"]},),
             changes=("job 12.1 of user0@example.org left the queue",),
-            aligned=True) if comparison else None,
+            aligned=True,
+            repredicted={"at": 1_699_999_905, "source": "the NegotiatorLog's phase 2 line",
+                         "delta_t": 4, "seconds": 0.25, "unexplained": 1, "explained": 1,
+                         "explained_submitters": ["user0@example.org"],
+                         "new_differences": 0, "unexplained_agreement_before": 0.5}
+            ) if comparison else None,
         snapshot_dir="/var/lib/negotiator-ext/snapshots/1700000000",
         warnings=("schedd x slow", "no matchlog"), comparable=True,
         slot_classes={"slot1@host": 0, "slot2@host": 0, "slot3@host": 1},
@@ -690,15 +696,18 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 10
+    assert SCHEMA_VERSION == versions[-1] == 11
 
 
 # record columns version 10 added: a pass's aligned cycle, a comparison's explanation
 ADDED_IN_V10 = ("aligned_cycle", "unexplained_agreement", "disagreements", "changes",
                 "aligned")
+# record columns version 11 added: a real cycle's phase 2 time, a comparison's
+# re-prediction there
+ADDED_IN_V11 = ("accounting_time", "repredicted")
 # record columns later migrations added (version 1 wrote none of them)
 ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter_limit",
-                  "wait", "time_limits", *ADDED_IN_V10)
+                  "wait", "time_limits", *ADDED_IN_V10, *ADDED_IN_V11)
 
 
 # adapters/ledger.py and the modules its Ledger is made of: a name a test changes is
@@ -716,12 +725,14 @@ def patch_ledger(m, name: str, value) -> None:
 
 def written_before_v10(m) -> None:
     """With monkeypatch context `m`: passes written as a ledger of version 9 holds them
-    (the columns of ADDED_IN_V10 left out; the records must have their defaults)."""
+    (the columns of ADDED_IN_V10 and ADDED_IN_V11 left out; the records must have their
+    defaults)."""
+    later = (*ADDED_IN_V10, *ADDED_IN_V11)
     patch_ledger(m, "_PASS_HEADER", tuple(n for n in ledger_schema._PASS_HEADER
-                                          if n not in ADDED_IN_V10))
+                                          if n not in later))
     real_fields_of = ledger_rows._fields_of
     patch_ledger(m, "_fields_of", lambda cls: tuple(
-        f for f in real_fields_of(cls) if f.name not in ADDED_IN_V10))
+        f for f in real_fields_of(cls) if f.name not in later))
     m.setattr(ledger_digests, "keep", lambda *a: None)     # no pool_digests
 
 
@@ -732,10 +743,12 @@ def test_migration_from_v1(url, monkeypatch):
         full, comparison=dataclasses.replace(full.comparison, agreed_equivalent=None,
                                              equivalent_agreement=None, time_limits={},
                                              unexplained_agreement=None, disagreements=(),
-                                             changes=(), aligned=False),
+                                             changes=(), aligned=False, repredicted={}),
         aligned_cycle=None,
         submitters=tuple(dataclasses.replace(o, shadow_submitter_limit=None)
                          for o in full.submitters),
+        real_cycles=tuple(dataclasses.replace(c, accounting_time=None)
+                          for c in full.real_cycles),
         shadow_matches=tuple(dataclasses.replace(m, wait=None) for m in full.shadow_matches),
         real_matches=tuple(dataclasses.replace(m, wait=None) for m in full.real_matches),
         pool_weight=None, pass_timings={}, time_limits={},

@@ -390,3 +390,72 @@ def test_a_pool_changed_between_capture_and_cycle_is_explained(clean_pool, tmp_p
         return row[max(0, i - 6):i + len(name)].split()[-1]
     assert cell("Unexplained") == "100%" and cell("Counts") != "100%", (head, row)
 
+
+
+def test_priorities_that_moved_before_the_real_accounting_are_explained(clean_pool, tmp_path):
+    """Issue 32's priorities timing, made on purpose: flipa runs two jobs, so her
+    priority rises from the 0.5 she is set to; flipb, set to 1.5 and running nothing,
+    decays towards 0.5 (PRIORITY_HALFLIFE 30 s: they cross about 18 s after the update).
+    A pass captures 2-3 s after the update, with flipa first; the real cycle runs 40 s
+    later, with flipb first, and the counts differ. The pass after it re-runs our cycle on
+    the first pass's snapshot at the real cycle's phase 2 (the accountant's update): that
+    gives each the real count, so each difference is "pool changed" (the priorities
+    moved), where without the re-run they were unexplained."""
+    pool = clean_pool
+    state = tmp_path / "state"
+    a, b = "group_a.flipa@negotiator-ext.test", "group_a.flipb@negotiator-ext.test"
+    logs = ["--negotiator-log", pool.log_dir / "NegotiatorLog",
+            "--matchlog", pool.log_dir / "MatchLog"]
+
+    def one_pass() -> dict:
+        out = cli(pool, "shadow", "--once", "--pool", pool.collector, "--state-dir", state,
+                  "--no-advertise", "--json", *logs).stdout
+        return json.loads(out.strip().splitlines()[-1])
+
+    def cycle() -> None:       # one real cycle now (the interval is 600 s here)
+        pool.tool("condor_reschedule", "-addr", pool.negotiator_address())
+        pool.wait_cycle()
+
+    pool.reconfig("flip", "PRIORITY_HALFLIFE = 30\nNEGOTIATOR_INTERVAL = 600\n")
+    # the negotiator sends an Accounting ad only for a record with usage: flipb runs a
+    # job that ends; flipa runs two that go on
+    pool.submit(count=2, group="group_a", user="flipa")
+    gone = pool.submit(count=1, group="group_a", user="flipb")
+    pool.wait_for(lambda: {a, b} <= set(pool.submitters()), 30, "the submitters' ads")
+    cycle()
+    pool.wait_for(lambda: len(pool.jobs("ClusterId", constraint="JobStatus == 2")) >= 3,
+                  60, "the three jobs to run")
+    pool.finish(gone)
+    pool.wait_for(lambda: len(pool.jobs("ClusterId")) == 2, 60, "flipb's job to end")
+    # eight idle jobs each, matched by no slot until the capture
+    held = [pool.submit(count=8, group="group_a", user=u,
+                        extra=["requirements = (TARGET.Flip =?= True)"])
+            for u in ("flipa", "flipb")]
+    pool.wait_for(lambda: pool.submitters().get(a) == 8 and pool.submitters().get(b) == 8,
+                  30, "the idle jobs' submitter ads")
+    pool.tool("condor_userprio", "-setprio", b, "1.5")
+    pool.tool("condor_userprio", "-setprio", a, "0.5")
+    cycle()                 # the update our capture starts from (its Accounting ads)
+    for c in held:
+        pool.tool("condor_qedit", str(c), "Requirements", "True", user=True)
+    time.sleep(1)
+    before = one_pass()
+    assert before["status"] == "complete", before["reason"]
+    time.sleep(max(0.0, before["started_at"] + 40 - time.time()))
+    cycle()
+    time.sleep(2)
+    after = one_pass()
+    comp = after["comparison"]
+    assert comp is not None and comp["shadow_pass"] == before["uuid"], comp
+    again = comp["repredicted"]
+    # the pass after the cycle reads its update's own second in the Accounting ads
+    assert again["source"] == "the real accountant's LastUpdate after the cycle", again
+    assert again["delta_t"] >= 35 and again["explained"] == again["unexplained"] >= 1, again
+    assert again["unexplained_agreement_before"] < 1 and again["new_differences"] == 0
+    assert comp["count_agreement"] < 1 and comp["unexplained_agreement"] == 1.0, comp
+    by = {d["submitter"]: d for d in comp["disagreements"]}
+    assert set(by) == {a, b}
+    for d in by.values():
+        assert d["class"] == "pool changed" and d["repredicted"] == d["real"], d
+        assert d["changes"][0].startswith("priorities moved between our capture and the "
+                                          "real cycle's accounting"), d

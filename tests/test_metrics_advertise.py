@@ -127,6 +127,14 @@ def test_disagreements_by_class_and_the_unexplained_agreement():
     # an older comparison (no explanation recorded): no unexplained figure, not 0
     assert not any("count_unexplained" in ln for ln in text(REC).splitlines()
                    if not ln.startswith("#"))
+    # nothing re-predicted: no such figure; re-predicted at phase 2: what it explained
+    assert "negotiator_ext_comparison_repredicted" not in text(dataclasses.replace(
+        REC, comparison=comp))
+    again = dataclasses.replace(comp, repredicted={"at": 100, "unexplained": 3,
+                                                   "explained": 2, "delta_t": 20})
+    lines = set(text(dataclasses.replace(REC, comparison=again)).splitlines())
+    assert 'negotiator_ext_comparison_repredicted{what="unexplained"} 3.0' in lines
+    assert 'negotiator_ext_comparison_repredicted{what="explained"} 2.0' in lines
 
 
 def test_unknown_figures_are_absent_not_zero():

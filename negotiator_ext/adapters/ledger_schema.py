@@ -290,6 +290,12 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
             pool TEXT NOT NULL,
             digest TEXT NOT NULL)""",
     )),
+    # 11: when the real accountant updated the priorities (the NegotiatorLog's phase 2)
+    # and what re-predicting the unexplained differences at that time did (issue 32)
+    (11, (
+        "ALTER TABLE real_cycles ADD COLUMN accounting_time BIGINT",
+        "ALTER TABLE comparisons ADD COLUMN repredicted TEXT",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -35,6 +35,8 @@ than exported as 0 or NaN: "absent" means "unknown", 0 means 0):
                   negotiator_ext_comparison_disagreements{class="pool_changed"|
                   "out_of_time"|"unexplained"}, negotiator_ext_comparison_pool_changes,
                   negotiator_ext_comparison_aligned (1/0; core.disagreement, MatchLog only),
+                  negotiator_ext_comparison_repredicted{what="unexplained"|"explained"}
+                  (when the unexplained ones were re-predicted at the real phase 2),
                   negotiator_ext_priority_drift_max_ratio (largest |drift| of the pass),
                   negotiator_ext_real_cycle_out_of_time (1/0),
                   negotiator_ext_real_cycle_groups_not_served
@@ -227,6 +229,14 @@ def families(rec: PassRecord, standing: Standing | None = None) -> list[Metric]:
             add(_gauge("comparison_aligned",
                        "1 if the compared pass captured the pool as the real cycle started "
                        "(followed in the NegotiatorLog), else 0", int(bool(c.aligned))))
+            again = c.repredicted or {}
+            if "at" in again:
+                add(_labelled("comparison_repredicted",
+                              "Submitters the comparison left unexplained, and of them those "
+                              "our cycle re-run at the real accountant's update (its phase "
+                              "2) gives their real count: explained (priorities moved)",
+                              ("what",), ((("unexplained",), again.get("unexplained")),
+                                          (("explained",), again.get("explained")))))
         if c.source:
             add(_labelled("comparison_info", "Where the real matches compared came from",
                           ("source",), (((c.source,), 1),)))

@@ -319,9 +319,13 @@ def _read_back(f, lines: _Lines, since: int, out: list) -> bool:
 # every debug level), after the same time prefixes as the MatchLog's lines. A cycle the
 # negotiator aborts in phase 1 ("Aborting negotiation cycle") has a Started line and no
 # Finished line; it is no cycle (it keeps no statistics either).
+# "Phase 2:  Performing accounting ..." comes right before the accountant updates the
+# priorities (UpdatePriorities: the time the real cycle's priorities are computed at).
 _CYCLE_LINE = re.compile(_TIME_PREFIX
-                         + r"-+ (?P<kind>Started|Finished) Negotiation Cycle -+\s*$")
-_CYCLE_MARK = (b"Started Negotiation Cycle", b"Finished Negotiation Cycle")
+                         + r"(?:-+ (?P<kind>Started|Finished) Negotiation Cycle -+"
+                           r"|(?P<phase>Phase 2):\s+Performing accounting\b.*)\s*$")
+_CYCLE_MARK = (b"Started Negotiation Cycle", b"Finished Negotiation Cycle",
+               b"Phase 2:  Performing accounting")
 
 
 def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
@@ -354,7 +358,7 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
             t = zone_lines.time_of(m)
             if t is None:
                 continue
-            events.append((t, m["kind"]))
+            events.append((t, m["kind"] or m["phase"]))
             if m["kind"] == "Started" and t < since:
                 return True
         # read to its start, or past the budget: the file's bytes count whole, as
@@ -375,12 +379,18 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
             pass                # no rotated log: the history starts with this file
     cycles: list[RealCycle] = []
     start: int | None = None
+    accounting: int | None = None
     for t, kind in reversed(events):          # oldest first
         if kind == "Started":
             start = t                         # a Started without Finished was aborted
+            accounting = None
+        elif kind == "Phase 2":
+            if start is not None:
+                accounting = t
         elif start is not None:
-            cycles.append(RealCycle(time=start, end=t, duration=float(t - start)))
-            start = None
+            cycles.append(RealCycle(time=start, end=t, duration=float(t - start),
+                                    accounting_time=accounting))
+            start = accounting = None
     return cycles, reached
 
 
@@ -400,7 +410,8 @@ def merge_cycles(from_log: Sequence[RealCycle], from_ad: Sequence[RealCycle]
             out.append(c)
         else:           # the log's times, so that a cycle keeps one identity in the ledger
             used.add(hit)
-            out.append(dataclasses.replace(ad[hit], time=c.time, end=c.end))
+            out.append(dataclasses.replace(ad[hit], time=c.time, end=c.end,
+                                           accounting_time=c.accounting_time))
     first = min((c.time for c in from_log), default=None)
     out.extend(a for i, a in enumerate(ad) if i not in used and (first is None or a.time < first))
     return sorted(out, key=lambda c: c.time)

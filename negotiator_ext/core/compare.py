@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from .accountant import Accountant, AccountantState
 from .config import NegotiatorConfig
-from .disagreement import explain
+from .disagreement import explain, repredict
 from .groups import ROOT, GroupTree
 from .records import Comparison, GroupObs, MatchEntry, RealCycle, SubmitterObs
 
@@ -173,6 +173,51 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
         unexplained_agreement=why.get("unexplained_agreement"),
         disagreements=tuple(why.get("disagreements") or ()),
         changes=tuple(why.get("changes") or ()), aligned=aligned)
+
+
+def repredicted(c: Comparison, counts: Mapping[str, int], *, captured: int, at: int,
+                source: str, seconds: float | None = None,
+                shadow_submitters: Sequence[SubmitterObs] = (),
+                real_submitters: Sequence[SubmitterObs] = (),
+                group_names: Sequence[str] = ()) -> Comparison:
+    """Comparison `c` with its unexplained differences checked against our cycle re-run on
+    the compared snapshot (captured at `captured`) at the real accountant's update `at`
+    (`source`: where that time came from; `seconds`: what the re-run took), `counts` its
+    matches per submitter (`core.disagreement.repredict`). Each submitter's accounting
+    group is read as `compare` reads it (the submitter records of either side, else the
+    longest of `group_names` its name starts with). What was done is recorded in
+    `repredicted` and in a note, explained or not."""
+    subs_shadow = {s.name: s for s in shadow_submitters}
+    subs_real = {s.name: s for s in real_submitters}
+    groups = {n: _group_of(n, subs_shadow, subs_real, group_names) for n in c.per_submitter}
+    got = repredict(disagreements=c.disagreements, per_submitter=c.per_submitter,
+                    counts=counts, captured=captured, at=at, groups=groups)
+    n, k = got["unexplained"], len(got["explained"])
+    record = {"at": int(at), "source": source, "delta_t": int(at) - int(captured),
+              "seconds": None if seconds is None else round(float(seconds), 3),
+              "unexplained": n, "explained": k,
+              "explained_submitters": got["explained"],
+              "new_differences": len(got["new_differences"]),
+              "unexplained_agreement_before": c.unexplained_agreement}
+    note = (f"re-predicted at phase 2: our cycle re-run at the real accountant's update "
+            f"({at}, {int(at) - int(captured):+d} s from our capture; {source}) explains "
+            f"{k} of {n} unexplained submitter(s) (it gives them their real count)"
+            + (f"; it gives {len(got['new_differences'])} submitter(s) the capture's "
+               "prediction had right another count (nothing explained in their groups)"
+               if got["new_differences"] else "")
+            + (f" ({seconds:.1f} s)" if seconds is not None else ""))
+    return dataclasses.replace(
+        c, disagreements=tuple(got["disagreements"]),
+        unexplained_agreement=got["unexplained_agreement"],
+        changes=c.changes + ((got["change"],) if got["change"] else ()),
+        notes=c.notes + (note,), repredicted=record)
+
+
+def not_repredicted(c: Comparison, why: str) -> Comparison:
+    """Comparison `c`, whose unexplained differences could not be re-predicted (`why`),
+    saying so."""
+    return dataclasses.replace(c, notes=c.notes + (f"not re-predicted at phase 2: {why}",),
+                               repredicted={"skipped": why})
 
 
 def _window(cycle: RealCycle, nxt: RealCycle | None, notes: list[str]) -> tuple[int, int | None]:

@@ -33,6 +33,17 @@ real cycle that counted another number of candidate slots than our snapshot (the
 size changed: slots came or went) explains a residual as far as it moved the
 submitter's limit (`_size_explains`). What remains is *unexplained*.
 
+What `explain` leaves unexplained may be time rather than the pool's contents: our pass
+predicts the submitters' priorities at its capture, the real accountant updates them in
+its cycle's phase 2 (`accounting_time`), 15-30 s after the cycle's start at 100,000
+slots, and a capture that came earlier still (a pass at its interval) sees the
+priorities of an earlier moment. The shadow then runs our cycle once more on the
+compared pass's snapshot at that time, and `repredict` takes a submitter's difference as
+explained ("priorities moved ...", *pool changed*) only where that re-run gives it
+exactly the real count and gives no submitter of its accounting group that the first
+prediction had right another count: a real policy difference stays unexplained, since
+the re-run applies the same rules.
+
 `unexplained_agreement` is `count_agreement` with the explained differences taken as
 agreeing: 1 - max(residual real excess, residual shadow excess) / max(real, shadow). With
 nothing explained it equals count_agreement (which is 1 - max(real excess, shadow
@@ -555,3 +566,94 @@ def _dedupe(items: Sequence[str]) -> list[str]:
 def summary(disagreements: Sequence[Mapping[str, Any]]) -> Counter:
     """How many disagreeing submitters of each class."""
     return Counter(d.get("class") for d in disagreements)
+
+
+# ---- the priorities' time: a re-prediction at the real accountant's update ---------------
+
+def accounting_time(cycle: RealCycle, reported: int | None = None) -> tuple[int, str]:
+    """When the real cycle's accountant updated the priorities (UpdatePriorities, early
+    in its phase 2, after it read the collector), and where that comes from: `reported`,
+    the LastUpdate of the Accounting ads read after the cycle, when it falls within the
+    cycle (the very second the update took, which the negotiator publishes); else the
+    NegotiatorLog's "Phase 2" line (written as phase 2 begins: the update follows once
+    the slots' significant attributes are computed, seconds later in a large pool); else
+    the cycle's start plus its phase 1 (LastNegotiationCyclePhase1Duration of the
+    negotiator ad: phase 2 starts as phase 1 ends); else the cycle's start."""
+    if (reported is not None and cycle.end is not None
+            and cycle.time <= reported <= cycle.end):
+        return int(reported), "the real accountant's LastUpdate after the cycle"
+    if cycle.accounting_time is not None:
+        return int(cycle.accounting_time), "the NegotiatorLog's phase 2 line"
+    phase1 = cycle.phase_durations[0] if cycle.phase_durations else None
+    if phase1 is not None and phase1 >= 0:
+        return int(cycle.time + round(phase1)), "the cycle's start and its phase 1 duration"
+    return int(cycle.time), "the cycle's start (its phase 2 time unknown)"
+
+
+def unexplained_left(disagreements: Iterable[Mapping[str, Any]]) -> int:
+    """How many disagreeing submitters are left unexplained."""
+    return sum(1 for d in disagreements if d.get("class") == UNEXPLAINED)
+
+
+def repredict(*, disagreements: Sequence[Mapping[str, Any]],
+              per_submitter: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int],
+              captured: int, at: int, groups: Mapping[str, str] | None = None
+              ) -> dict[str, Any]:
+    """The unexplained differences of a comparison against our cycle re-run on the same
+    snapshot with the accountant at `at` (the real accountant's update,
+    `accounting_time`; our capture was at `captured`): `counts`, the re-run's matches per
+    submitter.
+
+    A submitter left unexplained is explained by the priorities' move ("priorities moved
+    between our capture and the real cycle's accounting (Δt s)": class pool changed,
+    nothing left unexplained) when the re-run gives it exactly its real count, and gives
+    every submitter of its accounting group (`groups`, None: one group) that our cycle
+    at the capture matched as the real one did the same count again. A re-run that takes
+    a match from a submitter we had right to give it to one we had wrong reproduces no
+    real cycle there; a re-run that does not move the submitter to its real count explains
+    nothing of it (a difference of rules stays: the re-run applies the same ones).
+    Explained and other disagreements are otherwise as they were.
+
+    Returns {"disagreements", "unexplained_agreement" (recomputed as `explain` does),
+    "explained" (the submitters), "unexplained" (before), "new_differences" (the
+    submitters the capture's prediction had right and the re-run has not), "change" (the
+    change named, or None when nothing was explained)}."""
+    groups = groups or {}
+
+    def group(name: str) -> str:
+        return groups.get(name, "")
+
+    new_diff = sorted(name for name, row in per_submitter.items()
+                      if row.get("real") is not None and row["real"] == (row.get("shadow") or 0)
+                      and counts.get(name, 0) != row["real"])
+    broken = {group(n) for n in new_diff}
+    dt = at - captured
+    change = (f"priorities moved between our capture and the real cycle's accounting "
+              f"({dt:+d} s): our cycle re-run at {at} gives the real count")
+    out, explained, before = [], [], 0
+    for d in disagreements:
+        d = dict(d)
+        if d.get("class") == UNEXPLAINED:
+            before += 1
+            name = d["submitter"]
+            d["repredicted"] = int(counts.get(name, 0))
+            if d["repredicted"] == d.get("real") and group(name) not in broken:
+                d["class"] = POOL_CHANGED
+                d["unexplained"] = 0
+                named = [change] + [c for c in d.get("changes") or ()]
+                d["changes"] = named[:NAMED] + ([f"and {len(named) - NAMED} more"]
+                                                if len(named) > NAMED else [])
+                explained.append(name)
+        out.append(d)
+    top_real = sum(row["real"] for row in per_submitter.values() if row.get("real") is not None)
+    top_shadow = sum(row.get("shadow") or 0 for row in per_submitter.values()
+                     if row.get("real") is not None)
+    left = {"real": 0, "shadow": 0}
+    for d in out:
+        if d.get("unexplained"):
+            left["real" if d["real"] > d["shadow"] else "shadow"] += d["unexplained"]
+    top = max(top_real, top_shadow)
+    return {"disagreements": out,
+            "unexplained_agreement": (1 - max(left.values()) / top) if top else None,
+            "explained": explained, "unexplained": before, "new_differences": new_diff,
+            "change": change if explained else None}

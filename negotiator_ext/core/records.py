@@ -32,6 +32,9 @@ class RealCycle:
     submitters_out_of_time: tuple[str, ...] = ()
     submitters_share_limit: tuple[str, ...] = ()
     schedds_out_of_time: tuple[str, ...] = ()
+    # the second the real accountant updated the priorities (UpdatePriorities, right after
+    # the NegotiatorLog's "Phase 2:  Performing accounting" line); None: not read
+    accounting_time: int | None = None
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,11 @@ class Comparison:
     # the compared pass captured the pool as the real cycle started (its NegotiatorLog
     # line), not before it
     aligned: bool = False
+    # the unexplained differences re-predicted at the real accountant's update
+    # (core.disagreement.repredict): {"at", "source", "delta_t", "seconds",
+    # "unexplained", "explained", ...}, or {"skipped": why}; empty when nothing was left
+    # unexplained (no re-run)
+    repredicted: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ def summary_line(rec: PassRecord) -> str:
             figures += [f"{label} {text}" for label, text in _agreement(c) if text]
             if c.aligned:
                 figures.append("captured as the real cycle started")
+            again = repredicted_text(c)
+            if again:
+                figures.append(again)
             why = disagreement_text(c)
             at = (f"{utc_text(c.real_cycle_time)} UTC ({c.real_cycle_time})"
                   if c.real_cycle_time is not None else "an unknown time")
@@ -47,6 +50,21 @@ def _agreement(c: Comparison | None) -> list[tuple[str, str]]:
             ("per-submitter counts", pct(get("count_agreement"))),
             ("unexplained only", pct(get("unexplained_agreement"))),
             ("max priority drift", pct(get("max_abs_drift"), 2))]
+
+
+def repredicted_text(c: Comparison) -> str:
+    """What re-predicting the unexplained differences at the real accountant's update did
+    (core.disagreement.repredict): "re-predicted at phase 2 (+45 s): 12 of 14 unexplained
+    explained, 14.2 s", or why it was not done; empty when nothing was left to
+    re-predict."""
+    r = c.repredicted or {}
+    if r.get("skipped"):
+        return f"not re-predicted at phase 2 ({r['skipped']})"
+    if "at" not in r:
+        return ""
+    took = f", {r['seconds']:.1f} s" if r.get("seconds") is not None else ""
+    return (f"re-predicted at phase 2 ({r['delta_t']:+d} s): {r['explained']} of "
+            f"{r['unexplained']} unexplained explained{took}")
 
 
 def disagreement_text(c: Comparison) -> str:
