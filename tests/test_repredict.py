@@ -1,7 +1,7 @@
 """Issue 32's last gap: our pass predicts the priorities at its capture, the real
 accountant updates them at its cycle's phase 2. A difference left unexplained is
 re-predicted there (our cycle once more on the compared snapshot, at the real
-accountant's update: core.disagreement.repredict, shadow._Pass.repredict) and explained
+accountant's update: core.disagreement.repredict, shadow_repredict.repredict) and explained
 only where that re-run gives the submitter exactly its real count; a real difference of
 rules stays unexplained.
 
