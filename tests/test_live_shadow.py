@@ -344,13 +344,9 @@ def test_a_pool_changed_between_capture_and_cycle_is_explained(clean_pool, tmp_p
     named, and the unexplained agreement is 100% where the raw one is not."""
     pool = clean_pool
     state = tmp_path / "state"
-    logs = ["--negotiator-log", pool.log_dir / "NegotiatorLog",
-            "--matchlog", pool.log_dir / "MatchLog"]
 
     def one_pass() -> dict:
-        out = cli(pool, "shadow", "--once", "--pool", pool.collector, "--state-dir", state,
-                  "--no-advertise", "--json", *logs).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        return _once_with_logs(pool, state)
 
     for attempt in range(3):
         pool.wait_cycle()                       # the next cycle is 8 s away
@@ -404,13 +400,9 @@ def test_priorities_that_moved_before_the_real_accounting_are_explained(clean_po
     pool = clean_pool
     state = tmp_path / "state"
     a, b = "group_a.flipa@negotiator-ext.test", "group_a.flipb@negotiator-ext.test"
-    logs = ["--negotiator-log", pool.log_dir / "NegotiatorLog",
-            "--matchlog", pool.log_dir / "MatchLog"]
 
     def one_pass() -> dict:
-        out = cli(pool, "shadow", "--once", "--pool", pool.collector, "--state-dir", state,
-                  "--no-advertise", "--json", *logs).stdout
-        return json.loads(out.strip().splitlines()[-1])
+        return _once_with_logs(pool, state)
 
     def cycle() -> None:       # one real cycle now (the interval is 600 s here)
         pool.tool("condor_reschedule", "-addr", pool.negotiator_address())
@@ -459,3 +451,12 @@ def test_priorities_that_moved_before_the_real_accounting_are_explained(clean_po
         assert d["class"] == "pool changed" and d["repredicted"] == d["real"], d
         assert d["changes"][0].startswith("priorities moved between our capture and the "
                                           "real cycle's accounting"), d
+
+
+def _once_with_logs(pool, state) -> dict:
+    """One `shadow --once` pass that reads the pool's NegotiatorLog and MatchLog: its JSON."""
+    logs = ["--negotiator-log", pool.log_dir / "NegotiatorLog",
+            "--matchlog", pool.log_dir / "MatchLog"]
+    out = cli(pool, "shadow", "--once", "--pool", pool.collector, "--state-dir", state,
+              "--no-advertise", "--json", *logs).stdout
+    return json.loads(out.strip().splitlines()[-1])

@@ -23,7 +23,7 @@ from negotiator_ext.sim import engine
 from negotiator_ext.sim.engine import Simulation
 from negotiator_ext.sim.forecast import ForecastSpec, run_forecast
 
-from test_simulate import _ledger_rows
+from test_simulate import _ledger_rows, shortcut_case
 
 ROOT = Path(__file__).parent.parent
 NO_LIMIT = 1 << 40
@@ -101,7 +101,7 @@ def test_a_limited_offer_on_the_cases_a_cut_could_get_wrong(tmp_path, monkeypatc
     cycle: offered one job of each class at a time."""
     got = {}
     for limit in (1, NO_LIMIT):
-        doc = _case(case)
+        doc = shortcut_case(case, duration="20m")
         path = tmp_path / f"{case}-{limit}.json"
         path.write_text(json.dumps(doc))
         url = str(tmp_path / f"{case}-{limit}.sqlite")
@@ -109,31 +109,6 @@ def test_a_limited_offer_on_the_cases_a_cut_could_get_wrong(tmp_path, monkeypatc
         got[limit] = (_ledger_rows(url), sim.offer_retries)
     assert got[1][0] == got[NO_LIMIT][0] and len(got[1][0][0]) >= 8
     assert got[1][1] > 0 and got[NO_LIMIT][1] == 0
-
-
-def _case(case: str) -> dict:
-    doc = {"name": case, "span": "40m", "interval": 120, "knobs": {"DEFAULT_PRIO_FACTOR": 1},
-           "slots": [{"count": 10, "name": "small", "memory": 2048},
-                     {"count": 2, "name": "big", "memory": 65536}],
-           "workload": [{"submitter": "a", "count": 20, "duration": "30m", "memory": 32000},
-                        {"submitter": "a", "count": 10, "duration": "20m"}]}
-    if case == "limits":
-        doc["knobs"]["X_LIMIT"] = 2
-        doc["workload"][0] = {"submitter": "a", "count": 20, "duration": "30m",
-                              "concurrency_limits": "x"}
-    if case == "rank":
-        doc["slots"] = [{"count": 10, "name": "r", "attrs": {"Rank": 'TARGET.Owner == "b"'}}]
-        doc["workload"].append({"submitter": "b", "at": "10m", "count": 15, "duration": "2h"})
-    if case == "consumption-policy":
-        doc["slots"] = [{"count": 1, "name": "cp", "cpus": 8, "memory": 16384,
-                         "partitionable": True,
-                         "attrs": {"MachineResources": '"Cpus Memory Disk"',
-                                   "ConsumptionCpus": "TARGET.RequestCpus",
-                                   "ConsumptionMemory": "TARGET.RequestMemory",
-                                   "ConsumptionDisk": "TARGET.RequestDisk"}}]
-        doc["workload"] = [{"submitter": "a", "count": 30, "duration": "10m",
-                            "memory": 1024}]
-    return doc
 
 
 def test_a_limited_offer_forecasts_as_the_whole_queue(tmp_path, monkeypatch):

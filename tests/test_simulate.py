@@ -179,14 +179,35 @@ def test_shortcuts_on_the_cases_they_could_get_wrong(tmp_path, case):
     """...and where they could go wrong: jobs at the head of the queue that cannot match
     (big-memory jobs ahead of small ones; a concurrency limit), priority preemption with
     an empty PREEMPTION_REQUIREMENTS (which allows it), a slot Rank preferring one user."""
+    path = tmp_path / f"{case}.json"
+    path.write_text(json.dumps(shortcut_case(case)))
+    fast, full = _both_ways(load_scenario(path), tmp_path)
+    assert fast == full
+    if case == "classes":
+        assert len(fast) == 12          # 2 big-memory jobs, and the 10 small ones behind
+    if case == "limits":
+        assert len(fast) == 10 + 2       # the limit lets 2 of the first class run
+    if case == "empty-preemption-requirements":
+        assert any(m[4] for m in fast)   # b preempts a
+    if case == "consumption-policy":
+        first = [m for m in fast if m[0] == fast[0][0]]
+        assert len(fast) == 8 and len(first) == 8    # the 8 cpus, all in the first cycle
+    if case == "rank":
+        # b's jobs take a's 10 slots by rank, once each: b never preempts itself
+        victims = [m[4] for m in fast if m[4]]
+        assert len(victims) == 10 and all(v.startswith("a@") for v in victims)
+
+
+def shortcut_case(case: str, duration: str = "2h") -> dict:
+    """The scenarios of the cases a shortcut could get wrong (a's jobs run `duration`)."""
     doc = {"name": case, "span": "40m", "interval": 120, "knobs": {"DEFAULT_PRIO_FACTOR": 1},
            "slots": [{"count": 10, "name": "small", "memory": 2048},
                      {"count": 2, "name": "big", "memory": 65536}],
-           "workload": [{"submitter": "a", "count": 20, "duration": "2h", "memory": 32000},
-                        {"submitter": "a", "count": 10, "duration": "2h"}]}
+           "workload": [{"submitter": "a", "count": 20, "duration": duration, "memory": 32000},
+                        {"submitter": "a", "count": 10, "duration": duration}]}
     if case == "limits":
         doc["knobs"]["X_LIMIT"] = 2
-        doc["workload"][0] = {"submitter": "a", "count": 20, "duration": "2h",
+        doc["workload"][0] = {"submitter": "a", "count": 20, "duration": duration,
                               "concurrency_limits": "x"}
     if case == "empty-preemption-requirements":
         doc["knobs"]["PREEMPTION_REQUIREMENTS"] = ""
@@ -207,24 +228,9 @@ def test_shortcuts_on_the_cases_they_could_get_wrong(tmp_path, case):
                                    "ConsumptionCpus": "TARGET.RequestCpus",
                                    "ConsumptionMemory": "TARGET.RequestMemory",
                                    "ConsumptionDisk": "TARGET.RequestDisk"}}]
-        doc["workload"] = [{"submitter": "a", "count": 12, "duration": "2h", "memory": 1024}]
-    path = tmp_path / f"{case}.json"
-    path.write_text(json.dumps(doc))
-    fast, full = _both_ways(load_scenario(path), tmp_path)
-    assert fast == full
-    if case == "classes":
-        assert len(fast) == 12          # 2 big-memory jobs, and the 10 small ones behind
-    if case == "limits":
-        assert len(fast) == 10 + 2       # the limit lets 2 of the first class run
-    if case == "empty-preemption-requirements":
-        assert any(m[4] for m in fast)   # b preempts a
-    if case == "consumption-policy":
-        first = [m for m in fast if m[0] == fast[0][0]]
-        assert len(fast) == 8 and len(first) == 8    # the 8 cpus, all in the first cycle
-    if case == "rank":
-        # b's jobs take a's 10 slots by rank, once each: b never preempts itself
-        victims = [m[4] for m in fast if m[4]]
-        assert len(victims) == 10 and all(v.startswith("a@") for v in victims)
+        doc["workload"] = [{"submitter": "a", "count": 12, "duration": duration,
+                            "memory": 1024}]
+    return doc
 
 
 def test_changes_slots_leave_and_join_and_a_factor(tmp_path):
