@@ -116,7 +116,8 @@ def _return_freed_memory() -> None:
 def _made_dirs(out: Path) -> list[Path]:
     """Make `out`/tables for the per-pass file written during the analysis; the
     directories made (outermost first). OSError: an InputError naming `out`."""
-    made = [d for d in (out, out / "tables") if not d.exists()]
+    tables = out / "tables"
+    made = [d for d in [*reversed(tables.parents), tables] if not d.exists()]
     try:
         (out / "tables").mkdir(parents=True, exist_ok=True)
     except OSError as exc:
