@@ -7,7 +7,9 @@ are taken `SLICE_PASSES` at a time (`slices`): their submitter rows read, their 
 made, and each slice folded (`Folds.add`) into what the period's tables are made of, the
 slice then dropped:
 
-* the per-pass share table the report writes and plots (`KEPT`: its columns only);
+* the per-pass share table the report writes and plots (`KEPT`: its columns only), or,
+  given a sink, its rows handed to the sink and only what the plots read kept
+  (`core.audit_series.ShareSeries`);
 * per (pass, group) the sums of the group's shares (`group_table`);
 * the rows flagged starved or over their share (`spells`, `pairs`, the summary), with
   each submitter's last group;
