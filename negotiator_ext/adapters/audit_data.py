@@ -14,7 +14,7 @@ from typing import Any
 
 from ..core.audit import AuditFrames, comparison_row, make_frames, pass_row, record_rows
 from .ledger import Ledger
-from .ledger_columns import read_columns
+from .ledger_columns import read_columns, read_matches
 
 
 def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None = None,
@@ -73,10 +73,8 @@ def read_frames(ledger: Ledger, *, pool: str | None = None, since: float | None 
             return with_hours(mine, d, SUBMITTER_COLUMNS)
         submitter_rows = rows_of
 
-    matches: list[dict[str, Any]] = []
-    for uuid, (ours, real) in ledger.matches_in(since, until, pool=pool).items():
-        matches += record_rows(uuid, ours, source="shadow")
-        matches += record_rows(uuid, real, source="real")
+    from ..core.audit import MATCH_COLUMNS
+    matches = read_matches(ledger, MATCH_COLUMNS, pool=pool, since=since, until=until)
     comps = [comparison_row(h, c) for h, c in ledger.comparisons(pool=pool, since=since,
                                                                  summaries=True)
              if until is None or float(h["started_at"]) < until]

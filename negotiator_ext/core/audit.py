@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -74,6 +74,7 @@ from .audit_matches import (PRIORITY_LINES, most_used, preemptions, priorities,
                             priority_summary, wait_samples, wait_stats)
 from .audit_shares import (entitlements, fairness_by_pass, group_table, largest_gaps,
                            pass_table, shares)
+from .audit_series import ShareSeries
 from .audit_slices import BLOCKED, SLICE_PASSES, Folds, _concat, slices
 from .audit_slices import KEPT as REPORT_SHARE_COLUMNS
 from .audit_spells import pairs, period_means, spells, summary_table
@@ -166,7 +167,8 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
             until: float | None = None, top_gaps: int = 10, divergent: int = 5,
             noise_floor: float = NOISE_FLOOR, kind: str | None = None,
             slice_passes: int = SLICE_PASSES,
-            share_columns: Sequence[str] | None = None) -> Audit:
+            share_columns: Sequence[str] | None = None,
+            share_sink: Callable[[pd.DataFrame], Any] | None = None) -> Audit:
     """The whole audit of `frames` (one pool, one period): every table the report shows
     and its summary. `since` / `until` are only recorded (the frames are already the
     period's). `noise_floor`: the smallest shortfall, excess or surplus (slot-weight
@@ -177,7 +179,13 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     `share_columns`: the columns of the per-pass share table (`submitter_shares_by_pass`)
     kept, all of `shares`' by default; `REPORT_SHARE_COLUMNS` (what the report writes and
     plots, some in single precision, as the file has them) keeps a day at 1,000
-    submitters in a third of the memory."""
+    submitters in a third of the memory.
+
+    `share_sink`: called with the per-pass share table's rows a slice of passes at a
+    time, as they are made (each a DataFrame of those columns, in the table's order;
+    the empty table when there is no row): the table is then not kept, and
+    `tables["submitter_shares_by_pass"]` is what the plots read of it
+    (`core.audit_series.ShareSeries`)."""
     if not (noise_floor >= 0 and math.isfinite(noise_floor)):
         raise ValueError(f"noise_floor must be a number >= 0, not {noise_floor!r}")
     kind = kind or ledger_kind(pool)
@@ -247,7 +255,7 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     # the passes a slice at a time (core.audit_slices): their shares are folded into
     # what the period's tables are made of, then dropped
     folds = Folds(frames.matches, pt,
-                  None if share_columns is None else list(share_columns))
+                  None if share_columns is None else list(share_columns), share_sink)
     for part, subs in slices(frames, pt, slice_passes):
         folds.add(part, subs, shares(part, subs, frames.groups, ent, noise_floor=noise_floor))
         del subs
@@ -289,22 +297,20 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
     grp_period["starved_passes"] = grp_period["starved_passes"].round().astype(int)
     t["group_quota"] = grp_period
     gpairs = pairs(grp, "group", "starved", "over_quota")
-    # the flagged rows only, with the columns pairs reads (not a copy of every share)
-    pflag = flagged[["index", "group", "name", "time", "interval", "passes", "starved",
-                     "over_share", "shortfall", "excess"]]
-    spairs = pairs(pflag.assign(surplus=pflag["excess"]), "name", "starved",
-                   "over_share", scope="group")
+    # the flagged rows only (not a copy of every share), the excess as the surplus
+    spairs = pairs(flagged, "name", "starved", "over_share", scope="group",
+                   surplus="excess")
     t["starved_borrowing_pairs"] = gpairs
     t["starved_over_share_submitters"] = spairs
     t["starved_submitters"] = spells(flagged, "name", "starved", "shortfall")
     t["starved_groups"] = spells(grp, "group", "starved", "shortfall")
     t["over_share_submitters"] = spells(flagged, "name", "over_share", "excess")
     t["over_quota_groups"] = spells(grp, "group", "over_quota", "surplus")
-    t["summary"] = summary_table(folds.with_last_groups(flagged), grp, gpairs, spairs, {
+    t["summary"] = summary_table(flagged, grp, gpairs, spairs, {
         ("submitter", "starved"): t["starved_submitters"],
         ("group", "starved"): t["starved_groups"],
         ("submitter", "over_share"): t["over_share_submitters"],
-        ("group", "over_quota"): t["over_quota_groups"]})
+        ("group", "over_quota"): t["over_quota_groups"]}, groups=folds.last_groups())
     fair = _concat(folds.fair, None)
     t["fairness_by_pass"] = fair
     t["largest_gaps"] = largest_gaps(_concat(folds.gaps, folds.share_columns), top_gaps)
@@ -375,7 +381,8 @@ def analyse(frames: AuditFrames, *, pool: str | None = None, since: float | None
                                   int(late.iloc[-1]["n_groups_not_served"]) if len(late) else 0}
     summary.update({
         "hgq": hgq,
-        "submitters": int(share["name"].nunique()) if len(share) else 0,
+        "submitters": (share.n_names if isinstance(share, ShareSeries)
+                       else int(share["name"].nunique())) if len(share) else 0,
         "groups": sorted(grp.loc[grp["group"] != ROOT, "group"].unique().tolist()),
         "jain": {"mean": _f(fair["jain"].mean()), "min": _f(fair["jain"].min()),
                  "last": _f(fair["jain"].dropna().iloc[-1]) if fair["jain"].notna().any()

@@ -123,7 +123,7 @@ def comparison_row(header: Mapping[str, Any], comp: Comparison) -> dict[str, Any
 def make_frames(passes: Sequence[Mapping[str, Any]],
                 submitters: Sequence[Mapping[str, Any]] | pd.DataFrame,
                 groups: Sequence[Mapping[str, Any]] | pd.DataFrame,
-                matches: Sequence[Mapping[str, Any]],
+                matches: Sequence[Mapping[str, Any]] | pd.DataFrame,
                 comparisons: Sequence[Mapping[str, Any]],
                 adjustments: Sequence[Adjustment],
                 submitter_rows: Callable[..., pd.DataFrame] | None = None) -> AuditFrames:

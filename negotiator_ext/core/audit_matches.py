@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .audit_frames import _num
+from .audit_series import ShareSeries
 
 
 # ---------------------------------------------------------------- queue wait, preemption
@@ -99,11 +100,14 @@ def priorities(passes: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
 PRIORITY_LINES = 8          # submitters whose priorities per pass the report keeps
 
 
-def most_used(share: pd.DataFrame, prio: pd.DataFrame, n: int) -> list[str]:
+def most_used(share: pd.DataFrame | ShareSeries, prio: pd.DataFrame, n: int) -> list[str]:
     """The `n` submitters (not group records) of `prio` with the most usage over the
-    period (delivered, summed over passes), then by name."""
+    period (delivered, summed over passes), then by name. `share`: the per-pass share
+    table, or what the plots read of it."""
     names = prio.loc[~prio["is_group"].astype(bool), "name"].unique()
-    usage = share.groupby("name")["delivered"].sum() if len(share) else pd.Series(dtype=float)
+    usage = ((share.totals()["delivered"] if isinstance(share, ShareSeries)
+              else share.groupby("name")["delivered"].sum())
+             if len(share) else pd.Series(dtype=float))
     return sorted(names, key=lambda x: (-float(usage.get(x, 0.0)), x))[:n]
 
 

@@ -7,7 +7,9 @@ are taken `SLICE_PASSES` at a time (`slices`): their submitter rows read, their 
 made, and each slice folded (`Folds.add`) into what the period's tables are made of, the
 slice then dropped:
 
-* the per-pass share table the report writes and plots (`KEPT`: its columns only);
+* the per-pass share table the report writes and plots (`KEPT`: its columns only), or,
+  given a sink, its rows handed to the sink and only what the plots read kept
+  (`core.audit_series.ShareSeries`);
 * per (pass, group) the sums of the group's shares (`group_table`);
 * the rows flagged starved or over their share (`spells`, `pairs`, the summary), with
   each submitter's last group;
@@ -24,13 +26,14 @@ tests/test_audit_slices.py holds them to it.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from .audit_frames import _EPS, AuditFrames, _num
 from .audit_matches import priorities, priority_partial
+from .audit_series import ShareSeries
 from .audit_shares import fairness_by_pass, share_sums
 from .audit_spells import PeriodSums, period_pivots
 
@@ -72,10 +75,15 @@ class Folds:
     """What the period's tables are made of, folded a slice at a time (`add`)."""
 
     def __init__(self, matches: pd.DataFrame, pt: pd.DataFrame,
-                 share_columns: list[str] | None = None):
+                 share_columns: list[str] | None = None,
+                 sink: Callable[[pd.DataFrame], Any] | None = None):
         # the per-pass share table's columns: every one (None), or KEPT (the figures
         # the file stores in single precision then kept so)
         self.kept_columns = share_columns
+        # `sink`: given each slice's rows of the per-pass share table as they are made
+        # (then not kept: only what the plots read, `series`)
+        self.sink = sink
+        self.series = ShareSeries() if sink is not None else None
         self.single = _SINGLE if share_columns == KEPT else ()
         self.kept: list[dict[str, np.ndarray]] = []
         self.kept_dtypes: dict[str, Any] | None = None
@@ -122,8 +130,13 @@ class Folds:
                                 for c in self.kept_columns}
         # column by column, copies: a column of the slice's share table would keep all
         # of it, a DataFrame of them one block
-        self.kept.append({c: share[c].to_numpy("float32" if c in self.single else None,
-                                               copy=True) for c in self.kept_columns})
+        part = {c: share[c].to_numpy("float32" if c in self.single else None, copy=True)
+                for c in self.kept_columns}
+        if self.sink is None:
+            self.kept.append(part)
+        else:
+            self.sink(self._table([part]))
+            self.series.add(share)
         self.sums.append(share_sums(share))
         flag = share["starved"].astype(bool) | share["over_share"].astype(bool)
         self.flagged.append(share.loc[flag, FLAGGED])
@@ -175,14 +188,25 @@ class Folds:
 
     # ------------------------------------------------------------ the period's tables
 
-    def share_table(self) -> pd.DataFrame:
+    def share_table(self) -> pd.DataFrame | ShareSeries:
         """The kept per-pass share table (its slices let go: a column at a time, so
-        that the table is not held twice)."""
-        if not self.kept:
+        that the table is not held twice); with a sink, what the plots read of it
+        (`ShareSeries`), the sink given the empty table when no slice had a row."""
+        if self.series is not None:
+            if self.series.empty:
+                self.sink(self._table([]))
+            return self.series
+        table = self._table(self.kept)
+        self.kept = []
+        return table
+
+    def _table(self, parts: list[dict[str, np.ndarray]]) -> pd.DataFrame:
+        """The share table of the kept `parts` (emptied as it is made)."""
+        if not parts:
             return pd.DataFrame(columns=self.kept_columns or self.share_columns or KEPT)
         dtypes, names = self.kept_dtypes or {}, list(self.kept_columns or ())
-        cols = {c: [p[c] for p in self.kept] for c in names}
-        self.kept = []
+        cols = {c: [p[c] for p in parts] for c in names}
+        parts.clear()
         # (each column as the slices held it: text stays object, not converted)
         return pd.DataFrame({c: pd.Series(np.concatenate(cols.pop(c)), dtype=dtypes[c],
                                           copy=False) for c in names}, copy=False)
@@ -191,13 +215,11 @@ class Folds:
         """The share rows flagged starved or over their share, in their order."""
         return _concat(self.flagged, FLAGGED)
 
-    def with_last_groups(self, flagged: pd.DataFrame) -> pd.DataFrame:
-        """`flagged` and, after it, a row per submitter (flagged nowhere) with its last
-        group: what `summary_table` reads of the share table."""
-        last = pd.DataFrame({"name": list(self.last_group),
-                             "group": list(self.last_group.values()),
-                             "starved": False, "over_share": False})
-        return pd.concat([flagged, last], ignore_index=True) if len(flagged) else last
+    def last_groups(self) -> pd.DataFrame:
+        """A row per submitter with its last group (name, group): what `summary_table`
+        reads of the share table after the flagged rows."""
+        return pd.DataFrame({"name": list(self.last_group),
+                             "group": list(self.last_group.values())})
 
 
 def _concat(parts: list[pd.DataFrame], columns: list[str] | None) -> pd.DataFrame:

@@ -26,15 +26,41 @@ def _longest_runs(f: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     and `passes`: how many passes the row stands for, 1 if not given): the longest run
     of consecutive pass indexes, as `longest_passes` and `longest_duration` (the longer
     in passes; of equal ones, the longer in time)."""
-    f = f.assign(_w=_weights(f)).sort_values(keys + ["index"], kind="stable")
-    idx = f["index"].to_numpy()
-    new = np.ones(len(f), dtype=bool)
-    if len(f) > 1:      # a break in the passes starts a run (the keys part them already)
-        new[1:] = idx[1:] != idx[:-1] + 1
-    runs = (f.assign(_run=np.cumsum(new))
-            .groupby(keys + ["_run"], sort=False)
-            .agg(longest_passes=("_w", "sum"), longest_duration=("interval", "sum"))
-            .reset_index())
+    if any(f[k].isna().any() for k in keys):
+        f = f.assign(_w=_weights(f)).sort_values(keys + ["index"], kind="stable")
+        idx = f["index"].to_numpy()
+        new = np.ones(len(f), dtype=bool)
+        if len(f) > 1:  # a break in the passes starts a run (the keys part them already)
+            new[1:] = idx[1:] != idx[:-1] + 1
+        runs = (f.assign(_run=np.cumsum(new))
+                .groupby(keys + ["_run"], sort=False)
+                .agg(longest_passes=("_w", "sum"), longest_duration=("interval", "sum"))
+                .reset_index())
+    else:
+        # the same, on arrays: the rows in the order sort_values gives them (stable, by
+        # the keys' ranks, then the pass), a run ending where the pass breaks or the keys
+        # change, the runs in their order summed in the same order (a day's starved
+        # submitters: 380,000 rows, sorted and grouped as a frame by name took 40 MB)
+        ranks = [pd.factorize(f[k], sort=True)[0] for k in keys]
+        order = np.lexsort([f["index"].to_numpy()] + ranks[::-1])
+        idx = f["index"].to_numpy()[order]
+        new = np.ones(len(f), dtype=bool)
+        if len(f) > 1:
+            new[1:] = idx[1:] != idx[:-1] + 1
+            for r in ranks:
+                r = r[order]
+                new[1:] |= r[1:] != r[:-1]
+        del ranks
+        w = _weights(f)
+        w = (w.to_numpy(float) if isinstance(w, pd.Series) else np.full(len(f), w))[order]
+        run = np.cumsum(new) - 1
+        sums = pd.DataFrame({"_w": w, "interval": f["interval"].to_numpy()[order]}).groupby(
+            run, sort=False).agg(longest_passes=("_w", "sum"),
+                                 longest_duration=("interval", "sum"))
+        first = order[np.flatnonzero(new)]
+        runs = pd.DataFrame({**{k: f[k].to_numpy()[first] for k in keys},
+                             "longest_passes": sums["longest_passes"].to_numpy(),
+                             "longest_duration": sums["longest_duration"].to_numpy()})
     runs["longest_passes"] = runs["longest_passes"].round().astype(int)
     runs = runs.sort_values(keys + ["longest_passes", "longest_duration"], kind="stable")
     return runs.groupby(keys, sort=False).tail(1)[keys + ["longest_passes",
@@ -52,7 +78,10 @@ def spells(df: pd.DataFrame, key: str, flag: str, amount: str | None = None) -> 
     over those passes, and the severity: `amount` x interval summed (slot-weight
     seconds). `df` has `index`, `time` and `interval` (as `shares` and `group_table`
     give); a pass where the key is not recorded breaks a streak. Most severe first."""
-    f = df[df[flag].astype(bool)]
+    # the flagged rows, with only the columns read (a day's starved submitters: 380,000)
+    read = [key, "index", "time", "interval"] + [c for c in ("passes", amount)
+                                                 if c and c in df and c != key]
+    f = df.loc[df[flag].astype(bool).to_numpy(), list(dict.fromkeys(read))]
     if f.empty:
         return pd.DataFrame(columns=_SPELL_COLUMNS)
     f = f.assign(_amt=_num(f[amount]) if amount else np.nan,
@@ -89,8 +118,9 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     mean shortfall of the starved one and surplus of the borrowing one over those passes."""
     scope_cols = ["index"] + ([scope] if scope else [])
     keep = scope_cols + [key, "time", "interval"] + (["passes"] if "passes" in df else [])
-    a = df[df[starved].astype(bool)][keep + [shortfall]]
-    b = df[df[borrowing].astype(bool)][scope_cols + [key, surplus]]
+    # (the rows and columns taken at once: no copy of every column of the flagged rows)
+    a = df.loc[df[starved].astype(bool).to_numpy(), keep + [shortfall]]
+    b = df.loc[df[borrowing].astype(bool).to_numpy(), scope_cols + [key, surplus]]
     # each starved one with every borrowing one of its passes is a row: a day of
     # one-minute passes with 40 groups starved while 50 borrow is 2.9 million; they are
     # made for some of the starved at a time (each pair's rows, in the same order, are
@@ -112,7 +142,7 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
         kind="stable").reset_index(drop=True)
 
 
-PAIR_ROWS = 200_000         # (starved, borrowing, pass) rows made at a time
+PAIR_ROWS = 50_000         # (starved, borrowing, pass) rows made at a time
 
 
 def _pairs_of(a: pd.DataFrame, b: pd.DataFrame, key: str, scope_cols: list[str],
@@ -145,9 +175,47 @@ def _pairs_of(a: pd.DataFrame, b: pd.DataFrame, key: str, scope_cols: list[str],
 def period_pivots(df: pd.DataFrame, key: str, columns: Sequence[str]
                   ) -> dict[str, pd.DataFrame]:
     """Per column of `columns`: `df`'s values by pass (rows) and `key` value (columns),
-    summed; what `period_means` weighs (one slice of the passes at a time)."""
+    summed; what `period_means` weighs (one slice of the passes at a time).
+
+    As `pivot_table(aggfunc="sum")` gives it, and where each (pass, key value) has one
+    row of figures in double precision, laid out directly (pivot_table took a fifth of
+    the analysis of a day's passes). pandas sums each group of one value as it adds up
+    any group: when the rows come in the pivot's order and the column has no NaN,
+    `np.add.reduceat`, which leaves the value itself; else its compensated sum from 0.0,
+    which is 0.0 + the value (-0.0 becomes 0.0), 0.0 for NaN. A combination without a
+    row is NaN."""
+    fast = _pivots_by_layout(df, key, columns)
+    if fast is not None:
+        return fast
     return {c: df.pivot_table(index="pass_uuid", columns=key, values=c, aggfunc="sum")
             for c in columns}
+
+
+def _pivots_by_layout(df: pd.DataFrame, key: str, columns: Sequence[str]
+                      ) -> dict[str, pd.DataFrame] | None:
+    """`period_pivots` laid out directly, or None where it would not be the same (a
+    repeated (pass, key value), a missing one, a column not in double precision)."""
+    if not len(df) or any(df[c].dtype != np.float64 for c in columns):
+        return None
+    rows, passes = pd.factorize(df["pass_uuid"], sort=True)
+    cols, keys = pd.factorize(df[key], sort=True)
+    if (rows < 0).any() or (cols < 0).any():
+        return None
+    at = rows.astype(np.int64) * len(keys) + cols
+    if len(np.unique(at)) != len(at):
+        return None
+    index = pd.Index(passes, name="pass_uuid")
+    names = pd.Index(keys, name=key)
+    in_order = bool(np.all(at[1:] > at[:-1]))
+    out = {}
+    for c in columns:
+        v = df[c].to_numpy(np.float64)
+        table = np.full(len(passes) * len(keys), np.nan)
+        nan = np.isnan(v)
+        table[at] = v if in_order and not nan.any() else np.where(nan, 0.0, 0.0 + v)
+        out[c] = pd.DataFrame(table.reshape(len(passes), len(keys)), index=index,
+                              columns=names, copy=False)
+    return out
 
 
 class PeriodSums:
@@ -270,8 +338,8 @@ def _partner_lists(pair: pd.DataFrame, col: str, other: str, amount: str
 
 def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFrame,
                   submitter_pairs: pd.DataFrame,
-                  spelled: Mapping[tuple[str, str], pd.DataFrame] | None = None
-                  ) -> pd.DataFrame:
+                  spelled: Mapping[tuple[str, str], pd.DataFrame] | None = None,
+                  groups: pd.DataFrame | None = None) -> pd.DataFrame:
     """Who is over quota, borrowing, or starved, ranked: one row per (group or
     submitter, status) with its severity (slot-weight seconds: the amount times each
     pass's interval, summed), how many passes, for how long, the longest streak, when
@@ -287,7 +355,9 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
     starved) or "over quota" (the surplus nobody else asked for), submitter "starved",
     submitter "over share". `rank` 1 is the most severe (of equal severities, the larger
     amount summed over the passes); a group over quota that starved nobody comes after
-    every other row. `spelled`: the `spells` already made, by (kind, flag)."""
+    every other row. `spelled`: the `spells` already made, by (kind, flag). `groups`:
+    rows (name, group) taken as coming after `share`'s for each submitter's group (its
+    last), when `share` holds only some of the share table's rows (the flagged ones)."""
     parts = []
     for df, key, kind, ref, conds, prs in (
             (grp, "group", "group", "quota",
@@ -303,13 +373,17 @@ def summary_table(share: pd.DataFrame, grp: pd.DataFrame, group_pairs: pd.DataFr
             sp = spells(df, key, flag, amount) if sp is None else sp.copy()
             if sp.empty:
                 continue
-            flagged = df[df[flag].astype(bool)]
+            flagged = df.loc[df[flag].astype(bool).to_numpy(), [key, ref]]
             refs = _num(flagged[ref]).groupby(flagged[key]).mean()
             sp["relative"] = sp["mean_amount"] / sp["name"].map(refs).where(
                 lambda r: r > _EPS)
             sp["kind"] = kind
-            sp["group"] = (sp["name"].map(df.groupby(key)["group"].last())
-                           if kind == "submitter" else "")
+            if kind == "submitter":
+                named = df if groups is None else pd.concat(
+                    [df[[key, "group"]], groups[[key, "group"]]], ignore_index=True)
+                sp["group"] = sp["name"].map(named.groupby(key)["group"].last())
+            else:
+                sp["group"] = ""
             if status == "starved":
                 partners = _partner_lists(prs, "starved", "borrowing", "mean_surplus")
             else:

@@ -30,22 +30,22 @@ import hashlib
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from .. import __version__
 from ..core.audit import Audit
 from ..errors import InputError
-from .audit_files import (PER_PASS, check_output, plain as _plain, prepare_output,
-                          write_per_pass, write_table)
+from .audit_files import (PER_PASS, PerPassFile, check_output, plain as _plain,
+                          prepare_output, write_per_pass, write_table)
 from .audit_format import (Col, _float, _shown, duration, html_table,
                            number, percent, utc)
 from .audit_plots import (Plot, Words, _ranked,
                           plot_agreement, plot_fairness, plot_groups, plot_preemptions,
                           plot_priorities, plot_shares, plot_waits)
 
-__all__ = ["check_output", "write_report", "render_html"]
+__all__ = ["check_output", "write_report", "render_html", "PerPassFile"]
 
 TEMPLATE = "audit.html.j2"
 SUMMARY_ROWS = 20           # rows of the ranked summary, the page's first table
@@ -549,11 +549,14 @@ def render_html(audit: Audit, plots: dict[str, Plot | None], files: list[dict[st
 
 
 def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
-                 generated_at: float | None = None) -> list[Path]:
+                 generated_at: float | None = None,
+                 streamed: Mapping[str, PerPassFile] | None = None) -> list[Path]:
     """Write the report of `audit` into `out` (see the module docstring); the paths
-    written. A directory that is neither empty nor an earlier audit is an InputError."""
+    written. A directory that is neither empty nor an earlier audit is an InputError.
+    `streamed`: the per-pass tables already written as the analysis made them (each
+    `PerPassFile` finished, put in place here)."""
     out = Path(out)
-    prepare_output(out)
+    prepare_output(out, checked=bool(streamed))
     written: list[Path] = []
     plots: dict[str, Plot | None] = {}
     files: list[dict[str, Any]] = []
@@ -572,8 +575,9 @@ def write_report(audit: Audit, out: str | Path, *, ledger: str = "the ledger",
                      "agreement": plot_agreement(t["agreement_by_pass"], out)}
         written += [out / p.src for p in plots.values() if p]
         for name, df in t.items():
-            paths = (write_per_pass if name in PER_PASS else write_table)(
-                df, out / "tables", name)
+            paths = (streamed[name].close() if streamed and name in streamed
+                     else (write_per_pass if name in PER_PASS else write_table)(
+                         df, out / "tables", name))
             written += paths
             files.append({"name": name, "rows": len(df),
                           "links": [{"href": f"tables/{p.name}", "text": _FORMAT_NAME[

@@ -15,7 +15,10 @@ Every CSV header names its unit (`UNITS`: "severity (slot-weight seconds)", "tim
 
 from __future__ import annotations
 
+import gzip
+import io
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -82,10 +85,12 @@ def check_output(out: Path) -> None:
                                    "report.json): name a new or empty directory")
 
 
-def prepare_output(out: Path) -> None:
-    """Make `out` ready for a report (`check_output` first): created when missing, an
-    earlier audit's files removed."""
-    check_output(out)
+def prepare_output(out: Path, checked: bool = False) -> None:
+    """Make `out` ready for a report (`check_output` first, unless the caller `checked`
+    it before writing there itself): created when missing, an earlier audit's files
+    removed."""
+    if not checked:
+        check_output(out)
     if out.is_dir():
         t = out / "tables"
         for p in [out / "index.html", out / "report.json", *out.glob("*.png"),
@@ -214,6 +219,141 @@ def write_per_pass(df: pd.DataFrame, tables_dir: Path, name: str) -> list[Path]:
         d.to_csv(path, index=False, header=unit_header(d.columns), float_format="%.7g",
                  compression={"method": "gzip", "compresslevel": 6, "mtime": 0})
     return [path]
+
+
+class PerPassFile:
+    """A per-pass table written as its rows come (`add`, or calling it: the table's rows
+    in order, any number at a time), CHUNK_ROWS rows at a time: the file
+    `write_per_pass` writes of the whole table, byte for byte, without the whole table
+    in memory (a day's shares at 1,000 submitters: 1.5 million rows, some 120 MB). It is
+    written under a hidden name in `tables_dir`; `finish` completes it, `close` puts it
+    in place (after `prepare_output`, which removes an earlier audit's files) and gives
+    its path, `abort` removes it."""
+
+    def __init__(self, tables_dir: Path, name: str):
+        self.name = name
+        self.parquet = parquet_available()
+        self.path = Path(tables_dir) / (f"{name}.parquet" if self.parquet
+                                        else f"{name}.csv.gz")
+        self.part = self.path.with_name(f".{self.path.name}.part")
+        self.rows = 0
+        self._buf: list[pd.DataFrame] = []
+        self._buffered = 0
+        self._empty: pd.DataFrame | None = None
+        self._out: Any = None           # the ParquetWriter, or the gzipped text
+        self._files: list[Any] = []     # what the gzipped text is written through
+        self._whole: list[pd.DataFrame] | None = None   # a column of mixed types
+        self._done = self._closed = False
+
+    def __call__(self, df: pd.DataFrame) -> None:
+        self.add(df)
+
+    def add(self, df: pd.DataFrame) -> None:
+        """The table's next rows (an empty table: its columns, when no row comes)."""
+        if not len(df):
+            if self._empty is None:
+                self._empty = df
+            return
+        self._buf.append(df)
+        self._buffered += len(df)
+        self.rows += len(df)
+        while self._buffered >= CHUNK_ROWS:
+            self._write(self._take(CHUNK_ROWS))
+
+    def _take(self, n: int | None = None) -> pd.DataFrame:
+        """The first `n` buffered rows (None: all of them), taken off the buffer."""
+        whole = (self._buf[0] if len(self._buf) == 1
+                 else pd.concat(self._buf, ignore_index=True))
+        n = len(whole) if n is None else n
+        rest = whole.iloc[n:]
+        self._buf = [rest] if len(rest) else []
+        self._buffered = len(rest)
+        return whole.iloc[:n]
+
+    def _write(self, rows: pd.DataFrame) -> None:
+        """The next CHUNK_ROWS rows (fewer: the last) into the file, as `write_per_pass`
+        writes them."""
+        d = _per_pass_chunk(rows, self.name)
+        if self._whole is not None:
+            self._whole.append(d)
+        elif not self.parquet:
+            if self._out is None:
+                raw = open(self.part, "wb")
+                self._files = [raw]
+                # the gzip header names the file, as pandas writing it by its path does
+                gz = gzip.GzipFile(filename=str(self.path), mode="wb", compresslevel=6,
+                                   mtime=0, fileobj=raw)
+                self._files.append(gz)
+                self._out = io.TextIOWrapper(gz, encoding="utf-8", newline="")
+                header: Any = unit_header(d.columns)
+            else:
+                header = False
+            d.to_csv(self._out, index=False, header=header, float_format="%.7g")
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+            try:
+                if self._out is None:
+                    first = pa.Table.from_pandas(d, preserve_index=False)
+                    coded = [f.name for f in first.schema if not pa.types.is_floating(f.type)
+                             or f.name in TIME_COLUMNS]
+                    self._out = pq.ParquetWriter(self.part, first.schema, compression="zstd",
+                                                 use_dictionary=coded)
+                    self._out.write_table(first)
+                else:
+                    self._out.write_table(pa.Table.from_pandas(d, schema=self._out.schema,
+                                                               preserve_index=False))
+            except (TypeError, ValueError, ImportError):     # a column of mixed types
+                # the rows written so far read back: the whole table is written at once
+                self._whole = []
+                if self._out is not None:
+                    self._out.close()
+                    self._out = None
+                    self._whole.append(pq.read_table(self.part).to_pandas())
+                self._whole.append(d)
+
+    def finish(self) -> None:
+        """The last rows written and the file completed (still under its hidden name)."""
+        if self._done:
+            return
+        if self._buffered:
+            self._write(self._take())
+        elif not self.rows:
+            self._write(self._empty if self._empty is not None
+                        else pd.DataFrame(columns=PER_PASS.get(self.name) or []))
+        if self._whole is not None:
+            d = pd.concat(self._whole, ignore_index=True) if len(self._whole) > 1 \
+                else self._whole[0]
+            d = d.assign(**{c: d[c].astype(str) for c in d.columns if d[c].dtype == object})
+            d.to_parquet(self.part, index=False, compression="zstd")
+            self._whole = None
+        self._close_files()
+        self._done = True
+
+    def _close_files(self) -> None:
+        out, self._out = self._out, None
+        if out is not None:
+            out.close()
+        for f in reversed(self._files):
+            f.close()
+        self._files = []
+
+    def close(self) -> list[Path]:
+        """The file in place (finished first if need be); its path."""
+        self.finish()
+        os.replace(self.part, self.path)
+        self._closed = True
+        return [self.path]
+
+    def abort(self) -> None:
+        """The unfinished or unplaced file removed (nothing once `close`d)."""
+        if self._closed:
+            return
+        try:
+            self._close_files()
+        finally:
+            self.part.unlink(missing_ok=True)
+            self._closed = True
 
 
 def read_table(path: Path) -> pd.DataFrame:

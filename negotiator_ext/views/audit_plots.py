@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.audit import PRIORITY_LINES, most_used
+from ..core.audit_series import ShareSeries
 from .audit_format import number
 from .text import printable
 
@@ -236,14 +237,17 @@ def _conditions(summary: pd.DataFrame | None, kind: str) -> dict[str, str]:
     return {k: ", ".join(v) for k, v in out.items()}
 
 
-def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = None,
+def plot_shares(share: pd.DataFrame | ShareSeries, out: Path,
+                summary: pd.DataFrame | None = None,
                 words: Words = Words(False)) -> Plot | None:
     """Delivered vs demand-capped vs deserved over time, one panel per submitter: the
-    summary's (most severe first), then those with the largest shares, MAX_LINES in all."""
+    summary's (most severe first), then those with the largest shares, MAX_LINES in all.
+    `share`: the per-pass share table, or what the plots read of it."""
     if share.empty:
         return None
-    top = (share.groupby("name")[["demand_capped", "delivered"]].sum().sum(axis=1)
-           .sort_values(ascending=False))
+    if not isinstance(share, ShareSeries):
+        share = ShareSeries.of(share)
+    top = share.totals().sum(axis=1).sort_values(ascending=False)
     present = set(top.index)
     names = [n for n in _ranked(summary, "submitter") if n in present]
     names += [n for n in top.index if top[n] > 0 and n not in names]
@@ -255,9 +259,9 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
     rows = math.ceil(len(names) / cols)
     fig = _figure(10 if cols == 2 else 7, 2.4 * rows + 0.6)
     axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
-    few = share["index"].nunique() <= 60
+    few = share.n_passes <= 60
     for ax, name in zip(axes.flat, names):
-        s = _thin(share[share["name"] == name].sort_values("time"),
+        s = _thin(share.rows_of(name).sort_values("time"),
                   ["demand_capped", "delivered", "deserved"], ["starved", "over_share"])
         x = _dates(s["time"])
         # the fair share as a wide pale band, what it got as a line on it: both show
@@ -295,7 +299,7 @@ def plot_shares(share: pd.DataFrame, out: Path, summary: pd.DataFrame | None = N
                         Patch(color="tab:red", alpha=0.25, label="starved"),
                         Patch(color="tab:orange", alpha=0.25, label="over its share")],
                loc="outside upper center", ncols=5, fontsize=8, frameon=False)
-    more = share["name"].nunique() - len(names)
+    more = share.n_names - len(names)
     which = ("the submitters of the summary, most severe first"
              + (", then those with the largest shares" if len(names) > len(
                  [n for n in _ranked(summary, "submitter") if n in present]) else "")
@@ -449,7 +453,7 @@ def _joined(members: list[str], n: int = 80) -> str:
     return f"{_short(members[0], n)} and {len(members) - 1} others (the same)"
 
 
-def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame, out: Path,
+def plot_priorities(prio: pd.DataFrame, share: pd.DataFrame | ShareSeries, out: Path,
                     words: Words = Words(False)) -> Plot | None:
     """RUP (with our predicted RUP, when recorded), EUP and, when it varies, the priority
     factor over time for the submitters with the most usage; submitters whose figures are
