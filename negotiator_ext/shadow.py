@@ -681,13 +681,16 @@ class _Pass:
                        "the real cycle that followed it may no longer be listed (run passes "
                        "more often, or raise NEGOTIATION_CYCLE_STATS_LENGTH)",))
         from .core.compare import compare
-        # for a re-prediction of what stays unexplained (`repredict`)
-        self._compared = (prev, first, subs, [g.name for g in groups])
+        shadow_groups = self.ledger.groups(prev["uuid"])
+        # for a re-prediction of what stays unexplained (`repredict`): the compared pass,
+        # the real cycle, its submitters, both sides' group names
+        self._compared = (prev, first, subs,
+                          [g.name for g in shadow_groups] + [g.name for g in groups])
         return compare(
             shadow_pass=prev["uuid"], shadow_snapshot_time=snap,
             shadow_matches=self.ledger.shadow_matches(prev["uuid"]),
             shadow_submitters=self.recorded_submitters(prev["uuid"]),
-            shadow_groups=self.ledger.groups(prev["uuid"]),
+            shadow_groups=shadow_groups,
             real_cycles=[c for c in new_cycles if c.time >= first.time],
             real_matches=real_matches, real_submitters=subs,
             real_groups=groups, slot_classes=self.ledger.slot_classes(prev["uuid"]),

@@ -24,7 +24,7 @@ def repredict(p, comparison, negotiator: str | None):
     from .core.disagreement import accounting_time
     if not p.s.repredict:
         return not_repredicted(comparison, "turned off (NEGOTIATOR_EXT_REPREDICT = False)")
-    prev, cycle, real_subs, real_groups = p._compared
+    prev, cycle, real_subs, group_names = p._compared
     snap_dir = prev.get("snapshot_dir")
     captured = int(prev["snapshot_time"])
     at, source = accounting_time(cycle, p.acct_time)
@@ -64,7 +64,6 @@ def repredict(p, comparison, negotiator: str | None):
                       seconds=seconds,
                       shadow_submitters=p.recorded_submitters(prev["uuid"]),
                       real_submitters=real_subs,
-                      group_names=[g.name for g in p.ledger.groups(prev["uuid"])]
-                      + real_groups)
+                      group_names=group_names)
     p.loop.log.info("%s", out.notes[-1])
     return out
