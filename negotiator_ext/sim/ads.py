@@ -19,13 +19,14 @@ class _Ad:
     """A slot ad as built, and what is taken from it: its figures under a config
     (`_facts`), its texts (`_slot_texts`), and its memo: what the cycle works out of
     the ad alone (`Pool.slot_memos`)."""
-    __slots__ = ("ad", "facts", "memo", "texts")
+    __slots__ = ("ad", "facts", "memo", "texts", "req")
 
     def __init__(self, ad: classad2.ClassAd):
         self.ad = ad
         self.facts: tuple | None = None
-        self.texts: tuple | None = None
+        self.texts: dict | None = None
         self.memo: dict = {}
+        self.req = None             # its Requirements, parsed (claim reuse: `_fits`)
 
 
 def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
@@ -215,12 +216,13 @@ def _facts(b: _Ad, config):
 
 
 # The simulated schedd offers every idle job: its limits (core.schedd_limits) are not
-def _slot_texts(b: _Ad) -> tuple:
-    """A slot ad's (lower-case name, text) pairs, as the cycle would read them from it
-    (`Pool.slot_texts`); kept with the ad."""
+def _slot_texts(b: _Ad) -> dict:
+    """A slot ad's texts (lower-case name -> text), as the cycle would read them from it
+    (`Pool.slot_texts`); kept with the ad, and shared by every cycle until the slot
+    changes (a cycle writes into a copy: `insert_negotiator_attrs`)."""
     got = b.texts
     if got is None:
-        got = b.texts = tuple((n.lower(), t) for n, t in classads.attribute_texts(b.ad))
+        got = b.texts = {n.lower(): t for n, t in classads.attribute_texts(b.ad)}
     return got
 
 

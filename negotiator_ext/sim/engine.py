@@ -344,13 +344,23 @@ class Simulation:
         if (c.cpus > slot.cpus or c.memory > slot.memory or c.disk > slot.disk
                 or c.gpus > slot.gpus):
             return False
-        row = TextAds(TextStore())
-        row.add(_job_texts(job))
-        job_ad = row.ad(0)
-        slot_ad = _built(slot, self.sc).ad
-        return all(classads.eval_match(classads.parse_expr(text), mine, other) is True
-                   for text, mine, other in ((_requirements(job_ad), job_ad, slot_ad),
-                                             (_requirements(slot_ad), slot_ad, job_ad)))
+        # the job's ad and Requirements, kept with its texts while it waits (a job is
+        # tried again and again as the head of its class); the slot's with its ad
+        texts = _job_texts(job)
+        got = job.fit
+        if got is None or got[0] is not texts:
+            row = TextAds(TextStore())
+            row.add(texts)
+            job_ad = row.ad(0)
+            got = job.fit = (texts, job_ad, _requirements(job_ad))
+        _, job_ad, job_req = got
+        b = _built(slot, self.sc)
+        slot_req = b.req
+        if slot_req is None:
+            slot_req = b.req = _requirements(b.ad)
+        slot_ad = b.ad
+        return (classads.eval_match(job_req, job_ad, slot_ad) is True
+                and classads.eval_match(slot_req, slot_ad, job_ad) is True)
 
     def _preemption_possible(self) -> bool:
         """Whether a claimed slot could be taken this cycle: priority preemption unless
@@ -668,10 +678,13 @@ def _room_for(pslot: SimSlot, job: SimJob) -> bool:
             and c.gpus <= pslot.gpus)
 
 
-def _requirements(ad) -> str:
-    """An ad's Requirements as text (`true` without one)."""
+def _requirements(ad):
+    """An ad's Requirements, parsed (`true` without one)."""
     tree = ad.lookup("Requirements") if "Requirements" in ad else None
-    return str(tree) if tree is not None else "true"
+    return tree if tree is not None else _TRUE
+
+
+_TRUE = classads.parse_expr("true")
 
 
 class NegotiatorCadence:

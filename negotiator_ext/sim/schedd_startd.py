@@ -84,6 +84,7 @@ class SimJob:
     row: tuple | None = None          # ... as the engine's text store's shared pairs
     row_gen: int = -1                 # ... of that store's generation
     head: tuple | None = None         # ... and what the schedd's queue view says of it
+    fit: tuple | None = None          # ... and its ad for claim reuse (the engine's `_fits`)
     own: tuple | None = None          # a recorded job: its own (name, text) pairs
     removed_at: float = math.inf      # a recorded job removed at that time
     first_start: int | None = None    # when it first started (its queue wait)
@@ -476,6 +477,7 @@ class SimPool:
     def start(self, job: SimJob, slot: SimSlot, t: int, claimed_at: float | None = None) -> None:
         job.status, job.slot, job.end = 2, slot, t + job.duration
         job.started = t
+        job.fit = None
         if job.first_start is None:
             job.first_start = t
         slot.job = job
