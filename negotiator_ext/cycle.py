@@ -385,7 +385,9 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
     facts: dict = {}                # one tuple of each kept (most slots' are alike)
     for i, (ad, usage, row, memo) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows,
                                                    pool.slot_memos or repeat(None))):
-        texts = dict(row) if row is not None else None
+        # (a simulator's slot texts come as a dict, shared from cycle to cycle: what the
+        # cycle writes into a slot's texts it writes into a copy)
+        texts = None if row is None else row if type(row) is dict else dict(row)
         keep = memo is not None and memo_key is not None
         got = memo.get(memo_key) if keep else None
         if got is None:

@@ -46,7 +46,8 @@ class Pool:
     slots: tuple[SlotUsage, ...]
     accountant: AccountantState
     warnings: tuple[str, ...]
-    slot_texts: tuple = ()          # each slot ad's (lower-case name, text) pairs, if read
+    slot_texts: tuple = ()          # each slot ad's (lower-case name, text) pairs (or a dict
+                                    # of them, not to be changed), if read
     # Every slot the collector has, when `slot_ads` holds only the ones a job can take
     # this cycle (the simulator leaves out claimed slots when nothing can preempt them):
     # the pool's size and the accountant count them all. Empty: the same as slot_ads.

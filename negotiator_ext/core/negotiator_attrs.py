@@ -96,11 +96,13 @@ def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
         if config.consider_preemption:
             written = add_remote_user_attrs(s, acc, groups, group_quotas, cross_prefix)
             live_names.update(a.lower() for a in written if a.endswith("ResourcesInUse"))
-        if s.texts:
-            s.texts.update(expr_texts)
+        if s.texts and (expr_texts or written):
+            # a copy: the texts may be shared with the slot's memo (`_candidate_slots`)
+            texts = s.texts = dict(s.texts)
+            texts.update(expr_texts)
             for attr in written:
                 if attr in s.ad:
-                    s.texts[attr.lower()] = classads.attribute_text(s.ad, attr)
+                    texts[attr.lower()] = classads.attribute_text(s.ad, attr)
     return live_names
 
 
