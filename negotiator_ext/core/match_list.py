@@ -49,6 +49,7 @@ class Slot:
     key: tuple = ()                  # slot class key
     key_id: int = -1                 # Matcher.intern of it
     static: tuple = ()               # job-independent rank values (pre, post, prank)
+    order: Any = None                # ... as a class sorts its members (`_static_order`)
     class_keys: dict = field(default_factory=dict)   # name set -> its SlotClass
     version: int = 0                 # bumped when a CP p-slot's assets change
     rank_static: bool | None = None  # MY.Rank > MY.CurrentRank when no job can change it

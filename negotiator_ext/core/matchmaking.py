@@ -32,6 +32,7 @@ classes' members, each class pre-sorted by its static ranks.
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, Callable, Iterable
 
 from . import adtext, classads, consumption, pslot_preemption, static_ranks
@@ -416,6 +417,10 @@ class Matcher:
         self.slots = slots
         self.partitions: dict[tuple, Partition] = {}
         self._plain_texts: list[dict] | None = None     # _uniform: the non-CP slots' texts
+        if not self.static_ranks:
+            # the order `partition` sorts a class's members into, worked out once a slot
+            for s in slots:
+                s.order = _static_order(s)
 
     def release(self) -> None:
         """The cycle is over: break the reference cycles among its slots, their classes
@@ -467,7 +472,7 @@ class Matcher:
             for s in self.slots:
                 if not s.removed:
                     self._add_to_class(s, names, part)
-            order = _sort_pos if self.static_ranks else _static_order
+            order = _sort_pos if self.static_ranks else _by_order
             for cls in part.classes.values():
                 if len(cls.members) > 1:
                     cls.members.sort(key=order)
@@ -609,6 +614,8 @@ class Matcher:
         s.texts = {}                 # its assets changed: read them again
         self.scan_slot(s)
         self.profile_slot(s)
+        if not self.static_ranks:
+            s.order = _static_order(s)      # (its static ranks may have changed)
         for names in old:
             self._add_to_class(s, names, self.partitions[names])
 
@@ -959,6 +966,9 @@ def symmetric_match(job, slot_ad, cp: bool) -> bool:
 
 
 _MEMO_TOKENS: dict[tuple, str] = {}
+
+
+_by_order = operator.attrgetter("order")      # a slot's `_static_order`, worked out
 
 
 def memo_token(key: tuple) -> str:
