@@ -378,13 +378,19 @@ class Accountant:
         """CheckMatches (rule A19, classic): drop matches whose slot is gone or no longer
         claimed/matched by the charged customer, charge every claimed slot not yet
         charged, and recount the concurrency limits. With `changes` (and the records
-        written since the last CheckMatches known), only the changed slots and those
-        records are looked at, in the same order: the same result."""
+        written since the last CheckMatches known), only the changed slots, the records
+        written since and their slots are looked at, in the same order: the same
+        result."""
         slots = list(slots) if not isinstance(slots, (list, tuple)) else slots
         touched = self._touched
-        if changes is not None and touched is not None and touched <= changes.names:
-            self._check_claims(changes.slots, filter(changes.names.__contains__,
-                                                     self.resources), now)
+        if changes is not None and touched is not None:
+            names, check = changes.names, changes.slots
+            if not touched <= names:
+                # records written since whose slots did not change (a match the startd
+                # did not take up): their slots are looked at too, in the list's order
+                names = names | touched
+                check = [s for s in slots if s.resource_name in names]
+            self._check_claims(check, filter(names.__contains__, self.resources), now)
         else:
             self._check_claims(slots, self.resources, now)
         self._touched = set()
