@@ -469,9 +469,33 @@ class Matcher:
         part = self.partitions.get(names)
         if part is None:
             part = self.partitions[names] = Partition()
+            # `_add_to_class` for every slot, its common case inlined: a slot joining a
+            # class that has members already (most do, in a pool of alike slots)
+            add, reach, classes = self._add_to_class, self._reach, part.classes
+            seen = names[0]
+            token = (_REACH, seen)
+            held = self.preq_false
             for s in self.slots:
-                if not s.removed:
-                    self._add_to_class(s, names, part)
+                if s.removed:
+                    continue
+                if held and self._held(s):
+                    add(s, names, part)
+                    continue
+                if seen:
+                    memo = s.memo
+                    got = memo.get(token) if memo is not None else None
+                    if got is None:
+                        got = reach(s, seen)
+                    cls = classes.get((s.key_id, *got))
+                else:
+                    cls = classes.get(s.key_id)
+                if cls is None:
+                    add(s, names, part)
+                    continue
+                cls.members.append(s)
+                cls.live += 1
+                cls.group.live += 1
+                s.class_keys[names] = cls
             order = _sort_pos if self.static_ranks else _by_order
             for cls in part.classes.values():
                 if len(cls.members) > 1:
