@@ -42,6 +42,7 @@ name (`alice` -> `alice@<domain>`); with `group` its jobs carry `AccountingGroup
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -53,6 +54,8 @@ from typing import Any, Mapping
 from .core.accountant import NICE_USER_PREFIX
 from .errors import InputError
 from .when import epoch_of
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")   # a control character (a line break)
 
 DEFAULT_START = 1_700_000_000
 
@@ -199,6 +202,12 @@ class SlotShape:
     attrs: Mapping[str, str] = field(default_factory=dict)   # name -> expression text
     machine: str | None = None      # one recorded slot's own machine name (pool_snapshot)
     slot_name: str | None = None    # ... and its own slot name
+
+    @functools.cached_property
+    def control_in_texts(self) -> bool:
+        """Whether a text of `attrs` has a control character (a line break): the
+        simulator then sets its slots' attributes one by one (`sim.ads`)."""
+        return any(_CONTROL.search(t) for t in self.attrs.values())
 
     def ranks_jobs(self) -> bool:
         """Whether its Rank can prefer one job to another (not a constant)."""

@@ -92,9 +92,13 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.Clas
         for k, v in itertools.chain(((k, _Expr(t)) for k, t in shape.items()),
                                     later.items()):
             merged[spelt.setdefault(k.lower(), k)] = v
-        # a control character (a line break) in a text or a name: set one by one
-        if merged is not None and any(_CONTROL.search(v.text if type(v) is _Expr else v)
-                                      for v in merged.values() if type(v) in (_Expr, str)):
+        # a control character (a line break) in a text or a name: set one by one (the
+        # shape's texts were looked at once; a value the shape's replaced is looked at
+        # all the same: either way gives the same ad)
+        if s.shape.control_in_texts or any(
+                _CONTROL.search(v.text if type(v) is _Expr else v)
+                for v in itertools.chain(vals.values(), later.values())
+                if type(v) in (_Expr, str)):
             merged = None
         if merged is not None:
             ad = classads.parse_old_ad("\n".join(f"{k} = {_text(v)}" for k, v in merged.items()))
