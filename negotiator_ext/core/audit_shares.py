@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .audit_frames import _EPS, NOISE_FLOOR, OVER_ABOVE, STARVED_BELOW, _num
+from .audit_frames import _EPS, NOISE_FLOOR, OVER_ABOVE, STARVED_BELOW, _num, lookup
 from .fairshare import jain_index, water_fill
 from .groups import ROOT
 
@@ -151,9 +151,13 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     # the pass's figures and the group's entitlement by lookup, not merges: a merge
     # copies every row of a day at 1,000 submitters (1.5 million) each time
     by_pass = pt.drop_duplicates("pass_uuid").set_index("pass_uuid")
-    for c in ("index", "time", "interval", "pool_weight", "passes"):
-        s[c] = s["pass_uuid"].map(by_pass[c])
-    ent = entitled[["pass_uuid", "group", "entitlement"]].drop_duplicates(["pass_uuid", "group"])
+    cols = ["index", "time", "interval", "pool_weight", "passes"]
+    for c, v in lookup(s["pass_uuid"], by_pass, cols).items():
+        s[c] = v
+    # (the entitlements of these passes only: `entitled` may hold the whole period's)
+    ent = entitled.loc[entitled["pass_uuid"].isin(by_pass.index),
+                       ["pass_uuid", "group", "entitlement"]].drop_duplicates(
+        ["pass_uuid", "group"])
     s["entitlement"] = s[["pass_uuid", "group"]].merge(
         ent, on=["pass_uuid", "group"], how="left")["entitlement"].to_numpy()
     order = np.lexsort((s["name"].to_numpy(str), s["group"].astype(str).to_numpy(),
