@@ -95,6 +95,28 @@ def test_pairs_made_a_few_starved_at_a_time_are_the_same(monkeypatch):
     same_audit(whole, A.analyse(frames, pool="p", slice_passes=2))
 
 
+def test_pairs_of_names_as_ranks_are_the_pairs_of_the_names(monkeypatch):
+    """The names (and groups) taken as their ranks give the pairs the names give, text
+    types and all; a missing name is not ranked."""
+    frames = A.frames_from_records(synthetic_passes() + streaks())
+    audit = A.analyse(frames, pool="p")
+    grp = audit.tables["group_quota_by_pass"]
+    flagged = pd.concat([pd.DataFrame({"index": [90, 90, 91], "group": ["x", "x", "x"],
+                                       "name": ["a", "b", None], "time": 1.0,
+                                       "interval": 60.0, "starved": [True, False, True],
+                                       "over_share": [False, True, True],
+                                       "shortfall": 2.0, "excess": 3.0})])
+    cases = [(grp, "group", "starved", "over_quota", {}),
+             (flagged, "name", "starved", "over_share",
+              {"scope": "group", "surplus": "excess"})]
+    ranked = [audit_spells.pairs(df, *args, **kw) for df, *args, kw in cases]
+    monkeypatch.setattr(audit_spells, "_coded", lambda *a: None)
+    named = [audit_spells.pairs(df, *args, **kw) for df, *args, kw in cases]
+    assert len(ranked[0]) > 0 and list(ranked[1]["starved"]) == ["a"]
+    for r, n in zip(ranked, named):
+        pd.testing.assert_frame_equal(r, n, check_exact=True)
+
+
 def test_the_ledger_read_a_slice_at_a_time_gives_the_same_audit(tmp_path):
     """Summarised hours too: 18 passes ten minutes apart, the first two hours summarised."""
     import dataclasses

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from negotiator_ext.adapters.ledger import open_ledger
-from negotiator_ext.adapters.ledger_columns import read_matches
+from negotiator_ext.adapters.ledger_columns import read_columns, read_matches
 from negotiator_ext.core import audit as A
 from negotiator_ext.core.audit_series import ShareSeries
 from negotiator_ext.core.audit_spells import _pivots_by_layout, period_pivots
@@ -176,6 +176,36 @@ def test_matches_read_as_columns_come_in_the_records_order(tmp_path):
         new = A.make_frames([], [], [], read_matches(ledger, A.MATCH_COLUMNS), [], []).matches
     assert len(old) > 10
     pd.testing.assert_frame_equal(old, new, check_exact=True)
+
+
+def test_columns_read_come_in_the_order_written_as_sql_gives_them(tmp_path):
+    """Passes whose uuids sort against the order they were written in, NULLs, and a text
+    where a number should be: the rows in the order written, the texts as text (NULL
+    NaN), the numbers as pandas makes numbers of SQL's values, in any slice of passes."""
+    import sqlite3
+    recs = [dataclasses.replace(r, uuid=f"{99 - i:04d}" + "e" * 28)
+            for i, r in enumerate(synthetic_passes()[:9])]
+    path = tmp_path / "l.sqlite"
+    write_ledger(path, recs)
+    cols = [c for c in A.SUBMITTER_COLUMNS if c != "recorded_passes"]
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE submitters SET factor = 'high', \"group\" = NULL WHERE id % 7 = 3")
+        rows = db.execute(f"SELECT {', '.join(repr(c).replace(chr(39), chr(34)) for c in cols)} "
+                          "FROM submitters ORDER BY id").fetchall()
+    values = dict(zip(cols, zip(*rows)))
+    want = pd.DataFrame({c: pd.Series([np.nan if v is None else v for v in values[c]],
+                                      dtype=object) if c in ("pass_uuid", "name", "group")
+                         else pd.to_numeric(pd.Series(values[c], dtype=object),
+                                            errors="coerce").to_numpy(float) for c in cols})
+    assert want["factor"].isna().any() and want["group"].isna().any()
+    assert list(want["pass_uuid"]) != sorted(want["pass_uuid"])     # written out of order
+    with open_ledger(str(path), read_only=True) as ledger:
+        whole = read_columns(ledger, "submitters", cols)
+        uuids = [r.uuid for r in recs]
+        parts = pd.concat([read_columns(ledger, "submitters", cols, uuids=uuids[a:a + 4])
+                           for a in range(0, len(uuids), 4)], ignore_index=True)
+    pd.testing.assert_frame_equal(whole, want, check_exact=True)
+    pd.testing.assert_frame_equal(parts, want, check_exact=True)
 
 
 def test_a_failed_audit_leaves_no_directory_and_no_part_file(tmp_path, monkeypatch, conf):

@@ -164,3 +164,13 @@ def frames_from_records(records: Sequence[PassRecord],
 def _num(s: pd.Series) -> pd.Series:
     return pd.to_numeric(s, errors="coerce").astype(float)
 
+
+
+def lookup(keys: pd.Series, table: pd.DataFrame, columns: Sequence[str]
+           ) -> dict[str, Any]:
+    """`table`'s `columns` at each of `keys` (looked up in its index, which is unique):
+    for each column what `keys.map(table[column])` gives (NaN where a key is not in the
+    index), the keys looked up once for all of them (each map looks them all up again,
+    and converts them to the index's string type first)."""
+    at = table.index.get_indexer(keys)
+    return {c: pd.api.extensions.take(table[c].array, at, allow_fill=True) for c in columns}

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .audit_frames import _num
+from .audit_frames import _num, lookup
 from .audit_series import ShareSeries
 
 
@@ -86,8 +86,8 @@ def priorities(passes: pd.DataFrame, submitters: pd.DataFrame) -> pd.DataFrame:
     s = submitters.loc[submitters["pass_uuid"].isin(by_pass.index),
                        [c for c in _PRIO_COLUMNS if c in submitters.columns
                         and c not in ("index", "time")]]
-    s["index"] = s["pass_uuid"].map(by_pass["index"])
-    s["time"] = s["pass_uuid"].map(by_pass["time"])
+    for c, v in lookup(s["pass_uuid"], by_pass, ["index", "time"]).items():
+        s[c] = v
     for c in ("real_rup", "predicted_rup", "real_eup", "shadow_eup", "factor", "drift"):
         s[c] = _num(s[c])
     s["is_group"] = s["is_group"].astype(bool)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .audit_frames import _EPS, NOISE_FLOOR, OVER_ABOVE, STARVED_BELOW, _num
+from .audit_frames import _EPS, NOISE_FLOOR, OVER_ABOVE, STARVED_BELOW, _num, lookup
 from .fairshare import jain_index, water_fill
 from .groups import ROOT
 
@@ -96,7 +96,8 @@ def _capped(ent: np.ndarray, w: np.ndarray, caps: np.ndarray, codes: np.ndarray)
         elif b - a == 1:
             out[a] = min(max(e, 0.0), caps[a]) if w[a] > 0 else 0.0
         else:
-            out[a:b] = water_fill(e, list(w[a:b]), list(caps[a:b]))
+            # (Python floats, not numpy's scalars: the same arithmetic, faster)
+            out[a:b] = water_fill(float(e), w[a:b].tolist(), caps[a:b].tolist())
     return out
 
 
@@ -151,9 +152,13 @@ def shares(passes: pd.DataFrame, submitters: pd.DataFrame, groups: pd.DataFrame,
     # the pass's figures and the group's entitlement by lookup, not merges: a merge
     # copies every row of a day at 1,000 submitters (1.5 million) each time
     by_pass = pt.drop_duplicates("pass_uuid").set_index("pass_uuid")
-    for c in ("index", "time", "interval", "pool_weight", "passes"):
-        s[c] = s["pass_uuid"].map(by_pass[c])
-    ent = entitled[["pass_uuid", "group", "entitlement"]].drop_duplicates(["pass_uuid", "group"])
+    cols = ["index", "time", "interval", "pool_weight", "passes"]
+    for c, v in lookup(s["pass_uuid"], by_pass, cols).items():
+        s[c] = v
+    # (the entitlements of these passes only: `entitled` may hold the whole period's)
+    ent = entitled.loc[entitled["pass_uuid"].isin(by_pass.index),
+                       ["pass_uuid", "group", "entitlement"]].drop_duplicates(
+        ["pass_uuid", "group"])
     s["entitlement"] = s[["pass_uuid", "group"]].merge(
         ent, on=["pass_uuid", "group"], how="left")["entitlement"].to_numpy()
     order = np.lexsort((s["name"].to_numpy(str), s["group"].astype(str).to_numpy(),
@@ -260,19 +265,23 @@ def fairness_by_pass(share: pd.DataFrame, passes: pd.DataFrame) -> pd.DataFrame:
     delivered / demand-capped across those with a demand-capped share, the submitter with
     the largest absolute gap and its gap, and how many were starved / over their share."""
     out = passes[["uuid", "index", "time"]].rename(columns={"uuid": "pass_uuid"})
-    act = share[share["active"].astype(bool)]
+    # (the active rows' columns read, not a copy of every column; grouped by pass once)
+    act = share.loc[share["active"].astype(bool).to_numpy(),
+                    ["pass_uuid", "name", "delivered", "demand_capped", "gap", "starved",
+                     "over_share"]]
     ok = act[act["demand_capped"] > _EPS]
     x = ok["delivered"] / ok["demand_capped"]
     agg = pd.DataFrame({"jain": x.groupby(ok["pass_uuid"]).agg(jain_index)})
     gaps = act[act["gap"].notna()]
     big = gaps.loc[gaps["gap"].abs().groupby(gaps["pass_uuid"]).idxmax()].set_index("pass_uuid")
     u = out["pass_uuid"]
-    out["active"] = u.map(act.groupby("pass_uuid").size()).fillna(0).astype(int)
+    by_pass = act.groupby("pass_uuid")
+    out["active"] = u.map(by_pass.size()).fillna(0).astype(int)
     out["jain"] = u.map(agg["jain"]).astype(float)
     out["largest_gap_name"] = u.map(big["name"])
     out["largest_gap"] = u.map(big["gap"]).astype(float)
     for c in ("starved", "over_share"):
-        out[c] = u.map(act.groupby("pass_uuid")[c].sum()).fillna(0).astype(int)
+        out[c] = u.map(by_pass[c].sum()).fillna(0).astype(int)
     return out[_FAIR_COLUMNS].reset_index(drop=True)
 
 

@@ -127,6 +127,13 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     # all in one part: the same figures)
     if a.empty or b.empty:
         return pd.DataFrame(columns=_PAIR_COLUMNS)
+    # the names (and the scope's) as numbers in their order, which merge, compare, group
+    # and sort as the names do, faster (a day's group pairs: 2.9 million rows); the
+    # names put back before the pairs are ranked
+    names = None
+    coded = _coded(a, b, [key] + ([scope] if scope else []))
+    if coded is not None:
+        a, b, names = coded
     per_row = a[scope_cols].merge(b.groupby(scope_cols).size().rename("_n").reset_index(),
                                   on=scope_cols, how="left")["_n"].fillna(0).to_numpy()
     per_key = pd.Series(per_row).groupby(a[key].to_numpy(), sort=False).sum()
@@ -137,12 +144,35 @@ def pairs(df: pd.DataFrame, key: str, starved: str, borrowing: str,
     if not outs:
         return pd.DataFrame(columns=_PAIR_COLUMNS)
     out = outs[0] if len(outs) == 1 else pd.concat(outs, ignore_index=True)
+    if names is not None:
+        out["starved"] = names.take(out["starved"].to_numpy()).array
+        out["borrowing"] = names.take(out["borrowing"].to_numpy()).array
     return out[_PAIR_COLUMNS].sort_values(
         ["duration", "passes", "starved", "borrowing"], ascending=[False, False, True, True],
         kind="stable").reset_index(drop=True)
 
 
-PAIR_ROWS = 50_000         # (starved, borrowing, pass) rows made at a time
+# (starved, borrowing, pass) rows made at a time: a day's 2.9 million group pairs in 29
+# parts (at 50,000 a part, pandas' cost per call was a third of the pairs' time; the
+# peak the same)
+PAIR_ROWS = 100_000
+
+
+def _coded(a: pd.DataFrame, b: pd.DataFrame, columns: list[str]
+           ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Index] | None:
+    """`a` and `b` with each of `columns` (text) as the rank of its value among both's
+    values, and the values of the first column by rank; None (nothing coded) where a
+    value is missing or not text, which would not group or sort as its rank does."""
+    ranked = []
+    for c in columns:
+        both = pd.concat([a[c], b[c]], ignore_index=True)
+        if both.isna().any() or pd.api.types.infer_dtype(both, skipna=False) != "string":
+            return None
+        codes, values = pd.factorize(both, sort=True)
+        ranked.append((c, codes, values))
+    a = a.assign(**{c: codes[:len(a)] for c, codes, _ in ranked})
+    b = b.assign(**{c: codes[len(a):] for c, codes, _ in ranked})
+    return a, b, ranked[0][2]
 
 
 def _pairs_of(a: pd.DataFrame, b: pd.DataFrame, key: str, scope_cols: list[str],
