@@ -23,7 +23,7 @@ from typing import Any
 
 from .errors import InputError
 
-KEPT = "kept by the loop"
+KEPT = "the loop's kept inputs"
 FILES = "the snapshot's files"
 
 
