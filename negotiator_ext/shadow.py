@@ -488,7 +488,7 @@ class _Pass:
         # the pass's pool and result, freed with the pass (a loop's: after its record,
         # ShadowLoop.tidy); what it was built from, kept for the next pass's re-prediction
         self.made = (pool, result)
-        inputs = pool.inputs() if pool.shared_slot_ads else None
+        inputs = pool.inputs() if pool.shared_slot_ads and self.s.repredict else None
         if comparison is not None and unexplained_left(comparison.disagreements):
             # our cycle once more, on the compared pass's inputs: this pass's pool and
             # cycle are let go first (only the record is left to write)

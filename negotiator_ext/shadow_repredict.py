@@ -40,7 +40,8 @@ def keep_inputs(p, inputs: tuple | None) -> None:
     """Keep pass `p`'s `inputs` (`Pool.inputs`) in its loop for the next pass of its
     stream, in place of the last pass's. None (the last's let go, nothing kept): the
     pool's slot ads were the pass's own (Pool.shared_slot_ads false), which a cycle
-    writes into, so they are no longer what was captured."""
+    writes into, so they are no longer what was captured; or nothing is re-predicted
+    (NEGOTIATOR_EXT_REPREDICT = False)."""
     kept = p.loop.kept_inputs
     kept.pop(p.pool_name, None)
     if inputs is not None:

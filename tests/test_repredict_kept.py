@@ -125,3 +125,12 @@ def test_a_loops_rerun_takes_the_compared_pass_kept_inputs(tmp_path, mocker, kee
     assert at == again["at"] > int(first.snapshot_time)
     assert counts and counts == Counter(
         m.submitter for m in cycle.run_cycle(load_pool(first.snapshot_dir), now=at).matches)
+
+
+def test_a_loop_that_does_not_re_predict_keeps_nothing(tmp_path, mocker):
+    """NEGOTIATOR_EXT_REPREDICT = False: no pass's inputs outlive it."""
+    import dataclasses
+    fix, fake, loop = _loop(tmp_path, mocker, "hgq_nested_hep_lep_surplus")
+    loop.settings = dataclasses.replace(loop.settings, repredict=False)
+    loop.run_pass()
+    assert loop.kept_inputs == {} and len(loop.slot_cache) > 0
