@@ -423,7 +423,9 @@ def test_a_loops_pass_re_predicts_on_what_it_kept_of_the_compared_pass(clean_poo
     """The same flip, passes of a loop (`shadow --interval 60`, its slot ads kept): the
     pass after the real cycle re-runs our cycle on what the loop kept of the pass before
     (shadow_repredict.KeptInputs), not on that pass's snapshot read again from its
-    files, and explains the same."""
+    files, and explains the same. Without the NegotiatorLog (a loop following it would
+    capture as the real cycle starts, after the flip) the real cycle comes from the
+    negotiator's ad, sent after each cycle here (NEGOTIATOR_UPDATE_AFTER_CYCLE)."""
     pool = clean_pool
     state = tmp_path / "state"
     a, b = "group_a.flipa@negotiator-ext.test", "group_a.flipb@negotiator-ext.test"
@@ -456,7 +458,8 @@ def test_a_loops_pass_re_predicts_on_what_it_kept_of_the_compared_pass(clean_poo
         pool.tool("condor_reschedule", "-addr", pool.negotiator_address())
         pool.wait_cycle()
 
-    pool.reconfig("flip", "PRIORITY_HALFLIFE = 30\nNEGOTIATOR_INTERVAL = 600\n")
+    pool.reconfig("flip", "PRIORITY_HALFLIFE = 30\nNEGOTIATOR_INTERVAL = 600\n"
+                          "NEGOTIATOR_UPDATE_AFTER_CYCLE = True\n")
     try:
         again = _priorities_flip(pool, one_pass, cycle, a, b)
     finally:
