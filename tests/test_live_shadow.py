@@ -479,7 +479,10 @@ def _priorities_flip(pool, one_pass, cycle, a: str, b: str) -> dict:
     # job that ends; flipa runs two that go on
     pool.submit(count=2, group="group_a", user="flipa")
     gone = pool.submit(count=1, group="group_a", user="flipb")
-    pool.wait_for(lambda: {a, b} <= set(pool.submitters()), 30, "the submitters' ads")
+    # their idle jobs in the ads (an earlier test's ads of the same names may still be
+    # there, without them: a cycle then would match nothing)
+    pool.wait_for(lambda: pool.submitters().get(a, 0) >= 2 and pool.submitters().get(b, 0) >= 1,
+                  30, "the submitters' ads")
     cycle()
     pool.wait_for(lambda: len(pool.jobs("ClusterId", constraint="JobStatus == 2")) >= 3,
                   60, "the three jobs to run")
