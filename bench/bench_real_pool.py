@@ -551,7 +551,8 @@ def explained(summary: dict, indent: str = "  ") -> str:
                      f"{again['unexplained']} unexplained explained, unexplained agreement "
                      f"before {again['unexplained_agreement_before']}; "
                      f"{again['new_differences']} submitter(s) the capture had right differ "
-                     f"in the re-run; {again['seconds']} s")
+                     f"in the re-run; {again['seconds']} s, from "
+                     f"{again.get('inputs', 'the snapshot' + chr(39) + 's files')}")
     left = [d for d in summary.get("disagreements") or () if d.get("class") == "unexplained"]
     for d in left[:10]:
         lines.append(f"{indent}  unexplained: {d['submitter']} real {d['real']}, ours "

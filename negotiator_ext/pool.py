@@ -74,6 +74,15 @@ class Pool:
     # the matcher's memory of earlier cycles (core.match_memory), when the caller runs
     # many cycles of one pool (the simulator and the forecast); None: none
     match_memory: Any = None
+    # the snapshot as read, when `snapshot` is a copy in a rebuilt collector's order
+    # (adapters/collector_order.py): `inputs` builds the same pool again from it
+    read_snapshot: Any = None
+
+    def inputs(self) -> tuple[Snapshot, NegotiatorConfig]:
+        """What the pool was built from: `build_pool(*pool.inputs())` builds it again
+        (a shadow loop's re-prediction of a pass it kept, shadow_repredict.py)."""
+        return (self.read_snapshot if self.read_snapshot is not None else self.snapshot,
+                self.config)
 
     def schedds(self) -> Schedds:
         """The schedds' limits, with one cycle's counts (the job files' running jobs are
@@ -389,6 +398,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
         where.append(i - 1)
 
     _check_submitters(snap)
+    read = snap if rebuilt is not None else None
     if rebuilt is not None:
         place = {j: p for p, j in enumerate(rebuilt.slot_order)}
         perm = sorted(range(len(ads)), key=lambda k: place[where[k]])
@@ -407,7 +417,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
                 slot_texts=tuple(texts), schedd_default=default, schedd_limits=by_name,
                 shared_slot_ads=snap.slots_shared, pie_weights=tuple(pies),
                 effective_sizes=tuple(effective),
-                slot_memos=tuple(kept) if key is not None else ())
+                slot_memos=tuple(kept) if key is not None else (), read_snapshot=read)
 
 
 def _slot_memo_key(config: NegotiatorConfig) -> tuple | None:

@@ -48,7 +48,7 @@ from .core.disagreement import unexplained_left
 from .core.records import MatchEntry, PassRecord, RealCycle, SubmitterObs
 from .errors import InputError
 from .limits import give_back_memory
-from .shadow_repredict import repredict
+from .shadow_repredict import keep_inputs, repredict_pass
 from .shadow_state import (Busy, ShadowSettings, _snapshot_path, newest_config,
                            newest_projection, pass_lock, prune_snapshots)
 from .shadow_state import read_settings  # noqa: F401  (the daemon's shadow.read_settings)
@@ -97,6 +97,8 @@ class ShadowLoop:
         self.known_lines = None
         # the config the loop's last pass read from its snapshot (condor_config.ConfigMemo)
         self.config_memo = None
+        # what each stream's last pass built its pool from (shadow_repredict.KeptInputs)
+        self.kept_inputs: dict = {}
         # the daemons' configurations its passes read through RemoteParam, kept while
         # the daemons' ads say they have not read their files since (live.KeptReads)
         self.kept_reads = None
@@ -484,21 +486,16 @@ class _Pass:
             time_limits=dict(result.time_limits or {}),
             aligned_cycle=aligned_cycle, digest=self.digest or {})
         # the pass's pool and result, freed with the pass (a loop's: after its record,
-        # ShadowLoop.tidy)
+        # ShadowLoop.tidy); what it was built from, kept for the next pass's re-prediction
         self.made = (pool, result)
+        inputs = pool.inputs() if pool.shared_slot_ads and self.s.repredict else None
         if comparison is not None and unexplained_left(comparison.disagreements):
-            # our cycle once more, on the compared snapshot: this pass's pool and cycle
-            # are let go first (only the record is left to write), so that two pools
-            # are not held at once
+            # our cycle once more, on the compared pass's inputs: this pass's pool and
+            # cycle are let go first (only the record is left to write)
             self.made = ()
             del pool, result, observed
-            lap = time.perf_counter()
-            # the collector is paused for the pass (limits.paused_gc): what of them is
-            # held in cycles goes only with a collection
-            gc.collect()
-            comparison = repredict(self, comparison, negotiator)
-            timings["repredict"] = round(time.perf_counter() - lap, 3)
-            rec = dataclasses.replace(rec, comparison=comparison, pass_timings=timings)
+            rec = repredict_pass(self, rec, negotiator)
+        keep_inputs(self, inputs)
         return self.save(rec, last_any)
 
     # -- steps -----------------------------------------------------------------------------

@@ -1,25 +1,75 @@
 """Shadow mode's re-prediction (issue 32's priorities' time): what a comparison leaves
-unexplained, against our cycle run again on the compared pass's kept snapshot at the
-moment the real accountant updated the priorities (`shadow._Pass` calls it once the
-pass's own pool is let go)."""
+unexplained, against our cycle run again on the compared pass's snapshot at the moment
+the real accountant updated the priorities (`shadow._Pass` calls `repredict_pass` once
+the pass's own pool is let go).
+
+The re-run's pool is built from what the compared pass built its own from. A loop
+(`shadow --interval`, its slot ads kept: NEGOTIATOR_EXT_KEEP_SLOT_ADS) keeps each pass's
+inputs to the next (`KeptInputs`): its slot ads are the slot cache's, which no cycle
+writes into, and its job texts and the rest are shared with what the loop keeps for its
+next capture, so keeping them costs little more than the slots and jobs that change,
+where reading the snapshot's files again made a second whole pool. Any other compared
+pass (`shadow --once`, a replay, a pool of several negotiators but the first, an older
+pass than the last) is read from its snapshot's files, as it was written."""
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import InputError
+
+KEPT = "the loop's kept inputs"
+FILES = "the snapshot's files"
+
+
+@dataclass(frozen=True)
+class KeptInputs:
+    """What one loop pass built its pool from (`Pool.inputs`), for the next pass's
+    re-prediction: the pass, its snapshot as read and the config it read."""
+    uuid: str
+    snapshot: Any                     # adapters.snapshot.Snapshot
+    config: Any                       # core.config.NegotiatorConfig
+
+
+def keep_inputs(p, inputs: tuple | None) -> None:
+    """Keep pass `p`'s `inputs` (`Pool.inputs`) in its loop for the next pass of its
+    stream, in place of the last pass's. None (the last's let go, nothing kept): the
+    pool's slot ads were the pass's own (Pool.shared_slot_ads false), which a cycle
+    writes into, so they are no longer what was captured; or nothing is re-predicted
+    (NEGOTIATOR_EXT_REPREDICT = False)."""
+    kept = p.loop.kept_inputs
+    kept.pop(p.pool_name, None)
+    if inputs is not None:
+        kept[p.pool_name] = KeptInputs(p.uuid, *inputs)
+
+
+def repredict_pass(p, rec, negotiator: str | None):
+    """Pass `p`'s record `rec` with its comparison re-predicted (`repredict`) and the
+    re-run's time among its timings. The caller has let its pool go: what of it is held
+    in cycles goes only with a collection (the collector is paused for the pass:
+    limits.paused_gc)."""
+    lap = time.perf_counter()
+    gc.collect()
+    comparison = repredict(p, rec.comparison, negotiator)
+    timings = dict(rec.pass_timings, repredict=round(time.perf_counter() - lap, 3))
+    return dataclasses.replace(rec, comparison=comparison, pass_timings=timings)
 
 
 def repredict(p, comparison, negotiator: str | None):
     """Pass `p`'s comparison's unexplained differences against our cycle re-run on the
-    compared pass's kept snapshot at the time the real accountant updated the
-    priorities (`core.disagreement.accounting_time`: the Accounting ads' LastUpdate
-    when this pass's are the compared cycle's, else the NegotiatorLog's phase 2 line,
-    else the negotiator ad's phase 1 duration, else the cycle's start), as
-    `core.compare.repredicted` classes them. Not re-run (the comparison says why):
-    NEGOTIATOR_EXT_REPREDICT is False, the snapshot is gone or unreadable, or that
-    time is not after our capture (the same prediction)."""
+    compared pass's snapshot at the time the real accountant updated the priorities
+    (`core.disagreement.accounting_time`: the Accounting ads' LastUpdate when this
+    pass's are the compared cycle's, else the NegotiatorLog's phase 2 line, else the
+    negotiator ad's phase 1 duration, else the cycle's start), as
+    `core.compare.repredicted` classes them; its pool built from the inputs the loop
+    kept of that pass, else read from the snapshot's files. Not re-run (the comparison
+    says why): NEGOTIATOR_EXT_REPREDICT is False, the snapshot is gone or unreadable, or
+    that time is not after our capture (the same prediction)."""
     from .core.compare import not_repredicted, repredicted
     from .core.disagreement import accounting_time
     if not p.s.repredict:
@@ -36,10 +86,9 @@ def repredict(p, comparison, negotiator: str | None):
         return not_repredicted(comparison, f"the compared snapshot {snap_dir} is gone "
                                            "(NEGOTIATOR_EXT_KEEP_SNAPSHOTS)")
     from .cycle import run_cycle
-    from .pool import load_pool
     t0 = time.perf_counter()
     try:
-        pool = load_pool(snap_dir, p.s.cycle_config, negotiator=negotiator)
+        pool, inputs = compared_pool(p, prev, snap_dir, negotiator)
     except InputError as exc:
         return not_repredicted(comparison, f"the compared snapshot is unreadable: "
                                            f"{exc.one_line()}")
@@ -61,9 +110,20 @@ def repredict(p, comparison, negotiator: str | None):
     del pool, result
     seconds = time.perf_counter() - t0
     out = repredicted(comparison, counts, captured=captured, at=at, source=source,
-                      seconds=seconds,
+                      seconds=seconds, inputs=inputs,
                       shadow_submitters=p.recorded_submitters(prev["uuid"]),
                       real_submitters=real_subs,
                       group_names=group_names)
     p.loop.log.info("%s", out.notes[-1])
     return out
+
+
+def compared_pool(p, prev: dict, snap_dir: str, negotiator: str | None):
+    """The compared pass's pool, and where it came from (KEPT or FILES): built again
+    from the inputs the loop kept of that very pass, else read from its snapshot."""
+    kept = p.loop.kept_inputs.get(p.pool_name)
+    if kept is not None and kept.uuid == prev["uuid"]:
+        from .pool import build_pool
+        return build_pool(kept.snapshot, kept.config), KEPT
+    from .pool import load_pool
+    return load_pool(snap_dir, p.s.cycle_config, negotiator=negotiator), FILES

@@ -438,8 +438,9 @@ def test_a_loops_pass_collects_what_it_made_and_everything_now_and_then(tmp_path
 def test_a_loops_pass_leaves_its_collection_and_objects_for_tidy(tmp_path, mocker):
     """`tidy_later` (run_forever's passes): the pass is recorded with the collector left
     for later; its pool and result live until `tidy`, which frees them and collects
-    the generation the pass would have collected; a second `tidy` does nothing, and
-    the next pass tidies what the last one left before it starts."""
+    the generation the pass would have collected (the snapshot the pool was built from
+    stays, the loop's for the next pass's re-prediction); a second `tidy` does nothing,
+    and the next pass tidies what the last one left before it starts."""
     import gc
     import sys
     import weakref
@@ -467,12 +468,16 @@ def test_a_loops_pass_leaves_its_collection_and_objects_for_tidy(tmp_path, mocke
         assert [r["uuid"] for r in ledger.passes()] == [rec.uuid]
     generation, one = loop._untidy
     assert generation == 2                     # the first pass of a cache: everything
-    pool_ref = weakref.ref(one.made[0].snapshot)
+    pool_ref = weakref.ref(one.made[0])
+    snapshot = one.made[0].snapshot
     del one
     collected = mocker.spy(gc, "collect")
     loop.tidy()
     assert collected.call_args_list == [mocker.call(2)]
     assert pool_ref() is None and loop._untidy is None
+    (kept,) = loop.kept_inputs.values()
+    assert kept.uuid == rec.uuid and kept.snapshot is snapshot
+    del snapshot
     loop.tidy()
     assert collected.call_count == 1
     second = loop.run_pass()                   # kept slot ads: what the pass made

@@ -176,17 +176,18 @@ def compare(*, shadow_pass: str, shadow_snapshot_time: int,
 
 
 def repredicted(c: Comparison, counts: Mapping[str, int], *, captured: int, at: int,
-                source: str, seconds: float | None = None,
+                source: str, seconds: float | None = None, inputs: str | None = None,
                 shadow_submitters: Sequence[SubmitterObs] = (),
                 real_submitters: Sequence[SubmitterObs] = (),
                 group_names: Sequence[str] = ()) -> Comparison:
     """Comparison `c` with its unexplained differences checked against our cycle re-run on
     the compared snapshot (captured at `captured`) at the real accountant's update `at`
-    (`source`: where that time came from; `seconds`: what the re-run took), `counts` its
-    matches per submitter (`core.disagreement.repredict`). Each submitter's accounting
-    group is read as `compare` reads it (the submitter records of either side, else the
-    longest of `group_names` its name starts with). What was done is recorded in
-    `repredicted` and in a note, explained or not."""
+    (`source`: where that time came from; `seconds`: what the re-run took; `inputs`: what
+    its pool was built from), `counts` its matches per submitter
+    (`core.disagreement.repredict`). Each submitter's accounting group is read as
+    `compare` reads it (the submitter records of either side, else the longest of
+    `group_names` its name starts with). What was done is recorded in `repredicted` and
+    in a note, explained or not."""
     subs_shadow = {s.name: s for s in shadow_submitters}
     subs_real = {s.name: s for s in real_submitters}
     groups = {n: _group_of(n, subs_shadow, subs_real, group_names) for n in c.per_submitter}
@@ -195,6 +196,7 @@ def repredicted(c: Comparison, counts: Mapping[str, int], *, captured: int, at: 
     n, k = got["unexplained"], len(got["explained"])
     record = {"at": int(at), "source": source, "delta_t": int(at) - int(captured),
               "seconds": None if seconds is None else round(float(seconds), 3),
+              **({"inputs": inputs} if inputs is not None else {}),
               "unexplained": n, "explained": k,
               "explained_submitters": got["explained"],
               "new_differences": len(got["new_differences"]),
