@@ -11,6 +11,7 @@ The report (`views.audit`) analyses the complete passes of one pool that started
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -98,10 +99,12 @@ def _check_audit_extra() -> None:
                          "pip install 'negotiator-ext[audit]'")
 
 
-# blocks this large and larger are mapped on their own (glibc's M_MMAP_THRESHOLD), and
-# the heap's freed pages are given back this often (seconds) while the audit runs
+# blocks this large and larger are mapped on their own (glibc's M_MMAP_THRESHOLD); while
+# the audit runs, the resident size is looked at this often (seconds), and the heap's
+# freed pages given back when it grew by TRIM_SLACK bytes since they last were
 MMAP_THRESHOLD = 1024 * 1024
-TRIM_EVERY = 0.1
+TRIM_EVERY = 0.05
+TRIM_SLACK = 32 * 1024 * 1024
 
 
 class _ReturnedMemory:
@@ -112,7 +115,8 @@ class _ReturnedMemory:
     the slices' arrays then pile up on the heap, whose freed parts the process keeps: a
     day at 1,000 submitters 703 MB peak instead of 594 MB with the per-pass table kept
     whole); smaller ones come from the heap, and a thread gives the heap's free pages
-    back (malloc_trim) every TRIM_EVERY seconds. A threshold of 128 KiB without the
+    back (malloc_trim) when the resident size grew by TRIM_SLACK (32 MB) since they last
+    were, looked at every TRIM_EVERY seconds. A threshold of 128 KiB without the
     thread kept as little, but mapped and zeroed each of a slice's arrays afresh (a
     fifth of the CPU time went to the system); 1 MiB without the thread went over 500 MB
     (the heap's freed parts kept). Elsewhere nothing of this.
@@ -144,9 +148,24 @@ class _ReturnedMemory:
             return self
         self.stop = threading.Event()
 
+        page = os.sysconf("SC_PAGE_SIZE")
+
+        def rss() -> int:
+            with open("/proc/self/statm", "rb") as f:
+                return int(f.read().split()[1]) * page
+
         def trimming(stop=self.stop, trim=trim) -> None:
+            # trimmed when the resident size is TRIM_SLACK over what it was after the
+            # last trim (or its least since): pages given back are faulted in again
+            # when the heap reuses them, so not trimmed when there is little to gain
+            floor = rss()
             while not stop.wait(TRIM_EVERY):
-                trim(0)
+                r = rss()
+                if r > floor + TRIM_SLACK:
+                    trim(0)
+                    floor = rss()
+                else:
+                    floor = min(floor, r)
         self.thread = threading.Thread(target=trimming, name="audit-malloc-trim",
                                        daemon=True)
         self.thread.start()
