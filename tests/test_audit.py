@@ -629,6 +629,32 @@ def test_a_period_without_passes_gives_a_report_that_says_so(tmp_path, conf):
     assert "nothing to analyse" in (out3 / "index.html").read_text()
 
 
+def test_the_heap_is_trimmed_while_the_audit_runs_and_not_after(tmp_path, conf, monkeypatch):
+    """On glibc a thread gives the heap's freed pages back while the audit runs
+    (audit_cli._ReturnedMemory); it is gone when the command returns, refused or not."""
+    import sys
+    import threading
+
+    def trimmers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name == "audit-malloc-trim"]
+
+    seen = []
+    analyse = A.analyse
+
+    def watched(*a, **k):
+        seen.append([t.is_alive() for t in trimmers()])
+        return analyse(*a, **k)
+    monkeypatch.setattr(A, "analyse", watched)
+    url = write_ledger(tmp_path / "l.sqlite", synthetic_passes())
+    base = ["--ledger", url, "--config", str(conf)]
+    assert run_audit([*base, "-o", str(tmp_path / "r")]) == 0
+    if sys.platform.startswith("linux"):
+        assert seen == [[True]]
+    assert trimmers() == []
+    assert run_audit([*base, "--since", "last tuesday", "-o", str(tmp_path / "r2")]) == 2
+    assert trimmers() == []
+
+
 def test_bad_input_is_refused_by_name(tmp_path, conf, capsys):
     url = write_ledger(tmp_path / "l.sqlite", synthetic_passes())
     base = ["--ledger", url, "--config", str(conf)]
