@@ -26,24 +26,25 @@ expression reaches is found by `Projector`, cached by the ads' expression struct
 
 A fresh scan then costs one match test per (request key, match group) and one rank
 evaluation per (request key, matching slot class); the MatchList is a merge of the
-classes' members, each class pre-sorted by its static ranks.
+classes' members, each class pre-sorted by its static ranks. The sorting of the slots
+into partitions, classes and groups is in `core.slot_classes` (the Matcher's base).
 """
 
 from __future__ import annotations
 
 import math
-import operator
 from typing import Any, Callable, Iterable
 
 from . import adtext, classads, consumption, pslot_preemption, static_ranks
 from .classads import DBL_MAX, f32
 from .config import priority_preemption_off
 from .match_list import (_NO_MATCH, NO_PREEMPTION, PRIO_PREEMPTION, RANK_PREEMPTION,
-                         MatchGroup, MatchList, Partition, Rejections, Request, Slot,
-                         SlotClass, Verdict, _Accepted, _sort_pos, _static_order)
+                         MatchGroup, MatchList, Rejections, Request, Slot,
+                         SlotClass, Verdict, _Accepted)
 from .match_memory import MatchMemory, reads_the_clock
 from .negotiator_attrs import live_remote_usage
 from .projection import Projector, closure, reach_back
+from .slot_classes import SlotClasses
 from .slots import slot_weight
 
 STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTION: "NoPreemption"}
@@ -68,14 +69,13 @@ _VARIES = object()      # profile_slot: MY.Rank > MY.CurrentRank depends on the 
 
 _MISSING = object()
 
-_REACH = "reach"        # a slot memo's key for what names reach in the slot (Matcher._reach)
 
 
 _JOB_OWN = frozenset(("requirements", "rank", "concurrencylimits"))
 _JOB_REQ = frozenset(("requirements", "concurrencylimits"))
 
 
-class Matcher:
+class Matcher(SlotClasses):
     """Per-cycle evaluation caches and the matchmaking algorithm."""
 
     def __init__(self, config, job_has_attr: Callable[[str], bool],
@@ -411,29 +411,6 @@ class Matcher:
             self._statics[key] = got
         return got
 
-    # ---- slot classes: one partition of the slot list per set of job-visible names --
-
-    def build_classes(self, slots: list[Slot]) -> None:
-        self.slots = slots
-        self.partitions: dict[tuple, Partition] = {}
-        self._plain_texts: list[dict] | None = None     # _uniform: the non-CP slots' texts
-        if not self.static_ranks:
-            # the order `partition` sorts a class's members into, worked out once a slot
-            for s in slots:
-                s.order = _static_order(s)
-
-    def release(self) -> None:
-        """The cycle is over: break the reference cycles among its slots, their classes
-        and the classes' match groups (a slot's class_keys -> its class -> members -> the
-        slot; a class -> its group -> classes), so they are freed as soon as nothing uses
-        them rather than left for Python's cyclic collector to find (at 11,000 slots,
-        170,000 objects a cycle)."""
-        for s in self.slots:
-            s.class_keys = {}
-        for part in self.partitions.values():
-            for cls in part.classes.values():
-                cls.group = None
-
     def watch_live_usage(self, slots: list[Slot], live_names: set[str], acc, groups,
                          group_quotas) -> None:
         """4.10: when an expression evaluated on claimed slots (the slots' own, or the
@@ -444,214 +421,6 @@ class Matcher:
                 for s in slots if s.live for _, _, seen, _ in s.fams)):
             self.live_remote = live_remote_usage(acc, groups, group_quotas)
             self.live_names = frozenset(live_names)
-
-    def classify(self, slots: list[Slot]) -> dict[str, int]:
-        """Once every slot is scanned and every job keyed: each slot's class key and
-        static ranks, and the slot list the classes are drawn from. Returns each slot's
-        class number (slot name -> number): slots no job-independent part of
-        matchmaking tells apart (same class key, same static ranks) share one, for
-        comparing with the real negotiator's choice of slot."""
-        for s in slots:
-            self.profile_slot(s)
-        self.build_classes(slots)
-        if self.pslot_preemption:
-            self.by_name = {s.name: s for s in slots}
-            self.pslots = [s for s in slots if s.partitionable and not s.cp and (
-                classads.eval_number(s.ad, "NumDynamicSlots") or 0) >= 1]
-        ids: dict = {}
-        return {s.name: ids.setdefault((s.key_id, s.static), len(ids)) for s in slots}
-
-    def partition(self, names: tuple[frozenset, frozenset]) -> "Partition":
-        """The slot classes as requests whose expressions see `names` = (everything
-        they reach, what their Requirements reach) of a slot tell them apart, grouped
-        by what the match test sees."""
-        names = self._normalized(names)
-        part = self.partitions.get(names)
-        if part is None:
-            part = self.partitions[names] = Partition()
-            # `_add_to_class` for every slot, its common case inlined: a slot joining a
-            # class that has members already (most do, in a pool of alike slots)
-            add, reach, classes = self._add_to_class, self._reach, part.classes
-            seen = names[0]
-            token = (_REACH, seen)
-            held = self.preq_false
-            for s in self.slots:
-                if s.removed:
-                    continue
-                if held and self._held(s):
-                    add(s, names, part)
-                    continue
-                if seen:
-                    memo = s.memo
-                    got = memo.get(token) if memo is not None else None
-                    if got is None:
-                        got = reach(s, seen)
-                    cls = classes.get((s.key_id, *got))
-                else:
-                    cls = classes.get(s.key_id)
-                if cls is None:
-                    add(s, names, part)
-                    continue
-                cls.members.append(s)
-                cls.live += 1
-                cls.group.live += 1
-                s.class_keys[names] = cls
-            order = _sort_pos if self.static_ranks else _by_order
-            for cls in part.classes.values():
-                if len(cls.members) > 1:
-                    cls.members.sort(key=order)
-        return part
-
-    def _normalized(self, names: tuple) -> tuple:
-        """`names` without the names every slot has the same literal text for (or
-        lacks): they cannot tell slots apart, so requests that differ only in them
-        share a partition. Consumption-policy p-slots are left out of the test: their
-        assets change, but each is a class of its own."""
-        got = self._norm.get(names)
-        if got is None:
-            got = self._norm[names] = tuple(
-                frozenset(n for n in part if not self._uniform(n)) for part in names)
-        return got
-
-    def uniform_token(self, names: tuple) -> int:
-        """The names `_normalized` leaves out of `names`, with the one text every slot
-        has for each, interned: part of a request's evaluation key, since the slot
-        classes it is matched against no longer tell those texts apart (in another
-        cycle the same names may be uniform at another value)."""
-        got = self._uniform_tokens.get(names)
-        if got is None:
-            kept = self._normalized(names)
-            dropped = sorted({n for part, k in zip(names, kept) for n in part - k})
-            got = self._uniform_tokens[names] = self.intern(
-                ("uniform", tuple((n, self._uniform_text[n]) for n in dropped)))
-        return got
-
-    def _uniform(self, name: str) -> bool:
-        got = self._uniform_names.get(name)
-        if got is None:
-            plain = self._plain_texts
-            if plain is None:
-                plain = self._plain_texts = [s.texts for s in self.slots if not s.cp]
-            # most names that tell slots apart do so among the first few slots
-            texts = {t.get(name) for t in plain[:64]}
-            if len(texts) <= 1:
-                texts = {t.get(name) for t in plain}
-            got = len(texts) <= 1 and all(
-                t is None or not self.values.names(t) for t in texts) and not (
-                self.live_remote is not None and name in self.live_names)   # it changes
-            self._uniform_names[name] = got
-            if got:
-                self._uniform_text[name] = next(iter(texts), None)
-        return got
-
-    def _reach(self, s: Slot, names: frozenset) -> tuple:
-        """What `names` (job-reached slot names) reach in slot `s`: (names, texts), kept
-        in the slot's memo (it depends on the slot's texts alone)."""
-        memo = s.memo
-        if memo is not None:
-            got = memo.get((_REACH, names))
-            if got is not None:
-                return got
-        get = s.texts.get
-        seen = self._projector(names, self._reached)(get)
-        got = seen, tuple(map(get, seen))
-        if memo is not None:
-            memo[(_REACH, names)] = got
-        return got
-
-    def _reach_id(self, s: Slot, names: frozenset) -> int:
-        """`_reach` as an id, kept on the slot."""
-        got = s.views.get(names)
-        if got is None:
-            got = s.views[names] = self.intern(self._reach(s, names))
-        return got
-
-    def _class_key(self, s: Slot, names: frozenset) -> tuple:
-        return (s.key_id, *self._reach(s, names)) if names else s.key_id
-
-    def _view(self, s: Slot, names: frozenset) -> int:
-        """What the match test sees of slot `s` when the job's Requirements reach
-        `names` in it: the slot Requirements' reach and the job's, as an id. When either
-        reads the live usage of the slot's users, those users are part of it, and the
-        view's answers are kept per usage value (group_matches)."""
-        live = s.live_req or (self.live_remote is not None and bool(s.live)
-                              and not self.live_names.isdisjoint(names))
-        view = self.intern((s.req_id, self._reach_id(s, names), s.live if live else None))
-        if live:
-            self._live_views.add(view)
-        return view
-
-    def _held(self, s: Slot) -> bool:
-        return (self.preq_false and s.current_user is not None and s.rank_static is False
-                and not s.cp)
-
-    def _group(self, s: Slot, view: int, part: "Partition") -> "MatchGroup":
-        group = part.groups.get(view)
-        if group is None:
-            group = part.groups[view] = MatchGroup(view=view, rep=s)
-            part.version += 1
-        return group
-
-    def _add_to_class(self, s: Slot, names: tuple, part: "Partition") -> SlotClass | None:
-        if self._held(s):
-            group = self._group(s, self._view(s, names[1]), part)
-            group.held.append(s)
-            group.live += 1
-            s.class_keys[names] = group
-            return None
-        key = self._class_key(s, names[0])
-        cls = part.classes.get(key)
-        if cls is None:
-            # (its id stands for its key: classes alike in what requests see share
-            # verdicts, in any partition and, with a memory, in any cycle)
-            cls = part.classes[key] = SlotClass(key, s, self.intern(("class", key)))
-            view = self.intern(("cp", self._serial, cls.id)) if s.cp else self._view(s, names[1])
-            group = self._group(s, view, part)
-            group.classes.append(cls)
-            cls.group = group
-        cls.members.append(s)
-        cls.live += 1
-        cls.group.live += 1
-        s.class_keys[names] = cls
-        return cls
-
-    def class_of(self, s: Slot, names: tuple) -> SlotClass:
-        names = self._normalized(names)
-        cls = s.class_keys.get(names)
-        return cls if cls is not None else self._add_to_class(s, names, self.partition(names))
-
-    def reprofile(self, s: Slot) -> None:
-        """A consumption-policy p-slot changed (its assets were deducted)."""
-        old = s.class_keys
-        for names, cls in old.items():
-            cls.remove(s)
-            cls.live -= 1
-            cls.group.live -= 1
-            if not cls.members:
-                part = self.partitions[names]
-                del part.classes[cls.key]
-                cls.group.classes.remove(cls)
-                if not cls.group.classes and not cls.group.held:
-                    del part.groups[cls.group.view]
-                    part.version += 1
-        s.version += 1
-        s.texts = {}                 # its assets changed: read them again
-        self.scan_slot(s)
-        self.profile_slot(s)
-        if not self.static_ranks:
-            s.order = _static_order(s)      # (its static ranks may have changed)
-        for names in old:
-            self._add_to_class(s, names, self.partitions[names])
-
-    def remove(self, s: Slot) -> None:
-        if not s.removed:
-            s.removed = True
-            for got in s.class_keys.values():
-                if isinstance(got, MatchGroup):     # a held slot
-                    got.live -= 1
-                else:
-                    got.live -= 1
-                    got.group.live -= 1
 
     # ---- evaluation -------------------------------------------------------------------
 
@@ -990,9 +759,6 @@ def symmetric_match(job, slot_ad, cp: bool) -> bool:
 
 
 _MEMO_TOKENS: dict[tuple, str] = {}
-
-
-_by_order = operator.attrgetter("order")      # a slot's `_static_order`, worked out
 
 
 def memo_token(key: tuple) -> str:
