@@ -26,7 +26,8 @@ from .core.adtext import AdView, Job, TextValues, as_text_ads
 from .core.match_list import Slot
 from .core.matchmaking import Matcher, STATE_NAMES, pslot_preemption_modelled
 from .core.negotiator_attrs import insert_negotiator_attrs
-from .core.job_queue import JobConstraint, JobQueue, QueueView, id_number, job_id
+from .core.job_queue import (JobConstraint, JobQueue, QueueView, id_number, job_id,
+                             run_indexes, same_schedd)
 from .core.negotiation import Match, Negotiation, REQUEST_EPHEMERALS, Submitter
 from .core.schedd_limits import Schedds
 from .core.time_limits import CostModel, TimeBudget
@@ -470,18 +471,22 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
             if len(heads) != len(table.rows):
                 heads = None
         # A run: rows alike but for their ProcId pair (a cluster's jobs captured by
-        # their requests, or read from a file), where nothing reads ProcId: the row
-        # before's queue, key and order serve, with the job's own proc. (Pairs are
-        # shared: alike rows hold the very same pair objects.)
-        run = None     # (row, index of its ProcId pair: None not yet known, queue, key, order)
+        # their requests, or read from a file), and for their GlobalJobId pair (as
+        # condor_q -long prints them) when it names the same schedd, where nothing
+        # else reads either: the row before's queue, key and order serve, with the
+        # job's own proc. (Pairs are shared: alike rows hold the very same pair objects.)
+        run = None     # (row, its (ProcId, GlobalJobId) indexes: None not yet known,
+        #                 queue, key, order)
         for index, row in enumerate(table.rows, start=1):
             if run is not None:
                 last, k, q, key, order = run
-                if len(row) == len(last) and sum(map(is_not, row, last)) == 1:
+                if len(row) == len(last) and 0 < (diff := sum(map(is_not, row, last))) <= 2:
                     if k is None:       # worked out once a run
-                        k = _run_proc_index(last, key)
-                    if k >= 0 and row[k] is not last[k] and row[k][0] == "procid":
-                        lit, proc = literal(row[k][1])
+                        k = run_indexes(last, key[0][0])
+                    at, gid = k
+                    if at >= 0 and row[at] is not last[at] and row[at][0] == "procid" and (
+                            diff == 1 or same_schedd(row, last, gid)):
+                        lit, proc = literal(row[at][1])
                         if not (lit and type(proc) is int and proc >= 0):
                             proc = id_number(proc) if lit else None
                         if proc is not None:
@@ -524,22 +529,6 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
             if job_constraint is None:
                 run = (row, None, q, key, head[1][:-1])
     return by_queue, queue_names
-
-
-def _run_proc_index(row, key) -> int:
-    """The index of the row's ProcId pair when the rows after it that differ from it in
-    that pair alone are the same job to the schedd and the negotiator but for its proc
-    (no other text of the row names ProcId, and the job's key does not read it); else
-    -1."""
-    if "procid" in key[0][0]:
-        return -1
-    at = -1
-    for i, (name, text) in enumerate(row):
-        if name == "procid":
-            at = i
-        elif "procid" in text.lower():
-            return -1
-    return at
 
 
 def _job_queues(by_queue: dict, queue_names: dict, every_job_alone: bool,

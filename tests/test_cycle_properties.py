@@ -324,31 +324,49 @@ def test_refused_classes_taken_off_whole_change_no_decision(tmp_path_factory, p,
 run_pools = st.fixed_dictionaries({
     "runs": st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 6),
                                st.sampled_from([256, 1500]), st.sampled_from([None, "g1"]),
-                               st.sampled_from(["literal", "reads ProcId"])),
+                               st.sampled_from(["literal", "reads ProcId",
+                                                "reads GlobalJobId"])),
                      min_size=1, max_size=5),
     "slots": st.lists(st.sampled_from([512, 2048]), min_size=1, max_size=10),
-    "start_reads_procid": st.booleans(),
+    "start_reads": st.sampled_from([None, "ProcId", "GlobalJobId"]),
+    # no GlobalJobId (a queue captured by its requests), or each job's own (as condor_q
+    # -long prints them), one schedd's, each cluster another's, or every other job of a
+    # cluster at a schedd no submitter ad names (its jobs are not negotiated)
+    "global_job_id": st.sampled_from(["none", "one schedd", "a schedd a cluster",
+                                      "every other job elsewhere"]),
 })
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(p=run_pools)
+# always checked: a cluster's jobs at two schedds by turns are no run
+@example(p={"runs": [("a", 4, 256, None, "literal")], "slots": [2048] * 4,
+            "start_reads": None, "global_job_id": "every other job elsewhere"})
 def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatch):
-    """Jobs alike but for their ProcId (a queue captured by its requests: no GlobalJobId)
-    are keyed once per run; a JobPrio that reads ProcId, or slots whose START reads it,
-    end the runs. The cycle's whole result is the same as keying every job."""
+    """Jobs alike but for their ProcId (a queue captured by its requests: no GlobalJobId),
+    or for their ProcId and GlobalJobId (condor_q -long) are keyed once per run; a JobPrio
+    that reads ProcId or GlobalJobId, or slots whose START reads either, end the runs.
+    The cycle's whole result is the same as keying every job."""
     from negotiator_ext import cycle as cycle_mod
     from poolmaker import Expr
     d = tmp_path_factory.mktemp("pool")
-    start = "TARGET.ProcId >= 0" if p["start_reads_procid"] else "true"
+    start = {None: "true", "ProcId": "TARGET.ProcId >= 0",
+             "GlobalJobId": 'TARGET.GlobalJobId =!= "x"'}[p["start_reads"]]
     slots = [slot(f"slot1@n{i}.test.local", Memory=m, START=Expr(start))
              for i, m in enumerate(p["slots"])]
     jobs = []
+    prios = {"literal": 0, "reads ProcId": Expr("ProcId % 3"),
+             "reads GlobalJobId": Expr('ifThenElse(GlobalJobId =?= "x", 1, 0)')}
+    gid = p["global_job_id"]
     for cluster, (user, n, mem, group, prio) in enumerate(p["runs"], start=1):
         for proc in range(n):
-            j = job(cluster, proc, user, group, RequestMemory=mem,
-                    JobPrio=Expr("ProcId % 3") if prio == "reads ProcId" else 0)
-            del j["GlobalJobId"]
+            j = job(cluster, proc, user, group, RequestMemory=mem, JobPrio=prios[prio])
+            if gid == "none":
+                del j["GlobalJobId"]
+            elif gid == "a schedd a cluster":
+                j["GlobalJobId"] = f"s{cluster}#{cluster}.{proc}#1000"
+            elif gid == "every other job elsewhere" and proc % 2:
+                j["GlobalJobId"] = f"elsewhere#{cluster}.{proc}#1000"
             jobs.append(j)
     pool_dir = make_pool(d, slots=slots, jobs=jobs, config="GROUP_NAMES = g1\nGROUP_QUOTA_g1 = 3\n")
 
@@ -358,19 +376,32 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
         return doc
 
     started = []
-    real = cycle_mod._run_proc_index
+    real = cycle_mod.run_indexes
     with monkeypatch.context() as m:
-        m.setattr(cycle_mod, "_run_proc_index",
-                  lambda row, key: started.append(real(row, key) >= 0) or real(row, key))
+        m.setattr(cycle_mod, "run_indexes",
+                  lambda row, key: started.append(real(row, key)) or real(row, key))
         keyed_by_runs = result()
-    if any(n > 1 and prio == "literal" for _, n, _, _, prio in p["runs"]) \
-            and not p["start_reads_procid"]:
-        assert any(started)             # some run was keyed once
-    if p["start_reads_procid"]:
-        assert not any(started)
+    runs_can = (gid == "none" and p["start_reads"] != "ProcId") or (
+        p["start_reads"] is None and gid != "every other job elsewhere")
+    if any(n > 1 and prio == "literal" for _, n, _, _, prio in p["runs"]) and runs_can:
+        assert any(at >= 0 and (gid == "none" or g >= 0) for at, g in started)
+    if p["start_reads"] == "ProcId":
+        assert not any(at >= 0 for at, _ in started)
+    if p["start_reads"] == "GlobalJobId":
+        assert not any(g >= 0 for _, g in started)
     with monkeypatch.context() as m:
-        m.setattr(cycle_mod, "_run_proc_index", lambda row, key: -1)
+        m.setattr(cycle_mod, "run_indexes", lambda row, read: (-1, -1))
         assert result() == keyed_by_runs
+    # the schedd's view of each job, worked out beside the slot ads by runs too
+    # (adapters.snapshot), is the same as job by job
+    from negotiator_ext.adapters.adfiles import read_text_ads
+    from negotiator_ext.core import adtext
+    from negotiator_ext.core.job_queue import QueueView, queue_head, queue_heads
+    table = read_text_ads(pool_dir / "jobs.ads")
+    values = adtext.TextValues()
+    view = QueueView(values)
+    assert queue_heads(table) == [queue_head(view, adtext.Job(row, table.store.names, values))
+                                  for row in table.rows]
 
 
 memo_pools = st.fixed_dictionaries({

@@ -9,6 +9,7 @@ A job is anything with `value(lower-case name)` giving the attribute's value
 from __future__ import annotations
 
 import math
+from operator import is_not
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,11 +114,80 @@ class QueueView:
 def queue_heads(table: adtext.TextAds) -> list[tuple]:
     """What `QueueView` says of every job of a table, in row order: (idle head, None)
     for an idle job with a submitter, else (None, running(job)). Computed where the job
-    files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not."""
+    files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not.
+    An idle job alike the one before but for its proc (`run_indexes`) takes that one's
+    head with its own proc."""
     values = adtext.TextValues()
+    literal = values.literal
     view = QueueView(values)
     names = table.store.names
-    return [queue_head(view, adtext.Job(row, names, values)) for row in table.rows]
+    out = []
+    last = head = at = None
+    for row in table.rows:
+        if head is not None and head[0] is not None and len(row) == len(last) and (
+                0 < (diff := sum(map(is_not, row, last))) <= 2):
+            if at is None:                  # worked out once a run
+                at, gid = run_indexes(last)
+            if at >= 0 and row[at] is not last[at] and row[at][0] == "procid" and (
+                    diff == 1 or (gid >= 0 and row[gid] is not last[gid]
+                                  and row[gid][0] == "globaljobid")):
+                lit, proc = literal(row[at][1])
+                if not (lit and type(proc) is int and proc >= 0):
+                    proc = id_number(proc) if lit else None
+                if proc is not None:
+                    sub, order = head[0]
+                    head = ((sub, order[:-1] + (proc,)), None)
+                    out.append(head)
+                    last = row
+                    continue
+        head = queue_head(view, adtext.Job(row, names, values))
+        out.append(head)
+        last, at = row, None
+    return out
+
+
+def run_indexes(row, read=()) -> tuple[int, int]:
+    """The indexes of a job row's ProcId and GlobalJobId pairs (-1 for none) when the
+    rows after it that differ from it in those pairs alone are the same job to the
+    schedd and the negotiator but for its proc: no other text of the row names ProcId,
+    and `read` (the names a job's key reads) does not hold it (else the ProcId index is
+    -1); the same of GlobalJobId, whose value's part before '#' names the schedd
+    (`same_schedd`) and is read for nothing else (else its index is -1). A run: a
+    cluster's jobs as condor_q -long prints them, or captured by their requests."""
+    at = gid = -1
+    for i, (name, text) in enumerate(row):
+        if name == "procid":
+            at = i
+        elif name == "globaljobid":
+            gid = i
+        else:
+            low = text.lower()
+            if "procid" in low:
+                at = -len(row) - 1          # never a run
+            if "globaljobid" in low:
+                gid = -len(row) - 1
+    if "procid" in read or at < 0:
+        return -1, -1
+    if "globaljobid" in read or gid < 0:
+        gid = -1
+    return at, gid
+
+
+def same_schedd(row, last, gid: int) -> bool:
+    """Whether `row` differs from `last` in its GlobalJobId pair (at `gid`, -1: none may
+    differ) as well as its ProcId, both string literals with the same text up to their
+    first '#' (the schedd's name, as the cycle reads it; an escape cannot hide a '#')."""
+    if gid < 0:
+        return False
+    a, b = row[gid], last[gid]
+    if a is b or a[0] != "globaljobid":
+        return False
+    ta, tb = a[1], b[1]
+    cut = ta.find("#")
+    return (cut > 0 and ta.startswith('"') and tb.startswith('"')
+            and tb[:cut + 1] == ta[:cut + 1] and ta.endswith('"') and tb.endswith('"'))
+
+
 
 
 def queue_head(view: QueueView, job) -> tuple:
