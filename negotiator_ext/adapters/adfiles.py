@@ -260,8 +260,9 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     get, known = lines.get, lines.__contains__
     count = 0
 
-    def ad_of(first: int, block: str) -> None:
-        body = block.split("\n")
+    def ad_of(first: int, block: str, body: list | None = None) -> None:
+        if body is None:
+            body = block.split("\n")
         if _needs_care(block):
             # comment lines or whitespace-only lines: the careful path
             for start, part in _blocks(block):
@@ -283,13 +284,13 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
             # job). When they are all read and no name repeats, so is the ad.
             row = list(map(get, body))
             new = list(filterfalse(known, body)) if None in row else ()
-            if len(new) < len(body) and (not new or len(_parse_one(
-                    "\n".join(new), classad2.ParserType.Old)) == len(new)):
+            if len(new) < len(body) and (not new or all(map(_plain_literal, new)) or len(
+                    _parse_one("\n".join(new), classad2.ParserType.Old)) == len(new)):
                 # (the new lines are all different: a repeated one would have parsed
                 # as one attribute)
                 for ln in new:
-                    lines[ln] = out.pair(*_split_line(ln))
-                if new:
+                    lines[ln] = row[body.index(ln)] = out.pair(*_split_line(ln))
+                if new and None in row:         # a new line given twice
                     row = list(map(get, body))
                 if len(set(map(_NAME, row))) == len(row):      # names lower-cased
                     out.add_row(tuple(row))
@@ -339,6 +340,14 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
         else:
             done, buf, nxt = buf, "", lineno
         for block in done.split("\n\n"):
+            if block and block[0] != "\n" and block[-1] != "\n":
+                # (most blocks: no blank line before or after it to strip)
+                body = block.split("\n")
+                first = lineno
+                lineno += len(body) + 1
+                if not block.isspace():
+                    ad_of(first, block, body)
+                continue
             stripped = block.lstrip("\n")
             first = lineno + len(block) - len(stripped)
             lineno += block.count("\n") + 2
@@ -376,6 +385,12 @@ _CARE_LINE = re.compile(r"\n(?:[#/ \t]|[^\S\n]+(?:\n|\Z))")
 
 
 _NAME = itemgetter(0)             # a (name, text) pair's name
+# A line classad2 reads as one attribute whose value is its text, without asking it: a
+# name, " = ", and a whole number of up to 18 digits (no leading zero: classad2 refuses
+# some, and reads 20 digits as 0) or a string of printable ASCII without quote or
+# backslash (a job's ProcId and GlobalJobId lines, new in every job of a queue)
+_plain_literal = re.compile(
+    r'[A-Za-z_][A-Za-z0-9_]* = (?:0|-?[1-9][0-9]{0,17}|"[ !#-\[\]-~]*")\Z').match
 
 
 def _needs_care(block: str) -> bool:
