@@ -84,6 +84,36 @@ def test_iterating_text_ads_gives_the_values_read_ads_gives(tmp_path):
     assert texts.rows == t.rows
 
 
+def test_new_lines_in_known_ads_read_as_classad2_reads_them(tmp_path):
+    """A queue's ads whose lines are known but for a few new ones (ProcId and
+    GlobalJobId, as condor_q -long prints them), the new ones plain literals or not,
+    given twice, or naming an attribute twice: each ad's values are read_ads's."""
+    base = ['MyType = "Job"', "ClusterId = 7", 'Owner = "alice"', "RequestMemory = 256"]
+    ads = [base + ["ProcId = 0", 'GlobalJobId = "s#7.0#1"'],
+           base + ["ProcId = 1", 'GlobalJobId = "s#7.1#1"'],          # plain literals
+           base + ["ProcId = 2", "ProcId = 2"],                         # a new line twice
+           base + ["ProcId = 3", "ProcId = 4"],                         # a name twice
+           base + ['GlobalJobId = "s#7.\\6#1"', "ProcId = 6"],        # a backslash
+           base + ["ProcId = 1234567890123456789"],                     # past 18 digits
+           base + ["ProcId = 8", 'GlobalJobId = "s#7.8#1"']]
+    p = tmp_path / "jobs.ads"
+    p.write_text("\n\n".join("\n".join(a) for a in ads) + "\n")
+    t = read_text_ads(p)
+    plain = read_ads(p)
+    assert len(t) == len(plain) == len(ads)
+    assert [values_of(a) for a in t] == [values_of(a) for a in plain]
+    assert values_of(t[3])["procid"] == 4             # a name given twice: the last
+    assert all(len({n for n, _ in row}) == len(row) for row in t.rows)
+    # a new line that only looks plain is still read by classad2, and refused as read_ads
+    # refuses it, with its line
+    p.write_text("\n\n".join("\n".join(a) for a in ads[:2] + [base + ["ProcId = 05"]]))
+    with pytest.raises(InputError, match="line 19: ad 3: attribute ProcId") as got:
+        read_text_ads(p)
+    with pytest.raises(InputError) as plain_got:
+        read_ads(p)
+    assert got.value.one_line() == plain_got.value.one_line()
+
+
 def test_names_keep_their_first_spelling_across_files(tmp_path):
     (tmp_path / "a.ads").write_text(OLD_JOBS)
     (tmp_path / "b.ads").write_text('ACCOUNTINGGROUP = "x"\nrequestMEMORY = 1\nNewOne = 2\n')

@@ -296,7 +296,7 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
                     out.add_row(tuple(row))
                     return
                 for ln in new:
-                    del lines[ln]
+                    lines.pop(ln, None)     # (a new line given twice is in `new` twice)
         ad = _parse_one(text, classad2.ParserType.Old)
         n = len(ad)
         if n < len(body):           # a dropped line (an error) or a duplicate (fine)
