@@ -678,3 +678,50 @@ def test_a_schedd_whose_limits_cannot_be_read_is_a_warning(pool, tmp_path):
     assert report.partial is False and not (out / "schedd-knobs.json").exists()
     (w,) = json.loads((out / "meta.json").read_text())["warnings"]
     assert w == "the schedd vm's limits were not read (permission denied): the config's apply"
+
+
+def test_a_first_guess_serves_any_projection_it_holds(monkeypatch):
+    """The schedds asked beside the slot steps with a guessed projection (a first
+    capture: `first_guess`): its answer is taken for any projection whose names it
+    holds, in any case; an earlier capture's only for the very same projection; one
+    asked with kept attributes (by requests) never for a guess."""
+    from negotiator_ext.adapters import schedd_query
+    from negotiator_ext.adapters.job_projection import first_guess
+
+    class Child:
+        cancelled = False
+
+        def cancel(self):
+            self.cancelled = True
+
+    monkeypatch.setattr(schedd_query._SchedsBeside, "_answer", lambda self, child: "answer")
+
+    def asked(projection, guess, wanted, kept=None, guess_kept=None):
+        beside = schedd_query._SchedsBeside(object(), None, projection, guess_kept,
+                                            guess=guess)
+        beside._child = child = Child()         # (fake bindings start no child)
+        got = beside.result(wanted, kept)
+        assert child.cancelled is (got is None)
+        return got
+
+    guess = first_guess()
+    assert asked(guess, True, guess) == "answer"
+    assert asked(guess, True, [n.upper() for n in guess[:20]]) == "answer"
+    assert asked(guess, True, guess + ["Wanted"]) is None
+    assert asked(guess, True, guess[:20], kept=["RequestCpus"]) is None
+    assert asked(guess, False, guess[:20]) is None          # an earlier capture's
+    assert asked(guess, False, list(guess)) == "answer"
+    # captured by requests: the guess's kept attributes hold the capture's, and keep
+    # no attribute of its projection the capture leaves out of its jobs
+    from negotiator_ext.adapters.job_projection import DEFAULT_POOL_JOB_REFS
+    from negotiator_ext.adapters.resource_requests import kept_attributes
+    g_kept = kept_attributes(guess, DEFAULT_POOL_JOB_REFS)
+    left_out = [n for n in guess if n not in g_kept]
+    assert left_out and "KFlops" in g_kept
+    fewer = [n for n in guess if n != "KFlops"]         # a pool whose slots lack KFlops
+    assert asked(guess, True, fewer, kept_attributes(fewer, []), g_kept) == "answer"
+    assert asked(guess, True, guess, g_kept, g_kept) == "answer"
+    # a capture that keeps an attribute the guess left out: asked again
+    assert asked(guess, True, guess, g_kept + left_out[:1], g_kept) is None
+    # the guess keeps an attribute of the capture's projection the capture leaves out
+    assert asked(guess, True, guess, [n for n in g_kept if n != "KFlops"], g_kept) is None

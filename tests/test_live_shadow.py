@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from negotiator_ext.adapters.adfiles import format_ads_long, parse_ads_text, read_ads
+from negotiator_ext.adapters.job_projection import first_guess
 from negotiator_ext.pool import load_pool
 
 pytestmark = pytest.mark.live
@@ -149,9 +150,10 @@ def _jobs_without_server_time(snap: Path) -> list[str]:
 
 def test_schedds_queried_beside_the_slots_give_the_same_snapshot(clean_pool, tmp_path):
     """A pass after another queries the schedds in a child process, with the earlier
-    snapshot's job projection, while it fetches the slot ads (adapters.live
-    _SchedsBeside): the same jobs as querying after the slots. When the projection
-    changed, the child's answer is dropped and the schedds are queried again."""
+    snapshot's job projection (a first pass: a default pool's), while it fetches the
+    slot ads (adapters.live _SchedsBeside): the same jobs as querying after the slots.
+    When the projection changed, the child's answer is dropped and the schedds are
+    queried again."""
     pool = clean_pool
     pool.submit(count=3, group="group_a", user="alice", extra=["requirements = false"])
     pool.submit(count=2, group="group_b", user="bob", request_cpus=2,
@@ -174,8 +176,12 @@ def test_schedds_queried_beside_the_slots_give_the_same_snapshot(clean_pool, tmp
         snap = Path(rec["snapshot_dir"])
         return json.loads((snap / "meta.json").read_text())["schedds_queried"], snap
 
-    first, snap1 = one_pass()                # no earlier snapshot: queried after the slots
-    assert first == "after the slots"
+    # no earlier snapshot: a default pool's projection guessed, queried beside the
+    # slots, and taken (this pool's slots and knobs ask for nothing else)
+    first, snap1 = one_pass()
+    assert first == "beside the slots"
+    assert (json.loads((snap1 / "meta.json").read_text())["job_projection"]
+            == first_guess())
     assert len(_jobs_without_server_time(snap1)) > 5 * 10
     time.sleep(1.1)                          # (snapshots are named by the second)
     second, snap2 = one_pass()               # queried by the child, beside the slots

@@ -146,6 +146,23 @@ def job_projection(slots: Iterable, knobs: Mapping[str, str] | None = None,
     return projection_of(referenced_job_attrs(slots, knobs, lines))
 
 
+# The job attributes that an HTCondor 25.x pool's default slot ads and negotiator
+# knobs reference (the catalogs of WithinResourceLimits, KFlops and Offline, the
+# preemption knobs' RemoteOwner and RemoteUserPrio, TotalJobRuntime): every recorded
+# 25.14 pool's projection adds exactly these to BASE_JOB_ATTRS.
+DEFAULT_POOL_JOB_REFS = ("CatalogID", "catalogs", "CatalogSize", "KFlops", "Offline",
+                         "RemoteOwner", "RemoteUserPrio", "RequestedCatalogIDs",
+                         "RequestedCatalogs", "TotalJobRuntime")
+
+
+def first_guess() -> list[str]:
+    """The projection a capture with no earlier snapshot queries the schedds with
+    beside the slot steps, before the slots tell it the one it needs: a default pool's
+    (`DEFAULT_POOL_JOB_REFS`). Its answer serves when it holds every name the slots
+    ask for (the other names are attributes nothing reads)."""
+    return projection_of(DEFAULT_POOL_JOB_REFS)
+
+
 def projection_of(refs: Iterable[str]) -> list[str]:
     """BASE_JOB_ATTRS, then `refs` (sorted case-insensitively), each name once."""
     proj: dict[str, str] = {}

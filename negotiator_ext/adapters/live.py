@@ -71,7 +71,8 @@ from .collector_gate import CollectorSilent, GatedCollector
 from .collector_order import table_sizes
 from .daemon_config import (TOOL, _ad_string, _ConfigRead, _earlier_config,
                             _OtherNegotiatorsRead, _ScheddKnobsRead, format_config)
-from .job_projection import projection_of, referenced_job_attrs
+from .job_projection import (DEFAULT_POOL_JOB_REFS, first_guess, projection_of,
+                             referenced_job_attrs)
 from .resource_requests import kept_attributes
 from .schedd_query import _query_schedds, _schedd_file_names, _SchedsBeside
 from .slot_cache import is_slot_ad
@@ -154,7 +155,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     child process queries them with the earlier projection beside the slot steps, and
     its answer is taken when the projection turns out the same (a pool's slots and
     negotiator config seldom change between two passes), else dropped and the schedds
-    queried again (`_SchedsBeside`).
+    queried again (`_SchedsBeside`). With no earlier projection (a first capture), a
+    default pool's is tried the same way (`job_projection.first_guess`), its answer
+    taken when it holds every name the slots ask for, and recorded as the projection.
 
     `by_requests`: each schedd captured by its resource requests (`resource_requests`:
     its autoclusters, and each job's own attributes), when it can be; `earlier_kept`:
@@ -193,11 +196,16 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     query_timeout = timeout
     if collector_wait is not None and collector_wait > 0 and timeout and timeout > 0:
         query_timeout = max(1, min(int(timeout), int(math.ceil(collector_wait))))
+    # with no earlier capture's projection, a default pool's is tried beside the slots
+    guess = earlier_projection is None
+    if guess:
+        earlier_projection = first_guess()
+        earlier_kept = kept_attributes(earlier_projection, DEFAULT_POOL_JOB_REFS)
     with _client_timeouts(htcondor, timeout, query_timeout), _SchedsBeside(
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None, worker, timeout,
             known_lines.jobs if known_lines is not None else None, stop,
-            query_timeout) as beside:
+            query_timeout, guess=guess) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = refreshed = None
         try:
@@ -290,7 +298,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         lap("collector_other")
         got = beside.result(projection, kept)
         queried = "beside the slots" if got is not None else "after the slots"
-        if got is None:
+        if got is not None:
+            # a first guess's: the names it holds
+            projection, kept = beside.projection, beside.kept
+        else:
             got = beside.query(projection, kept)
         by_request: dict[str, dict] = {}
         if got is not None:

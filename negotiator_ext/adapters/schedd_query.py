@@ -33,13 +33,20 @@ from .resource_requests import job_lines_by_requests
 JOB_CONSTRAINT = "JobStatus == 1 || JobStatus == 2"  # idle or running
 
 
+def _names_within(names, projection) -> bool:
+    """Whether every name of `names` is in `projection` (attribute names: any case)."""
+    held = {n.lower() for n in projection}
+    return all(n.lower() in held for n in names)
+
+
 class _SchedsBeside:
     """The schedds queried by another process with an earlier capture's job projection
     (and, capturing by requests, its kept attributes), while this process fetches the
     slot ads and turns them into lines: a loop's `worker` (adapters/worker.py), else a
     child forked now (adapters/beside.py). `result(projection, kept)`: the other
     process's (jobs, answered, missing, errors, timings, by_request) when it queried the
-    same, else None (it is stopped; `query` asks again with the capture's own). Only
+    same (or, its projection a first guess, all of it), else None (it is stopped;
+    `query` asks again with the capture's own). Only
     with the real bindings: a fake's calls would be made in a process the test cannot
     see (the caller queries the schedds itself).
 
@@ -53,8 +60,11 @@ class _SchedsBeside:
 
     def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0,
                  known_jobs=None, stop: Callable[[], bool] | None = None,
-                 collector_timeout=None):
+                 collector_timeout=None, guess: bool = False):
         self._child = None
+        # `projection` a guess (job_projection.first_guess: no earlier capture): its
+        # answer serves for any projection whose names it holds
+        self._guess = guess
         self._htcondor, self._pool, self._worker = htcondor, pool, worker
         self._timeout = float(timeout) if timeout and timeout > 0 else 0.0
         # the collector, asked where the schedds are, is bounded as the capture's own
@@ -110,11 +120,37 @@ class _SchedsBeside:
         child, self._child = self._child, None
         if child is None:
             return None
-        if list(projection) != self._projection or (
-                list(kept) if kept is not None else None) != self._kept:
+        same = list(projection) == self._projection and (
+            list(kept) if kept is not None else None) == self._kept
+        if not same and not (self._guess and self._holds(projection, kept)):
             child.cancel()
             return None
         return self._answer(child)
+
+    def _holds(self, projection, kept) -> bool:
+        """Whether the guessed projection (and kept attributes) hold `projection` (and
+        `kept`): every name, and of the guess's kept attributes no more than `kept`
+        among `projection`'s (an attribute left out of jobs captured by requests stays
+        out)."""
+        if not _names_within(projection, self._projection):
+            return False
+        if kept is None or self._kept is None:
+            return kept is None and self._kept is None
+        if not _names_within(kept, self._kept):
+            return False
+        asked = {n.lower() for n in projection}
+        keep = {n.lower() for n in kept}
+        return not any(n.lower() in asked and n.lower() not in keep for n in self._kept)
+
+    @property
+    def projection(self) -> list[str] | None:
+        """The projection the schedds were (or are being) asked with."""
+        return self._projection
+
+    @property
+    def kept(self) -> list[str] | None:
+        """The attributes jobs captured by requests were (or are being) asked to keep."""
+        return self._kept
 
     def query(self, projection: list[str], kept: list[str] | None = None):
         """The schedds asked now with `projection` by another process (the bound above),
