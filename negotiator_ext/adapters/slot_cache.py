@@ -27,6 +27,7 @@ import operator
 import os
 from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Callable
 
@@ -42,9 +43,10 @@ POLL = ("Name", "MyAddress", "MyType", "LastHeardFrom", "UpdatesTotal",
 WHOLE_SHARE = 0.5
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Kept:
-    """One slot as the collector last sent it whole."""
+    """One slot as the collector last sent it whole (slots: one per slot of the pool,
+    and a pass's kept inputs hold those let go until the next pass)."""
     ad: object
     lines: list
     stamp: tuple                  # (LastHeardFrom, UpdatesTotal, UpdateSequenceNumber)
@@ -57,7 +59,7 @@ class _Kept:
         """The cache holds the slot no more (a newer ad of it came, it is gone, or the
         cache was emptied): its ad, lines, texts and memo are dropped, so that a pass's
         kept inputs that share this entry (`HeldSlots`) do not keep them alive."""
-        self.ad = self.lines = self.row = self.memo = None
+        self.ad = self.lines = self.row = self.memo = self.stamp = None
 
 
 @dataclass
@@ -282,9 +284,7 @@ class SlotCache:
             st = os.stat(path)
         except OSError:
             return None
-        where = array("q")
-        for e in entries:
-            where.extend(places[e])
+        where = array("q", chain.from_iterable(map(places.__getitem__, entries)))
         return HeldSlots(entries, last[0], where, _file_id(st), dict(self._names))
 
 
