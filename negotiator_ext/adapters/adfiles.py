@@ -234,7 +234,8 @@ def read_ads_and_texts(path: str | Path) -> tuple[list[classad2.ClassAd], TextAd
     return ads, texts
 
 
-def read_ads_and_texts_at(path: str | Path, places) -> tuple[list[classad2.ClassAd], TextAds]:
+def read_ads_and_texts_at(path: str | Path, places
+                          ) -> tuple[list[classad2.ClassAd], TextAds]:
     """The ads at `places` of the old-syntax file `path` and their attribute texts, as
     `read_ads_and_texts` reads them, in the order of `places`: each place an (offset,
     length) in bytes holding one whole ad and the blank line after it (a slots file as
