@@ -5,12 +5,15 @@ the pass's own pool is let go).
 
 The re-run's pool is built from what the compared pass built its own from. A loop
 (`shadow --interval`, its slot ads kept: NEGOTIATOR_EXT_KEEP_SLOT_ADS) keeps each pass's
-inputs to the next (`KeptInputs`): its slot ads are the slot cache's, which no cycle
-writes into, and its job texts and the rest are shared with what the loop keeps for its
-next capture, so keeping them costs little more than the slots and jobs that change,
-where reading the snapshot's files again made a second whole pool. Any other compared
-pass (`shadow --once`, a replay, a pool of several negotiators but the first, an older
-pass than the last) is read from its snapshot's files, as it was written."""
+inputs to the next (`KeptInputs`): its slot ads are the slot cache's entries of them
+(slot_cache.HeldSlots), which no cycle writes into and which the cache empties when a
+newer ad of the slot replaces one, the re-run then reading that slot's ad again from the
+pass's slots file; its job texts and the rest are shared with what the loop keeps for
+its next capture. So keeping them costs little more than the jobs that change (a slot
+advertised again costs the 16 bytes of its place in the file), where reading the
+snapshot's files again made a second whole pool. Any other compared pass (`shadow
+--once`, a replay, a pool of several negotiators but the first, an older pass than the
+last) is read from its snapshot's files, as it was written."""
 
 from __future__ import annotations
 
@@ -30,10 +33,24 @@ FILES = "the snapshot's files"
 @dataclass(frozen=True)
 class KeptInputs:
     """What one loop pass built its pool from (`Pool.inputs`), for the next pass's
-    re-prediction: the pass, its snapshot as read and the config it read."""
+    re-prediction: the pass, its snapshot as read (without its slots when `slots`
+    holds them) and the config it read; `inputs` gives them whole."""
     uuid: str
     snapshot: Any                     # adapters.snapshot.Snapshot
     config: Any                       # core.config.NegotiatorConfig
+    # the snapshot's slot ads, texts and memos as the loop's slot cache holds them
+    # (slot_cache.HeldSlots); None: the snapshot holds them
+    slots: Any = None
+
+    def inputs(self) -> tuple:
+        """(snapshot, config) as the pass built its pool from them: `build_pool(*kept.
+        inputs())` builds it again. The slots the slot cache has let go since are read
+        again from the pass's slots file (InputError when it cannot be)."""
+        if self.slots is None:
+            return self.snapshot, self.config
+        ads, texts, memos = self.slots.read()
+        return dataclasses.replace(self.snapshot, slots=tuple(ads), slot_texts=texts,
+                                   slot_memos=tuple(memos)), self.config
 
 
 def keep_inputs(p, inputs: tuple | None) -> None:
@@ -45,7 +62,21 @@ def keep_inputs(p, inputs: tuple | None) -> None:
     kept = p.loop.kept_inputs
     kept.pop(p.pool_name, None)
     if inputs is not None:
-        kept[p.pool_name] = KeptInputs(p.uuid, *inputs)
+        kept[p.pool_name] = held_inputs(p.uuid, *inputs, p.loop.slot_cache)
+
+
+def held_inputs(uuid: str, snap, config, cache) -> KeptInputs:
+    """A pass's inputs kept, their slots as the slot cache `cache` holds them when they
+    are its (then the snapshot kept holds none of its slot ads, texts or memos: the
+    cache lets go of those it replaces); else the snapshot as it is."""
+    held = None
+    if cache is not None and snap.slot_texts is not None and snap.slot_memos is not None:
+        held = cache.hold(snap.slots, snap.slot_texts.rows, snap.slot_memos,
+                          snap.slots_source)
+    if held is None:
+        return KeptInputs(uuid, snap, config)
+    return KeptInputs(uuid, dataclasses.replace(snap, slots=(), slot_texts=None,
+                                                slot_memos=None), config, held)
 
 
 def repredict_pass(p, rec, negotiator: str | None):
@@ -124,6 +155,6 @@ def compared_pool(p, prev: dict, snap_dir: str, negotiator: str | None):
     kept = p.loop.kept_inputs.get(p.pool_name)
     if kept is not None and kept.uuid == prev["uuid"]:
         from .pool import build_pool
-        return build_pool(kept.snapshot, kept.config), KEPT
+        return build_pool(*kept.inputs()), KEPT
     from .pool import load_pool
     return load_pool(snap_dir, p.s.cycle_config, negotiator=negotiator), FILES

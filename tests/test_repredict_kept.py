@@ -2,11 +2,17 @@
 (shadow_repredict.KeptInputs: its snapshot as read, with the slot cache's ads, and its
 config), not on a second pool read from the snapshot's files. The re-run must see the
 same slots, jobs and accountant either way: its matches from the kept inputs, after the
-next pass's capture and cycle went by, equal those from the files, at any time."""
+next pass's capture and cycle went by, equal those from the files, at any time. What the
+slot cache replaced since is not kept alive by them: read again from the pass's slots
+file."""
 
 from __future__ import annotations
 
+import gc
+import json
+import re
 import sys
+import weakref
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +24,7 @@ from fakepool import FIXTURES, FakePool, fixture_ads  # noqa: E402
 from test_shadow import Clock, SCENARIOS, meta, negotiator_ad_before, settings  # noqa: E402
 
 from negotiator_ext import cycle, shadow  # noqa: E402
+from negotiator_ext.errors import InputError  # noqa: E402
 from negotiator_ext.adapters.adfiles import KnownLines  # noqa: E402
 from negotiator_ext.adapters.slot_cache import SlotCache  # noqa: E402
 from negotiator_ext.pool import build_pool, load_pool  # noqa: E402
@@ -68,26 +75,86 @@ def test_the_kept_inputs_give_the_files_matches_after_the_next_pass(tmp_path, mo
     fix, fake, loop = _loop(tmp_path, mocker, scenario)
     first = loop.run_pass()
     (kept,) = loop.kept_inputs.values()
-    assert kept.uuid == first.uuid and kept.snapshot.slots_shared
+    assert kept.uuid == first.uuid and kept.slots is not None
+    assert kept.snapshot.slots == () and kept.snapshot.slot_texts is None
+    snap, _ = kept.inputs()
+    assert snap.slots_shared and kept.slots.let_go() == 0
     name = _after_the_cycle(fix, fake, loop, first)
+    (old,) = (a for a in snap.slots if a.eval("Name") == name)
+    old = weakref.ref(old)
+    del snap
     second = loop.run_pass()
     assert second.status == "complete", second.reason
     assert loop.kept_inputs[second.pool].uuid == second.uuid
-    # pass 1's ad of the slot advertised again is kept by pass 1's inputs alone
+    # the slot cache let go of pass 1's ad of the slot advertised again, and pass 1's
+    # inputs with it: they read that one again from pass 1's slots file, and share
+    # every other with the cache
+    gc.collect()
+    assert old() is None and kept.slots.let_go() == 1
     now = loop.kept_inputs[second.pool]
-    (old,) = (a for a in kept.snapshot.slots if a.eval("Name") == name)
-    assert old.eval("Requirements") is not False
-    assert all(a is not old for a in now.snapshot.slots)
+    then_snap, now_snap = kept.inputs()[0], now.inputs()[0]
+    (again,) = (a for a in then_snap.slots if a.eval("Name") == name)
+    assert again.eval("Requirements") is not False
+    assert all(a is not again for a in now_snap.slots)
+    assert sum(a is b for a, b in zip(then_snap.slots, now_snap.slots)) \
+        == len(then_snap.slots) - 1 == len(now_snap.slots) - 1
+    del then_snap, now_snap, again
     t = int(first.snapshot_time)
     # (pass 2's inputs would not do: that slot takes nothing in them)
-    assert _matches(build_pool(now.snapshot, now.config), t) != _matches(
+    assert _matches(build_pool(*now.inputs()), t) != _matches(
         load_pool(first.snapshot_dir), t)
     for at in (t, t + 45, t + 3600, t + 86_400 * 3):
-        ours = _matches(build_pool(kept.snapshot, kept.config), at)
+        ours = _matches(build_pool(*kept.inputs()), at)
         assert ours and ours == _matches(load_pool(first.snapshot_dir), at), at
     # and at the capture, the very prediction pass 1 made
-    assert Counter(s for s, _, _ in _matches(build_pool(kept.snapshot, kept.config), t)) \
+    assert Counter(s for s, _, _ in _matches(build_pool(*kept.inputs()), t)) \
         == Counter(m.submitter for m in first.shadow_matches)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_kept_inputs_after_a_whole_query_read_every_slot_again(tmp_path, mocker,
+                                                                    scenario):
+    """Every slot advertised again before pass 2 (the slot cache queries them whole and
+    replaces every ad it held): pass 1's inputs keep none of pass 1's slot ads alive, and
+    give the files' matches from its slots file."""
+    fix, fake, loop = _loop(tmp_path, mocker, scenario)
+    first = loop.run_pass()
+    (kept,) = loop.kept_inputs.values()
+    olds = [weakref.ref(a) for a in kept.inputs()[0].slots]
+    _after_the_cycle(fix, fake, loop, first)
+    for ad in fake.slots:
+        ad["UpdatesTotal"] = ad.eval("UpdatesTotal") + 1
+    second = loop.run_pass()
+    assert second.status == "complete", second.reason
+    snapshot = Path(second.snapshot_dir)
+    assert json.loads((snapshot / "meta.json").read_text())["slots_fetched"]["whole_query"]
+    gc.collect()
+    assert olds and not any(r() for r in olds)
+    assert kept.slots.let_go() == len(kept.slots) == len(olds)
+    t = int(first.snapshot_time)
+    for at in (t, t + 3600):
+        ours = _matches(build_pool(*kept.inputs()), at)
+        assert ours and ours == _matches(load_pool(first.snapshot_dir), at), at
+
+
+def test_kept_inputs_refuse_a_slots_file_changed_since(tmp_path, mocker):
+    """The slots the cache let go are read again only from the very file the pass wrote:
+    one changed since is refused, naming it (the re-run then says the compared snapshot
+    is unreadable)."""
+    fix, fake, loop = _loop(tmp_path, mocker, "hgq_nested_hep_lep_surplus")
+    first = loop.run_pass()
+    (kept,) = loop.kept_inputs.values()
+    _after_the_cycle(fix, fake, loop, first)
+    loop.run_pass()
+    assert kept.slots.let_go() == 1
+    slots = Path(first.snapshot_dir) / "slots.ads"
+    text = slots.read_text()
+    slots.write_text(text.replace("\n\n", "\n\n\n", 1))
+    with pytest.raises(InputError, match="not the slots file written"):
+        kept.inputs()
+    slots.write_text(text)      # (the same size and text, written again: refused too)
+    with pytest.raises(InputError, match=re.escape(str(slots))):
+        kept.inputs()
 
 
 def _rerun_seen(mocker) -> list:
@@ -114,12 +181,15 @@ def test_a_loops_rerun_takes_the_compared_pass_kept_inputs(tmp_path, mocker, kee
     mocker.patch.object(shadow, "unexplained_left", lambda disagreements: 1)
     first = loop.run_pass()
     assert bool(loop.kept_inputs) is keep
+    kept = loop.kept_inputs.get(first.pool)
     _after_the_cycle(fix, fake, loop, first)
     seen = _rerun_seen(mocker)
     second = loop.run_pass()
     again = second.comparison.repredicted
     assert "skipped" not in again, again
     assert again["inputs"] == (KEPT if keep else FILES)
+    if keep:                        # the slot advertised again: read from pass 1's file
+        assert kept.slots.let_go() == 1
     assert any(n.endswith(f"({again['seconds']:.1f} s)") for n in second.comparison.notes)
     ((at, counts),) = seen
     assert at == again["at"] > int(first.snapshot_time)

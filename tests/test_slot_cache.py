@@ -4,6 +4,7 @@ at that moment gives; the cycle never writes into a kept ad."""
 
 from __future__ import annotations
 
+import operator
 import os
 from pathlib import Path
 
@@ -306,6 +307,54 @@ def test_every_pass_equals_a_whole_query(tmp_path_factory, steps):
     assert got.lines == coll.whole()
 
 
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(passes=st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)),
+                                max_size=6), min_size=1, max_size=4))
+def test_a_pass_held_slots_read_again_what_its_file_gives(tmp_path_factory, passes):
+    """HeldSlots (a loop's kept inputs): after later passes replaced some of a pass's
+    slots (or all: a whole query), what it gives is that pass's ads and texts, exactly
+    what its slots file reads as; the slots the cache still holds are its very objects
+    (with their memos), only those it let go are read again (one of them a string with
+    a newline: written `eval("...")`, read back as the value)."""
+    from negotiator_ext.adapters.adfiles import read_ads_and_texts
+
+    tmp_path = tmp_path_factory.mktemp("held")
+    coll, cache = started(tmp_path, 4)
+    coll.update("slot1@host", Note="two\nlines")
+    held = []                           # (HeldSlots, that pass's ads, its file)
+    for n, updates in enumerate([[]] + passes):
+        coll.now += 10
+        for i, v in updates:
+            coll.update(f"slot{i}@host", Memory=1024 * (v + 1), Note=f"v{v}\nx")
+        got = refresh(cache, coll, tmp_path)
+        out = tmp_path / f"p{n}-slots.ads"
+        assert cache.write(out)
+        cache.written(out)
+        h = cache.hold(got.slots, got.texts.rows, got.memos, out)
+        assert h is not None and h.let_go() == 0
+        held.append((h, list(got.slots), out))
+        for h, ads, path in held:
+            again, texts, memos = h.read()
+            in_file, file_texts = read_ads_and_texts(path)
+            assert [repr(a) for a in again] == [repr(a) for a in in_file]
+            assert texts.rows == file_texts.rows
+            let_go = [a is None for a in (e.ad for e in h._entries)]
+            assert sum(let_go) == h.let_go()
+            for a, before, memo, gone in zip(again, ads, memos, let_go):
+                assert (a is before and memo is not None) if not gone else memo is None
+    # slots not those of the file the cache wrote last, or another file: nothing held
+    coll.now += 10
+    coll.update("slot0@host", State="Owner")
+    got = refresh(cache, coll, tmp_path)
+    assert cache.hold(got.slots, got.texts.rows, got.memos, out) is None
+    assert cache.write(tmp_path / "last.ads")
+    cache.written(tmp_path / "last.ads")
+    assert cache.hold(got.slots, got.texts.rows, got.memos, out) is None
+    assert cache.hold(got.slots, got.texts.rows, got.memos, tmp_path / "last.ads")
+
+
 # -- the cycle leaves a kept ad as it came ------------------------------------------------
 
 from conftest import unpack_recording  # noqa: E402
@@ -476,7 +525,8 @@ def test_a_loops_pass_leaves_its_collection_and_objects_for_tidy(tmp_path, mocke
     assert collected.call_args_list == [mocker.call(2)]
     assert pool_ref() is None and loop._untidy is None
     (kept,) = loop.kept_inputs.values()
-    assert kept.uuid == rec.uuid and kept.snapshot is snapshot
+    assert kept.uuid == rec.uuid and all(
+        map(operator.is_, kept.inputs()[0].slots, snapshot.slots))
     del snapshot
     loop.tidy()
     assert collected.call_count == 1

@@ -16,6 +16,7 @@ that evaluates to the same value, and read back as the value itself (see
 from __future__ import annotations
 
 import io
+import os
 import json
 import re
 from collections import Counter
@@ -231,6 +232,55 @@ def read_ads_and_texts(path: str | Path) -> tuple[list[classad2.ClassAd], TextAd
     ads: list = []
     texts = _read_texts(path, None, ads)
     return ads, texts
+
+
+def read_ads_and_texts_at(path: str | Path, places
+                          ) -> tuple[list[classad2.ClassAd], TextAds]:
+    """The ads at `places` of the old-syntax file `path` and their attribute texts, as
+    `read_ads_and_texts` reads them, in the order of `places`: each place an (offset,
+    length) in bytes holding one whole ad and the blank line after it (a slots file as
+    slot_cache writes it). InputError naming the file when it cannot be read or a place
+    does not hold one ad. Only those bytes are read, a few MB at a time."""
+    p = Path(path)
+    ads: list = []
+    out = TextAds()
+    with _reading(p), p.open("rb") as f:
+        _read_old_texts(_Places(f.fileno(), places, str(p)), str(p), out, ads)
+    if len(ads) != len(places):
+        raise InputError(str(p), f"{len(places)} ads expected at the places kept of them, "
+                                 f"{len(ads)} found")
+    return ads, out
+
+
+class _Places:
+    """A text file read (`read(size)`) as the ads at `places` only, in their order."""
+
+    def __init__(self, fd: int, places, source: str):
+        self._fd, self._places, self._source, self._next = fd, places, source, 0
+
+    def read(self, size: int = -1) -> str:
+        parts, got = [], 0
+        while self._next < len(self._places) and (size < 0 or got < size):
+            offset, length = self._places[self._next]
+            self._next += 1
+            data = _pread_all(self._fd, length, offset)
+            if len(data) != length or not data.endswith(b"\n\n") or b"\n\n" in data[:-2]:
+                raise InputError(self._source, f"no whole ad at byte {offset} ({length} "
+                                               "bytes): not the file written")
+            parts.append(data)
+            got += length
+        return b"".join(parts).decode("utf-8")
+
+
+def _pread_all(fd: int, length: int, offset: int) -> bytes:
+    parts = []
+    while length > 0:
+        data = os.pread(fd, length, offset)
+        if not data:
+            break
+        parts.append(data)
+        offset, length = offset + len(data), length - len(data)
+    return b"".join(parts)
 
 
 def _read_texts(path, store, keep: list | None) -> TextAds:

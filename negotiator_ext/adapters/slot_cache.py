@@ -25,12 +25,15 @@ from __future__ import annotations
 
 import operator
 import os
+from array import array
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Callable
 
 from ..core.adtext import TextAds, TextStore
-from .adfiles import ad_lines, text_ads_of_lines
+from ..errors import InputError
+from .adfiles import ad_lines, read_ads_and_texts_at, text_ads_of_lines
 
 # what a pass asks the collector of every slot after the first pass
 POLL = ("Name", "MyAddress", "MyType", "LastHeardFrom", "UpdatesTotal",
@@ -40,9 +43,10 @@ POLL = ("Name", "MyAddress", "MyType", "LastHeardFrom", "UpdatesTotal",
 WHOLE_SHARE = 0.5
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Kept:
-    """One slot as the collector last sent it whole."""
+    """One slot as the collector last sent it whole (slots: one per slot of the pool,
+    and a pass's kept inputs hold those let go until the next pass)."""
     ad: object
     lines: list
     stamp: tuple                  # (LastHeardFrom, UpdatesTotal, UpdateSequenceNumber)
@@ -50,6 +54,12 @@ class _Kept:
     # what a pass worked out of the ad alone under a config (pool.build_pool): kept
     # with the ad, dropped with it
     memo: dict = field(default_factory=dict)
+
+    def let_go(self) -> None:
+        """The cache holds the slot no more (a newer ad of it came, it is gone, or the
+        cache was emptied): its ad, lines, texts and memo are dropped, so that a pass's
+        kept inputs that share this entry (`HeldSlots`) do not keep them alive."""
+        self.ad = self.lines = self.row = self.memo = self.stamp = None
 
 
 @dataclass
@@ -118,6 +128,8 @@ class SlotCache:
         return len(self._kept)
 
     def clear(self) -> None:
+        for e in self._kept.values():
+            e.let_go()
         self._kept = {}
         self._names = {}
         self._written = None
@@ -147,6 +159,8 @@ class SlotCache:
                 for (ad, (key, stamp)), ad_lines_, text_row in zip(rows, lines, texts.rows)}
         if len(kept) < len(slots) or any(e.stamp is None for e in kept.values()):
             kept = {}                   # nothing to go by next time: no ad is kept
+        for e in self._kept.values():   # every ad held before: a newer one came
+            e.let_go()
         self._kept, self._names = kept, dict(store.names)
         return Refreshed(slots=slots, lines=lines, texts=texts, answered=len(answer),
                          whole=True, fetched=len(slots), kept=0,
@@ -200,6 +214,9 @@ class SlotCache:
             e.row = row
         self._names = dict(store.names)
         self._kept = new_kept
+        for key, e in kept.items():
+            if new_kept.get(key) is not e:
+                e.let_go()
         return Refreshed(slots=[e.ad for e in entries], lines=[e.lines for e in entries],
                          texts=texts, answered=len(answer), whole=False,
                          fetched=len(fresh), kept=len(entries) - len(fresh),
@@ -245,6 +262,83 @@ class SlotCache:
         """The slots file `write` wrote is at `path` now (its snapshot's final place)."""
         if self._kept and self._places is not None:
             self._written = (Path(path), list(self._kept.values()), self._places)
+
+    # -- a pass's slots, held for a later re-run of its cycle ------------------------------
+
+    def hold(self, slots, rows, memos, path) -> "HeldSlots | None":
+        """The last refresh's slots held for a later re-run of the pass that took them
+        (a shadow loop's kept inputs, shadow_repredict.KeptInputs): `slots`, `rows` and
+        `memos` are that pass's slot ads, texts and memos as its snapshot holds them,
+        `path` the slots file `write` wrote them to. None when they are not the ones
+        the cache holds and wrote last (the snapshot's own, or another's)."""
+        last = self._written
+        if last is None or Path(path) != last[0]:
+            return None
+        entries, places = last[1], last[2]
+        if not (len(entries) == len(slots) == len(rows) == len(memos)
+                and all(map(operator.is_, (e.ad for e in entries), slots))
+                and all(map(operator.is_, (e.row for e in entries), rows))
+                and all(map(operator.is_, (e.memo for e in entries), memos))):
+            return None
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        where = array("q", chain.from_iterable(map(places.__getitem__, entries)))
+        return HeldSlots(entries, last[0], where, _file_id(st), dict(self._names))
+
+
+def _file_id(st: os.stat_result) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+class HeldSlots:
+    """One pass's slot ads, texts and memos, held for a later re-run of its cycle at
+    about no more cost than the cache's own: the cache's entries of them, which the cache
+    empties as it lets each go (`_Kept.let_go`: a newer ad of the slot came), and where
+    each one is in that pass's slots file, from which `read` reads the ones let go again
+    (a few MB at a time, as `load_snapshot` would read them) when the re-run comes."""
+
+    def __init__(self, entries: list, path: Path, where, file_id: tuple, names: dict):
+        self._entries = entries
+        self.path = path
+        self._where = where           # each entry's (offset, length) in `path`, flat
+        self._file_id = file_id       # (device, inode, size, mtime) of `path` as written
+        self._names = names           # each lower-case attribute name as written
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def let_go(self) -> int:
+        """How many of the slots the cache has let go (read from the file by `read`)."""
+        return sum(e.ad is None for e in self._entries)
+
+    def read(self) -> tuple[list, TextAds, list]:
+        """The slots as the pass took them: (ads, texts, memos), in its order; those
+        the cache still holds shared with it, the others read from the slots file (no
+        memo). InputError naming the file when it is gone or is not the one written."""
+        got = [(e.ad, e.row, e.memo) for e in self._entries]
+        gone = [i for i, (ad, _, _) in enumerate(got) if ad is None]
+        names = dict(self._names)
+        if gone:
+            try:
+                same = _file_id(os.stat(self.path)) == self._file_id
+            except OSError as exc:
+                raise InputError(str(self.path), f"cannot read: {exc.strerror or exc}"
+                                 ) from None
+            if not same:
+                raise InputError(str(self.path), "not the slots file written by the pass "
+                                                 "(changed since)")
+            w = self._where
+            ads, texts = read_ads_and_texts_at(
+                self.path, [(w[2 * i], w[2 * i + 1]) for i in gone])
+            for i, ad, row in zip(gone, ads, texts.rows):
+                got[i] = (ad, row, None)
+            names.update(texts.store.names)
+        out = TextAds(TextStore(names=names))
+        for _, row, _ in got:
+            out.add_row(row)
+        return [ad for ad, _, _ in got], out, [memo for _, _, memo in got]
 
 
 def _write_slots(tmp: Path, order: list, src: int | None, places: dict) -> dict:
