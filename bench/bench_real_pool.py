@@ -29,7 +29,12 @@ Then, in this order:
      compares it with pass 1's cycle: per-submitter match counts; it queries the schedds
      beside the slot ads, with pass 1's job projection), and a pass 3 the same way but
      with NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the schedds after the slots);
-  4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files;
+  4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files; the
+     floor (issue 34's goal 4): the collector's answer to the whole slot query and the
+     schedds' to pass 1's job query, through the bindings in a fresh process, nothing
+     done with them, beside our captures; with --admin-files, the pool captured with
+     HTCondor's own tools (condor_status -long, condor_q -allusers -long, ...) and
+     `negotiate` timed on those files (goal 2);
   5. a `shadow --interval` loop of four passes in one process, keeping its slot ads
      (`shadow_loop`): whole; nothing changed; after --churn of the slots advertised again
      and a real cycle (also compared by `--once` passes around it); after another churn.
@@ -496,6 +501,96 @@ def negotiate_from_files(pool: LivePool, work: Path) -> dict:
             "group_order": doc.get("cycle", {}).get("group_order") or []}
 
 
+_FLOOR = """\
+import json, sys, time
+import htcondor2 as htcondor
+pool, projection, constraint, repeat = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+coll = htcondor.Collector(pool)
+slots, jobs = [], []
+schedds = coll.locateAll(htcondor.DaemonTypes.Schedd)
+for _ in range(repeat):
+    t = time.perf_counter()
+    n = len(coll.query(htcondor.AdTypes.Startd))
+    slots.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    m = sum(len(htcondor.Schedd(ad).query(constraint=constraint, projection=projection))
+            for ad in schedds)
+    jobs.append(time.perf_counter() - t)
+print(json.dumps({"slots_s": min(slots), "jobs_s": min(jobs), "slot_ads": n, "job_ads": m}))
+"""
+
+
+def floor_queries(pool: LivePool, work: Path, repeat: int = 3) -> dict:
+    """Issue 34's goal 4: the floor no capture can beat, in the same run: how long the
+    real collector takes to answer the slot query a first pass makes (every Startd ad,
+    whole) and the real schedds the job query (pass 1's projection and constraint),
+    through the bindings, in a fresh process, nothing done with the answers (the
+    fastest of `repeat`)."""
+    from negotiator_ext.adapters.schedd_query import JOB_CONSTRAINT
+    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+    meta = json.loads((snaps[0] / "meta.json").read_text())
+    proc = subprocess.run([sys.executable, "-c", _FLOOR, pool.collector,
+                           json.dumps(meta.get("job_projection") or []), JOB_CONSTRAINT,
+                           str(repeat)], env=pool.env, capture_output=True, text=True,
+                          cwd=ROOT, timeout=3600)
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-500:]}
+    got = json.loads(proc.stdout)
+    got.update({k: round(v, 2) for k, v in got.items() if k.endswith("_s")})
+    return got
+
+
+ADMIN_COMMANDS = (
+    # (file, the tool and its arguments): docs/snapshots.md's example, as an admin runs it
+    ("slots.ads", ("condor_status", "-long", "-sort", "none")),
+    ("jobs.ads", ("condor_q", "-allusers", "-long")),
+    ("submitters.ads", ("condor_status", "-submitters", "-long", "-sort", "none")),
+    ("accounting.ads", ("condor_userprio", "-l", "-allusers")),
+    ("config", ("condor_config_val", "-dump")),
+)
+
+
+def admin_files(pool: LivePool, work: Path, dest: Path) -> dict:
+    """Issue 34's goal 2: the pool as an admin captures it with HTCondor's own tools
+    (full job ads, every attribute `condor_q -long` prints), written to `dest`; then
+    `negotiate --json` on those files, timed in a fresh process, and its matches per
+    submitter against `negotiate` on pass 3's snapshot (our capture, taken just before,
+    of the same unchanged pool, at the admin files' time)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    took = {}
+    for name, (tool, *argv) in ADMIN_COMMANDS:
+        t = time.monotonic()
+        out = pool.tool(tool, *argv, timeout=1800).stdout
+        took[name] = round(time.monotonic() - t, 2)
+        (dest / name).write_text(out)
+    (dest / "meta.json").write_text(json.dumps({"ad_order": "collector"}) + "\n")
+    sizes = {name: (dest / name).stat().st_size for name, _ in ADMIN_COMMANDS}
+    load = os.getloadavg()
+    argv = ["/usr/bin/time", "-f", "TIME %e %M %U %S", sys.executable, "-m",
+            "negotiator_ext", "negotiate", str(dest), "--json"]
+    proc = subprocess.run(argv, env=pool.env, capture_output=True, text=True, cwd=ROOT)
+    m = re.search(r"^TIME (\S+) (\d+) (\S+) (\S+)$", proc.stderr, re.M)
+    if proc.returncode not in (0, 1) or m is None:
+        return {"error": proc.stderr[-500:], "tools_s": took, "bytes": sizes}
+    doc = json.loads(proc.stdout)
+    ours = Counter(x["submitter"] for x in doc["matches"])
+    # at the admin files' own time (the accountant's LastUpdate: condor_userprio -l has
+    # no uncharged time, so a later time would move the priorities differently)
+    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+    ref = subprocess.run([sys.executable, "-m", "negotiator_ext", "negotiate",
+                          str(snaps[-1]), "--json", "--at", str(doc["cycle"]["time"])],
+                         env=pool.env, capture_output=True, text=True, cwd=ROOT)
+    theirs = Counter(x["submitter"] for x in json.loads(ref.stdout)["matches"]) \
+        if ref.returncode in (0, 1) else None
+    return {"dir": str(dest), "tools_s": took, "bytes": sizes, "load": load,
+            "wall_s": float(m.group(1)), "cpu_s": round(float(m.group(3))
+                                                        + float(m.group(4)), 2),
+            "peak_rss_mib": round(int(m.group(2)) / 1024),
+            "matches": sum(ours.values()),
+            "same_per_submitter_as_capture": None if theirs is None else ours == theirs}
+
+
 def pass_summary(p: dict) -> dict:
     rec = p["record"]
     comp = rec.get("comparison") or {}
@@ -631,6 +726,29 @@ def show(report: dict) -> None:
     if "wall_s" in n:
         print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
               f"{n['peak_rss_mib']} MiB, {n['matches']} matches")
+    f = report.get("floor") or {}
+    if "slots_s" in f:
+        floor = f["slots_s"] + f["jobs_s"]
+        p1, p3 = report["pass1"], report["pass3"]
+        print(f"the floor (the daemons' own answers through the bindings, nothing done with "
+              f"them): the collector's {f['slot_ads']:,} slot ads {f['slots_s']} s, the "
+              f"schedds' {f['job_ads']:,} jobs with pass 1's projection {f['jobs_s']} s; "
+              f"our capture: pass 1 {p1['capture_s']} s ({p1['capture_s'] / floor:.2f}x "
+              f"the sum, {p1['capture_s'] / max(f['slots_s'], f['jobs_s']):.2f}x the "
+              f"longer), pass 3 {p3['capture_s']} s ({p3['capture_s'] / floor:.2f}x, "
+              f"{p3['capture_s'] / max(f['slots_s'], f['jobs_s']):.2f}x)")
+    elif f:
+        print(f"the floor could not be measured: {f.get('error')}")
+    a = report.get("admin_files") or {}
+    if "wall_s" in a:
+        print(f"negotiate --json on the admin tools' files ({a['bytes']['slots.ads'] >> 20} MB "
+              f"of slots, {a['bytes']['jobs.ads'] >> 20} MB of jobs; condor_q took "
+              f"{a['tools_s']['jobs.ads']} s, condor_status {a['tools_s']['slots.ads']} s): "
+              f"{a['wall_s']} s wall ({a['cpu_s']} s CPU), {a['peak_rss_mib']} MiB, "
+              f"{a['matches']} matches, per submitter as on our capture: "
+              f"{a['same_per_submitter_as_capture']}")
+    elif a:
+        print(f"negotiate on the admin tools' files failed: {a.get('error')}")
     real_order = rc.get("group_order") or []
     ours = n.get("group_order") or []
     if real_order:
@@ -667,6 +785,10 @@ def main(argv=None) -> int:
                     help="copy pass 1's snapshot to DIR/<shape> and pass 3's to "
                          "DIR/<shape>-pass3 (to time `negotiate` on them later, from "
                          "files, without the pool)")
+    ap.add_argument("--admin-files", metavar="DIR", type=Path,
+                    help="also capture the pool with HTCondor's own tools (condor_status "
+                         "-long, condor_q -allusers -long, ...) into DIR/<shape> and time "
+                         "`negotiate` on those files (issue 34's goal 2)")
     ap.add_argument("--no-loop", dest="loop", action="store_false",
                     help="leave out the shadow loop's passes (`shadow --interval`, the "
                          "slot ads kept between passes)")
@@ -752,6 +874,10 @@ def run_shape(release, shape: str, args) -> dict:
         report["pass2"] = pass_summary(p2)
         report["pass3"] = pass_summary(p3)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
+        report["load"]["floor"] = os.getloadavg()
+        report["floor"] = floor_queries(pool, work)
+        if args.admin_files is not None:
+            report["admin_files"] = admin_files(pool, work, args.admin_files / shape)
         if args.loop:
             report["loop"] = shadow_loop(pool, work, ads, args.churn)
         if args.keep_snapshot is not None:
