@@ -675,7 +675,7 @@ def show(report: dict) -> None:
           + " / ".join(f"{rc.get(f'Phase{i}Duration')}" for i in range(1, 5))
           + f" s), {rc.get('Matches')} matches, "
           f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
-    for name, what in (("pass1", "first pass, schedds after the slots"),
+    for name, what in (("pass1", "first pass, nothing kept"),
                        ("pass2", "schedds queried beside the slots"),
                        ("pass3", "pass 2 again, schedds after the slots")):
         p = report[name]
