@@ -404,6 +404,33 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
                                   for row in table.rows]
 
 
+def test_a_run_ends_where_a_text_before_procid_names_it(tmp_path, monkeypatch):
+    """Lines sorted as condor_q -long prints them: an attribute that sorts before ProcId
+    and reads it (JobPrio through AJobPrioHelper) ends the runs, whichever comes first
+    in the row; the schedd offers the jobs of the highest JobPrio first."""
+    from negotiator_ext import cycle as cycle_mod
+    from poolmaker import Expr
+    slots = [slot(f"slot1@n{i}.test.local", Memory=2048) for i in range(2)]
+    jobs = [job(1, proc, "a", None, AJobPrioHelper=Expr("ProcId % 3"),
+                JobPrio=Expr("AJobPrioHelper")) for proc in range(6)]
+    pool_dir = make_pool(tmp_path / "pool", slots=slots, jobs=jobs)
+    f = pool_dir / "jobs.ads"
+    f.write_text("\n\n".join("\n".join(sorted(b.split("\n"), key=str.lower))
+                              for b in f.read_text().strip().split("\n\n")) + "\n")
+
+    def assigned():
+        return [m["assigned_job"] for m in run_cycle(load_pool(pool_dir)).to_json()["matches"]]
+
+    assert assigned() == ["1.2", "1.5"]
+    with monkeypatch.context() as m:
+        m.setattr(cycle_mod, "run_indexes", lambda row, read: (-1, -1))
+        assert assigned() == ["1.2", "1.5"]
+    from negotiator_ext.adapters.adfiles import read_text_ads
+    from negotiator_ext.core.job_queue import queue_heads
+    heads = queue_heads(read_text_ads(f))
+    assert [h[0][1][2] for h in heads] == [0, -1, -2] * 2      # (-JobPrio: the order)
+
+
 memo_pools = st.fixed_dictionaries({
     # (memory, claimed by "a"/"b" or None, changed before the second pass)
     "slots": st.lists(st.tuples(st.sampled_from([512, 1024, 2048]),

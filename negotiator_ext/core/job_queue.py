@@ -155,22 +155,20 @@ def run_indexes(row, read=()) -> tuple[int, int]:
     (`same_schedd`) and is read for nothing else (else its index is -1). A run: a
     cluster's jobs as condor_q -long prints them, or captured by their requests."""
     at = gid = -1
+    procid_read = "procid" in read
+    gid_read = "globaljobid" in read
     for i, (name, text) in enumerate(row):
         if name == "procid":
             at = i
         elif name == "globaljobid":
             gid = i
-        else:
+        else:                               # another text naming either (in any place)
             low = text.lower()
-            if "procid" in low:
-                at = -len(row) - 1          # never a run
-            if "globaljobid" in low:
-                gid = -len(row) - 1
-    if "procid" in read or at < 0:
+            procid_read = procid_read or "procid" in low
+            gid_read = gid_read or "globaljobid" in low
+    if procid_read or at < 0:
         return -1, -1
-    if "globaljobid" in read or gid < 0:
-        gid = -1
-    return at, gid
+    return at, (-1 if gid_read else gid)
 
 
 def same_schedd(row, last, gid: int) -> bool:
