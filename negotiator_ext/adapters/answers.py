@@ -12,6 +12,7 @@ from typing import Any
 import classad2
 
 from ..core.job_queue import id_number
+from ..views.text import escape_char
 
 
 # HTCondor's own client-side timeouts (seconds), set for the duration of a capture.
@@ -139,11 +140,6 @@ def checked_job_ads(answer) -> list:
     return items
 
 
-def _escape(c: str) -> str:
-    o = ord(c)
-    return f"\\x{o:02x}" if o <= 0xFF else f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}"
-
-
 _COMMENT_ESCAPED = frozenset({"Cc", "Cs", "Cf", "Zl", "Zp"})
 
 
@@ -151,5 +147,5 @@ def _comment_text(text: str) -> str:
     """`text` for a comment line: one line of visible characters; each control, line
     separator or format character and each backslash (so that the line cannot end in
     one) as its escape."""
-    return "".join(_escape(c) if c == "\\" or unicodedata.category(c) in _COMMENT_ESCAPED
+    return "".join(escape_char(c) if c == "\\" or unicodedata.category(c) in _COMMENT_ESCAPED
                    else c for c in text)

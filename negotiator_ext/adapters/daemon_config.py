@@ -36,7 +36,8 @@ from typing import Callable, Mapping
 import classad2
 
 from ..errors import InputError
-from .answers import BadAnswer, _comment_text, _escape, _kind, _one_line, checked_ads
+from ..views.text import escape_char
+from .answers import BadAnswer, _comment_text, _kind, _one_line, checked_ads
 from .locations import KeptLocations, located
 from .remote_knobs import KNOB_NAME, select_policy_knobs, select_schedd_knobs
 
@@ -650,8 +651,8 @@ def _config_value(value) -> str:
     """A knob's value as one line of HTCondor config: line breaks joined with spaces,
     other control characters but tabs escaped, no trailing backslash."""
     v = " ".join(str(value).splitlines()).strip()
-    v = "".join(_escape(c) if c != "\t" and unicodedata.category(c) in _VALUE_ESCAPED
+    v = "".join(escape_char(c) if c != "\t" and unicodedata.category(c) in _VALUE_ESCAPED
                 else c for c in v).strip()
     if v.endswith("\\"):
-        v = v[:-1] + _escape("\\")
+        v = v[:-1] + escape_char("\\")
     return v

@@ -15,7 +15,8 @@ import logging
 __all__ = ["printable", "log_text"]
 
 
-def _escape(c: str) -> str:
+def escape_char(c: str) -> str:
+    """One character as its hex escape: \\xNN, \\uNNNN or \\UNNNNNNNN."""
     o = ord(c)
     if o < 0x100:
         return f"\\x{o:02x}"
@@ -34,7 +35,7 @@ def printable(text: str) -> str:
     "\\x1b" from an escaped ESC: the JSON output has the true value."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
+    return "".join(c if c.isprintable() else escape_char(c) for c in text)
 
 
 def log_text(record, formatter) -> str:
