@@ -71,6 +71,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from livepool import SKIP_REASON, LivePool, find_release, free_port  # noqa: E402
+from real_pool_files import admin_files, floor_queries  # noqa: E402
 
 SHAPES = {
     #        static, partitionable, jobs, autoclusters, submitters, groups
@@ -499,96 +500,6 @@ def negotiate_from_files(pool: LivePool, work: Path) -> dict:
     return {"wall_s": float(m.group(1)), "peak_rss_mib": round(int(m.group(2)) / 1024),
             "matches": len(doc.get("matches") or ()),
             "group_order": doc.get("cycle", {}).get("group_order") or []}
-
-
-_FLOOR = """\
-import json, sys, time
-import htcondor2 as htcondor
-pool, projection, constraint, repeat = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-coll = htcondor.Collector(pool)
-slots, jobs = [], []
-schedds = coll.locateAll(htcondor.DaemonTypes.Schedd)
-for _ in range(repeat):
-    t = time.perf_counter()
-    n = len(coll.query(htcondor.AdTypes.Startd))
-    slots.append(time.perf_counter() - t)
-    t = time.perf_counter()
-    m = sum(len(htcondor.Schedd(ad).query(constraint=constraint, projection=projection))
-            for ad in schedds)
-    jobs.append(time.perf_counter() - t)
-print(json.dumps({"slots_s": min(slots), "jobs_s": min(jobs), "slot_ads": n, "job_ads": m}))
-"""
-
-
-def floor_queries(pool: LivePool, work: Path, repeat: int = 3) -> dict:
-    """Issue 34's goal 4: the floor no capture can beat, in the same run: how long the
-    real collector takes to answer the slot query a first pass makes (every Startd ad,
-    whole) and the real schedds the job query (pass 1's projection and constraint),
-    through the bindings, in a fresh process, nothing done with the answers (the
-    fastest of `repeat`)."""
-    from negotiator_ext.adapters.schedd_query import JOB_CONSTRAINT
-    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
-    meta = json.loads((snaps[0] / "meta.json").read_text())
-    proc = subprocess.run([sys.executable, "-c", _FLOOR, pool.collector,
-                           json.dumps(meta.get("job_projection") or []), JOB_CONSTRAINT,
-                           str(repeat)], env=pool.env, capture_output=True, text=True,
-                          cwd=ROOT, timeout=3600)
-    if proc.returncode != 0:
-        return {"error": proc.stderr[-500:]}
-    got = json.loads(proc.stdout)
-    got.update({k: round(v, 2) for k, v in got.items() if k.endswith("_s")})
-    return got
-
-
-ADMIN_COMMANDS = (
-    # (file, the tool and its arguments): docs/snapshots.md's example, as an admin runs it
-    ("slots.ads", ("condor_status", "-long", "-sort", "none")),
-    ("jobs.ads", ("condor_q", "-allusers", "-long")),
-    ("submitters.ads", ("condor_status", "-submitters", "-long", "-sort", "none")),
-    ("accounting.ads", ("condor_userprio", "-l", "-allusers")),
-    ("config", ("condor_config_val", "-dump")),
-)
-
-
-def admin_files(pool: LivePool, work: Path, dest: Path) -> dict:
-    """Issue 34's goal 2: the pool as an admin captures it with HTCondor's own tools
-    (full job ads, every attribute `condor_q -long` prints), written to `dest`; then
-    `negotiate --json` on those files, timed in a fresh process, and its matches per
-    submitter against `negotiate` on pass 3's snapshot (our capture, taken just before,
-    of the same unchanged pool, at the admin files' time)."""
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(parents=True)
-    took = {}
-    for name, (tool, *argv) in ADMIN_COMMANDS:
-        t = time.monotonic()
-        out = pool.tool(tool, *argv, timeout=1800).stdout
-        took[name] = round(time.monotonic() - t, 2)
-        (dest / name).write_text(out)
-    (dest / "meta.json").write_text(json.dumps({"ad_order": "collector"}) + "\n")
-    sizes = {name: (dest / name).stat().st_size for name, _ in ADMIN_COMMANDS}
-    load = os.getloadavg()
-    argv = ["/usr/bin/time", "-f", "TIME %e %M %U %S", sys.executable, "-m",
-            "negotiator_ext", "negotiate", str(dest), "--json"]
-    proc = subprocess.run(argv, env=pool.env, capture_output=True, text=True, cwd=ROOT)
-    m = re.search(r"^TIME (\S+) (\d+) (\S+) (\S+)$", proc.stderr, re.M)
-    if proc.returncode not in (0, 1) or m is None:
-        return {"error": proc.stderr[-500:], "tools_s": took, "bytes": sizes}
-    doc = json.loads(proc.stdout)
-    ours = Counter(x["submitter"] for x in doc["matches"])
-    # at the admin files' own time (the accountant's LastUpdate: condor_userprio -l has
-    # no uncharged time, so a later time would move the priorities differently)
-    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
-    ref = subprocess.run([sys.executable, "-m", "negotiator_ext", "negotiate",
-                          str(snaps[-1]), "--json", "--at", str(doc["cycle"]["time"])],
-                         env=pool.env, capture_output=True, text=True, cwd=ROOT)
-    theirs = Counter(x["submitter"] for x in json.loads(ref.stdout)["matches"]) \
-        if ref.returncode in (0, 1) else None
-    return {"dir": str(dest), "tools_s": took, "bytes": sizes, "load": load,
-            "wall_s": float(m.group(1)), "cpu_s": round(float(m.group(3))
-                                                        + float(m.group(4)), 2),
-            "peak_rss_mib": round(int(m.group(2)) / 1024),
-            "matches": sum(ours.values()),
-            "same_per_submitter_as_capture": None if theirs is None else ours == theirs}
 
 
 def pass_summary(p: dict) -> dict:
