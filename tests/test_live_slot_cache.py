@@ -69,8 +69,10 @@ def fakes(clean_pool, tmp_path):
     _withdraw(clean_pool, tmp_path, 'regexp("^fake-cache", Machine)')
 
 
-def _workers_of(pid: int) -> list[int]:
-    """The worker processes (adapters/worker.py) whose parent is, or was, `pid`."""
+def _workers_of(pid: int, pids: set[int] | None = None) -> list[int]:
+    """The worker processes (adapters/worker.py) whose parent is `pid`, or, of `pids`
+    (those it had), those still alive whatever their parent now (an orphan's is 1; an
+    orphan of another test's loop is not counted)."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -80,7 +82,8 @@ def _workers_of(pid: int) -> list[int]:
             ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
-        if b"negotiator_ext.adapters.worker" in cmd and ppid in (pid, 1):
+        if b"negotiator_ext.adapters.worker" in cmd and (
+                ppid == pid or int(entry.name) in (pids or ())):
             out.append(int(entry.name))
     return out
 
@@ -150,6 +153,7 @@ def test_a_shadow_loop_fetches_only_what_changed(clean_pool, fakes, tmp_path):
             if line.startswith("{"):
                 records.append(json.loads(line))
     finally:
+        had = set(_workers_of(proc.pid))    # the loop's own, before it ends
         proc.send_signal(signal.SIGTERM)
         try:
             proc.communicate(timeout=60)
@@ -157,6 +161,7 @@ def test_a_shadow_loop_fetches_only_what_changed(clean_pool, fakes, tmp_path):
             proc.kill()
             proc.communicate()
     assert len(records) == 3, proc.stderr.read() if proc.stderr else ""
+    assert had                              # a loop has its worker while it runs...
     metas = [json.loads((Path(r["snapshot_dir"]) / "meta.json").read_text()) for r in records]
     fetched = [m["slots_fetched"] for m in metas]
     assert fetched[0]["whole_query"] is True
@@ -167,7 +172,7 @@ def test_a_shadow_loop_fetches_only_what_changed(clean_pool, fakes, tmp_path):
     # after the first, the loop's worker process queried the schedds beside the slot
     # steps (adapters/worker.py), and the loop ended it as it ended
     assert [m["schedds_queried"] for m in metas[1:]] == ["beside the slots"] * 2
-    assert not _workers_of(proc.pid)
+    assert not _workers_of(proc.pid, had)   # ...and ends it as it ends
     # each snapshot's slots file holds the fakes as the collector has them
     now = read_ads(Path(records[-1]["snapshot_dir"]) / "slots.ads")
     whole = list(htcondor2.Collector(pool.collector).query(htcondor2.AdTypes.Startd))
