@@ -63,6 +63,8 @@ ADMIN_COMMANDS = (
     ("submitters.ads", ("condor_status", "-submitters", "-long", "-sort", "none")),
     ("accounting.ads", ("condor_userprio", "-l", "-allusers")),
     ("config", ("condor_config_val", "-dump")),
+    ("negotiator.ads", ("condor_status", "-negotiator", "-long")),
+    ("schedds.ads", ("condor_status", "-schedd", "-long")),
 )
 
 
