@@ -13,7 +13,6 @@ import math
 import re
 import time
 from itertools import repeat
-from operator import is_not
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +25,7 @@ from .core.adtext import AdView, Job, TextValues, as_text_ads
 from .core.match_list import Slot
 from .core.matchmaking import Matcher, STATE_NAMES, pslot_preemption_modelled
 from .core.negotiator_attrs import insert_negotiator_attrs
-from .core.job_queue import (JobConstraint, JobQueue, QueueView, id_number, job_id,
-                             run_indexes, same_schedd)
+from .core.job_queue import JobConstraint, JobQueue, QueueView, id_number, job_id, run_proc
 from .core.negotiation import Match, Negotiation, REQUEST_EPHEMERALS, Submitter
 from .core.schedd_limits import Schedds
 from .core.time_limits import CostModel, TimeBudget
@@ -480,19 +478,11 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
         for index, row in enumerate(table.rows, start=1):
             if run is not None:
                 last, k, q, key, order = run
-                if len(row) == len(last) and 0 < (diff := sum(map(is_not, row, last))) <= 2:
-                    if k is None:       # worked out once a run
-                        k = run_indexes(last, key[0][0])
-                    at, gid = k
-                    if at >= 0 and row[at] is not last[at] and row[at][0] == "procid" and (
-                            diff == 1 or same_schedd(row, last, gid)):
-                        lit, proc = literal(row[at][1])
-                        if not (lit and type(proc) is int and proc >= 0):
-                            proc = id_number(proc) if lit else None
-                        if proc is not None:
-                            by_queue[q].append((order + (proc,), key, row))
-                            run = (row, k, q, key, order)
-                            continue
+                proc, k = run_proc(row, last, k, literal, key[0][0])
+                if proc is not None:
+                    by_queue[q].append((order + (proc,), key, row))
+                    run = (row, k, q, key, order)
+                    continue
                 run = None
             if heads is None:
                 job = Job(row, names, values)

@@ -347,7 +347,7 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
     or for their ProcId and GlobalJobId (condor_q -long) are keyed once per run; a JobPrio
     that reads ProcId or GlobalJobId, or slots whose START reads either, end the runs.
     The cycle's whole result is the same as keying every job."""
-    from negotiator_ext import cycle as cycle_mod
+    from negotiator_ext.core import job_queue as runs_mod   # (run_indexes: the cycle's runs)
     from poolmaker import Expr
     d = tmp_path_factory.mktemp("pool")
     start = {None: "true", "ProcId": "TARGET.ProcId >= 0",
@@ -376,9 +376,9 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
         return doc
 
     started = []
-    real = cycle_mod.run_indexes
+    real = runs_mod.run_indexes
     with monkeypatch.context() as m:
-        m.setattr(cycle_mod, "run_indexes",
+        m.setattr(runs_mod, "run_indexes",
                   lambda row, key: started.append(real(row, key)) or real(row, key))
         keyed_by_runs = result()
     runs_can = (gid == "none" and p["start_reads"] != "ProcId") or (
@@ -390,7 +390,7 @@ def test_runs_of_alike_jobs_decide_as_job_by_job(tmp_path_factory, p, monkeypatc
     if p["start_reads"] == "GlobalJobId":
         assert not any(g >= 0 for _, g in started)
     with monkeypatch.context() as m:
-        m.setattr(cycle_mod, "run_indexes", lambda row, read: (-1, -1))
+        m.setattr(runs_mod, "run_indexes", lambda row, read: (-1, -1))
         assert result() == keyed_by_runs
     # the schedd's view of each job, worked out beside the slot ads by runs too
     # (adapters.snapshot), is the same as job by job
@@ -408,7 +408,7 @@ def test_a_run_ends_where_a_text_before_procid_names_it(tmp_path, monkeypatch):
     """Lines sorted as condor_q -long prints them: an attribute that sorts before ProcId
     and reads it (JobPrio through AJobPrioHelper) ends the runs, whichever comes first
     in the row; the schedd offers the jobs of the highest JobPrio first."""
-    from negotiator_ext import cycle as cycle_mod
+    from negotiator_ext.core import job_queue as runs_mod   # (run_indexes: the cycle's runs)
     from poolmaker import Expr
     slots = [slot(f"slot1@n{i}.test.local", Memory=2048) for i in range(2)]
     jobs = [job(1, proc, "a", None, AJobPrioHelper=Expr("ProcId % 3"),
@@ -423,7 +423,7 @@ def test_a_run_ends_where_a_text_before_procid_names_it(tmp_path, monkeypatch):
 
     assert assigned() == ["1.2", "1.5"]
     with monkeypatch.context() as m:
-        m.setattr(cycle_mod, "run_indexes", lambda row, read: (-1, -1))
+        m.setattr(runs_mod, "run_indexes", lambda row, read: (-1, -1))
         assert assigned() == ["1.2", "1.5"]
     from negotiator_ext.adapters.adfiles import read_text_ads
     from negotiator_ext.core.job_queue import queue_heads

@@ -124,26 +124,39 @@ def queue_heads(table: adtext.TextAds) -> list[tuple]:
     out = []
     last = head = at = None
     for row in table.rows:
-        if head is not None and head[0] is not None and len(row) == len(last) and (
-                0 < (diff := sum(map(is_not, row, last))) <= 2):
-            if at is None:                  # worked out once a run
-                at, gid = run_indexes(last)
-            if at >= 0 and row[at] is not last[at] and row[at][0] == "procid" and (
-                    diff == 1 or (gid >= 0 and row[gid] is not last[gid]
-                                  and row[gid][0] == "globaljobid")):
-                lit, proc = literal(row[at][1])
-                if not (lit and type(proc) is int and proc >= 0):
-                    proc = id_number(proc) if lit else None
-                if proc is not None:
-                    sub, order = head[0]
-                    head = ((sub, order[:-1] + (proc,)), None)
-                    out.append(head)
-                    last = row
-                    continue
+        if head is not None and head[0] is not None:
+            proc, at = run_proc(row, last, at, literal)
+            if proc is not None:
+                sub, order = head[0]
+                head = ((sub, order[:-1] + (proc,)), None)
+                out.append(head)
+                last = row
+                continue
         head = queue_head(view, adtext.Job(row, names, values))
         out.append(head)
         last, at = row, None
     return out
+
+
+def run_proc(row, last, indexes, literal, read=()) -> tuple[int | None, tuple | None]:
+    """(`row`'s proc, the run's indexes) when `row` is the job of the row before it,
+    `last`, but for its proc: the two differ in their ProcId pair, and perhaps their
+    GlobalJobId pair naming the same schedd (`same_schedd`), and in nothing else, and
+    nothing reads either (`run_indexes`, worked out once a run: `indexes` None, then
+    what this returned, `read` the names a job's key reads); else (None, indexes).
+    `literal`: TextValues.literal."""
+    if len(row) != len(last) or not 0 < (diff := sum(map(is_not, row, last))) <= 2:
+        return None, indexes
+    if indexes is None:
+        indexes = run_indexes(last, read)
+    at, gid = indexes
+    if at < 0 or row[at] is last[at] or row[at][0] != "procid" or (
+            diff == 2 and not same_schedd(row, last, gid)):
+        return None, indexes
+    lit, proc = literal(row[at][1])
+    if not (lit and type(proc) is int and proc >= 0):
+        proc = id_number(proc) if lit else None
+    return proc, indexes
 
 
 def run_indexes(row, read=()) -> tuple[int, int]:
