@@ -725,3 +725,14 @@ def test_a_first_guess_serves_any_projection_it_holds(monkeypatch):
     assert asked(guess, True, guess, g_kept + left_out[:1], g_kept) is None
     # the guess keeps an attribute of the capture's projection the capture leaves out
     assert asked(guess, True, guess, [n for n in g_kept if n != "KFlops"], g_kept) is None
+
+
+def test_the_first_guess_is_every_recorded_25_pools_projection():
+    """`first_guess` is the projection every pool recorded with real 25.14 daemons was
+    captured with (tests/data/forecast: static and partitionable slots): a first capture
+    of such a pool takes the answer its schedds gave beside the slot steps."""
+    from negotiator_ext.adapters.job_projection import first_guess
+    metas = sorted((Path(__file__).parent / "data" / "forecast").glob("*/snapshot/meta.json"))
+    assert len(metas) >= 4
+    for m in metas:
+        assert json.loads(m.read_text())["job_projection"] == first_guess(), m
