@@ -72,6 +72,13 @@ def test_a_real_schedd_by_requests_gives_the_whole_jobs_values(clean_pool, tmp_p
     without = {k for k, v in ids.items() if v == "undefined"}
     assert (a, 1) in without and len(without) <= 2     # (the new one may have one by now)
 
+    # the collector's submitter ads decide which submitters a cycle has: wait for the
+    # schedd to have sent each one its idle jobs, so both passes see the same three
+    want = {"group_a.alice": 5, "group_b.bob": 3, "group_b.carol": 2}
+    def sent() -> bool:
+        got = {n.split("@")[0]: k for n, k in pool.submitters().items()}
+        return all(got.get(n) == k for n, k in want.items())
+    pool.wait_for(sent, 60, "the three submitters' ads with their idle jobs")
     snap_r = one_pass(pool, tmp_path / "r", True)
     snap_w = one_pass(pool, tmp_path / "w", False)
     meta_r = json.loads((snap_r / "meta.json").read_text())
