@@ -8,9 +8,11 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import DATA, FIXTURES, SCENARIOS, unpack_recording
-from negotiator_ext.core.match_memory import MatchMemory, reads_the_clock
+from negotiator_ext.core.match_memory import MatchMemory, TextTally, reads_the_clock
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 
@@ -99,3 +101,22 @@ def test_slot_texts_uniform_at_another_value_are_another_key(tmp_path):
     assert fast == full
     # (only the slots that joined at 10 minutes match)
     assert len(fast) >= 6 and all(m[0] >= 1_700_000_000 + 600 for m in fast)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.integers(0, 59), max_size=4),
+                          st.lists(st.integers(0, 59), max_size=4)), min_size=1, max_size=8),
+       st.lists(st.sampled_from(["cpus", "memory", "arch"]), min_size=1, max_size=6))
+def test_the_tally_of_slot_texts_is_what_the_list_holds_now(steps, asked):
+    """TextTally, kept from list to list (dicts shared; a few came, a few went, one
+    may be there twice), answers what a count over the list it was last given
+    answers."""
+    pool = [{"cpus": str(i % 3), "memory": str(i * 1024)} | (
+            {"arch": "X86_64"} if i % 5 else {}) for i in range(60)]
+    tally = TextTally()
+    plain = pool[:40]
+    for went, came in steps:
+        plain = [t for i, t in enumerate(plain) if i not in went] + [pool[i] for i in came]
+        tally.update(plain)
+        for name in asked:
+            assert set(tally.texts(name)) == {t.get(name) for t in plain}, (steps, name)

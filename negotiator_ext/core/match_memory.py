@@ -80,6 +80,7 @@ class MatchMemory:
         self.statics: dict = {}
         self.projectors: dict = {}
         self.sorted_names: dict = {}
+        self.tally = TextTally()
 
     def _size(self) -> int:
         return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)
@@ -99,3 +100,47 @@ class MatchMemory:
             self.cycles_kept += 1
         self.token = token
         return kept
+
+
+class TextTally:
+    """Which texts a list of slots' texts holds for a name (None for a slot that lacks
+    it), kept from cycle to cycle as the list changes: the slot classes ask it of the
+    non-consumption-policy slots to find the names every slot has alike
+    (`SlotClasses._uniform`). The slots' texts dicts are taken by identity, as the
+    simulator hands them over: shared from cycle to cycle, never written into (a cycle
+    writes into a copy), so a dict seen before still holds what it held. Each cycle
+    `update` takes the new list; only the dicts that came or went are read again."""
+
+    def __init__(self):
+        self._held: dict[int, dict] = {}          # id -> the dict (kept alive by this)
+        self._counts: dict[str, dict] = {}        # name -> {text: how many dicts hold it}
+
+    def update(self, plain: list[dict]) -> None:
+        now = {id(t): t for t in plain}
+        held, counts = self._held, self._counts
+        came = [t for i, t in now.items() if i not in held]
+        went = [t for i, t in held.items() if i not in now]
+        if len(now) != len(plain) or 2 * (len(came) + len(went)) > len(now):
+            counts.clear()          # (one dict twice, or most of them new: count afresh)
+        else:
+            for name, c in counts.items():
+                for t in went:
+                    v = t.get(name)
+                    if c[v] == 1:
+                        del c[v]
+                    else:
+                        c[v] -= 1
+                for t in came:
+                    v = t.get(name)
+                    c[v] = c.get(v, 0) + 1
+        self._held = now
+
+    def texts(self, name: str):
+        """The distinct texts the slots hold for `name` (a view: read it at once)."""
+        c = self._counts.get(name)
+        if c is None:
+            c = self._counts[name] = {}
+            for t in self._held.values():
+                v = t.get(name)
+                c[v] = c.get(v, 0) + 1
+        return c.keys()

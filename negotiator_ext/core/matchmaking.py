@@ -101,6 +101,7 @@ class Matcher(SlotClasses):
         self._uniform_text: dict[str, str | None] = {}    # (of the uniform names)
         self._uniform_tokens: dict[tuple, int] = {}
         self._plain_texts: list[dict] | None = None
+        self._tally = None          # a long run's TextTally of them (core.match_memory)
         self.rank_gt = parse("MY.Rank > MY.CurrentRank")
         self.rank_ge = parse("MY.Rank >= MY.CurrentRank")
         self.job_rank = parse("MY.Rank")
@@ -168,6 +169,7 @@ class Matcher(SlotClasses):
         self._statics = memory.statics
         self._projectors = memory.projectors
         self._sorted_names = memory.sorted_names
+        self._tally = memory.tally
 
     def intern(self, key) -> int:
         """A small int standing for a (large) key, so caches hash ints, not tuples."""
