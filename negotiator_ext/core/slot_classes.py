@@ -15,6 +15,7 @@ from .match_list import MatchGroup, Partition, Slot, SlotClass, _sort_pos, _stat
 
 _REACH = "reach"        # a slot memo's key for what names reach in the slot (`_reach`)
 _by_order = operator.attrgetter("order")      # a slot's `_static_order`, worked out
+_statics = operator.attrgetter("static")
 
 
 class SlotClasses:
@@ -26,9 +27,16 @@ class SlotClasses:
         self.partitions: dict[tuple, Partition] = {}
         self._plain_texts: list[dict] | None = None     # _uniform: the non-CP slots' texts
         if not self.static_ranks:
-            # the order `partition` sorts a class's members into, worked out once a slot
-            for s in slots:
-                s.order = _static_order(s)
+            # the order `partition` sorts a class's members into (static ranks, then
+            # collector order), worked out once a cycle as each slot's place in it; a
+            # NaN rank orders nothing consistently, so then each class is sorted on the
+            # ranks themselves, as the places would not say the same
+            if any(x != x for st in set(map(_statics, slots)) for x in st):
+                for s in slots:
+                    s.order = _static_order(s)
+            else:
+                for pos, s in enumerate(sorted(slots, key=_static_order)):
+                    s.order = pos
 
     def release(self) -> None:
         """The cycle is over: break the reference cycles among its slots, their classes
@@ -75,7 +83,9 @@ class SlotClasses:
             for s in self.slots:
                 if s.removed:
                     continue
-                if held and self._held(s):
+                # (`_held`, inlined)
+                if held and s.current_user is not None and s.rank_static is False \
+                        and not s.cp:
                     add(s, names, part)
                     continue
                 if seen:
@@ -129,10 +139,13 @@ class SlotClasses:
             plain = self._plain_texts
             if plain is None:
                 plain = self._plain_texts = [s.texts for s in self.slots if not s.cp]
+                if self._tally is not None:
+                    self._tally.update(plain)
             # most names that tell slots apart do so among the first few slots
             texts = {t.get(name) for t in plain[:64]}
             if len(texts) <= 1:
-                texts = {t.get(name) for t in plain}
+                texts = (set(self._tally.texts(name)) if self._tally is not None
+                         else {t.get(name) for t in plain})
             got = len(texts) <= 1 and all(
                 t is None or not self.values.names(t) for t in texts) and not (
                 self.live_remote is not None and name in self.live_names)   # it changes
@@ -235,8 +248,8 @@ class SlotClasses:
         s.texts = {}                 # its assets changed: read them again
         self.scan_slot(s)
         self.profile_slot(s)
-        if not self.static_ranks:
-            s.order = _static_order(s)      # (its static ranks may have changed)
+        # (its static ranks may have changed; no place among the others is needed: a
+        # consumption-policy p-slot is a class of its own, no members to sort)
         for names in old:
             self._add_to_class(s, names, self.partitions[names])
 
