@@ -39,7 +39,15 @@ def peak_rss_mib() -> float:
 
 
 def child(directory: str) -> None:
-    """Runs in a fresh process: load the pool, run one cycle, print one JSON line."""
+    """Runs in a fresh process: load the pool, run one cycle, print one JSON line. As
+    `negotiate` does (its process ends with the command): the cyclic collector off."""
+    from negotiator_ext import limits
+    limits.PROCESS_ENDS = True
+    with limits.paused_gc(collect=False):
+        _child(directory)
+
+
+def _child(directory: str) -> None:
     out: dict = {}
     t0 = time.perf_counter()
     from negotiator_ext.pool import load_pool
