@@ -81,6 +81,7 @@ class MatchMemory:
         self.projectors: dict = {}
         self.sorted_names: dict = {}
         self.tally = TextTally()
+        self.name_sets: dict = {}
 
     def _size(self) -> int:
         return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)

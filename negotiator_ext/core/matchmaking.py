@@ -95,6 +95,7 @@ class Matcher(SlotClasses):
         self._statics: dict[tuple, Any] = {}
         self._sorted_names: dict[frozenset, tuple] = {}
         self._norm: dict[tuple, tuple] = {}
+        self._name_sets: dict[frozenset, frozenset] = {}   # _normalized's, one of each
         self._slot_fams: dict[tuple, tuple] = {}    # scan_slot: shared per-slot families
         self._plans: dict[tuple, tuple] = {}        # profile_slot: per shared families
         self._uniform_names: dict[str, bool] = {}
@@ -170,6 +171,7 @@ class Matcher(SlotClasses):
         self._projectors = memory.projectors
         self._sorted_names = memory.sorted_names
         self._tally = memory.tally
+        self._name_sets = memory.name_sets
 
     def intern(self, key) -> int:
         """A small int standing for a (large) key, so caches hash ints, not tuples."""

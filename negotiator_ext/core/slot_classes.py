@@ -116,8 +116,13 @@ class SlotClasses:
         assets change, but each is a class of its own."""
         got = self._norm.get(names)
         if got is None:
+            # one object for each set of names, from cycle to cycle in a long run: a
+            # slot's memo is keyed by them, and a key found the same object is
+            # compared at once, not name by name
+            canon = self._name_sets
             got = self._norm[names] = tuple(
-                frozenset(n for n in part if not self._uniform(n)) for part in names)
+                canon.setdefault(f, f) for f in (
+                    frozenset(n for n in part if not self._uniform(n)) for part in names))
         return got
 
     def uniform_token(self, names: tuple) -> int:
