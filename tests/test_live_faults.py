@@ -525,10 +525,13 @@ def test_two_loops_on_one_ledger_record_and_compare_each_pass_once(clean_pool, t
                 return []                       # no tables yet
         pool.wait_for(lambda: len({r["snapshot_dir"].split("/state/")[0]
                                    for r in table("SELECT snapshot_dir FROM passes")}) == 2,
-                      60, "a pass of each loop")
+                      120, "a pass of each loop")
         pool.submit(count=2, group="group_a", user="kim")
+        # (a real cycle that matches, then a pass of either loop after it: beside the
+        # other test worker's pool, two loops' passes can take a while)
         pool.wait_for(lambda: [c for c in table("SELECT * FROM comparisons")
-                               if c["real_matches"]], 60, "a comparison of a cycle with matches")
+                               if c["real_matches"]], 150,
+                      "a comparison of a cycle with matches")
         time.sleep(2)                           # both loops' passes after it
     finally:
         for lp in loops:
