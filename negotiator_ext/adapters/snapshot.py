@@ -33,6 +33,7 @@ Layout (every file is what an admin's own tools print):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import stat
@@ -49,6 +50,7 @@ from ..errors import InputError
 from ..core.adtext import Job, TextAds, TextStore, TextValues
 from ..core.job_queue import id_number
 from ..limits import epoch_problem
+from . import job_pieces
 from .beside import Beside
 from .job_delta import name_counts
 from .collector_order import ORDERS
@@ -304,8 +306,34 @@ def _read_job_files_beside(files: list[Path], schedd_files: Mapping[str, str] | 
     return tables
 
 
+def _pieces_read(pieces, claims, ids_of, reader: Beside, files: list[Path],
+                 schedd_files: Mapping[str, str] | None) -> dict[str, TextAds]:
+    """The job files read in pieces by the child (`reader`, from the front) and here
+    (from the back), each piece's job ids checked on its side (`_piece_ids`), put back
+    together. Anything refused in a piece, a job read twice, or a piece missing (the
+    child died), and the files are read again whole, here, in order: bad input is then
+    named by file, line and ad as always."""
+    try:
+        mine = job_pieces.read_pieces(pieces, claims, False, ids_of)
+    except InputError:
+        mine = None
+    try:
+        theirs = reader.result()
+    except InputError:
+        theirs = None
+    tables = job_pieces.merge(pieces, mine, theirs) if mine is not None else None
+    if tables is None:
+        return _read_job_files(files, schedd_files)
+    return {p.name: tables.get(p.name) or TextAds() for p in files}   # (an empty file: no piece)
+
+
+def _piece_ids(table: TextAds, path: Path, schedd_files: Mapping[str, str]) -> set:
+    """A piece's job ids, checked as `check_job_ids` checks a file's."""
+    return set(check_job_ids({path.name: table}, {path.name: path}, schedd_files))
+
+
 def check_job_ids(tables: Mapping[str, TextAds], paths: Mapping[str, Path],
-                  schedd_files: Mapping[str, str]) -> None:
+                  schedd_files: Mapping[str, str]):
     """Every job of the job files (`tables`, by file name, as `read_text_ads` reads
     them: each name once a row; `paths`: each one's path) has a ClusterId and a ProcId,
     each a whole number from 0 up, and no job id is given twice at one schedd: the
@@ -314,7 +342,8 @@ def check_job_ids(tables: Mapping[str, TextAds], paths: Mapping[str, Path],
     schedd is the one the cycle gives it (cycle._ScheddOf): its file's in meta.json's
     `schedd_files`, else GlobalJobId's part before '#', else the snapshot's only schedd
     (one for all such jobs). InputError naming the file, the line (old-syntax files),
-    the ad and the attribute; for a job given twice, both ads."""
+    the ad and the attribute; for a job given twice, both ads. Returns the job ids
+    read, (schedd, cluster, proc)."""
     values = TextValues()
     prefixes: dict[str, str | None] = {}    # GlobalJobId's text up to '#' -> its schedd
     seen: dict[tuple, tuple[str, int]] = {}  # (schedd, cluster, proc) -> (file, ad)
@@ -350,6 +379,7 @@ def check_job_ids(tables: Mapping[str, TextAds], paths: Mapping[str, Path],
             first = setdefault((schedd, c, p), (file_name, index))
             if first[1] != index or first[0] != file_name:
                 _twice(path, index, row, values, (schedd, c, p), first, paths)
+    return seen.keys()
 
 
 def _places(row) -> tuple[int, int, int]:
@@ -453,9 +483,19 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     meta = read_meta(directory)
     # The job files are read in a child process while the slot ads are parsed here
     # (adapters/beside.py), when they are large enough for that to pay.
-    fork = sum(_size(p) for p in job_files) >= FORK_JOB_BYTES
-    reader = Beside(_read_job_files_beside if fork else _read_job_files, job_files,
-                    meta.get("schedd_files"), fork=fork)
+    sizes = [_size(p) for p in job_files]
+    fork = sum(sizes) >= FORK_JOB_BYTES
+    # Much more job text than slot text: the job files in pieces, the child taking them
+    # from the front and this process from the back once its slot ads are read
+    # (adapters/job_pieces.py)
+    pieces = job_pieces.plan(job_files, sizes) if fork else None
+    if pieces is not None:
+        claims = job_pieces.Claims(len(pieces))
+        ids_of = functools.partial(_piece_ids, schedd_files=meta.get("schedd_files") or {})
+        reader = Beside(job_pieces.read_pieces, pieces, claims, True, ids_of)
+    else:
+        reader = Beside(_read_job_files_beside if fork else _read_job_files, job_files,
+                        meta.get("schedd_files"), fork=fork)
     try:
         if captured is not None:
             slots = tuple(captured.slots)
@@ -467,7 +507,11 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         for i, ad in enumerate(slots, start=1):
             if not isinstance(ad.get("Name"), str):
                 raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
-        queues = reader.result()
+        if pieces is None:
+            queues = reader.result()
+        else:
+            queues = _pieces_read(pieces, claims, ids_of, reader, job_files,
+                                  meta.get("schedd_files"))
     except BaseException:
         reader.cancel()
         raise
