@@ -80,6 +80,16 @@ def write_jobs(path, n: int, bad_at: int | None = None, crlf: bool = False,
     path.write_bytes(text.encode())
 
 
+def snapshot_dir(tmp_path, n: int, **kw):
+    """A snapshot of a fixture's slots with `n` jobs of `write_jobs`."""
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    for f in ("slots.ads", "submitters.ads", "config"):
+        (snap / f).write_bytes((FIXTURES / SCENARIOS[0] / f).read_bytes())
+    write_jobs(snap / "jobs.ads", n, **kw)
+    return snap
+
+
 def test_pieces_from_either_side_put_back_together_are_the_file(tmp_path):
     f = tmp_path / "jobs.ads"
     write_jobs(f, 120, blanks="\n\n")
@@ -113,11 +123,7 @@ def test_pieces_from_either_side_put_back_together_are_the_file(tmp_path):
 
 def test_a_bad_ad_in_a_late_piece_is_named_as_a_whole_read_names_it(tmp_path, in_pieces,
                                                                      monkeypatch):
-    snap = tmp_path / "snap"
-    snap.mkdir()
-    for f in ("slots.ads", "submitters.ads", "config"):
-        (snap / f).write_bytes((FIXTURES / SCENARIOS[0] / f).read_bytes())
-    write_jobs(snap / "jobs.ads", 300, bad_at=280)
+    snap = snapshot_dir(tmp_path, 300, bad_at=280)
     with pytest.raises(InputError) as got:
         snapshot.load_snapshot(snap)
     assert in_pieces, "not read in pieces"
@@ -129,11 +135,7 @@ def test_a_bad_ad_in_a_late_piece_is_named_as_a_whole_read_names_it(tmp_path, in
 
 def test_a_job_twice_across_pieces_is_named_as_a_whole_read_names_it(tmp_path, in_pieces,
                                                                       monkeypatch):
-    snap = tmp_path / "snap"
-    snap.mkdir()
-    for f in ("slots.ads", "submitters.ads", "config"):
-        (snap / f).write_bytes((FIXTURES / SCENARIOS[0] / f).read_bytes())
-    write_jobs(snap / "jobs.ads", 200)
+    snap = snapshot_dir(tmp_path, 200)
     first = (snap / "jobs.ads").read_text().split("\n\n")[0]
     with open(snap / "jobs.ads", "a") as out:
         out.write("\n" + first + "\n")           # job 10.0 again, at the end
@@ -195,11 +197,7 @@ def test_a_child_that_dies_after_taking_a_piece_leaves_the_files_read_whole(
     """The child takes a piece and dies without an answer: the piece is missing from
     both sides, so the files are read again whole here."""
     import os
-    snap = tmp_path / "snap"
-    snap.mkdir()
-    for f in ("slots.ads", "submitters.ads", "config"):
-        (snap / f).write_bytes((FIXTURES / SCENARIOS[0] / f).read_bytes())
-    write_jobs(snap / "jobs.ads", 300)
+    snap = snapshot_dir(tmp_path, 300)
     monkeypatch.setattr(snapshot, "FORK_JOB_BYTES", 0)
     monkeypatch.setattr(job_pieces, "PIECE_JOB_BYTES", 0)
     parent = os.getpid()
