@@ -165,7 +165,6 @@ def _num(s: pd.Series) -> pd.Series:
     return pd.to_numeric(s, errors="coerce").astype(float)
 
 
-
 def lookup(keys: pd.Series, table: pd.DataFrame, columns: Sequence[str]
            ) -> dict[str, Any]:
     """`table`'s `columns` at each of `keys` (looked up in its index, which is unique):
