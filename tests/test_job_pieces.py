@@ -216,3 +216,16 @@ def test_a_child_that_dies_after_taking_a_piece_leaves_the_files_read_whole(
     got = snapshot.load_snapshot(snap)
     assert wholes == [1]
     assert got.jobs["jobs.ads"].rows == adfiles.read_text_ads(snap / "jobs.ads").rows
+
+
+def test_without_shared_semaphores_the_child_reads_the_files_whole(tmp_path, in_pieces,
+                                                                   monkeypatch):
+    """Where no shared lock can be made (no /dev/shm), nothing is read in pieces."""
+    snap = snapshot_dir(tmp_path, 200)
+
+    def no_lock(n):
+        raise OSError(38, "Function not implemented")
+    monkeypatch.setattr(job_pieces, "Claims", no_lock)
+    got = snapshot.load_snapshot(snap)
+    assert in_pieces == []
+    assert got.jobs["jobs.ads"].rows == adfiles.read_text_ads(snap / "jobs.ads").rows

@@ -485,12 +485,15 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
     # (adapters/beside.py), when they are large enough for that to pay.
     sizes = [_size(p) for p in job_files]
     fork = sum(sizes) >= FORK_JOB_BYTES
-    # Much more job text than slot text: the job files in pieces, the child taking them
-    # from the front and this process from the back once its slot ads are read
-    # (adapters/job_pieces.py)
+    # Large job files: in pieces, the child taking them from the front and this process
+    # from the back once its slot ads are read (adapters/job_pieces.py)
     pieces = job_pieces.plan(job_files, sizes) if fork else None
     if pieces is not None:
-        claims = job_pieces.Claims(len(pieces))
+        try:
+            claims = job_pieces.Claims(len(pieces))
+        except (OSError, ImportError):      # no shared semaphores here (no /dev/shm)
+            pieces = None
+    if pieces is not None:
         ids_of = functools.partial(_piece_ids, schedd_files=meta.get("schedd_files") or {})
         reader = Beside(job_pieces.read_pieces, pieces, claims, True, ids_of)
     else:
