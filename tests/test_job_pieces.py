@@ -62,10 +62,10 @@ def test_a_snapshot_read_in_pieces_is_the_snapshot_read_whole(scenario, in_piece
 
 
 def write_jobs(path, n: int, bad_at: int | None = None, crlf: bool = False,
-               blanks: str = "\n") -> None:
+               blanks: str = "\n", cluster0: int = 10) -> None:
     ads = []
     for i in range(n):
-        lines = [f"ClusterId = {10 + i // 5}", f"ProcId = {i % 5}", "JobStatus = 1",
+        lines = [f"ClusterId = {cluster0 + i // 5}", f"ProcId = {i % 5}", "JobStatus = 1",
                  f'Owner = "{"ab"[i % 2]}"', f'User = "{"ab"[i % 2]}@site"',
                  f"RequestCpus = {1 + i % 3}", f'Cmd = "/bin/sleep {"é" * (i % 2)}"',
                  'Requirements = TARGET.Cpus >= MY.RequestCpus']
@@ -229,3 +229,21 @@ def test_without_shared_semaphores_the_child_reads_the_files_whole(tmp_path, in_
     got = snapshot.load_snapshot(snap)
     assert in_pieces == []
     assert got.jobs["jobs.ads"].rows == adfiles.read_text_ads(snap / "jobs.ads").rows
+
+
+def test_several_job_files_in_pieces_share_one_store_as_a_whole_read_does(
+        tmp_path, in_pieces, monkeypatch):
+    """Three job files, one with an attribute the others lack: read in pieces, each
+    file's rows as read whole, and one set of names for all, in the files' order."""
+    snap = snapshot_dir(tmp_path, 150)
+    (snap / "jobs.ads").rename(snap / "jobs-a.ads")
+    write_jobs(snap / "jobs-b.ads", 90, cluster0=1000)
+    text = (snap / "jobs-b.ads").read_text().replace("JobStatus = 1\n",
+                                                      "JobStatus = 1\nWantedExtra = 3\n")
+    (snap / "jobs-b.ads").write_text(text)
+    write_jobs(snap / "jobs-c.ads", 120, cluster0=2000)
+    got = snapshot.load_snapshot(snap)
+    assert in_pieces
+    want = whole(snap, monkeypatch)
+    same_tables(got.jobs, want.jobs)
+    assert "wantedextra" in got.jobs["jobs-c.ads"].store.names

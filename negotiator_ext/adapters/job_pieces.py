@@ -8,7 +8,7 @@ ad ends and the next begins, as the reader cuts them) and shared out: the child 
 pieces from the front, this process, once its slot ads are read, from the back, until
 they meet. Each piece is read as the whole file would be (`adfiles.read_text_ads`), and
 the pieces are put back together in file order: each file's rows and queue heads in
-order, its names spelled as first written.
+order, the names spelled as first written.
 
 Bad input is named as a whole-file read names it: a piece knows neither its first line
 nor its first ad's number, so anything a piece refuses, or any piece missing, makes the
@@ -213,6 +213,13 @@ def merge(pieces: list[Piece], *sides: dict) -> dict[str, TextAds] | None:
             ids |= side["ids"]
     if sorted(got) != list(range(len(pieces))) or len(ids) != count:
         return None
+    # one store for every file, as a whole read keeps one: each name spelled as first
+    # written in the files' order
+    spelled: dict[str, str] = {}
+    for i in range(len(pieces)):
+        for lname, spelling in got[i].store.names.items():
+            spelled.setdefault(lname, spelling)
+    store = TextStore(pairs=got[0].store.pairs, names=spelled)
     tables: dict[str, TextAds] = {}
     heads: dict[str, list | None] = {}
     for i, piece in enumerate(pieces):
@@ -220,12 +227,8 @@ def merge(pieces: list[Piece], *sides: dict) -> dict[str, TextAds] | None:
         name = piece.path.name
         out = tables.get(name)
         if out is None:
-            out = tables[name] = TextAds(table.store)
+            out = tables[name] = TextAds(store)
             heads[name] = []
-        elif table.store is not out.store:
-            spelled = out.store.names
-            for lname, spelling in table.store.names.items():
-                spelled.setdefault(lname, spelling)
         out.rows += table.rows
         h = heads[name]
         if h is not None and table.heads is not None and len(table.heads) == len(table.rows):
