@@ -247,3 +247,28 @@ def test_several_job_files_in_pieces_share_one_store_as_a_whole_read_does(
     want = whole(snap, monkeypatch)
     same_tables(got.jobs, want.jobs)
     assert "wantedextra" in got.jobs["jobs-c.ads"].store.names
+
+
+def test_names_come_in_the_files_order_whichever_side_read_which_piece(tmp_path):
+    """Names first written late in the file, in an order the back-to-front reading
+    meets the other way round, and a name spelled two ways: one side reading every
+    piece from the back gives the whole read's names, in its order and spelling."""
+    f = tmp_path / "jobs.ads"
+    write_jobs(f, 300)
+    ads = f.read_text().split("\n\n")
+    ads[40] = ads[40].replace("RequestCpus", "requestCPUS")
+    ads[250] += "\nZetaAttr = 1"
+    ads[290] += "\nAlphaAttr = 2"
+    f.write_text("\n\n".join(ads))
+    old = job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES
+    job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = 0, 12
+    try:
+        pieces = job_pieces.plan([f], [f.stat().st_size])
+    finally:
+        job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = old
+    back = job_pieces.read_pieces(pieces, job_pieces.Claims(len(pieces)), False)
+    got = job_pieces.merge(pieces, back)["jobs.ads"]
+    want = adfiles.read_text_ads(f)
+    assert got.rows == want.rows
+    assert list(got.store.names.items()) == list(want.store.names.items())
+    assert list(want.store.names).index("zetaattr") < list(want.store.names).index("alphaattr")

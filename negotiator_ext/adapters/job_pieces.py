@@ -154,17 +154,17 @@ def read_pieces(pieces: list[Piece], claims: Claims, front: bool,
     """The pieces this side takes (`front`: the child, from the front, else from the
     back), each read with its queue heads (`job_queue.queue_heads`; none where working
     them out failed: the cycle then does). `ids_of`: a piece's job ids (snapshot's
-    check_job_ids). Returns {"tables": piece index -> its ads, "ids": every job id read,
-    or None when one was read twice}. The child pickles each piece as soon as it is
-    read (each with a store of its own), so that its answer costs it no more once the
-    last piece is read; this side's pieces share one store."""
-    store = TextStore()
+    check_job_ids). Returns {"tables": piece index -> its ads, and with `ids_of` "ids":
+    every job id read, or None when one was read twice}. Each piece has a store of its own (its names in
+    the order they first appear in it, for `merge`); the child pickles each piece as
+    soon as it is read, so that its answer costs it no more once the last piece is
+    read."""
     got: dict[int, Any] = {}
     ids: set | None = set() if ids_of is not None else None
     count = 0
     heads_of = _heads_of()
     while (i := claims.take(front)) is not None:
-        table = read_piece(pieces[i], TextStore() if front else store)
+        table = read_piece(pieces[i], TextStore())
         if heads_of is not None:
             try:
                 table.heads = heads_of(table)
@@ -175,9 +175,9 @@ def read_pieces(pieces: list[Piece], claims: Claims, front: bool,
             count += len(keys)
             ids |= keys
         got[i] = pickle.dumps(table, protocol=pickle.HIGHEST_PROTOCOL) if front else table
-    if ids is not None and len(ids) != count:
-        ids = None
-    return {"tables": got, "ids": ids}
+    if ids_of is None:
+        return {"tables": got}
+    return {"tables": got, "ids": ids if len(ids) == count else None}
 
 
 def _heads_of():
