@@ -80,6 +80,16 @@ def write_jobs(path, n: int, bad_at: int | None = None, crlf: bool = False,
     path.write_bytes(text.encode())
 
 
+def plan_of(files, pieces: int):
+    """`job_pieces.plan` of `files` into `pieces` pieces, whatever their size."""
+    old = job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES
+    job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = 0, pieces
+    try:
+        return job_pieces.plan(files, [f.stat().st_size for f in files])
+    finally:
+        job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = old
+
+
 def snapshot_dir(tmp_path, n: int, **kw):
     """A snapshot of a fixture's slots with `n` jobs of `write_jobs`."""
     snap = tmp_path / "snap"
@@ -93,12 +103,7 @@ def snapshot_dir(tmp_path, n: int, **kw):
 def test_pieces_from_either_side_put_back_together_are_the_file(tmp_path):
     f = tmp_path / "jobs.ads"
     write_jobs(f, 120, blanks="\n\n")
-    old = job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES
-    job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = 0, 9
-    try:
-        pieces = job_pieces.plan([f], [f.stat().st_size])
-    finally:
-        job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = old
+    pieces = plan_of([f], 9)
     assert pieces is not None and len(pieces) >= 5
     assert [p.end for p in pieces[:-1]] == [p.start for p in pieces[1:]]
     want = adfiles.read_text_ads(f)
@@ -153,12 +158,7 @@ def test_any_cut_of_a_job_file_reads_as_the_whole(tmp_path_factory, n, pieces, c
                                                   blanks):
     f = tmp_path_factory.mktemp("cut") / "jobs.ads"
     write_jobs(f, n, crlf=crlf, blanks=blanks)
-    old = job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES
-    job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = 0, pieces
-    try:
-        plan = job_pieces.plan([f], [f.stat().st_size])
-    finally:
-        job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = old
+    plan = plan_of([f], pieces)
     want = adfiles.read_text_ads(f)
     if plan is None:
         return                                  # one piece: read whole
@@ -175,12 +175,7 @@ def test_a_json_file_is_one_piece(tmp_path):
                                      for i in range(500)) + "\n]\n")
     g = tmp_path / "jobs.ads"
     write_jobs(g, 100)
-    old = job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES
-    job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = 0, 8
-    try:
-        plan = job_pieces.plan([f, g], [f.stat().st_size, g.stat().st_size])
-    finally:
-        job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = old
+    plan = plan_of([f, g], 8)
     assert plan is not None
     assert [p for p in plan if p.path == f] == [job_pieces.Piece(f, 0, f.stat().st_size,
                                                                  whole=True)]
@@ -260,12 +255,7 @@ def test_names_come_in_the_files_order_whichever_side_read_which_piece(tmp_path)
     ads[250] += "\nZetaAttr = 1"
     ads[290] += "\nAlphaAttr = 2"
     f.write_text("\n\n".join(ads))
-    old = job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES
-    job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = 0, 12
-    try:
-        pieces = job_pieces.plan([f], [f.stat().st_size])
-    finally:
-        job_pieces.PIECE_JOB_BYTES, job_pieces.PIECES = old
+    pieces = plan_of([f], 12)
     back = job_pieces.read_pieces(pieces, job_pieces.Claims(len(pieces)), False)
     got = job_pieces.merge(pieces, back)["jobs.ads"]
     want = adfiles.read_text_ads(f)
