@@ -21,7 +21,7 @@ import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from ..core.adtext import TextAds, TextStore
 from .adfiles import _read_old_texts, _reading, is_json_text, read_text_ads
@@ -39,8 +39,8 @@ _WINDOW = 1 << 20               # bytes looked at for a blank line past a cut
 
 @dataclass(frozen=True)
 class Piece:
-    """Bytes [start, end) of `path`, whole ads; `whole`: the file read as one (a JSON
-    file, or one with no blank line near the cuts)."""
+    """Bytes [start, end) of `path`, whole ads; `whole`: the file read as one, as
+    `read_text_ads` reads it (a JSON file: one document, never cut)."""
     path: Path
     start: int
     end: int
@@ -150,7 +150,7 @@ class Claims:
 
 
 def read_pieces(pieces: list[Piece], claims: Claims, front: bool,
-                ids_of: Callable[[TextAds, Path], set] | None = None) -> dict:
+                ids_of: Callable[[TextAds, Path], Collection] | None = None) -> dict:
     """The pieces this side takes (`front`: the child, from the front, else from the
     back), each read with its queue heads (`job_queue.queue_heads`; none where working
     them out failed: the cycle then does). `ids_of`: a piece's job ids (snapshot's
@@ -162,14 +162,9 @@ def read_pieces(pieces: list[Piece], claims: Claims, front: bool,
     got: dict[int, Any] = {}
     ids: set | None = set() if ids_of is not None else None
     count = 0
-    heads_of = _heads_of()
     while (i := claims.take(front)) is not None:
         table = read_piece(pieces[i], TextStore())
-        if heads_of is not None:
-            try:
-                table.heads = heads_of(table)
-            except Exception:           # noqa: BLE001 - the cycle computes them itself
-                heads_of = None
+        add_heads([table])
         if ids is not None:
             keys = ids_of(table, pieces[i].path)
             count += len(keys)
@@ -180,14 +175,19 @@ def read_pieces(pieces: list[Piece], claims: Claims, front: bool,
     return {"tables": got, "ids": ids if len(ids) == count else None}
 
 
-def _heads_of():
+def add_heads(tables: list[TextAds]) -> None:
+    """Each table's queue heads (`job_queue.queue_heads`: what the schedd's view of its
+    queue says of each job), worked out where the job files are read so the cycle need
+    not; none at all where that fails (the cycle then computes them itself)."""
     try:
         from . import classad_semantics
         from ..core.job_queue import queue_heads
         classad_semantics.enable()
+        heads = [queue_heads(table) for table in tables]
     except Exception:                   # noqa: BLE001 - the cycle computes them itself
-        return None
-    return queue_heads
+        return
+    for table, h in zip(tables, heads):
+        table.heads = h
 
 
 def merge(pieces: list[Piece], *sides: dict) -> dict[str, TextAds] | None:

@@ -294,15 +294,7 @@ def _read_job_files_beside(files: list[Path], schedd_files: Mapping[str, str] | 
     which the cycle would otherwise compute). Anything that goes wrong there leaves
     the heads to the cycle, which computes them as it always does."""
     tables = _read_job_files(files, schedd_files)
-    try:
-        from . import classad_semantics
-        from ..core.job_queue import queue_heads
-        classad_semantics.enable()
-        heads = {name: queue_heads(table) for name, table in tables.items()}
-    except Exception:               # noqa: BLE001 - the cycle computes them itself
-        return tables
-    for name, table in tables.items():
-        table.heads = heads[name]
+    job_pieces.add_heads(list(tables.values()))
     return tables
 
 
@@ -327,9 +319,9 @@ def _pieces_read(pieces, claims, ids_of, reader: Beside, files: list[Path],
     return {p.name: tables.get(p.name) or TextAds() for p in files}   # (an empty file: no piece)
 
 
-def _piece_ids(table: TextAds, path: Path, schedd_files: Mapping[str, str]) -> set:
+def _piece_ids(table: TextAds, path: Path, schedd_files: Mapping[str, str]):
     """A piece's job ids, checked as `check_job_ids` checks a file's."""
-    return set(check_job_ids({path.name: table}, {path.name: path}, schedd_files))
+    return check_job_ids({path.name: table}, {path.name: path}, schedd_files)
 
 
 def check_job_ids(tables: Mapping[str, TextAds], paths: Mapping[str, Path],
