@@ -71,7 +71,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from livepool import SKIP_REASON, LivePool, find_release, free_port  # noqa: E402
-from real_pool_files import admin_files, floor_queries  # noqa: E402
+from real_pool_files import admin_files, floor_queries, snapshots  # noqa: E402
 
 SHAPES = {
     #        static, partitionable, jobs, autoclusters, submitters, groups
@@ -487,7 +487,7 @@ def same_as_from_files(pool: LivePool, rec: dict) -> dict:
 def negotiate_from_files(pool: LivePool, work: Path) -> dict:
     """`negotiator-ext negotiate --json` on the first pass's snapshot, from its files (what
     a what-if or an audit of that pool does): wall time and peak RSS."""
-    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+    snaps = snapshots(work)
     if not snaps:
         return {}
     argv = ["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-m", "negotiator_ext",
@@ -792,7 +792,7 @@ def run_shape(release, shape: str, args) -> dict:
         if args.loop:
             report["loop"] = shadow_loop(pool, work, ads, args.churn)
         if args.keep_snapshot is not None:
-            snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+            snaps = snapshots(work)
             if snaps:
                 dest = args.keep_snapshot / shape
                 shutil.rmtree(dest, ignore_errors=True)

@@ -17,6 +17,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def snapshots(work: Path) -> list[Path]:
+    """The snapshot directories the bench's passes wrote under `work`, oldest first."""
+    return sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+
+
 _FLOOR = """\
 import json, sys, time
 import htcondor2 as htcondor
@@ -43,7 +48,7 @@ def floor_queries(pool, work: Path, repeat: int = 3) -> dict:
     through the bindings, in a fresh process, nothing done with the answers (the
     fastest of `repeat`)."""
     from negotiator_ext.adapters.schedd_query import JOB_CONSTRAINT
-    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+    snaps = snapshots(work)
     meta = json.loads((snaps[0] / "meta.json").read_text())
     proc = subprocess.run([sys.executable, "-c", _FLOOR, pool.collector,
                            json.dumps(meta.get("job_projection") or []), JOB_CONSTRAINT,
@@ -95,7 +100,7 @@ def admin_files(pool, work: Path, dest: Path) -> dict:
     ours = Counter(x["submitter"] for x in doc["matches"])
     # at the admin files' own time (the accountant's LastUpdate: condor_userprio -l has
     # no uncharged time, so a later time would move the priorities differently)
-    snaps = sorted(p for p in (work / "state" / "snapshots").iterdir() if p.is_dir())
+    snaps = snapshots(work)
     ref = subprocess.run([sys.executable, "-m", "negotiator_ext", "negotiate",
                           str(snaps[-1]), "--json", "--at", str(doc["cycle"]["time"])],
                          env=pool.env, capture_output=True, text=True, cwd=ROOT)
