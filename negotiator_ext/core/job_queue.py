@@ -115,7 +115,7 @@ def queue_heads(table: adtext.TextAds) -> list[tuple]:
     """What `QueueView` says of every job of a table, in row order: (idle head, None)
     for an idle job with a submitter, else (None, running(job)). Computed where the job
     files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not.
-    An idle job alike the one before but for its proc (`run_indexes`) takes that one's
+    An idle job alike the one before but for its proc (`run_proc`) takes that one's
     head with its own proc."""
     values = adtext.TextValues()
     literal = values.literal

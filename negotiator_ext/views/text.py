@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-__all__ = ["printable", "log_text"]
+__all__ = ["printable", "log_text", "escape_char"]
 
 
 def escape_char(c: str) -> str:
