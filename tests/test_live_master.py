@@ -501,16 +501,26 @@ def test_beside_a_frozen_collector_it_stops_within_its_stop_timeout(daemon):
     offset = d.log_size()
     collector = pool.daemon_pid("collector")
     try:
-        pool.reconfig(CONF, d.config() + "NEGOTIATOR_EXT_STOP_TIMEOUT = 3\n", wait=0)
+        # (a pass in flight at the freeze may be reading the negotiator's configuration
+        # again after this reconfig, from a negotiator itself waiting on the frozen
+        # collector: that read is bounded by the snapshot timeout, kept short here)
+        pool.reconfig(CONF, d.config() + "NEGOTIATOR_EXT_STOP_TIMEOUT = 3\n"
+                      "NEGOTIATOR_EXT_SNAPSHOT_TIMEOUT = 8\n", wait=0)
         d.wait_log(offset, "configuration reloaded")
         t0 = time.time()
         os.kill(collector, signal.SIGSTOP)
         try:
             # (a pass in flight may be past its own collector calls, its worker asking
             # the collector where the schedds are: bounded the same)
-            failed = pool.wait_for(lambda: d.query(
-                "SELECT * FROM passes WHERE started_at > ? AND status = 'failed'", t0), 30,
-                "a pass failed on the frozen collector", every=0.2)
+            try:
+                failed = pool.wait_for(lambda: d.query(
+                    "SELECT * FROM passes WHERE started_at > ? AND status = 'failed'", t0),
+                    30, "a pass failed on the frozen collector", every=0.2)
+            except TimeoutError as exc:     # what the daemon did meanwhile, to tell why
+                passes = [(r["started_at"] - t0, r["status"]) for r in d.query(
+                    "SELECT started_at, status FROM passes WHERE started_at > ?", t0 - 10)]
+                raise TimeoutError(f"{exc}; passes since (start - t0, status): {passes}; "
+                                   "its log since:\n" + "\n".join(d.log_since(offset))) from None
             time.sleep(1)                       # the next pass waits on it
             t = time.monotonic()
             pool.master_tool("condor_off", "-daemon", "NEGOTIATOR_EXT")
