@@ -26,16 +26,20 @@ class SlotClasses:
         self.slots = slots
         self.partitions: dict[tuple, Partition] = {}
         self._plain_texts: list[dict] | None = None     # _uniform: the non-CP slots' texts
+        # the slots in the order a class's members are kept in, when `partition` can
+        # take them in it (each class's members then come sorted); else None
+        self._walk: list[Slot] | None = None
         if not self.static_ranks:
-            # the order `partition` sorts a class's members into (static ranks, then
-            # collector order), worked out once a cycle as each slot's place in it; a
-            # NaN rank orders nothing consistently, so then each class is sorted on the
-            # ranks themselves, as the places would not say the same
+            # that order (static ranks, then collector order), worked out once a cycle
+            # as each slot's place in it; a NaN rank orders nothing consistently, so
+            # then each class is sorted on the ranks themselves, as the places would
+            # not say the same
             if any(x != x for st in set(map(_statics, slots)) for x in st):
                 for s in slots:
                     s.order = _static_order(s)
             else:
-                for pos, s in enumerate(sorted(slots, key=_static_order)):
+                walk = self._walk = sorted(slots, key=_static_order)
+                for pos, s in enumerate(walk):
                     s.order = pos
 
     def release(self) -> None:
@@ -80,7 +84,12 @@ class SlotClasses:
             seen = names[0]
             token = (_REACH, seen)
             held = self.preq_false
-            for s in self.slots:
+            # (in the members' order where it is known: no class needs sorting then.
+            # Which member of a class comes first as its representative does not
+            # matter: they are alike in everything a request sees, and candidates are
+            # ordered by rank and slot index, never by the order classes were made)
+            walk = self._walk
+            for s in (walk if walk is not None else self.slots):
                 if s.removed:
                     continue
                 # (`_held`, inlined)
@@ -103,10 +112,11 @@ class SlotClasses:
                 cls.live += 1
                 cls.group.live += 1
                 s.class_keys[names] = cls
-            order = _sort_pos if self.static_ranks else _by_order
-            for cls in part.classes.values():
-                if len(cls.members) > 1:
-                    cls.members.sort(key=order)
+            if walk is None:
+                order = _sort_pos if self.static_ranks else _by_order
+                for cls in part.classes.values():
+                    if len(cls.members) > 1:
+                        cls.members.sort(key=order)
         return part
 
     def _normalized(self, names: tuple) -> tuple:
