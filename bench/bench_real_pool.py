@@ -8,6 +8,17 @@ A personal pool of real 25.x daemons (tests/livepool.py) is loaded with issue 15
           in 300 autoclusters, 100 submitters in 10 groups (dynamic quotas, surplus)
     100k  90,000 static + 10,000 partitionable slots, 500,000 idle jobs in 2,000
           autoclusters, 1,000 submitters in 100 groups
+    100k-1M  the 100k pool with 1,000,000 idle jobs (2,000 autoclusters of 500 jobs)
+          over 4 schedds (issue 34's goal 3); 1k-4 the 1k pool over 4 schedds (a quick
+          check of the several schedds' setup)
+
+A shape's jobs are held by one real schedd, or several (SCHEDDS): the personal pool's
+master then runs SCHEDD2, SCHEDD3, ... beside its own schedd, each `-local-name scheddN`
+with a name, spool, lock directory, log, address and daemon ad files and job queue log of
+its own (BenchPool's config); each submitter's jobs are on one schedd (submitter s on
+schedd s mod n; in group s mod groups, so at 100k-1M each group's ten submitters are on
+one schedd, 25 groups a schedd), each schedd's share submitted by a `condor_submit
+-name` of its own, all at once; the master's own schedd is then named schedd1.
 
 The slots are fake: copies of the real startd's own two slot ads (one static, one
 partitionable) advertised with `condor_advertise -multiple -tcp -fake-private-ad
@@ -79,7 +90,11 @@ SHAPES = {
     "11k": (10_000, 1_000, 49_800, 300, 100, 10),
     "30k": (27_000, 3_000, 150_000, 600, 300, 30),
     "100k": (90_000, 10_000, 500_000, 2_000, 1_000, 100),
+    "1k-4": (900, 100, 5_000, 30, 10, 2),
+    "100k-1M": (90_000, 10_000, 1_000_000, 2_000, 1_000, 100),
 }
+# the schedds holding a shape's jobs (1 where a shape is not named here)
+SCHEDDS = {"1k-4": 4, "100k-1M": 4}
 
 STARTD_CONFIG = """\
 # bench_real_pool: the real startd has one static 1-core slot and one 8-core
@@ -116,22 +131,67 @@ def pool_config(groups: int, interval: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def schedds_config(local: Path, schedds: int) -> str:
+    """The master's schedds beyond its own: SCHEDD2 ... SCHEDD<n>, each the same binary
+    with `-local-name scheddN`, and everything a schedd writes its own (under
+    LOCAL_DIR/scheddN, its log in LOG)."""
+    extra = [f"SCHEDD{i}" for i in range(2, schedds + 1)]
+    if not extra:
+        return ""
+    lines = ["# bench_real_pool: the jobs spread over several schedds",
+             f"DAEMON_LIST = $(DAEMON_LIST), {', '.join(extra)}",
+             f"DC_DAEMON_LIST = + {', '.join(extra)}",
+             # the master's own schedd named too (schedd1@<host>): `condor_submit -name`
+             # takes a name without an @ for a host
+             "SCHEDD_NAME = schedd1"]
+    for d in extra:
+        n = d.lower()
+        own = local / n
+        p = f"{d}."           # LOCALNAME.PARAM: this schedd's own value
+        lines += [f"{d} = $(SCHEDD)", f"{d}_ARGS = -local-name {n}",
+                  f"{p}SCHEDD_NAME = {n}",
+                  f"{p}SPOOL = {own}/spool",
+                  f"{p}LOCK = {own}/lock",
+                  f"{p}SCHEDD_LOG = $(LOG)/SchedLog.{n}",
+                  f"{p}SCHEDD_ADDRESS_FILE = {own}/spool/.schedd_address",
+                  f"{p}SCHEDD_DAEMON_AD_FILE = {own}/spool/.schedd_classad",
+                  f"{p}JOB_QUEUE_LOG = {own}/spool/job_queue.log",
+                  f"{p}HISTORY = {own}/spool/history"]
+    return "\n".join(lines) + "\n"
+
+
 class BenchPool(LivePool):
     """tests/livepool.py's pool with this benchmark's startd and policy in config.d
-    before the daemons start (a startd's slot layout is read only at its start)."""
+    before the daemons start (a startd's slot layout is read only at its start), and
+    `schedds` schedds (the master's own and SCHEDD2 ...)."""
 
-    def __init__(self, release, root, *, groups: int):
+    def __init__(self, release, root, *, groups: int, schedds: int = 1):
         super().__init__(release, root, negotiator_interval=86400)
         self.groups = groups
+        self.schedds = schedds
 
     def write_config(self) -> None:
         super().write_config()
-        for name, text in (("50-startd", STARTD_CONFIG),
-                           ("60-policy", pool_config(self.groups, 86400))):
+        files = [("50-startd", STARTD_CONFIG), ("60-policy", pool_config(self.groups, 86400))]
+        if self.schedds > 1:
+            files.append(("70-schedds", schedds_config(self.local, self.schedds)))
+        for name, text in files:
             path = self.local / "config.d" / name
             path.write_text(text)
             if self.user is not None:
                 os.chown(path, self.user.pw_uid, self.user.pw_gid)
+        for i in range(2, self.schedds + 1):
+            for sub in ("spool", "lock"):
+                d = self.local / f"schedd{i}" / sub
+                d.mkdir(parents=True, exist_ok=True)
+                if self.user is not None:
+                    for x in (d.parent, d):
+                        os.chown(x, self.user.pw_uid, self.user.pw_gid)
+
+    def schedd_names(self) -> list[str]:
+        """The schedds' names as the collector has them (sorted)."""
+        out = self.tool("condor_status", "-schedd", "-af", "Name", check=False).stdout
+        return sorted(set(out.split()))
 
 
 # -- the fake slots --------------------------------------------------------------------------
@@ -219,28 +279,56 @@ def slot_count(pool: LivePool) -> int:
 # -- the jobs ---------------------------------------------------------------------------------
 
 def submit_jobs(pool: LivePool, jobs: int, autoclusters: int, submitters: int,
-                groups: int) -> float:
+                groups: int, schedds: list[str] | None = None) -> tuple[float, dict]:
     """One condor_submit: each submitter has autoclusters/submitters autoclusters (a
-    request_memory of its own each), the jobs spread evenly over them."""
+    request_memory of its own each), the jobs spread evenly over them. With `schedds`
+    (their names, several), submitter s's jobs go to schedds[s % len(schedds)], each
+    schedd's share one `condor_submit -name` of its own, all run at once. Returns the
+    seconds until the schedds published every idle job, and for each schedd the seconds
+    its condor_submit took and its jobs."""
     per_sub = autoclusters // submitters
     per_ac = jobs // autoclusters
-    lines = ["universe = vanilla", "executable = /bin/true", "transfer_executable = false",
-             "should_transfer_files = NO", f"initialdir = {pool.flags}", "log = /dev/null",
-             "request_cpus = 1", "request_disk = 1024"]
+    head = ["universe = vanilla", "executable = /bin/true", "transfer_executable = false",
+            "should_transfer_files = NO", f"initialdir = {pool.flags}", "log = /dev/null",
+            "request_cpus = 1", "request_disk = 1024"]
+    n = len(schedds) if schedds else 1
+    shares = [list(head) for _ in range(n)]
+    counts = [0] * n
     ac = 0
     for s in range(submitters):
         g = s % groups
+        lines = shares[s % n]
         lines += [f"accounting_group = group_{g}", f"accounting_group_user = u{s:04d}"]
         for _ in range(per_sub):
             lines += [f"request_memory = {64 + ac}", f"queue {per_ac}"]
+            counts[s % n] += per_ac
             ac += 1
     t0 = time.monotonic()
-    pool.tool("condor_submit", "-terse", "-", user=True, timeout=7200,
-              input="\n".join(lines) + "\n")
+    each: dict = {}
+    if not schedds or n == 1:
+        pool.tool("condor_submit", "-terse", "-", user=True, timeout=7200,
+                  input="\n".join(shares[0]) + "\n")
+    else:
+        procs = []
+        for name, lines, count in zip(schedds, shares, counts):
+            f = pool.flags / f"submit-{name.split('@')[0]}.sub"
+            f.write_text("\n".join(lines) + "\n")
+            exe = str(pool.release / "bin" / "condor_submit")
+            procs.append((name, count, time.monotonic(), subprocess.Popen(
+                pool.as_user([exe, "-terse", "-name", name, str(f)]), env=pool.env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)))
+        failed = []
+        for name, count, started, proc in procs:
+            _, err = proc.communicate(timeout=7200)
+            each[name] = {"submit_s": round(time.monotonic() - started, 1), "jobs": count}
+            if proc.returncode != 0:
+                failed.append(f"{name} ({proc.returncode}): {err.strip()[-500:]}")
+        if failed:
+            raise RuntimeError("condor_submit failed: " + "; ".join(failed))
     total = per_ac * ac
     pool.wait_for(lambda: idle_in_submitter_ads(pool) >= total, 1200,
-                  f"the schedd to publish {total} idle jobs", every=2)
-    return time.monotonic() - t0
+                  f"the schedds to publish {total} idle jobs", every=2)
+    return time.monotonic() - t0, each
 
 
 def idle_in_submitter_ads(pool: LivePool) -> int:
@@ -577,9 +665,12 @@ def show(report: dict) -> None:
         "static", "partitionable", "jobs", "autoclusters", "submitters", "groups"))
     print(f"pool {report['shape']}: {report['slots']:,} slots ({static:,} static, "
           f"{partitionable:,} partitionable), {jobs:,} idle jobs, {acs:,} autoclusters, "
-          f"{subs:,} submitters in {groups} groups")
+          f"{subs:,} submitters in {groups} groups, over {report.get('schedds', 1)} "
+          f"schedd(s)")
     print(f"setup: advertise {report['setup_advertise_s']} s, submit "
-          f"{report['setup_submit_s']} s")
+          f"{report['setup_submit_s']} s (until the schedds published every idle job)"
+          + "".join(f"; {k}: {v['jobs']:,} jobs, condor_submit {v['submit_s']} s"
+                    for k, v in (report.get("setup_submit_each") or {}).items()))
     print("load (1/5/15 min) as each began: " + "; ".join(
         f"{k} {' '.join(f'{x:.2f}' for x in v)}" for k, v in (report.get("load") or {}).items()))
     print(f"real negotiator: cycle {rc.get('Duration')} s (phases "
@@ -648,6 +739,10 @@ def show(report: dict) -> None:
               f"the sum, {p1['capture_s'] / max(f['slots_s'], f['jobs_s']):.2f}x the "
               f"longer), pass 3 {p3['capture_s']} s ({p3['capture_s'] / floor:.2f}x, "
               f"{p3['capture_s'] / max(f['slots_s'], f['jobs_s']):.2f}x)")
+        if len(f.get("jobs_each") or {}) > 1:
+            print("  each schedd's answer (the fastest of the repeats; our capture asks "
+                  "them one after another): " + ", ".join(
+                      f"{k} {v['jobs']:,} jobs {v['s']} s" for k, v in f["jobs_each"].items()))
     elif f:
         print(f"the floor could not be measured: {f.get('error')}")
     a = report.get("admin_files") or {}
@@ -746,21 +841,33 @@ def shapes(text: str) -> list[str]:
 
 def run_shape(release, shape: str, args) -> dict:
     static, partitionable, jobs, acs, subs, groups = SHAPES[shape]
+    n_schedds = SCHEDDS.get(shape, 1)
     root = Path(tempfile.mkdtemp(prefix="negext-bigpool-"))
     work = Path(tempfile.mkdtemp(prefix="negext-bigpass-"))
-    pool = BenchPool(release, root, groups=groups)
+    pool = BenchPool(release, root, groups=groups, schedds=n_schedds)
     report: dict = {"shape": shape, "slots": static + partitionable,
                     "static": static, "partitionable": partitionable, "jobs": jobs,
-                    "autoclusters": acs, "submitters": subs, "groups": groups}
+                    "autoclusters": acs, "submitters": subs, "groups": groups,
+                    "schedds": n_schedds}
     try:
         t0 = time.monotonic()
         pool.start()
+        names = None
+        if n_schedds > 1:
+            # every schedd in the collector before a job is submitted to it by name
+            names = pool.wait_for(lambda: (lambda got: got if len(got) >= n_schedds
+                                           else None)(pool.schedd_names()), 120,
+                                  f"{n_schedds} schedds in the collector", every=1)
+            report["schedd_names"] = names
         # the negotiator's cycle at its start (nothing to match yet) out of the way
         pool.wait_for(lambda: negotiator_ad(pool).get("LastNegotiationCycleEnd0"), 120,
                       "the negotiator's first cycle")
         took, ads = advertise(pool, static, partitionable, work)
         report["setup_advertise_s"] = round(took, 1)
-        report["setup_submit_s"] = round(submit_jobs(pool, jobs, acs, subs, groups), 1)
+        took, each = submit_jobs(pool, jobs, acs, subs, groups, names)
+        report["setup_submit_s"] = round(took, 1)
+        if each:
+            report["setup_submit_each"] = each
         report["setup_total_s"] = round(time.monotonic() - t0, 1)
         # the machine's load (1, 5, 15 minutes) as each timed step began: the figures
         # are only comparable at a like load
@@ -788,7 +895,8 @@ def run_shape(release, shape: str, args) -> dict:
         report["load"]["floor"] = os.getloadavg()
         report["floor"] = floor_queries(pool, work)
         if args.admin_files is not None:
-            report["admin_files"] = admin_files(pool, work, args.admin_files / shape)
+            report["admin_files"] = admin_files(pool, work, args.admin_files / shape,
+                                                global_=n_schedds > 1)
         if args.loop:
             report["loop"] = shadow_loop(pool, work, ads, args.churn)
         if args.keep_snapshot is not None:

@@ -27,17 +27,25 @@ import json, sys, time
 import htcondor2 as htcondor
 pool, projection, constraint, repeat = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 coll = htcondor.Collector(pool)
-slots, jobs = [], []
+slots, jobs, each = [], [], {}
 schedds = coll.locateAll(htcondor.DaemonTypes.Schedd)
 for _ in range(repeat):
     t = time.perf_counter()
     n = len(coll.query(htcondor.AdTypes.Startd))
     slots.append(time.perf_counter() - t)
     t = time.perf_counter()
-    m = sum(len(htcondor.Schedd(ad).query(constraint=constraint, projection=projection))
-            for ad in schedds)
+    m = 0
+    for ad in schedds:          # one after another, as a pass's capture asks them
+        u = time.perf_counter()
+        k = len(htcondor.Schedd(ad).query(constraint=constraint, projection=projection))
+        u = time.perf_counter() - u
+        m += k
+        name = ad.get("Name", "?")
+        if name not in each or u < each[name]["s"]:
+            each[name] = {"s": round(u, 2), "jobs": k}
     jobs.append(time.perf_counter() - t)
-print(json.dumps({"slots_s": min(slots), "jobs_s": min(jobs), "slot_ads": n, "job_ads": m}))
+print(json.dumps({"slots_s": min(slots), "jobs_s": min(jobs), "slot_ads": n, "job_ads": m,
+                  "jobs_each": each}))
 """
 
 
@@ -46,7 +54,8 @@ def floor_queries(pool, work: Path, repeat: int = 3) -> dict:
     real collector takes to answer the slot query a first pass makes (every Startd ad,
     whole) and the real schedds the job query (pass 1's projection and constraint),
     through the bindings, in a fresh process, nothing done with the answers (the
-    fastest of `repeat`)."""
+    fastest of `repeat`). `jobs_s` is the schedds asked one after another; `jobs_each`
+    each schedd's own answer (its fastest) and job count."""
     from negotiator_ext.adapters.schedd_query import JOB_CONSTRAINT
     snaps = snapshots(work)
     meta = json.loads((snaps[0] / "meta.json").read_text())
@@ -73,16 +82,19 @@ ADMIN_COMMANDS = (
 )
 
 
-def admin_files(pool, work: Path, dest: Path) -> dict:
+def admin_files(pool, work: Path, dest: Path, global_: bool = False) -> dict:
     """Issue 34's goal 2: the pool as an admin captures it with HTCondor's own tools
     (full job ads, every attribute `condor_q -long` prints), written to `dest`; then
     `negotiate --json` on those files, timed in a fresh process, and its matches per
     submitter against `negotiate` on pass 3's snapshot (our capture, taken just before,
-    of the same unchanged pool, at the admin files' time)."""
+    of the same unchanged pool, at the admin files' time). `global_`: the pool has
+    several schedds (condor_q -global)."""
     shutil.rmtree(dest, ignore_errors=True)
     dest.mkdir(parents=True)
     took = {}
     for name, (tool, *argv) in ADMIN_COMMANDS:
+        if global_ and tool == "condor_q":
+            argv = [*argv, "-global"]          # every schedd's jobs, not the local one's
         t = time.monotonic()
         out = pool.tool(tool, *argv, timeout=1800).stdout
         took[name] = round(time.monotonic() - t, 2)
