@@ -90,3 +90,27 @@ def test_a_digest_that_does_not_read_back_is_none(tmp_path):
     con.close()
     with open_ledger(url) as ledger:
         assert ledger.digest("p0") == {}
+
+
+def test_a_pool_digest_keeps_the_submitters_schedds_only_where_there_are_several(tmp_path):
+    """pool_digest: each submitter's schedds (its submitter ads' ScheddName), for telling
+    which turn each schedd's deadline cut; not kept in a pool of one schedd."""
+    import shutil
+    from pathlib import Path
+    from negotiator_ext.adapters.alignment import pool_digest
+    from negotiator_ext.cycle import run_cycle
+    from negotiator_ext.pool import load_pool
+    src = Path(__file__).parent / "data" / "fixtures" / "pie_three_submitters"
+    one = load_pool(src)
+    assert "schedds" not in pool_digest(one, run_cycle(one))
+    two = tmp_path / "two"
+    shutil.copytree(src, two)
+    text = (two / "submitters.ads").read_text()
+    head, sep, rest = text.partition('Name = "carol@refcondor.local"')
+    assert sep
+    (two / "submitters.ads").write_text(
+        head + sep + rest.replace('ScheddName = "vm"', 'ScheddName = "other@vm"', 1))
+    pool = load_pool(two)
+    got = pool_digest(pool, run_cycle(pool))["schedds"]
+    assert got == {"alice@refcondor.local": ["vm"], "bob@refcondor.local": ["vm"],
+                   "carol@refcondor.local": ["other@vm"]}

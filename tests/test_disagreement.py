@@ -501,6 +501,42 @@ def test_the_turn_a_schedds_deadline_cut_is_out_of_time():
                                 "c@x": "out of time"}
 
 
+def test_each_schedd_out_of_time_cut_the_turn_running_on_it():
+    """bench_real_pool.py --shape 100k-1M: four schedds, each out of time
+    (MAX_TIME_PER_SCHEDD), each deadline cutting the turn running on it. Here two: a's
+    turn on schedd A and b's on schedd B, then c (on A, served before both) is matched
+    less too. The MatchLog does not name the schedd: the digest's submitter -> schedds
+    says which turn each deadline cut, the last matched for on each. Without it (a
+    digest from before the map was kept) only the last of all is taken as cut."""
+    cut = RealCycle(time=100, end=262, duration=162.0, submitters_out_of_time=(),
+                    schedds_out_of_time=("A@h", "B@h"))
+    jobs = {"a@x": ["1.0", "1.1", "1.2"], "b@x": ["2.0", "2.1", "2.2"],
+            "c@x": ["3.0", "3.1"]}
+    slots = {s: False for s in FREE}
+    on = {"a@x": ["A@h"], "b@x": ["B@h"], "c@x": ["A@h"]}
+    before = digest(submitters={"a@x": 3, "b@x": 3, "c@x": 2}, idle_jobs=jobs,
+                    slots=slots, candidate_slots=len(slots), schedds=on)
+    ours = [m("c@x", "3.0", FREE[0]), m("c@x", "3.1", FREE[1]), m("a@x", "1.0", FREE[2]),
+            m("a@x", "1.1", FREE[3]), m("a@x", "1.2", FREE[4]), m("b@x", "2.0", FREE[5]),
+            m("b@x", "2.1", FREE[6]), m("b@x", "2.2", FREE[7])]
+    real = [MatchEntry("3.0", "c@x", FREE[0], time=100), MatchEntry("1.0", "a@x", FREE[2], time=101),
+            MatchEntry("2.0", "b@x", FREE[5], time=102)]
+    c = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                shadow_submitters=[sub(n) for n in sorted(jobs)], shadow_groups=[],
+                real_cycles=[cut], real_matches=real, digest_before=before)
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert {k: d["class"] for k, d in by.items()} == {
+        "a@x": "out of time", "b@x": "out of time", "c@x": "unexplained"}
+    assert "its turn cut: the last it matched for" in by["a@x"]["changes"][0]
+    # an older digest, without the map: b's turn alone (the last of all) is cut
+    del before["schedds"]
+    c = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
+                shadow_submitters=[sub(n) for n in sorted(jobs)], shadow_groups=[],
+                real_cycles=[cut], real_matches=real, digest_before=before)
+    assert {d["submitter"]: d["class"] for d in c.disagreements} == {
+        "a@x": "unexplained", "b@x": "out of time", "c@x": "unexplained"}
+
+
 def test_a_cycle_cut_by_max_time_per_cycle_is_out_of_time():
     """NEGOTIATOR_MAX_TIME_PER_CYCLE names no submitter or schedd: the negotiator skips
     every later turn and ends the one running at the deadline. A real cycle whose phases

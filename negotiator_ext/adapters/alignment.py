@@ -130,12 +130,15 @@ def pool_digest(pool, result) -> dict:
     from ..core import classads
     from ..core.disagreement import digest
     idle: dict[str, int] = {}
+    on: dict[str, set[str]] = {}            # submitter -> the schedds it has jobs on
     for d in pool.submitter_ads():
         try:
             n = int(d.get("IdleJobs") or 0)
         except (TypeError, ValueError):
             n = 0
         idle[d["Name"]] = idle.get(d["Name"], 0) + max(n, 0)
+        if isinstance(d.get("ScheddName"), str):
+            on.setdefault(d["Name"], set()).add(d["ScheddName"])
     jobs: dict[str, list[str]] = {}
     recent: dict[str, int] = {}
     since = (pool.snapshot.captured_at or 0) - RECENT
@@ -177,7 +180,9 @@ def pool_digest(pool, result) -> dict:
     return digest(submitters=idle, idle_jobs=jobs, slots=slots,
                   candidate_slots=result.trimmed_slots, heard=heard, free_cpus=free,
                   recent=recent, entered=entered, captured=pool.snapshot.captured_at,
-                  owners=owners)
+                  owners=owners,
+                  # (kept only where several schedds can each run out of time)
+                  schedds=on if len(set().union(*on.values()) if on else ()) > 1 else None)
 
 
 # an idle job whose status began this many seconds before the capture, or later, is

@@ -76,15 +76,18 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
            recent: Mapping[str, int] | None = None,
            entered: Mapping[str, int] | None = None,
            captured: int | None = None,
-           owners: Mapping[str, str] | None = None) -> dict[str, Any]:
+           owners: Mapping[str, str] | None = None,
+           schedds: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
     """What `explain` needs of one snapshot, as plain JSON-able data: the submitters with
     idle jobs (name -> idle jobs), each submitter's idle job ids ("Cluster.Proc") kept as
     proc ranges per cluster, the slots by name (True: claimed), our candidate slots,
     when the collector last heard from each slot (its LastHeardFrom, when known), each
     partitionable slot's free cores (its Cpus), and the idle jobs that entered their
     status in the last seconds before the capture (job id -> EnteredCurrentStatus), when
-    each slot entered its state (EnteredCurrentState), when the snapshot was taken and
-    whose each claimed slot was (its submitter: where a claim that ends moves a slot)."""
+    each slot entered its state (EnteredCurrentState), when the snapshot was taken,
+    whose each claimed slot was (its submitter: where a claim that ends moves a slot),
+    and, in a pool of several schedds, the schedds each submitter has jobs on (its
+    submitter ads' ScheddName: whose turn each schedd's deadline cut)."""
     jobs: dict[str, dict[str, list[list[int]]]] = {}
     for name, ids in idle_jobs.items():
         by_cluster: dict[str, list[int]] = defaultdict(list)
@@ -110,6 +113,8 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
         out["captured"] = int(captured)
     if owners:
         out["owners"] = {k: str(v) for k, v in owners.items() if v}
+    if schedds:
+        out["schedds"] = {k: sorted(set(map(str, v))) for k, v in schedds.items() if v}
     return out
 
 
@@ -197,10 +202,25 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     # ran out ends early, unnamed ("Reached deadline ... stopping" in the NegotiatorLog).
     # It is the last the cycle matched for (the MatchLog's order), as is the turn running
     # at NEGOTIATOR_MAX_TIME_PER_CYCLE. (A turn cut by its submitter's own deadline is
-    # named: the next spin skips that submitter.)
-    last = None
+    # named: the next spin skips that submitter.) Each schedd out of time cut the turn
+    # running on it: with several, the last submitter matched for among those with jobs
+    # on each (the digest's `schedds`; a MatchLog line does not name the schedd).
+    last: set[str] = set()
     if cycle is not None and (cycle.schedds_out_of_time or cycle_cut) and real_matches:
-        last = max(enumerate(real_matches), key=lambda k: (k[1].time or 0, k[0]))[1].submitter
+        order = sorted(range(len(real_matches)),
+                       key=lambda i: (real_matches[i].time or 0, i))
+        last.add(real_matches[order[-1]].submitter)
+        on = (before or {}).get("schedds") or {}
+        left = set(cycle.schedds_out_of_time) if on and len(
+            cycle.schedds_out_of_time) > 1 else set()
+        for i in reversed(order):       # (one walk back, until each schedd has its turn)
+            if not left:
+                break
+            name = real_matches[i].submitter
+            found = left.intersection(on.get(name, ()))
+            if found:
+                last.add(name)
+                left -= found
     pred_out = set((predicted or {}).get("submitters_out_of_time") or ())
     pred_not = set((predicted or {}).get("submitters_not_reached") or ())
     seen_subs = (before or {}).get("submitters")
@@ -303,7 +323,7 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
             got = min(s - r, len(direct))
             named += [w for w, _ in direct[:got]]
             residual = s - r - got
-            if residual and cut and (name in out_subs or r == 0 or name == last):
+            if residual and cut and (name in out_subs or r == 0 or name in last):
                 pred = ("predicted by ours" if name in pred_out or name in pred_not
                         else "not predicted by ours" if predicted
                         else "ours made no time-limit prediction")
