@@ -126,6 +126,8 @@ def repredict(p, comparison, negotiator: str | None):
     if pool.snapshot.captured_at is not None and int(pool.snapshot.captured_at) != captured:
         return not_repredicted(comparison, f"the snapshot in {snap_dir} is not the "
                                            "compared one (another capture time)")
+    pool, heard_again = heard_before(pool, (p.digest or {}).get("submitters_heard"),
+                                     cycle.time)
     try:
         result = run_cycle(pool, now=at)
     except InputError as exc:
@@ -144,9 +146,38 @@ def repredict(p, comparison, negotiator: str | None):
                       seconds=seconds, inputs=inputs,
                       shadow_submitters=p.recorded_submitters(prev["uuid"]),
                       real_submitters=real_subs,
-                      group_names=group_names)
+                      group_names=group_names, heard_again=heard_again)
     p.loop.log.info("%s", out.notes[-1])
     return out
+
+
+def heard_before(pool, heard, start: int | None) -> tuple[Any, int]:
+    """`pool` with each submitter ad's LastHeardFrom as this pass's capture has it
+    (`heard`: its digest's (Name, ScheddName, LastHeardFrom)), where the schedd sent the
+    ad again after the compared capture and before the real cycle began (`start`): the
+    negotiator breaks ties among equal priorities by LastHeardFrom (submitterLessThan),
+    and the real cycle read the newer ad. An ad sent again after the cycle began shows
+    only that time: it is left as captured (what the cycle read is not known). Returns
+    the pool (the same one when nothing changed) and how many ads changed."""
+    if not heard or start is None or not pool.snapshot.submitters:
+        return pool, 0
+    from .core import classads
+    newer = {(n, s): t for n, s, t in heard}
+    ads, changed = [], 0
+    for ad in pool.snapshot.submitters:
+        t = newer.get((classads.eval_string(ad, "Name"),
+                       classads.eval_string(ad, "ScheddName")))
+        if t is not None and t <= start:
+            old = classads.as_number(classads.eval_attr(ad, "LastHeardFrom"))
+            if old is not None and old < t:
+                ad = classads.copy_ad(ad)
+                ad["LastHeardFrom"] = int(t)
+                changed += 1
+        ads.append(ad)
+    if not changed:
+        return pool, 0
+    snap = dataclasses.replace(pool.snapshot, submitters=tuple(ads))
+    return dataclasses.replace(pool, snapshot=snap), changed
 
 
 def compared_pool(p, prev: dict, snap_dir: str, negotiator: str | None):

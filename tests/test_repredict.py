@@ -278,3 +278,70 @@ def test_the_ledger_keeps_the_phase_2_time_of_each_real_cycle(tmp_path):
     conn = sqlite3.connect(tmp_path / "l.sqlite")
     got = conn.execute('SELECT "time", accounting_time FROM real_cycles ORDER BY "time"').fetchall()
     assert (START, PHASE2) in got
+
+
+# ---- submitter ads sent again between our capture and the real cycle ---------------------
+
+def tie_pool(d: Path, captured_at: int, bob_heard: int) -> Path:
+    """alice and bob at the same priority, one free slot: the negotiator breaks the tie by
+    each submitter ad's LastHeardFrom % 1009 (submitterLessThan), whoever is first takes
+    the slot. alice's ad was heard at T - 101 (1007 modulo 1009), bob's at `bob_heard`."""
+    from poolmaker import submitters_for
+    jobs = [job(1, i, "alice") for i in range(2)] + [job(2, i, "bob") for i in range(2)]
+    subs = submitters_for(jobs)
+    for s in subs:
+        s["LastHeardFrom"] = T - 101 if s["Name"] == ALICE else bob_heard
+    acc = [accounting(n, priority=0.5, factor=1.0, LastUpdate=T) for n in (ALICE, BOB)]
+    return make_pool(d, slots=[slot("slot1@h")], jobs=jobs, submitters=subs,
+                     accounting_ads=acc, captured_at=captured_at)
+
+
+def tie_replay(tmp_path: Path, bob_heard_again: int):
+    """Our capture at T (bob's ad heard at T - 100: 1008 modulo 1009, alice first), the
+    real cycle at START giving the slot to bob, our next capture at T + 60 with bob's ad
+    heard at `bob_heard_again`. The comparison of the first pass's cycle."""
+    assert T % 1009 == 99           # (the residues above)
+    before = tie_pool(tmp_path / "before", T, T - 100)
+    after = tie_pool(tmp_path / "after", T + 60, bob_heard_again)
+    assert Counter(m.submitter for m in run_cycle(load_pool(before), now=T).matches) == {ALICE: 1}
+    ledger = tmp_path / "l.sqlite"
+    neg_log, match_log = tmp_path / "NegotiatorLog", tmp_path / "MatchLog"
+    argv = ["shadow", "--ledger", str(ledger), "--matchlog-timezone", "UTC",
+            "--matchlog", str(match_log), "--negotiator-log", str(neg_log)]
+    neg_log.write_text(earlier_cycle())
+    match_log.write_text("")
+    assert main(argv + ["--replay", str(before)]) == 0
+    neg_log.write_text(earlier_cycle() + the_cycle())
+    matchlog(match_log, [("2.0", BOB, "slot1@h")])
+    assert main(argv + ["--replay", str(after)]) == 0
+    from negotiator_ext.adapters.ledger import open_ledger
+    with open_ledger(str(ledger)) as led:
+        (_, c), = led.comparisons()
+        return c
+
+
+def test_a_submitter_ad_sent_again_before_the_real_cycle_is_taken_by_the_rerun(tmp_path):
+    """bench_real_pool.py --shape 1k-4: a schedd sent its submitter ads again between
+    the loop's capture and the real cycle; the new LastHeardFrom turned the tie among
+    equal priorities the other way. Our next capture shows the ad heard at T - 99 (0
+    modulo 1009: bob first), before the cycle began: the re-run takes it, and gives both
+    their real count."""
+    c = tie_replay(tmp_path, T - 99)
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert {n: (d["real"], d["shadow"], d["class"], d["repredicted"]) for n, d in by.items()} \
+        == {ALICE: (0, 1, POOL_CHANGED, 0), BOB: (1, 0, POOL_CHANGED, 1)}
+    assert c.unexplained_agreement == 1.0
+    assert c.repredicted["heard_again"] == 1
+    assert any("1 submitter ad(s) as their schedds sent them again before the real cycle "
+               "began" in n for n in c.notes)
+
+
+def test_a_submitter_ad_sent_again_after_the_real_cycle_began_is_not(tmp_path):
+    """The same, bob's ad heard again only after the real cycle began (at T + 910, 0
+    modulo 1009: bob first too, but the cycle read the older ad): not taken, and the
+    difference stays unexplained (what the cycle read is not known)."""
+    c = tie_replay(tmp_path, T + 910)
+    assert (T + 910) % 1009 == 0 and T + 910 > START
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert {n: d["class"] for n, d in by.items()} == {ALICE: UNEXPLAINED, BOB: UNEXPLAINED}
+    assert "heard_again" not in c.repredicted

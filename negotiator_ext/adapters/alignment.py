@@ -131,6 +131,7 @@ def pool_digest(pool, result) -> dict:
     from ..core.disagreement import digest
     idle: dict[str, int] = {}
     on: dict[str, set[str]] = {}            # submitter -> the schedds it has jobs on
+    heard_subs: list[tuple[str, str, int]] = []     # (Name, ScheddName, LastHeardFrom)
     for d in pool.submitter_ads():
         try:
             n = int(d.get("IdleJobs") or 0)
@@ -139,6 +140,9 @@ def pool_digest(pool, result) -> dict:
         idle[d["Name"]] = idle.get(d["Name"], 0) + max(n, 0)
         if isinstance(d.get("ScheddName"), str):
             on.setdefault(d["Name"], set()).add(d["ScheddName"])
+            t = d.get("LastHeardFrom")
+            if isinstance(t, (int, float)) and not isinstance(t, bool) and t == t:
+                heard_subs.append((d["Name"], d["ScheddName"], int(t)))
     jobs: dict[str, list[str]] = {}
     recent: dict[str, int] = {}
     since = (pool.snapshot.captured_at or 0) - RECENT
@@ -182,7 +186,8 @@ def pool_digest(pool, result) -> dict:
                   recent=recent, entered=entered, captured=pool.snapshot.captured_at,
                   owners=owners,
                   # (kept only where several schedds can each run out of time)
-                  schedds=on if len(set().union(*on.values()) if on else ()) > 1 else None)
+                  schedds=on if len(set().union(*on.values()) if on else ()) > 1 else None,
+                  submitters_heard=heard_subs)
 
 
 # an idle job whose status began this many seconds before the capture, or later, is

@@ -179,15 +179,17 @@ def repredicted(c: Comparison, counts: Mapping[str, int], *, captured: int, at: 
                 source: str, seconds: float | None = None, inputs: str | None = None,
                 shadow_submitters: Sequence[SubmitterObs] = (),
                 real_submitters: Sequence[SubmitterObs] = (),
-                group_names: Sequence[str] = ()) -> Comparison:
+                group_names: Sequence[str] = (), heard_again: int = 0) -> Comparison:
     """Comparison `c` with its unexplained differences checked against our cycle re-run on
     the compared snapshot (captured at `captured`) at the real accountant's update `at`
     (`source`: where that time came from; `seconds`: what the re-run took; `inputs`: what
     its pool was built from), `counts` its matches per submitter
     (`core.disagreement.repredict`). Each submitter's accounting group is read as
     `compare` reads it (the submitter records of either side, else the longest of
-    `group_names` its name starts with). What was done is recorded in `repredicted` and
-    in a note, explained or not."""
+    `group_names` its name starts with). `heard_again`: how many submitter ads the re-run
+    took as the schedds sent them again before the real cycle began (their LastHeardFrom,
+    the negotiator's tie-break among equal priorities). What was done is recorded in
+    `repredicted` and in a note, explained or not."""
     subs_shadow = {s.name: s for s in shadow_submitters}
     subs_real = {s.name: s for s in real_submitters}
     groups = {n: _group_of(n, subs_shadow, subs_real, group_names) for n in c.per_submitter}
@@ -197,12 +199,17 @@ def repredicted(c: Comparison, counts: Mapping[str, int], *, captured: int, at: 
     record = {"at": int(at), "source": source, "delta_t": int(at) - int(captured),
               "seconds": None if seconds is None else round(float(seconds), 3),
               **({"inputs": inputs} if inputs is not None else {}),
+              **({"heard_again": int(heard_again)} if heard_again else {}),
               "unexplained": n, "explained": k,
               "explained_submitters": got["explained"],
               "new_differences": len(got["new_differences"]),
               "unexplained_agreement_before": c.unexplained_agreement}
     note = (f"re-predicted at phase 2: our cycle re-run at the real accountant's update "
-            f"({at}, {int(at) - int(captured):+d} s from our capture; {source}) explains "
+            f"({at}, {int(at) - int(captured):+d} s from our capture; {source}"
+            + (f"; {heard_again} submitter ad(s) as their schedds sent them again before "
+               "the real cycle began: LastHeardFrom, the tie-break among equal priorities"
+               if heard_again else "")
+            + ") explains "
             f"{k} of {n} unexplained submitter(s) (it gives them their real count)"
             + (f"; it gives {len(got['new_differences'])} submitter(s) the capture's "
                "prediction had right another count (nothing explained in their groups)"

@@ -77,7 +77,9 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
            entered: Mapping[str, int] | None = None,
            captured: int | None = None,
            owners: Mapping[str, str] | None = None,
-           schedds: Mapping[str, Iterable[str]] | None = None) -> dict[str, Any]:
+           schedds: Mapping[str, Iterable[str]] | None = None,
+           submitters_heard: Iterable[tuple[str, str, int]] | None = None
+           ) -> dict[str, Any]:
     """What `explain` needs of one snapshot, as plain JSON-able data: the submitters with
     idle jobs (name -> idle jobs), each submitter's idle job ids ("Cluster.Proc") kept as
     proc ranges per cluster, the slots by name (True: claimed), our candidate slots,
@@ -86,8 +88,11 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
     status in the last seconds before the capture (job id -> EnteredCurrentStatus), when
     each slot entered its state (EnteredCurrentState), when the snapshot was taken,
     whose each claimed slot was (its submitter: where a claim that ends moves a slot),
-    and, in a pool of several schedds, the schedds each submitter has jobs on (its
-    submitter ads' ScheddName: whose turn each schedd's deadline cut)."""
+    in a pool of several schedds, the schedds each submitter has jobs on (its
+    submitter ads' ScheddName: whose turn each schedd's deadline cut), and when the
+    collector last heard each submitter ad ((Name, ScheddName, LastHeardFrom): the
+    negotiator's tie-break among equal priorities, for the re-prediction of the pass
+    before)."""
     jobs: dict[str, dict[str, list[list[int]]]] = {}
     for name, ids in idle_jobs.items():
         by_cluster: dict[str, list[int]] = defaultdict(list)
@@ -115,6 +120,8 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
         out["owners"] = {k: str(v) for k, v in owners.items() if v}
     if schedds:
         out["schedds"] = {k: sorted(set(map(str, v))) for k, v in schedds.items() if v}
+    if submitters_heard:
+        out["submitters_heard"] = [[str(n), str(s), int(t)] for n, s, t in submitters_heard]
     return out
 
 
