@@ -332,6 +332,11 @@ def test_a_submitter_ad_sent_again_before_the_real_cycle_is_taken_by_the_rerun(t
         == {ALICE: (0, 1, POOL_CHANGED, 0), BOB: (1, 0, POOL_CHANGED, 1)}
     assert c.unexplained_agreement == 1.0
     assert c.repredicted["heard_again"] == 1
+    assert by[BOB]["changes"][0] == (
+        "priorities moved between our capture and the real cycle's accounting (+45 s), and "
+        "1 submitter ad(s) were sent again before the cycle began (LastHeardFrom, the "
+        f"tie-break among equal priorities): our cycle re-run at {PHASE2} with them gives "
+        "the real count")
     assert any("1 submitter ad(s) as their schedds sent them again before the real cycle "
                "began" in n for n in c.notes)
 

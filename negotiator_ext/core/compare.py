@@ -194,7 +194,8 @@ def repredicted(c: Comparison, counts: Mapping[str, int], *, captured: int, at: 
     subs_real = {s.name: s for s in real_submitters}
     groups = {n: _group_of(n, subs_shadow, subs_real, group_names) for n in c.per_submitter}
     got = repredict(disagreements=c.disagreements, per_submitter=c.per_submitter,
-                    counts=counts, captured=captured, at=at, groups=groups)
+                    counts=counts, captured=captured, at=at, groups=groups,
+                    heard_again=heard_again)
     n, k = got["unexplained"], len(got["explained"])
     record = {"at": int(at), "source": source, "delta_t": int(at) - int(captured),
               "seconds": None if seconds is None else round(float(seconds), 3),

@@ -624,12 +624,13 @@ def unexplained_left(disagreements: Iterable[Mapping[str, Any]]) -> int:
 
 def repredict(*, disagreements: Sequence[Mapping[str, Any]],
               per_submitter: Mapping[str, Mapping[str, Any]], counts: Mapping[str, int],
-              captured: int, at: int, groups: Mapping[str, str] | None = None
-              ) -> dict[str, Any]:
+              captured: int, at: int, groups: Mapping[str, str] | None = None,
+              heard_again: int = 0) -> dict[str, Any]:
     """The unexplained differences of a comparison against our cycle re-run on the same
     snapshot with the accountant at `at` (the real accountant's update,
     `accounting_time`; our capture was at `captured`): `counts`, the re-run's matches per
-    submitter.
+    submitter; `heard_again`: how many submitter ads the re-run took as their schedds
+    sent them again before the real cycle began (named in the change).
 
     A submitter left unexplained is explained by the priorities' move ("priorities moved
     between our capture and the real cycle's accounting (Δt s)": class pool changed,
@@ -657,6 +658,11 @@ def repredict(*, disagreements: Sequence[Mapping[str, Any]],
     dt = at - captured
     change = (f"priorities moved between our capture and the real cycle's accounting "
               f"({dt:+d} s): our cycle re-run at {at} gives the real count")
+    if heard_again:
+        change = (f"priorities moved between our capture and the real cycle's accounting "
+                  f"({dt:+d} s), and {heard_again} submitter ad(s) were sent again before "
+                  "the cycle began (LastHeardFrom, the tie-break among equal priorities): "
+                  f"our cycle re-run at {at} with them gives the real count")
     out, explained, before = [], [], 0
     for d in disagreements:
         d = dict(d)
