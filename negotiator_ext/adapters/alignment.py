@@ -186,7 +186,7 @@ def pool_digest(pool, result) -> dict:
                   recent=recent, entered=entered, captured=pool.snapshot.captured_at,
                   owners=owners,
                   # (kept only where several schedds can each run out of time)
-                  schedds=on if len(set().union(*on.values()) if on else ()) > 1 else None,
+                  schedds=on if len({s for v in on.values() for s in v}) > 1 else None,
                   submitters_heard=heard_subs)
 
 

@@ -214,20 +214,21 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     # on each (the digest's `schedds`; a MatchLog line does not name the schedd).
     last: set[str] = set()
     if cycle is not None and (cycle.schedds_out_of_time or cycle_cut) and real_matches:
-        order = sorted(range(len(real_matches)),
-                       key=lambda i: (real_matches[i].time or 0, i))
-        last.add(real_matches[order[-1]].submitter)
+        def when(i: int) -> tuple:
+            return real_matches[i].time or 0, i
+        last.add(real_matches[max(range(len(real_matches)), key=when)].submitter)
         on = (before or {}).get("schedds") or {}
-        left = set(cycle.schedds_out_of_time) if on and len(
-            cycle.schedds_out_of_time) > 1 else set()
-        for i in reversed(order):       # (one walk back, until each schedd has its turn)
-            if not left:
-                break
-            name = real_matches[i].submitter
-            found = left.intersection(on.get(name, ()))
-            if found:
-                last.add(name)
-                left -= found
+        left = set(cycle.schedds_out_of_time) if on else set()
+        if len(left) > 1:
+            # (one walk back through the MatchLog's order, until each schedd has its turn)
+            for i in sorted(range(len(real_matches)), key=when, reverse=True):
+                name = real_matches[i].submitter
+                found = left.intersection(on.get(name, ()))
+                if found:
+                    last.add(name)
+                    left -= found
+                    if not left:
+                        break
     pred_out = set((predicted or {}).get("submitters_out_of_time") or ())
     pred_not = set((predicted or {}).get("submitters_not_reached") or ())
     seen_subs = (before or {}).get("submitters")
