@@ -519,21 +519,16 @@ def test_each_schedd_out_of_time_cut_the_turn_running_on_it():
     ours = [m("c@x", "3.0", FREE[0]), m("c@x", "3.1", FREE[1]), m("a@x", "1.0", FREE[2]),
             m("a@x", "1.1", FREE[3]), m("a@x", "1.2", FREE[4]), m("b@x", "2.0", FREE[5]),
             m("b@x", "2.1", FREE[6]), m("b@x", "2.2", FREE[7])]
-    real = [MatchEntry("3.0", "c@x", FREE[0], time=100), MatchEntry("1.0", "a@x", FREE[2], time=101),
-            MatchEntry("2.0", "b@x", FREE[5], time=102)]
-    c = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
-                shadow_submitters=[sub(n) for n in sorted(jobs)], shadow_groups=[],
-                real_cycles=[cut], real_matches=real, digest_before=before)
+    real = [m("c@x", "3.0", FREE[0]), m("a@x", "1.0", FREE[2]), m("b@x", "2.0", FREE[5])]
+    c = run(ours, real, before, cycle=cut)
     by = {d["submitter"]: d for d in c.disagreements}
     assert {k: d["class"] for k, d in by.items()} == {
         "a@x": "out of time", "b@x": "out of time", "c@x": "unexplained"}
     assert "its turn cut: the last it matched for" in by["a@x"]["changes"][0]
     # an older digest, without the map: b's turn alone (the last of all) is cut
     del before["schedds"]
-    c = compare(shadow_pass="p", shadow_snapshot_time=99, shadow_matches=ours,
-                shadow_submitters=[sub(n) for n in sorted(jobs)], shadow_groups=[],
-                real_cycles=[cut], real_matches=real, digest_before=before)
-    assert {d["submitter"]: d["class"] for d in c.disagreements} == {
+    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=cut)
+            .disagreements} == {
         "a@x": "unexplained", "b@x": "out of time", "c@x": "unexplained"}
 
 

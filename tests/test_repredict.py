@@ -172,13 +172,17 @@ REAL = [("2.0", BOB, "slot1@h"), ("2.1", BOB, "slot2@h")]     # bob first: both 
 
 
 def shadow_replay(tmp_path: Path, real=REAL, *, keep_first: bool = True, log: bool = True,
-                  config: str = "", updated: int = T):
+                  config: str = "", updated: int = T, make=None):
     """Two replayed passes, each as a live loop would see the logs then: the pool at our
     capture (T; the logs up to an earlier cycle), then 60 s later (the logs with the real
-    cycle of START in between). Returns the comparison of the first pass's cycle, as the
-    ledger holds it."""
-    before = flip_pool(tmp_path / "before", T)
-    after = flip_pool(tmp_path / "after", T + 60, updated)
+    cycle of START in between). `make(directory, captured_at)` makes each pool (else
+    `flip_pool`, its accountant updated at `updated` in the second). Returns the
+    comparison of the first pass's cycle, as the ledger holds it."""
+    if make is None:
+        def make(d: Path, at: int) -> Path:
+            return flip_pool(d, at, T if at == T else updated)
+    before = make(tmp_path / "before", T)
+    after = make(tmp_path / "after", T + 60)
     ledger = tmp_path / "l.sqlite"
     neg_log, match_log = tmp_path / "NegotiatorLog", tmp_path / "MatchLog"
     argv = ["shadow", "--ledger", str(ledger), "--matchlog-timezone", "UTC",
@@ -301,23 +305,11 @@ def tie_replay(tmp_path: Path, bob_heard_again: int):
     real cycle at START giving the slot to bob, our next capture at T + 60 with bob's ad
     heard at `bob_heard_again`. The comparison of the first pass's cycle."""
     assert T % 1009 == 99           # (the residues above)
-    before = tie_pool(tmp_path / "before", T, T - 100)
-    after = tie_pool(tmp_path / "after", T + 60, bob_heard_again)
-    assert Counter(m.submitter for m in run_cycle(load_pool(before), now=T).matches) == {ALICE: 1}
-    ledger = tmp_path / "l.sqlite"
-    neg_log, match_log = tmp_path / "NegotiatorLog", tmp_path / "MatchLog"
-    argv = ["shadow", "--ledger", str(ledger), "--matchlog-timezone", "UTC",
-            "--matchlog", str(match_log), "--negotiator-log", str(neg_log)]
-    neg_log.write_text(earlier_cycle())
-    match_log.write_text("")
-    assert main(argv + ["--replay", str(before)]) == 0
-    neg_log.write_text(earlier_cycle() + the_cycle())
-    matchlog(match_log, [("2.0", BOB, "slot1@h")])
-    assert main(argv + ["--replay", str(after)]) == 0
-    from negotiator_ext.adapters.ledger import open_ledger
-    with open_ledger(str(ledger)) as led:
-        (_, c), = led.comparisons()
-        return c
+
+    def make(d: Path, at: int) -> Path:
+        return tie_pool(d, at, T - 100 if at == T else bob_heard_again)
+    assert counts(make(tmp_path / "alone", T), T) == {ALICE: 1}
+    return shadow_replay(tmp_path, [("2.0", BOB, "slot1@h")], make=make)
 
 
 def test_a_submitter_ad_sent_again_before_the_real_cycle_is_taken_by_the_rerun(tmp_path):
