@@ -155,10 +155,10 @@ def read_pieces(pieces: list[Piece], claims: Claims, front: bool,
     back), each read with its queue heads (`job_queue.queue_heads`; none where working
     them out failed: the cycle then does). `ids_of`: a piece's job ids (snapshot's
     check_job_ids). Returns {"tables": piece index -> its ads, and with `ids_of` "ids":
-    every job id read, or None when one was read twice}. Each piece has a store of its own (its names in
-    the order they first appear in it, for `merge`); the child pickles each piece as
-    soon as it is read, so that its answer costs it no more once the last piece is
-    read."""
+    every job id read, or None when one was read twice}. Each piece has a store of its
+    own (its names in the order they first appear in it, for `merge`); the child pickles
+    each piece as soon as it is read, so that its answer costs it no more once the last
+    piece is read."""
     got: dict[int, Any] = {}
     ids: set | None = set() if ids_of is not None else None
     count = 0

@@ -308,15 +308,17 @@ def _pieces_read(pieces, claims, ids_of, reader: Beside, files: list[Path],
     try:
         mine = job_pieces.read_pieces(pieces, claims, False, ids_of)
     except InputError:
-        mine = None
+        reader.cancel()         # (the files are read again whole: its pieces serve nothing)
+        return _read_job_files(files, schedd_files)
     try:
         theirs = reader.result()
     except InputError:
         theirs = None
-    tables = job_pieces.merge(pieces, mine, theirs) if mine is not None else None
+    tables = job_pieces.merge(pieces, mine, theirs)
     if tables is None:
         return _read_job_files(files, schedd_files)
-    return {p.name: tables.get(p.name) or TextAds() for p in files}   # (an empty file: no piece)
+    # (an empty file has no piece)
+    return {p.name: tables.get(p.name) or TextAds() for p in files}
 
 
 def _piece_ids(table: TextAds, path: Path, schedd_files: Mapping[str, str]):
