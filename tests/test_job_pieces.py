@@ -113,6 +113,9 @@ def test_pieces_from_either_side_put_back_together_are_the_file(tmp_path):
         got = job_pieces.merge(pieces, {"tables": front}, {"tables": back})
         assert got["jobs.ads"].rows == want.rows, k
         assert list(got["jobs.ads"].store.names) == list(want.store.names), k
+        # every distinct line of every piece is in the one store, as in a whole read
+        # (slot_projection walks a snapshot's job texts through it)
+        assert set(got["jobs.ads"].store.pairs) == set(want.store.pairs), k
     # a piece missing, or read twice: no answer (the caller reads the files whole)
     store = TextStore()
     each = {i: job_pieces.read_piece(p, store) for i, p in enumerate(pieces)}

@@ -338,9 +338,10 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
                     _parse_one("\n".join(new), classad2.ParserType.Old)) == len(new)):
                 # (the new lines are all different: a repeated one would have parsed
                 # as one attribute)
+                pair = out.pair
                 for ln in new:
-                    lines[ln] = row[body.index(ln)] = out.pair(*_split_line(ln))
-                if new and None in row:         # a new line given twice
+                    lines[ln] = pair(*_split_line(ln))
+                if new:
                     row = list(map(get, body))
                 if len(set(map(_NAME, row))) == len(row):      # names lower-cased
                     out.add_row(tuple(row))

@@ -219,7 +219,12 @@ def merge(pieces: list[Piece], *sides: dict) -> dict[str, TextAds] | None:
     for i in range(len(pieces)):
         for lname, spelling in got[i].store.names.items():
             spelled.setdefault(lname, spelling)
-    store = TextStore(pairs=got[0].store.pairs, names=spelled)
+    # (each piece's distinct pairs, the first piece's where two hold the same: what a
+    # whole read's store would hold)
+    pairs: dict = {}
+    for i in reversed(range(len(pieces))):
+        pairs.update(got[i].store.pairs)
+    store = TextStore(pairs=pairs, names=spelled)
     tables: dict[str, TextAds] = {}
     heads: dict[str, list | None] = {}
     for i, piece in enumerate(pieces):
