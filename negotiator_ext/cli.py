@@ -88,7 +88,9 @@ def _warn(lines) -> None:
 def _load_pool(args):
     """The snapshot's pool, its warnings printed once (stderr), --at checked."""
     from .pool import load_pool
-    pool = load_pool(args.snapshot, args.config, negotiator=args.negotiator)
+    # (a cycle over the snapshot's own jobs: slot ads of the attributes it can read)
+    pool = load_pool(args.snapshot, args.config, negotiator=args.negotiator,
+                     project_slots=True)
     _warn(pool.warnings)
     last = pool.accountant.last_update_time
     if args.at is not None and last and args.at < last:
@@ -231,7 +233,7 @@ def cmd_whatif(args) -> int:
         for path, config, _ in runs:
             progress(f"reading {path} ...")
             pool = load_pool(path, config,       # each cycle on its own copy of the ads
-                             negotiator=args.negotiator)
+                             negotiator=args.negotiator, project_slots=True)
             _warn(pool.warnings)
             progress("running the cycle ...")
             result = run_cycle(pool, args.at if args.config is not None else None)
@@ -257,7 +259,7 @@ def cmd_shards(args) -> int:
         shards = []
         for name in negotiators_of(args.snapshot):
             progress(f"reading {args.snapshot} for {name or 'its negotiator'} ...")
-            pool = load_pool(args.snapshot, negotiator=name)
+            pool = load_pool(args.snapshot, negotiator=name, project_slots=True)
             _warn(pool.warnings)
             progress("running the cycle ...")
             result = run_cycle(pool, args.at)

@@ -14,6 +14,7 @@ from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import ConfigMemo, ConfigRead, load_config
 from .adapters.adfiles import read_ads
 from .adapters.collector_order import rebuilt_order
+from .adapters import slot_projection
 from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negotiator_configs,
                                 snapshot_file)
 from .core import classads
@@ -187,11 +188,14 @@ class Pool:
 
 def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
               captured=None, negotiator: str | None = None,
-              config_memo: ConfigMemo | None = None) -> Pool:
+              config_memo: ConfigMemo | None = None, project_slots: bool = False) -> Pool:
     """The Pool of a snapshot directory (`captured`: what the capture that wrote it still
     holds, see `load_snapshot`) as the negotiator `negotiator` sees it (`for_negotiator`;
     required when the pool has several). `config_memo` (a shadow loop's): the snapshot's
-    own config is taken from there when its bytes are the last pass's."""
+    own config is taken from there when its bytes are the last pass's. `project_slots`:
+    the slot ads of a files snapshot are built with only the attributes the cycle can
+    read (adapters/slot_projection.py), for a caller that runs cycles over the
+    snapshot's own jobs."""
     memo_key = known = None
     if config_memo is not None and config_path is None and not (
             Path(directory) / NEGOTIATORS).exists():
@@ -200,7 +204,8 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
         known = config_memo.get(memo_key, own)
     early = _config_read_beside(directory, config_path) if known is None else None
     try:
-        snap = for_negotiator(load_snapshot(directory, captured=captured), negotiator)
+        snap = for_negotiator(load_snapshot(directory, captured=captured,
+                                            slot_ads=not project_slots), negotiator)
     except BaseException:
         if early is not None:
             early.cancel()
@@ -226,6 +231,8 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
         config = load_config(path)
     if config_memo is not None and known is None:
         config_memo.keep(memo_key, config)      # (no key: nothing kept)
+    if snap.slot_rows_only:
+        snap = slot_projection.project(snap, config)
     return build_pool(snap, config, warnings)
 
 
@@ -361,6 +368,8 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     so far are kept."""
     groups = GroupTree(config)
     warnings = list(warnings or ()) + config_warnings(config, groups)
+    # slot ads built with a projection: what this config reads more is parsed too
+    snap = slot_projection.widened(snap, config)
 
     ads, slots, texts, pies, effective, kept = [], [], [], [], [], []
     rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)

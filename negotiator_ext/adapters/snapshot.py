@@ -94,6 +94,12 @@ class Snapshot:
     slots_shared: bool = False
     # each slot's memo, kept with its ad from pass to pass (live.CapturedAds.slot_memos)
     slot_memos: tuple | None = None
+    # read with `load_snapshot(..., slot_ads=False)`: the slots' texts only, `slots` empty
+    # until adapters/slot_projection.project builds them
+    slot_rows_only: bool = False
+    # the attributes the slot ClassAds were built with (slot_projection.SlotProjection;
+    # None: every attribute)
+    slot_projection: Any = None
 
     @property
     def partial(self) -> bool:
@@ -454,9 +460,14 @@ def _job_texts(lines: list, source: str, store: TextStore, known, schedd: str | 
     return texts
 
 
-def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snapshot:
+def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
+                  slot_ads: bool = True) -> Snapshot:
     """Read a snapshot directory (without its job files when not `jobs`: a simulation
     takes only a recorded pool's slots). Raises InputError naming the file on bad input.
+
+    Without `slot_ads`, an old-syntax slots file is read as text only (every line
+    checked as always) and `slots` is left empty (`slot_rows_only`): the caller builds
+    them with the attributes its cycle reads (adapters/slot_projection.project).
 
     `captured` (live.CapturedAds): the slot and job ads the capture that wrote this
     directory still holds: they are taken from it instead of being read and parsed
@@ -498,9 +509,11 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
             slots = tuple(captured.slots)
             slot_texts = (captured.slot_texts if captured.slot_texts is not None
                           else text_ads_of_lines(captured.slot_lines, str(slots_file)))
+        elif not slot_ads and slots_file.suffix == ".ads":
+            slot_texts, slots = read_text_ads(slots_file), ()
         else:
-            slot_ads, slot_texts = read_ads_and_texts(slots_file)
-            slots = tuple(slot_ads)
+            ads, slot_texts = read_ads_and_texts(slots_file)
+            slots = tuple(ads)
         for i, ad in enumerate(slots, start=1):
             if not isinstance(ad.get("Name"), str):
                 raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
@@ -550,6 +563,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None) -> Snap
         schedd_ads=schedd_ads,
         schedd_ads_source=str(schedds_file) if schedds_file else None,
         negotiator_configs=negotiator_configs,
+        slot_rows_only=captured is None and not slot_ads and slots_file.suffix == ".ads",
         slots_shared=captured is not None and captured.shared,
         slot_memos=(tuple(captured.slot_memos) if captured is not None
                     and captured.slot_memos is not None else None),

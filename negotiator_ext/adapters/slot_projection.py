@@ -1,0 +1,227 @@
+"""Which slot attributes a cycle over files parses (its slot projection).
+
+A slot ad as `condor_status -long` prints it has about 190 attributes; a cycle reads a
+few dozen of them. Parsing the others into classad2 ads is most of the cost of reading
+the slots of a files snapshot, and most of its memory. So a files snapshot's slots are
+read as text first (each line checked as always: bad input is named by file, line, ad
+and attribute whatever the attribute), and their ClassAds are built, once the jobs and
+the config are known, from the lines of the attributes something can read:
+
+- what the negotiator's rules read of a slot ad (`BASE_SLOT_ATTRS`; a test holds it to
+  every slot attribute name the package's code spells out), every attribute whose name
+  begins with a prefix the rules build names from (`Child*`, `Consumption*`,
+  `TotalSlot*`), and every resource the slots' `MachineResources` name;
+- every name any expression of any slot or any job references (each distinct text
+  walked once with classad2's `externalRefs`, whatever its scope: a job's `TARGET.x`
+  and unscoped names, a slot's own chain `Requirements -> Start -> ...`, a job
+  attribute that refers back to the slot);
+- every name-like word in the config's values (the knobs' expressions, as HTCondor's
+  reader expanded them).
+
+An attribute outside all three cannot change any evaluation, so the decisions are the
+same (a test runs every recording both ways). Where an expression can build a name at
+run time (`eval(...)`, or a subscript such as `TARGET["Memory"]`), no name can be ruled
+out and every attribute is parsed. The snapshot records the projection; a pool built
+from it under another config (`build_pool`) parses again what that config reads more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+import classad2
+
+from ..errors import InputError
+from .adfiles import _WRAP, _parse_one, _unwrap_attributes, _unwrapped
+
+
+# What the negotiator's rules (and the views) read of a slot ad by name, beside what
+# expressions reference (lower-case). tests/test_slot_projection.py holds this to every
+# slot attribute name spelled out in the package's code.
+BASE_SLOT_ATTRS: frozenset[str] = frozenset(n.lower() for n in (
+    "AccountingGroup", "Activity", "AddressV1", "Arch", "CondorPlatform", "CondorVersion",
+    "Cpus", "CurrentRank", "DaemonLastReconfigTime", "DaemonShutdown",
+    "DaemonShutdownFast", "DaemonStartTime", "Disk", "DynamicSlot", "EnteredCurrentActivity",
+    "EnteredCurrentState", "FileSystemDomain", "GlobalJobId", "GPUs", "JobId", "JobStart",
+    "JobUniverse", "LastBenchmark", "LastHeardFrom", "Machine", "MachineResources",
+    "Memory", "MyAddress", "MyCurrentTime", "MyType", "Name", "NumClaims",
+    "NumDynamicSlots", "OpSys", "PartitionableSlot", "PSlotRollupInformation",
+    "PublicClaimId", "Rank", "RecentDaemonCoreDutyCycle", "RemoteAutoregroup",
+    "RemoteGroup", "RemoteNegotiatingGroup", "RemoteOwner", "RemoteScheddName",
+    "RemoteUser", "Requirements", "RetirementTimeRemaining", "SlotID", "SlotType",
+    "SlotTypeID", "SlotWeight", "Start", "StartdIpAddr", "State", "TargetType",
+    "TotalCpus", "TotalDisk", "TotalJobRuntime", "TotalMemory", "UpdateSequenceNumber",
+    "UpdatesTotal", "WantAdRevaluate", "WithinResourceLimits",
+))
+
+# Names the rules build from a prefix and a resource or attribute name (the p-slot's
+# Child<attr> lists, Consumption<asset>, TotalSlot<attr>): every such attribute is kept.
+BASE_SLOT_PREFIXES: tuple[str, ...] = ("child", "consumption", "totalslot")
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a value that references nothing: a number, a plain string, a boolean, undefined
+_LITERAL = re.compile(r'-?\d+(\.\d*)?([eE][-+]?\d+)?|"[^"\\]*"|(?i:true|false|undefined|error)')
+# an expression that can name an attribute at run time: eval(), or a subscript other
+# than a whole number (`split(TARGET.CondorVersion)[1]`, in every job condor_submit
+# writes) that is not a record's `[ name = ...` either (`TARGET["Memory"]` selects)
+_DYNAMIC = re.compile(r"(?i)\beval\s*\(|\[(?!\s*\d+\s*\]|\s*[A-Za-z_]\w*\s*=[^=]|\s*\])")
+_SCOPES = frozenset(("my", "target", "parent"))
+_EMPTY = classad2.ClassAd()
+
+
+@dataclass(frozen=True)
+class SlotProjection:
+    """The lower-case names a snapshot's slot ClassAds were built with (None: all of
+    them), and every name the slots have (to tell what a wider projection would add)."""
+    names: frozenset[str] | None
+    present: frozenset[str]
+
+
+def config_words(config) -> set[str]:
+    """Every name-like word of the config's string values (lower-case), nested values
+    (groups, mappings) included: whatever a knob's expression may reference."""
+    out: set[str] = set()
+    seen: set[int] = set()
+
+    def walk(v) -> None:
+        if isinstance(v, str):
+            out.update(w.lower() for w in _WORD.findall(v))
+        elif isinstance(v, (bool, int, float)) or v is None:
+            return
+        elif id(v) in seen:
+            return
+        elif dataclasses.is_dataclass(v):
+            seen.add(id(v))
+            for f in dataclasses.fields(v):
+                walk(getattr(v, f.name))
+        elif isinstance(v, dict) or hasattr(v, "items"):
+            seen.add(id(v))
+            for k, x in v.items():
+                walk(k)
+                walk(x)
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            seen.add(id(v))
+            for x in v:
+                walk(x)
+
+    walk(config)
+    return out
+
+
+def referenced_names(texts: Iterable[str]) -> set[str] | None:
+    """Every attribute name the expression texts reference, whatever its scope (lower-
+    case); None when one of them can build a name at run time. Literal texts are
+    skipped; a text classad2 cannot read references nothing (it was read whole as part
+    of its ad, so this does not happen for a snapshot's lines)."""
+    out: set[str] = set()
+    for text in texts:
+        if _LITERAL.fullmatch(text):
+            continue
+        try:
+            expr = classad2.ExprTree(text)
+        except Exception:       # noqa: BLE001 - (see above)
+            return None
+        if text.startswith(_WRAP):
+            inner = _unwrapped(expr)
+            if inner is not None:
+                expr, text = inner, str(inner)
+        if _DYNAMIC.search(_strings_out(text)):
+            return None
+        for ref in _EMPTY.externalRefs(expr):
+            out.update(p.lower() for p in ref.split(".") if p.lower() not in _SCOPES)
+    return out
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _strings_out(text: str) -> str:
+    """The text without its string literals (a `[` in a string is no subscript)."""
+    return _STRING.sub('""', text) if '"' in text else text
+
+
+def needed_slot_attrs(slot_pairs: Iterable[tuple[str, str]],
+                      job_pairs: Iterable[tuple[str, str]], config) -> frozenset[str] | None:
+    """The lower-case slot attribute names a cycle can read (see the module's doc), from
+    the slots' and the jobs' distinct (lower-case name, text) pairs and the config; None
+    when every attribute must be kept."""
+    slot_pairs = list(slot_pairs)
+    slot_refs = referenced_names({t for _, t in slot_pairs})
+    if slot_refs is None:
+        return None
+    job_refs = referenced_names({t for _, t in job_pairs})
+    if job_refs is None:
+        return None
+    names = set(BASE_SLOT_ATTRS) | slot_refs | job_refs | config_words(config)
+    for lname, text in slot_pairs:
+        if lname == "machineresources":
+            names.update(w.lower() for w in _WORD.findall(text))
+    present = {lname for lname, _ in slot_pairs}
+    names.update(n for n in present if n.startswith(BASE_SLOT_PREFIXES))
+    return frozenset(names & present)
+
+
+def job_pairs(tables) -> Iterable[tuple[str, str]]:
+    """Every distinct (name, text) pair of the job tables (each table's store holds its
+    rows' pairs)."""
+    seen: set[int] = set()
+    for table in tables:
+        store = table.store
+        if id(store) not in seen:
+            seen.add(id(store))
+            yield from store.pairs
+
+
+def project(snap, config):
+    """`snap` (its slots read as text only, `load_snapshot(..., slot_ads=False)`) with
+    its slot ClassAds built from the attributes `config` and its jobs can read
+    (`needed_slot_attrs`), and the projection recorded."""
+    texts = snap.slot_texts
+    slot_pairs = list(texts.store.pairs)
+    names = needed_slot_attrs(slot_pairs, job_pairs(snap.jobs.values()), config)
+    return _built(snap, names, frozenset(lname for lname, _ in slot_pairs))
+
+
+def widened(snap, config):
+    """`snap` as `build_pool` takes it under `config`: its slot ClassAds built again
+    when `config` reads a slot attribute the recorded projection left out (a what-if's
+    config); `snap` itself otherwise."""
+    proj = snap.slot_projection
+    if proj is None or proj.names is None:
+        return snap
+    more = (config_words(config) & proj.present) - proj.names
+    if not more:
+        return snap
+    return _built(snap, proj.names | more, proj.present)
+
+
+def _built(snap, names: frozenset[str] | None, present: frozenset[str]):
+    texts = snap.slot_texts
+    spelled = texts.store.names
+    source = snap.slots_source
+    line_of: dict = {}
+    for pair in texts.store.pairs:
+        lname, text = pair
+        if names is None or lname in names:
+            line_of[pair] = f"{spelled.get(lname, lname)} = {text}"
+    get = line_of.get
+    old = classad2.ParserType.Old
+    ads = []
+    for i, row in enumerate(texts.rows, start=1):
+        lines = list(filter(None, map(get, row)))
+        text = "\n".join(lines)
+        ad = _parse_one(text, old)
+        if len(ad) != len(lines):
+            # every line was read whole with its ad: not the text that was read
+            raise InputError(source, "a slot ad's lines no longer parse as they did when "
+                             "read", ad=str(i))
+        if _WRAP in text:
+            _unwrap_attributes(ad, lines)
+        if not isinstance(ad.get("Name"), str):
+            raise InputError(source, "slot ad has no Name", ad=str(i))
+        ads.append(ad)
+    return dataclasses.replace(snap, slots=tuple(ads), slot_rows_only=False,
+                               slot_projection=SlotProjection(names, present))

@@ -1,0 +1,180 @@
+"""The slot projection of a files snapshot (adapters/slot_projection.py): the slot ads of
+a cycle over files are built from the attributes something can read, and decide
+exactly as the whole ads do."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import DATA, FIXTURES, unpack_recording, writable_copy
+from negotiator_ext.adapters import slot_projection as sp
+from negotiator_ext.adapters.snapshot import load_snapshot
+from negotiator_ext.cli import main
+from negotiator_ext.cycle import run_cycle
+from negotiator_ext.pool import build_pool, load_pool, negotiators_of
+
+PACKAGE = Path(__file__).resolve().parent.parent / "negotiator_ext"
+RECORDINGS = sorted(DATA.rglob("*.tar.gz"))
+
+
+def _decisions(pool) -> str:
+    return json.dumps(run_cycle(pool).to_json(), sort_keys=True, default=str)
+
+
+def _both_ways(directory: Path, negotiator=None) -> tuple[str, str, object]:
+    whole = load_pool(directory, negotiator=negotiator)
+    projected = load_pool(directory, negotiator=negotiator, project_slots=True)
+    return _decisions(whole), _decisions(projected), projected
+
+
+def _recorded_dirs(tmp_path) -> list[Path]:
+    dirs = sorted(p for p in FIXTURES.iterdir() if (p / "slots.ads").exists())
+    for archive in RECORDINGS:
+        root = unpack_recording(archive, tmp_path / archive.name)
+        dirs += sorted({p.parent for p in root.rglob("slots.ads")})
+    return dirs
+
+
+def test_every_recording_decides_the_same_with_its_slots_projected(tmp_path):
+    compared, left_out = 0, []
+    for d in _recorded_dirs(tmp_path):
+        for name in negotiators_of(d):
+            whole, projected, pool = _both_ways(d, name)
+            assert projected == whole, d
+            proj = pool.snapshot.slot_projection
+            assert proj.names is not None, d        # real job ads leave room to project
+            left_out.append(len(proj.present) - len(proj.names))
+            compared += 1
+    assert compared >= 30
+    # most of a real slot ad is left out (HTCondor 25.14 startds: 180-210 attributes; the
+    # fake slot ads of condor_advertise: about 60)
+    assert min(left_out) >= 15 and max(left_out) > 100
+
+
+def test_the_base_names_every_slot_attribute_the_code_spells_out():
+    """A name the package spells out (in any string) that recorded slot ads carry is
+    kept by every projection: a rule that starts reading one more is not starved."""
+    slot_names = set()
+    for p in FIXTURES.rglob("slots.ads"):
+        for line in p.read_text().splitlines():
+            m = re.match(r"([A-Za-z_][A-Za-z0-9_]*) =", line)
+            if m:
+                slot_names.add(m.group(1).lower())
+    assert len(slot_names) > 150
+    spelled = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                spelled.update(w.lower() for w in re.findall(r"[A-Za-z_]\w*", node.value))
+    missing = {n for n in spelled & slot_names
+               if n not in sp.BASE_SLOT_ATTRS and not n.startswith(sp.BASE_SLOT_PREFIXES)}
+    assert not missing, sorted(missing)
+
+
+def _with_job_lines(tmp_path, scenario: str, extra: str, slot_extra: str = "") -> Path:
+    d = writable_copy(tmp_path, scenario)
+    jobs = (d / "jobs.ads").read_text().strip().split("\n\n")
+    jobs = [re.sub(r"(?m)^Requirements = (.*)$", lambda m: f"Requirements = ({m.group(1)}){extra}",
+                   ad, count=1) for ad in jobs]
+    (d / "jobs.ads").write_text("\n\n".join(jobs) + "\n\n")
+    if slot_extra:
+        slots = (d / "slots.ads").read_text().strip().split("\n\n")
+        slots = [ad + "\n" + slot_extra(i) for i, ad in enumerate(slots)]
+        (d / "slots.ads").write_text("\n\n".join(slots) + "\n\n")
+    return d
+
+
+def test_a_slot_attribute_only_the_jobs_reference_is_kept(tmp_path):
+    # half the slots say HasScratchFoo; the jobs ask for it through TARGET and unscoped
+    d = _with_job_lines(tmp_path, "hgq_static_30slots",
+                        " && TARGET.HasScratchFoo && ScratchFooSize > 10",
+                        lambda i: f"HasScratchFoo = {'true' if i % 2 else 'false'}\n"
+                                  f"ScratchFooSize = {i}")
+    whole, projected, pool = _both_ways(d)
+    assert projected == whole
+    names = pool.snapshot.slot_projection.names
+    assert {"hasscratchfoo", "scratchfoosize"} <= names
+    assert "keyboardidle" not in names and "monitorselfage" not in names
+    assert 0 < len(json.loads(projected)["matches"]) < len(json.loads(_decisions(load_pool(
+        writable_copy(tmp_path, "hgq_static_30slots", "plain"))))["matches"])  # it decided
+
+
+def test_an_expression_that_builds_names_keeps_every_attribute(tmp_path):
+    d = _with_job_lines(tmp_path, "hgq_static_30slots", ' && eval("TARGET.Cpus") > 0')
+    whole, projected, pool = _both_ways(d)
+    assert projected == whole
+    assert pool.snapshot.slot_projection.names is None
+
+
+@pytest.mark.parametrize("text, dynamic", [
+    ('split(TARGET.CondorVersion)[1] == "25.14.0"', False),
+    ("[a = 1; b = TARGET.Cpus].b > 0", False),
+    ('TARGET["Memory"] > 10', True),
+    ("TARGET[x] > 10", True),
+    ('eval("Cpus")', True),
+    ('"[not a subscript" == TARGET.Name', False),
+])
+def test_what_counts_as_a_name_built_at_run_time(text, dynamic):
+    assert (sp.referenced_names([text]) is None) is dynamic
+
+
+def test_a_config_that_reads_more_parses_more(tmp_path):
+    """A pool built again under a what-if config (`build_pool`) that ranks on a slot
+    attribute nothing else reads: that attribute is parsed, and the ranks decide as
+    with the whole ads."""
+    d = _with_job_lines(tmp_path, "hgq_static_30slots", "",
+                        lambda i: f"FooSpeed = {(i * 7) % 11}")
+    pool = load_pool(d, project_slots=True)
+    assert "foospeed" not in pool.snapshot.slot_projection.names
+    cfg = dataclasses.replace(pool.config, pre_job_rank="TARGET.FooSpeed", ignore_job_ranks=False)
+    ranked = build_pool(pool.snapshot, cfg)
+    assert "foospeed" in ranked.snapshot.slot_projection.names
+    whole = load_pool(d)
+    assert _decisions(ranked) == _decisions(build_pool(whole.snapshot, cfg))
+    assert _decisions(ranked) != _decisions(pool)       # the rank changed something
+
+
+def test_a_bad_line_in_an_attribute_nothing_reads_is_still_named(tmp_path, capsys):
+    d = writable_copy(tmp_path, "hgq_static_30slots")
+    slots = (d / "slots.ads").read_text().split("\n\n")
+    slots[3] = slots[3].replace("\n", "\nMonitorSelfAge = 3 +* 4\n", 1)
+    (d / "slots.ads").write_text("\n\n".join(slots))
+    assert main(["negotiate", str(d)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "slots.ads" in err[0] and "MonitorSelfAge" in err[0]
+    assert re.search(r"line \d+", err[0]) and "ad 4" in err[0]
+
+
+def test_the_snapshot_records_what_its_slot_ads_hold(tmp_path):
+    snap = load_snapshot(FIXTURES / "pslot_consumption_policy_cpu", slot_ads=False)
+    assert snap.slot_rows_only and snap.slots == ()
+    pool = load_pool(FIXTURES / "pslot_consumption_policy_cpu", project_slots=True)
+    proj = pool.snapshot.slot_projection
+    ad = pool.snapshot.slots[0]
+    assert {k.lower() for k in ad.keys()} == proj.names
+    # the p-slot's Child* lists and its consumption policy are kept whole
+    assert {"childcpus", "consumptioncpus", "machineresources", "cpus"} <= proj.names
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(refs=st.lists(st.sampled_from(["KeyboardIdle", "TARGET.LoadAvg", "MY.Foo",
+                                      "TARGET.Disk", "OpSysMajorVer", "TARGET.HasFoo"]),
+                     min_size=0, max_size=3),
+       threshold=st.integers(0, 12))
+def test_random_references_decide_as_the_whole_ads(tmp_path_factory, refs, threshold):
+    """Jobs whose Requirements read random slot attributes (some every slot has, some
+    half of them, one a job's own), against slots with those attributes: the projected
+    cycle equals the whole one."""
+    tmp = tmp_path_factory.mktemp("p")
+    extra = "".join(f" && ({r} =?= undefined || {r} >= {threshold})" for r in refs)
+    d = _with_job_lines(tmp, "hgq_static_30slots", extra,
+                        lambda i: f"HasFoo = {i % 13}\nKeyboardIdle = {i % 17}\nLoadAvg = {i / 30}")
+    whole, projected, _ = _both_ways(d)
+    assert projected == whole
