@@ -8,6 +8,7 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import FIXTURES, SCENARIOS
 from negotiator_ext.adapters import classad_semantics
@@ -519,3 +520,49 @@ def test_plain_integer_texts_read_as_classad2_reads_them(text):
     got = values.literal(text)
     assert got == want and type(got[1]) is type(want[1])
     assert values.names(text) == frozenset()
+
+
+# ({q}: a plain value in some jobs of a cluster, an unparsable one in others)
+_PROC_LINES = st.sampled_from(["ProcId = {p}", "ProcId = {p} + 0", "ProcId = 0{p}",
+                               "ProcId = ", "ProcId = {p}", "ProcId = {q}"])
+_GJID_LINES = st.sampled_from(['GlobalJobId = "s#7.{p}#1"', 'GlobalJobId = "a\\"{p}"',
+                               'GlobalJobId = "s#7.{p}#1"', "GlobalJobId = {p}"])
+_OTHER_LINES = st.sampled_from([
+    'Args = "-n {p}"', 'Cmd = "/bin/x"', "RequestCpus = 1", "JobPrio = {p}", "ProcId = {p}",
+    "# a comment", "Requirements = TARGET.Cpus > {p}", "procid = 3", "Owner = ", "",
+])
+_RUN_SHAPE = st.tuples(_PROC_LINES, _GJID_LINES, st.lists(_OTHER_LINES, max_size=3),
+                       st.permutations(range(5)))
+
+
+@settings(max_examples=80, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(shapes=st.lists(_RUN_SHAPE, min_size=1, max_size=3),
+       procs=st.lists(st.integers(0, 2), min_size=2, max_size=12))
+def test_a_cluster_read_as_a_run_reads_as_each_job_alone(tmp_path, monkeypatch, shapes,
+                                                        procs):
+    """Jobs of a cluster, in a row as condor_q prints them: read as the last job with its
+    own ProcId and GlobalJobId (adfiles._own_values), each row, name and error is what
+    reading every job on its own gives."""
+    ads = []
+    for n, p in enumerate(procs):
+        proc, gjid, others, order = shapes[p % len(shapes)]
+        lines = ["ClusterId = 7", 'MyType = "Job"', proc, gjid, *others]
+        lines = [lines[i] for i in order if i < len(lines)] + lines[5:]
+        q = f"({n}" if n % 3 == 2 else n
+        ads.append("\n".join(ln.format(p=n, q=q) for ln in lines))
+    path = tmp_path / "jobs.ads"
+    path.write_text("\n\n".join(ads) + "\n")
+
+    def read():
+        try:
+            t = read_text_ads(path)
+        except InputError as exc:
+            return exc.one_line()
+        return [tuple(r) for r in t.rows], list(t.store.names.items())
+
+    got = read()
+    from negotiator_ext.adapters import adfiles
+    with monkeypatch.context() as m:        # (this example only)
+        m.setattr(adfiles, "_own_values", lambda block: None)
+        assert got == read()

@@ -309,6 +309,10 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     lines: dict = {}                # a line of an ad classad2 read whole -> its shared pair
     get, known = lines.get, lines.__contains__
     count = 0
+    # the last ad's text less its own values (`_own_values`), its row, and where in the
+    # row those values go: the next job of the same cluster, as condor_q prints it,
+    # differs from it only there (keep is None only)
+    last: list = [None, None, 0, 0]
 
     def ad_of(first: int, block: str, body: list | None = None) -> None:
         if body is None:
@@ -320,9 +324,33 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
                 if rows:
                     one(first + start - 1, part, rows, "\n".join(rows))
             return
-        one(first, body, body, block)
+        if one(first, body, body, block) and keep is None:
+            cut = _own_values(block)
+            if cut is not None:
+                row = out.rows[-1]
+                at = body.index(cut[1]), body.index(cut[2])
+                last[:] = [cut[0], row, *at]
 
-    def one(first: int, raw: list, body: list, text: str) -> None:
+    def same_run(block: str) -> bool:
+        """The ad taken as the last one with its own ProcId and GlobalJobId (plain
+        literals), when all its other lines are the last ad's."""
+        nonlocal count
+        if last[0] is None:
+            return False
+        cut = _own_values(block)
+        if cut is None or cut[0] != last[0] or not (
+                _plain_literal(cut[1]) and _plain_literal(cut[2])):
+            return False
+        row = list(last[1])
+        pair = out.pair
+        row[last[2]] = pair(*_split_line(cut[1]))
+        row[last[3]] = pair(*_split_line(cut[2]))
+        out.add_row(tuple(row))
+        count += 1
+        return True
+
+    def one(first: int, raw: list, body: list, text: str) -> bool:
+        """Read one ad; True when its row is its lines' pairs in order (the shortcut)."""
         nonlocal count
         count += 1
         if len(text) > MAX_EXPR_OPERATORS:
@@ -345,7 +373,7 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
                     row = list(map(get, body))
                 if len(set(map(_NAME, row))) == len(row):      # names lower-cased
                     out.add_row(tuple(row))
-                    return
+                    return True
                 for ln in new:
                     lines.pop(ln, None)     # (a new line given twice is in `new` twice)
         ad = _parse_one(text, classad2.ParserType.Old)
@@ -393,6 +421,9 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
         for block in done.split("\n\n"):
             if block and block[0] != "\n" and block[-1] != "\n":
                 # (most blocks: no blank line before or after it to strip)
+                if keep is None and same_run(block):
+                    lineno += block.count("\n") + 2
+                    continue
                 body = block.split("\n")
                 first = lineno
                 lineno += len(body) + 1
@@ -436,6 +467,35 @@ _CARE_LINE = re.compile(r"\n(?:[#/ \t]|[^\S\n]+(?:\n|\Z))")
 
 
 _NAME = itemgetter(0)             # a (name, text) pair's name
+
+
+def _own_values(block: str) -> tuple[str, str, str] | None:
+    """(the ad's text with the values of its ProcId and GlobalJobId lines left out,
+    its ProcId line, its GlobalJobId line): what sets a job of a cluster apart from the
+    one before it, as condor_q prints them; None when it has not exactly one of each."""
+    cuts = []
+    for head in ("ProcId = ", "GlobalJobId = "):
+        nl = block.find("\n" + head)
+        if block.startswith(head):
+            if nl >= 0:
+                return None
+            at = 0
+        elif nl < 0 or block.find("\n" + head, nl + 1) >= 0:
+            return None
+        else:
+            at = nl + 1
+        end = block.find("\n", at)
+        end = len(block) if end < 0 else end
+        cuts.append((at, at + len(head), end))
+    cuts.sort()
+    (a0, v0, e0), (a1, v1, e1) = cuts
+    if e0 >= a1:
+        return None
+    key = block[:v0] + block[e0:v1] + block[e1:]
+    pid, gid = block[a0:e0], block[a1:e1]
+    if pid.startswith("GlobalJobId"):
+        pid, gid = gid, pid
+    return key, pid, gid
 # A line classad2 reads as one attribute whose value is its text, without asking it: a
 # name, " = ", and a whole number of up to 18 digits (no leading zero: classad2 refuses
 # some, and reads 20 digits as 0) or a string of printable ASCII without quote or
