@@ -203,9 +203,22 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
         memo_key = ConfigMemo.key(own)
         known = config_memo.get(memo_key, own)
     early = _config_read_beside(directory, config_path) if known is None else None
+    once = _Once(early) if early is not None else None
+
+    def early_slots(texts, source):
+        # the slot ads built beside the jobs' read, once the config is in (its error,
+        # if any, comes later, after the snapshot's own)
+        try:
+            config = once()
+        except Exception:               # noqa: BLE001 - (see above)
+            return None
+        return slot_projection.early(texts, source, config)
+
     try:
-        snap = for_negotiator(load_snapshot(directory, captured=captured,
-                                            slot_ads=not project_slots), negotiator)
+        snap = for_negotiator(load_snapshot(
+            directory, captured=captured, slot_ads=not project_slots,
+            early_slots=early_slots if project_slots and once is not None else None),
+            negotiator)
     except BaseException:
         if early is not None:
             early.cancel()
@@ -224,16 +237,38 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
     if known is not None:
         config = known
     elif early is not None and early.path == path:
-        config = early.result()
+        config = once()
     else:
         if early is not None:
             early.cancel()
         config = load_config(path)
     if config_memo is not None and known is None:
         config_memo.keep(memo_key, config)      # (no key: nothing kept)
-    if snap.slot_rows_only:
+    if snap.slot_rows_only or (snap.slot_projection is not None
+                               and not snap.slot_projection.jobs_read):
         snap = slot_projection.project(snap, config)
     return build_pool(snap, config, warnings)
+
+
+class _Once:
+    """A ConfigRead's result (or error), asked for once and kept: the slot ads built
+    beside the jobs' read take it before `load_pool` does."""
+
+    def __init__(self, read):
+        self._read, self._got = read, None
+
+    def __call__(self):
+        if self._got is None:
+            try:
+                self._got = (self._read.result(), None)
+            except Exception as exc:        # noqa: BLE001 - raised again below
+                self._got = (None, exc)
+        if self._got[1] is not None:
+            raise self._got[1]
+        return self._got[0]
+
+    def cancel(self) -> None:
+        self._read.cancel()
 
 
 def _config_read_beside(directory: str | Path, config_path: str | Path | None):

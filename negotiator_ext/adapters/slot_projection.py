@@ -78,6 +78,8 @@ class SlotProjection:
     them), and every name the slots have (to tell what a wider projection would add)."""
     names: frozenset[str] | None
     present: frozenset[str]
+    # False: built before the jobs were read (`early`): `project` adds what they read
+    jobs_read: bool = True
 
 
 def config_words(config) -> set[str]:
@@ -175,14 +177,38 @@ def job_pairs(tables) -> Iterable[tuple[str, str]]:
             yield from store.pairs
 
 
+def early(texts, source: str, config):
+    """The slot ads of `texts` (a slots file read as text, `source`) built as soon as
+    the config is known, while the jobs are still being read: with what the slots and
+    the config can read. `project` adds what the jobs reference, once they are read.
+    (ads, SlotProjection)."""
+    slot_pairs = list(texts.store.pairs)
+    names = needed_slot_attrs(slot_pairs, (), config)
+    present = frozenset(lname for lname, _ in slot_pairs)
+    return _ads(texts, source, names), SlotProjection(names, present, jobs_read=False)
+
+
 def project(snap, config):
-    """`snap` (its slots read as text only, `load_snapshot(..., slot_ads=False)`) with
-    its slot ClassAds built from the attributes `config` and its jobs can read
-    (`needed_slot_attrs`), and the projection recorded."""
+    """`snap` with slot ClassAds of the attributes `config` and its jobs can read
+    (`needed_slot_attrs`), and the projection recorded: built now when its slots were
+    read as text only (`load_snapshot(..., slot_ads=False)`); when they were built
+    before the jobs were read (`early`), what the jobs reference besides is added to
+    them (no pool holds them yet)."""
     texts = snap.slot_texts
     slot_pairs = list(texts.store.pairs)
+    present = frozenset(lname for lname, _ in slot_pairs)
     names = needed_slot_attrs(slot_pairs, job_pairs(snap.jobs.values()), config)
-    return _built(snap, names, frozenset(lname for lname, _ in slot_pairs))
+    proj = snap.slot_projection
+    if snap.slot_rows_only or proj is None:
+        return dataclasses.replace(snap, slots=_ads(texts, snap.slots_source, names),
+                                   slot_rows_only=False,
+                                   slot_projection=SlotProjection(names, present))
+    if proj.names is not None:
+        more = (present if names is None else names) - proj.names
+        if more:
+            _add(snap.slots, texts, snap.slots_source, more)
+        names = None if names is None else names | proj.names
+    return dataclasses.replace(snap, slot_projection=SlotProjection(names, present))
 
 
 def widened(snap, config):
@@ -195,33 +221,46 @@ def widened(snap, config):
     more = (config_words(config) & proj.present) - proj.names
     if not more:
         return snap
-    return _built(snap, proj.names | more, proj.present)
+    names = proj.names | more
+    return dataclasses.replace(snap, slots=_ads(snap.slot_texts, snap.slots_source, names),
+                               slot_projection=SlotProjection(names, proj.present))
 
 
-def _built(snap, names: frozenset[str] | None, present: frozenset[str]):
-    texts = snap.slot_texts
+def _lines_of(texts, names: frozenset[str] | None) -> dict:
+    """Each distinct pair of `texts` whose name is in `names` (None: all) -> its line."""
     spelled = texts.store.names
-    source = snap.slots_source
-    line_of: dict = {}
-    for pair in texts.store.pairs:
-        lname, text = pair
-        if names is None or lname in names:
-            line_of[pair] = f"{spelled.get(lname, lname)} = {text}"
-    get = line_of.get
-    old = classad2.ParserType.Old
+    return {pair: f"{spelled.get(pair[0], pair[0])} = {pair[1]}"
+            for pair in texts.store.pairs if names is None or pair[0] in names}
+
+
+def _parsed(lines: list, source: str, i: int):
+    text = "\n".join(lines)
+    ad = _parse_one(text, classad2.ParserType.Old)
+    if len(ad) != len(lines):
+        # every line was read whole with its ad: not the text that was read
+        raise InputError(source, "a slot ad's lines no longer parse as they did when "
+                         "read", ad=str(i))
+    if _WRAP in text:
+        _unwrap_attributes(ad, lines)
+    return ad
+
+
+def _ads(texts, source: str, names: frozenset[str] | None) -> tuple:
+    """A ClassAd of each row of `texts`, of the attributes `names` (None: all)."""
+    get = _lines_of(texts, names).get
     ads = []
     for i, row in enumerate(texts.rows, start=1):
-        lines = list(filter(None, map(get, row)))
-        text = "\n".join(lines)
-        ad = _parse_one(text, old)
-        if len(ad) != len(lines):
-            # every line was read whole with its ad: not the text that was read
-            raise InputError(source, "a slot ad's lines no longer parse as they did when "
-                             "read", ad=str(i))
-        if _WRAP in text:
-            _unwrap_attributes(ad, lines)
+        ad = _parsed(list(filter(None, map(get, row))), source, i)
         if not isinstance(ad.get("Name"), str):
             raise InputError(source, "slot ad has no Name", ad=str(i))
         ads.append(ad)
-    return dataclasses.replace(snap, slots=tuple(ads), slot_rows_only=False,
-                               slot_projection=SlotProjection(names, present))
+    return tuple(ads)
+
+
+def _add(ads, texts, source: str, names: frozenset[str]) -> None:
+    """The attributes `names` of each row of `texts` added to its ad, in place."""
+    get = _lines_of(texts, names).get
+    for i, (ad, row) in enumerate(zip(ads, texts.rows), start=1):
+        lines = list(filter(None, map(get, row)))
+        if lines:
+            ad.update(_parsed(lines, source, i))

@@ -461,13 +461,15 @@ def _job_texts(lines: list, source: str, store: TextStore, known, schedd: str | 
 
 
 def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
-                  slot_ads: bool = True) -> Snapshot:
+                  slot_ads: bool = True, early_slots=None) -> Snapshot:
     """Read a snapshot directory (without its job files when not `jobs`: a simulation
     takes only a recorded pool's slots). Raises InputError naming the file on bad input.
 
     Without `slot_ads`, an old-syntax slots file is read as text only (every line
     checked as always) and `slots` is left empty (`slot_rows_only`): the caller builds
     them with the attributes its cycle reads (adapters/slot_projection.project).
+    `early_slots(texts, source)` may build them then, while the jobs are still being read
+    (None: it cannot yet): (ads, slot_projection.SlotProjection).
 
     `captured` (live.CapturedAds): the slot and job ads the capture that wrote this
     directory still holds: they are taken from it instead of being read and parsed
@@ -489,6 +491,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
     # The job files are read in a child process while the slot ads are parsed here
     # (adapters/beside.py), when they are large enough for that to pay.
     sizes = [_size(p) for p in job_files]
+    projection = None           # (the slot ads built early, `early_slots`)
     fork = sum(sizes) >= FORK_JOB_BYTES
     # Large job files: in pieces, the child taking them from the front and this process
     # from the back once its slot ads are read (adapters/job_pieces.py)
@@ -511,6 +514,9 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
                           else text_ads_of_lines(captured.slot_lines, str(slots_file)))
         elif not slot_ads and slots_file.suffix == ".ads":
             slot_texts, slots = read_text_ads(slots_file), ()
+            built = early_slots(slot_texts, str(slots_file)) if early_slots else None
+            if built is not None:
+                slots, projection = built
         else:
             ads, slot_texts = read_ads_and_texts(slots_file)
             slots = tuple(ads)
@@ -563,7 +569,9 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
         schedd_ads=schedd_ads,
         schedd_ads_source=str(schedds_file) if schedds_file else None,
         negotiator_configs=negotiator_configs,
-        slot_rows_only=captured is None and not slot_ads and slots_file.suffix == ".ads",
+        slot_rows_only=(captured is None and not slot_ads and slots_file.suffix == ".ads"
+                        and projection is None),
+        slot_projection=projection,
         slots_shared=captured is not None and captured.shared,
         slot_memos=(tuple(captured.slot_memos) if captured is not None
                     and captured.slot_memos is not None else None),
