@@ -267,9 +267,6 @@ class _Once:
             raise self._got[1]
         return self._got[0]
 
-    def cancel(self) -> None:
-        self._read.cancel()
-
 
 def _config_read_beside(directory: str | Path, config_path: str | Path | None):
     """The config read a snapshot will take (`--config`, else its own `config`, else

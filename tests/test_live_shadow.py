@@ -516,6 +516,8 @@ def _priorities_flip(pool, one_pass, cycle, a: str, b: str) -> dict:
     assert comp is not None and comp["shadow_pass"] == before["uuid"], comp
     again = comp["repredicted"]
     # the pass after the cycle reads its update's own second in the Accounting ads
+    # none at all: the pass agreed with the real cycle, the flip did not show in it
+    assert again, ("no unexplained difference to re-predict", comp)
     # (.get: a re-prediction that did not run says why in the message, not a KeyError)
     assert again.get("source") == "the real accountant's LastUpdate after the cycle", again
     assert again["delta_t"] >= 35 and again["explained"] == again["unexplained"] >= 1, again

@@ -115,9 +115,11 @@ def config_words(config) -> set[str]:
 
 def referenced_names(texts: Iterable[str]) -> set[str] | None:
     """Every attribute name the expression texts reference, whatever its scope (lower-
-    case); None when one of them can build a name at run time. Literal texts are
-    skipped; a text classad2 cannot read references nothing (it was read whole as part
-    of its ad, so this does not happen for a snapshot's lines)."""
+    case); None when one of them can build a name at run time, or when classad2's
+    new-syntax reader cannot read one (an old-syntax string with a backslash can be
+    such a text: where both read it, the new syntax's strings end no later than the
+    old syntax's, so it sees every reference the old one does). Literal texts are
+    skipped."""
     out: set[str] = set()
     for text in texts:
         if _LITERAL.fullmatch(text):
