@@ -58,24 +58,40 @@ def test_every_recording_decides_the_same_with_its_slots_projected(tmp_path):
     assert min(left_out) >= 15 and max(left_out) > 100
 
 
-def test_the_base_names_every_slot_attribute_the_code_spells_out():
-    """A name the package spells out (in any string) that recorded slot ads carry is
-    kept by every projection: a rule that starts reading one more is not starved."""
-    slot_names = set()
-    for p in FIXTURES.rglob("slots.ads"):
-        for line in p.read_text().splitlines():
-            m = re.match(r"([A-Za-z_][A-Za-z0-9_]*) =", line)
-            if m:
-                slot_names.add(m.group(1).lower())
-    assert len(slot_names) > 150
+def test_every_slot_attribute_the_code_names_is_kept():
+    """Every name spelled in a string of the package (an attribute a rule reads by name
+    among them: f-string parts too) is among the words every projection keeps."""
     spelled = set()
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 spelled.update(w.lower() for w in re.findall(r"[A-Za-z_]\w*", node.value))
-    missing = {n for n in spelled & slot_names
-               if n not in sp.BASE_SLOT_ATTRS and not n.startswith(sp.BASE_SLOT_PREFIXES)}
-    assert not missing, sorted(missing)
+    words = sp.code_words()
+    assert spelled <= words, sorted(spelled - words)[:20]
+    # what the accountant and the pool read of a claimed slot, and the collector order
+    assert {"concurrencylimits", "preemptingconcurrencylimits", "matchedconcurrencylimits",
+            "ghostmultiplier", "remoteuser", "slotweight", "daemonstarttime"} <= words
+    # a slot attribute nothing names is not among them
+    assert not {"keyboardidle", "monitorselfage", "hibernationstate"} & words
+
+
+def test_without_the_package_sources_every_attribute_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(sp, "_PACKAGE", tmp_path)       # no .py files there
+    sp.code_words.cache_clear()
+    try:
+        whole, projected, pool = _both_ways(FIXTURES / "hgq_static_30slots")
+    finally:
+        sp.code_words.cache_clear()
+    assert projected == whole and pool.snapshot.slot_projection.names is None
+
+
+def test_a_claimed_slot_keeps_its_concurrency_limits(tmp_path):
+    d = _with_job_lines(tmp_path, "hgq_static_30slots", "",
+                        lambda i: 'ConcurrencyLimits = "lic"' if i % 3 == 0 else "")
+    whole, projected, pool = _both_ways(d)
+    assert projected == whole
+    assert "concurrencylimits" in pool.snapshot.slot_projection.names
+    assert sum("ConcurrencyLimits" in ad for ad in pool.snapshot.slots) == 10
 
 
 def _with_job_lines(tmp_path, scenario: str, extra: str, slot_extra: str = "") -> Path:
@@ -86,7 +102,8 @@ def _with_job_lines(tmp_path, scenario: str, extra: str, slot_extra: str = "") -
     (d / "jobs.ads").write_text("\n\n".join(jobs) + "\n\n")
     if slot_extra:
         slots = (d / "slots.ads").read_text().strip().split("\n\n")
-        slots = [ad + "\n" + slot_extra(i) for i, ad in enumerate(slots)]
+        slots = [ad + "\n" + slot_extra(i) if slot_extra(i) else ad
+                 for i, ad in enumerate(slots)]
         (d / "slots.ads").write_text("\n\n".join(slots) + "\n\n")
     return d
 

@@ -7,8 +7,9 @@ read as text first (each line checked as always: bad input is named by file, lin
 and attribute whatever the attribute), and their ClassAds are built, once the jobs and
 the config are known, from the lines of the attributes something can read:
 
-- what the negotiator's rules read of a slot ad (`BASE_SLOT_ATTRS`; a test holds it to
-  every slot attribute name the package's code spells out), every attribute whose name
+- what the negotiator's rules read of a slot ad by name: every word of the package's
+  own source (`code_words`; a rule that starts reading one more attribute is never
+  starved of it), every attribute whose name
   begins with a prefix the rules build names from (`Child*`, `Consumption*`,
   `TotalSlot*`), and every resource the slots' `MachineResources` name;
 - every name any expression of any slot or any job references (each distinct text
@@ -28,8 +29,10 @@ from it under another config (`build_pool`) parses again what that config reads 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 import classad2
@@ -37,25 +40,6 @@ import classad2
 from ..errors import InputError
 from .adfiles import _WRAP, _parse_one, _unwrap_attributes, _unwrapped
 
-
-# What the negotiator's rules (and the views) read of a slot ad by name, beside what
-# expressions reference (lower-case). tests/test_slot_projection.py holds this to every
-# slot attribute name spelled out in the package's code.
-BASE_SLOT_ATTRS: frozenset[str] = frozenset(n.lower() for n in (
-    "AccountingGroup", "Activity", "AddressV1", "Arch", "CondorPlatform", "CondorVersion",
-    "Cpus", "CurrentRank", "DaemonLastReconfigTime", "DaemonShutdown",
-    "DaemonShutdownFast", "DaemonStartTime", "Disk", "DynamicSlot", "EnteredCurrentActivity",
-    "EnteredCurrentState", "FileSystemDomain", "GlobalJobId", "GPUs", "JobId", "JobStart",
-    "JobUniverse", "LastBenchmark", "LastHeardFrom", "Machine", "MachineResources",
-    "Memory", "MyAddress", "MyCurrentTime", "MyType", "Name", "NumClaims",
-    "NumDynamicSlots", "OpSys", "PartitionableSlot", "PSlotRollupInformation",
-    "PublicClaimId", "Rank", "RecentDaemonCoreDutyCycle", "RemoteAutoregroup",
-    "RemoteGroup", "RemoteNegotiatingGroup", "RemoteOwner", "RemoteScheddName",
-    "RemoteUser", "Requirements", "RetirementTimeRemaining", "SlotID", "SlotType",
-    "SlotTypeID", "SlotWeight", "Start", "StartdIpAddr", "State", "TargetType",
-    "TotalCpus", "TotalDisk", "TotalJobRuntime", "TotalMemory", "UpdateSequenceNumber",
-    "UpdatesTotal", "WantAdRevaluate", "WithinResourceLimits",
-))
 
 # Names the rules build from a prefix and a resource or attribute name (the p-slot's
 # Child<attr> lists, Consumption<asset>, TotalSlot<attr>): every such attribute is kept.
@@ -159,7 +143,10 @@ def needed_slot_attrs(slot_pairs: Iterable[tuple[str, str]],
     job_refs = referenced_names({t for _, t in job_pairs})
     if job_refs is None:
         return None
-    names = set(BASE_SLOT_ATTRS) | slot_refs | job_refs | config_words(config)
+    base = code_words()
+    if base is None:
+        return None
+    names = set(base) | slot_refs | job_refs | config_words(config)
     for lname, text in slot_pairs:
         if lname == "machineresources":
             names.update(w.lower() for w in _WORD.findall(text))
@@ -266,3 +253,24 @@ def _add(ads, texts, source: str, names: frozenset[str]) -> None:
         lines = list(filter(None, map(get, row)))
         if lines:
             ad.update(_parsed(lines, source, i))
+
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+
+
+@functools.lru_cache(maxsize=1)
+def code_words() -> frozenset[str] | None:
+    """Every word (lower-case) of the package's own source files: a superset of the
+    slot attribute names its rules read by name (each is spelled in a string of the
+    code), read once a process (1.7 MB, about 30 ms). None when the sources are not
+    there to read (then every attribute is kept)."""
+    words: set[str] = set()
+    try:
+        paths = sorted(_PACKAGE.rglob("*.py"))
+        for path in paths:
+            words.update(_WORD.findall(path.read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not paths:
+        return None
+    return frozenset(w.lower() for w in words)
