@@ -8,10 +8,10 @@ and attribute whatever the attribute), and their ClassAds are built, once the jo
 the config are known, from the lines of the attributes something can read:
 
 - what the negotiator's rules read of a slot ad by name: every word of the package's
-  own source (`code_words`; a rule that starts reading one more attribute is never
-  starved of it), every attribute whose name
-  begins with a prefix the rules build names from (`Child*`, `Consumption*`,
-  `TotalSlot*`), and every resource the slots' `MachineResources` name;
+  own source (`code_words`: a rule that starts reading one more attribute is never
+  starved of it), every attribute whose name begins with a prefix the rules build
+  names from (`Child*`, `Consumption*`, `TotalSlot*`), and every resource the slots'
+  `MachineResources` name;
 - every name any expression of any slot or any job references (each distinct text
   walked once with classad2's `externalRefs`, whatever its scope: a job's `TARGET.x`
   and unscoped names, a slot's own chain `Requirements -> Start -> ...`, a job
