@@ -342,3 +342,14 @@ def test_a_submitter_ad_sent_again_after_the_real_cycle_began_is_not(tmp_path):
     by = {d["submitter"]: d for d in c.disagreements}
     assert {n: d["class"] for n, d in by.items()} == {ALICE: UNEXPLAINED, BOB: UNEXPLAINED}
     assert "heard_again" not in c.repredicted
+
+
+def test_a_submitter_ad_heard_again_at_the_cycles_start_second_is_taken(tmp_path):
+    """bob's ad heard again at the very second the real cycle began (139 modulo 1009:
+    bob first): the negotiator's query at the cycle's start is taken to have read it,
+    as an ad heard before it is."""
+    c = tie_replay(tmp_path, START)
+    assert START % 1009 < (T - 101) % 1009
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert {n: d["repredicted"] for n, d in by.items()} == {ALICE: 0, BOB: 1}
+    assert c.repredicted["heard_again"] == 1 and c.unexplained_agreement == 1.0
