@@ -657,13 +657,11 @@ def repredict(*, disagreements: Sequence[Mapping[str, Any]],
                       and counts.get(name, 0) != row["real"])
     broken = {group(n) for n in new_diff}
     dt = at - captured
+    heard = (f", and {heard_again} submitter ad(s) were sent again before the cycle began "
+             "(LastHeardFrom, the tie-break among equal priorities)" if heard_again else "")
     change = (f"priorities moved between our capture and the real cycle's accounting "
-              f"({dt:+d} s): our cycle re-run at {at} gives the real count")
-    if heard_again:
-        change = (f"priorities moved between our capture and the real cycle's accounting "
-                  f"({dt:+d} s), and {heard_again} submitter ad(s) were sent again before "
-                  "the cycle began (LastHeardFrom, the tie-break among equal priorities): "
-                  f"our cycle re-run at {at} with them gives the real count")
+              f"({dt:+d} s){heard}: our cycle re-run at {at}"
+              f"{' with them' if heard_again else ''} gives the real count")
     out, explained, before = [], [], 0
     for d in disagreements:
         d = dict(d)
