@@ -181,23 +181,28 @@ def project(snap, config):
     """`snap` with slot ClassAds of the attributes `config` and its jobs can read
     (`needed_slot_attrs`), and the projection recorded: built now when its slots were
     read as text only (`load_snapshot(..., slot_ads=False)`); when they were built
-    before the jobs were read (`early`), what the jobs reference besides is added to
-    them (no pool holds them yet)."""
+    before the jobs were read (`early`, with what the slots and the config read), what
+    the jobs reference besides is added to them (no pool holds them yet)."""
     texts = snap.slot_texts
-    slot_pairs = list(texts.store.pairs)
-    present = frozenset(lname for lname, _ in slot_pairs)
-    names = needed_slot_attrs(slot_pairs, job_pairs(snap.jobs.values()), config)
+    jobs = job_pairs(snap.jobs.values())
     proj = snap.slot_projection
     if snap.slot_rows_only or proj is None:
+        slot_pairs = list(texts.store.pairs)
+        names = needed_slot_attrs(slot_pairs, jobs, config)
+        present = frozenset(lname for lname, _ in slot_pairs)
         return dataclasses.replace(snap, slots=_ads(texts, snap.slots_source, names),
                                    slot_rows_only=False,
                                    slot_projection=SlotProjection(names, present))
-    if proj.names is not None:
-        more = (present if names is None else names) - proj.names
+    names = proj.names
+    if names is not None:
+        refs = referenced_names({t for _, t in jobs})
+        # (the config's words again: `early` may have had another config's)
+        more = (proj.present if refs is None
+                else (refs | config_words(config)) & proj.present) - names
         if more:
             _add(snap.slots, texts, snap.slots_source, more)
-        names = None if names is None else names | proj.names
-    return dataclasses.replace(snap, slot_projection=SlotProjection(names, present))
+        names = None if refs is None else names | more
+    return dataclasses.replace(snap, slot_projection=SlotProjection(names, proj.present))
 
 
 def widened(snap, config):

@@ -491,7 +491,9 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
     # The job files are read in a child process while the slot ads are parsed here
     # (adapters/beside.py), when they are large enough for that to pay.
     sizes = [_size(p) for p in job_files]
-    projection = None           # (the slot ads built early, `early_slots`)
+    # the slot ads left to the caller (old syntax only), or built early (`early_slots`)
+    deferred = captured is None and not slot_ads and slots_file.suffix == ".ads"
+    projection = None
     fork = sum(sizes) >= FORK_JOB_BYTES
     # Large job files: in pieces, the child taking them from the front and this process
     # from the back once its slot ads are read (adapters/job_pieces.py)
@@ -512,7 +514,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
             slots = tuple(captured.slots)
             slot_texts = (captured.slot_texts if captured.slot_texts is not None
                           else text_ads_of_lines(captured.slot_lines, str(slots_file)))
-        elif not slot_ads and slots_file.suffix == ".ads":
+        elif deferred:
             slot_texts, slots = read_text_ads(slots_file), ()
             built = early_slots(slot_texts, str(slots_file)) if early_slots else None
             if built is not None:
@@ -569,8 +571,7 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
         schedd_ads=schedd_ads,
         schedd_ads_source=str(schedds_file) if schedds_file else None,
         negotiator_configs=negotiator_configs,
-        slot_rows_only=(captured is None and not slot_ads and slots_file.suffix == ".ads"
-                        and projection is None),
+        slot_rows_only=deferred and projection is None,
         slot_projection=projection,
         slots_shared=captured is not None and captured.shared,
         slot_memos=(tuple(captured.slot_memos) if captured is not None
