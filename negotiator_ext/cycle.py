@@ -25,7 +25,8 @@ from .core.adtext import AdView, Job, TextValues, as_text_ads
 from .core.match_list import Slot
 from .core.matchmaking import Matcher, STATE_NAMES, pslot_preemption_modelled
 from .core.negotiator_attrs import insert_negotiator_attrs
-from .core.job_queue import JobConstraint, JobQueue, QueueView, id_number, job_id, run_proc
+from .core.job_queue import (JobConstraint, JobQueue, QueueView, id_number, job_id, run_indexes,
+                             run_proc)
 from .core.negotiation import Match, Negotiation, REQUEST_EPHEMERALS, Submitter
 from .core.schedd_limits import Schedds
 from .core.time_limits import CostModel, TimeBudget
@@ -461,13 +462,15 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
     literal = values.literal
     for file_name, table in job_tables.items():
         names = table.store.names
-        heads = table.heads
+        heads, runs = table.heads, table.runs
         if heads is not None:
             # taken once (a later cycle on the same tables computes its own): the
             # pass's other objects do not wait for them
-            table.heads = None
+            table.heads = table.runs = None
             if len(heads) != len(table.rows):
                 heads = None
+        if heads is None or runs is None or len(runs) != len(table.rows):
+            runs = None
         # A run: rows alike but for their ProcId pair (a cluster's jobs captured by
         # their requests, or read from a file), and for their GlobalJobId pair (as
         # condor_q -long prints them) when it names the same schedd, where nothing
@@ -478,6 +481,16 @@ def _idle_jobs(job_tables: dict, matcher: Matcher, snap, cfg, default_schedd,
         for index, row in enumerate(table.rows, start=1):
             if run is not None:
                 last, k, q, key, order = run
+                if runs is not None and runs[index - 1]:
+                    # the reader found it the row before but for its proc (`runs`,
+                    # beside the heads): a run unless the key reads ProcId or
+                    # GlobalJobId (its head holds the proc)
+                    if k is None:
+                        k = run_indexes(last, key[0][0])
+                    if k[0] >= 0 and k[1] >= 0:
+                        by_queue[q].append((order + (heads[index - 1][0][1][-1],), key, row))
+                        run = (row, k, q, key, order)
+                        continue
                 proc, k = run_proc(row, last, k, literal, key[0][0])
                 if proc is not None:
                     by_queue[q].append((order + (proc,), key, row))

@@ -404,7 +404,12 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     snap = slot_projection.widened(snap, config)
 
     ads, slots, texts, pies, effective, kept = [], [], [], [], [], []
-    rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)
+    # each slot's texts: the projection's, of the names its ads were built with (dicts
+    # the cycle reads as they are), else the whole rows
+    proj = snap.slot_projection
+    rows = proj.texts_of(snap.slots) if proj is not None else None
+    if rows is None:
+        rows = snap.slot_texts.rows if snap.slot_texts is not None else [None] * len(snap.slots)
     # a shadow loop's kept slot ads: what is worked out of an ad alone is kept with it
     key = _slot_memo_key(config) if snap.slot_memos is not None else None
     memos = snap.slot_memos if key is not None else repeat(None)

@@ -45,6 +45,14 @@ def same_tables(got, want) -> None:
         assert got[name].store.names == table.store.names, name
         assert list(got[name].store.names) == list(table.store.names), name
         assert got[name].heads == queue_heads(table), name     # (worked out beside)
+        # the run flags too, but for a piece's first row (the row before is another
+        # piece's: no run)
+        runs = bytearray()
+        queue_heads(table, runs)
+        flags = got[name].runs
+        assert len(flags) == len(runs), name
+        assert all(g <= w for g, w in zip(flags, runs)), name
+        assert sum(runs) - sum(flags) <= job_pieces.PIECES, name
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS[:8])

@@ -112,6 +112,8 @@ def test_a_slot_attribute_only_the_jobs_reference_is_kept(tmp_path):
     names = pool.snapshot.slot_projection.names
     assert {"hasscratchfoo", "scratchfoosize"} <= names
     assert "keyboardidle" not in names and "monitorselfage" not in names
+    # the slots' texts the cycle reads too (added after the early build)
+    assert all({"hasscratchfoo", "scratchfoosize"} <= set(t) <= names for t in pool.slot_texts)
     assert 0 < len(json.loads(projected)["matches"]) < len(json.loads(_decisions(load_pool(
         writable_copy(tmp_path, "hgq_static_30slots", "plain"))))["matches"])  # it decided
 
@@ -146,6 +148,8 @@ def test_a_config_that_reads_more_parses_more(tmp_path):
     cfg = dataclasses.replace(pool.config, pre_job_rank="TARGET.FooSpeed", ignore_job_ranks=False)
     ranked = build_pool(pool.snapshot, cfg)
     assert "foospeed" in ranked.snapshot.slot_projection.names
+    assert all("foospeed" in t for t in ranked.slot_texts)
+    assert not any("foospeed" in t for t in pool.slot_texts)
     whole = load_pool(d)
     assert _decisions(ranked) == _decisions(build_pool(whole.snapshot, cfg))
     assert _decisions(ranked) != _decisions(pool)       # the rank changed something
@@ -171,6 +175,12 @@ def test_the_snapshot_records_what_its_slot_ads_hold(tmp_path):
     assert {k.lower() for k in ad.keys()} == proj.names
     # the p-slot's Child* lists and its consumption policy are kept whole
     assert {"childcpus", "consumptioncpus", "machineresources", "cpus"} <= proj.names
+    # each slot's texts, as the cycle reads them: its ad's names, nothing more
+    for ad, texts in zip(pool.snapshot.slots, pool.slot_texts):
+        assert type(texts) is dict and set(texts) == {k.lower() for k in ad.keys()}
+    # (for those ads only: a snapshot whose slots were replaced takes the whole rows)
+    assert proj.texts_of(pool.snapshot.slots) is not None
+    assert proj.texts_of(tuple(list(pool.snapshot.slots))) is None
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -183,11 +183,12 @@ def add_heads(tables: list[TextAds]) -> None:
         from . import classad_semantics
         from ..core.job_queue import queue_heads
         classad_semantics.enable()
-        heads = [queue_heads(table) for table in tables]
+        runs = [bytearray() for _ in tables]
+        heads = [queue_heads(table, r) for table, r in zip(tables, runs)]
     except Exception:                   # noqa: BLE001 - the cycle computes them itself
         return
-    for table, h in zip(tables, heads):
-        table.heads = h
+    for table, h, r in zip(tables, heads, runs):
+        table.heads, table.runs = h, r
 
 
 def merge(pieces: list[Piece], *sides: dict) -> dict[str, TextAds] | None:
@@ -227,19 +228,26 @@ def merge(pieces: list[Piece], *sides: dict) -> dict[str, TextAds] | None:
     store = TextStore(pairs=pairs, names=spelled)
     tables: dict[str, TextAds] = {}
     heads: dict[str, list | None] = {}
+    runs: dict[str, bytearray | None] = {}
     for i, piece in enumerate(pieces):
         table = got[i]
         name = piece.path.name
         out = tables.get(name)
         if out is None:
             out = tables[name] = TextAds(store)
-            heads[name] = []
+            heads[name], runs[name] = [], bytearray()
         out.rows += table.rows
         h = heads[name]
         if h is not None and table.heads is not None and len(table.heads) == len(table.rows):
             h += table.heads
         else:
             heads[name] = None
+        # (a piece's first row is no run: the row before it is in another piece)
+        r = runs[name]
+        if r is not None and table.runs is not None and len(table.runs) == len(table.rows):
+            r += table.runs
+        else:
+            runs[name] = None
     for name, table in tables.items():
-        table.heads = heads[name]
+        table.heads, table.runs = heads[name], runs[name]
     return tables

@@ -59,11 +59,20 @@ _EMPTY = classad2.ClassAd()
 @dataclass(frozen=True)
 class SlotProjection:
     """The lower-case names a snapshot's slot ClassAds were built with (None: all of
-    them), and every name the slots have (to tell what a wider projection would add)."""
+    them), and every name the slots have (to tell what a wider projection would add);
+    with each slot's texts of those names, as the cycle reads a slot's texts (a dict of
+    lower-case name -> text, built with the ad), for the ads `ads` alone."""
     names: frozenset[str] | None
     present: frozenset[str]
     # False: built before the jobs were read (`early`): `project` adds what they read
     jobs_read: bool = True
+    texts: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
+    ads: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def texts_of(self, ads) -> tuple | None:
+        """Each slot's texts of the projection's names, when `ads` are the ads they
+        were built with; else None (the whole rows then serve)."""
+        return self.texts if self.texts is not None and ads is self.ads else None
 
 
 def config_words(config) -> set[str]:
@@ -174,7 +183,8 @@ def early(texts, source: str, config):
     slot_pairs = list(texts.store.pairs)
     names = needed_slot_attrs(slot_pairs, (), config)
     present = frozenset(lname for lname, _ in slot_pairs)
-    return _ads(texts, source, names), SlotProjection(names, present, jobs_read=False)
+    ads, rows = _ads(texts, source, names)
+    return ads, SlotProjection(names, present, jobs_read=False, texts=rows, ads=ads)
 
 
 def project(snap, config):
@@ -190,19 +200,22 @@ def project(snap, config):
         slot_pairs = list(texts.store.pairs)
         names = needed_slot_attrs(slot_pairs, jobs, config)
         present = frozenset(lname for lname, _ in slot_pairs)
-        return dataclasses.replace(snap, slots=_ads(texts, snap.slots_source, names),
-                                   slot_rows_only=False,
-                                   slot_projection=SlotProjection(names, present))
-    names = proj.names
+        ads, rows = _ads(texts, snap.slots_source, names)
+        return dataclasses.replace(snap, slots=ads, slot_rows_only=False,
+                                   slot_projection=SlotProjection(names, present,
+                                                                  texts=rows, ads=ads))
+    names, rows = proj.names, proj.texts_of(snap.slots)
     if names is not None:
         refs = referenced_names({t for _, t in jobs})
         # (the config's words again: `early` may have had another config's)
         more = (proj.present if refs is None
                 else (refs | config_words(config)) & proj.present) - names
+        names = None if refs is None else names | more
         if more:
             _add(snap.slots, texts, snap.slots_source, more)
-        names = None if refs is None else names | more
-    return dataclasses.replace(snap, slot_projection=SlotProjection(names, proj.present))
+            rows = _texts(texts, names)
+    return dataclasses.replace(snap, slot_projection=SlotProjection(
+        names, proj.present, texts=rows, ads=snap.slots))
 
 
 def widened(snap, config):
@@ -216,8 +229,9 @@ def widened(snap, config):
     if not more:
         return snap
     names = proj.names | more
-    return dataclasses.replace(snap, slots=_ads(snap.slot_texts, snap.slots_source, names),
-                               slot_projection=SlotProjection(names, proj.present))
+    ads, rows = _ads(snap.slot_texts, snap.slots_source, names)
+    return dataclasses.replace(snap, slots=ads, slot_projection=SlotProjection(
+        names, proj.present, texts=rows, ads=ads))
 
 
 def _lines_of(texts, names: frozenset[str] | None) -> dict:
@@ -239,16 +253,38 @@ def _parsed(lines: list, source: str, i: int):
     return ad
 
 
-def _ads(texts, source: str, names: frozenset[str] | None) -> tuple:
-    """A ClassAd of each row of `texts`, of the attributes `names` (None: all)."""
-    get = _lines_of(texts, names).get
+def _ads(texts, source: str, names: frozenset[str] | None) -> tuple[tuple, tuple | None]:
+    """A ClassAd of each row of `texts`, of the attributes `names` (None: all), and
+    each row's texts of those names as a dict (the cycle's `Slot.texts`: a later
+    duplicate wins, as in the ad; None with `names` None: the whole rows serve)."""
+    line_of = _lines_of(texts, names)
     ads = []
+    if names is None:
+        get = line_of.get
+        for i, row in enumerate(texts.rows, start=1):
+            ads.append(_named(_parsed(list(map(get, row)), source, i), source, i))
+        return tuple(ads), None
+    kept, line = line_of.__contains__, line_of.__getitem__
+    rows = []
     for i, row in enumerate(texts.rows, start=1):
-        ad = _parsed(list(filter(None, map(get, row))), source, i)
-        if not isinstance(ad.get("Name"), str):
-            raise InputError(source, "slot ad has no Name", ad=str(i))
-        ads.append(ad)
-    return tuple(ads)
+        pairs = list(filter(kept, row))
+        ads.append(_named(_parsed(list(map(line, pairs)), source, i), source, i))
+        rows.append(dict(pairs))
+    return tuple(ads), tuple(rows)
+
+
+def _texts(texts, names: frozenset[str] | None) -> tuple | None:
+    """Each row's texts of the attributes `names` (see `_ads`)."""
+    if names is None:
+        return None
+    kept = _lines_of(texts, names).__contains__
+    return tuple(dict(filter(kept, row)) for row in texts.rows)
+
+
+def _named(ad, source: str, i: int):
+    if not isinstance(ad.get("Name"), str):
+        raise InputError(source, "slot ad has no Name", ad=str(i))
+    return ad
 
 
 def _add(ads, texts, source: str, names: frozenset[str]) -> None:

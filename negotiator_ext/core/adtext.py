@@ -39,12 +39,17 @@ class TextAds(Sequence):
     iterating yields classad2 ads, built on demand (for small uses and tests); the
     cycle reads `rows` directly."""
 
+    runs: bytearray | None = None       # (tables pickled before it existed)
+
     def __init__(self, store: TextStore | None = None):
         self.store = store if store is not None else TextStore()
         self.rows: list[Pairs] = []
         # a job table's `job_queue.queue_heads`, when computed as it was read (one
         # per row; ignored unless there is one for every row)
         self.heads: list | None = None
+        # beside the heads: 1 for a row `job_queue.run_proc` found the job of the row
+        # before but for its proc (reading nothing), else 0
+        self.runs: bytearray | None = None
 
     def add(self, attrs: Iterable[tuple[str, str]]) -> None:
         """Append one ad given as (Name, text) pairs in file order (a later duplicate

@@ -111,17 +111,19 @@ class QueueView:
         return head[0], head[1] + (self._cluster(job), self._proc(job))
 
 
-def queue_heads(table: adtext.TextAds) -> list[tuple]:
+def queue_heads(table: adtext.TextAds, runs: bytearray | None = None) -> list[tuple]:
     """What `QueueView` says of every job of a table, in row order: (idle head, None)
     for an idle job with a submitter, else (None, running(job)). Computed where the job
     files are read (beside the slot ads, `adapters.snapshot`), so the cycle need not.
     An idle job alike the one before but for its proc (`run_proc`) takes that one's
-    head with its own proc."""
+    head with its own proc; `runs`, when given, gets a flag per row: 1 for such a job
+    (the cycle then need not compare the two rows again), else 0."""
     values = adtext.TextValues()
     literal = values.literal
     view = QueueView(values)
     names = table.store.names
     out = []
+    flag = runs.append if runs is not None else (lambda _: None)
     last = head = at = None
     for row in table.rows:
         if head is not None and head[0] is not None:
@@ -130,10 +132,12 @@ def queue_heads(table: adtext.TextAds) -> list[tuple]:
                 sub, order = head[0]
                 head = ((sub, order[:-1] + (proc,)), None)
                 out.append(head)
+                flag(1)
                 last = row
                 continue
         head = queue_head(view, adtext.Job(row, names, values))
         out.append(head)
+        flag(0)
         last, at = row, None
     return out
 
