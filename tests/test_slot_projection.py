@@ -145,13 +145,14 @@ def test_a_config_that_reads_more_parses_more(tmp_path):
                         lambda i: f"FooSpeed = {(i * 7) % 11}")
     pool = load_pool(d, project_slots=True)
     assert "foospeed" not in pool.snapshot.slot_projection.names
-    cfg = dataclasses.replace(pool.config, pre_job_rank="TARGET.FooSpeed", ignore_job_ranks=False)
-    ranked = build_pool(pool.snapshot, cfg)
+    cfg = dataclasses.replace(pool.config, pre_job_rank="MY.FooSpeed", ignore_job_ranks=False)
+    # (the pool built again from what it was built from: the files' order, pool.inputs)
+    ranked = build_pool(pool.inputs()[0], cfg)
     assert "foospeed" in ranked.snapshot.slot_projection.names
     assert all("foospeed" in t for t in ranked.slot_texts)
     assert not any("foospeed" in t for t in pool.slot_texts)
     whole = load_pool(d)
-    assert _decisions(ranked) == _decisions(build_pool(whole.snapshot, cfg))
+    assert _decisions(ranked) == _decisions(build_pool(whole.inputs()[0], cfg))
     assert _decisions(ranked) != _decisions(pool)       # the rank changed something
 
 
@@ -198,3 +199,27 @@ def test_random_references_decide_as_the_whole_ads(tmp_path_factory, refs, thres
                         lambda i: f"HasFoo = {i % 13}\nKeyboardIdle = {i % 17}\nLoadAvg = {i / 30}")
     whole, projected, _ = _both_ways(d)
     assert projected == whole
+
+
+def test_slot_ads_built_early_under_one_config_take_what_another_reads(tmp_path):
+    """The slot ads built beside the jobs' read (`early`) under one config, projected
+    for the cycle (`project`) under another that ranks on a slot attribute neither the
+    slots, the jobs nor the first config read: that attribute is added to the ads and
+    to their texts, and the cycle decides as with the whole ads under that config."""
+    from negotiator_ext.adapters.condor_config import load_config
+    d = _with_job_lines(tmp_path, "hgq_static_30slots", "",
+                        lambda i: f"FooSpeed = {(i * 7) % 11}")
+    first = load_config(d / "config")
+    ranked = dataclasses.replace(first, pre_job_rank="MY.FooSpeed", ignore_job_ranks=False)
+    snap = load_snapshot(d, slot_ads=False,
+                         early_slots=lambda texts, source: sp.early(texts, source, first))
+    assert not snap.slot_projection.jobs_read
+    assert "foospeed" not in snap.slot_projection.names
+    snap = sp.project(snap, ranked)
+    assert "foospeed" in snap.slot_projection.names
+    pool = build_pool(snap, ranked)
+    assert all("FooSpeed" in ad for ad in pool.slot_ads)
+    assert all("foospeed" in t for t in pool.slot_texts)
+    whole = build_pool(load_pool(d).inputs()[0], ranked)
+    assert _decisions(pool) == _decisions(whole)
+    assert _decisions(pool) != _decisions(build_pool(load_pool(d).inputs()[0], first))
