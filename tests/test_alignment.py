@@ -114,3 +114,24 @@ def test_a_pool_digest_keeps_the_submitters_schedds_only_where_there_are_several
     got = pool_digest(pool, run_cycle(pool))["schedds"]
     assert got == {"alice@refcondor.local": ["vm"], "bob@refcondor.local": ["vm"],
                    "carol@refcondor.local": ["other@vm"]}
+
+
+def test_a_pool_digest_skips_a_submitter_ad_heard_at_no_finite_time(monkeypatch):
+    """pool_digest keeps each submitter ad's LastHeardFrom (the tie-break's input) only
+    when it is a finite number: an infinity or a NaN is left out, not turned into an
+    error or a wrong time (build_pool refuses them earlier; the digest does not rely on
+    it)."""
+    import json
+    from pathlib import Path
+    from negotiator_ext.adapters.alignment import pool_digest
+    from negotiator_ext.cycle import run_cycle
+    from negotiator_ext.pool import Pool, load_pool
+    pool = load_pool(Path(__file__).parent / "data" / "fixtures" / "pie_three_submitters")
+    result = run_cycle(pool)
+    ads = [dict(d) for d in pool.submitter_ads()]
+    assert len(ads) == 3
+    for d, t in zip(ads, (float("inf"), float("nan"), 1795900000.0)):
+        d["LastHeardFrom"] = t
+    monkeypatch.setattr(Pool, "submitter_ads", lambda self: ads)
+    heard = json.loads(json.dumps(pool_digest(pool, result)))["submitters_heard"]
+    assert [h[0] for h in heard] == [ads[2]["Name"]] and heard[0][2] == 1795900000

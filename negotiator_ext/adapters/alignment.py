@@ -15,6 +15,7 @@ once: the loop then runs at its interval, unaligned.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -141,7 +142,9 @@ def pool_digest(pool, result) -> dict:
         if isinstance(d.get("ScheddName"), str):
             on.setdefault(d["Name"], set()).add(d["ScheddName"])
             t = d.get("LastHeardFrom")
-            if isinstance(t, (int, float)) and not isinstance(t, bool) and t == t:
+            # (a finite number: int() of an infinity raises; build_pool refuses one
+            # before this, but the digest does not count on it)
+            if isinstance(t, (int, float)) and not isinstance(t, bool) and math.isfinite(t):
                 heard_subs.append((d["Name"], d["ScheddName"], int(t)))
     jobs: dict[str, list[str]] = {}
     recent: dict[str, int] = {}
