@@ -445,11 +445,20 @@ class LivePool:
             return 0
         return log.read_bytes().count(b"Finished Negotiation Cycle")
 
-    def wait_cycle(self, timeout: float = 60) -> int:
-        """Wait until one more negotiation cycle has finished; returns the new count."""
-        n = self.cycles_finished()
+    def wait_cycle(self, timeout: float = 60, after: int | None = None) -> int:
+        """Wait until one more negotiation cycle has finished (more than `after`, default
+        the count now); returns the new count."""
+        n = self.cycles_finished() if after is None else after
         return self.wait_for(lambda: self.cycles_finished() > n and self.cycles_finished(),
                              timeout, "a negotiation cycle", every=0.2)
+
+    def negotiate_now(self, timeout: float = 60) -> int:
+        """One negotiation cycle now (condor_reschedule to the negotiator), waited for.
+        The cycles are counted before the command: on a busy machine a short cycle can
+        finish before the tool that asked for it has exited."""
+        n = self.cycles_finished()
+        self.tool("condor_reschedule", "-addr", self.negotiator_address())
+        return self.wait_cycle(timeout, after=n)
 
 
 def start_pool(release: Path, *, pool_class: type[LivePool] | None = None,
