@@ -19,12 +19,14 @@ from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negot
                                 snapshot_file)
 from .core import classads
 from .core.accountant import Accountant, AccountantState, SlotChanges
+from .core.adtext import AdView, TextValues
 from .core.config import NegotiatorConfig, ext_number
 from .core.groups import GroupQuota, GroupTree, group_demand
 from .core.schedd_limits import ScheddLimits, Schedds
 from .core.time_limits import CostModel
 from .core.schedd_limits import from_config as limits_from_config
-from .core.slots import SlotUsage, matches_constraint, pool_sizes, slot_size, slot_usage
+from .core.slots import (SlotUsage, matches_constraint, pool_sizes, slot_size, slot_string,
+                         slot_usage, slot_value)
 from .errors import InputError
 from .limits import check_number
 
@@ -417,19 +419,23 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     # from the ads' keys (adapters/collector_order.py); the ads are checked in file order
     rebuilt = rebuilt_order(snap)
     where = []                         # each kept slot's index in the file
+    values = TextValues()              # (the projection's texts: each literal read once)
     for i, (ad, row, memo) in enumerate(zip(snap.slots, rows, memos), start=1):
         got = memo.get(key) if memo is not None else None
         if got is None:
-            name = classads.eval_string(ad, "Name")
+            # read through the slot's texts where they are a dict of its ad's own (the
+            # projection's): a literal's value is what the ad evaluates it to
+            view = AdView(ad, row, values) if type(row) is dict else ad
+            name = slot_string(view, "Name")
             for attr in _NUMERIC_SLOT_ATTRS:
-                if attr in ad:
-                    v = classads.eval_attr(ad, attr)
+                if attr in view:
+                    v = slot_value(view, attr)
                     check_number(ad, attr, float(v) if isinstance(v, bool) else v,
                                  snap.slots_source, f"{i} ({name})")
-            usage = (slot_usage(ad, config) if matches_constraint(ad, config.slot_constraint)
+            usage = (slot_usage(view, config) if matches_constraint(ad, config.slot_constraint)
                      else False)
             # with its share of the pool's size (step 8): its pie weight, effective size
-            got = (usage, slot_size(ad, usage.weight) if usage is not False else None)
+            got = (usage, slot_size(view, usage.weight) if usage is not False else None)
             if memo is not None:
                 memo[key] = got
         usage, size = got

@@ -84,12 +84,14 @@ def test_snapshot_directory_errors(tmp_path):
         load_snapshot(d)
 
 
-def test_non_numeric_cpus_names_file_ad_and_attribute(tmp_path):
+@pytest.mark.parametrize("projected", [False, True])
+def test_non_numeric_cpus_names_file_ad_and_attribute(tmp_path, projected):
+    # (projected: the pool's checks read the slot's texts, as negotiate does)
     d = copy(tmp_path)
     text = (d / "slots.ads").read_text().replace("Cpus = 1\n", 'Cpus = "one"\n', 1)
     (d / "slots.ads").write_text(text)
     with pytest.raises(InputError) as e:
-        load_pool(d)
+        load_pool(d, project_slots=projected)
     assert e.value.source.endswith("slots.ads") and e.value.attribute == "Cpus"
     assert e.value.ad.startswith("1 (") and 'not a number: "one"' in e.value.one_line()
 

@@ -566,3 +566,19 @@ def test_a_cluster_read_as_a_run_reads_as_each_job_alone(tmp_path, monkeypatch, 
     with monkeypatch.context() as m:        # (this example only)
         m.setattr(adfiles, "_own_values", lambda block: None)
         assert got == read()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_characters='"\\\n\r', blacklist_categories=("Cs",)),
+               max_size=40))
+def test_a_plain_string_literal_is_read_as_classad2_reads_it(body):
+    """TextValues reads a string literal with no escape without classad2's parser (the
+    text between the quotes): the value classad2 gives the same text, and no names."""
+    text = f'"{body}"'
+    values = TextValues()
+    try:
+        want = classads.eval_expr(classads.parse_old_value(text))
+    except ValueError:
+        return                              # (a text classad2 refuses: not asked here)
+    assert values.literal(text) == (True, want)
+    assert values.names(text) == frozenset()

@@ -92,6 +92,8 @@ def row_ad(row: Pairs, names: dict):
 
 
 _PLAIN_INT = re.compile(r"0|[1-9][0-9]{0,17}")
+# a string literal with no escape in it: its value is the text between the quotes
+_PLAIN_STRING = re.compile(r'"[^"\\]*"')
 
 
 class TextValues:
@@ -115,6 +117,11 @@ class TextValues:
                 # well inside 64 bits)
                 got = self._lit[text] = (True, int(text))
                 return got
+            if _PLAIN_STRING.fullmatch(text):
+                # (every Name, address and user of a slot ad: unique texts, each
+                # parsed once otherwise)
+                got = self._lit[text] = (True, text[1:-1])
+                return got
             try:
                 tree = classads.parse_old_value(text)
             except ValueError:
@@ -132,7 +139,7 @@ class TextValues:
         (`target.x`) except MY's."""
         got = self._names.get(text)
         if got is None:
-            if _PLAIN_INT.fullmatch(text):
+            if _PLAIN_INT.fullmatch(text) or _PLAIN_STRING.fullmatch(text):
                 return frozenset()
             try:
                 tree = classads.parse_old_value(text)

@@ -45,6 +45,9 @@ def is_expr(v: Any) -> bool:
 
 def is_number(v: Any) -> bool:
     """A real number value: int or float, neither bool nor UNDEFINED/ERROR."""
+    t = type(v)
+    if t is int or t is float:          # (most values: no subclass to rule out)
+        return True
     return isinstance(v, (int, float)) and not isinstance(v, (bool, classad2.Value))
 
 

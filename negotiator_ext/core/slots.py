@@ -52,13 +52,13 @@ class SlotUsage:
         return self.charged[1 if discount_suspended else 0]
 
 
-def _value(ad, attr: str):
+def slot_value(ad, attr: str):
     """An attribute's value, of a ClassAd or through an AdView."""
     return ad.value(attr) if type(ad) is AdView else classads.eval_attr(ad, attr)
 
 
-def _string(ad, attr: str) -> str | None:
-    v = _value(ad, attr)
+def slot_string(ad, attr: str) -> str | None:
+    v = slot_value(ad, attr)
     return v if isinstance(v, str) else None
 
 
@@ -79,7 +79,7 @@ def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
     if not config.use_slot_weights:
         return 1.0
     if not uses_negotiator_slot_weight(ad, config):
-        w = classads.as_number(_value(ad, "SlotWeight"))
+        w = classads.as_number(slot_value(ad, "SlotWeight"))
     else:
         w = classads.as_number(classads.eval_expr(config.slot_weight, _classad(ad)))
     if w is None or w < 0:
@@ -89,22 +89,22 @@ def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
 
 def resource_name(ad: classads.ClassAd) -> str:
     """GetResourceName (rule A2): `<Name>@<StartdIpAddr>`, or `<Name>@` without address."""
-    return f"{_string(ad, 'Name') or ''}@{_string(ad, 'StartdIpAddr') or ''}"
+    return f"{slot_string(ad, 'Name') or ''}@{slot_string(ad, 'StartdIpAddr') or ''}"
 
 
 def slot_usage(ad: classads.ClassAd | AdView, config: NegotiatorConfig) -> SlotUsage:
     """(`ad` a ClassAd, or an AdView of one.)"""
     return SlotUsage(
-        name=_string(ad, "Name") or "",
+        name=slot_string(ad, "Name") or "",
         resource_name=resource_name(ad),
-        state=_string(ad, "State"),
-        activity=_string(ad, "Activity"),
-        accounting_group=_string(ad, "AccountingGroup"),
-        remote_user=_string(ad, "RemoteUser"),
+        state=slot_string(ad, "State"),
+        activity=slot_string(ad, "Activity"),
+        accounting_group=slot_string(ad, "AccountingGroup"),
+        remote_user=slot_string(ad, "RemoteUser"),
         weight=slot_weight(ad, config),
-        concurrency_limits=_string(ad, "ConcurrencyLimits"),
-        preempting_concurrency_limits=_string(ad, "PreemptingConcurrencyLimits"),
-        matched_concurrency_limits=_string(ad, "MatchedConcurrencyLimits"),
+        concurrency_limits=slot_string(ad, "ConcurrencyLimits"),
+        preempting_concurrency_limits=slot_string(ad, "PreemptingConcurrencyLimits"),
+        matched_concurrency_limits=slot_string(ad, "MatchedConcurrencyLimits"),
     )
 
 
@@ -119,8 +119,8 @@ def matches_constraint(ad: classads.ClassAd, constraint: str | None) -> bool:
 def pie_weight(ad: classads.ClassAd, weight: float) -> float:
     """What a slot adds to the pool's weight (sumSlotWeights, 2.2 step 5): its weight
     times its integer GhostMultiplier (default 1), so that an offline ad can stand for
-    many slots."""
-    m = classads.eval_attr(ad, "GhostMultiplier") if "GhostMultiplier" in ad else None
+    many slots. (`ad` a ClassAd, or an AdView of one.)"""
+    m = slot_value(ad, "GhostMultiplier") if "GhostMultiplier" in ad else None
     if isinstance(m, int) and not isinstance(m, bool):
         return weight * m
     return weight
@@ -128,9 +128,10 @@ def pie_weight(ad: classads.ClassAd, weight: float) -> float:
 
 def slot_size(ad: classads.ClassAd, weight: float) -> tuple[float, float]:
     """What one slot adds to the pool's size (step 8): its pie weight, and its
-    effective size (a partitionable slot counts its Cpus, any other slot 1)."""
-    if classads.eval_bool(ad, "PartitionableSlot"):
-        effective = classads.eval_number(ad, "Cpus") or 0.0
+    effective size (a partitionable slot counts its Cpus, any other slot 1). (`ad` a
+    ClassAd, or an AdView of one.)"""
+    if classads.as_bool(slot_value(ad, "PartitionableSlot")):
+        effective = classads.as_number(slot_value(ad, "Cpus")) or 0.0
     else:
         effective = 1.0
     return pie_weight(ad, weight), effective
@@ -164,7 +165,7 @@ def current_user(ad: classads.ClassAd, prefix: str = "") -> str | None:
     another slot's attributes (`<prefix>AccountingGroup`, ...). (`ad` a ClassAd, or an
     AdView of one.)"""
     for attr in CURRENT_USER_ATTRS:
-        user = _string(ad, prefix + attr)
+        user = slot_string(ad, prefix + attr)
         if user is not None:
             return user
     return None
@@ -178,18 +179,18 @@ def trimmed(ad: classads.ClassAd, usage: SlotUsage, config: NegotiatorConfig,
     if config.trim_shutdown_threshold > 0 and now is not None and shutting_down(
             _classad(ad), config.trim_shutdown_threshold, now):
         return True
-    pslot = classads.as_bool(_value(ad, "PartitionableSlot")) is True
+    pslot = classads.as_bool(slot_value(ad, "PartitionableSlot")) is True
     if config.consider_preemption:
         if not config.consider_early_preemption:
-            r = classads.as_number(_value(ad, "RetirementTimeRemaining"))
+            r = classads.as_number(slot_value(ad, "RetirementTimeRemaining"))
             if r is not None and r > 0:
                 return True
     elif usage.state in CLAIMED_STATES and not pslot:
         return True
     if pslot and usage.state == "Claimed":
-        if classads.as_bool(_value(ad, "WantMatching")) is False:
+        if classads.as_bool(slot_value(ad, "WantMatching")) is False:
             return True
-        if not config.match_working_cm_slots and _string(ad, "WorkingCM"):
+        if not config.match_working_cm_slots and slot_string(ad, "WorkingCM"):
             return True
     return False
 
