@@ -398,9 +398,9 @@ def test_priorities_that_moved_before_the_real_accounting_are_explained(clean_po
     """Issue 32's priorities timing, made on purpose: flipa runs two jobs, so her
     priority rises from the 0.5 she is set to; flipb, set to 1.5 and running nothing,
     decays towards 0.5 (PRIORITY_HALFLIFE 60 s: they cross 35 s after the update, when
-    0.5^(t/60) = 2/3). A pass captures a few seconds after the update (up to 20 s on a
-    busy machine), with flipa first; the real cycle runs 70 s later, with flipb first, and
-    the counts differ. The pass after it re-runs our cycle on
+    0.5^(t/60) = 2/3). A pass captures a few seconds after the update (more on a busy
+    machine, but before they cross), with flipa first; the real cycle runs 70 s later,
+    with flipb first, and the counts differ. The pass after it re-runs our cycle on
     the first pass's snapshot at the real cycle's phase 2 (the accountant's update): that
     gives each the real count, so each difference is "pool changed" (the priorities
     moved), where without the re-run they were unexplained."""
