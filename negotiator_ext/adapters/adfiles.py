@@ -314,7 +314,8 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
     # differs from it only there (keep is None only)
     last: list = [None, None, 0, 0]
 
-    def ad_of(first: int, block: str, body: list | None = None) -> None:
+    def ad_of(first: int, block: str, body: list | None = None, cut=False) -> None:
+        """`cut`: `_own_values(block)` when already worked out (False: not yet)."""
         if body is None:
             body = block.split("\n")
         if _needs_care(block):
@@ -325,20 +326,19 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
                     one(first + start - 1, part, rows, "\n".join(rows))
             return
         if one(first, body, body, block) and keep is None:
-            cut = _own_values(block)
+            if cut is False:
+                cut = _own_values(block)
             if cut is not None:
                 row = out.rows[-1]
                 at = body.index(cut[1]), body.index(cut[2])
                 last[:] = [cut[0], row, *at]
 
-    def same_run(block: str) -> bool:
+    def same_run(block: str, cut) -> bool:
         """The ad taken as the last one with its own ProcId and GlobalJobId (plain
-        literals), when all its other lines are the last ad's."""
+        literals), when all its other lines are the last ad's (`cut`: its
+        `_own_values`)."""
         nonlocal count
-        if last[0] is None:
-            return False
-        cut = _own_values(block)
-        if cut is None or cut[0] != last[0] or not (
+        if cut is None or last[0] is None or cut[0] != last[0] or not (
                 _plain_literal(cut[1]) and _plain_literal(cut[2])):
             return False
         row = list(last[1])
@@ -421,14 +421,17 @@ def _read_old_texts(f, source: str, out: TextAds, keep: list | None) -> None:
         for block in done.split("\n\n"):
             if block and block[0] != "\n" and block[-1] != "\n":
                 # (most blocks: no blank line before or after it to strip)
-                if keep is None and same_run(block):
+                # (its own values worked out once: for the run test and, when it is
+                # no run, for the next ad's)
+                cut = _own_values(block) if keep is None else None
+                if cut is not None and same_run(block, cut):
                     lineno += block.count("\n") + 2
                     continue
                 body = block.split("\n")
                 first = lineno
                 lineno += len(body) + 1
                 if not block.isspace():
-                    ad_of(first, block, body)
+                    ad_of(first, block, body, cut)
                 continue
             stripped = block.lstrip("\n")
             first = lineno + len(block) - len(stripped)
