@@ -85,6 +85,20 @@ def test_snapshot_directory_errors(tmp_path):
 
 
 @pytest.mark.parametrize("projected", [False, True])
+def test_a_slot_ad_without_a_name_is_named_by_its_place(tmp_path, projected):
+    # (projected: the slot ads are built from their texts beside the jobs' read)
+    d = copy(tmp_path)
+    ads = (d / "slots.ads").read_text().split("\n\n")
+    assert sum('\nName = "' in "\n" + ad for ad in ads) >= 3
+    ads[2] = "\n".join(ln for ln in ads[2].split("\n") if not ln.startswith("Name = "))
+    (d / "slots.ads").write_text("\n\n".join(ads))
+    with pytest.raises(InputError) as e:
+        load_pool(d, project_slots=projected)
+    assert e.value.source.endswith("slots.ads") and e.value.ad == "3"
+    assert "slot ad has no Name" in e.value.one_line()
+
+
+@pytest.mark.parametrize("projected", [False, True])
 def test_non_numeric_cpus_names_file_ad_and_attribute(tmp_path, projected):
     # (projected: the pool's checks read the slot's texts, as negotiate does)
     d = copy(tmp_path)

@@ -39,6 +39,7 @@ import classad2
 
 from ..errors import InputError
 from .adfiles import _WRAP, _parse_one, _unwrap_attributes, _unwrapped
+from .snapshot import check_slot_name
 
 
 # Names the rules build from a prefix and a resource or attribute name (the p-slot's
@@ -262,13 +263,15 @@ def _ads(texts, source: str, names: frozenset[str] | None) -> tuple[tuple, tuple
     if names is None:
         get = line_of.get
         for i, row in enumerate(texts.rows, start=1):
-            ads.append(_named(_parsed(list(map(get, row)), source, i), source, i))
+            ads.append(ad := _parsed(list(map(get, row)), source, i))
+            check_slot_name(ad, source, i)
         return tuple(ads), None
     kept, line = line_of.__contains__, line_of.__getitem__
     rows = []
     for i, row in enumerate(texts.rows, start=1):
         pairs = list(filter(kept, row))
-        ads.append(_named(_parsed(list(map(line, pairs)), source, i), source, i))
+        ads.append(ad := _parsed(list(map(line, pairs)), source, i))
+        check_slot_name(ad, source, i)
         rows.append(dict(pairs))
     return tuple(ads), tuple(rows)
 
@@ -280,11 +283,6 @@ def _texts(texts, names: frozenset[str] | None) -> tuple | None:
     kept = _lines_of(texts, names).__contains__
     return tuple(dict(filter(kept, row)) for row in texts.rows)
 
-
-def _named(ad, source: str, i: int):
-    if not isinstance(ad.get("Name"), str):
-        raise InputError(source, "slot ad has no Name", ad=str(i))
-    return ad
 
 
 def _add(ads, texts, source: str, names: frozenset[str]) -> None:

@@ -460,6 +460,12 @@ def _job_texts(lines: list, source: str, store: TextStore, known, schedd: str | 
     return texts
 
 
+def check_slot_name(ad, source: str, i: int) -> None:
+    """A slot ad (the `i`th of `source`) has a Name: every slot is known by it."""
+    if not isinstance(ad.get("Name"), str):
+        raise InputError(source, "slot ad has no Name", ad=str(i))
+
+
 def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
                   slot_ads: bool = True, early_slots=None) -> Snapshot:
     """Read a snapshot directory (without its job files when not `jobs`: a simulation
@@ -522,9 +528,9 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
         else:
             ads, slot_texts = read_ads_and_texts(slots_file)
             slots = tuple(ads)
-        for i, ad in enumerate(slots, start=1):
-            if not isinstance(ad.get("Name"), str):
-                raise InputError(str(slots_file), "slot ad has no Name", ad=str(i))
+        if projection is None:              # (built early: checked as they were built)
+            for i, ad in enumerate(slots, start=1):
+                check_slot_name(ad, str(slots_file), i)
         if pieces is None:
             queues = reader.result()
         else:
