@@ -222,17 +222,24 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
                       memory=pool.match_memory)
 
     clock.lap("accounting")
-    # The slot list (2.2 step 9), and what the negotiator writes into it (step 11)
-    slots = _candidate_slots(pool, t)
+    # The slot list (2.2 step 9), and what the negotiator writes into it (step 11). In
+    # a long run, a slot the last cycle had too, unchanged and written into by neither
+    # (`Slot.carried`), is the same Slot: what was worked out of it alone stands
+    # (core.kept_classes)
+    stamp = object()
+    slots, ordered = _candidate_slots(pool, t, matcher.kept_stamp(_carry_key(cfg)), stamp)
     if cfg.ignore_job_ranks:
         # NEGOTIATOR_IGNORE_JOB_RANKS: sorted by their ranks (step 10), before step 11
         static_ranks.sort_slots(slots, cfg)
-    live_names = insert_negotiator_attrs(slots, cfg, acc, groups, quotas0)
+    fresh = [s for s in slots if not s.carried]
+    live_names = insert_negotiator_attrs(fresh, cfg, acc, groups, quotas0)
 
     clock.lap("slots")
     # Expressions' reach: slots first, then jobs (autoclusters), then slot classes
-    for s in slots:
+    for s in fresh:
         matcher.scan_slot(s)
+    if len(fresh) < len(slots):
+        matcher.see_slots(slots)
 
     clock.lap("slot_reach")
     schedds = pool.schedds()
@@ -245,7 +252,7 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
                          cfg.use_global_job_prios)
     del by_queue
     matcher.watch_live_usage(slots, live_names, acc, groups, quotas0)
-    slot_classes = matcher.classify(slots)
+    slot_classes = matcher.classify(slots, stamp, ordered)
 
     clock.lap("autoclusters")
     cost, why = pool.cost_model()
@@ -365,12 +372,27 @@ def _time_limits(neg: Negotiation) -> dict | None:
     return neg.budget.to_json(len(neg.matches) - late, late)
 
 
-def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
+def _carry_key(cfg) -> tuple:
+    """The knobs a slot's Slot (`_candidate_slots`) and what the negotiator writes into
+    its ad depend on, beside the matcher's memory token."""
+    return (cfg.consider_preemption, cfg.consider_early_preemption,
+            cfg.match_working_cm_slots, cfg.cross_slot_prios, cfg.startd_resource_prefix,
+            cfg.slot_weight, tuple(sorted(cfg.match_exprs.items())))
+
+
+def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
+                     stamp: object = None) -> tuple[list[Slot], bool]:
     """The slots the matchmaker sees: the fetched slot ads less the trimmed ones (2.2
     step 9) and the consumption-policy p-slots with no claim left; a p-slot with a
     consumption policy is a copy (its assets change during the cycle). What this reads
     of a kept slot ad (a shadow loop's: `Pool.slot_memos`) is kept in its memo for the
-    next pass."""
+    next pass.
+
+    In a long run, a kept slot ad's Slot is kept in its memo too: a slot that was in
+    the list of the cycle stamped `last`, with the same ad, usage and texts, and whose
+    ad that cycle wrote nothing into, is the same Slot again (`Slot.carried`), its
+    per-cycle state reset. Every slot is stamped `stamp`. Returns the slots, and
+    whether the carried ones are in the order they had."""
     cfg = pool.config
     slots: list[Slot] = []
     slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
@@ -383,12 +405,37 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
                 if cfg.trim_shutdown_threshold <= 0 else None)
     shared = pool.shared_slot_ads
     facts: dict = {}                # one tuple of each kept (most slots' are alike)
+    # a Slot is kept only in a long run (a matcher's memory), and only where nothing
+    # of the cycle's own is in it
+    reuse = (shared and pool.match_memory is not None and not rolled_up
+             and not cfg.ignore_job_ranks)
+    before = -1                     # the last carried slot's place in the last list
+    ordered = True
     for i, (ad, usage, row, memo) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows,
                                                    pool.slot_memos or repeat(None))):
         # (a simulator's slot texts come as a dict, shared from cycle to cycle: what the
         # cycle writes into a slot's texts it writes into a copy)
         texts = None if row is None else row if type(row) is dict else dict(row)
         keep = memo is not None and memo_key is not None
+        if keep and reuse:
+            got = memo.get(_SLOT)
+            if got is not None and got[0] == memo_key:
+                slot = got[1]
+                if (slot.ad is ad and slot.usage is usage and slot.shared
+                        and slot.memo is memo and slot.texts is texts and not slot.cp):
+                    slot.carried = carried = last is not None and slot.stamp is last
+                    if carried:
+                        if slot.index <= before:
+                            ordered = False
+                        before = slot.index
+                    else:
+                        slot.class_keys = {}
+                        slot.views = {}
+                    slot.index = i
+                    slot.removed = False
+                    slot.stamp = stamp
+                    slots.append(slot)
+                    continue
         got = memo.get(memo_key) if keep else None
         if got is None:
             got = _slot_facts(AdView(ad, texts, values), ad, usage, cfg, now, rolled_up)
@@ -422,8 +469,14 @@ def _candidate_slots(pool: Pool, now: int | None = None) -> list[Slot]:
         if rolled:
             # ALLOW_PSLOT_PREEMPTION: its p-slot stands for it (core.pslot_preemption)
             slot.removed = slot.rolled_up = True
+        slot.stamp = stamp
+        if keep and reuse and not cp:
+            memo[_SLOT] = (memo_key, slot)
         slots.append(slot)
-    return slots
+    return slots, ordered
+
+
+_SLOT = ("slot",)       # a slot memo's key for its Slot (`_candidate_slots`)
 
 
 _TRIMMED = "trimmed"

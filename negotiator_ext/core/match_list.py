@@ -73,6 +73,10 @@ class Slot:
     # ads, `Pool.slot_memos`), where the matcher keeps what the ad's own texts give
     # (scan_slot, profile_slot); None: nothing kept
     memo: dict | None = None
+    # a long run's cycles (core.kept_classes): the cycle whose slot list the slot is in
+    # (a token), and whether it was in the cycle before's list too, as it is
+    stamp: Any = None
+    carried: bool = False
 
 
 @dataclass(eq=False)
@@ -183,6 +187,9 @@ class Partition:
         self.version = 0            # bumped when a group comes or goes
         # request key -> (version, the groups not known to fail its match test)
         self.maybe: dict[int, tuple[int, list]] = {}
+        # the slots left out because they were removed when the partition was made (a
+        # partition kept for the next cycle takes them in then, core.kept_classes)
+        self.skipped: list[Slot] = []
 
 
 @dataclass

@@ -82,6 +82,8 @@ class MatchMemory:
         self.sorted_names: dict = {}
         self.tally = TextTally()
         self.name_sets: dict = {}
+        self.slot_fams: dict = {}
+        self.carry = None           # the slot classes the last cycle left (core.kept_classes)
 
     def _size(self) -> int:
         return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)

@@ -33,6 +33,7 @@ into partitions, classes and groups is in `core.slot_classes` (the Matcher's bas
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, Callable, Iterable
 
 from . import adtext, classads, consumption, pslot_preemption, static_ranks
@@ -68,6 +69,7 @@ _VARIES = object()      # profile_slot: MY.Rank > MY.CurrentRank depends on the 
 
 
 _MISSING = object()
+_fams = operator.attrgetter("fams")
 
 
 
@@ -97,6 +99,7 @@ class Matcher(SlotClasses):
         self._norm: dict[tuple, tuple] = {}
         self._name_sets: dict[frozenset, frozenset] = {}   # _normalized's, one of each
         self._slot_fams: dict[tuple, tuple] = {}    # scan_slot: shared per-slot families
+        self._fams_seen: set[int] = set()   # ... whose outside names the cycle took
         self._plans: dict[tuple, tuple] = {}        # profile_slot: per shared families
         self._uniform_names: dict[str, bool] = {}
         self._uniform_text: dict[str, str | None] = {}    # (of the uniform names)
@@ -140,8 +143,15 @@ class Matcher(SlotClasses):
         self._job_projector: Projector | None = None
         self._projectors: dict[frozenset, Projector] = {}
         # a long run's memory (core.match_memory): the content-keyed caches above, as
-        # the cycles before left them; `_serial` keeps consumption-policy keys apart
+        # the cycles before left them; `_serial` keeps consumption-policy keys apart;
+        # the slot classes the last cycle left, and those this one leaves
+        # (core.kept_classes)
         self._serial = 0
+        self._memory: MatchMemory | None = None
+        self._kept = None
+        self._next = None
+        self._carry_key = None
+        self._lazy_walk = False
         if memory is not None:
             self._adopt(memory, config)
         # user -> (its usage, its group's usage or None) as they stand now: what a claimed
@@ -160,6 +170,9 @@ class Matcher(SlotClasses):
         if any(isinstance(e, str) and reads_the_clock(e) for e in exprs):
             memory.dropped = True       # the config's own expressions read the clock
         memory.for_cycle((self._memo_key, self.static_ranks, self.preq_false))
+        self._memory = memory
+        self._kept, memory.carry = memory.carry, None
+        self._slot_fams = memory.slot_fams
         self._serial = memory.serial
         self.values = memory.values
         self._ids = memory.ids
@@ -301,18 +314,18 @@ class Matcher(SlotClasses):
         if key is None:
             key = tuple(self._projector(names, self._seen_outside)(get)
                         for _, _, names in self._families)
-        # slots alike share one tuple (10,000 alike static slots: one), and the job
-        # names it reaches are added once (the set only grows)
+        # slots alike share one tuple (10,000 alike static slots: one; in a long run,
+        # from cycle to cycle): the job names they reach are added once a cycle
         got = self._slot_fams.get(key)
         if got is None:
             got = self._slot_fams[key] = (key, tuple(
                 (fam, expr, seen, outside)
                 for (fam, expr, _), (seen, outside) in zip(self._families, key)))
-            for _, outside in key:
-                self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
         if memo is not None:
             memo[self._memo_key] = got[0]
         slot.fams = got[1]
+        if id(got[1]) not in self._fams_seen:
+            self._see(got[1])
         if slot.cp:
             # a consumption policy is evaluated against the request too (P3-P5): what it
             # reads of the job, and the Request<asset> it overrides, tell requests apart
@@ -322,6 +335,19 @@ class Matcher(SlotClasses):
             self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
             self.job_names_seen_by_slots.update(
                 n for a in assets for n in (f"request{a}", f"_condor_request{a}"))
+
+    def see_slots(self, slots: list[Slot]) -> None:
+        """The job names the expressions of `slots` (scanned in an earlier cycle: the
+        ones kept, `Slot.carried`) reach outside them, looked up in the jobs."""
+        fams = list(map(_fams, slots))
+        for i, f in dict(zip(map(id, fams), fams)).items():
+            if i not in self._fams_seen:
+                self._see(f)
+
+    def _see(self, fams: tuple) -> None:
+        self._fams_seen.add(id(fams))
+        for _, _, _, outside in fams:
+            self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
 
     # Families whose verdict is always kept per class (their inputs go into the key).
     _ALWAYS_DEPENDENT = ("req", "rankcond", "preq")
@@ -361,6 +387,16 @@ class Matcher(SlotClasses):
                     ("cp", self._serial, slot.index, slot.version) if slot.cp else None)
         slot.key_id = self.intern(("slot", slot.key))
         slot.class_keys = {}
+
+    def plan_signature(self, fams: tuple) -> tuple:
+        """What `profile_slot` makes of a slot with families `fams` depends on, beside
+        the slot's texts: its plan's memo key (and whether its Requirements read live
+        usage). Slots kept from the last cycle keep their profiles while it is the same
+        (core.kept_classes)."""
+        plan = self._plans.get((id(fams), False, id(self.live_names)))
+        if plan is None:
+            plan = self._plan(fams, False)
+        return plan[6], plan[5]
 
     def _plan(self, fams: tuple, live: bool) -> tuple:
         """What `profile_slot` works out the same way for every slot sharing `fams` (the

@@ -8,14 +8,19 @@ classes (`remove`)."""
 
 from __future__ import annotations
 
+import itertools
 import operator
 
 from . import classads
+from .kept_classes import KeptClasses, plan_signatures
 from .match_list import MatchGroup, Partition, Slot, SlotClass, _sort_pos, _static_order
 
 _REACH = "reach"        # a slot memo's key for what names reach in the slot (`_reach`)
 _by_order = operator.attrgetter("order")      # a slot's `_static_order`, worked out
 _statics = operator.attrgetter("static")
+_cps = operator.attrgetter("cp")
+_key_ids = operator.attrgetter("key_id")
+_names = operator.attrgetter("name")
 
 
 class SlotClasses:
@@ -47,28 +52,80 @@ class SlotClasses:
         and the classes' match groups (a slot's class_keys -> its class -> members -> the
         slot; a class -> its group -> classes), so they are freed as soon as nothing uses
         them rather than left for Python's cyclic collector to find (at 11,000 slots,
-        170,000 objects a cycle)."""
+        170,000 objects a cycle). Classes kept for the next cycle are left as they are."""
+        if self._next is not None:
+            return
         for s in self.slots:
             s.class_keys = {}
         for part in self.partitions.values():
             for cls in part.classes.values():
                 cls.group = None
 
-    def classify(self, slots: list[Slot]) -> dict[str, int]:
+    def kept_stamp(self, key) -> object | None:
+        """The stamp of the cycle whose slot classes this one may keep
+        (`core.kept_classes`), when its candidate slots were read under the same `key`;
+        None: nothing is kept."""
+        self._carry_key = key
+        kept = self._kept
+        if kept is None or kept.key != key:
+            self._kept = None
+            return None
+        return kept.stamp
+
+    def classify(self, slots: list[Slot], stamp: object = None,
+                 ordered: bool = False) -> dict[str, int]:
         """Once every slot is scanned and every job keyed: each slot's class key and
         static ranks, and the slot list the classes are drawn from. Returns each slot's
         class number (slot name -> number): slots no job-independent part of
         matchmaking tells apart (same class key, same static ranks) share one, for
-        comparing with the real negotiator's choice of slot."""
-        for s in slots:
+        comparing with the real negotiator's choice of slot.
+
+        In a long run (a memory, `core.kept_classes`), the classes the last cycle left
+        are patched instead, when the slots it shares with this one (`Slot.carried`)
+        kept their order (`ordered`) and their profiles; `stamp`: this cycle's token."""
+        kept = self._kept if ordered and self._memory is not None else None
+        fresh = slots
+        if kept is not None:
+            # (the carried slots passed `_can_keep` when the last cycle kept them)
+            fresh = [s for s in slots if not s.carried]
+            plans = kept.plans_now(self, fresh)
+            if not self._can_keep(fresh) or any(
+                    sig != kept.plans[i][1] for i, (_, sig) in plans.items()
+                    if i in kept.plans):
+                kept = None
+        keeping = kept is not None or (self._memory is not None and self._can_keep(slots))
+        for s in fresh if kept is not None else slots:
             self.profile_slot(s)
-        self.build_classes(slots)
+        if kept is not None:
+            self.slots = slots
+            self.partitions = kept.partitions
+            self._walk = None
+            self._lazy_walk = True
+            kept.renew(self, slots, stamp, fresh)
+            kept.plans = plans
+        else:
+            self.build_classes(slots)
+            if keeping:
+                kept = KeptClasses(self._carry_key, stamp, slots, self.partitions,
+                                   plan_signatures(self, slots))
+        self._next = kept
+        if self._memory is not None:
+            self._memory.carry = kept
         if self.pslot_preemption:
             self.by_name = {s.name: s for s in slots}
             self.pslots = [s for s in slots if s.partitionable and not s.cp and (
                 classads.eval_number(s.ad, "NumDynamicSlots") or 0) >= 1]
-        ids: dict = {}
-        return {s.name: ids.setdefault((s.key_id, s.static), len(ids)) for s in slots}
+        # (numbered in order of first appearance)
+        keys = list(zip(map(_key_ids, slots), map(_statics, slots)))
+        number = dict(zip(dict.fromkeys(keys), itertools.count()))
+        return dict(zip(map(_names, slots), map(number.__getitem__, keys)))
+
+    def _can_keep(self, slots: list[Slot]) -> bool:
+        """Whether this cycle's slot classes can be kept for the next
+        (`core.kept_classes` lists what they cannot follow)."""
+        return (not self.static_ranks and not self.pslot_preemption
+                and self.live_remote is None and not any(map(_cps, slots))
+                and not any(x != x for st in set(map(_statics, slots)) for x in st))
 
     def partition(self, names: tuple[frozenset, frozenset]) -> "Partition":
         """The slot classes as requests whose expressions see `names` = (everything
@@ -89,8 +146,13 @@ class SlotClasses:
             # matter: they are alike in everything a request sees, and candidates are
             # ordered by rank and slot index, never by the order classes were made)
             walk = self._walk
+            if walk is None and self._lazy_walk:
+                walk = self._walk = sorted(self.slots, key=_static_order)
+            skipped = part.skipped if self._next is not None else None
             for s in (walk if walk is not None else self.slots):
                 if s.removed:
+                    if skipped is not None:
+                        skipped.append(s)
                     continue
                 # (`_held`, inlined)
                 if held and s.current_user is not None and s.rank_static is False \
@@ -271,6 +333,8 @@ class SlotClasses:
     def remove(self, s: Slot) -> None:
         if not s.removed:
             s.removed = True
+            if self._next is not None:
+                self._next.removed.append(s)
             for got in s.class_keys.values():
                 if isinstance(got, MatchGroup):     # a held slot
                     got.live -= 1

@@ -1,0 +1,165 @@
+"""The slot classes a long run keeps from cycle to cycle (core.kept_classes): after every
+patch, each kept partition is what sorting the cycle's slots afresh would give (the
+same classes, the same members in the same order, the same live counts, the same match
+groups), and a run decides exactly as with the classes sorted afresh every cycle: a
+forecast of the benchmark pool (static and partitionable slots, groups, three schedds,
+jobs arriving and leaving) and the simulator's shortcut cases."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from negotiator_ext.core import kept_classes
+from negotiator_ext.core.kept_classes import KeptClasses
+from negotiator_ext.core.match_list import SlotClass, _static_order
+from negotiator_ext.core.slot_classes import SlotClasses
+from negotiator_ext.scenario import load_scenario
+from negotiator_ext.sim.forecast import ForecastSpec, run_forecast
+
+from negotiator_ext.adapters.ledger import open_ledger
+from negotiator_ext.sim import engine
+from negotiator_ext.sim.engine import Simulation
+
+from test_simulate import _ledger_rows, shortcut_case
+
+ROOT = Path(__file__).parent.parent
+
+
+def _described(part) -> dict:
+    """A partition as what a scan sees of it: each class's members (by name, in order)
+    and live count, each group's classes and held slots."""
+    classes = {key: ([s.name for s in cls.members if not s.removed], cls.live,
+                     cls.group.view)
+               for key, cls in part.classes.items()}
+    groups = {view: (sorted(map(str, (c.key for c in g.classes))),
+                     sorted(s.name for s in g.held if not s.removed), g.live)
+              for view, g in part.groups.items()}
+    return {"classes": classes, "groups": groups}
+
+
+def _afresh(classes: SlotClasses, names: tuple) -> dict:
+    """The partition for `names` as sorting the cycle's slots afresh makes it (the
+    rule `SlotClasses.partition` follows), described as `_described` does."""
+    members: dict = {}
+    views: dict = {}
+    held: dict = {}
+    for s in sorted(classes.slots, key=_static_order):
+        if s.removed:
+            continue
+        if classes._held(s):
+            view = classes._view(s, names[1])
+            held.setdefault(view, []).append(s.name)
+            continue
+        key = classes._class_key(s, names[0])
+        if key not in members:
+            members[key] = []
+            views[key] = classes._view(s, names[1])
+        members[key].append(s.name)
+    out_classes = {k: (m, len(m), views[k]) for k, m in members.items()}
+    groups: dict = {}
+    for k, view in views.items():
+        groups.setdefault(view, ([], [], 0))[0].append(str(k))
+    for view, names_held in held.items():
+        groups.setdefault(view, ([], [], 0))[1].extend(names_held)
+    groups = {v: (sorted(c), sorted(h), sum(out_classes[k][1] for k in members
+                                           if views[k] == v) + len(h))
+              for v, (c, h, _) in groups.items()}
+    return {"classes": out_classes, "groups": groups}
+
+
+class _Checked:
+    """KeptClasses.renew, checked after every call against the partitions made afresh."""
+
+    def __init__(self, monkeypatch):
+        self.renewed = 0
+        self.partitions = 0
+        real = KeptClasses.renew
+
+        def renew(kept, classes, slots, stamp, fresh):
+            real(kept, classes, slots, stamp, fresh)
+            self.renewed += 1
+            for names, part in kept.partitions.items():
+                self.partitions += 1
+                assert _described(part) == _afresh(classes, names)
+                for cls in part.classes.values():
+                    assert cls.rep in cls.members and cls.start == 0
+                    assert type(cls) is SlotClass and cls.group.view in part.groups
+        monkeypatch.setattr(KeptClasses, "renew", renew)
+
+
+def _never_kept(monkeypatch):
+    monkeypatch.setattr(SlotClasses, "_can_keep", lambda self, slots: False)
+
+
+def _forecast(tmp_path: Path, seed: int):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench_forecast
+    import synth
+    snap, hist = tmp_path / f"snapshot{seed}", tmp_path / f"history{seed}.ads"
+    if not snap.exists():
+        synth.generate(snap, slots=400, jobs=1500, seed=seed)
+        bench_forecast.write_history(snap, hist, 4000, 1, seed=seed)
+    got = run_forecast(ForecastSpec(snapshot=snap, history=(hist,), hours=1))
+    return json.dumps(got.outcome.jobs, sort_keys=True, default=str), got.matches, got.cycles
+
+
+@pytest.mark.parametrize("seed,offer", [(1, None), (2, None), (1, 1)])
+def test_a_forecast_keeps_its_classes_as_sorting_afresh_would(tmp_path, monkeypatch, seed,
+                                                              offer):
+    """`offer`: the schedds offer one job of each class at first, so that many cycles
+    are run twice (the second time with the classes the first one left)."""
+    if offer is not None:
+        monkeypatch.setattr(engine, "_OFFER_LIMIT_MIN", offer)
+    with monkeypatch.context() as m:
+        checked = _Checked(m)
+        kept = _forecast(tmp_path, seed)
+    assert checked.renewed > 30 and checked.partitions > checked.renewed
+    with monkeypatch.context() as m:
+        _never_kept(m)
+        afresh = _forecast(tmp_path, seed)
+    assert kept == afresh and kept[1] > 100
+
+
+@pytest.mark.parametrize("case", ["classes", "limits", "empty-preemption-requirements",
+                                  "rank", "consumption-policy"])
+def test_the_shortcut_cases_decide_alike_with_kept_classes(tmp_path, monkeypatch, case):
+    """The simulator's shortcut cases (a slot Rank preferring one user, preemption, a
+    consumption-policy p-slot matched again and again, ...): the same ledger with the
+    classes kept as with them sorted afresh every cycle."""
+    rows = {}
+    checked = None
+    for keep in (True, False):
+        with monkeypatch.context() as m:
+            if keep:
+                checked = _Checked(m)
+            else:
+                _never_kept(m)
+            path = tmp_path / f"{case}-{keep}.json"
+            path.write_text(json.dumps(shortcut_case(case, duration="20m")))
+            url = str(tmp_path / f"{case}-{keep}.sqlite")
+            with open_ledger(url) as ledger:
+                Simulation(load_scenario(path), ledger).run()
+            rows[keep] = _ledger_rows(url)
+    assert rows[True] == rows[False] and len(rows[True][0]) >= 8
+    assert checked.renewed > 0 or case == "consumption-policy"
+
+
+def test_what_the_kept_classes_cannot_follow_turns_them_off(monkeypatch):
+    """Consumption-policy p-slots, NEGOTIATOR_IGNORE_JOB_RANKS, ALLOW_PSLOT_PREEMPTION
+    and live usage each keep nothing for the next cycle."""
+    from types import SimpleNamespace
+    base = dict(static_ranks=False, pslot_preemption=False, live_remote=None)
+    slot = SimpleNamespace(cp=False, static=(0.0, 0.0, 0.0))
+    assert SlotClasses._can_keep(SimpleNamespace(**base), [slot])
+    for knob, value in (("static_ranks", True), ("pslot_preemption", True),
+                        ("live_remote", len)):
+        assert not SlotClasses._can_keep(SimpleNamespace(**{**base, knob: value}), [slot])
+    assert not SlotClasses._can_keep(SimpleNamespace(**base),
+                                     [slot, SimpleNamespace(cp=True, static=slot.static)])
+    nan = SimpleNamespace(cp=False, static=(float("nan"), 0.0, 0.0))
+    assert not SlotClasses._can_keep(SimpleNamespace(**base), [slot, nan])
+    assert kept_classes.__doc__ and "ALLOW_PSLOT_PREEMPTION" in kept_classes.__doc__
