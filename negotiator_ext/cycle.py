@@ -252,7 +252,7 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
                          cfg.use_global_job_prios)
     del by_queue
     matcher.watch_live_usage(slots, live_names, acc, groups, quotas0)
-    slot_classes = matcher.classify(slots, stamp, ordered)
+    slot_classes = matcher.classify(slots, stamp, ordered, pool.number_slot_classes)
 
     clock.lap("autoclusters")
     cost, why = pool.cost_model()
@@ -403,6 +403,8 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
     memo_key = (("candidate", cfg.consider_preemption, cfg.consider_early_preemption,
                  cfg.match_working_cm_slots, rolled_up)
                 if cfg.trim_shutdown_threshold <= 0 else None)
+    if memo_key is not None:
+        memo_key = _MEMO_KEYS.setdefault(memo_key, memo_key)    # one object: `is` below
     shared = pool.shared_slot_ads
     facts: dict = {}                # one tuple of each kept (most slots' are alike)
     # a Slot is kept only in a long run (a matcher's memory), and only where nothing
@@ -419,7 +421,7 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
         keep = memo is not None and memo_key is not None
         if keep and reuse:
             got = memo.get(_SLOT)
-            if got is not None and got[0] == memo_key:
+            if got is not None and got[0] is memo_key:
                 slot = got[1]
                 if (slot.ad is ad and slot.usage is usage and slot.shared
                         and slot.memo is memo and slot.texts is texts and not slot.cp):
@@ -477,6 +479,7 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
 
 
 _SLOT = ("slot",)       # a slot memo's key for its Slot (`_candidate_slots`)
+_MEMO_KEYS: dict = {}
 
 
 _TRIMMED = "trimmed"

@@ -77,6 +77,9 @@ class Pool:
     # the matcher's memory of earlier cycles (core.match_memory), when the caller runs
     # many cycles of one pool (the simulator and the forecast); None: none
     match_memory: Any = None
+    # the cycle's result numbers the slot classes (CycleResult.slot_classes, for
+    # comparing with the real negotiator's slots); a simulator compares nothing
+    number_slot_classes: bool = True
     # the snapshot as read, when `snapshot` is a copy in a rebuilt collector's order
     # (adapters/collector_order.py): `inputs` builds the same pool again from it
     read_snapshot: Any = None

@@ -30,14 +30,15 @@ ROOT = Path(__file__).parent.parent
 
 
 def _described(part) -> dict:
-    """A partition as what a scan sees of it: each class's members (by name, in order)
-    and live count, each group's classes and held slots."""
+    """A partition as what a scan sees of it: each class's live members (by name, in
+    order) and live count, each group's classes and held slots (those with a live
+    slot: a cycle's matches leave some with none)."""
     classes = {key: ([s.name for s in cls.members if not s.removed], cls.live,
                      cls.group.view)
-               for key, cls in part.classes.items()}
-    groups = {view: (sorted(map(str, (c.key for c in g.classes))),
+               for key, cls in part.classes.items() if cls.live}
+    groups = {view: (sorted(map(str, (c.key for c in g.classes if c.live))),
                      sorted(s.name for s in g.held if not s.removed), g.live)
-              for view, g in part.groups.items()}
+              for view, g in part.groups.items() if g.live}
     return {"classes": classes, "groups": groups}
 
 
@@ -72,23 +73,39 @@ def _afresh(classes: SlotClasses, names: tuple) -> dict:
 
 
 class _Checked:
-    """KeptClasses.renew, checked after every call against the partitions made afresh."""
+    """The kept partitions, checked against the partitions made afresh each time a
+    cycle first asks for one, once its new slots have joined it."""
 
     def __init__(self, monkeypatch):
         self.renewed = 0
         self.partitions = 0
-        real = KeptClasses.renew
+        self.dropped = 0
+        real_renew, real_partition = KeptClasses.renew, SlotClasses.partition
+        checked: set = set()
 
         def renew(kept, classes, slots, stamp, fresh):
-            real(kept, classes, slots, stamp, fresh)
+            before = len(kept.partitions)
+            real_renew(kept, classes, slots, stamp, fresh)
             self.renewed += 1
-            for names, part in kept.partitions.items():
-                self.partitions += 1
-                assert _described(part) == _afresh(classes, names)
+            self.dropped += before - len(kept.partitions)
+            checked.clear()
+            for part in kept.partitions.values():
                 for cls in part.classes.values():
-                    assert cls.rep in cls.members and cls.start == 0
-                    assert type(cls) is SlotClass and cls.group.view in part.groups
+                    assert cls.start == 0 and cls.group.view in part.groups
+                    assert cls.rep in cls.members or not cls.members
+
+        def partition(classes, names):
+            part = real_partition(classes, names)
+            if classes._next is not None and id(part) not in checked:
+                checked.add(id(part))
+                self.partitions += 1
+                key = classes._normalized(names)
+                assert _described(part) == _afresh(classes, key)
+                for cls in part.classes.values():
+                    assert cls.rep in cls.members and type(cls) is SlotClass
+            return part
         monkeypatch.setattr(KeptClasses, "renew", renew)
+        monkeypatch.setattr(SlotClasses, "partition", partition)
 
 
 def _never_kept(monkeypatch):
@@ -118,6 +135,7 @@ def test_a_forecast_keeps_its_classes_as_sorting_afresh_would(tmp_path, monkeypa
         checked = _Checked(m)
         kept = _forecast(tmp_path, seed)
     assert checked.renewed > 30 and checked.partitions > checked.renewed
+    assert checked.dropped > 0          # partitions no request asked for were dropped
     with monkeypatch.context() as m:
         _never_kept(m)
         afresh = _forecast(tmp_path, seed)

@@ -15,10 +15,11 @@ instead of sorting every slot again each cycle, the partitions are kept and patc
 2. the slots no longer in the list leave their classes (a class left empty goes, and a
    match group left empty with it; a class or group whose representative left takes
    another member, alike in everything a request sees);
-3. the slots new to the list join their classes in every kept partition, each at its
-   place in the scan order (static ranks, then collector order). The slots that stayed
-   keep their order among themselves (`_candidate_slots` checks it), so the classes
-   stay sorted.
+3. the slots new to the list join their classes, each at its place in the scan order
+   (static ranks, then collector order), in a kept partition when a request first asks
+   for it (`settle`); a partition no request asked for while many slots came is
+   dropped. The slots that stayed keep their order among themselves
+   (`_candidate_slots` checks it), so the classes stay sorted.
 
 The slots that stayed are the same `Slot` objects (`Slot.carried`): what the cycle
 worked out of them alone (their scan and profile, their class keys) stands, since the
@@ -100,15 +101,20 @@ class KeptClasses:
                     part.version += 1
             elif group.rep.stamp is not stamp:
                 group.rep = group.classes[0].rep if group.classes else group.held[0]
-        for names, part in parts.items():
-            skipped, part.skipped = part.skipped, []
-            for s in skipped:
-                if s.stamp is stamp and not s.carried:
-                    continue                  # new to the list: it joins below
-                if s.stamp is stamp and names not in s.class_keys:
-                    self._join(classes, s, names, part)
-            for s in fresh:
-                self._join(classes, s, names, part)
+        limit = len(slots) // 2
+        for names in list(parts):
+            part = parts[names]
+            # the new slots join a partition when a request asks for it (`settle`): most
+            # cycles ask for a few of the partitions kept. One not asked for while more
+            # than half a list of slots came goes (made afresh when asked for again)
+            part.pending += fresh
+            if len(part.pending) > limit:
+                del parts[names]
+                for got in (*part.classes.values(), *part.groups.values()):
+                    for x in (got.members if type(got) is SlotClass else got.held):
+                        if x.class_keys.get(names) is got:
+                            del x.class_keys[names]
+                continue
             for cls in part.classes.values():
                 cls.start = 0
             # (a request's list of groups drops those with no live slot left: true for
@@ -116,11 +122,21 @@ class KeptClasses:
             part.maybe = {}
         self.slots, self.stamp = slots, stamp
 
+    @classmethod
+    def settle(cls, classes, names: tuple, part: Partition, stamp: object) -> None:
+        """The slots waiting to join partition `part` of the cycle stamped `stamp`
+        join it: those still in the list and not in it yet; the removed ones wait for
+        the next cycle."""
+        pending, part.pending = part.pending, []
+        for s in pending:
+            if s.stamp is stamp and names not in s.class_keys:
+                cls._join(classes, s, names, part)
+
     @staticmethod
     def _join(classes, s: Slot, names: tuple, part: Partition) -> None:
         """Slot `s` into its class of `part`, at its place in the members' order."""
         if s.removed:
-            part.skipped.append(s)
+            part.pending.append(s)
             return
         cls = part.classes.get(classes._class_key(s, names[0])) \
             if not classes._held(s) else None

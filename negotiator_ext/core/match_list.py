@@ -187,9 +187,9 @@ class Partition:
         self.version = 0            # bumped when a group comes or goes
         # request key -> (version, the groups not known to fail its match test)
         self.maybe: dict[int, tuple[int, list]] = {}
-        # the slots left out because they were removed when the partition was made (a
-        # partition kept for the next cycle takes them in then, core.kept_classes)
-        self.skipped: list[Slot] = []
+        # in a long run, slots waiting to join (core.kept_classes): new to the list, or
+        # left out because they were removed when the partition was made or settled
+        self.pending: list[Slot] = []
 
 
 @dataclass

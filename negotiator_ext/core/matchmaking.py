@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import operator
+from itertools import repeat
 from typing import Any, Callable, Iterable
 
 from . import adtext, classads, consumption, pslot_preemption, static_ranks
@@ -70,6 +71,11 @@ _VARIES = object()      # profile_slot: MY.Rank > MY.CurrentRank depends on the 
 
 _MISSING = object()
 _fams = operator.attrgetter("fams")
+_memo = operator.attrgetter("memo")
+
+
+def _memo_get(memo: dict | None, key):
+    return memo.get(key) if memo is not None else None
 
 
 
@@ -152,6 +158,7 @@ class Matcher(SlotClasses):
         self._next = None
         self._carry_key = None
         self._lazy_walk = False
+        self._stamp = None
         if memory is not None:
             self._adopt(memory, config)
         # user -> (its usage, its group's usage or None) as they stand now: what a claimed
@@ -231,17 +238,22 @@ class Matcher(SlotClasses):
         roots = frozenset(slot_names)
         p = self._projector(roots, self._reached_back)
         token = memo_token(("reached back", roots))     # (a slot's memo keeps it)
-        found: dict[int, frozenset] = {}                 # each distinct answer once
-        for s in slots:
-            memo = s.memo
-            got = memo.get(token) if memo is not None else None
-            if got is None:
-                got = p(s.texts.get)
-                if memo is not None:
-                    memo[token] = got
-            found[id(got)] = got
+        # each slot's answer, kept in its memo: asked of every memo at once, worked out
+        # for the slots whose memo lacks it (or that have none)
+        memos = list(map(_memo, slots))
+        gots = list(map(_memo_get if None in memos else dict.get, memos, repeat(token)))
+        i = -1
+        while True:
+            try:
+                i = gots.index(None, i + 1)
+            except ValueError:
+                break
+            s = slots[i]
+            got = gots[i] = p(s.texts.get)
+            if s.memo is not None:
+                s.memo[token] = got
         out: set[str] = set()
-        for got in found.values():
+        for got in set(gots):                           # each distinct answer once
             out |= got
         return {n for n in out if "." not in n} - self.job_names_seen_by_slots
 

@@ -73,7 +73,7 @@ class SlotClasses:
         return kept.stamp
 
     def classify(self, slots: list[Slot], stamp: object = None,
-                 ordered: bool = False) -> dict[str, int]:
+                 ordered: bool = False, numbers: bool = True) -> dict[str, int]:
         """Once every slot is scanned and every job keyed: each slot's class key and
         static ranks, and the slot list the classes are drawn from. Returns each slot's
         class number (slot name -> number): slots no job-independent part of
@@ -82,7 +82,8 @@ class SlotClasses:
 
         In a long run (a memory, `core.kept_classes`), the classes the last cycle left
         are patched instead, when the slots it shares with this one (`Slot.carried`)
-        kept their order (`ordered`) and their profiles; `stamp`: this cycle's token."""
+        kept their order (`ordered`) and their profiles; `stamp`: this cycle's token.
+        `numbers`: False when nothing compares slots (none are returned)."""
         kept = self._kept if ordered and self._memory is not None else None
         fresh = slots
         if kept is not None:
@@ -109,12 +110,15 @@ class SlotClasses:
                 kept = KeptClasses(self._carry_key, stamp, slots, self.partitions,
                                    plan_signatures(self, slots))
         self._next = kept
+        self._stamp = stamp
         if self._memory is not None:
             self._memory.carry = kept
         if self.pslot_preemption:
             self.by_name = {s.name: s for s in slots}
             self.pslots = [s for s in slots if s.partitionable and not s.cp and (
                 classads.eval_number(s.ad, "NumDynamicSlots") or 0) >= 1]
+        if not numbers:
+            return {}
         # (numbered in order of first appearance)
         keys = list(zip(map(_key_ids, slots), map(_statics, slots)))
         number = dict(zip(dict.fromkeys(keys), itertools.count()))
@@ -133,6 +137,8 @@ class SlotClasses:
         by what the match test sees."""
         names = self._normalized(names)
         part = self.partitions.get(names)
+        if part is not None and part.pending:
+            KeptClasses.settle(self, names, part, self._stamp)
         if part is None:
             part = self.partitions[names] = Partition()
             # `_add_to_class` for every slot, its common case inlined: a slot joining a
@@ -148,11 +154,11 @@ class SlotClasses:
             walk = self._walk
             if walk is None and self._lazy_walk:
                 walk = self._walk = sorted(self.slots, key=_static_order)
-            skipped = part.skipped if self._next is not None else None
+            pending = part.pending if self._next is not None else None
             for s in (walk if walk is not None else self.slots):
                 if s.removed:
-                    if skipped is not None:
-                        skipped.append(s)
+                    if pending is not None:
+                        pending.append(s)
                     continue
                 # (`_held`, inlined)
                 if held and s.current_user is not None and s.rank_static is False \

@@ -55,6 +55,7 @@ import gc
 import heapq
 import itertools
 import math
+import operator
 import random
 import sys
 import time as _time
@@ -396,6 +397,7 @@ class Simulation:
                 row.takes += _UNBOUNDED if _matched_again(b.ad) else 1
         row.seg = tuple(seg)
         row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
+        row.cand = (_candidates(row.free), _candidates(row.every))
         s._row = row
         return row
 
@@ -414,6 +416,7 @@ class Simulation:
                 version=p.version, config=config, segs=[r.seg for r in rows],
                 every=[r.every for r in rows], free=[r.free for r in rows],
                 free_cpus=[r.free_cpus for r in rows], takes=[r.takes for r in rows],
+                cand=[r.cand for r in rows],
                 all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
         else:
             # what the accountant's CheckMatches needs to look at (core.accountant's
@@ -428,6 +431,7 @@ class Simulation:
                     places.append(i)
                     got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
                     got.free_cpus[i], got.takes[i] = r.free_cpus, r.takes
+                    got.cand[i] = r.cand
             places.sort()
             got.changes = SlotChanges(frozenset(names),
                                       tuple(u for i in places for _, _, u in got.every[i]))
@@ -456,12 +460,10 @@ class Simulation:
         # cycle copies an ad before it writes into it), with their texts and their memo
         # (what the cycle works out of an ad alone is kept with it until the slot
         # changes, `SimSlot.changed`)
-        cand_ads, cand_usage, cand_texts, cand_memos = [], [], [], []
-        for x, b, u in flat(rows.every if preempt else rows.free):
-            cand_ads.append(b.ad)
-            cand_usage.append(u)
-            cand_texts.append(_slot_texts(b))
-            cand_memos.append(b.memo)
+        cands = list(map(operator.itemgetter(1 if preempt else 0), rows.cand))
+        cand_ads, cand_usage, cand_texts, cand_memos = (
+            list(flat(map(operator.itemgetter(k), cands))) for k in range(4))
+        del cands
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
         free = sum([c for c in rows.free_cpus if c is not None])
@@ -533,7 +535,7 @@ class Simulation:
                     schedd_default=self.schedd_default,
                     schedd_limits=self.options.schedd_limits, slot_changes=rows.changes,
                     shared_slot_ads=True, slot_memos=tuple(cand_memos),
-                    match_memory=self.match_memory)
+                    match_memory=self.match_memory, number_slot_classes=False)
 
     def _apply(self, result, t: int) -> list[MatchEntry]:
         """The schedds and startds act on the matches; our match entries, with waits."""
@@ -636,7 +638,7 @@ _NO_SCHEDD_LIMITS = ScheddLimits(per_user_enabled=False, max_jobs_running=1 << 6
 class _SlotRow:
     """A top-level slot's part of the pool (it and its dynamic slots) under one config:
     see `Simulation._slot_row`."""
-    __slots__ = ("config", "every", "free", "free_cpus", "seg", "takes")
+    __slots__ = ("cand", "config", "every", "free", "free_cpus", "seg", "takes")
 
     def __init__(self, config):
         self.config = config
@@ -645,6 +647,9 @@ class _SlotRow:
         self.free: list[tuple] = []      # the ones a job can take without preemption
         self.free_cpus: float | None = None   # its free cpus, if it counts
         self.takes = 0                   # how many matches its free ads can take a cycle
+        # (the ads, usages, texts and memos of `free`, and of `every`) as the cycle takes
+        # its candidates (`Simulation._pool`)
+        self.cand: tuple = ()
 
 
 @dataclass
@@ -657,11 +662,19 @@ class _PoolRows:
     free: list[list]
     free_cpus: list
     takes: list
+    cand: list
     all_cpus: int                 # every slot's cpus, rounded up
     changes: SlotChanges | None = None   # the slots changed since the last cycle's
 
 
 _UNBOUNDED = 1 << 40
+
+
+def _candidates(entries: list[tuple]) -> tuple:
+    """(slot, _Ad, usage) entries as four columns: the ads, the usages, the texts and
+    the memos."""
+    return (tuple(b.ad for _, b, _ in entries), tuple(u for _, _, u in entries),
+            tuple(_slot_texts(b) for _, b, _ in entries), tuple(b.memo for _, b, _ in entries))
 
 
 def _matched_again(ad) -> bool:
