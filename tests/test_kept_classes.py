@@ -1,9 +1,10 @@
-"""The slot classes a long run keeps from cycle to cycle (core.kept_classes): after every
-patch, each kept partition is what sorting the cycle's slots afresh would give (the
-same classes, the same members in the same order, the same live counts, the same match
-groups), and a run decides exactly as with the classes sorted afresh every cycle: a
-forecast of the benchmark pool (static and partitionable slots, groups, three schedds,
-jobs arriving and leaving) and the simulator's shortcut cases."""
+"""What a long run keeps from cycle to cycle. The slot classes (core.kept_classes): each
+kept partition, when a cycle asks for it, is what sorting the cycle's slots afresh would
+give (the same classes, the same members in the same order, the same live counts, the
+same match groups), and a run decides exactly as with the classes sorted afresh every
+cycle: a forecast of the benchmark pool (static and partitionable slots, groups, three
+schedds, jobs arriving and leaving) and the simulator's shortcut cases. And a built slot
+ad's texts, made beside the ad, are what classad2 prints of it."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from negotiator_ext.core import kept_classes
 from negotiator_ext.core.kept_classes import KeptClasses
@@ -22,6 +25,7 @@ from negotiator_ext.sim.forecast import ForecastSpec, run_forecast
 
 from negotiator_ext.adapters.ledger import open_ledger
 from negotiator_ext.sim import engine
+from negotiator_ext.sim.ads import _CONTROL
 from negotiator_ext.sim.engine import Simulation
 
 from test_simulate import _ledger_rows, shortcut_case
@@ -181,3 +185,41 @@ def test_what_the_kept_classes_cannot_follow_turns_them_off(monkeypatch):
     nan = SimpleNamespace(cp=False, static=(float("nan"), 0.0, 0.0))
     assert not SlotClasses._can_keep(SimpleNamespace(**base), [slot, nan])
     assert kept_classes.__doc__ and "ALLOW_PSLOT_PREEMPTION" in kept_classes.__doc__
+
+
+def test_a_built_slot_ads_texts_are_what_classad2_prints(tmp_path, monkeypatch):
+    """The simulator makes a slot ad's texts beside the ad (`sim.ads._printed`) instead
+    of printing the ad: on every ad a forecast of the benchmark pool builds they equal
+    `classads.attribute_texts` of the ad."""
+    from negotiator_ext.core import classads
+    from negotiator_ext.sim import ads
+    real = ads._built
+    count = [0]
+
+    def built(s, sc):
+        had = s._ad is not None
+        b = real(s, sc)
+        if not had:
+            assert b.texts == {k.lower(): t for k, t in classads.attribute_texts(b.ad)}
+            count[0] += 1
+        return b
+    monkeypatch.setattr(ads, "_built", built)
+    monkeypatch.setattr(engine, "_built", built)
+    _forecast(tmp_path, 3)
+    assert count[0] > 1000
+
+
+@given(st.one_of(st.integers(min_value=-2 ** 70, max_value=2 ** 70).map(str),
+                 st.floats(allow_nan=False).map(repr),
+                 st.text(max_size=12).map(lambda t: '"' + t.replace("\\", "\\\\")
+                                          .replace('"', '\\"') + '"'),
+                 st.sampled_from(["007", "0", "00", "true", "START && x", "-5", "1e30",
+                                  '"a\\nb"', "Cpus * 2"])))
+@settings(max_examples=300, deadline=None)
+def test_a_printed_text_is_what_classad2_prints(text):
+    from negotiator_ext.core import classads
+    from negotiator_ext.sim.ads import _printed
+    one = classads.parse_old_ad(f"x = {text}")
+    if len(one) != 1 or _CONTROL.search(text):
+        return                  # (the simulator sets such values one by one)
+    assert _printed(text) == classads.attribute_texts(one)[0][1]

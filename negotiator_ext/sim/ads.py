@@ -35,18 +35,25 @@ def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
 
 
 def _built(s: SimSlot, sc: Scenario) -> _Ad:
-    """The slot's ad as built, kept until the slot changes."""
+    """The slot's ad as built, kept until the slot changes (with its texts, when they
+    were made beside it)."""
     b = s._ad
     if b is None:
-        b = s._ad = _Ad(_new_slot_ad(s, sc))
+        texts: dict = {}
+        b = s._ad = _Ad(_new_slot_ad(s, sc, texts=texts))
+        if texts:
+            b.texts = texts
     return b
 
 
-def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.ClassAd:
+def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
+                 texts: dict | None = None) -> classad2.ClassAd:
     """The slot's ad, parsed from its old-syntax text in one classad2 call (setting the
     attributes one by one costs four times as much). When a text spans lines (or not
     `inline`), the attributes are set one by one, the shape's after the slot's and
-    before the job's."""
+    before the job's. `texts`: filled, when the ad is parsed in one call, with its
+    attribute texts as `classads.attribute_texts` prints them (lower-case name ->
+    text), made from the texts parsed (`_printed`) rather than printed from the ad."""
     ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
     vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
                   "StartdIpAddr": ip, "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX",
@@ -101,8 +108,11 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.Clas
                 if type(v) in (_Expr, str)):
             merged = None
         if merged is not None:
-            ad = classads.parse_old_ad("\n".join(f"{k} = {_text(v)}" for k, v in merged.items()))
+            given = [(k, _text(v)) for k, v in merged.items()]
+            ad = classads.parse_old_ad("\n".join(f"{k} = {t}" for k, t in given))
             if len(ad) == len(merged):
+                if texts is not None:
+                    texts.update((k.lower(), _printed(t)) for k, t in given)
                 return ad
     ad = classad2.ClassAd()
     for k, v in vals.items():
@@ -115,6 +125,25 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True) -> classad2.Clas
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _printed(text: str) -> str:
+    """An attribute's text as classad2 prints it once parsed (`attribute_texts`):
+    the text itself for a plain non-negative integer or a plain string literal (no
+    escape, nothing but printable ASCII), else read and printed once per text."""
+    got = _PRINTED.get(text)
+    if got is None:
+        if _PLAIN.fullmatch(text):
+            return text
+        if len(_PRINTED) > 100_000:
+            _PRINTED.clear()
+        # (read as the ad's old-syntax text is read: a string's escapes are its own)
+        got = _PRINTED[text] = classads.attribute_texts(classads.parse_old_ad(f"x = {text}"))[0][1]
+    return got
+
+
+_PRINTED: dict[str, str] = {}
+_PLAIN = re.compile(r'0|[1-9][0-9]{0,17}|"[ !#-\[\]-~]*"')
 
 
 class _Expr:
