@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 import time
+import weakref
 from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Any
@@ -388,9 +389,9 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
     of a kept slot ad (a shadow loop's: `Pool.slot_memos`) is kept in its memo for the
     next pass.
 
-    In a long run, a kept slot ad's Slot is kept in its memo too: a slot that was in
-    the list of the cycle stamped `last`, with the same ad, usage and texts, and whose
-    ad that cycle wrote nothing into, is the same Slot again (`Slot.carried`), its
+    In a long run, a kept slot ad's Slot is kept in its memo too (weakly): a slot that
+    was in the list of the cycle stamped `last`, with the same ad, usage and texts, and
+    whose ad that cycle wrote nothing into, is the same Slot again (`Slot.carried`), its
     per-cycle state reset. Every slot is stamped `stamp`. Returns the slots, and
     whether the carried ones are in the order they had."""
     cfg = pool.config
@@ -421,8 +422,7 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
         keep = memo is not None and memo_key is not None
         if keep and reuse:
             got = memo.get(_SLOT)
-            if got is not None and got[0] is memo_key:
-                slot = got[1]
+            if got is not None and got[0] is memo_key and (slot := got[1]()) is not None:
                 if (slot.ad is ad and slot.usage is usage and slot.shared
                         and slot.memo is memo and slot.texts is texts and not slot.cp):
                     slot.carried = carried = last is not None and slot.stamp is last
@@ -473,7 +473,9 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
             slot.removed = slot.rolled_up = True
         slot.stamp = stamp
         if keep and reuse and not cp:
-            memo[_SLOT] = (memo_key, slot)
+            # (by a weak reference: a Slot refers to its memo. The last cycle's classes
+            # keep the slots of its list alive, which are the ones carried)
+            memo[_SLOT] = (memo_key, weakref.ref(slot))
         slots.append(slot)
     return slots, ordered
 

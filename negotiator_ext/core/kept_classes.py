@@ -52,6 +52,18 @@ class KeptClasses:
         self.plans = plans
         self.removed: list[Slot] = []   # the slots its matching removed
 
+    def release(self) -> None:
+        """Nothing will keep these classes: their reference cycles broken (a slot's
+        class_keys -> its class -> members -> the slot; a class -> its group ->
+        classes), so that they are freed at once (a run pauses the cyclic collector)."""
+        for s in self.slots:
+            s.class_keys = {}
+        for part in self.partitions.values():
+            for cls in part.classes.values():
+                cls.group = None
+            part.pending = []
+        self.slots, self.removed, self.partitions = [], [], {}
+
     def plans_now(self, classes, fresh: list[Slot]) -> dict[int, tuple]:
         """`plans` as this cycle's matcher `classes` makes them, for the families of
         the last cycles and of the slots new to the list (`fresh`)."""

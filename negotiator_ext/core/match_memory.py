@@ -71,6 +71,8 @@ class MatchMemory:
         self._fresh()
 
     def _fresh(self) -> None:
+        if getattr(self, "carry", None) is not None:
+            self.carry.release()
         self.values = Watched()
         self.ids: dict = {}
         self.verdicts: dict = {}

@@ -67,10 +67,10 @@ class SlotClasses:
         None: nothing is kept."""
         self._carry_key = key
         kept = self._kept
-        if kept is None or kept.key != key:
-            self._kept = None
-            return None
-        return kept.stamp
+        if kept is not None and kept.key != key:
+            kept.release()
+            kept = self._kept = None
+        return kept.stamp if kept is not None else None
 
     def classify(self, slots: list[Slot], stamp: object = None,
                  ordered: bool = False, numbers: bool = True) -> dict[str, int]:
@@ -94,6 +94,9 @@ class SlotClasses:
                     sig != kept.plans[i][1] for i, (_, sig) in plans.items()
                     if i in kept.plans):
                 kept = None
+        if kept is None and self._kept is not None:
+            self._kept.release()        # (its slots are profiled and sorted afresh)
+            self._kept = None
         keeping = kept is not None or (self._memory is not None and self._can_keep(slots))
         for s in fresh if kept is not None else slots:
             self.profile_slot(s)

@@ -44,8 +44,10 @@ walking every slot; the accountant's CheckMatches is told which slots those are
 cycle as a shadow loop's kept ads are: shared (the cycle copies one before it writes into
 it: NEGOTIATOR_MATCH_EXPRS, the remote user's figures), with their texts and a memo in
 which the cycle keeps what it works out of an ad alone, for as long as the slot does not
-change. The cyclic GC is paused during a run, with a young
-collection after each cycle.
+change; with the run's `MatchMemory`, the cycle keeps its Slot objects and slot classes
+too, and patches them with the slots that came and went (`core.kept_classes`). A slot's
+texts are made beside its ad when it is built (`sim.ads`). The cyclic GC is paused
+during a run, with a young collection after each cycle.
 """
 
 from __future__ import annotations
@@ -397,7 +399,7 @@ class Simulation:
                 row.takes += _UNBOUNDED if _matched_again(b.ad) else 1
         row.seg = tuple(seg)
         row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
-        row.cand = (_candidates(row.free), _candidates(row.every))
+        row.cand = _candidates(row.free)
         s._row = row
         return row
 
@@ -460,10 +462,12 @@ class Simulation:
         # cycle copies an ad before it writes into it), with their texts and their memo
         # (what the cycle works out of an ad alone is kept with it until the slot
         # changes, `SimSlot.changed`)
-        cands = list(map(operator.itemgetter(1 if preempt else 0), rows.cand))
-        cand_ads, cand_usage, cand_texts, cand_memos = (
-            list(flat(map(operator.itemgetter(k), cands))) for k in range(4))
-        del cands
+        if preempt:
+            cand_ads, cand_usage, cand_texts, cand_memos = map(
+                list, _candidates(list(flat(rows.every))))
+        else:
+            cand_ads, cand_usage, cand_texts, cand_memos = (
+                list(flat(map(operator.itemgetter(k), rows.cand))) for k in range(4))
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
         free = sum([c for c in rows.free_cpus if c is not None])
@@ -647,8 +651,8 @@ class _SlotRow:
         self.free: list[tuple] = []      # the ones a job can take without preemption
         self.free_cpus: float | None = None   # its free cpus, if it counts
         self.takes = 0                   # how many matches its free ads can take a cycle
-        # (the ads, usages, texts and memos of `free`, and of `every`) as the cycle takes
-        # its candidates (`Simulation._pool`)
+        # the ads, usages, texts and memos of `free`, as the cycle takes its candidates
+        # (`Simulation._pool`)
         self.cand: tuple = ()
 
 
