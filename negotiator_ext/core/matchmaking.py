@@ -27,7 +27,8 @@ expression reaches is found by `Projector`, cached by the ads' expression struct
 A fresh scan then costs one match test per (request key, match group) and one rank
 evaluation per (request key, matching slot class); the MatchList is a merge of the
 classes' members, each class pre-sorted by its static ranks. The sorting of the slots
-into partitions, classes and groups is in `core.slot_classes` (the Matcher's base).
+into partitions, classes and groups is in `core.slot_classes`, what each slot's
+expressions reach and its static ranks in `core.slot_profile` (the Matcher's bases).
 """
 
 from __future__ import annotations
@@ -47,11 +48,10 @@ from .match_memory import MatchMemory, reads_the_clock
 from .negotiator_attrs import live_remote_usage
 from .projection import Projector, closure, reach_back
 from .slot_classes import SlotClasses
+from .slot_profile import SlotProfiles, memo_token
 from .slots import slot_weight
 
 STATE_NAMES = {PRIO_PREEMPTION: "Priority", RANK_PREEMPTION: "Rank", NO_PREEMPTION: "NoPreemption"}
-
-_EMPTY = classads.ClassAd()
 
 # symmetricMatch in one evaluation, with MY = job and TARGET = slot. ifThenElse takes
 # a condition the way EvalExprToBool does (true or a non-zero number; UNDEFINED, ERROR
@@ -66,11 +66,6 @@ _MATCH_TEST = classads.parse_expr(MATCH_TEST)
 LIVE_NAMES = frozenset(("remoteuserresourcesinuse", "remotegroupresourcesinuse"))
 
 
-_VARIES = object()      # profile_slot: MY.Rank > MY.CurrentRank depends on the job
-
-
-_MISSING = object()
-_fams = operator.attrgetter("fams")
 _memo = operator.attrgetter("memo")
 
 
@@ -83,7 +78,7 @@ _JOB_OWN = frozenset(("requirements", "rank", "concurrencylimits"))
 _JOB_REQ = frozenset(("requirements", "concurrencylimits"))
 
 
-class Matcher(SlotClasses):
+class Matcher(SlotClasses, SlotProfiles):
     """Per-cycle evaluation caches and the matchmaking algorithm."""
 
     def __init__(self, config, job_has_attr: Callable[[str], bool],
@@ -309,159 +304,6 @@ class Matcher(SlotClasses):
         key = ((seen, tuple(map(texts.get, seen))), own, own_req, own_rank)
         return self._group_keys.setdefault(key, key)    # one object per distinct key
 
-
-    def scan_slot(self, slot: Slot) -> None:
-        """First pass over a slot: what its expressions reach, in it and outside it
-        (the outside names are looked up in the job). A slot's memo (`Slot.memo`) keeps
-        what its texts give from pass to pass, for a slot the cycle wrote nothing into
-        but the config's NEGOTIATOR_MATCH_EXPRS (no current user's figures, no
-        CurrentRank, no consumption policy): the others' memos are not used."""
-        if not slot.texts:
-            slot.texts = {n.lower(): t for n, t in classads.attribute_texts(slot.ad)}
-        memo = slot.memo
-        if memo is not None and (slot.cp or slot.live or "preemptingrank" in slot.texts):
-            memo = slot.memo = None
-        get = slot.texts.get
-        key = memo.get(self._memo_key) if memo is not None else None
-        if key is None:
-            key = tuple(self._projector(names, self._seen_outside)(get)
-                        for _, _, names in self._families)
-        # slots alike share one tuple (10,000 alike static slots: one; in a long run,
-        # from cycle to cycle): the job names they reach are added once a cycle
-        got = self._slot_fams.get(key)
-        if got is None:
-            got = self._slot_fams[key] = (key, tuple(
-                (fam, expr, seen, outside)
-                for (fam, expr, _), (seen, outside) in zip(self._families, key)))
-        if memo is not None:
-            memo[self._memo_key] = got[0]
-        slot.fams = got[1]
-        if id(got[1]) not in self._fams_seen:
-            self._see(got[1])
-        if slot.cp:
-            # a consumption policy is evaluated against the request too (P3-P5): what it
-            # reads of the job, and the Request<asset> it overrides, tell requests apart
-            assets = consumption.asset_names(slot.ad)
-            roots = frozenset(f"consumption{a}" for a in assets)
-            _, outside = self._projector(roots, self._seen_outside)(get)
-            self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
-            self.job_names_seen_by_slots.update(
-                n for a in assets for n in (f"request{a}", f"_condor_request{a}"))
-
-    def see_slots(self, slots: list[Slot]) -> None:
-        """The job names the expressions of `slots` (scanned in an earlier cycle: the
-        ones kept, `Slot.carried`) reach outside them, looked up in the jobs."""
-        fams = list(map(_fams, slots))
-        for i, f in dict(zip(map(id, fams), fams)).items():
-            if i not in self._fams_seen:
-                self._see(f)
-
-    def _see(self, fams: tuple) -> None:
-        self._fams_seen.add(id(fams))
-        for _, _, _, outside in fams:
-            self.job_names_seen_by_slots.update(n for n in outside if "." not in n)
-
-    # Families whose verdict is always kept per class (their inputs go into the key).
-    _ALWAYS_DEPENDENT = ("req", "rankcond", "preq")
-
-    def profile_slot(self, slot: Slot) -> None:
-        """Second pass, once the jobs are known: the slot's class key and its static
-        (job-independent) ranks; what the slot's texts give under this plan is kept in
-        its memo (`scan_slot`)."""
-        live = self.live_remote is not None and bool(slot.live)
-        plan = self._plans.get((id(slot.fams), live, id(self.live_names)))
-        if plan is None:
-            plan = self._plan(slot.fams, live)
-        dependent, key_names, statics, rankcond, req_names, live_req, memo_key = plan
-        memo = slot.memo
-        got = memo.get(memo_key) if memo is not None else None
-        if got is None:
-            static = {"pre": -DBL_MAX, "post": -DBL_MAX, "prank": -DBL_MAX}
-            for fam, expr, seen in statics:
-                static[fam] = self._static(fam, expr, slot, seen)
-            rank_static = slot.rank_static
-            if rankcond is not None:
-                rank_static = (None if rankcond is _VARIES
-                               else self._static("rankcond", rankcond[0], slot,
-                                                 rankcond[1]) is True)
-            get = slot.texts.get
-            got = ((static["pre"], static["post"], static["prank"]), rank_static,
-                   tuple(map(get, key_names)), tuple(map(get, req_names)))
-            if memo is not None:
-                # alike slots' memos share one
-                got = memo[memo_key] = self._profiles.setdefault(got, got)
-        slot.static, slot.rank_static, proj, req = got
-        slot.req_id = self.intern(("req", req_names, req))
-        slot.live_req = live_req
-        slot.views = {}
-        slot.key = (dependent, key_names, proj, slot.weight, slot.current_user, slot.live,
-                    slot.claimer_schedd, slot.partitionable,
-                    ("cp", self._serial, slot.index, slot.version) if slot.cp else None)
-        slot.key_id = self.intern(("slot", slot.key))
-        slot.class_keys = {}
-
-    def plan_signature(self, fams: tuple) -> tuple:
-        """What `profile_slot` makes of a slot with families `fams` depends on, beside
-        the slot's texts: its plan's memo key (and whether its Requirements read live
-        usage). Slots kept from the last cycle keep their profiles while it is the same
-        (core.kept_classes)."""
-        plan = self._plans.get((id(fams), False, id(self.live_names)))
-        if plan is None:
-            plan = self._plan(fams, False)
-        return plan[6], plan[5]
-
-    def _plan(self, fams: tuple, live: bool) -> tuple:
-        """What `profile_slot` works out the same way for every slot sharing `fams` (the
-        expression families alike slots share, `scan_slot`): which families depend on
-        the job (their names go into the class key, sorted), which are static (evaluated
-        per slot, cached per texts), and what the slot's own Requirements read."""
-        key_names: set[str] = set()
-        dependent: list[str] = []
-        statics = []
-        rankcond = None
-        for fam, expr, seen, outside in fams:
-            # an expression that reads the current user's live usage changes during the
-            # cycle: it is evaluated with the verdicts, never kept as a static value
-            varies = any(("." in n) or self._job_has_attr(n) for n in outside) or (
-                live and not self.live_names.isdisjoint(seen))
-            dep = fam in self._ALWAYS_DEPENDENT or varies
-            if fam == "rankcond":
-                rankcond = _VARIES if varies else (expr, seen)
-            if dep:
-                dependent.append(fam)
-                key_names |= seen
-            elif fam in ("pre", "post", "prank"):
-                statics.append((fam, expr, seen))
-        req_seen = next(seen for fam, _, seen, _ in fams if fam == "req")
-        key_names = tuple(sorted(key_names))
-        req_names = tuple(sorted(req_seen))
-        # what a slot's memo keeps under this plan (profile_slot) depends on these and
-        # on the config's expressions (scan_slot's memo key): a small token for them
-        memo_key = memo_token(("profile", self._memo_key, tuple(dependent), key_names,
-                               tuple((fam, seen) for fam, _, seen in statics),
-                               rankcond if rankcond in (None, _VARIES) else rankcond[1],
-                               req_names))
-        plan = (tuple(dependent), key_names, tuple(statics), rankcond, req_names,
-                live and not self.live_names.isdisjoint(req_seen), memo_key)
-        # (keyed by the shared tuple's id: _slot_fams keeps every such tuple alive)
-        self._plans[(id(fams), live, id(self.live_names))] = plan
-        return plan
-
-    def _static(self, fam: str, expr, slot: Slot, seen: frozenset):
-        """A slot expression no job can change, evaluated once per distinct set of the
-        texts it reaches (ranks: EvalNegotiatorMatchRank; rankcond: its value)."""
-        names = self._sorted_names.get(seen)
-        if names is None:
-            names = self._sorted_names[seen] = tuple(sorted(seen))
-        key = (fam, names, tuple(map(slot.texts.get, names)))
-        got = self._statics.get(key, _MISSING)
-        if got is _MISSING:
-            if fam == "rankcond":
-                got = classads.eval_match(expr, slot.ad, _EMPTY)
-            else:
-                got = self._neg_rank(expr, slot.ad, _EMPTY)
-            self._statics[key] = got
-        return got
 
     def watch_live_usage(self, slots: list[Slot], live_names: set[str], acc, groups,
                          group_quotas) -> None:
@@ -808,20 +650,6 @@ def symmetric_match(job, slot_ad, cp: bool) -> bool:
         return classads.eval_match(_MATCH_TEST, job, slot_ad) is True
     finally:
         consumption.restore_requested(job, restore)
-
-
-_MEMO_TOKENS: dict[tuple, str] = {}
-
-
-def memo_token(key: tuple) -> str:
-    """A short string standing for `key` in a slot's memo for as long as the process
-    lives (the same key, the same token): a memo is asked once a slot every pass, and a
-    small string hashes at once where a large tuple is hashed anew each time. (Keys are
-    what a config and a pool's jobs give: a few in a process's life.)"""
-    got = _MEMO_TOKENS.get(key)
-    if got is None:
-        got = _MEMO_TOKENS[key] = f"matcher-{len(_MEMO_TOKENS)}"
-    return got
 
 
 def pslot_preemption_modelled(config) -> bool:
