@@ -26,6 +26,7 @@ from .core.adtext import AdView, Job, TextValues, as_text_ads
 from .core.match_list import Slot
 from .core.matchmaking import Matcher, STATE_NAMES, pslot_preemption_modelled
 from .core.negotiator_attrs import insert_negotiator_attrs
+from .core.slot_profile import memo_token
 from .core.job_queue import (JobConstraint, JobQueue, QueueView, id_number, job_id, run_indexes,
                              run_proc)
 from .core.negotiation import Match, Negotiation, REQUEST_EPHEMERALS, Submitter
@@ -253,7 +254,8 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
                          cfg.use_global_job_prios)
     del by_queue
     matcher.watch_live_usage(slots, live_names, acc, groups, quotas0)
-    slot_classes = matcher.classify(slots, stamp, ordered, pool.number_slot_classes)
+    slot_classes = matcher.classify(slots, stamp, fresh if ordered else None,
+                                    pool.number_slot_classes)
 
     clock.lap("autoclusters")
     cost, why = pool.cost_model()
@@ -401,11 +403,11 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
     values = TextValues()           # the slots' literal texts, each evaluated once
     # what is read here depends on the ad and these knobs alone (the shutdown test reads
     # the clock: nothing is kept with it)
-    memo_key = (("candidate", cfg.consider_preemption, cfg.consider_early_preemption,
-                 cfg.match_working_cm_slots, rolled_up)
+    # (a token: one object for these knobs, compared by `is` below)
+    memo_key = (memo_token(("candidate", cfg.consider_preemption,
+                            cfg.consider_early_preemption, cfg.match_working_cm_slots,
+                            rolled_up))
                 if cfg.trim_shutdown_threshold <= 0 else None)
-    if memo_key is not None:
-        memo_key = _MEMO_KEYS.setdefault(memo_key, memo_key)    # one object: `is` below
     shared = pool.shared_slot_ads
     facts: dict = {}                # one tuple of each kept (most slots' are alike)
     # a Slot is kept only in a long run (a matcher's memory), and only where nothing
@@ -425,14 +427,13 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
             if got is not None and got[0] is memo_key and (slot := got[1]()) is not None:
                 if (slot.ad is ad and slot.usage is usage and slot.shared
                         and slot.memo is memo and slot.texts is texts and not slot.cp):
+                    # (one not carried is profiled again: its class keys and views
+                    # made anew)
                     slot.carried = carried = last is not None and slot.stamp is last
                     if carried:
                         if slot.index <= before:
                             ordered = False
                         before = slot.index
-                    else:
-                        slot.class_keys = {}
-                        slot.views = {}
                     slot.index = i
                     slot.removed = False
                     slot.stamp = stamp
@@ -481,7 +482,6 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
 
 
 _SLOT = ("slot",)       # a slot memo's key for its Slot (`_candidate_slots`)
-_MEMO_KEYS: dict = {}
 
 
 _TRIMMED = "trimmed"

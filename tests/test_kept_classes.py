@@ -8,6 +8,7 @@ ad's texts, made beside the ad, are what classad2 prints of it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -16,7 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from negotiator_ext.core import kept_classes
 from negotiator_ext.core.kept_classes import KeptClasses
 from negotiator_ext.core.match_list import SlotClass, _static_order
 from negotiator_ext.core.slot_classes import SlotClasses
@@ -28,6 +28,8 @@ from negotiator_ext.sim import engine
 from negotiator_ext.sim.ads import _CONTROL
 from negotiator_ext.sim.engine import Simulation
 
+from conftest import DATA, FIXTURES, SCENARIOS, unpack_recording
+from test_match_memory import RULES, _decisions
 from test_simulate import _ledger_rows, shortcut_case
 
 ROOT = Path(__file__).parent.parent
@@ -184,7 +186,6 @@ def test_what_the_kept_classes_cannot_follow_turns_them_off(monkeypatch):
                                      [slot, SimpleNamespace(cp=True, static=slot.static)])
     nan = SimpleNamespace(cp=False, static=(float("nan"), 0.0, 0.0))
     assert not SlotClasses._can_keep(SimpleNamespace(**base), [slot, nan])
-    assert kept_classes.__doc__ and "ALLOW_PSLOT_PREEMPTION" in kept_classes.__doc__
 
 
 def test_a_built_slot_ads_texts_are_what_classad2_prints(tmp_path, monkeypatch):
@@ -243,3 +244,72 @@ def test_a_run_leaves_no_slots_in_reference_cycles(tmp_path):
         gc.garbage.clear()
     # (55 here: the last cycle's candidates; 343 with the memo holding its Slot)
     assert matches > 300 and slots < 150
+
+
+def _kept_inputs(pool, order: list[int]):
+    """`pool` as a long run hands it over, its candidate slots in `order`: the ads
+    shared, their texts as dicts, a memo each (the same objects from cycle to cycle)."""
+    from negotiator_ext.core import classads
+    texts = [{n.lower(): t for n, t in classads.attribute_texts(ad)} for ad in pool.slot_ads]
+    memos = [{} for _ in pool.slot_ads]
+    pick = lambda seq: tuple(seq[i] for i in order)     # noqa: E731
+    return dataclasses.replace(pool, slot_ads=pick(pool.slot_ads), slots=pick(pool.slots),
+                               slot_texts=pick(texts), slot_memos=pick(memos),
+                               shared_slot_ads=True)
+
+
+@pytest.mark.parametrize("where", [f"fixtures/{s}" for s in SCENARIOS]
+                         + [f"rules/{r}" for r in RULES])
+def test_cycles_that_keep_their_classes_decide_as_fresh_ones(tmp_path, where):
+    """Every recorded pool, cycled three times with one memory as a long run does: the
+    second cycle carries every slot over (the same ads, texts and memos), the third
+    has them in the reverse order (so its kept classes are sorted afresh). Each
+    decides, and numbers its slot classes, as a fresh cycle on the same pool."""
+    from negotiator_ext.core.match_memory import MatchMemory
+    from negotiator_ext.cycle import run_cycle
+    from negotiator_ext.pool import load_pool
+    kind, name = where.split("/")
+    directory = (FIXTURES / name if kind == "fixtures"
+                 else unpack_recording(DATA / "rules" / f"{name}.tar.gz", tmp_path))
+    base = load_pool(directory)
+    n = len(base.slot_ads)
+    forward, backward = list(range(n)), list(range(n))[::-1]
+    kept = _kept_inputs(base, forward)
+    memory = MatchMemory()
+    seen = []               # per cycle: (slots carried, kept classes patched)
+    real, real_renew = SlotClasses.classify, KeptClasses.renew
+
+    def classify(classes, slots, *a, **kw):
+        seen.append([sum(s.carried for s in slots), False])
+        return real(classes, slots, *a, **kw)
+
+    def renew(*a):
+        seen[-1][1] = True
+        return real_renew(*a)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(SlotClasses, "classify", classify)
+        m.setattr(KeptClasses, "renew", renew)
+        got = [run_cycle(dataclasses.replace(kept, match_memory=memory)) for _ in range(2)]
+        got.append(run_cycle(dataclasses.replace(
+            _kept_inputs(base, backward), slot_texts=tuple(reversed(kept.slot_texts)),
+            slot_ads=tuple(reversed(kept.slot_ads)), slot_memos=tuple(reversed(kept.slot_memos)),
+            match_memory=memory)))
+    for i, order in enumerate((forward, forward, backward)):
+        fresh = run_cycle(_kept_inputs(load_pool(directory), order))
+        assert _decisions(got[i]) == _decisions(fresh), i
+        assert got[i].slot_classes == fresh.slot_classes, i
+    # the second cycle carries the slots the first wrote nothing into and patches the
+    # classes it left; the third, its slots in the reverse order, sorts them afresh
+    assert (seen[1][0] > 0) == (name not in _NOTHING_CARRIED)
+    assert seen[1][1] == (name not in _NOTHING_KEPT)
+    assert not seen[2][1] or seen[2][0] == 0
+
+
+# Recordings whose cycles carry no slot over: every candidate is claimed and written
+# into (preemption considered), NEGOTIATOR_IGNORE_JOB_RANKS or ALLOW_PSLOT_PREEMPTION
+# (which turn the kept classes off), a consumption policy, or a shutdown threshold (what
+# is read of a slot depends on the clock)
+_NOTHING_KEPT = {"pslot_consumption_policy_cpu", "ignore_job_ranks", "ignore_job_ranks_ties",
+                 "ignore_job_ranks_weights", "pslot_preemption", "pslot_preemption_policy",
+                 "pslot_preemption_rank"}
+_NOTHING_CARRIED = _NOTHING_KEPT | {"preempt_priority", "trim_shutdown"}

@@ -33,10 +33,10 @@ whose order changed. The tests compare every run with and without (`shortcuts=Fa
 from __future__ import annotations
 
 import bisect
-import operator
 from typing import Any
 
-from .match_list import Partition, Slot, SlotClass, _static_order
+from .match_list import Partition, Slot, SlotClass, _static_order, count_live
+from .slot_profile import distinct_families
 
 
 class KeptClasses:
@@ -77,19 +77,14 @@ class KeptClasses:
         its class)."""
         # (`_candidate_slots` has cleared the flags of those still in the list)
         for s in self.removed:
-            for got in s.class_keys.values():
-                got.live += 1
-                if type(got) is SlotClass:
-                    got.group.live += 1
+            count_live(s, +1)
         self.removed = []
         parts = self.partitions
         touched: dict[int, tuple] = {}
         for s in self.slots:
             if s.stamp is not stamp:          # it left
+                count_live(s, -1)
                 for names, got in s.class_keys.items():
-                    got.live -= 1
-                    if type(got) is SlotClass:
-                        got.group.live -= 1
                     touched[id(got)] = (names, got)
                 s.class_keys = {}
         for names, got in touched.values():
@@ -146,26 +141,20 @@ class KeptClasses:
 
     @staticmethod
     def _join(classes, s: Slot, names: tuple, part: Partition) -> None:
-        """Slot `s` into its class of `part`, at its place in the members' order."""
+        """Slot `s` into its class of `part` (`SlotClasses._add_to_class`, which puts it
+        last), moved to its place in the members' order."""
         if s.removed:
             part.pending.append(s)
             return
-        cls = part.classes.get(classes._class_key(s, names[0])) \
-            if not classes._held(s) else None
-        if cls is None:
-            classes._add_to_class(s, names, part)
-            return
-        bisect.insort(cls.members, s, key=_static_order)
-        cls.live += 1
-        cls.group.live += 1
-        s.class_keys[names] = cls
+        cls = classes._add_to_class(s, names, part)
+        if cls is not None and len(cls.members) > 1 and \
+                _static_order(cls.members[-2]) > _static_order(s):
+            cls.members.pop()
+            bisect.insort(cls.members, s, key=_static_order)
 
 
 def plan_signatures(classes, slots: list[Slot]) -> dict[int, tuple]:
     """id(families) -> (the families, what `profile_slot` makes of the slots sharing
     them this cycle)."""
     return {i: (fams, classes.plan_signature(fams))
-            for i, fams in {id(f): f for f in map(_fams, slots)}.items()}
-
-
-_fams = operator.attrgetter("fams")
+            for i, fams in distinct_families(slots).items()}

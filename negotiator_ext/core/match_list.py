@@ -158,6 +158,15 @@ class SlotClass:
         self.start = 0
 
 
+def count_live(s: Slot, n: int) -> None:
+    """Slot `s` counted `n` more times live (removed: -1; put back: +1) in each of its
+    classes and their match groups (a held slot: in its match group)."""
+    for got in s.class_keys.values():
+        got.live += n
+        if type(got) is SlotClass:
+            got.group.live += n
+
+
 class MatchGroup:
     """Slot classes the match test cannot tell apart (one view): one evaluation of the
     test serves them all.

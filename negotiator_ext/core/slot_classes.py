@@ -13,7 +13,8 @@ import operator
 
 from . import classads
 from .kept_classes import KeptClasses, plan_signatures
-from .match_list import MatchGroup, Partition, Slot, SlotClass, _sort_pos, _static_order
+from .match_list import (MatchGroup, Partition, Slot, SlotClass, _sort_pos, _static_order,
+                         count_live)
 
 _REACH = "reach"        # a slot memo's key for what names reach in the slot (`_reach`)
 _by_order = operator.attrgetter("order")      # a slot's `_static_order`, worked out
@@ -73,7 +74,7 @@ class SlotClasses:
         return kept.stamp if kept is not None else None
 
     def classify(self, slots: list[Slot], stamp: object = None,
-                 ordered: bool = False, numbers: bool = True) -> dict[str, int]:
+                 fresh: list[Slot] | None = None, numbers: bool = True) -> dict[str, int]:
         """Once every slot is scanned and every job keyed: each slot's class key and
         static ranks, and the slot list the classes are drawn from. Returns each slot's
         class number (slot name -> number): slots no job-independent part of
@@ -82,13 +83,12 @@ class SlotClasses:
 
         In a long run (a memory, `core.kept_classes`), the classes the last cycle left
         are patched instead, when the slots it shares with this one (`Slot.carried`)
-        kept their order (`ordered`) and their profiles; `stamp`: this cycle's token.
-        `numbers`: False when nothing compares slots (none are returned)."""
-        kept = self._kept if ordered and self._memory is not None else None
-        fresh = slots
+        kept their order and their profiles: `fresh` is then the others (None: the
+        order changed); `stamp`: this cycle's token. `numbers`: False when nothing
+        compares slots (none are returned)."""
+        kept = self._kept if fresh is not None and self._memory is not None else None
         if kept is not None:
             # (the carried slots passed `_can_keep` when the last cycle kept them)
-            fresh = [s for s in slots if not s.carried]
             plans = kept.plans_now(self, fresh)
             if not self._can_keep(fresh) or any(
                     sig != kept.plans[i][1] for i, (_, sig) in plans.items()
@@ -344,9 +344,4 @@ class SlotClasses:
             s.removed = True
             if self._next is not None:
                 self._next.removed.append(s)
-            for got in s.class_keys.values():
-                if isinstance(got, MatchGroup):     # a held slot
-                    got.live -= 1
-                else:
-                    got.live -= 1
-                    got.group.live -= 1
+            count_live(s, -1)

@@ -32,6 +32,13 @@ def memo_token(key: tuple) -> str:
     return got
 
 
+def distinct_families(slots: list[Slot]) -> dict[int, tuple]:
+    """id -> the family tuples (`Slot.fams`, shared by slots alike) of `slots`, each
+    once."""
+    fams = list(map(_fams, slots))
+    return dict(zip(map(id, fams), fams))
+
+
 class SlotProfiles:
     """The Matcher's per-slot passes; the state they read (the families, the memory's
     caches, the projectors, the interning) is the Matcher's own."""
@@ -77,8 +84,7 @@ class SlotProfiles:
     def see_slots(self, slots: list[Slot]) -> None:
         """The job names the expressions of `slots` (scanned in an earlier cycle: the
         ones kept, `Slot.carried`) reach outside them, looked up in the jobs."""
-        fams = list(map(_fams, slots))
-        for i, f in dict(zip(map(id, fams), fams)).items():
+        for i, f in distinct_families(slots).items():
             if i not in self._fams_seen:
                 self._see(f)
 
