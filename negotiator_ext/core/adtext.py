@@ -183,13 +183,16 @@ class AdView:
     whose text is a plain literal (names no attribute, calls no function) is that
     literal's value, evaluated once per distinct text (`TextValues`); an absent one is
     UNDEFINED; anything else is evaluated in the ad itself (`classads.eval_attr`).
-    `texts` ({lower-case name: text}, the ad's own attributes) None: always the ad."""
-    __slots__ = ("ad", "texts", "_values")
+    `texts` ({lower-case name: text}, the ad's own attributes) None: always the ad.
+    What is evaluated in the ad is kept for the view's life (the pool reads SlotWeight
+    and Cpus twice: its checks, then the slot's usage and size)."""
+    __slots__ = ("ad", "texts", "_values", "_evaluated")
 
     def __init__(self, ad, texts: dict | None, values: TextValues | None):
         self.ad = ad
         self.texts = texts
         self._values = values
+        self._evaluated: dict | None = None
 
     def __contains__(self, attr: str) -> bool:
         if self.texts is None:
@@ -207,7 +210,19 @@ class AdView:
             lit, v = self._values.literal(t)
             if lit and type(v) in classads.LITERAL_TYPES:
                 return v
-        return classads.eval_attr(self.ad, attr)
+        key = attr.lower()
+        done = self._evaluated
+        if done is None:
+            done = self._evaluated = {}
+        else:
+            got = done.get(key, _NOT_YET)
+            if got is not _NOT_YET:
+                return got
+        got = done[key] = classads.eval_attr(self.ad, attr)
+        return got
+
+
+_NOT_YET = object()
 
 
 def as_text_ads(ads: Sequence) -> "TextAds":
