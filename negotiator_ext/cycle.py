@@ -404,9 +404,8 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
     # what is read here depends on the ad and these knobs alone (the shutdown test reads
     # the clock: nothing is kept with it)
     # (a token: one object for these knobs, compared by `is` below)
-    memo_key = (memo_token(("candidate", cfg.consider_preemption,
-                            cfg.consider_early_preemption, cfg.match_working_cm_slots,
-                            rolled_up))
+    memo_key = (memo_token((cfg.consider_preemption, cfg.consider_early_preemption,
+                            cfg.match_working_cm_slots, rolled_up), "candidate")
                 if cfg.trim_shutdown_threshold <= 0 else None)
     shared = pool.shared_slot_ads
     facts: dict = {}                # one tuple of each kept (most slots' are alike)

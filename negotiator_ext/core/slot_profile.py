@@ -21,14 +21,15 @@ _fams = operator.attrgetter("fams")
 _MEMO_TOKENS: dict[tuple, str] = {}
 
 
-def memo_token(key: tuple) -> str:
+def memo_token(key: tuple, kind: str = "matcher") -> str:
     """A short string standing for `key` in a slot's memo for as long as the process
     lives (the same key, the same token): a memo is asked once a slot every pass, and a
     small string hashes at once where a large tuple is hashed anew each time. (Keys are
-    what a config and a pool's jobs give: a few in a process's life.)"""
-    got = _MEMO_TOKENS.get(key)
+    what a config and a pool's jobs give: a few in a process's life.) `kind` names who
+    keeps it (the matcher's entries, or the cycle's candidate facts)."""
+    got = _MEMO_TOKENS.get((kind, key))
     if got is None:
-        got = _MEMO_TOKENS[key] = f"matcher-{len(_MEMO_TOKENS)}"
+        got = _MEMO_TOKENS[(kind, key)] = f"{kind}-{len(_MEMO_TOKENS)}"
     return got
 
 
