@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -105,3 +106,61 @@ def test_jain_index():
     assert jain([1, 1, 1]) == pytest.approx(1.0)
     assert jain([1, 0, 0, 0]) == pytest.approx(0.25)
     assert jain([]) is None and jain([0, 0]) is None
+
+
+def _runs(tmp_path, vary="GROUP_QUOTA_group_a=2,8"):
+    from negotiator_ext.sim import sweep as sw
+    items = sweep_configs([], parse_vary([vary]))
+    runs = sw.prepare(tmp_path, RUN / "snapshot", [RUN / "history.ads", RUN / "queue-end.ads"],
+                      [], items, {"until": int(UNTIL), "bucket": 300})
+    return sw, runs
+
+
+def test_forked_forecasts_share_one_read_of_the_history(tmp_path, monkeypatch):
+    """The history is read once, before the forecasts fork; each child's forecast is the
+    one a process that read it itself makes."""
+    sw, runs = _runs(tmp_path)
+    jobs = [(d / "spec.json", tmp_path / "inputs", d / "result.json") for d in runs]
+    assert sw._run_pool(runs, jobs, 1, None) == {}         # each read by itself
+    alone = [json.loads((d / "result.json").read_text()) for d in runs]
+    for d in runs:
+        (d / "result.json").unlink()
+    from negotiator_ext.sim import history
+    reads = tmp_path / "reads"
+    real = history.read_history
+
+    def counted(*args, **kw):
+        with open(reads, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(*args, **kw)
+    monkeypatch.setattr(history, "read_history", counted)
+    assert sw.run_local(tmp_path, runs, workers=2) == {}
+    assert reads.read_text().splitlines() == [str(os.getpid())]     # here, once
+    shared = [json.loads((d / "result.json").read_text()) for d in runs]
+    assert shared == alone and all(doc["negotiator_matches"] > 0 for doc in shared)
+    assert shared[1] != shared[2]
+
+
+def test_a_stop_ends_the_forked_forecasts_at_once(tmp_path, monkeypatch):
+    import multiprocessing
+    import signal
+    import threading
+    import time
+    sw, runs = _runs(tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(sw, "_run_local", lambda job, shared=None: time.sleep(120))
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        sw.run_local(tmp_path, runs, workers=2)
+    assert time.monotonic() - began < 10
+    assert multiprocessing.active_children() == []
+    assert signal.getsignal(signal.SIGTERM) == before       # put back
+
+
+def test_a_forecast_process_that_dies_is_named(tmp_path, monkeypatch):
+    sw, runs = _runs(tmp_path)
+    monkeypatch.setattr(sw, "_run_local", lambda job, shared=None: os.kill(os.getpid(), 9))
+    errors = sw.run_local(tmp_path, runs, workers=2)
+    assert set(errors) == set(runs)
+    assert all("killed by signal 9" in e for e in errors.values())

@@ -31,7 +31,7 @@ from ..core.forecast import JobRun, Outcome, outcome_of
 from ..errors import InputError
 from ..scenario import Scenario, slot_shapes
 from .engine import EngineOptions, NegotiatorCadence, Simulation, config_with_knobs
-from .history import HistoryArrivals, JobReader, read_history
+from .history import HistoryArrivals, JobReader, SharedHistory, read_history
 from .snapshot_queue import SnapshotQueue
 
 
@@ -100,7 +100,20 @@ _LIST_KNOBS = frozenset({"GROUP_NAMES", "NEGOTIATOR_MATCH_EXPRS",
                          "GROUP_DYNAMIC_MACH_CONSTRAINT"})
 
 
-def run_forecast(spec: ForecastSpec, ledger=None, progress=None) -> ForecastRun:
+def history_schedd(snapshot) -> str | None:
+    """The schedd of a history job without GlobalJobId: the snapshot's only schedd (by
+    its submitters and its job files), else none."""
+    schedds = {d.get("ScheddName") for d in (snapshot.submitters or ())
+               if d.get("ScheddName")}
+    files = set((snapshot.meta.get("schedd_files") or {}).values())
+    known = schedds | files
+    return next(iter(known)) if len(known) == 1 else None
+
+
+def run_forecast(spec: ForecastSpec, ledger=None, progress=None,
+                 shared: SharedHistory | None = None) -> ForecastRun:
+    """`shared`: the history as read by the process this one was forked from (a sweep's
+    forecasts, `sim.sweep.run_local`); this process then owns its copy."""
     from ..pool import load_pool
     wall0 = _time.perf_counter()
     snap_dir = Path(spec.snapshot)
@@ -127,13 +140,11 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None) -> ForecastRun:
         end = int(spec.until) if spec.until is not None else int(start + spec.hours * 3600)
         if end <= start:
             raise InputError("--until", f"{end} is not after the snapshot's time {start}")
-        reader = JobReader()
-        schedds = {d.get("ScheddName") for d in (pool.snapshot.submitters or ())
-                   if d.get("ScheddName")}
-        files = set((pool.snapshot.meta.get("schedd_files") or {}).values())
-        known = schedds | files
-        history = read_history(spec.history, reader,
-                               next(iter(known)) if len(known) == 1 else None)
+        if shared is not None:
+            reader, history = shared.read(spec.history, history_schedd(pool.snapshot))
+        else:
+            reader = JobReader()
+            history = read_history(spec.history, reader, history_schedd(pool.snapshot))
         runs = sorted(history.completed_runtimes())
         default_runtime = (spec.default_runtime if spec.default_runtime is not None
                            else (statistics.median(runs) if runs else 3600.0))

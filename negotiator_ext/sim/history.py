@@ -253,6 +253,26 @@ def read_history(paths: Iterable[str | Path], reader: JobReader,
     return History(jobs=jobs, sources=tuple(sources), duplicates=duplicates)
 
 
+class SharedHistory:
+    """History files read once for several forecasts of one workload (a sweep's), by a
+    process that forks a child for each: every child takes the jobs and the reader as
+    read, and works on its own copy of them (a forecast changes both). Keyed by the
+    files and the schedd a job without GlobalJobId belongs to: a forecast that reads
+    other files, or another snapshot's, reads its own."""
+
+    def __init__(self):
+        self._read: dict[tuple, tuple[JobReader, History]] = {}
+
+    def read(self, paths: Iterable[str | Path], default_schedd: str | None
+             ) -> tuple[JobReader, History]:
+        key = (tuple(str(p) for p in paths), default_schedd)
+        got = self._read.get(key)
+        if got is None:
+            reader = JobReader()
+            got = self._read[key] = (reader, read_history(key[0], reader, default_schedd))
+        return got
+
+
 @dataclass
 class HistoryArrivals:
     """The workload source of the jobs a history adds after the start: each joins its

@@ -115,12 +115,15 @@ def spec_of(doc: dict, inputs: Path) -> ForecastSpec:
         bucket=int(doc.get("bucket") or 300), name=doc.get("label"))
 
 
-def run_one(spec_path: str | Path, inputs: str | Path, out_path: str | Path) -> None:
-    """One forecast: its spec in, its document out (written whole or not at all)."""
+def run_one(spec_path: str | Path, inputs: str | Path, out_path: str | Path,
+            shared=None) -> None:
+    """One forecast: its spec in, its document out (written whole or not at all).
+    `shared` (SharedHistory): the history as the process this one was forked from read
+    it."""
     from ..views.forecast import forecast_document
     from .forecast import run_forecast
     doc = json.loads(Path(spec_path).read_text())
-    run = run_forecast(spec_of(doc, Path(inputs)))
+    run = run_forecast(spec_of(doc, Path(inputs)), shared=shared)
     result = forecast_document(run)
     result["label"] = doc["label"]
     tmp = Path(str(out_path) + ".tmp")
@@ -128,10 +131,10 @@ def run_one(spec_path: str | Path, inputs: str | Path, out_path: str | Path) -> 
     os.replace(tmp, out_path)
 
 
-def _run_local(args: tuple) -> str | None:
+def _run_local(args: tuple, shared=None) -> str | None:
     spec, inputs, out = args
     try:
-        run_one(spec, inputs, out)
+        run_one(spec, inputs, out, shared)
         return None
     except InputError as exc:
         return exc.one_line()
@@ -141,10 +144,21 @@ def _run_local(args: tuple) -> str | None:
 
 def run_local(directory: Path, runs: list[Path], workers: int | None = None,
               progress=None) -> dict[Path, str]:
-    """Every run in a process pool on this machine's cores; {run: error} of the failed."""
+    """Every run on this machine's cores; {run: error} of the failed.
+
+    Where processes fork, the history is read once, here, and each forecast runs in a
+    child forked for it alone, which takes the jobs as read (`SharedHistory`) and works
+    on its own copy; at most `workers` at once. Elsewhere, a process pool, each
+    forecast reading its own. A stop (SIGTERM, or ^C) ends the children at once."""
     workers = workers or max(1, len(os.sched_getaffinity(0)))
-    errors: dict[Path, str] = {}
     jobs = [(d / "spec.json", directory / "inputs", d / "result.json") for d in runs]
+    if not hasattr(os, "fork"):
+        return _run_pool(runs, jobs, workers, progress)
+    return _run_forked(runs, jobs, workers, progress, _shared_history(jobs))
+
+
+def _run_pool(runs, jobs, workers, progress) -> dict[Path, str]:
+    errors: dict[Path, str] = {}
     with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
         for n, (d, err) in enumerate(zip(runs, pool.map(_run_local, jobs)), 1):
             if err:
@@ -152,6 +166,105 @@ def run_local(directory: Path, runs: list[Path], workers: int | None = None,
             if progress:
                 progress(f"{n} of {len(runs)} forecasts done")
     return errors
+
+
+def _shared_history(jobs: list[tuple]):
+    """The history of the first run, read now for every run that reads the same (None
+    when it cannot be read: each run then reads it, and names what is wrong)."""
+    from ..adapters.snapshot import load_snapshot
+    from ..pool import for_negotiator
+    from .forecast import history_schedd
+    from .history import SharedHistory
+    if not jobs:
+        return None
+    try:
+        spec = spec_of(json.loads(Path(jobs[0][0]).read_text()), Path(jobs[0][1]))
+        snap = for_negotiator(load_snapshot(spec.snapshot, jobs=False, slot_ads=False), None)
+        shared = SharedHistory()
+        shared.read(spec.history, history_schedd(snap))
+    except Exception:                     # noqa: BLE001 - the runs name it themselves
+        return None
+    return shared
+
+
+def _run_forked(runs, jobs, workers, progress, shared) -> dict[Path, str]:
+    import gc
+    import multiprocessing
+    import signal
+    from multiprocessing.connection import wait
+    ctx = multiprocessing.get_context("fork")
+    errors: dict[Path, str] = {}
+    todo = list(zip(runs, jobs))
+    running: dict[int, tuple] = {}          # sentinel -> (process, run)
+    done = 0
+
+    def stop(*_):
+        raise KeyboardInterrupt
+    old_term = (signal.signal(signal.SIGTERM, stop)
+                if _main_thread() else None)
+    # what the children inherit is left where it is: no collection of theirs walks (and
+    # so copies) it
+    gc.freeze()
+    try:
+        while todo or running:
+            while todo and len(running) < workers:
+                d, job = todo.pop(0)
+                proc = ctx.Process(target=_forked, args=(job, shared), daemon=True)
+                proc.start()
+                running[proc.sentinel] = (proc, d)
+            for sentinel in wait(list(running)):
+                proc, d = running.pop(sentinel)
+                proc.join()
+                err = _forked_error(d / "result.json", proc.exitcode)
+                if err:
+                    errors[d] = err
+                done += 1
+                if progress:
+                    progress(f"{done} of {len(runs)} forecasts done")
+    finally:
+        for proc, _ in running.values():
+            proc.kill()
+        for proc, _ in running.values():
+            proc.join()
+        gc.unfreeze()
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+    return errors
+
+
+def _main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
+
+
+def _forked(job: tuple, shared) -> None:
+    """A forked child's forecast: its reason written as its result when it fails."""
+    _child_signals()
+    error = _run_local(job, shared)
+    if error:
+        Path(job[2]).write_text(json.dumps({"error": error}))
+        os._exit(2)
+    os._exit(0)
+
+
+def _child_signals() -> None:
+    import signal
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)     # the parent's stop ends it
+
+
+def _forked_error(out: Path, exitcode: int | None) -> str | None:
+    if exitcode == 0:
+        return None
+    try:
+        doc = json.loads(out.read_text())
+        if isinstance(doc, dict) and doc.get("error"):
+            return str(doc["error"])
+    except (OSError, ValueError):
+        pass
+    if exitcode is not None and exitcode < 0:
+        return f"the forecast's process was killed by signal {-exitcode}"
+    return f"the forecast's process ended with status {exitcode} and no result"
 
 
 def collect(runs: list[Path], items: list[SweepConfig],
