@@ -6,6 +6,7 @@ job's its own attributes with its state now)."""
 from __future__ import annotations
 
 import itertools
+import operator
 import re
 
 import classad2
@@ -55,25 +56,19 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
     attribute texts as `classads.attribute_texts` prints them (lower-case name ->
     text), made from the texts parsed (`_printed`) rather than printed from the ad."""
     ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
-    vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
-                  "StartdIpAddr": ip, "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX",
-                  "SlotID": 1, "Cpus": _num(s.cpus), "Memory": _num(s.memory),
-                  "Disk": _num(s.disk), "TotalCpus": _num(s.shape.cpus),
-                  "TotalMemory": _num(s.shape.memory), "Rank": 0.0, "CurrentRank": 0.0,
-                  "START": True}
+    own = {"Name": s.name, "Machine": s.machine, "StartdIpAddr": ip, "MyAddress": ip,
+           "Cpus": _num(s.cpus), "Memory": _num(s.memory), "Disk": _num(s.disk)}
     if s.shape.gpus:
-        vals["GPUs"] = _num(s.gpus)
-    vals["Requirements"] = _Expr("START")
+        own["GPUs"] = _num(s.gpus)
     if s.partitionable:
-        vals["PartitionableSlot"] = True
-        vals["SlotType"] = "Partitionable"
-        vals["NumDynamicSlots"] = len(s.children)
-        vals["NumClaims"] = int(s.cpus)     # the claim ids a consumption policy hands out
+        kind = "p"
+        own["NumDynamicSlots"] = len(s.children)
+        own["NumClaims"] = int(s.cpus)     # the claim ids a consumption policy hands out
     elif s.parent is not None:
-        vals["DynamicSlot"] = True
-        vals["SlotType"] = "Dynamic"
-        vals["ParentSlotName"] = s.parent.name
-    shape = s.shape.attrs
+        kind = "d"
+        own["ParentSlotName"] = s.parent.name
+    else:
+        kind = "s"
     job = s.job
     later: dict = {}
     if job is not None:
@@ -90,38 +85,129 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
             later["ConcurrencyLimits"] = c.concurrency_limits
     else:
         later.update(State="Unclaimed", Activity="Idle")
-    if inline:
-        # in the order they were always set: the slot's, the shape's, the job's. A
-        # later value replaces an earlier one of the same name, in any case; the name
-        # keeps its first spelling, as a ClassAd does when set one by one (a recorded
-        # slot's "Start" sets the value of our "START")
-        merged, spelt = dict(vals), {k.lower(): k for k in vals}
-        for k, v in itertools.chain(((k, _Expr(t)) for k, t in shape.items()),
-                                    later.items()):
-            merged[spelt.setdefault(k.lower(), k)] = v
-        # a control character (a line break) in a text or a name: set one by one (the
-        # shape's texts were looked at once; a value the shape's replaced is looked at
-        # all the same: either way gives the same ad)
-        if s.shape.control_in_texts or any(
-                _CONTROL.search(v.text if type(v) is _Expr else v)
-                for v in itertools.chain(vals.values(), later.values())
-                if type(v) in (_Expr, str)):
-            merged = None
-        if merged is not None:
-            given = [(k, _text(v)) for k, v in merged.items()]
-            ad = classads.parse_old_ad("\n".join(f"{k} = {t}" for k, t in given))
-            if len(ad) == len(merged):
-                if texts is not None:
-                    texts.update((k.lower(), _printed(t)) for k, t in given)
-                return ad
+    # a control character (a line break) in a text or a name: set one by one (the
+    # shape's texts were looked at once; a value the shape replaces is looked at all
+    # the same: either way gives the same ad)
+    if inline and not s.shape.control_in_texts and not _CONTROL.search("".join(
+            [v for v in itertools.chain(own.values(), later.values()) if type(v) is str])):
+        lay = _layout(s.shape, kind)
+        names, given = lay.names, lay.texts.copy()
+        at = lay.at
+        for k, v in own.items():
+            i = at.get(k)
+            if i is not None:           # (else the shape's own value stands)
+                given[i] = _text(v)
+        index = lay.index
+        extra = []
+        for k, v in later.items():
+            i = index.get(k.lower())
+            if i is None:
+                extra.append((k, _text(v)))
+            else:
+                given[i] = _text(v)
+        lines = list(map(operator.add, lay.heads, given))
+        lines += [f"{k} = {t}" for k, t in extra]
+        ad = classads.parse_old_ad("\n".join(lines))
+        if len(ad) == len(lines):
+            if texts is not None:
+                if lay.printed is None:
+                    lay.printed = [None if t is None else _printed(t) for t in lay.texts]
+                printed = lay.printed.copy()
+                for i in lay.own_at:
+                    printed[i] = _printed(given[i])
+                for k, v in later.items():
+                    i = index.get(k.lower())
+                    if i is not None:
+                        printed[i] = _printed(given[i])
+                texts.update(zip(lay.lower, printed))
+                texts.update((k.lower(), _printed(t)) for k, t in extra)
+            return ad
+    vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
+                  "StartdIpAddr": ip, "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX",
+                  "SlotID": 1, "Cpus": _num(s.cpus), "Memory": _num(s.memory),
+                  "Disk": _num(s.disk), "TotalCpus": _num(s.shape.cpus),
+                  "TotalMemory": _num(s.shape.memory), "Rank": 0.0, "CurrentRank": 0.0,
+                  "START": True}
+    if s.shape.gpus:
+        vals["GPUs"] = _num(s.gpus)
+    vals["Requirements"] = _Expr("START")
+    if s.partitionable:
+        vals["PartitionableSlot"] = True
+        vals["SlotType"] = "Partitionable"
+        vals["NumDynamicSlots"] = len(s.children)
+        vals["NumClaims"] = int(s.cpus)
+    elif s.parent is not None:
+        vals["DynamicSlot"] = True
+        vals["SlotType"] = "Dynamic"
+        vals["ParentSlotName"] = s.parent.name
     ad = classad2.ClassAd()
     for k, v in vals.items():
         ad[k] = classad2.ExprTree(v.text) if type(v) is _Expr else v
-    for k, text in shape.items():
+    for k, text in s.shape.attrs.items():
         ad[k] = classads.parse_expr(text)
     for k, v in later.items():
         ad[k] = v
     return ad
+
+
+class _Layout:
+    """A slot ad's text as far as its shape and kind (partitionable, dynamic, static)
+    fix it, in the order the attributes were always set: the slot's, the shape's (a
+    value of the same name, in any case, replaces the slot's where it stood: "Start"
+    sets our "START"), the job's. Each name keeps its first spelling. `texts`: the fixed
+    texts (None where the slot's own value goes: `at`, by name), `printed` as
+    `classads.attribute_texts` prints them (once texts are first asked for); `index`: lower-case name -> place."""
+    __slots__ = ("names", "heads", "lower", "texts", "printed", "at", "own_at", "index")
+
+    def __init__(self, shape, kind: str):
+        pairs: list[list] = [["MyType", '"Machine"'], ["Name", None], ["Machine", None],
+                             ["StartdIpAddr", None], ["MyAddress", None],
+                             ["Arch", '"X86_64"'], ["OpSys", '"LINUX"'], ["SlotID", "1"],
+                             ["Cpus", None], ["Memory", None], ["Disk", None],
+                             ["TotalCpus", _text(_num(shape.cpus))],
+                             ["TotalMemory", _text(_num(shape.memory))],
+                             ["Rank", "0.0"], ["CurrentRank", "0.0"], ["START", "true"]]
+        if shape.gpus:
+            pairs.append(["GPUs", None])
+        pairs.append(["Requirements", "START"])
+        if kind == "p":
+            pairs += [["PartitionableSlot", "true"], ["SlotType", '"Partitionable"'],
+                      ["NumDynamicSlots", None], ["NumClaims", None]]
+        elif kind == "d":
+            pairs += [["DynamicSlot", "true"], ["SlotType", '"Dynamic"'],
+                      ["ParentSlotName", None]]
+        self.index = {k.lower(): i for i, (k, _) in enumerate(pairs)}
+        self.at = {k: i for i, (k, t) in enumerate(pairs) if t is None}
+        for k, t in shape.attrs.items():
+            i = self.index.get(k.lower())
+            if i is None:
+                self.index[k.lower()] = len(pairs)
+                pairs.append([k, t])
+            else:
+                pairs[i][1] = t
+                if pairs[i][0] in self.at and t is not None:
+                    del self.at[pairs[i][0]]
+        self.names = [k for k, _ in pairs]
+        self.heads = [f"{k} = " for k in self.names]
+        self.lower = [k.lower() for k in self.names]
+        self.texts = [t for _, t in pairs]
+        self.own_at = tuple(self.at.values())
+        self.printed: list | None = None      # (made when first asked for)
+
+
+def _layout(shape, kind: str) -> _Layout:
+    got = _LAYOUTS.get(id(shape))
+    if got is None or got[0] is not shape:
+        if len(_LAYOUTS) > 100_000:
+            _LAYOUTS.clear()
+        got = _LAYOUTS[id(shape)] = (shape, {})
+    lay = got[1].get(kind)
+    if lay is None:
+        lay = got[1][kind] = _Layout(shape, kind)
+    return lay
+
+
+_LAYOUTS: dict[int, tuple] = {}       # id(shape) -> (shape, {kind: _Layout})
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
