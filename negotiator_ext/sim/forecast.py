@@ -29,7 +29,6 @@ from pathlib import Path
 
 from ..core.forecast import JobRun, Outcome, outcome_of
 from ..errors import InputError
-from ..limits import paused_gc
 from ..scenario import Scenario, slot_shapes
 from .engine import EngineOptions, NegotiatorCadence, Simulation, config_with_knobs
 from .history import HistoryArrivals, JobReader, SharedHistory, read_history
@@ -115,16 +114,8 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None,
                  shared: SharedHistory | None = None) -> ForecastRun:
     """`shared`: the history as read by the process this one was forked from (a sweep's
     forecasts, `sim.sweep.run_local`); this process then owns its copy."""
-    wall0 = _time.perf_counter()
-    # the collector off: a forecast makes millions of objects that live until it ends
-    # (the history's jobs, the pool, every job's runs), which a collection would walk
-    # again and again (a tenth of the time spent outside the cycles)
-    with paused_gc(collect=False):
-        return _run_forecast(spec, ledger, progress, shared, wall0)
-
-
-def _run_forecast(spec: ForecastSpec, ledger, progress, shared, wall0: float) -> ForecastRun:
     from ..pool import load_pool
+    wall0 = _time.perf_counter()
     snap_dir = Path(spec.snapshot)
     base = spec.config if spec.config is not None else (
         snap_dir / "config" if (snap_dir / "config").is_file() else None)
