@@ -91,7 +91,7 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
     if inline and not s.shape.control_in_texts and not _CONTROL.search("".join(
             [v for v in itertools.chain(own.values(), later.values()) if type(v) is str])):
         lay = _layout(s.shape, kind)
-        names, given = lay.names, lay.texts.copy()
+        given = lay.texts.copy()
         at = lay.at
         for k, v in own.items():
             i = at.get(k)
@@ -156,7 +156,8 @@ class _Layout:
     value of the same name, in any case, replaces the slot's where it stood: "Start"
     sets our "START"), the job's. Each name keeps its first spelling. `texts`: the fixed
     texts (None where the slot's own value goes: `at`, by name), `printed` as
-    `classads.attribute_texts` prints them (once texts are first asked for); `index`: lower-case name -> place."""
+    `classads.attribute_texts` prints them (once texts are first asked for); `index`:
+    lower-case name -> place."""
     __slots__ = ("names", "heads", "lower", "texts", "printed", "at", "own_at", "index")
 
     def __init__(self, shape, kind: str):
