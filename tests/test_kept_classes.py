@@ -140,7 +140,7 @@ def test_a_forecast_keeps_its_classes_as_sorting_afresh_would(tmp_path, monkeypa
     with monkeypatch.context() as m:
         checked = _Checked(m)
         kept = _forecast(tmp_path, seed)
-    assert checked.renewed > 30 and checked.partitions > checked.renewed
+    assert checked.renewed > 30 and checked.partitions > 30
     assert checked.dropped > 0          # partitions no request asked for were dropped
     with monkeypatch.context() as m:
         _never_kept(m)

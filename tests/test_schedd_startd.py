@@ -108,3 +108,57 @@ def test_a_schedd_asks_for_a_cycle_when_it_gets_its_first_idle_job():
         p.remove(j, 21)
     p.queue(job(c, 4), 22)
     assert p.reschedules == [10, 22]
+
+
+def test_a_match_whose_job_already_runs_goes_to_the_submitters_next_job_the_slot_takes():
+    # FindRunnableJob: the same submitter at the same schedd, the same concurrency
+    # limits, the first idle one (schedd order) that fits the matched slot
+    import dataclasses
+    p = pool()
+    mine = cls(cpus=4)
+    big, other = cls(cpus=32), cls(submitter="b@test")
+    limited = dataclasses.replace(cls(), concurrency_limits="lic")
+    started, too_big, theirs, with_limit, fits = (
+        job(mine, 0), job(big, 1), job(other, 2), job(limited, 3), job(mine, 4))
+    for j in (started, too_big, theirs, with_limit, fits):
+        p.queue(j, 0)
+    top = p.slots[0]
+    p.start(started, p.carve(top, started), 0)        # on a leftover claim, say
+    assert p.find_runnable_job(mine, top) is fits
+    p.start(fits, p.carve(top, fits), 0)
+    assert p.find_runnable_job(mine, top) is None     # the rest is not the submitter's
+    assert p.find_runnable_job(limited, top) is with_limit
+
+
+def test_a_forecast_uses_a_match_whose_job_started_on_a_leftover_claim(tmp_path, monkeypatch):
+    """The schedd starts another of the submitter's jobs on such a match, as a real one
+    does, rather than dropping the match: far fewer unused matches, and every job so
+    started is the matched job's submitter's, idle until then, taken by the slot."""
+    import sys
+    from negotiator_ext.sim.forecast import ForecastSpec, run_forecast
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "bench"))
+    import bench_forecast
+    import synth
+    snap, hist = tmp_path / "snapshot", tmp_path / "history.ads"
+    synth.generate(snap, slots=400, jobs=1500, seed=1)
+    bench_forecast.write_history(snap, hist, 4000, 1, seed=1)
+    spec = ForecastSpec(snapshot=snap, history=(hist,), hours=1)
+    found = []
+    real = SimPool.find_runnable_job
+
+    def spy(self, c, slot):
+        got = real(self, c, slot)
+        if got is not None:
+            assert got.status == 1 and got.cls.submitter == c.submitter
+            assert got.cls.schedd == c.schedd and self.fits(got, slot)
+        found.append(got)
+        return got
+    monkeypatch.setattr(SimPool, "find_runnable_job", spy)
+    used = run_forecast(spec)
+    monkeypatch.setattr(SimPool, "find_runnable_job", lambda self, c, slot: None)
+    dropped = run_forecast(spec)
+    rematched = sum(j is not None for j in found)
+    assert rematched > 20
+    assert used.claims_failed == len(found) - rematched
+    assert dropped.claims_failed >= used.claims_failed + 20, (dropped.claims_failed, used.claims_failed)

@@ -549,9 +549,13 @@ class Simulation:
         for m in result.matches:
             slot = p.slot_named(m.slot)
             job = jobs.get((m.schedd, m.assigned_job))
-            if p.model_startd and job is not None and job.status != 1:
-                self.claims_failed += 1     # the schedd started it on a leftover claim
-                continue
+            if p.model_startd and job is not None and job.status != 1 and slot is not None:
+                # the schedd started it on a leftover claim in the meantime: it looks for
+                # another of the submitter's jobs the slot takes (FindRunnableJob)
+                job = p.find_runnable_job(job.cls, slot)
+                if job is None:
+                    self.claims_failed += 1
+                    continue
             if slot is None or job is None or job.status != 1:
                 self.unresolved += 1
                 continue

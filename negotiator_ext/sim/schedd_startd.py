@@ -414,6 +414,13 @@ class SimPool:
         self.by_leftovers += n
         return n
 
+    def find_runnable_job(self, cls: JobClass, slot: SimSlot) -> SimJob | None:
+        """What the schedd does with a match whose job no longer waits (it started on a
+        leftover claim in the meantime): FindRunnableJob, the first idle job of the same
+        submitter (and concurrency limits) that the matched slot takes, else none (the
+        match goes unused)."""
+        return self._first_fitting(cls, slot)
+
     def _first_fitting(self, cls: JobClass, slot: SimSlot) -> SimJob | None:
         """The first idle job (in the schedd's order: JobPrio, then submission) of the
         submitter of `cls` at its schedd, with the same concurrency limits, that fits
