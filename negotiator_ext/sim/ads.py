@@ -91,13 +91,14 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
     if inline and not s.shape.control_in_texts and not _CONTROL.search("".join(
             [v for v in itertools.chain(own.values(), later.values()) if type(v) is str])):
         lay = _layout(s.shape, kind)
+        frame = lay.frame
         given = lay.texts.copy()
-        at = lay.at
+        at = frame.at
         for k, v in own.items():
             i = at.get(k)
             if i is not None:           # (else the shape's own value stands)
                 given[i] = _text(v)
-        index = lay.index
+        index = frame.index
         extra = []
         for k, v in later.items():
             i = index.get(k.lower())
@@ -105,7 +106,7 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
                 extra.append((k, _text(v)))
             else:
                 given[i] = _text(v)
-        lines = list(map(operator.add, lay.heads, given))
+        lines = list(map(operator.add, frame.heads, given))
         lines += [f"{k} = {t}" for k, t in extra]
         ad = classads.parse_old_ad("\n".join(lines))
         if len(ad) == len(lines):
@@ -113,13 +114,13 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
                 if lay.printed is None:
                     lay.printed = [None if t is None else _printed(t) for t in lay.texts]
                 printed = lay.printed.copy()
-                for i in lay.own_at:
+                for i in frame.own_at:
                     printed[i] = _printed(given[i])
                 for k, v in later.items():
                     i = index.get(k.lower())
                     if i is not None:
                         printed[i] = _printed(given[i])
-                texts.update(zip(lay.lower, printed))
+                texts.update(zip(frame.lower, printed))
                 texts.update((k.lower(), _printed(t)) for k, t in extra)
             return ad
     vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
@@ -155,10 +156,11 @@ class _Layout:
     fix it, in the order the attributes were always set: the slot's, the shape's (a
     value of the same name, in any case, replaces the slot's where it stood: "Start"
     sets our "START"), the job's. Each name keeps its first spelling. `texts`: the fixed
-    texts (None where the slot's own value goes: `at`, by name), `printed` as
-    `classads.attribute_texts` prints them (once texts are first asked for); `index`:
-    lower-case name -> place."""
-    __slots__ = ("names", "heads", "lower", "texts", "printed", "at", "own_at", "index")
+    texts (None where the slot's own value goes), `printed` as `classads.attribute_texts`
+    prints them (once texts are first asked for); `frame`: what depends on the names
+    alone, shared by every layout with the same names (a pool of 100,000 slots has tens
+    of thousands of shapes, most with the same attribute names)."""
+    __slots__ = ("frame", "texts", "printed")
 
     def __init__(self, shape, kind: str):
         pairs: list[list] = [["MyType", '"Machine"'], ["Name", None], ["Machine", None],
@@ -177,23 +179,43 @@ class _Layout:
         elif kind == "d":
             pairs += [["DynamicSlot", "true"], ["SlotType", '"Dynamic"'],
                       ["ParentSlotName", None]]
-        self.index = {k.lower(): i for i, (k, _) in enumerate(pairs)}
-        self.at = {k: i for i, (k, t) in enumerate(pairs) if t is None}
+        own = {k for k, t in pairs if t is None}
+        index = {k.lower(): i for i, (k, _) in enumerate(pairs)}
         for k, t in shape.attrs.items():
-            i = self.index.get(k.lower())
+            i = index.get(k.lower())
             if i is None:
-                self.index[k.lower()] = len(pairs)
+                index[k.lower()] = len(pairs)
                 pairs.append([k, t])
             else:
                 pairs[i][1] = t
-                if pairs[i][0] in self.at and t is not None:
-                    del self.at[pairs[i][0]]
-        self.names = [k for k, _ in pairs]
-        self.heads = [f"{k} = " for k in self.names]
-        self.lower = [k.lower() for k in self.names]
+                own.discard(pairs[i][0])        # the shape's own value stands
+        names = tuple(k for k, _ in pairs)
+        key = (names, frozenset(own))
+        frame = _FRAMES.get(key)
+        if frame is None:
+            if len(_FRAMES) > 10_000:
+                _FRAMES.clear()
+            frame = _FRAMES[key] = _Frame(names, own)
+        self.frame = frame
         self.texts = [t for _, t in pairs]
+        self.printed: list | None = None
+
+
+class _Frame:
+    """What a layout's names alone fix: the text's line heads ("Name = "), the
+    lower-case names, lower-case name -> place (`index`), and the places of the slot's
+    own values (`at`: name -> place; `own_at`)."""
+    __slots__ = ("heads", "lower", "index", "at", "own_at")
+
+    def __init__(self, names: tuple, own: set):
+        self.heads = tuple(f"{k} = " for k in names)
+        self.lower = tuple(k.lower() for k in names)
+        self.index = {k: i for i, k in enumerate(self.lower)}
+        self.at = {k: i for i, k in enumerate(names) if k in own}
         self.own_at = tuple(self.at.values())
-        self.printed: list | None = None      # (made when first asked for)
+
+
+_FRAMES: dict[tuple, _Frame] = {}
 
 
 def _layout(shape, kind: str) -> _Layout:
