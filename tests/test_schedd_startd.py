@@ -110,6 +110,30 @@ def test_a_schedd_asks_for_a_cycle_when_it_gets_its_first_idle_job():
     assert p.reschedules == [10, 22]
 
 
+@pytest.mark.parametrize("ended, arrival, first", [
+    (998, 1000, 1018),      # asked at once, but the last cycle ended 2 s before: +20 s
+    (998, 1030, 1030),      # asked later than the cycle delay: then
+    (998, None, 1056),      # nothing asks: the timer, 60 s after the last cycle began
+    (900, 1000, 1000),      # overdue: at the start
+    (980, 1001, 1001)])
+def test_a_forecast_s_first_cycle_follows_the_negotiator_s_last_one(ended, arrival, first):
+    """Matchmaker::negotiationTime: never within NEGOTIATOR_CYCLE_DELAY (20) of the last
+    cycle's end nor NEGOTIATOR_MIN_INTERVAL (5) of its start; its timer
+    NEGOTIATOR_INTERVAL (60) after its start; a schedd's request (its first idle job)
+    brings it forward. The snapshot's own idle job asks for nothing."""
+    from negotiator_ext.sim.engine import NegotiatorCadence
+    cadence = NegotiatorCadence(60, 5, 20, schedd_min_interval=5)
+    p = pool(reschedule=5)
+    c = cls()
+    p.queue(job(c, 0), 1000)                       # in the snapshot's queue
+    p.remove(next(q[2] for q in p.queues[("a@test", "s", id(c))]), 1000)
+    import dataclasses
+    other = dataclasses.replace(cls(submitter="b@test"), schedd="t")
+    arrivals = [] if arrival is None else [
+        (arrival, 0, lambda pool_, t: pool_.queue(job(other, 1), t))]
+    assert cadence.first_cycle(1000, (ended - 2, ended), p, arrivals) == first
+
+
 def test_a_match_whose_job_already_runs_goes_to_the_submitters_next_job_the_slot_takes():
     # FindRunnableJob: the same submitter at the same schedd, the same concurrency
     # limits, the first idle one (schedd order) that fits the matched slot

@@ -112,6 +112,9 @@ class EngineOptions:
     schedd_default: ScheddLimits | None = None
     schedd_limits: dict = dataclasses.field(default_factory=dict)
     pool_name: str | None = None              # the ledger's pool name
+    # the negotiator's last cycle before the start, (began, ended), from its ad in the
+    # snapshot: the cadence's first cycle follows from it (None: a cycle at the start)
+    last_cycle: tuple[float, float] | None = None
 
 
 class Simulation:
@@ -250,6 +253,9 @@ class Simulation:
         # a cycle at 10,000 slots). What the run drops is freed by reference counting as
         # always; cycles that outlive a collection wait for the collector after the run.
         cadence = self.options.cadence
+        last = self.options.last_cycle
+        if cadence is not None and last is not None:
+            t = cadence.first_cycle(t, last, self.pool, self.arrivals)
         with paused_gc(collect=False):
             while t <= end:
                 self.step(t)
@@ -718,7 +724,8 @@ class NegotiatorCadence:
     def __init__(self, interval: float, min_interval: float, cycle_delay: float,
                  reschedule_on_submit: bool = True, schedd_min_interval: float = 5):
         self.interval = max(1, int(interval))
-        self.soonest = max(0, int(max(min_interval, cycle_delay)))
+        self.min_interval, self.cycle_delay = max(0, int(min_interval)), max(0, int(cycle_delay))
+        self.soonest = max(self.min_interval, self.cycle_delay)
         self.reschedule_on_submit = reschedule_on_submit
         self.reschedule_interval = schedd_min_interval if reschedule_on_submit else None
 
@@ -727,6 +734,30 @@ class NegotiatorCadence:
         return cls(config.negotiator_interval, config.negotiator_min_interval,
                    config.negotiator_cycle_delay, config.schedd_send_reschedule,
                    config.schedd_min_interval)
+
+    def first_cycle(self, start: int, last: tuple[float, float], pool: SimPool,
+                    arrivals: list) -> int:
+        """The first cycle at or after `start`, the negotiator's last one having begun and
+        ended at `last`: its timer (NEGOTIATOR_INTERVAL after that cycle's start, at least
+        NEGOTIATOR_CYCLE_DELAY after its end), or sooner when a schedd asks for one, but
+        never within NEGOTIATOR_CYCLE_DELAY of that cycle's end nor
+        NEGOTIATOR_MIN_INTERVAL of its start (Matchmaker::negotiationTime). The pool is
+        advanced until then, as `next_cycle` does. The snapshot's own idle jobs ask for
+        nothing: the schedd asked when it got them, before the start."""
+        began, ended = last
+        pool.reschedules.clear()
+        timer = max(began + self.interval, ended + self.cycle_delay)
+        if timer <= start:
+            return start                    # overdue: at once
+        timer = int(math.ceil(timer))
+        if not self.reschedule_on_submit:
+            return timer
+        pool.advance(timer, arrivals, until_reschedule=True)
+        if pool.reschedules:
+            soonest = max(ended + self.cycle_delay, began + self.min_interval)
+            return int(min(timer, max(math.ceil(pool.reschedules[0]), math.ceil(soonest),
+                                      start)))
+        return timer
 
     def next_cycle(self, t: int, pool: SimPool, arrivals: list) -> int:
         """The next cycle's time after one at `t`: the pool is advanced until then, or

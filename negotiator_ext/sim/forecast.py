@@ -27,6 +27,7 @@ import time as _time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import classads
 from ..core.forecast import JobRun, Outcome, outcome_of
 from ..errors import InputError
 from ..scenario import Scenario, slot_shapes
@@ -178,7 +179,8 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None,
             leftovers=config.claim_partitionable_leftovers, record_runs=True,
             accountant=pool.accountant, config=config, schedd_default=pool.schedd_default,
             schedd_limits=dict(pool.schedd_limits),
-            pool_name=f"forecast:{spec.name or snap_dir.name}")
+            pool_name=f"forecast:{spec.name or snap_dir.name}",
+            last_cycle=last_cycle(pool.snapshot, start) if cadence is not None else None)
         sim = Simulation(sc, ledger, progress=progress, options=opts)
         report = sim.run()
     jobs = list(queue.jobs) + [j for a in arrivals for j in a.jobs]
@@ -207,6 +209,25 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None,
         default_runtime=default_runtime, counts=counts, assumptions=assumptions,
         warnings=warnings, wall=_time.perf_counter() - wall0,
         cycles_rerun=sim.offer_retries)
+
+
+def last_cycle(snapshot, start: int) -> tuple[float, float] | None:
+    """When the negotiator's last cycle before the snapshot began and ended
+    (LastNegotiationCycleTime0, LastNegotiationCycleEnd0 of its ad), if the snapshot has
+    its ad and the cycle is not after the start; else None (the first cycle at the
+    start). A negotiator ad that cannot be read is as none: the forecast does not need
+    it."""
+    try:
+        ads = snapshot.negotiator_ads() or ()
+    except InputError:
+        return None
+    got = []
+    for ad in ads:
+        began, ended = (ad.get("LastNegotiationCycleTime0"), ad.get("LastNegotiationCycleEnd0"))
+        if (classads.is_number(began) and classads.is_number(ended)
+                and 0 < began <= ended <= start):
+            got.append((float(began), float(ended)))
+    return max(got, key=lambda c: c[1]) if got else None
 
 
 def _job_runs(sim: Simulation, jobs: list, end: int) -> list[JobRun]:
