@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from test_forecast_recorded import (BUCKET, DATA, errors, history, meta,  # noqa: E402
-                                    real)
+from test_forecast_recorded import (BUCKET, DATA, errors, meta, real,  # noqa: E402
+                                    workload)
 
 from negotiator_ext.sim.forecast import ForecastSpec, run_forecast  # noqa: E402
 
@@ -38,7 +38,7 @@ def main() -> None:
         for label, config_of, kw, against in runs:
             t0 = time.perf_counter()
             f = run_forecast(ForecastSpec(snapshot=DATA / f"{kind}-A1" / "snapshot",
-                                          history=history(f"{kind}-A1"),
+                                          history=workload(f"{kind}-A1"),
                                           config=DATA / config_of / "config",
                                           until=m["end_time"], bucket=BUCKET, **kw))
             wall = time.perf_counter() - t0

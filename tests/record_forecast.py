@@ -2,7 +2,7 @@
 tests/data/forecast/ were made:
 
     python tests/record_forecast.py --out DIR --config-variant A|B [--minutes 25]
-                                    [--slots static|pslot]
+                                    [--slots static|pslot] [--drain]
 
 with NEGOTIATOR_EXT_TEST_HTCONDOR (or PATH) naming an HTCondor install.
 
@@ -26,7 +26,10 @@ At time 0 + --minutes it keeps the queue (queue-end.ads), the history (history.a
 history.json), the accountant (accounting-end.ads), the MatchLog and the NegotiatorLog,
 the jobs' event log (events.log), the config files the pool ran (config), what was
 submitted when (submits.json) and meta.json; then stops the pool and removes its scratch
-directory. It prints one summary line; on any failure one line on stderr and exit 1.
+directory. With --drain, the pool then goes on until every job has finished, and the
+history is kept again as history-drained.ads: the whole workload, each job with its
+whole run (the run's end cuts some short, and some never start before it). It prints
+one summary line; on any failure one line on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -294,13 +297,36 @@ def record(pool: ForecastPool, out: Path, args, work: dict) -> dict:
         shutil.copyfile(events, out / "events.log")
     (out / "config").write_text(pool.config_text())
     (out / "submits.json").write_text(json.dumps(submits, indent=1) + "\n")
+    drained = drain(pool, out, len(work["jobs"])) if args.drain else None
     return {"snapshot_time": t0, "end_time": end, "ended_at": ended,
+            **({"drained_at": drained} if drained else {}),
             "minutes": args.minutes, "variant": args.config_variant, "slots": args.slots,
             "htcondor_version": htcondor_version(pool), "collector": pool.collector,
             "load_average_start": [round(x, 2) for x in load_start],
             "load_average_end": [round(x, 2) for x in os.getloadavg()],
             "command": "python tests/record_forecast.py " + " ".join(sys.argv[1:]),
             **({"timeline_errors": timeline_errors} if timeline_errors else {})}
+
+
+def drain(pool: ForecastPool, out: Path, jobs: int, limit: float = 3600) -> int:
+    """After the run (--drain): the pool goes on, as it would, until every job of the
+    workload has finished; then the history again, as history-drained.ads (every job's
+    whole run: the workload a forecast of the run replays, with the run length of each
+    job the run's end cut short or never started). Returns when it was read."""
+    def finished() -> bool:
+        out_ = pool.tool("condor_q", "-allusers", "-af", "ClusterId", check=False).stdout
+        return not out_.split()
+    deadline = time.time() + limit
+    while not finished():
+        check_master(pool)
+        if time.time() > deadline:
+            raise Failed(f"the workload had not drained {limit:.0f} s after the run")
+        time.sleep(10)
+    text = pool.tool("condor_history", "-long", timeout=120).stdout
+    if len(job_ids(text)) < jobs:
+        raise Failed(f"the drained history holds {len(job_ids(text))} of {jobs} jobs")
+    (out / "history-drained.ads").write_text(text)
+    return int(time.time())
 
 
 def summarize(out: Path, work: dict, submits: list[dict]) -> dict:
@@ -330,6 +356,9 @@ def main(argv=None) -> int:
     p.add_argument("--config-variant", required=True, choices=sorted(VARIANTS))
     p.add_argument("--minutes", type=float, default=25.0)
     p.add_argument("--slots", choices=sorted(STARTD), default="static")
+    p.add_argument("--drain", action="store_true",
+                   help="after the run, let the workload finish and keep the history again "
+                        "(history-drained.ads)")
     args = p.parse_args(argv)
     release = find_release()
     if release is None:
