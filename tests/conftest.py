@@ -136,6 +136,22 @@ def unpack_recording(archive: Path, tmp_path: Path) -> Path:
     return tmp_path / archive.name.removesuffix(".tar.gz")
 
 
+def synthetic_forecast(directory: Path, *, slots: int, jobs: int, history_jobs: int,
+                       seed: int = 1) -> tuple[Path, Path]:
+    """A synthetic pool's snapshot and an hour of history for a forecast
+    (bench/synth.py, bench/bench_forecast.py), made under `directory` unless there:
+    (snapshot, history file)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+    import bench_forecast
+    import synth
+    snap, hist = directory / f"snapshot{seed}", directory / f"history{seed}.ads"
+    if not snap.exists():
+        synth.generate(snap, slots=slots, jobs=jobs, seed=seed)
+        bench_forecast.write_history(snap, hist, history_jobs, 1, seed=seed)
+    return snap, hist
+
+
 def writable_copy(tmp_path, scenario, name=None):
     """A copy of a recorded fixture that a test may change (the recordings are read-only)."""
     d = tmp_path / (name or scenario)

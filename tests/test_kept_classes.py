@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,6 @@ from conftest import DATA, FIXTURES, SCENARIOS, unpack_recording
 from test_match_memory import RULES, _decisions
 from test_simulate import _ledger_rows, shortcut_case
 
-ROOT = Path(__file__).parent.parent
 
 
 def _described(part) -> dict:
@@ -119,13 +117,9 @@ def _never_kept(monkeypatch):
 
 
 def _forecast(tmp_path: Path, seed: int):
-    sys.path.insert(0, str(ROOT / "bench"))
-    import bench_forecast
-    import synth
-    snap, hist = tmp_path / f"snapshot{seed}", tmp_path / f"history{seed}.ads"
-    if not snap.exists():
-        synth.generate(snap, slots=400, jobs=1500, seed=seed)
-        bench_forecast.write_history(snap, hist, 4000, 1, seed=seed)
+    from conftest import synthetic_forecast
+    snap, hist = synthetic_forecast(tmp_path, slots=400, jobs=1500, history_jobs=4000,
+                                    seed=seed)
     got = run_forecast(ForecastSpec(snapshot=snap, history=(hist,), hours=1))
     return json.dumps(got.outcome.jobs, sort_keys=True, default=str), got.matches, got.cycles
 

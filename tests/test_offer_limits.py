@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -116,12 +115,8 @@ def test_a_limited_offer_forecasts_as_the_whole_queue(tmp_path, monkeypatch):
     synthetic pool (bench/synth.py: static and partitionable slots, groups, three
     schedds) with a history of arrivals: every job's start and end the same with one
     job, or 32, of each class offered at first as with every job."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import bench_forecast
-    import synth
-    snap, hist = tmp_path / "snapshot", tmp_path / "history.ads"
-    synth.generate(snap, slots=600, jobs=2000, seed=1)
-    bench_forecast.write_history(snap, hist, 6000, 1, seed=1)
+    from conftest import synthetic_forecast
+    snap, hist = synthetic_forecast(tmp_path, slots=600, jobs=2000, history_jobs=6000)
     spec = ForecastSpec(snapshot=snap, history=(hist,), hours=1)
     sims = []
     real_init = Simulation.__init__

@@ -158,15 +158,9 @@ def test_a_forecast_uses_a_match_whose_job_started_on_a_leftover_claim(tmp_path,
     """The schedd starts another of the submitter's jobs on such a match, as a real one
     does, rather than dropping the match: far fewer unused matches, and every job so
     started is the matched job's submitter's, idle until then, taken by the slot."""
-    import sys
+    from conftest import synthetic_forecast
     from negotiator_ext.sim.forecast import ForecastSpec, run_forecast
-    root = Path(__file__).resolve().parent.parent
-    sys.path.insert(0, str(root / "bench"))
-    import bench_forecast
-    import synth
-    snap, hist = tmp_path / "snapshot", tmp_path / "history.ads"
-    synth.generate(snap, slots=400, jobs=1500, seed=1)
-    bench_forecast.write_history(snap, hist, 4000, 1, seed=1)
+    snap, hist = synthetic_forecast(tmp_path, slots=400, jobs=1500, history_jobs=4000)
     spec = ForecastSpec(snapshot=snap, history=(hist,), hours=1)
     found = []
     real = SimPool.find_runnable_job
