@@ -93,12 +93,13 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
         lay = _layout(s.shape, kind)
         frame = lay.frame
         given = lay.texts.copy()
-        at = frame.at
+        at, index = frame.at, frame.index
+        placed = []                     # the places the slot's and the job's values took
         for k, v in own.items():
             i = at.get(k)
             if i is not None:           # (else the shape's own value stands)
                 given[i] = _text(v)
-        index = frame.index
+                placed.append(i)
         extra = []
         for k, v in later.items():
             i = index.get(k.lower())
@@ -106,6 +107,7 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
                 extra.append((k, _text(v)))
             else:
                 given[i] = _text(v)
+                placed.append(i)
         lines = list(map(operator.add, frame.heads, given))
         lines += [f"{k} = {t}" for k, t in extra]
         ad = classads.parse_old_ad("\n".join(lines))
@@ -114,41 +116,44 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
                 if lay.printed is None:
                     lay.printed = [None if t is None else _printed(t) for t in lay.texts]
                 printed = lay.printed.copy()
-                for i in frame.own_at:
+                for i in placed:
                     printed[i] = _printed(given[i])
-                for k, v in later.items():
-                    i = index.get(k.lower())
-                    if i is not None:
-                        printed[i] = _printed(given[i])
                 texts.update(zip(frame.lower, printed))
                 texts.update((k.lower(), _printed(t)) for k, t in extra)
             return ad
-    vals: dict = {"MyType": "Machine", "Name": s.name, "Machine": s.machine,
-                  "StartdIpAddr": ip, "MyAddress": ip, "Arch": "X86_64", "OpSys": "LINUX",
-                  "SlotID": 1, "Cpus": _num(s.cpus), "Memory": _num(s.memory),
-                  "Disk": _num(s.disk), "TotalCpus": _num(s.shape.cpus),
-                  "TotalMemory": _num(s.shape.memory), "Rank": 0.0, "CurrentRank": 0.0,
-                  "START": True}
-    if s.shape.gpus:
-        vals["GPUs"] = _num(s.gpus)
-    vals["Requirements"] = _Expr("START")
-    if s.partitionable:
-        vals["PartitionableSlot"] = True
-        vals["SlotType"] = "Partitionable"
-        vals["NumDynamicSlots"] = len(s.children)
-        vals["NumClaims"] = int(s.cpus)
-    elif s.parent is not None:
-        vals["DynamicSlot"] = True
-        vals["SlotType"] = "Dynamic"
-        vals["ParentSlotName"] = s.parent.name
     ad = classad2.ClassAd()
-    for k, v in vals.items():
+    for k, v in _base_attrs(s.shape, kind):
+        v = own[k] if v is _OWN else v
         ad[k] = classad2.ExprTree(v.text) if type(v) is _Expr else v
     for k, text in s.shape.attrs.items():
         ad[k] = classads.parse_expr(text)
     for k, v in later.items():
         ad[k] = v
     return ad
+
+
+_OWN = object()         # _base_attrs: the slot's own value (`own` in _new_slot_ad)
+
+
+def _base_attrs(shape, kind: str) -> list[tuple[str, object]]:
+    """What every simulated slot ad of `shape` and `kind` ("p" partitionable, "d"
+    dynamic, "s" static) has before its shape's attributes and its job's, in the order
+    they are set: (name, value), `_OWN` where the slot's own value goes."""
+    pairs = [("MyType", "Machine"), ("Name", _OWN), ("Machine", _OWN),
+             ("StartdIpAddr", _OWN), ("MyAddress", _OWN), ("Arch", "X86_64"),
+             ("OpSys", "LINUX"), ("SlotID", 1), ("Cpus", _OWN), ("Memory", _OWN),
+             ("Disk", _OWN), ("TotalCpus", _num(shape.cpus)),
+             ("TotalMemory", _num(shape.memory)), ("Rank", 0.0), ("CurrentRank", 0.0),
+             ("START", True)]
+    if shape.gpus:
+        pairs.append(("GPUs", _OWN))
+    pairs.append(("Requirements", _Expr("START")))
+    if kind == "p":
+        pairs += [("PartitionableSlot", True), ("SlotType", "Partitionable"),
+                  ("NumDynamicSlots", _OWN), ("NumClaims", _OWN)]
+    elif kind == "d":
+        pairs += [("DynamicSlot", True), ("SlotType", "Dynamic"), ("ParentSlotName", _OWN)]
+    return pairs
 
 
 class _Layout:
@@ -163,22 +168,7 @@ class _Layout:
     __slots__ = ("frame", "texts", "printed")
 
     def __init__(self, shape, kind: str):
-        pairs: list[list] = [["MyType", '"Machine"'], ["Name", None], ["Machine", None],
-                             ["StartdIpAddr", None], ["MyAddress", None],
-                             ["Arch", '"X86_64"'], ["OpSys", '"LINUX"'], ["SlotID", "1"],
-                             ["Cpus", None], ["Memory", None], ["Disk", None],
-                             ["TotalCpus", _text(_num(shape.cpus))],
-                             ["TotalMemory", _text(_num(shape.memory))],
-                             ["Rank", "0.0"], ["CurrentRank", "0.0"], ["START", "true"]]
-        if shape.gpus:
-            pairs.append(["GPUs", None])
-        pairs.append(["Requirements", "START"])
-        if kind == "p":
-            pairs += [["PartitionableSlot", "true"], ["SlotType", '"Partitionable"'],
-                      ["NumDynamicSlots", None], ["NumClaims", None]]
-        elif kind == "d":
-            pairs += [["DynamicSlot", "true"], ["SlotType", '"Dynamic"'],
-                      ["ParentSlotName", None]]
+        pairs = [[k, None if v is _OWN else _text(v)] for k, v in _base_attrs(shape, kind)]
         own = {k for k, t in pairs if t is None}
         index = {k.lower(): i for i, (k, _) in enumerate(pairs)}
         for k, t in shape.attrs.items():
@@ -204,15 +194,14 @@ class _Layout:
 class _Frame:
     """What a layout's names alone fix: the text's line heads ("Name = "), the
     lower-case names, lower-case name -> place (`index`), and the places of the slot's
-    own values (`at`: name -> place; `own_at`)."""
-    __slots__ = ("heads", "lower", "index", "at", "own_at")
+    own values (`at`: name -> place)."""
+    __slots__ = ("heads", "lower", "index", "at")
 
     def __init__(self, names: tuple, own: set):
         self.heads = tuple(f"{k} = " for k in names)
         self.lower = tuple(k.lower() for k in names)
         self.index = {k: i for i, k in enumerate(self.lower)}
         self.at = {k: i for i, k in enumerate(names) if k in own}
-        self.own_at = tuple(self.at.values())
 
 
 _FRAMES: dict[tuple, _Frame] = {}
