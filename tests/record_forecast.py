@@ -314,8 +314,8 @@ def drain(pool: ForecastPool, out: Path, jobs: int, limit: float = 3600) -> int:
     whole run: the workload a forecast of the run replays, with the run length of each
     job the run's end cut short or never started). Returns when it was read."""
     def finished() -> bool:
-        out_ = pool.tool("condor_q", "-allusers", "-af", "ClusterId", check=False).stdout
-        return not out_.split()
+        queued = pool.tool("condor_q", "-allusers", "-af", "ClusterId", check=False).stdout
+        return not queued.split()
     deadline = time.time() + limit
     while not finished():
         check_master(pool)

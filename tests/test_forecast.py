@@ -220,6 +220,9 @@ def test_negotiator_cadence_rules():
     assert c.next_cycle(100, P(), [(103, 0, None)]) == 120   # a reschedule, CYCLE_DELAY
     assert c.next_cycle(100, P(), [(150, 0, None)]) == 150   # a reschedule, at once
     assert NegotiatorCadence(60, 5, 20, False).next_cycle(100, P(), [(150, 0, None)]) == 160
+    # a timer shorter than the cycle delay: the negotiator resets it to the delay
+    # (max(NEGOTIATOR_CYCLE_DELAY, NEGOTIATOR_INTERVAL - the cycle's length))
+    assert NegotiatorCadence(10, 5, 20).next_cycle(100, P(), []) == 120
 
 
 def test_a_group_quota_change_moves_usage(tmp_path):

@@ -131,7 +131,7 @@ def test_a_forecast_s_first_cycle_follows_the_negotiator_s_last_one(ended, arriv
     other = dataclasses.replace(cls(submitter="b@test"), schedd="t")
     arrivals = [] if arrival is None else [
         (arrival, 0, lambda pool_, t: pool_.queue(job(other, 1), t))]
-    assert cadence.first_cycle(1000, (ended - 2, ended), p, arrivals) == first
+    assert cadence.cycle_after(1000, (ended - 2, ended), p, arrivals) == first
 
 
 def test_a_match_whose_job_already_runs_goes_to_the_submitters_next_job_the_slot_takes():

@@ -68,10 +68,11 @@ class MatchMemory:
         self.serial = 0                 # one per cycle: consumption-policy keys carry it
         self.dropped = False            # a text read the clock: nothing kept any more
         self.cycles_kept = 0            # cycles that found the previous cycle's answers
+        self.carry = None
         self._fresh()
 
     def _fresh(self) -> None:
-        if getattr(self, "carry", None) is not None:
+        if self.carry is not None:
             self.carry.release()
         self.values = Watched()
         self.ids: dict = {}

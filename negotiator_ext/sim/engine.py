@@ -255,7 +255,7 @@ class Simulation:
         cadence = self.options.cadence
         last = self.options.last_cycle
         if cadence is not None and last is not None:
-            t = cadence.first_cycle(t, last, self.pool, self.arrivals)
+            t = cadence.cycle_after(t, last, self.pool, self.arrivals)
         with paused_gc(collect=False):
             while t <= end:
                 self.step(t)
@@ -725,7 +725,6 @@ class NegotiatorCadence:
                  reschedule_on_submit: bool = True, schedd_min_interval: float = 5):
         self.interval = max(1, int(interval))
         self.min_interval, self.cycle_delay = max(0, int(min_interval)), max(0, int(cycle_delay))
-        self.soonest = max(self.min_interval, self.cycle_delay)
         self.reschedule_on_submit = reschedule_on_submit
         self.reschedule_interval = schedd_min_interval if reschedule_on_submit else None
 
@@ -735,15 +734,16 @@ class NegotiatorCadence:
                    config.negotiator_cycle_delay, config.schedd_send_reschedule,
                    config.schedd_min_interval)
 
-    def first_cycle(self, start: int, last: tuple[float, float], pool: SimPool,
+    def cycle_after(self, start: int, last: tuple[float, float], pool: SimPool,
                     arrivals: list) -> int:
         """The first cycle at or after `start`, the negotiator's last one having begun and
-        ended at `last`: its timer (NEGOTIATOR_INTERVAL after that cycle's start, at least
-        NEGOTIATOR_CYCLE_DELAY after its end), or sooner when a schedd asks for one, but
-        never within NEGOTIATOR_CYCLE_DELAY of that cycle's end nor
-        NEGOTIATOR_MIN_INTERVAL of its start (Matchmaker::negotiationTime). The pool is
-        advanced until then, as `next_cycle` does. The snapshot's own idle jobs ask for
-        nothing: the schedd asked when it got them, before the start."""
+        ended at `last` (Matchmaker::negotiationTime and the timer it resets): its timer
+        (NEGOTIATOR_INTERVAL after that cycle's start, at least NEGOTIATOR_CYCLE_DELAY
+        after its end), or sooner when a schedd asks for one, but never within
+        NEGOTIATOR_CYCLE_DELAY of that cycle's end nor NEGOTIATOR_MIN_INTERVAL of its
+        start. The pool is advanced until then, or until a schedd asks (what happens
+        after that is left for the cycle's own step). A request made before is one that
+        cycle answered (the snapshot's own idle jobs ask for nothing)."""
         began, ended = last
         pool.reschedules.clear()
         timer = max(began + self.interval, ended + self.cycle_delay)
@@ -760,17 +760,8 @@ class NegotiatorCadence:
         return timer
 
     def next_cycle(self, t: int, pool: SimPool, arrivals: list) -> int:
-        """The next cycle's time after one at `t`: the pool is advanced until then, or
-        until a schedd asks for a cycle (what happens after that is left for the cycle's
-        own step)."""
-        timer = t + self.interval
-        pool.reschedules.clear()          # asked before the cycle at `t`: it answered them
-        if not self.reschedule_on_submit:
-            return timer
-        pool.advance(timer, arrivals, until_reschedule=True)
-        if pool.reschedules:
-            return int(min(timer, max(math.ceil(pool.reschedules[0]), t + self.soonest, t + 1)))
-        return timer
+        """The next cycle's time after one at `t` (a simulated cycle takes no time)."""
+        return self.cycle_after(t + 1, (t, t), pool, arrivals)
 
 
 def config_with_knobs(config_path: Path | None, knobs: dict[str, str],
