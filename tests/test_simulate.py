@@ -595,9 +595,11 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     order."""
     import negotiator_ext.sim.engine as sim_mod
     from negotiator_ext.simulate import _Ad, _facts, _new_slot_ad, _slot_texts
-    counts = {"ads": 0, "texts": 0, "rows": 0}
+    counts = {"ads": 0, "texts": 0, "rows": 0, "unclaimed again": 0}
     pool_of = sim_mod.Simulation._pool
     rows_of = sim_mod.Simulation._slot_rows
+    unclaimed: dict = {}            # static slot -> its ad when it was last unclaimed
+    claimed: set = set()            # ... claimed since
 
     def check(sim, t, *more):
         for s in sim.pool.slots:
@@ -605,6 +607,14 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
                 b = x._ad
                 if b is None:
                     continue
+                if not x.partitionable and x.parent is None:
+                    if x.job is not None:
+                        claimed.add(x.name)
+                    else:
+                        # unclaimed again: the same ad as the last time (built once)
+                        assert unclaimed.setdefault(x.name, b) is b, (t, x.name)
+                        counts["unclaimed again"] += x.name in claimed
+                        claimed.discard(x.name)
                 fresh = _Ad(_new_slot_ad(x, sim.sc))
                 assert b.ad.printOld() == fresh.ad.printOld(), (t, x.name)
                 if b.facts is not None and b.facts[0] is sim.config:
@@ -629,6 +639,7 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
         assert len(got.segs) == len(sim.pool.slots)
         for i, s in enumerate(sim.pool.slots):
             assert s._row is not None and got.segs[i] is s._row.seg and got.free[i] is s._row.free
+        assert got.live == [i for i, c in enumerate(got.cand) if c[0]]
         return got
 
     monkeypatch.setattr(sim_mod.Simulation, "_pool", check)
@@ -640,6 +651,7 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     assert report.matches > 50
     assert (report.preemptions > 0) == (case == "preemption")
     assert counts["ads"] > 500 and counts["rows"] > 500 and counts["texts"] > 50
+    assert counts["unclaimed again"] > 20
 
 
 @pytest.mark.parametrize("case", ["preemption", "no-preemption"])
@@ -659,7 +671,7 @@ def test_keeping_slot_ads_gives_the_same_ledger_as_building_every_ad_anew(
     def anew(sim):
         for s in sim.pool.slots:
             for x in [s] + s.children:
-                x._ad = None
+                x._ad = x._idle_ad = None
             s._row = None
         sim._rows = None
         return rows_of(sim)

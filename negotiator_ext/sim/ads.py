@@ -37,13 +37,21 @@ def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
 
 def _built(s: SimSlot, sc: Scenario) -> _Ad:
     """The slot's ad as built, kept until the slot changes (with its texts, when they
-    were made beside it)."""
+    were made beside it). An unclaimed static slot's ad depends on the slot alone: it
+    is built once and is the same ad (with what was taken from it) each time the slot
+    is unclaimed again."""
     b = s._ad
     if b is None:
+        idle = s.job is None and not s.partitionable and s.parent is None
+        if idle and s._idle_ad is not None:
+            b = s._ad = s._idle_ad
+            return b
         texts: dict = {}
         b = s._ad = _Ad(_new_slot_ad(s, sc, texts=texts))
         if texts:
             b.texts = texts
+        if idle:
+            s._idle_ad = b
     return b
 
 

@@ -52,6 +52,7 @@ during a run, with a young collection after each cycle.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import gc
 import heapq
@@ -425,6 +426,7 @@ class Simulation:
                 every=[r.every for r in rows], free=[r.free for r in rows],
                 free_cpus=[r.free_cpus for r in rows], takes=[r.takes for r in rows],
                 cand=[r.cand for r in rows],
+                live=[i for i, r in enumerate(rows) if r.cand[0]],
                 all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
         else:
             # what the accountant's CheckMatches needs to look at (core.accountant's
@@ -439,6 +441,11 @@ class Simulation:
                     places.append(i)
                     got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
                     got.free_cpus[i], got.takes[i] = r.free_cpus, r.takes
+                    if bool(got.cand[i][0]) != bool(r.cand[0]):
+                        if r.cand[0]:
+                            bisect.insort(got.live, i)
+                        else:
+                            del got.live[bisect.bisect_left(got.live, i)]
                     got.cand[i] = r.cand
             places.sort()
             got.changes = SlotChanges(frozenset(names),
@@ -472,8 +479,10 @@ class Simulation:
             cand_ads, cand_usage, cand_texts, cand_memos = map(
                 list, _candidates(list(flat(rows.every))))
         else:
+            cand = rows.cand
+            live = [cand[i] for i in rows.live]
             cand_ads, cand_usage, cand_texts, cand_memos = (
-                list(flat(map(operator.itemgetter(k), rows.cand))) for k in range(4))
+                list(flat(map(operator.itemgetter(k), live))) for k in range(4))
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
         free = sum([c for c in rows.free_cpus if c is not None])
@@ -677,6 +686,7 @@ class _PoolRows:
     free_cpus: list
     takes: list
     cand: list
+    live: list                    # the places of the rows with a candidate, in order
     all_cpus: int                 # every slot's cpus, rounded up
     changes: SlotChanges | None = None   # the slots changed since the last cycle's
 

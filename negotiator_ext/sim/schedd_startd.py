@@ -119,6 +119,8 @@ class SimSlot:
     rank_of_job: float | None = None  # the slot's Rank for the job it runs (CurrentRank)
     claimed_at: float = 0.0           # when the claim its job runs on began (claim reuse)
     _ad: "_Ad | None" = field(default=None, repr=False, compare=False)   # its ad (`_built`)
+    # a static slot: its ad while unclaimed, built once (`_built`)
+    _idle_ad: "_Ad | None" = field(default=None, repr=False, compare=False)
     # a top-level slot: what it and its dynamic slots give the pool (`Simulation._slot_row`,
     # None: to be made again), its place in the pool's slot list, and the pool's list of
     # slots whose rows are to be made again
