@@ -639,7 +639,7 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
         assert len(got.segs) == len(sim.pool.slots)
         for i, s in enumerate(sim.pool.slots):
             assert s._row is not None and got.segs[i] is s._row.seg and got.free[i] is s._row.free
-        assert got.live == [i for i, c in enumerate(got.cand) if c[0]]
+        assert got.live == [i for i, c in enumerate(got.cand) if c]
         return got
 
     monkeypatch.setattr(sim_mod.Simulation, "_pool", check)

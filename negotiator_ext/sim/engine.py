@@ -58,7 +58,6 @@ import gc
 import heapq
 import itertools
 import math
-import operator
 import random
 import sys
 import time as _time
@@ -426,7 +425,7 @@ class Simulation:
                 every=[r.every for r in rows], free=[r.free for r in rows],
                 free_cpus=[r.free_cpus for r in rows], takes=[r.takes for r in rows],
                 cand=[r.cand for r in rows],
-                live=[i for i, r in enumerate(rows) if r.cand[0]],
+                live=[i for i, r in enumerate(rows) if r.cand],
                 all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
         else:
             # what the accountant's CheckMatches needs to look at (core.accountant's
@@ -441,8 +440,8 @@ class Simulation:
                     places.append(i)
                     got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
                     got.free_cpus[i], got.takes[i] = r.free_cpus, r.takes
-                    if bool(got.cand[i][0]) != bool(r.cand[0]):
-                        if r.cand[0]:
+                    if bool(got.cand[i]) != bool(r.cand):
+                        if r.cand:
                             bisect.insort(got.live, i)
                         else:
                             del got.live[bisect.bisect_left(got.live, i)]
@@ -476,13 +475,12 @@ class Simulation:
         # (what the cycle works out of an ad alone is kept with it until the slot
         # changes, `SimSlot.changed`)
         if preempt:
-            cand_ads, cand_usage, cand_texts, cand_memos = map(
-                list, _candidates(list(flat(rows.every))))
+            cand_ads, cand_usage, cand_texts, cand_memos = _columns(
+                _candidates(list(flat(rows.every))))
         else:
             cand = rows.cand
-            live = [cand[i] for i in rows.live]
-            cand_ads, cand_usage, cand_texts, cand_memos = (
-                list(flat(map(operator.itemgetter(k), live))) for k in range(4))
+            cand_ads, cand_usage, cand_texts, cand_memos = _columns(
+                flat([cand[i] for i in rows.live]))
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
         free = sum([c for c in rows.free_cpus if c is not None])
@@ -670,7 +668,7 @@ class _SlotRow:
         self.free: list[tuple] = []      # the ones a job can take without preemption
         self.free_cpus: float | None = None   # its free cpus, if it counts
         self.takes = 0                   # how many matches its free ads can take a cycle
-        # the ads, usages, texts and memos of `free`, as the cycle takes its candidates
+        # (ad, usage, texts, memo) of each of `free`, as the cycle takes its candidates
         # (`Simulation._pool`)
         self.cand: tuple = ()
 
@@ -695,10 +693,13 @@ _UNBOUNDED = 1 << 40
 
 
 def _candidates(entries: list[tuple]) -> tuple:
-    """(slot, _Ad, usage) entries as four columns: the ads, the usages, the texts and
-    the memos."""
-    return (tuple(b.ad for _, b, _ in entries), tuple(u for _, _, u in entries),
-            tuple(_slot_texts(b) for _, b, _ in entries), tuple(b.memo for _, b, _ in entries))
+    """(slot, _Ad, usage) entries as candidates: (ad, usage, texts, memo) each."""
+    return tuple([(b.ad, u, _slot_texts(b), b.memo) for _, b, u in entries])
+
+
+def _columns(candidates) -> tuple:
+    """Candidates as four columns: the ads, the usages, the texts and the memos."""
+    return tuple(zip(*candidates)) or ((), (), (), ())
 
 
 def _matched_again(ad) -> bool:
