@@ -8,7 +8,7 @@ history of real-sized jobs, forecast on one core; optionally a local sweep of N 
 The history is the snapshot's own idle jobs copied forward (their ads, new cluster ids),
 arriving evenly over the day, each having run 10-120 minutes (seeded). Prints the
 forecast's wall and CPU time, cycles, matches, jobs started and peak memory (and the sweep's
-wall time on this machine's cores).
+wall time on this machine's cores, `negotiator-ext sweep` run as a command of its own).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import json
 import random
 import re
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -94,11 +95,14 @@ def main() -> None:
                           "arrivals": run.counts.get("arrivals"),
                           "peak_mib": round(peak)}), flush=True)
         if args.sweep:
-            from negotiator_ext.cli import main as cli
+            # the command an admin runs, in a process of its own (not forked from this
+            # one, which holds a forecast's worth of memory)
             t = time.perf_counter()
             values = ",".join(str(h) for h in range(3600, 3600 * (args.sweep + 1), 3600))
-            cli(["sweep", str(snap), "--history", str(hist), "--hours", str(args.hours),
-                 "--vary", f"PRIORITY_HALFLIFE={values}", "-o", str(root / "sweep")])
+            subprocess.run([sys.executable, "-m", "negotiator_ext", "sweep", str(snap),
+                            "--history", str(hist), "--hours", str(args.hours), "--vary",
+                            f"PRIORITY_HALFLIFE={values}", "-o", str(root / "sweep")],
+                           check=True)
             print(json.dumps({"sweep_configs": args.sweep + 1,
                               "sweep_seconds": round(time.perf_counter() - t, 1)}))
 
