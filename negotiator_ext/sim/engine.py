@@ -182,6 +182,7 @@ class Simulation:
         self.offer_retries = 0
         self._cut: dict[tuple[str, str], set[str]] = {}
         self._rows: _PoolRows | None = None
+        self._named: list[SimSlot] = []     # the top-level slots the last matches named
         self._store: TextStore | None = None
         self._store_gen = 0
         # the fewest cpus any job of the scenario requests (a p-slot with less is full)
@@ -429,7 +430,9 @@ class Simulation:
                 all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
         else:
             # what the accountant's CheckMatches needs to look at (core.accountant's
-            # SlotChanges): the slots of the rows made again, before and after
+            # SlotChanges): the slots of the rows made again, before and after, and
+            # those the last cycle's matches named that did not change (a match the
+            # startd did not take up: the negotiator wrote its record all the same)
             names: set[str] = set()
             places = []
             for s in p.dirty:
@@ -446,10 +449,18 @@ class Simulation:
                         else:
                             del got.live[bisect.bisect_left(got.live, i)]
                     got.cand[i] = r.cand
+            placed = set(places)
+            for s in self._named:
+                i = s._pos
+                if i not in placed and 0 <= i < len(p.slots) and p.slots[i] is s:
+                    names.update(u.resource_name for _, _, u in got.every[i])
+                    places.append(i)
+                    placed.add(i)
             places.sort()
             got.changes = SlotChanges(frozenset(names),
                                       tuple(u for i in places for _, _, u in got.every[i]))
         p.dirty.clear()
+        self._named.clear()
         return got
 
     def _pool(self, t: int, rows: "_PoolRows | None" = None, offer: dict | None = None):
@@ -561,6 +572,8 @@ class Simulation:
         out = []
         for m in result.matches:
             slot = p.slot_named(m.slot)
+            if slot is not None:
+                self._named.append(slot.parent if slot.parent is not None else slot)
             job = jobs.get((m.schedd, m.assigned_job))
             if p.model_startd and job is not None and job.status != 1 and slot is not None:
                 # the schedd started it on a leftover claim in the meantime: it looks for
