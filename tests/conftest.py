@@ -152,6 +152,21 @@ def synthetic_forecast(directory: Path, *, slots: int, jobs: int, history_jobs: 
     return snap, hist
 
 
+def spy_quick_checks(monkeypatch) -> list[bool]:
+    """Whether each CheckMatches from now on looked at the changed slots alone (the
+    SlotChanges it was handed cover the records written since the last), in order."""
+    from negotiator_ext.core.accountant import Accountant
+    quick: list[bool] = []
+    check = Accountant.check_matches
+
+    def spy(self, slots, now, changes=None):
+        quick.append(changes is not None and self._touched is not None
+                     and self._touched <= changes.names)
+        return check(self, slots, now, changes)
+    monkeypatch.setattr(Accountant, "check_matches", spy)
+    return quick
+
+
 def writable_copy(tmp_path, scenario, name=None):
     """A copy of a recorded fixture that a test may change (the recordings are read-only)."""
     d = tmp_path / (name or scenario)

@@ -310,20 +310,12 @@ def test_a_forecasts_cycles_check_the_changed_slots_and_those_the_matches_named(
     those the last cycle's matches named: a match the startd did not take up changes no
     slot, but the negotiator wrote its record. So every cycle after the first takes
     that quick path, and the forecast is the one checking every slot gives."""
-    from conftest import synthetic_forecast
+    from conftest import spy_quick_checks, synthetic_forecast
 
     import negotiator_ext.sim.engine as sim_mod
-    from negotiator_ext.core.accountant import Accountant
     snap, hist = synthetic_forecast(tmp_path, slots=400, jobs=1500, history_jobs=4000)
     spec = ForecastSpec(snapshot=snap, history=(hist,), hours=1)
-    quick = []
-    check = Accountant.check_matches
-
-    def spy(self, slots, now, changes=None):
-        quick.append(changes is not None and self._touched is not None
-                     and self._touched <= changes.names)
-        return check(self, slots, now, changes)
-    monkeypatch.setattr(Accountant, "check_matches", spy)
+    quick = spy_quick_checks(monkeypatch)
     fast = run_forecast(spec)
     assert fast.claims_failed > 0            # matches the startd did not take up
     assert len(quick) > 20 and not quick[0] and all(quick[1:]), quick

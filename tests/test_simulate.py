@@ -769,8 +769,9 @@ def test_a_slot_ad_parsed_from_its_text_is_the_one_set_attribute_by_attribute(pa
 def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkeypatch):
     # The simulator hands the accountant the slots changed since the last cycle
     # (SlotChanges); every pass must be the one checking every slot gives.
+    from conftest import spy_quick_checks
+
     import negotiator_ext.sim.engine as sim_mod
-    from negotiator_ext.core.accountant import Accountant
     sc = load_scenario(SCENARIOS / name)
     sc = dataclasses.replace(sc, span=min(sc.span, 12 * HOUR))
 
@@ -784,14 +785,7 @@ def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkey
             self.passes += [dataclasses.replace(p, shadow_duration=0.0, shadow_timings={})
                             for p in passes]
 
-    quick = []
-    check = Accountant.check_matches
-
-    def spy(self, slots, now, changes=None):
-        quick.append(changes is not None and self._touched is not None
-                     and self._touched <= changes.names)
-        return check(self, slots, now, changes)
-    monkeypatch.setattr(Accountant, "check_matches", spy)
+    quick = spy_quick_checks(monkeypatch)
     fast = Keep()
     Simulation(sc, fast).run()
     assert sum(quick) > len(quick) // 2          # most cycles took the changed slots alone
