@@ -43,15 +43,15 @@ def _built(s: SimSlot, sc: Scenario) -> _Ad:
     b = s._ad
     if b is None:
         idle = s.job is None and not s.partitionable and s.parent is None
-        if idle and s._idle_ad is not None:
-            b = s._ad = s._idle_ad
-            return b
-        texts: dict = {}
-        b = s._ad = _Ad(_new_slot_ad(s, sc, texts=texts))
-        if texts:
-            b.texts = texts
-        if idle:
-            s._idle_ad = b
+        b = s._idle_ad if idle else None
+        if b is None:
+            texts: dict = {}
+            b = _Ad(_new_slot_ad(s, sc, texts=texts))
+            if texts:
+                b.texts = texts
+            if idle:
+                s._idle_ad = b
+        s._ad = b
     return b
 
 

@@ -449,10 +449,11 @@ class Simulation:
                         else:
                             del got.live[bisect.bisect_left(got.live, i)]
                     got.cand[i] = r.cand
+            # (no slot joined or left since: each named slot is still at its place)
             placed = set(places)
             for s in self._named:
                 i = s._pos
-                if i not in placed and 0 <= i < len(p.slots) and p.slots[i] is s:
+                if i not in placed:
                     names.update(u.resource_name for _, _, u in got.every[i])
                     places.append(i)
                     placed.add(i)
@@ -573,7 +574,7 @@ class Simulation:
         for m in result.matches:
             slot = p.slot_named(m.slot)
             if slot is not None:
-                self._named.append(slot.parent if slot.parent is not None else slot)
+                self._named.append(slot.top)
             job = jobs.get((m.schedd, m.assigned_job))
             if p.model_startd and job is not None and job.status != 1 and slot is not None:
                 # the schedd started it on a leftover claim in the meantime: it looks for

@@ -132,12 +132,18 @@ class SimSlot:
     def dynamic(self) -> bool:
         return self.parent is not None
 
+    @property
+    def top(self) -> "SimSlot":
+        """The top-level slot it is listed under in the pool: its partitionable slot, if
+        it is a dynamic slot, else itself."""
+        return self.parent if self.parent is not None else self
+
     def changed(self) -> None:
         """Its ad must be built anew (and with it everything taken from the ad): its
         claim, its resources or its dynamic slots changed. A dynamic slot's change is
         its partitionable slot's too (the pool lists the two together)."""
         self._ad = None
-        top = self.parent if self.parent is not None else self
+        top = self.top
         if top._row is not None:
             top._row = None
             if top._dirty is not None:
