@@ -32,7 +32,6 @@ from test_match_memory import RULES, _decisions
 from test_simulate import _ledger_rows, shortcut_case
 
 
-
 def _described(part) -> dict:
     """A partition as what a scan sees of it: each class's live members (by name, in
     order) and live count, each group's classes and held slots (those with a live

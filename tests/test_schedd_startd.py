@@ -4,6 +4,7 @@ reuse at the CLAIM_WORKLIFE boundary, the schedd's reschedules, partitionable le
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def test_a_schedd_asks_for_a_cycle_when_it_gets_its_first_idle_job():
     (998, 1030, 1030),      # asked later than the cycle delay: then
     (998, None, 1056),      # nothing asks: the timer, 60 s after the last cycle began
     (900, 1000, 1000),      # overdue: at the start
-    (980, 1001, 1001)])
+    (980, 1001, 1001)])    # asked after the cycle delay and the min interval: then
 def test_a_forecast_s_first_cycle_follows_the_negotiator_s_last_one(ended, arrival, first):
     """Matchmaker::negotiationTime: never within NEGOTIATOR_CYCLE_DELAY (20) of the last
     cycle's end nor NEGOTIATOR_MIN_INTERVAL (5) of its start; its timer
@@ -127,7 +128,6 @@ def test_a_forecast_s_first_cycle_follows_the_negotiator_s_last_one(ended, arriv
     c = cls()
     p.queue(job(c, 0), 1000)                       # in the snapshot's queue
     p.remove(next(q[2] for q in p.queues[("a@test", "s", id(c))]), 1000)
-    import dataclasses
     other = dataclasses.replace(cls(submitter="b@test"), schedd="t")
     arrivals = [] if arrival is None else [
         (arrival, 0, lambda pool_, t: pool_.queue(job(other, 1), t))]
@@ -137,7 +137,6 @@ def test_a_forecast_s_first_cycle_follows_the_negotiator_s_last_one(ended, arriv
 def test_a_match_whose_job_already_runs_goes_to_the_submitters_next_job_the_slot_takes():
     # FindRunnableJob: the same submitter at the same schedd, the same concurrency
     # limits, the first idle one (schedd order) that fits the matched slot
-    import dataclasses
     p = pool()
     mine = cls(cpus=4)
     big, other = cls(cpus=32), cls(submitter="b@test")
