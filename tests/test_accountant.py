@@ -499,9 +499,10 @@ def _usage(i, kind):
                       max_size=8),
        matches=st.lists(st.tuples(st.integers(0, 14), st.sampled_from(_USERS),
                                   st.sampled_from((None, 1.0))), max_size=4),
-       discount=st.booleans(), reused=st.booleans(), told=st.booleans())
+       discount=st.booleans(), reused=st.booleans(), told=st.booleans(),
+       limits_told=st.booleans())
 def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
-        first, edits, matches, discount, reused, told):
+        first, edits, matches, discount, reused, told, limits_told):
     from negotiator_ext.core.accountant import SlotChanges
     config = NegotiatorConfig(discount_suspended_resources=discount)
     # cycle 1: a full CheckMatches, then the cycle's own matches (AddMatch)
@@ -531,8 +532,11 @@ def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
             changed.add(f"s{i}@<10.0.0.1:9618>")
     order = sorted(now)
     every = [now[i] for i in order]
+    # (and, maybe, which slots LoadLimits reads: those holding limits or Matched)
     changes = SlotChanges(frozenset(changed),
-                          tuple(now[i] for i in order if now[i].resource_name in changed))
+                          tuple(now[i] for i in order if now[i].resource_name in changed),
+                          tuple(s for s in every if s.concurrency_limits
+                                or s.state == "Matched") if limits_told else None)
     full = Accountant(state, config, GroupTree(config))
     full.start_cycle(every, T0 + 60)
     part = Accountant(state, config, GroupTree(config))

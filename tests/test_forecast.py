@@ -312,14 +312,14 @@ def test_a_forecasts_cycles_check_the_changed_slots_and_those_the_matches_named(
     that quick path, and the forecast is the one checking every slot gives."""
     from conftest import spy_quick_checks, synthetic_forecast
 
-    import negotiator_ext.sim.engine as sim_mod
+    import negotiator_ext.sim.pool_rows as rows_mod
     snap, hist = synthetic_forecast(tmp_path, slots=400, jobs=1500, history_jobs=4000)
     spec = ForecastSpec(snapshot=snap, history=(hist,), hours=1)
     quick = spy_quick_checks(monkeypatch)
     fast = run_forecast(spec)
     assert fast.claims_failed > 0            # matches the startd did not take up
     assert len(quick) > 20 and not quick[0] and all(quick[1:]), quick
-    monkeypatch.setattr(sim_mod, "SlotChanges", lambda *a: None)
+    monkeypatch.setattr(rows_mod, "SlotChanges", lambda *a: None)
     quick.clear()
     slow = run_forecast(spec)
     assert not any(quick)

@@ -555,6 +555,7 @@ def _changing_pool(tmp_path, case):
                         {"submitter": "b", "at": "10m", "count": 10, "every": "30m",
                          "duration": {"exponential": "20m"}},
                         {"submitter": "c", "count": 4, "every": "15m", "cpus": 2,
+                         "concurrency_limits": "lic:2",
                          "duration": {"exponential": "25m"}}],
            "changes": [{"at": "40m", "slots_leave": {"prefix": "s0000", "count": 3}},
                        {"at": "50m", "slots_join": {"count": 2, "name": "late"}},
@@ -595,7 +596,8 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     order."""
     import negotiator_ext.sim.engine as sim_mod
     from negotiator_ext.simulate import _Ad, _facts, _new_slot_ad, _slot_texts
-    counts = {"ads": 0, "texts": 0, "rows": 0, "unclaimed again": 0}
+    counts = {"ads": 0, "texts": 0, "rows": 0, "unclaimed again": 0, "columns": 0,
+              "holding limits": 0}
     pool_of = sim_mod.Simulation._pool
     rows_of = sim_mod.Simulation._slot_rows
     unclaimed: dict = {}            # static slot -> its ad when it was last unclaimed
@@ -627,7 +629,8 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
             if r is not None and r.config is sim.config:
                 xs = [s] + s.children
                 assert [e[0] for e in r.every] == xs
-                assert r.seg == tuple(v for x in xs for v in (x._ad.ad, *_facts(x._ad, sim.config)[1:]))
+                seg = [(x._ad.ad, *_facts(x._ad, sim.config)[1:]) for x in xs]
+                assert r.seg == (tuple(zip(*seg)) or ((), (), (), ()))
                 assert [e[0] for e in r.free] == [x for x in xs if (
                     x.partitionable and x.cpus >= sim.least_cpus) or (
                     not x.partitionable and x.job is None)]
@@ -636,10 +639,18 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
 
     def every_row(sim):
         got = rows_of(sim)
-        assert len(got.segs) == len(sim.pool.slots)
+        assert len(got.every) == len(sim.pool.slots)
         for i, s in enumerate(sim.pool.slots):
-            assert s._row is not None and got.segs[i] is s._row.seg and got.free[i] is s._row.free
-        assert got.live == [i for i, c in enumerate(got.cand) if c]
+            assert s._row is not None and got.every[i] is s._row.every
+        # the columns, patched from cycle to cycle, are the rows' laid end to end
+        rows = [s._row for s in sim.pool.slots]
+        for cols, part in ((got.slot_cols, "seg"), (got.cand_cols, "cand")):
+            assert cols.tuples() == tuple(
+                tuple(v for r in rows for v in getattr(r, part)[k]) for k in range(4))
+            counts["columns"] += 1
+        held = tuple(u for r in rows for _, _, u in r.every if u.counts_limits)
+        assert got.limit_cols.tuples() == (held,)
+        counts["holding limits"] += bool(held)
         return got
 
     monkeypatch.setattr(sim_mod.Simulation, "_pool", check)
@@ -651,7 +662,8 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     assert report.matches > 50
     assert (report.preemptions > 0) == (case == "preemption")
     assert counts["ads"] > 500 and counts["rows"] > 500 and counts["texts"] > 50
-    assert counts["unclaimed again"] > 20
+    assert counts["unclaimed again"] > 20 and counts["columns"] > 50
+    assert counts["holding limits"] > 20
 
 
 @pytest.mark.parametrize("case", ["preemption", "no-preemption"])
@@ -661,6 +673,7 @@ def test_keeping_slot_ads_gives_the_same_ledger_as_building_every_ad_anew(
     cycle and its texts read by the cycle from the ad (as before the simulator kept
     them): the same matches and the same figures in every pass."""
     import negotiator_ext.sim.engine as sim_mod
+    import negotiator_ext.sim.pool_rows as rows_mod
     sc = _changing_pool(tmp_path, case)
     kept = str(tmp_path / "kept.sqlite")
     with open_ledger(kept) as ledger:
@@ -677,7 +690,7 @@ def test_keeping_slot_ads_gives_the_same_ledger_as_building_every_ad_anew(
         return rows_of(sim)
 
     monkeypatch.setattr(sim_mod.Simulation, "_slot_rows", anew)
-    monkeypatch.setattr(sim_mod, "_slot_texts", lambda b: None)   # the cycle reads them
+    monkeypatch.setattr(rows_mod, "_slot_texts", lambda b: None)   # the cycle reads them
     built = str(tmp_path / "built.sqlite")
     with open_ledger(built) as ledger:
         Simulation(sc, ledger).run()
@@ -771,7 +784,7 @@ def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkey
     # (SlotChanges); every pass must be the one checking every slot gives.
     from conftest import spy_quick_checks
 
-    import negotiator_ext.sim.engine as sim_mod
+    import negotiator_ext.sim.pool_rows as rows_mod
     sc = load_scenario(SCENARIOS / name)
     sc = dataclasses.replace(sc, span=min(sc.span, 12 * HOUR))
 
@@ -789,7 +802,7 @@ def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkey
     fast = Keep()
     Simulation(sc, fast).run()
     assert sum(quick) > len(quick) // 2          # most cycles took the changed slots alone
-    monkeypatch.setattr(sim_mod, "SlotChanges", lambda *a: None)
+    monkeypatch.setattr(rows_mod, "SlotChanges", lambda *a: None)
     quick.clear()
     slow = Keep()
     Simulation(sc, slow).run()

@@ -73,9 +73,11 @@ class SlotChanges:
     order. Resource names are unique in such a pool. CheckMatches then looks at those
     slots, and at the records written since, alone: every other record is still the
     one that CheckMatches found consistent with the same slot, so the result is the
-    same as looking at every slot."""
+    same as looking at every slot. `limit_slots`, if known: the slots LoadLimits reads
+    (`SlotUsage.counts_limits`), in the slot list's order."""
     names: frozenset[str]
     slots: tuple[SlotUsage, ...]
+    limit_slots: tuple[SlotUsage, ...] | None = None
 
 
 class Accountant:
@@ -394,7 +396,8 @@ class Accountant:
         else:
             self._check_claims(slots, self.resources, now)
         self._touched = set()
-        self.load_limits(slots)
+        self.load_limits(slots if changes is None or changes.limit_slots is None
+                         else changes.limit_slots)
 
     def _check_claims(self, slots, resnames: Iterable[str], now: int) -> None:
         """CheckMatches over `slots` and the records `resnames` (in the records' order)."""

@@ -179,35 +179,38 @@ class GroupTree:
             return {ROOT: GroupQuota(name=ROOT, effective_quota=0.0, config_quota=0.0,
                                      subtree_quota=0.0, requested=0.0,
                                      surplus_policy=self.surplus_policy(self.root))}
-        oversub = self.config.allow_quota_oversubscription
         out: dict[str, GroupQuota] = {}
         demand = {k.lower(): v for k, v in (demand or {}).items()}
-
-        def visit(node: GroupNode, q: float) -> None:
-            quota = subtree = 0.0
-            child_q: dict[str, float] = {}
-            if q > 0:
-                subtree = q
-                ssum = sum(c.config_quota for c in node.children if c.static)
-                dsum = sum(c.config_quota for c in node.children if not c.static)
-                sa = ssum if oversub else min(ssum, q)
-                da = max(0.0, q - sa)
-                zs = ssum if ssum > 0 else 1.0
-                zd = max(dsum, 1.0)
-                for c in node.children:
-                    child_q[c.name] = c.config_quota * (sa / zs if c.static else da / zd)
-                chq = sum(child_q.values())
-                quota = q if (oversub and not node.is_root) else q - chq
-                quota = max(quota, 0.0)
-            for c in node.children:
-                visit(c, child_q.get(c.name, 0.0))
-            out[node.name] = GroupQuota(
-                name=node.name, effective_quota=quota, config_quota=node.config_quota,
-                subtree_quota=subtree, requested=demand.get(node.name.lower(), 0.0),
-                surplus_policy=self.surplus_policy(node))
-
-        visit(self.root, pool_size)
+        self._assign(self.root, pool_size, demand, out)
         return out
+
+    def _assign(self, node: GroupNode, q: float, demand: dict[str, float],
+                out: dict[str, GroupQuota]) -> None:
+        """`hgq_assign_quotas` on `node` with quota `q`: its children first, then it.
+        (A method rather than a nested function that calls itself: that is a reference
+        cycle, left for the cyclic collector every cycle.)"""
+        oversub = self.config.allow_quota_oversubscription
+        quota = subtree = 0.0
+        child_q: dict[str, float] = {}
+        if q > 0:
+            subtree = q
+            ssum = sum(c.config_quota for c in node.children if c.static)
+            dsum = sum(c.config_quota for c in node.children if not c.static)
+            sa = ssum if oversub else min(ssum, q)
+            da = max(0.0, q - sa)
+            zs = ssum if ssum > 0 else 1.0
+            zd = max(dsum, 1.0)
+            for c in node.children:
+                child_q[c.name] = c.config_quota * (sa / zs if c.static else da / zd)
+            chq = sum(child_q.values())
+            quota = q if (oversub and not node.is_root) else q - chq
+            quota = max(quota, 0.0)
+        for c in node.children:
+            self._assign(c, child_q.get(c.name, 0.0), demand, out)
+        out[node.name] = GroupQuota(
+            name=node.name, effective_quota=quota, config_quota=node.config_quota,
+            subtree_quota=subtree, requested=demand.get(node.name.lower(), 0.0),
+            surplus_policy=self.surplus_policy(node))
 
 
 def dotted_prefixes(group: str) -> list[str]:

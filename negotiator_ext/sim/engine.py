@@ -46,15 +46,13 @@ it: NEGOTIATOR_MATCH_EXPRS, the remote user's figures), with their texts and a m
 which the cycle keeps what it works out of an ad alone, for as long as the slot does not
 change; with the run's `MatchMemory`, the cycle keeps its Slot objects and slot classes
 too, and patches them with the slots that came and went (`core.kept_classes`). A slot's
-texts are made beside its ad when it is built (`sim.ads`). The cyclic GC is paused
-during a run, with a young collection after each cycle.
+texts are made beside its ad when it is built (`sim.ads`). The cyclic GC is off during
+a run.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import gc
 import heapq
 import itertools
 import math
@@ -69,7 +67,7 @@ from typing import Callable
 import classad2
 
 from ..core import classads
-from ..core.accountant import AccountantState, SlotChanges
+from ..core.accountant import AccountantState
 from ..core.adtext import Job, TextAds, TextStore, TextValues
 from ..core.config import priority_preemption_off
 from ..core.match_memory import MatchMemory
@@ -80,7 +78,8 @@ from ..errors import InputError
 from ..limits import paused_gc
 from ..pool import config_warnings
 from ..scenario import Change, Scenario
-from .ads import _built, _facts, _job_texts, _rank_of, _slot_texts
+from .ads import _built, _facts, _job_texts, _rank_of
+from .pool_rows import PoolRows, candidates, columns, slot_row
 from .schedd_startd import SimJob, SimPool, SimSlot
 
 SCHEDD_ADDR = "<10.255.0.1:9618>"
@@ -181,7 +180,7 @@ class Simulation:
         self.offer_limits: dict[tuple[str, str], int] = {}
         self.offer_retries = 0
         self._cut: dict[tuple[str, str], set[str]] = {}
-        self._rows: _PoolRows | None = None
+        self._rows: PoolRows | None = None
         self._named: list[SimSlot] = []     # the top-level slots the last matches named
         self._store: TextStore | None = None
         self._store_gen = 0
@@ -248,11 +247,14 @@ class Simulation:
         n = 0
         t = sc.start
         end = sc.start + sc.span
-        # No cyclic GC during the run but a young collection after each cycle: what a
-        # cycle leaves behind is young, and the collector would otherwise walk the
-        # pool's long-lived jobs, slots and ads again and again for nothing (a sixth of
-        # a cycle at 10,000 slots). What the run drops is freed by reference counting as
-        # always; cycles that outlive a collection wait for the collector after the run.
+        # No cyclic GC during the run: the collector would walk the pool's long-lived
+        # jobs, slots and ads again and again for nothing (a sixth of a cycle at 10,000
+        # slots), and even a young collection after each cycle walks everything the
+        # cycle made that is still held, to find a few dozen small objects (4% of a
+        # day's forecast at 10,000 slots). What the run drops is freed by reference
+        # counting as always; the few reference cycles a cycle leaves (the matcher's
+        # slot classes, the group tree's working state) wait for the collector after
+        # the run.
         cadence = self.options.cadence
         last = self.options.last_cycle
         if cadence is not None and last is not None:
@@ -266,7 +268,6 @@ class Simulation:
                 if self.progress is not None:
                     self.progress(t - sc.start, sc.span, _time.perf_counter() - wall0)
                 t = t + sc.interval if cadence is None else cadence.next_cycle(t, self.pool, self.arrivals)
-                gc.collect(1)
             if cadence is not None or self.pool.runs is not None:
                 self.pool.advance(end, self.arrivals)   # what happens after the last cycle
         self.flush()
@@ -381,90 +382,28 @@ class Simulation:
             return False
         return not priority_preemption_off(cfg) or self.ranked_slots
 
-    def _slot_row(self, s: SimSlot) -> _SlotRow:
-        """What top-level slot `s` and its dynamic slots give the pool under the current
-        config, kept on `s` until one of them changes (`SimSlot.changed`) or the config
-        does: their ads (those NEGOTIATOR_SLOT_CONSTRAINT keeps) with their usage, pie
-        weights and effective sizes, and the ones a job can take when no claim can be
-        preempted (a p-slot with at least the fewest cpus any job requests; a static
-        slot that is not claimed)."""
-        sc, config, least = self.sc, self.config, self.least_cpus
-        row = _SlotRow(config)
-        seg = []
-        for x in ([s] + s.children if s.partitionable else [s]):
-            b = _built(x, sc)
-            fetched, u, pie, eff = _facts(b, config)
-            if not fetched:                     # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
-                continue
-            seg += (b.ad, u, pie, eff)
-            row.every.append((x, b, u))
-            if (x.partitionable and x.cpus >= least) or (
-                    not x.partitionable and x.job is None):
-                row.free.append((x, b, u))
-                # a slot is matched once a cycle (rule P1), unless a consumption policy
-                # or WantAdRevaluate lets the negotiator match it again (no bound then)
-                row.takes += _UNBOUNDED if _matched_again(b.ad) else 1
-        row.seg = tuple(seg)
-        row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
-        row.cand = _candidates(row.free)
-        s._row = row
-        return row
-
-    def _slot_rows(self) -> _PoolRows:
-        """Every slot's row, in the pool's order: only the rows of slots that changed
-        since the last cycle are made again (all of them when slots joined or left, or
-        the config changed)."""
+    def _slot_rows(self) -> PoolRows:
+        """Every slot's row, in the pool's order (`sim.pool_rows`): only the rows of slots
+        that changed since the last cycle are made again (all of them when slots joined
+        or left, or the config changed)."""
         p, config, got = self.pool, self.config, self._rows
+        sc, least = self.sc, self.least_cpus
         if got is None or got.version != p.version or got.config is not config:
-            slot_row = self._slot_row
-            rows = [r if (r := s._row) is not None and r.config is config else slot_row(s)
-                    for s in p.slots]
+            rows = [r if (r := s._row) is not None and r.config is config
+                    else slot_row(s, sc, config, least) for s in p.slots]
             for i, s in enumerate(p.slots):
                 s._pos = i
-            got = self._rows = _PoolRows(
-                version=p.version, config=config, segs=[r.seg for r in rows],
-                every=[r.every for r in rows], free=[r.free for r in rows],
-                free_cpus=[r.free_cpus for r in rows], takes=[r.takes for r in rows],
-                cand=[r.cand for r in rows],
-                live=[i for i, r in enumerate(rows) if r.cand],
-                all_cpus=sum(int(math.ceil(s.shape.cpus)) for s in p.slots))
+            got = self._rows = PoolRows(p, config, rows)
         else:
-            # what the accountant's CheckMatches needs to look at (core.accountant's
-            # SlotChanges): the slots of the rows made again, before and after, and
-            # those the last cycle's matches named that did not change (a match the
-            # startd did not take up: the negotiator wrote its record all the same)
-            names: set[str] = set()
-            places = []
-            for s in p.dirty:
-                if s._row is None:
-                    r, i = self._slot_row(s), s._pos
-                    names.update(u.resource_name for _, _, u in got.every[i])
-                    names.update(u.resource_name for _, _, u in r.every)
-                    places.append(i)
-                    got.segs[i], got.every[i], got.free[i] = r.seg, r.every, r.free
-                    got.free_cpus[i], got.takes[i] = r.free_cpus, r.takes
-                    if bool(got.cand[i]) != bool(r.cand):
-                        if r.cand:
-                            bisect.insort(got.live, i)
-                        else:
-                            del got.live[bisect.bisect_left(got.live, i)]
-                    got.cand[i] = r.cand
-            # (no slot joined or left since: each named slot is still at its place)
-            placed = set(places)
-            for s in self._named:
-                i = s._pos
-                if i not in placed:
-                    names.update(u.resource_name for _, _, u in got.every[i])
-                    places.append(i)
-                    placed.add(i)
-            places.sort()
-            got.changes = SlotChanges(frozenset(names),
-                                      tuple(u for i in places for _, _, u in got.every[i]))
+            # (no slot joined or left since: each slot is still at its place)
+            made = {s._pos: slot_row(s, sc, config, least) for s in p.dirty
+                    if s._row is None}
+            got.update(made, [s._pos for s in self._named])
         p.dirty.clear()
         self._named.clear()
         return got
 
-    def _pool(self, t: int, rows: "_PoolRows | None" = None, offer: dict | None = None):
+    def _pool(self, t: int, rows: "PoolRows | None" = None, offer: dict | None = None):
         """The pool as the cycle at `t` sees it (`rows`: the slots' rows made for it).
         `offer`: a schedd offers at most this many jobs of each class of a submitter
         ((submitter, schedd) -> the number; _OFFER_LIMIT_MIN if not there), and `_cut`
@@ -475,11 +414,7 @@ class Simulation:
         preempt = self._preemption_possible() or not self.shortcuts
         if rows is None:
             rows = self._slot_rows()
-        flat = itertools.chain.from_iterable
-        cols = list(flat(rows.segs))        # (ad, usage, pie weight, effective size) ...
-        ads, usage = tuple(cols[0::4]), tuple(cols[1::4])
-        pies, effs = tuple(cols[2::4]), tuple(cols[3::4])
-        del cols
+        ads, usage, pies, effs = rows.slot_cols.tuples()
         # candidates: what a job can take this cycle (a p-slot with fewer cpus left than
         # any job requests cannot match, as a claimed static slot cannot when nothing can
         # preempt it). They are handed over as a shadow loop's kept ads are: shared (the
@@ -487,12 +422,10 @@ class Simulation:
         # (what the cycle works out of an ad alone is kept with it until the slot
         # changes, `SimSlot.changed`)
         if preempt:
-            cand_ads, cand_usage, cand_texts, cand_memos = _columns(
-                _candidates(list(flat(rows.every))))
+            cand_ads, cand_usage, cand_texts, cand_memos = columns(
+                candidates(list(itertools.chain.from_iterable(rows.every))))
         else:
-            cand = rows.cand
-            cand_ads, cand_usage, cand_texts, cand_memos = _columns(
-                flat([cand[i] for i in rows.live]))
+            cand_ads, cand_usage, cand_texts, cand_memos = rows.cand_cols.tuples()
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
         free = sum([c for c in rows.free_cpus if c is not None])
@@ -668,59 +601,6 @@ def _short_queues(queues: dict, cut: dict) -> set[tuple[str, str]]:
 
 
 _NO_SCHEDD_LIMITS = ScheddLimits(per_user_enabled=False, max_jobs_running=1 << 62)
-
-
-class _SlotRow:
-    """A top-level slot's part of the pool (it and its dynamic slots) under one config:
-    see `Simulation._slot_row`."""
-    __slots__ = ("cand", "config", "every", "free", "free_cpus", "seg", "takes")
-
-    def __init__(self, config):
-        self.config = config
-        self.seg: tuple = ()             # (ad, usage, pie weight, effective size) of each
-        self.every: list[tuple] = []     # (slot, _Ad, usage) of each fetched ad
-        self.free: list[tuple] = []      # the ones a job can take without preemption
-        self.free_cpus: float | None = None   # its free cpus, if it counts
-        self.takes = 0                   # how many matches its free ads can take a cycle
-        # (ad, usage, texts, memo) of each of `free`, as the cycle takes its candidates
-        # (`Simulation._pool`)
-        self.cand: tuple = ()
-
-
-@dataclass
-class _PoolRows:
-    """Every top-level slot's row, in the pool's order (`Simulation._slot_rows`)."""
-    version: int                  # SimPool.version they were made for
-    config: object                # ... and the config
-    segs: list[tuple]
-    every: list[list]
-    free: list[list]
-    free_cpus: list
-    takes: list
-    cand: list
-    live: list                    # the places of the rows with a candidate, in order
-    all_cpus: int                 # every slot's cpus, rounded up
-    changes: SlotChanges | None = None   # the slots changed since the last cycle's
-
-
-_UNBOUNDED = 1 << 40
-
-
-def _candidates(entries: list[tuple]) -> tuple:
-    """(slot, _Ad, usage) entries as candidates: (ad, usage, texts, memo) each."""
-    return tuple([(b.ad, u, _slot_texts(b), b.memo) for _, b, u in entries])
-
-
-def _columns(candidates) -> tuple:
-    """Candidates as four columns: the ads, the usages, the texts and the memos."""
-    return tuple(zip(*candidates)) or ((), (), (), ())
-
-
-def _matched_again(ad) -> bool:
-    """Whether the negotiator may match slot ad `ad` more than once a cycle: a
-    partitionable slot with a consumption policy (rule P4), or WantAdRevaluate."""
-    from ..core import consumption
-    return consumption.supports_policy(ad) or classads.eval_bool(ad, "WantAdRevaluate") is True
 
 
 def _room_for(pslot: SimSlot, job: SimJob) -> bool:

@@ -41,7 +41,7 @@ from ..scenario import Arrival, Scenario, SlotShape
 
 if TYPE_CHECKING:
     from .ads import _Ad
-    from .engine import _SlotRow
+    from .pool_rows import SlotRow
 
 
 @dataclass(eq=False)
@@ -124,7 +124,7 @@ class SimSlot:
     # a top-level slot: what it and its dynamic slots give the pool (`Simulation._slot_row`,
     # None: to be made again), its place in the pool's slot list, and the pool's list of
     # slots whose rows are to be made again
-    _row: "_SlotRow | None" = field(default=None, repr=False, compare=False)
+    _row: "SlotRow | None" = field(default=None, repr=False, compare=False)
     _pos: int = field(default=-1, repr=False, compare=False)
     _dirty: list | None = field(default=None, repr=False, compare=False)
 

@@ -1,0 +1,175 @@
+"""The simulated pool as the cycle is handed it, kept from cycle to cycle: one row per
+top-level slot (it and its dynamic slots), made again only when one of its slots
+changed (`SimSlot.changed`), and the pool's columns (every fetched slot ad with its
+usage, pie weight and effective size; the candidates the matchmaker sees) patched where
+rows were made again instead of walking every row each cycle.
+
+`slot_row` makes a row; `PoolRows.update` patches the pool's rows and columns and says
+which slots the accountant's CheckMatches must look at (`core.accountant.SlotChanges`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import TYPE_CHECKING
+
+from ..core import classads
+from ..core.accountant import SlotChanges
+from .ads import _built, _facts, _slot_texts
+
+if TYPE_CHECKING:
+    from .schedd_startd import SimPool, SimSlot
+
+
+class SlotRow:
+    """A top-level slot's part of the pool (it and its dynamic slots) under one config:
+    see `slot_row`."""
+    __slots__ = ("cand", "config", "every", "free", "free_cpus", "limits", "seg", "takes")
+
+    def __init__(self, config):
+        self.config = config
+        # (ads, usages, pie weights, effective sizes) of its fetched slots
+        self.seg: tuple = ((), (), (), ())
+        self.every: list[tuple] = []     # (slot, _Ad, usage) of each fetched ad
+        self.free: list[tuple] = []      # the ones a job can take without preemption
+        self.free_cpus: float | None = None   # its free cpus, if it counts
+        self.takes = 0                   # how many matches its free ads can take a cycle
+        # (ads, usages, texts, memos) of `free`, as the cycle takes its candidates
+        # (`Simulation._pool`)
+        self.cand: tuple = ((), (), (), ())
+        # (usages,) of its fetched slots that LoadLimits reads (`SlotUsage.counts_limits`)
+        self.limits: tuple = ((),)
+
+
+def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
+    """What top-level slot `s` and its dynamic slots give the pool under `config`, kept
+    on `s` until one of them changes (`SimSlot.changed`) or the config does: their ads
+    (those NEGOTIATOR_SLOT_CONSTRAINT keeps) with their usage, pie weights and effective
+    sizes, and the ones a job can take when no claim can be preempted (a p-slot with at
+    least `least_cpus`, the fewest cpus any job requests; a static slot that is not
+    claimed)."""
+    row = SlotRow(config)
+    seg = []
+    for x in ([s] + s.children if s.partitionable else [s]):
+        b = _built(x, sc)
+        fetched, u, pie, eff = _facts(b, config)
+        if not fetched:                     # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
+            continue
+        seg.append((b.ad, u, pie, eff))
+        row.every.append((x, b, u))
+        if (x.partitionable and x.cpus >= least_cpus) or (
+                not x.partitionable and x.job is None):
+            row.free.append((x, b, u))
+            # a slot is matched once a cycle (rule P1), unless a consumption policy
+            # or WantAdRevaluate lets the negotiator match it again (no bound then)
+            row.takes += UNBOUNDED if _matched_again(b.ad) else 1
+    row.seg = columns(seg)
+    row.limits = (tuple([u for _, _, u in row.every if u.counts_limits]),)
+    row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
+    row.cand = columns(candidates(row.free))
+    s._row = row
+    return row
+
+
+class Columns:
+    """Rows laid end to end as columns: each row is a tuple of columns of its own (all
+    of one length, maybe 0), and column k of the whole is every row's column k in row
+    order. A row replaced is spliced in at its place; where rows start is worked out
+    again only after a row changed length."""
+    __slots__ = ("cols", "lens", "_starts")
+
+    def __init__(self, rows: list[tuple], width: int):
+        chain = itertools.chain.from_iterable
+        self.cols = [list(chain([r[k] for r in rows])) for k in range(width)]
+        self.lens = [len(r[0]) for r in rows]
+        self._starts: list[int] | None = None
+
+    def replace(self, rows: dict[int, tuple]) -> None:
+        """Rows replaced: {place: the row now}."""
+        if not rows:
+            return
+        starts = self._starts
+        if starts is None:
+            starts = list(itertools.accumulate(self.lens, initial=0))
+        lens, cols = self.lens, self.cols
+        moved = False
+        # from the last: a row that changes length moves none of the rows before it
+        for i in sorted(rows, reverse=True):
+            row = rows[i]
+            a, old, n = starts[i], lens[i], len(row[0])
+            for col, part in zip(cols, row):
+                col[a:a + old] = part
+            if n != old:
+                lens[i] = n
+                moved = True
+        self._starts = None if moved else starts
+
+    def tuples(self) -> tuple:
+        """The columns, as tuples of their own (the next cycle's patches do not reach
+        them)."""
+        return tuple(map(tuple, self.cols))
+
+
+class PoolRows:
+    """Every top-level slot's row, in the pool's order, and the pool's columns made of
+    them: `slot_cols`, (ads, usages, pie weights, effective sizes) of every fetched slot;
+    `cand_cols`, (ads, usages, texts, memos) of the candidates when no claim can be
+    preempted; `limit_cols`, (usages,) of the slots LoadLimits reads."""
+
+    def __init__(self, pool: "SimPool", config, rows: list[SlotRow]):
+        self.version = pool.version             # SimPool.version they were made for
+        self.config = config                    # ... and the config
+        self.every = [r.every for r in rows]
+        self.free_cpus = [r.free_cpus for r in rows]
+        self.takes = [r.takes for r in rows]
+        self.slot_cols = Columns([r.seg for r in rows], 4)
+        self.cand_cols = Columns([r.cand for r in rows], 4)
+        self.limit_cols = Columns([r.limits for r in rows], 1)
+        self.all_cpus = sum(int(math.ceil(s.shape.cpus)) for s in pool.slots)
+        self.changes: SlotChanges | None = None   # the slots changed since the last cycle's
+
+    def update(self, made: dict[int, SlotRow], named: list[int]) -> None:
+        """The rows made again since the last cycle ({place: row}), and the places of the
+        slots the last cycle's matches named. What the accountant's CheckMatches needs
+        to look at (`SlotChanges`): the slots of the rows made again, before and after,
+        and those the last cycle's matches named that did not change (a match the startd
+        did not take up: the negotiator wrote its record all the same)."""
+        names: set[str] = set()
+        every = self.every
+        for i, r in made.items():
+            names.update(u.resource_name for _, _, u in every[i])
+            names.update(u.resource_name for _, _, u in r.every)
+            every[i] = r.every
+            self.free_cpus[i], self.takes[i] = r.free_cpus, r.takes
+        self.slot_cols.replace({i: r.seg for i, r in made.items()})
+        self.cand_cols.replace({i: r.cand for i, r in made.items()})
+        self.limit_cols.replace({i: r.limits for i, r in made.items()})
+        places = set(made)
+        for i in named:
+            if i not in places:
+                names.update(u.resource_name for _, _, u in every[i])
+                places.add(i)
+        self.changes = SlotChanges(frozenset(names),
+                                   tuple(u for i in sorted(places) for _, _, u in every[i]),
+                                   self.limit_cols.tuples()[0])
+
+
+UNBOUNDED = 1 << 40
+
+
+def candidates(entries: list[tuple]) -> list[tuple]:
+    """(slot, _Ad, usage) entries as candidates: (ad, usage, texts, memo) each."""
+    return [(b.ad, u, _slot_texts(b), b.memo) for _, b, u in entries]
+
+
+def columns(entries) -> tuple:
+    """Entries of four values as four columns."""
+    return tuple(zip(*entries)) or ((), (), (), ())
+
+
+def _matched_again(ad) -> bool:
+    """Whether the negotiator may match slot ad `ad` more than once a cycle: a
+    partitionable slot with a consumption policy (rule P4), or WantAdRevaluate."""
+    from ..core import consumption
+    return consumption.supports_policy(ad) or classads.eval_bool(ad, "WantAdRevaluate") is True
