@@ -1,8 +1,9 @@
 """The simulated pool as the cycle is handed it, kept from cycle to cycle: one row per
 top-level slot (it and its dynamic slots), made again only when one of its slots
 changed (`SimSlot.changed`), and the pool's columns (every fetched slot ad with its
-usage, pie weight and effective size; the candidates the matchmaker sees) patched where
-rows were made again instead of walking every row each cycle.
+usage, pie weight and effective size; the candidates the matchmaker sees; the slots
+LoadLimits reads) patched where rows were made again, instead of every row laid end to
+end again each cycle.
 
 `slot_row` makes a row; `PoolRows.update` patches the pool's rows and columns and says
 which slots the accountant's CheckMatches must look at (`core.accountant.SlotChanges`).
