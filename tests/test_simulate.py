@@ -631,7 +631,7 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
                 assert [e[0] for e in r.every] == xs
                 seg = [(x._ad.ad, *_facts(x._ad, sim.config)[1:]) for x in xs]
                 assert r.seg == (tuple(zip(*seg)) or ((), (), (), ()))
-                assert [e[0] for e in r.free] == [x for x in xs if (
+                assert list(map(id, r.cand[0])) == [id(x._ad.ad) for x in xs if (
                     x.partitionable and x.cpus >= sim.least_cpus) or (
                     not x.partitionable and x.job is None)]
                 counts["rows"] += 1
@@ -664,6 +664,23 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     assert counts["ads"] > 500 and counts["rows"] > 500 and counts["texts"] > 50
     assert counts["unclaimed again"] > 20 and counts["columns"] > 50
     assert counts["holding limits"] > 20
+
+
+def test_columns_splice_rows_that_change_length_at_their_places():
+    """sim.pool_rows.Columns: rows replaced in one call, some longer, some shorter, one
+    emptied and one filled, land at their places (a row that changes length moves the
+    rows after it, never the ones before); and again after the lengths changed."""
+    from negotiator_ext.sim.pool_rows import Columns
+    rows = [(("a0", "a1"), (0, 1)), ((), ()), (("c0",), (4,)), (("d0", "d1", "d2"), (5, 6, 7))]
+    cols = Columns(rows, 2)
+    assert cols.tuples() == (("a0", "a1", "c0", "d0", "d1", "d2"), (0, 1, 4, 5, 6, 7))
+    cols.replace({0: (("A",), (10,)), 1: (("B0", "B1"), (11, 12)), 3: ((), ())})
+    assert cols.tuples() == (("A", "B0", "B1", "c0"), (10, 11, 12, 4))
+    cols.replace({2: (("C0", "C1", "C2"), (13, 14, 15)), 3: (("D",), (16,))})
+    assert cols.tuples() == (("A", "B0", "B1", "C0", "C1", "C2", "D"),
+                             (10, 11, 12, 13, 14, 15, 16))
+    cols.replace({})
+    assert cols.lens == [1, 2, 3, 1]
 
 
 @pytest.mark.parametrize("case", ["preemption", "no-preemption"])

@@ -26,18 +26,17 @@ if TYPE_CHECKING:
 class SlotRow:
     """A top-level slot's part of the pool (it and its dynamic slots) under one config:
     see `slot_row`."""
-    __slots__ = ("cand", "config", "every", "free", "free_cpus", "limits", "seg", "takes")
+    __slots__ = ("cand", "config", "every", "free_cpus", "limits", "seg", "takes")
 
     def __init__(self, config):
         self.config = config
         # (ads, usages, pie weights, effective sizes) of its fetched slots
         self.seg: tuple = ((), (), (), ())
         self.every: list[tuple] = []     # (slot, _Ad, usage) of each fetched ad
-        self.free: list[tuple] = []      # the ones a job can take without preemption
         self.free_cpus: float | None = None   # its free cpus, if it counts
         self.takes = 0                   # how many matches its free ads can take a cycle
-        # (ads, usages, texts, memos) of `free`, as the cycle takes its candidates
-        # (`Simulation._pool`)
+        # (ads, usages, texts, memos) of the ones a job can take without preemption, as
+        # the cycle takes its candidates (`Simulation._pool`)
         self.cand: tuple = ((), (), (), ())
         # (usages,) of its fetched slots that LoadLimits reads (`SlotUsage.counts_limits`)
         self.limits: tuple = ((),)
@@ -51,7 +50,7 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
     least `least_cpus`, the fewest cpus any job requests; a static slot that is not
     claimed)."""
     row = SlotRow(config)
-    seg = []
+    seg, free = [], []
     for x in ([s] + s.children if s.partitionable else [s]):
         b = _built(x, sc)
         fetched, u, pie, eff = _facts(b, config)
@@ -61,14 +60,14 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
         row.every.append((x, b, u))
         if (x.partitionable and x.cpus >= least_cpus) or (
                 not x.partitionable and x.job is None):
-            row.free.append((x, b, u))
+            free.append((x, b, u))
             # a slot is matched once a cycle (rule P1), unless a consumption policy
             # or WantAdRevaluate lets the negotiator match it again (no bound then)
             row.takes += UNBOUNDED if _matched_again(b.ad) else 1
     row.seg = columns(seg)
     row.limits = (tuple([u for _, _, u in row.every if u.counts_limits]),)
     row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
-    row.cand = columns(candidates(row.free))
+    row.cand = columns(candidates(free))
     s._row = row
     return row
 

@@ -121,7 +121,7 @@ class SimSlot:
     _ad: "_Ad | None" = field(default=None, repr=False, compare=False)   # its ad (`_built`)
     # a static slot: its ad while unclaimed, built once (`_built`)
     _idle_ad: "_Ad | None" = field(default=None, repr=False, compare=False)
-    # a top-level slot: what it and its dynamic slots give the pool (`Simulation._slot_row`,
+    # a top-level slot: what it and its dynamic slots give the pool (`sim.pool_rows.slot_row`,
     # None: to be made again), its place in the pool's slot list, and the pool's list of
     # slots whose rows are to be made again
     _row: "SlotRow | None" = field(default=None, repr=False, compare=False)
