@@ -669,7 +669,8 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
 def test_columns_splice_rows_that_change_length_at_their_places():
     """sim.pool_rows.Columns: rows replaced in one call, some longer, some shorter, one
     emptied and one filled, land at their places (a row that changes length moves the
-    rows after it, never the ones before); and again after the lengths changed."""
+    rows after it, never the ones before); and again after the lengths changed, with
+    rows of the same length (written over in place) and rows emptied."""
     from negotiator_ext.sim.pool_rows import Columns
     rows = [(("a0", "a1"), (0, 1)), ((), ()), (("c0",), (4,)), (("d0", "d1", "d2"), (5, 6, 7))]
     cols = Columns(rows, 2)
@@ -681,6 +682,12 @@ def test_columns_splice_rows_that_change_length_at_their_places():
                              (10, 11, 12, 13, 14, 15, 16))
     cols.replace({})
     assert cols.lens == [1, 2, 3, 1]
+    cols.replace({1: (("b0", "b1"), (21, 22)), 3: (("d",), (26,))})    # same lengths
+    assert cols.tuples() == (("A", "b0", "b1", "C0", "C1", "C2", "d"),
+                             (10, 21, 22, 13, 14, 15, 26))
+    cols.replace({0: ((), ()), 2: (("c",), (23,))})
+    assert cols.tuples() == (("b0", "b1", "c", "d"), (21, 22, 23, 26))
+    assert cols.lens == [0, 2, 1, 1]
 
 
 @pytest.mark.parametrize("case", ["preemption", "no-preemption"])
@@ -855,3 +862,4 @@ def test_a_slot_ad_the_text_cannot_carry_is_set_attribute_by_attribute(attrs, in
         sorted((n, str(slow.lookup(n))) for n in slow.keys())
     assert str(ad.lookup("Rank")) == ("0.0" if "Foo" in attrs or "Start" in attrs
                                       else "TARGET.Memory")
+
