@@ -94,6 +94,60 @@ def test_leftovers_are_filled_with_the_submitters_jobs_that_fit():
     assert top.cpus == 1 and sum(j.status == 2 for j in jobs) == 5
 
 
+@pytest.mark.parametrize("pslot", [False, True])
+def test_every_job_a_slot_starts_gets_the_slots_rank_for_it_as_its_current_rank(pslot):
+    """The startd works out CurrentRank each time it activates a claim with a job
+    (command.cpp: activate_claim, `compute_rank`): on a claim the schedd reuses and on a
+    p-slot's leftover claims too, not only on the negotiator's matches."""
+    p = pool(pslot=pslot, leftovers=pslot)
+    top = p.slots[0]
+    top.shape = dataclasses.replace(top.shape, attrs={"Rank": "TARGET.RequestMemory"})
+    p.rank_of = lambda slot, j: j.cls.memory          # (the engine evaluates the Rank)
+    small, large = cls(cpus=8, memory=500), cls(cpus=8, memory=900)
+    first, second = job(small, 0, duration=50), job(large, 1)
+    second.cls = dataclasses.replace(large, submitter=small.submitter)
+    for j in (first, second):
+        p.queue(j, 0)
+    p.start(first, p.carve(top, first) if pslot else top, 0)
+    assert first.slot.rank_of_job == 500
+    if pslot:                                   # the other 8 cores: a leftover claim
+        assert p.fill_leftovers(top, small, 0) == 1
+    else:                                       # the claim, reused once the first ends
+        p.finish_until(50)
+        assert p.reused == 1
+    assert second.status == 2 and second.slot.rank_of_job == 900
+
+
+@pytest.mark.parametrize("next_rank, reused", [(500, True), (499, False), (None, True)])
+def test_a_claim_is_reused_only_for_a_job_the_slot_ranks_as_high_as_the_claims_first(
+        next_rank, reused):
+    """FindRunnableJob (qmgmt.cpp): the schedd keeps the slot's Rank for the job the
+    claim was made for, and starts another job on the claim only if the slot ranks it
+    no lower (a Rank that is not a number for it does not stop it). The same holds for a
+    match whose job started elsewhere meanwhile: another job must rank as the matched
+    one does."""
+    p = pool(pslot=False)
+    slot = p.slots[0]
+    slot.shape = dataclasses.replace(slot.shape, attrs={"Rank": "TARGET.Wanted"})
+    ranks = {0: 500.0, 1: next_rank}
+    p.rank_of = lambda s, j: ranks[j.proc]
+    c = cls()
+    first, second = job(c, 0, duration=50), job(c, 1)
+    for j in (first, second):
+        p.queue(j, 0)
+    p.start(first, slot, 0)
+    assert slot.claim_rank == 500 and slot.rank_of_job == 500
+    p.finish_until(50)
+    assert p.reused == int(reused) and (second.status == 2) is reused
+    if reused:      # the claim keeps the rank it was made with; CurrentRank is the job's
+        assert slot.claim_rank == 500 and slot.rank_of_job == (next_rank or 0.0)
+    else:
+        assert slot.claim_rank is None and slot.job is None
+        assert p.find_runnable_job(c, slot, first) is None
+        ranks[0] = 499.0
+        assert p.find_runnable_job(c, slot, first) is second
+
+
 def test_a_schedd_asks_for_a_cycle_when_it_gets_its_first_idle_job():
     p = pool(reschedule=5)
     c = cls()
@@ -164,8 +218,8 @@ def test_a_forecast_uses_a_match_whose_job_started_on_a_leftover_claim(tmp_path,
     found = []
     real = SimPool.find_runnable_job
 
-    def spy(self, c, slot):
-        got = real(self, c, slot)
+    def spy(self, c, slot, matched=None):
+        got = real(self, c, slot, matched)
         if got is not None:
             assert got.status == 1 and got.cls.submitter == c.submitter
             assert got.cls.schedd == c.schedd and self.fits(got, slot)
@@ -173,7 +227,7 @@ def test_a_forecast_uses_a_match_whose_job_started_on_a_leftover_claim(tmp_path,
         return got
     monkeypatch.setattr(SimPool, "find_runnable_job", spy)
     used = run_forecast(spec)
-    monkeypatch.setattr(SimPool, "find_runnable_job", lambda self, c, slot: None)
+    monkeypatch.setattr(SimPool, "find_runnable_job", lambda self, c, slot, matched=None: None)
     dropped = run_forecast(spec)
     rematched = sum(j is not None for j in found)
     assert rematched > 20

@@ -863,3 +863,25 @@ def test_a_slot_ad_the_text_cannot_carry_is_set_attribute_by_attribute(attrs, in
     assert str(ad.lookup("Rank")) == ("0.0" if "Foo" in attrs or "Start" in attrs
                                       else "TARGET.Memory")
 
+
+def test_a_reused_claims_slot_ad_has_the_new_jobs_current_rank(tmp_path):
+    """A slot whose Rank prefers jobs: the schedd reuses its claim for the submitter's next
+    job, and the slot's ad then has the slot's Rank for that job as its CurrentRank (what
+    rank preemption compares against), not the first job's."""
+    from negotiator_ext.sim.ads import _slot_ad
+    from negotiator_ext.sim.engine import EngineOptions
+    doc = {"name": "rank-reuse", "span": "30m", "interval": 300,
+           "slots": [{"count": 1, "name": "r", "memory": 4096,
+                      "attrs": {"Rank": "TARGET.RequestMemory"}}],
+           "workload": [{"submitter": "a", "count": 1, "duration": "2m", "memory": 1000},
+                        {"submitter": "a", "count": 1, "duration": "2h", "memory": 1500}]}
+    path = tmp_path / "rank-reuse.json"
+    path.write_text(json.dumps(doc))
+    sc = load_scenario(path)
+    sim = Simulation(sc, _NoLedger(), options=EngineOptions(claim_worklife=1200))
+    sim.step(sc.start)
+    slot = sim.pool.slots[0]
+    assert slot.job is not None and _slot_ad(slot, sc)["CurrentRank"] == 1000
+    sim.pool.advance(sc.start + 200, sim.arrivals)
+    assert sim.pool.reused == 1 and slot.job is not None
+    assert _slot_ad(slot, sc)["CurrentRank"] == 1500

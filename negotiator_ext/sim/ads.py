@@ -271,17 +271,16 @@ def _text(v) -> str:
     return repr(v)
 
 
-def _rank_of(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
-    """The slot's Rank for the job it now runs: its CurrentRank (rank preemption needs a
-    better one)."""
+def slot_rank(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
+    """The slot's Rank for `job`, as HTCondor's EvalFloat gives it: a number (a boolean
+    as 1 or 0), None when it is not one."""
     rank = next(v for k, v in slot.shape.attrs.items() if k.lower() == "rank")
     row = TextAds(TextStore())
     row.add(_job_texts(job))
     got = classads.eval_match(classads.parse_expr(rank), _slot_ad(slot, sc), row.ad(0))
-    slot.changed()          # its CurrentRank is set now
     if isinstance(got, bool):                 # a boolean Rank ranks as 1 or 0
         return float(got)
-    return float(got) if classads.is_number(got) else 0.0
+    return float(got) if classads.is_number(got) else None
 
 
 def _num(x: float):

@@ -78,7 +78,7 @@ from ..errors import InputError
 from ..limits import paused_gc
 from ..pool import config_warnings
 from ..scenario import Change, Scenario
-from .ads import _built, _facts, _job_texts, _rank_of
+from .ads import _built, _facts, _job_texts, slot_rank
 from .pool_rows import PoolRows, candidates, columns, slot_row
 from .schedd_startd import SimJob, SimPool, SimSlot
 
@@ -201,6 +201,7 @@ class Simulation:
                 "machine's clock, not the simulated time, so it sees the wrong ages")
         p = self.pool
         p.weight_of = lambda slot: _facts(_built(slot, scenario), self.config)[1].weight
+        p.rank_of = lambda slot, job: slot_rank(slot, job, scenario)
         if opts.claim_worklife is not None:
             p.fits = self._fits
         for source in opts.sources:
@@ -512,7 +513,7 @@ class Simulation:
             if p.model_startd and job is not None and job.status != 1 and slot is not None:
                 # the schedd started it on a leftover claim in the meantime: it looks for
                 # another of the submitter's jobs the slot takes (FindRunnableJob)
-                job = p.find_runnable_job(job.cls, slot)
+                job = p.find_runnable_job(job.cls, slot, job)
                 if job is None:
                     self.claims_failed += 1
                     continue
@@ -534,8 +535,6 @@ class Simulation:
             p.start(job, slot, t)
             if pslot is not None and p.leftovers:
                 p.fill_leftovers(pslot, job.cls, t)
-            if slot.shape.ranks_jobs():
-                slot.rank_of_job = _rank_of(slot, job, self.sc)
             self.matches += 1
             out.append(MatchEntry(job=m.job, submitter=m.submitter, slot=m.slot,
                                   preempting=m.preempting, time=t, group=m.group, wait=wait))

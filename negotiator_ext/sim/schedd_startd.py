@@ -117,6 +117,9 @@ class SimSlot:
     children: list = field(default_factory=list)   # p-slot: its dynamic slots
     next_child: int = 1
     rank_of_job: float | None = None  # the slot's Rank for the job it runs (CurrentRank)
+    # a slot that ranks jobs: its Rank for the job its claim was made for, the least a
+    # job the schedd starts on the claim later must have (FindRunnableJob)
+    claim_rank: float | None = None
     claimed_at: float = 0.0           # when the claim its job runs on began (claim reuse)
     _ad: "_Ad | None" = field(default=None, repr=False, compare=False)   # its ad (`_built`)
     # a static slot: its ad while unclaimed, built once (`_built`)
@@ -191,6 +194,12 @@ class SimPool:
         # every run, when asked for: (job, start, end, weight, preempted)
         self.runs: list[tuple] | None = [] if record_runs else None
         self.weight_of: Callable[[SimSlot], float] | None = None
+        # a slot's Rank for a job (None: not a number; set by the engine). The startd
+        # works out its CurrentRank each time it activates a claim with a job
+        # (activate_claim; 0 when not a number), a claim the schedd reuses and a p-slot's
+        # leftover claims included; the schedd reuses a claim only for a job the slot
+        # ranks at least as high as the job the claim was made for (FindRunnableJob)
+        self.rank_of: Callable[[SimSlot, SimJob], float | None] | None = None
         self.model_startd = model_startd
         self.leftovers = leftovers
         self.by_leftovers = 0                         # jobs started on leftover claims
@@ -361,6 +370,7 @@ class SimPool:
 
     def _release(self, s: SimSlot) -> None:
         """The claim on `s` ends: a dynamic slot goes back into its partitionable slot."""
+        s.claim_rank = None
         p = s.parent
         if p is not None:
             p.cpus += s.cpus
@@ -406,7 +416,7 @@ class SimPool:
         the slot, while the claim is younger than CLAIM_WORKLIFE."""
         if t - slot.claimed_at > self.claim_worklife:
             return None
-        return self._first_fitting(cls, slot)
+        return self._first_fitting(cls, slot, slot.claim_rank)
 
     def fill_leftovers(self, pslot: SimSlot, cls: JobClass, t: int) -> int:
         """The schedd's claims on what is left of partitionable slot `pslot` after one of
@@ -422,19 +432,28 @@ class SimPool:
         self.by_leftovers += n
         return n
 
-    def find_runnable_job(self, cls: JobClass, slot: SimSlot) -> SimJob | None:
-        """What the schedd does with a match whose job no longer waits (it started on a
-        leftover claim in the meantime): FindRunnableJob, the first idle job of the same
-        submitter (and concurrency limits) that the matched slot takes, else none (the
-        match goes unused)."""
-        return self._first_fitting(cls, slot)
+    def find_runnable_job(self, cls: JobClass, slot: SimSlot,
+                          matched: SimJob | None = None) -> SimJob | None:
+        """What the schedd does with a match whose job (`matched`, of `cls`) no longer
+        waits (it started on a leftover claim in the meantime): FindRunnableJob, the
+        first idle job of the same submitter (and concurrency limits) that the matched
+        slot takes, and that the slot ranks at least as high as the matched job, else
+        none (the match goes unused)."""
+        least = None
+        if matched is not None and self.rank_of is not None and slot.shape.ranks_jobs():
+            least = self.rank_of(slot, matched)
+        return self._first_fitting(cls, slot, least)
 
-    def _first_fitting(self, cls: JobClass, slot: SimSlot) -> SimJob | None:
+    def _first_fitting(self, cls: JobClass, slot: SimSlot,
+                       least_rank: float | None = None) -> SimJob | None:
         """The first idle job (in the schedd's order: JobPrio, then submission) of the
         submitter of `cls` at its schedd, with the same concurrency limits, that fits
-        `slot` (`fits`)."""
+        `slot` (`fits`), and that the slot ranks no lower than `least_rank` (when given:
+        a Rank that is not a number for the job passes, as FindRunnableJob has it)."""
         if self.fits is None:
             return None
+        ranked = (least_rank is not None and self.rank_of is not None
+                  and slot.shape.ranks_jobs())
         best = None
         for q in self.queues_of.get((cls.submitter, cls.schedd), ()):
             for e in q:
@@ -444,7 +463,9 @@ class SimPool:
                 if best is not None and e[:2] >= best[:2]:
                     break
                 if (job.cls.concurrency_limits == cls.concurrency_limits
-                        and self.fits(job, slot)):
+                        and self.fits(job, slot)
+                        and not (ranked and (r := self.rank_of(slot, job)) is not None
+                                 and r < least_rank)):
                     best = e
                 break               # a class's first idle job stands for the class
         return best[2] if best is not None else None
@@ -498,6 +519,13 @@ class SimPool:
         slot.job = job
         slot.claimed_at = t if claimed_at is None else claimed_at
         slot.changed()
+        if self.rank_of is not None and slot.shape.ranks_jobs():
+            rank = self.rank_of(slot, job)
+            slot.rank_of_job = 0.0 if rank is None else rank
+            slot.changed()              # (its CurrentRank is set now)
+            if claimed_at is None or slot.claim_rank is None:
+                # the rank the schedd keeps with the claim (AddMrec; the claimed slot ad)
+                slot.claim_rank = slot.rank_of_job
         if self.weight_of is not None:
             job.weight = self.weight_of(slot)
         heapq.heappush(self.running, (job.end, job.seq, job))
