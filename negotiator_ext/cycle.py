@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import re
 import time
-import weakref
 from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Any
@@ -391,11 +390,12 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
     of a kept slot ad (a shadow loop's: `Pool.slot_memos`) is kept in its memo for the
     next pass.
 
-    In a long run, a kept slot ad's Slot is kept in its memo too (weakly): a slot that
-    was in the list of the cycle stamped `last`, with the same ad, usage and texts, and
-    whose ad that cycle wrote nothing into, is the same Slot again (`Slot.carried`), its
-    per-cycle state reset. Every slot is stamped `stamp`. Returns the slots, and
-    whether the carried ones are in the order they had."""
+    In a long run, the matcher's memory keeps the list's Slots by their ads
+    (`MatchMemory.listed`): a slot that was in the list of the cycle stamped `last`,
+    with the same ad, usage and texts, and whose ad that cycle wrote nothing into, is
+    the same Slot again (`Slot.carried`), its per-cycle state reset. Every slot is
+    stamped `stamp`. Returns the slots, and whether the carried ones are in the order
+    they had."""
     cfg = pool.config
     slots: list[Slot] = []
     slot_rows = pool.slot_texts or (None,) * len(pool.slot_ads)
@@ -411,33 +411,40 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
     facts: dict = {}                # one tuple of each kept (most slots' are alike)
     # a Slot is kept only in a long run (a matcher's memory), and only where nothing
     # of the cycle's own is in it
-    reuse = (shared and pool.match_memory is not None and not rolled_up
-             and not cfg.ignore_job_ranks)
+    memory = pool.match_memory
+    reuse = (shared and memory is not None and not rolled_up and not cfg.ignore_job_ranks
+             and memo_key is not None)
+    # the last cycle's list, by its ads (the Slots hold the ads: no other object has
+    # their ids): each ad's Slot is found by one lookup of its id, at C speed
+    listed = memory.listed if reuse else None
+    if listed is None or listed[0] is not memo_key or last is None or listed[1] is not last:
+        found = repeat(None)
+    else:
+        found = map(listed[2].get, map(id, pool.slot_ads))
+    listing: dict[int, Slot] | None = {} if reuse else None     # this cycle's, for the next
     before = -1                     # the last carried slot's place in the last list
     ordered = True
-    for i, (ad, usage, row, memo) in enumerate(zip(pool.slot_ads, pool.slots, slot_rows,
-                                                   pool.slot_memos or repeat(None))):
+    for i, (ad, usage, row, memo, slot) in enumerate(zip(
+            pool.slot_ads, pool.slots, slot_rows, pool.slot_memos or repeat(None), found)):
         # (a simulator's slot texts come as a dict, shared from cycle to cycle: what the
         # cycle writes into a slot's texts it writes into a copy)
         texts = None if row is None else row if type(row) is dict else dict(row)
+        if slot is not None and (slot.usage is usage and slot.shared and slot.memo is memo
+                                 and slot.texts is texts and slot.ad is ad and not slot.cp):
+            # the same Slot again: in the last cycle's list, with the same ad, usage and
+            # texts, and its ad not written into (one not carried is made anew, its
+            # class keys and views with it)
+            slot.carried = True
+            if slot.index <= before:
+                ordered = False
+            before = slot.index
+            slot.index = i
+            slot.removed = False
+            slot.stamp = stamp
+            slots.append(slot)
+            listing[id(ad)] = slot
+            continue
         keep = memo is not None and memo_key is not None
-        if keep and reuse:
-            got = memo.get(_SLOT)
-            if got is not None and got[0] is memo_key and (slot := got[1]()) is not None:
-                if (slot.ad is ad and slot.usage is usage and slot.shared
-                        and slot.memo is memo and slot.texts is texts and not slot.cp):
-                    # (one not carried is profiled again: its class keys and views
-                    # made anew)
-                    slot.carried = carried = last is not None and slot.stamp is last
-                    if carried:
-                        if slot.index <= before:
-                            ordered = False
-                        before = slot.index
-                    slot.index = i
-                    slot.removed = False
-                    slot.stamp = stamp
-                    slots.append(slot)
-                    continue
         got = memo.get(memo_key) if keep else None
         if got is None:
             got = _slot_facts(AdView(ad, texts, values), ad, usage, cfg, now, rolled_up)
@@ -472,15 +479,12 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
             # ALLOW_PSLOT_PREEMPTION: its p-slot stands for it (core.pslot_preemption)
             slot.removed = slot.rolled_up = True
         slot.stamp = stamp
-        if keep and reuse and not cp:
-            # (by a weak reference: a Slot refers to its memo. The last cycle's classes
-            # keep the slots of its list alive, which are the ones carried)
-            memo[_SLOT] = (memo_key, weakref.ref(slot))
+        if listing is not None and not cp:
+            listing[id(ad)] = slot
         slots.append(slot)
+    if reuse:
+        memory.listed = (memo_key, stamp, listing)
     return slots, ordered
-
-
-_SLOT = ("slot",)       # a slot memo's key for its Slot (`_candidate_slots`)
 
 
 _TRIMMED = "trimmed"

@@ -87,6 +87,9 @@ class MatchMemory:
         self.name_sets: dict = {}
         self.slot_fams: dict = {}
         self.carry = None           # the slot classes the last cycle left (core.kept_classes)
+        # the last cycle's candidate Slots by the ids of their ads: (knobs token, the
+        # cycle's stamp, {id(ad): Slot}) (`cycle._candidate_slots`)
+        self.listed: tuple | None = None
 
     def _size(self) -> int:
         return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)
