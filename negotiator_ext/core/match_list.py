@@ -28,7 +28,7 @@ REASON_SUBMITTER_LIMIT = "submitter limit exceeded"
 REASON_NO_MATCH = "no match found"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Slot:
     """One slot ad in the cycle's slot list."""
     index: int                       # position in the collector's list (tie break)
@@ -79,7 +79,7 @@ class Slot:
     carried: bool = False
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Request:
     """One resource request: a run of consecutive idle jobs of one autocluster."""
     base_ad: Any                     # the first job's ad, as the schedd sent it
@@ -189,6 +189,7 @@ class MatchGroup:
 class Partition:
     """The slot classes for requests that see one set of slot names, by class key,
     and grouped by what the match test sees."""
+    __slots__ = ("classes", "groups", "version", "maybe", "pending")
 
     def __init__(self):
         self.classes: dict[tuple, SlotClass] = {}
@@ -201,7 +202,7 @@ class Partition:
         self.pending: list[Slot] = []
 
 
-@dataclass
+@dataclass(slots=True)
 class Verdict:
     """What one request key makes of one slot class."""
     match: bool

@@ -78,7 +78,7 @@ def _c_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Submitter:
     """A submitter ad as the cycle uses it."""
     name: str
@@ -119,7 +119,7 @@ def consolidate_job_prios(subs: list[Submitter]) -> list[Submitter]:
     return out
 
 
-@dataclass
+@dataclass(slots=True)
 class Match:
     job: str                        # the request's job (as the MatchLog names it)
     assigned_job: str               # the job the schedd starts on the slot
@@ -139,7 +139,7 @@ class Match:
     preempted_dslots: tuple = ()
 
 
-@dataclass
+@dataclass(slots=True)
 class Rejection:
     job: str
     schedd: str
@@ -156,7 +156,7 @@ class Rejection:
     unmatched_job: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class LimitRecord:
     """What calculateSubmitterLimit logged for one submitter turn."""
     submitter: str

@@ -37,7 +37,7 @@ class RealCycle:
     accounting_time: int | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MatchEntry:
     """One match (ours, or the real one from a MatchLog `Matched` line)."""
     job: str                    # the request's first job, "Cluster.Proc"

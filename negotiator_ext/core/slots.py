@@ -16,7 +16,7 @@ from .config import NegotiatorConfig
 CLAIMED_STATES = ("Claimed", "Preempting")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SlotUsage:
     name: str
     resource_name: str              # "<Name>@<StartdIpAddr>" (rule A2)

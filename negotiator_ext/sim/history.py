@@ -67,7 +67,7 @@ _FILE_ATTRS = frozenset(a.lower() for a in (
 _LEFT_OUT = _STATE_ATTRS | _RUN_ATTRS | _FILE_ATTRS
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class RecordedJob:
     """One job of a queue or a history, as the forecast uses it."""
     schedd: str

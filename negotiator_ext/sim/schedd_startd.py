@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .pool_rows import SlotRow
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class JobClass:
     """What the jobs of one autocluster share, as the schedd and the startd use it: who
     they negotiate as, where they are queued, what they request. A scenario's arrival is
@@ -66,7 +66,7 @@ class JobClass:
     arrival: Arrival | None = None    # a scenario's: the arrival it is
 
 
-@dataclass
+@dataclass(slots=True)
 class SimJob:
     cluster: int
     proc: int
@@ -101,7 +101,7 @@ class SimJob:
         return f"{self.cluster}.{self.proc}"
 
 
-@dataclass
+@dataclass(slots=True)
 class SimSlot:
     name: str
     machine: str
