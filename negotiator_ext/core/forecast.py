@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobRun:
     """One job as it went: when it was queued, its runs (start, end, slot weight,
     whether a preemption ended it) and how it ended up."""
