@@ -479,7 +479,7 @@ def _candidate_slots(pool: Pool, now: int | None = None, last: object = None,
             # ALLOW_PSLOT_PREEMPTION: its p-slot stands for it (core.pslot_preemption)
             slot.removed = slot.rolled_up = True
         slot.stamp = stamp
-        if listing is not None and not cp:
+        if listing is not None and keep and not cp:
             listing[id(ad)] = slot
         slots.append(slot)
     if reuse:
