@@ -209,16 +209,22 @@ class SlotShape:
         simulator then sets its slots' attributes one by one (`sim.ads`)."""
         return any(_CONTROL.search(t) for t in self.attrs.values())
 
-    def ranks_jobs(self) -> bool:
-        """Whether its Rank can prefer one job to another (not a constant)."""
+    @functools.cached_property
+    def job_rank(self) -> str | None:
+        """Its Rank's text when it can prefer one job to another (not a constant), else
+        None. (Looked up once: the simulator asks at every job start.)"""
         text = next((v for k, v in self.attrs.items() if k.lower() == "rank"), None)
         if text is None:
-            return False
+            return None
         try:
             float(text)
-            return False
+            return None
         except ValueError:
-            return True
+            return text
+
+    def ranks_jobs(self) -> bool:
+        """Whether its Rank can prefer one job to another (not a constant)."""
+        return self.job_rank is not None
 
 
 def submitter_name(user: str, group: str | None, domain: str, *, nice: bool = False) -> str:

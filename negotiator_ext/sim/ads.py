@@ -5,6 +5,7 @@ job's its own attributes with its state now)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -272,15 +273,26 @@ def _text(v) -> str:
 
 
 def slot_rank(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
-    """The slot's Rank for `job`, as HTCondor's EvalFloat gives it: a number (a boolean
-    as 1 or 0), None when it is not one."""
-    rank = next(v for k, v in slot.shape.attrs.items() if k.lower() == "rank")
-    row = TextAds(TextStore())
-    row.add(_job_texts(job))
-    got = classads.eval_match(classads.parse_expr(rank), _slot_ad(slot, sc), row.ad(0))
+    """The slot's Rank (a slot that ranks jobs: `SlotShape.job_rank`) for `job`, as
+    HTCondor's EvalFloat gives it: a number (a boolean as 1 or 0), None when it is not
+    one."""
+    texts = _job_texts(job)
+    got = job.fit               # the job's ad, if the schedd's fit test made it already
+    if got is not None and got[0] is texts:
+        job_ad = got[1]
+    else:
+        row = TextAds(TextStore())
+        row.add(texts)
+        job_ad = row.ad(0)
+    got = classads.eval_match(_parsed(slot.shape.job_rank), _slot_ad(slot, sc), job_ad)
     if isinstance(got, bool):                 # a boolean Rank ranks as 1 or 0
         return float(got)
     return float(got) if classads.is_number(got) else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(text: str):
+    return classads.parse_expr(text)
 
 
 def _num(x: float):

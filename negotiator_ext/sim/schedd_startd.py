@@ -448,12 +448,11 @@ class SimPool:
                        least_rank: float | None = None) -> SimJob | None:
         """The first idle job (in the schedd's order: JobPrio, then submission) of the
         submitter of `cls` at its schedd, with the same concurrency limits, that fits
-        `slot` (`fits`), and that the slot ranks no lower than `least_rank` (when given:
-        a Rank that is not a number for the job passes, as FindRunnableJob has it)."""
+        `slot` (`fits`), and that the slot ranks no lower than `least_rank` (given only
+        for a slot that ranks jobs: a Rank that is not a number for the job passes, as
+        FindRunnableJob has it)."""
         if self.fits is None:
             return None
-        ranked = (least_rank is not None and self.rank_of is not None
-                  and slot.shape.ranks_jobs())
         best = None
         for q in self.queues_of.get((cls.submitter, cls.schedd), ()):
             for e in q:
@@ -464,7 +463,8 @@ class SimPool:
                     break
                 if (job.cls.concurrency_limits == cls.concurrency_limits
                         and self.fits(job, slot)
-                        and not (ranked and (r := self.rank_of(slot, job)) is not None
+                        and not (least_rank is not None
+                                 and (r := self.rank_of(slot, job)) is not None
                                  and r < least_rank)):
                     best = e
                 break               # a class's first idle job stands for the class
