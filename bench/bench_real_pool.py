@@ -41,9 +41,9 @@ Then, in this order:
      beside the slot ads, with pass 1's job projection), and a pass 3 the same way but
      with NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the schedds after the slots);
   4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files; the
-     floor (issue 34's goal 4): the collector's answer to the whole slot query and the
-     schedds' to pass 1's job query, through the bindings in a fresh process, nothing
-     done with them, beside our captures; with --admin-files, the pool captured with
+     floor (issue 34's goal 4): the collector's answer to the slot query (pass 1's slot
+     projection, and whole) and the schedds' to pass 1's job query, through the
+     bindings in a fresh process, nothing done with them, beside our captures; with --admin-files, the pool captured with
      HTCondor's own tools (condor_status -long, condor_q -allusers -long, ...) and
      `negotiate` timed on those files (goal 2);
   5. a `shadow --interval` loop of four passes in one process, keeping its slot ads
@@ -733,7 +733,8 @@ def show(report: dict) -> None:
         floor = f["slots_s"] + f["jobs_s"]
         p1, p3 = report["pass1"], report["pass3"]
         print(f"the floor (the daemons' own answers through the bindings, nothing done with "
-              f"them): the collector's {f['slot_ads']:,} slot ads {f['slots_s']} s, the "
+              f"them): the collector's {f['slot_ads']:,} slot ads {f['slots_s']} s "
+              f"(pass 1's slot projection; whole: {f.get('whole_slots_s')} s), the "
               f"schedds' {f['job_ads']:,} jobs with pass 1's projection {f['jobs_s']} s; "
               f"our capture: pass 1 {p1['capture_s']} s ({p1['capture_s'] / floor:.2f}x "
               f"the sum, {p1['capture_s'] / max(f['slots_s'], f['jobs_s']):.2f}x the "

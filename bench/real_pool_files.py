@@ -26,13 +26,18 @@ _FLOOR = """\
 import json, sys, time
 import htcondor2 as htcondor
 pool, projection, constraint, repeat = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+slot_projection = json.loads(sys.argv[5])
 coll = htcondor.Collector(pool)
-slots, jobs, each = [], [], {}
+slots, whole, jobs, each = [], [], [], {}
 schedds = coll.locateAll(htcondor.DaemonTypes.Schedd)
 for _ in range(repeat):
     t = time.perf_counter()
     n = len(coll.query(htcondor.AdTypes.Startd))
-    slots.append(time.perf_counter() - t)
+    whole.append(time.perf_counter() - t)
+    if slot_projection:
+        t = time.perf_counter()
+        n = len(coll.query(htcondor.AdTypes.Startd, projection=[" ".join(slot_projection)]))
+        slots.append(time.perf_counter() - t)
     t = time.perf_counter()
     m = 0
     for ad in schedds:          # one after another, as a pass's capture asks them
@@ -44,15 +49,17 @@ for _ in range(repeat):
         if name not in each or u < each[name]["s"]:
             each[name] = {"s": round(u, 2), "jobs": k}
     jobs.append(time.perf_counter() - t)
-print(json.dumps({"slots_s": min(slots), "jobs_s": min(jobs), "slot_ads": n, "job_ads": m,
-                  "jobs_each": each}))
+print(json.dumps({"slots_s": min(slots or whole), "whole_slots_s": min(whole),
+                  "jobs_s": min(jobs), "slot_ads": n, "job_ads": m, "jobs_each": each}))
 """
 
 
 def floor_queries(pool, work: Path, repeat: int = 3) -> dict:
     """Issue 34's goal 4: the floor no capture can beat, in the same run: how long the
-    real collector takes to answer the slot query a first pass makes (every Startd ad,
-    whole) and the real schedds the job query (pass 1's projection and constraint),
+    real collector takes to answer the slot query a pass makes (every Startd ad, with
+    pass 1's slot projection; `whole_slots_s`: whole, as `negotiator-ext snapshot` and a
+    pass with NEGOTIATOR_EXT_WHOLE_SLOT_ADS ask) and the real schedds the job query
+    (pass 1's projection and constraint),
     through the bindings, in a fresh process, nothing done with the answers (the
     fastest of `repeat`). `jobs_s` is the schedds asked one after another; `jobs_each`
     each schedd's own answer (its fastest) and job count."""
@@ -61,7 +68,8 @@ def floor_queries(pool, work: Path, repeat: int = 3) -> dict:
     meta = json.loads((snaps[0] / "meta.json").read_text())
     proc = subprocess.run([sys.executable, "-c", _FLOOR, pool.collector,
                            json.dumps(meta.get("job_projection") or []), JOB_CONSTRAINT,
-                           str(repeat)], env=pool.env, capture_output=True, text=True,
+                           str(repeat), json.dumps(meta.get("slot_projection") or [])],
+                          env=pool.env, capture_output=True, text=True,
                           cwd=ROOT, timeout=3600)
     if proc.returncode != 0:
         return {"error": proc.stderr[-500:]}

@@ -14,7 +14,7 @@ from .adapters.accounting_ads import plain_ad, state_from_accounting_ads
 from .adapters.condor_config import ConfigMemo, ConfigRead, load_config
 from .adapters.adfiles import read_ads
 from .adapters.collector_order import rebuilt_order
-from .adapters import slot_projection
+from .adapters import collector_projection, slot_projection
 from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negotiator_configs,
                                 snapshot_file)
 from .core import classads
@@ -405,6 +405,9 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
     so far are kept."""
     groups = GroupTree(config)
     warnings = list(warnings or ()) + config_warnings(config, groups)
+    # slot ads the collector was asked for by projection: what this config reads of
+    # them must be there
+    collector_projection.check_config(snap.meta, config, str(snap.directory / "meta.json"))
     # slot ads built with a projection: what this config reads more is parsed too
     snap = slot_projection.widened(snap, config)
 

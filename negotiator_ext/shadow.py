@@ -50,7 +50,8 @@ from .errors import InputError
 from .limits import give_back_memory
 from .shadow_repredict import keep_inputs, repredict_pass
 from .shadow_state import (Busy, ShadowSettings, _snapshot_path, newest_config,
-                           newest_projection, pass_lock, prune_snapshots)
+                           newest_projection, newest_slot_projection, pass_lock,
+                           prune_snapshots)
 from .shadow_state import read_settings  # noqa: F401  (the daemon's shadow.read_settings)
 
 LOG = logging.getLogger("negotiator_ext.shadow")
@@ -102,6 +103,9 @@ class ShadowLoop:
         # the daemons' configurations its passes read through RemoteParam, kept while
         # the daemons' ads say they have not read their files since (live.KeptReads)
         self.kept_reads = None
+        # the names each slot and job text references (collector_projection.Refs), kept
+        # from pass to pass by a loop
+        self.slot_refs = None
         # the process that queries the schedds beside a loop's slot steps
         # (adapters/worker.py), started by run_forever; `subsystem` is its HTCondor
         # subsystem, (name, SubsystemType member), as this process's (None: the default)
@@ -197,6 +201,9 @@ class ShadowLoop:
         if self.kept_reads is None:
             from .adapters.daemon_config import KeptReads
             self.kept_reads = KeptReads()
+        if self.slot_refs is None:
+            from .adapters.collector_projection import Refs
+            self.slot_refs = Refs()
         self.tidy_later = True
         self.stop = stop
         if self.settings.negotiator_log is not None and self.follower is None:
@@ -547,7 +554,11 @@ class _Pass:
                                   stop=self.loop.stop.is_set if self.loop.stop else None,
                                   collector_wait=(self.s.stop_timeout if self.loop.stop
                                                   else None),
-                                  heard=self.loop.heard)
+                                  heard=self.loop.heard,
+                                  whole_slots=self.s.whole_slot_ads,
+                                  earlier_slot_projection=newest_slot_projection(
+                                      root, exclude=out),
+                                  slot_refs=self.loop.slot_refs)
         for key, msg in report.errors.items():
             self.loop.log.warning("%s: %s", key, msg)
         prune_snapshots(root, self.s.keep_snapshots, exclude=out)

@@ -56,6 +56,9 @@ class ShadowSettings:
     # a loop keeps the slot ads between passes and fetches only those the collector
     # heard from since (adapters/slot_cache.py)
     keep_slot_ads: bool = True
+    # the collector asked for whole slot ads, not the attributes something can read
+    # (adapters/collector_projection.py)
+    whole_slot_ads: bool = False
     # unexplained differences re-predicted at the real accountant's update (our cycle once
     # more on the compared snapshot: core.disagreement.repredict)
     repredict: bool = True
@@ -119,6 +122,7 @@ class ShadowSettings:
             capture_beside=ext_bool(knobs, "CAPTURE_BESIDE", True),
             capture_requests=ext_bool(knobs, "CAPTURE_REQUESTS", True),
             keep_slot_ads=ext_bool(knobs, "KEEP_SLOT_ADS", True),
+            whole_slot_ads=ext_bool(knobs, "WHOLE_SLOT_ADS", False),
             repredict=ext_bool(knobs, "REPREDICT", True),
             stop_timeout=ext_number(knobs, "STOP_TIMEOUT", STOP_TIMEOUT, positive=True),
         )
@@ -230,3 +234,17 @@ def newest_projection(root: Path, *, exclude: Path | None = None
             got = [meta.get(k) for k in ("job_projection", "job_request_attrs")]
             return tuple(v if isinstance(v, list) else None for v in got)
     return None, None
+
+
+def newest_slot_projection(root: Path, *, exclude: Path | None = None) -> list | None:
+    """The slot projection of the newest snapshot under `root` (its meta.json's
+    "slot_projection"; None when it has none: whole slot ads, or no snapshot): what the
+    next capture asks the collector for first (the capture checks it)."""
+    for p in _snapshots_newest_first(root, exclude)[:1]:
+        try:
+            meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            break
+        if isinstance(meta, dict) and isinstance(meta.get("slot_projection"), list):
+            return meta["slot_projection"]
+    return None

@@ -2,7 +2,8 @@
 
 Writes the directory layout `negotiator_ext.adapters.snapshot` reads:
 
-  slots.ads            collector: Startd ads (full ads, no projection), MyType "Machine" only
+  slots.ads            collector: Startd ads, MyType "Machine" only: whole, or (a shadow pass)
+                       the attributes something can read (collector_projection)
   submitters.ads       collector: Submitter ads           (absent if that query failed)
   accounting.ads       collector: Accounting ads          (absent if that query failed)
   negotiator.ads       collector: Negotiator ads          (absent if that query failed)
@@ -67,6 +68,7 @@ from ..errors import InputError
 from .adfiles import ad_lines, write_ads, write_lines
 from .answers import (BadAnswer, _client_timeouts, _comment_text, _Lap, _one_line,
                       checked_ads)
+from . import collector_projection
 from .collector_gate import CollectorSilent, GatedCollector
 from .collector_order import table_sizes
 from .daemon_config import (TOOL, _ad_string, _ConfigRead, _earlier_config,
@@ -133,7 +135,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      known_lines=None, worker=None, kept_reads=None,
                      stop: Callable[[], bool] | None = None,
                      collector_wait: float | None = None,
-                     heard=None) -> CaptureReport:
+                     heard=None, whole_slots: bool = True,
+                     earlier_slot_projection: list[str] | None = None,
+                     slot_refs: "collector_projection.Refs | None" = None) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -158,6 +162,13 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     queried again (`_SchedsBeside`). With no earlier projection (a first capture), a
     default pool's is tried the same way (`job_projection.first_guess`), its answer
     taken when it holds every name the slots ask for, and recorded as the projection.
+
+    Without `whole_slots`, the collector is asked for the slot attributes something can
+    read (`collector_projection`): starting from `earlier_slot_projection` (an earlier
+    snapshot's "slot_projection"; None: a default pool's), widened and asked again when
+    the slots, the config or the jobs reference a name it lacks; recorded in meta.json.
+    `slot_refs` (collector_projection.Refs, a loop's): the names each text references,
+    kept from pass to pass.
 
     `by_requests`: each schedd captured by its resource requests (`resource_requests`:
     its autoclusters, and each job's own attributes), when it can be; `earlier_kept`:
@@ -233,40 +244,84 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         config_read, others_read, schedd_knobs_read = _start_reads(
             htcondor, collector, timeout, kept_reads, (negotiator_ads, schedd_ads), source)
         query = _startd_query(htcondor, collector, timings)
-        slots = None
-        asked = time.monotonic()
-        try:
-            if slot_cache is None:
-                raw_slots = query(None, None)
-                startd_ads = len(raw_slots)
-                slots = [ad for ad in raw_slots if is_slot_ad(ad)]
-                slot_lines = ad_lines(slots, seen)
-            else:
-                refreshed = slot_cache.refresh(query, seen, str(out / "slots.ads"))
-                slots, slot_lines, startd_ads = (refreshed.slots, refreshed.lines,
-                                                 refreshed.answered)
-                slot_texts, slot_memos = refreshed.texts, refreshed.memos
-        except _QueryFailed as exc:
-            if collector.silent is not None or isinstance(exc.__cause__, CollectorSilent):
-                why = (collector.silent if collector.silent is not None
-                       else _one_line(exc.__cause__))
-                raise InputError(source, f"cannot query the collector for slot ads: {why}"
+        if slot_cache is not None and slot_cache.projection is not None:
+            earlier_slot_projection = slot_cache.projection    # (a loop's last pass's)
+        slot_proj = None if whole_slots else (
+            collector_projection.earlier(earlier_slot_projection)
+            or collector_projection.first_guess())
+        names = slot_refs if slot_refs is not None else collector_projection.Refs()
+        names.dynamic = False
+
+        def fetch_slots(projection):
+            """The slot ads asked with `projection` (None: whole): (slots, their lines,
+            startd ads answered, texts, memos, the cache's answer, the lines fetched)."""
+            nonlocal slots
+            asked = time.monotonic()
+            try:
+                if slot_cache is None:
+                    raw_slots = query(None, projection)
+                    slots = [ad for ad in raw_slots if is_slot_ad(ad)]
+                    lines = ad_lines(slots, seen)
+                    return slots, lines, len(raw_slots), None, None, None, lines
+                slot_cache.project(projection)
+                got = slot_cache.refresh(query, seen, str(out / "slots.ads"))
+                slots = got.slots
+                return (got.slots, got.lines, got.answered, got.texts, got.memos, got,
+                        got.fresh)
+            except _QueryFailed as exc:
+                if collector.silent is not None or isinstance(exc.__cause__, CollectorSilent):
+                    why = (collector.silent if collector.silent is not None
+                           else _one_line(exc.__cause__))
+                    raise InputError(source, "cannot query the collector for slot ads: "
+                                             f"{why}") from None
+                # a refusal for want of READ looks like any failure: ask the collector why
+                from .authz import READ, refusal
+                why = refusal(htcondor, pool, READ, "the collector",
+                              took=time.monotonic() - asked)
+                raise InputError(source, "cannot query the collector for slot ads: "
+                                         f"{_one_line(exc.__cause__)}"
+                                         + (f" ({why})" if why else "")) from None
+            except BadAnswer as exc:
+                raise InputError(source, f"cannot read the collector's slot ads: {exc}"
                                  ) from None
-            # a refusal for want of READ looks like any failure: ask the collector why
-            from .authz import READ, refusal
-            why = refusal(htcondor, pool, READ, "the collector",
-                          took=time.monotonic() - asked)
-            raise InputError(source, "cannot query the collector for slot ads: "
-                                     f"{_one_line(exc.__cause__)}"
-                                     + (f" ({why})" if why else "")) from None
-        except BadAnswer as exc:
-            raise InputError(source, f"cannot read the collector's slot ads: {exc}") from None
-        except InputError:
-            raise
-        except Exception as exc:
-            raise InputError(source, "cannot write the collector's slot ads: "
-                                     f"{_unwritable_ad(slots, exc)}") from None
+            except InputError:
+                raise
+            except Exception as exc:
+                raise InputError(source, "cannot write the collector's slot ads: "
+                                         f"{_unwritable_ad(slots, exc)}") from None
+
+        def lines_names(lines) -> set:
+            distinct: set = set()
+            for one in lines:
+                distinct.update(one)
+            return names.of_lines(distinct)
+
+        slots = None
+        (slots, slot_lines, startd_ads, slot_texts, slot_memos, refreshed,
+         fresh) = fetch_slots(slot_proj)
+        slot_needs = lines_names(fresh) if slot_proj is not None else set()
         lap("slot_lines")
+
+        def widen(more: set) -> bool:
+            """Ask the collector again when the projection lacks a name of `more` or of
+            what the slots themselves reference (a few times at most, then whole);
+            True when it was asked again."""
+            nonlocal slot_proj, slot_lines, startd_ads, slot_texts, slot_memos
+            nonlocal refreshed, slot_needs
+            again = False
+            for round_ in range(collector_projection.ROUNDS + 1):
+                if slot_proj is None:
+                    break
+                lacking = collector_projection.missing(slot_proj, slot_needs | more)
+                if not lacking and not names.dynamic:
+                    break
+                slot_proj = (None if names.dynamic or round_ == collector_projection.ROUNDS
+                             else collector_projection.projection_of([*slot_proj, *lacking]))
+                (slots, slot_lines, startd_ads, slot_texts, slot_memos, refreshed,
+                 fresh_) = fetch_slots(slot_proj)
+                slot_needs = (lines_names(fresh_) | slot_needs) if slot_proj is not None else set()
+                again = True
+            return again
 
         submitters = _optional_query(collector, htcondor.AdTypes.Submitter,
                                      "collector:submitters", errors, source)
@@ -287,6 +342,12 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         # and the job attributes any of them reads
         others, other_warnings = others_read.result(errors)
         warnings.extend(other_warnings)
+        # the slot attributes the negotiators' expression knobs read
+        knob_needs = names.of_texts(collector_projection.knob_texts(knobs))
+        for _, other in others.values():
+            knob_needs |= names.of_texts(collector_projection.knob_texts(other))
+        if widen(knob_needs):
+            lap("slot_lines")
         refs = referenced_job_attrs(slots, knobs, slot_lines, slot_memos)
         projection = projection_of(refs)
         for _, other in others.values():
@@ -313,6 +374,31 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             schedd_jobs, answered, missing = _query_schedds(
                 htcondor, collector, projection, errors, seen, lap, kept, by_request,
                 where=source)
+        if slot_proj is not None:
+            # the slot attributes the jobs' expressions read (TARGET.HasFileTransfer)
+            job_needs = names.of_jobs(one for _, jobs in schedd_jobs for one in jobs)
+            if widen(knob_needs | job_needs):
+                lap("slot_lines")
+                # what the slots asked again reference of the jobs: asked of the
+                # schedds again when the jobs' projection lacks it
+                more = referenced_job_attrs(slots, knobs, slot_lines, slot_memos)
+                for _, other in others.values():
+                    if other is not None:
+                        more |= referenced_job_attrs(slots, other, slot_lines, slot_memos)
+                had = {n.lower() for n in projection}
+                lacking = [n for n in projection_of(more) if n.lower() not in had]
+                if lacking:
+                    refs |= more
+                    projection = [*projection, *lacking]
+                    kept = kept_attributes(projection, refs) if by_requests else None
+                    by_request = {}
+                    for name in list(errors):
+                        if name in answered or name in missing:
+                            errors.pop(name)
+                    schedd_jobs, answered, missing = _query_schedds(
+                        htcondor, collector, projection, errors, seen, lap, kept,
+                        by_request, where=source)
+                    queried = "after the slots"
 
     schedd_knobs, knob_warnings = schedd_knobs_read.result()
     warnings.extend(knob_warnings)
@@ -353,6 +439,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             },
             "schedd_files": {files[name]: name for name, _ in schedd_jobs},
             "job_projection": list(projection),
+            # the slot attributes the collector was asked for (collector_projection;
+            # absent: whole slot ads)
+            **({"slot_projection": list(slot_proj)} if slot_proj is not None else {}),
             # a schedd captured by its resource requests: each job's own attributes
             # asked (before its significant ones are taken out), and per schedd how
             # many autoclusters and jobs (resource_requests; the others' jobs whole)

@@ -75,6 +75,8 @@ class Refreshed:
     fetched: int                  # slot ads fetched whole this pass
     kept: int                     # slot ads taken as held
     memos: list | None = None     # each slot's memo (`_Kept.memo`), when the ads are kept
+    # the lines of the ads fetched this pass (the others were checked when fetched)
+    fresh: list = field(default_factory=list)
 
 
 def is_slot_ad(ad) -> bool:
@@ -115,9 +117,14 @@ class SlotCache:
 
     `query(constraint, projection)` is the collector's Startd query (the bindings'
     `Collector.query(AdTypes.Startd, constraint, projection)`); it raises what the
-    bindings raise, and the cache is then emptied (the next pass starts whole)."""
+    bindings raise, and the cache is then emptied (the next pass starts whole).
+
+    `projection`: what the ads are fetched with (collector_projection; None: whole
+    ads); a pass that needs another one sets it with `project`, which lets go of every
+    ad fetched with the old one."""
 
     def __init__(self):
+        self.projection: list[str] | None = None
         self._kept: dict[tuple, _Kept] = {}
         self._names: dict[str, str] = {}     # every lower-case attribute name kept
         # the last slots file written: its path, its slots, each one's (offset, length)
@@ -135,6 +142,13 @@ class SlotCache:
         self._written = None
         self._places = None
 
+    def project(self, projection: list[str] | None) -> None:
+        """Fetch ads with `projection` from now on; the ads held are let go when it is
+        not the one they were fetched with."""
+        if projection != self.projection:
+            self.clear()
+            self.projection = None if projection is None else list(projection)
+
     # -- this pass's ads -------------------------------------------------------------------
 
     def refresh(self, query: Callable, seen: dict, source: str) -> Refreshed:
@@ -148,7 +162,7 @@ class SlotCache:
             raise
 
     def _whole(self, query: Callable, seen: dict, source: str) -> Refreshed:
-        answer = list(query(None, None))
+        answer = list(query(None, self.projection))
         rows = [(ad, row) for ad, row in zip(answer, map(_key_and_stamp, answer))
                 if row is not None]
         slots = [ad for ad, _ in rows]
@@ -164,7 +178,8 @@ class SlotCache:
         self._kept, self._names = kept, dict(store.names)
         return Refreshed(slots=slots, lines=lines, texts=texts, answered=len(answer),
                          whole=True, fetched=len(slots), kept=0,
-                         memos=[e.memo for e in kept.values()] if kept else None)
+                         memos=[e.memo for e in kept.values()] if kept else None,
+                         fresh=lines)
 
     def _by_stamps(self, query: Callable, seen: dict, source: str) -> Refreshed | None:
         answer = list(query(None, list(POLL)))
@@ -185,7 +200,7 @@ class SlotCache:
         fresh: dict[tuple, tuple] = {}     # key -> (the ad fetched whole, its stamp)
         if changed:
             since = min(stamps[k][0] for k in changed)
-            for ad in query(f"LastHeardFrom >= {since}", None):
+            for ad in query(f"LastHeardFrom >= {since}", self.projection):
                 row = _key_and_stamp(ad)
                 if row is None:
                     continue
@@ -220,7 +235,8 @@ class SlotCache:
         return Refreshed(slots=[e.ad for e in entries], lines=[e.lines for e in entries],
                          texts=texts, answered=len(answer), whole=False,
                          fetched=len(fresh), kept=len(entries) - len(fresh),
-                         memos=[e.memo for e in entries])
+                         memos=[e.memo for e in entries],
+                         fresh=[new_kept[k].lines for k in fresh if k in new_kept])
 
     # -- the snapshot's slots file ---------------------------------------------------------
 

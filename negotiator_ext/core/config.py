@@ -99,6 +99,12 @@ _SCALAR_KNOBS: tuple[tuple[str, str, str], ...] = (
     ("strict_enforce_quota", "NEGOTIATOR_STRICT_ENFORCE_QUOTA", "bool"),
 )
 
+
+# The expression knobs (knob -> NegotiatorConfig field): what the negotiator evaluates
+# against the ads, whose references a capture asks the daemons for.
+EXPRESSION_KNOBS: dict[str, str] = {knob: f for f, knob, kind in _SCALAR_KNOBS
+                                    if kind == "expr"}
+
 # Expression knobs HTCondor's negotiator does not refuse when their text does not parse
 # (every other expression knob makes it EXCEPT: Matchmaker::reinitialize for
 # PREEMPTION_REQUIREMENTS, PREEMPTION_RANK, NEGOTIATOR_PRE/POST_JOB_RANK,
