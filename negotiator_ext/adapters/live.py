@@ -21,7 +21,13 @@ and reading RemoteParam values. Nothing is ever sent to a daemon that changes it
 Bindings calls made by one capture (`htcondor2` is the module used):
 
   Collector(pool)                                                1 (no network)
-  collector.query(AdTypes.Startd)                                1  -- failure: InputError
+  collector.query(AdTypes.Startd[, projection])                  1  -- failure: InputError
+                                                                   (with a slot projection:
+                                                                   more when it is widened,
+                                                                   at most 3 times for what
+                                                                   the slots and knobs read
+                                                                   and 3 for the jobs, the
+                                                                   last one whole)
   collector.query(AdTypes.Negotiator)                            1
   collector.query(AdTypes.Submitter)                             1
   collector.query(AdTypes.Accounting)                            1
@@ -377,6 +383,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         if slot_proj is not None:
             # the slot attributes the jobs' expressions read (TARGET.HasFileTransfer)
             job_needs = names.of_jobs(one for _, jobs in schedd_jobs for one in jobs)
+            lap("job_lines")
             if widen(knob_needs | job_needs):
                 lap("slot_lines")
                 # what the slots asked again reference of the jobs: asked of the
