@@ -102,6 +102,23 @@ def test_every_recording_decides_the_same_with_the_collectors_projection(tmp_pat
     assert max(left_out) > 100
 
 
+# recordings of pools with HTCondor's default slot policy, knobs and submit files
+DEFAULT_POOLS = {"hgq_static_30slots", "hgq_nested_hep_lep_surplus", "daemons300",
+                 "groups100", "submitters1000", "trim_shutdown", "pslot_preemption"}
+
+
+def test_a_first_capture_of_a_default_pool_asks_the_collector_once(tmp_path):
+    """The first guess holds every name a default 25.14 pool's slots, knobs and jobs
+    reference: its first capture asks the collector once."""
+    seen = set()
+    for d in _recorded_dirs(tmp_path):
+        if d.name in DEFAULT_POOLS:
+            pool = load_pool(d, negotiator=negotiators_of(d)[0])
+            assert set(_converged(d, pool)) == set(cp.first_guess()), d
+            seen.add(d.name)
+    assert seen == DEFAULT_POOLS
+
+
 def test_the_base_holds_every_slot_attribute_the_code_names(tmp_path):
     """What the package reads of a slot by name: every word of its source that some
     recorded slot ad has as an attribute is asked for (BASE_SLOT_ATTRS, or a form of a
@@ -301,3 +318,36 @@ def test_check_config_names_a_knob_that_builds_names(tmp_path):
     meta = json.loads((snap / "meta.json").read_text())
     with pytest.raises(InputError, match="PREEMPTION_RANK can name an attribute"):
         cp.check_config(meta, cfg, "meta.json")
+
+
+class _Known:
+    """What Refs.of_schedd_jobs reads of a loop's job_delta.KnownJobs."""
+    taken, base, token = True, None, "a"
+    reuse: dict = {}
+
+
+def test_a_loops_pass_walks_only_the_jobs_new_in_its_workers_answer():
+    refs, known = cp.Refs(), _Known()
+    j1, j2 = ["Requirements = TARGET.HasA"], ["Requirements = TARGET.HasB"]
+    assert refs.of_schedd_jobs([("s", [j1])], known) == {"hasa"}
+    walked, of_jobs = [], refs.of_jobs
+    refs.of_jobs = lambda jobs: of_jobs(walked.append(list(jobs)) or walked[-1])
+    # built on the answer walked last: j1 is the same list (reused), only j2 is walked
+    known.base, known.token, known.reuse = "a", "b", {"s": [0, None]}
+    assert refs.of_schedd_jobs([("s", [j1, j2])], known) == {"hasa", "hasb"}
+    assert walked == [[j2]]
+    # built on another answer: every job is walked, and what left is forgotten
+    known.base, known.token, known.reuse = "other", "c", {"s": [None]}
+    assert refs.of_schedd_jobs([("s", [j2])], known) == {"hasb"}
+    assert walked[-1] == [j2]
+
+
+def test_a_reused_job_that_builds_names_still_makes_the_capture_whole():
+    refs, known = cp.Refs(), _Known()
+    dyn = ['Requirements = eval("Has" + "A")']
+    refs.of_schedd_jobs([("s", [dyn])], known)
+    assert refs.dynamic
+    refs.dynamic = False                    # (each capture starts so)
+    known.base, known.token, known.reuse = "a", "b", {"s": [0]}
+    refs.of_schedd_jobs([("s", [dyn])], known)
+    assert refs.dynamic

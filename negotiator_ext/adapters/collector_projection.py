@@ -13,8 +13,8 @@ the collector for:
 - every name the answer's own expressions reference, whatever their scope (a slot's
   chain Requirements -> START -> WithinResourceLimits -> ...), every name the jobs'
   expressions reference (`TARGET.HasFileTransfer`, an unscoped `OpSys`), and every name
-  the negotiator's expression knobs reference (PREEMPTION_REQUIREMENTS, the ranks, the
-  constraints, SLOT_WEIGHT, GROUP_SORT_EXPR, NEGOTIATOR_MATCH_EXPRS' values).
+  the negotiator's expression knobs that read slot ads reference (PREEMPTION_REQUIREMENTS,
+  the ranks, the slot constraints, SLOT_WEIGHT, NEGOTIATOR_MATCH_EXPRS' values).
 
 The last three are known only from the answer, the jobs and the config, so the answer is
 checked (`missing`): when they name something the projection lacks (a new resource, a
@@ -91,7 +91,7 @@ RESOURCE_FORMS: tuple[str, ...] = ("{}", "Total{}", "TotalSlot{}", "Detected{}",
 # compares, the match time a default slot keeps): a first capture asks for these too.
 DEFAULT_POOL_SLOT_REFS: tuple[str, ...] = (
     "CatalogID", "Catalogs", "CatalogSize", "MachineLastMatchTime", "MappingMethod",
-    "RequestCpus", "RequestDisk", "RequestMemory", "RequestedCatalogIDs",
+    "RequestCpus", "RequestDisk", "RequestMemory", "RequestGPUs", "RequestedCatalogIDs",
     "RequestedCatalogs", "Swap")
 
 # What the negotiator writes into the ads it evaluates (core/negotiator_attrs.py), which
@@ -125,9 +125,20 @@ def projection_of(names: Iterable[str]) -> list[str]:
     return list(out.values())
 
 
+# The resources a 25.x startd lists in MachineResources by default.
+DEFAULT_RESOURCES = "Cpus Disk Memory Swap GPUs"
+
+# What HTCondor's default PREEMPTION_REQUIREMENTS and PREEMPTION_RANK read of a slot.
+DEFAULT_KNOB_REFS = ("RemoteUserPrio", "SubmitterUserPrio", "RemoteOwner", "JobStart",
+                     "TotalJobRunTime")
+
+
 def first_guess() -> list[str]:
-    """The projection a capture with no earlier snapshot asks with (a default pool's)."""
-    return projection_of(DEFAULT_POOL_SLOT_REFS)
+    """The projection a capture with no earlier snapshot asks with: a default pool's
+    (what its slots, its default knobs and the jobs condor_submit writes reference,
+    with every form of the default resources)."""
+    return projection_of([*DEFAULT_POOL_SLOT_REFS, *DEFAULT_KNOB_REFS,
+                          *resource_names(DEFAULT_RESOURCES)])
 
 
 def earlier(projection) -> list[str] | None:
@@ -150,6 +161,11 @@ class Refs:
     def __init__(self):
         self._of: dict[str, tuple] = {}
         self.dynamic = False
+        # what the jobs of the last answer walked reference, and that answer (a loop's
+        # worker answer, adapters/job_delta.py): a later pass walks its new jobs only
+        self._job_names: set[str] = set()
+        self._jobs_dynamic = False
+        self._jobs_token: str | None = None
 
     def of_texts(self, texts: Iterable[str]) -> set[str]:
         out: set[str] = set()
@@ -193,18 +209,50 @@ class Refs:
         return self.of_texts(_split_line(line)[1] for line in distinct)
 
 
+    def of_schedd_jobs(self, schedd_jobs, known=None) -> set[str]:
+        """What the jobs of a pass reference (`schedd_jobs`: (schedd, each job's
+        lines)). `known` (job_delta.KnownJobs, a loop's): when this pass's jobs were
+        built on the worker answer this walked last, only the jobs new in it are walked
+        (the others are the same lists, whose names are kept)."""
+        taken = known is not None and known.taken
+        before, self.dynamic = self.dynamic, False
+        if taken and known.base is not None and known.base == self._jobs_token:
+            fresh = []
+            for name, jobs in schedd_jobs:
+                where = known.reuse.get(name)
+                if where is None or len(where) != len(jobs):
+                    fresh.extend(jobs)
+                else:
+                    fresh.extend(j for j, w in zip(jobs, where) if w is None)
+            self._job_names |= self.of_jobs(fresh)
+            self._jobs_dynamic = self._jobs_dynamic or self.dynamic
+        else:
+            self._job_names = self.of_jobs(one for _, jobs in schedd_jobs for one in jobs)
+            self._jobs_dynamic = self.dynamic
+        self._jobs_token = known.token if taken else None
+        self.dynamic = before or self._jobs_dynamic
+        return set(self._job_names)
+
+
 def resource_names(text: str) -> set[str]:
     """Every form (`RESOURCE_FORMS`, lower-case) of each word of a MachineResources text."""
     return {form.format(w).lower() for w in _WORD.findall(text) for form in RESOURCE_FORMS}
 
 
+# expression knobs evaluated against other ads than slots (submitter ads, the groups'
+# ads, job ads): a later config's check leaves them out
+_NOT_SLOT_KNOBS = frozenset(("NEGOTIATOR_SUBMITTER_CONSTRAINT", "GROUP_SORT_EXPR",
+                             "NEGOTIATOR_JOB_CONSTRAINT"))
+
+
 def knob_texts(knobs: Mapping[str, str] | None) -> list[str]:
-    """The negotiator's expression knobs' texts among `knobs` (name -> value as read),
-    and the values of the macros NEGOTIATOR_MATCH_EXPRS names."""
+    """The texts of the negotiator's expression knobs that read slot ads among `knobs`
+    (name -> value as read), and the values of the macros NEGOTIATOR_MATCH_EXPRS names."""
     if not knobs:
         return []
     up = {str(k).upper(): v for k, v in knobs.items()}
-    out = [str(up[k]).strip() for k in EXPRESSION_KNOBS if up.get(k)]
+    out = [str(up[k]).strip() for k in EXPRESSION_KNOBS
+           if up.get(k) and k not in _NOT_SLOT_KNOBS]
     for name in re.split(r"[\s,]+", str(up.get("NEGOTIATOR_MATCH_EXPRS") or "")):
         if name and up.get(name.upper()):
             out.append(str(up[name.upper()]).strip())
@@ -215,12 +263,6 @@ def missing(projection: Iterable[str], needed: Iterable[str]) -> list[str]:
     """The names of `needed` (lower-case) that `projection` lacks, sorted."""
     have = {n.lower() for n in projection}
     return sorted({n for n in needed if n and n not in have})
-
-
-# expression knobs evaluated against other ads than slots (submitter ads, the groups'
-# ads, job ads): a later config's check leaves them out
-_NOT_SLOT_KNOBS = frozenset(("NEGOTIATOR_SUBMITTER_CONSTRAINT", "GROUP_SORT_EXPR",
-                             "NEGOTIATOR_JOB_CONSTRAINT"))
 
 
 def config_texts(config) -> dict[str, str]:

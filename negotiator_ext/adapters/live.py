@@ -382,7 +382,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                 where=source)
         if slot_proj is not None:
             # the slot attributes the jobs' expressions read (TARGET.HasFileTransfer)
-            job_needs = names.of_jobs(one for _, jobs in schedd_jobs for one in jobs)
+            job_needs = names.of_schedd_jobs(
+                schedd_jobs, known_lines.jobs if known_lines is not None else None)
             lap("job_lines")
             if widen(knob_needs | job_needs):
                 lap("slot_lines")
