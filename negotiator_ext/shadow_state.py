@@ -236,15 +236,18 @@ def newest_projection(root: Path, *, exclude: Path | None = None
     return None, None
 
 
-def newest_slot_projection(root: Path, *, exclude: Path | None = None) -> list | None:
-    """The slot projection of the newest snapshot under `root` (its meta.json's
-    "slot_projection"; None when it has none: whole slot ads, or no snapshot): what the
-    next capture asks the collector for first (the capture checks it)."""
+def newest_slot_projection(root: Path, *, exclude: Path | None = None) -> list | str | None:
+    """What the next capture asks the collector for first (the capture checks it): the
+    newest snapshot's "slot_projection_next" (its capture was whole where a projection
+    was wanted: the names it found wanted, or "whole" again), else its
+    "slot_projection"; None when it has neither or there is no snapshot."""
     for p in _snapshots_newest_first(root, exclude)[:1]:
         try:
             meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             break
-        if isinstance(meta, dict) and isinstance(meta.get("slot_projection"), list):
-            return meta["slot_projection"]
+        if isinstance(meta, dict):
+            for key in ("slot_projection_next", "slot_projection"):
+                if isinstance(meta.get(key), (list, str)):
+                    return meta[key]
     return None

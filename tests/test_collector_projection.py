@@ -250,8 +250,27 @@ def test_a_slot_expression_that_builds_names_makes_the_capture_whole(pool, tmp_p
     out = tmp_path / "snap"
     capture_snapshot("cm", out, now=NOW, whole_slots=False)
     assert _startd_projections(pool)[-1] == ()          # asked whole at the end
-    assert "slot_projection" not in json.loads((out / "meta.json").read_text())
+    meta = json.loads((out / "meta.json").read_text())
+    assert "slot_projection" not in meta
+    assert meta["slots_whole_because"].startswith("an expression builds attribute names")
+    assert meta["slot_projection_next"] == cp.WHOLE
     assert len(read_ads(out / "slots.ads")[1]) == len(pool.slots[1])
+    # the next capture asks whole at once (one query), and finds out what it would ask
+    # for once no expression builds names any more: the one after asks with that
+    pool.slots[0]["Start"] = classad2.ExprTree("TARGET.RequestCpus <= Cpus")
+    pool.calls.clear()
+    capture_snapshot("cm", tmp_path / "2", now=NOW, whole_slots=False,
+                     earlier_slot_projection=meta["slot_projection_next"])
+    assert _startd_projections(pool) == [()]
+    meta = json.loads((tmp_path / "2" / "meta.json").read_text())
+    assert meta["slots_whole_because"] == "the last capture was whole"
+    wanted = meta["slot_projection_next"]
+    assert {"start", "cpus", "requestcpus"} <= {n.lower() for n in wanted}
+    pool.calls.clear()
+    capture_snapshot("cm", tmp_path / "3", now=NOW, whole_slots=False,
+                     earlier_slot_projection=wanted)
+    assert len(_startd_projections(pool)) == 1
+    assert json.loads((tmp_path / "3" / "meta.json").read_text())["slot_projection"] == wanted
 
 
 def test_a_loops_cache_fetches_with_the_projection_and_starts_over_when_it_grows(pool, tmp_path):
@@ -351,3 +370,19 @@ def test_a_reused_job_that_builds_names_still_makes_the_capture_whole():
     known.base, known.token, known.reuse = "a", "b", {"s": [0]}
     refs.of_schedd_jobs([("s", [dyn])], known)
     assert refs.dynamic
+
+
+def test_the_next_capture_starts_from_what_the_newest_snapshot_says(tmp_path):
+    from negotiator_ext.shadow_state import newest_slot_projection
+    root = tmp_path / "snapshots"
+    assert newest_slot_projection(root) is None
+    for t, meta, first in (
+            (100, {"slot_projection": ["Name", "Cpus"]}, ["Name", "Cpus"]),
+            (200, {"slots_whole_because": "x", "slot_projection_next": cp.WHOLE}, cp.WHOLE),
+            (300, {"slot_projection": ["Name", "Cpus"], "slots_whole_because": "y",
+                   "slot_projection_next": ["Name", "Cpus", "Start"]},
+             ["Name", "Cpus", "Start"])):
+        (root / str(t)).mkdir(parents=True)
+        (root / str(t) / "meta.json").write_text(json.dumps(meta))
+        assert newest_slot_projection(root) == first
+    assert newest_slot_projection(root, exclude=root / "300") == cp.WHOLE

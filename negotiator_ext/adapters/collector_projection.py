@@ -113,6 +113,10 @@ _EMPTY = classad2.ClassAd()
 # a projection is widened this many times at most, then the collector is asked whole
 ROUNDS = 2
 
+# meta.json's "slot_projection_next" when a capture had to ask for whole ads because an
+# expression builds names at run time: the next one asks whole too
+WHOLE = "whole"
+
 
 def projection_of(names: Iterable[str]) -> list[str]:
     """BASE_SLOT_ATTRS, then `names` (sorted case-insensitively), each name once."""

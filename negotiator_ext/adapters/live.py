@@ -252,9 +252,15 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         query = _startd_query(htcondor, collector, timings)
         if slot_cache is not None and slot_cache.projection is not None:
             earlier_slot_projection = slot_cache.projection    # (a loop's last pass's)
-        slot_proj = None if whole_slots else (
+        # the last capture had to ask for whole ads (an expression that builds names at
+        # run time): so does this one, which still works out what it would ask for
+        start_whole = (not whole_slots
+                       and earlier_slot_projection == collector_projection.WHOLE)
+        slot_proj = None if whole_slots or start_whole else (
             collector_projection.earlier(earlier_slot_projection)
             or collector_projection.first_guess())
+        # what the slots, the knobs and the jobs reference (when a projection is kept)
+        watch = not whole_slots
         names = slot_refs if slot_refs is not None else collector_projection.Refs()
         names.dynamic = False
 
@@ -305,7 +311,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         slots = None
         (slots, slot_lines, startd_ads, slot_texts, slot_memos, refreshed,
          fresh) = fetch_slots(slot_proj)
-        slot_needs = lines_names(fresh) if slot_proj is not None else set()
+        slot_needs = lines_names(fresh) if watch else set()
         lap("slot_lines")
 
         def widen(more: set) -> bool:
@@ -325,7 +331,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                              else collector_projection.projection_of([*slot_proj, *lacking]))
                 (slots, slot_lines, startd_ads, slot_texts, slot_memos, refreshed,
                  fresh_) = fetch_slots(slot_proj)
-                slot_needs = (lines_names(fresh_) | slot_needs) if slot_proj is not None else set()
+                slot_needs |= lines_names(fresh_)
                 again = True
             return again
 
@@ -380,7 +386,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             schedd_jobs, answered, missing = _query_schedds(
                 htcondor, collector, projection, errors, seen, lap, kept, by_request,
                 where=source)
-        if slot_proj is not None:
+        job_needs = set()
+        if watch:
             # the slot attributes the jobs' expressions read (TARGET.HasFileTransfer)
             job_needs = names.of_schedd_jobs(
                 schedd_jobs, known_lines.jobs if known_lines is not None else None)
@@ -408,6 +415,17 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                         by_request, where=source)
                     queried = "after the slots"
 
+    whole_because = next_proj = None
+    if watch and slot_proj is None:
+        if names.dynamic:
+            whole_because = "an expression builds attribute names at run time"
+            next_proj = collector_projection.WHOLE
+        else:
+            whole_because = ("the projection was widened "
+                             f"{collector_projection.ROUNDS} times" if not start_whole
+                             else "the last capture was whole")
+            next_proj = collector_projection.projection_of(
+                [*collector_projection.first_guess(), *slot_needs, *knob_needs, *job_needs])
     schedd_knobs, knob_warnings = schedd_knobs_read.result()
     warnings.extend(knob_warnings)
     if schedd_ad_errors:
@@ -450,6 +468,10 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             # the slot attributes the collector was asked for (collector_projection;
             # absent: whole slot ads)
             **({"slot_projection": list(slot_proj)} if slot_proj is not None else {}),
+            # asked whole when a projection was wanted: why, and what the next capture
+            # asks for first (collector_projection.WHOLE: whole again)
+            **({"slots_whole_because": whole_because, "slot_projection_next": next_proj}
+               if whole_because else {}),
             # a schedd captured by its resource requests: each job's own attributes
             # asked (before its significant ones are taken out), and per schedd how
             # many autoclusters and jobs (resource_requests; the others' jobs whole)
