@@ -219,21 +219,28 @@ def newest_config(root: Path, *, exclude: Path | None = None) -> Path | None:
     return next((p / "config" for p in names if (p / "config").is_file()), None)
 
 
-def newest_projection(root: Path, *, exclude: Path | None = None
-                      ) -> tuple[list | None, list | None]:
-    """The job projection of the newest snapshot under `root` and the attributes its
-    jobs captured by requests were asked (its meta.json's "job_projection" and
-    "job_request_attrs"), each None when it has none: what the next capture's schedd
-    queries most likely ask (the capture checks it)."""
+def _newest_meta(root: Path, exclude: Path | None) -> dict:
+    """The newest snapshot's meta.json under `root` ({} when there is none, or it
+    cannot be read as a JSON object)."""
     for p in _snapshots_newest_first(root, exclude)[:1]:
         try:
             meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             break
         if isinstance(meta, dict):
-            got = [meta.get(k) for k in ("job_projection", "job_request_attrs")]
-            return tuple(v if isinstance(v, list) else None for v in got)
-    return None, None
+            return meta
+    return {}
+
+
+def newest_projection(root: Path, *, exclude: Path | None = None
+                      ) -> tuple[list | None, list | None]:
+    """The job projection of the newest snapshot under `root` and the attributes its
+    jobs captured by requests were asked (its meta.json's "job_projection" and
+    "job_request_attrs"), each None when it has none: what the next capture's schedd
+    queries most likely ask (the capture checks it)."""
+    meta = _newest_meta(root, exclude)
+    got = [meta.get(k) for k in ("job_projection", "job_request_attrs")]
+    return tuple(v if isinstance(v, list) else None for v in got)
 
 
 def newest_slot_projection(root: Path, *, exclude: Path | None = None) -> list | str | None:
@@ -241,13 +248,8 @@ def newest_slot_projection(root: Path, *, exclude: Path | None = None) -> list |
     newest snapshot's "slot_projection_next" (its capture was whole where a projection
     was wanted: the names it found wanted, or "whole" again), else its
     "slot_projection"; None when it has neither or there is no snapshot."""
-    for p in _snapshots_newest_first(root, exclude)[:1]:
-        try:
-            meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            break
-        if isinstance(meta, dict):
-            for key in ("slot_projection_next", "slot_projection"):
-                if isinstance(meta.get(key), (list, str)):
-                    return meta[key]
+    meta = _newest_meta(root, exclude)
+    for key in ("slot_projection_next", "slot_projection"):
+        if isinstance(meta.get(key), (list, str)):
+            return meta[key]
     return None

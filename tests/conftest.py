@@ -136,6 +136,16 @@ def unpack_recording(archive: Path, tmp_path: Path) -> Path:
     return tmp_path / archive.name.removesuffix(".tar.gz")
 
 
+def recorded_snapshot_dirs(tmp_path: Path) -> list[Path]:
+    """Every recorded pool state with a slots.ads: the fixtures, and each snapshot of
+    every recording in tests/data (unpacked under `tmp_path`)."""
+    dirs = sorted(p for p in FIXTURES.iterdir() if (p / "slots.ads").exists())
+    for archive in sorted(DATA.rglob("*.tar.gz")):
+        root = unpack_recording(archive, tmp_path / archive.name)
+        dirs += sorted({p.parent for p in root.rglob("slots.ads")})
+    return dirs
+
+
 def synthetic_forecast(directory: Path, *, slots: int, jobs: int, history_jobs: int,
                        seed: int = 1) -> tuple[Path, Path]:
     """A synthetic pool's snapshot and an hour of history for a forecast

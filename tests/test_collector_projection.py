@@ -13,7 +13,7 @@ from pathlib import Path
 import classad2
 import pytest
 
-from conftest import DATA, FIXTURES, unpack_recording
+from conftest import FIXTURES, recorded_snapshot_dirs
 from fakepool import FakePool
 from negotiator_ext.adapters import collector_projection as cp
 from negotiator_ext.adapters.adfiles import _split_line, read_ads
@@ -27,7 +27,6 @@ from negotiator_ext.errors import InputError
 from negotiator_ext.pool import load_pool, negotiators_of
 
 NOW = 1795265300
-RECORDINGS = sorted(DATA.rglob("*.tar.gz"))
 
 
 def _decisions(pool) -> str:
@@ -45,14 +44,6 @@ def _ads_lines(path: Path) -> list[list[str]]:
     if one:
         ads.append(one)
     return ads
-
-
-def _recorded_dirs(tmp_path) -> list[Path]:
-    dirs = sorted(p for p in FIXTURES.iterdir() if (p / "slots.ads").exists())
-    for archive in RECORDINGS:
-        root = unpack_recording(archive, tmp_path / archive.name)
-        dirs += sorted({p.parent for p in root.rglob("slots.ads")})
-    return dirs
 
 
 def _converged(d: Path, pool) -> list[str]:
@@ -85,7 +76,7 @@ def _projected_copy(d: Path, dest: Path, projection: list[str]) -> Path:
 
 def test_every_recording_decides_the_same_with_the_collectors_projection(tmp_path):
     compared, left_out = 0, []
-    for i, d in enumerate(_recorded_dirs(tmp_path)):
+    for i, d in enumerate(recorded_snapshot_dirs(tmp_path)):
         for name in negotiators_of(d):
             whole = load_pool(d, negotiator=name)
             projection = _converged(d, whole)
@@ -111,7 +102,7 @@ def test_a_first_capture_of_a_default_pool_asks_the_collector_once(tmp_path):
     """The first guess holds every name a default 25.14 pool's slots, knobs and jobs
     reference: its first capture asks the collector once."""
     seen = set()
-    for d in _recorded_dirs(tmp_path):
+    for d in recorded_snapshot_dirs(tmp_path):
         if d.name in DEFAULT_POOLS:
             pool = load_pool(d, negotiator=negotiators_of(d)[0])
             assert set(_converged(d, pool)) == set(cp.first_guess()), d
@@ -125,7 +116,7 @@ def test_the_base_holds_every_slot_attribute_the_code_names(tmp_path):
     resource the slot's MachineResources names)."""
     words = code_words()
     lacking = set()
-    for d in _recorded_dirs(tmp_path):
+    for d in recorded_snapshot_dirs(tmp_path):
         # (a name some expression references is asked for as such)
         pool = load_pool(d, negotiator=negotiators_of(d)[0])
         referenced = {n.lower() for n in _converged(d, pool)}

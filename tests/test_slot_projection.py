@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import DATA, FIXTURES, unpack_recording, writable_copy
+from conftest import FIXTURES, recorded_snapshot_dirs, writable_copy
 from negotiator_ext.adapters import slot_projection as sp
 from negotiator_ext.adapters.snapshot import load_snapshot
 from negotiator_ext.cli import main
@@ -20,7 +20,6 @@ from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import build_pool, load_pool, negotiators_of
 
 PACKAGE = Path(__file__).resolve().parent.parent / "negotiator_ext"
-RECORDINGS = sorted(DATA.rglob("*.tar.gz"))
 
 
 def _decisions(pool) -> str:
@@ -33,17 +32,9 @@ def _both_ways(directory: Path, negotiator=None) -> tuple[str, str, object]:
     return _decisions(whole), _decisions(projected), projected
 
 
-def _recorded_dirs(tmp_path) -> list[Path]:
-    dirs = sorted(p for p in FIXTURES.iterdir() if (p / "slots.ads").exists())
-    for archive in RECORDINGS:
-        root = unpack_recording(archive, tmp_path / archive.name)
-        dirs += sorted({p.parent for p in root.rglob("slots.ads")})
-    return dirs
-
-
 def test_every_recording_decides_the_same_with_its_slots_projected(tmp_path):
     compared, left_out = 0, []
-    for d in _recorded_dirs(tmp_path):
+    for d in recorded_snapshot_dirs(tmp_path):
         for name in negotiators_of(d):
             whole, projected, pool = _both_ways(d, name)
             assert projected == whole, d
