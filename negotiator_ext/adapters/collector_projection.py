@@ -156,11 +156,12 @@ def earlier(projection) -> list[str] | None:
 
 class Refs:
     """The names expression texts reference (`slot_projection.referenced_names`), each
-    distinct text walked once however often it comes back (a loop keeps one from pass
-    to pass: its slots' and jobs' texts seldom change). `dynamic`: a text seen that
-    can build a name at run time."""
+    distinct expression walked once however often it comes back (a loop keeps one from
+    pass to pass: its slots' and jobs' expressions seldom change; a literal, most of an
+    ad's texts, is told by its look and not kept). `dynamic`: a text seen that can
+    build a name at run time."""
 
-    LIMIT = 1 << 20        # texts remembered at most (then forgotten all at once)
+    LIMIT = 1 << 16        # expressions remembered at most (then forgotten all at once)
 
     def __init__(self):
         self._of: dict[str, tuple] = {}
@@ -176,15 +177,14 @@ class Refs:
         of = self._of
         if len(of) > self.LIMIT:
             of.clear()
+        literal = _LITERAL.fullmatch
         for text in texts:
             got = of.get(text)
             if got is None:
-                if _LITERAL.fullmatch(text):
-                    got = ()
-                else:
-                    names = referenced_names((text,))
-                    got = ("\0",) if names is None else tuple(n for n in names if n)
-                of[text] = got
+                if literal(text):
+                    continue
+                names = referenced_names((text,))
+                got = of[text] = ("\0",) if names is None else tuple(n for n in names if n)
             if got:
                 if got == ("\0",):
                     self.dynamic = True
@@ -211,7 +211,6 @@ class Refs:
         for lines in jobs:
             distinct.update(lines)
         return self.of_texts(_split_line(line)[1] for line in distinct)
-
 
     def of_schedd_jobs(self, schedd_jobs, known=None) -> set[str]:
         """What the jobs of a pass reference (`schedd_jobs`: (schedd, each job's
