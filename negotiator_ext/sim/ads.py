@@ -5,7 +5,6 @@ job's its own attributes with its state now)."""
 
 from __future__ import annotations
 
-import functools
 import itertools
 import operator
 import re
@@ -284,15 +283,11 @@ def slot_rank(slot: SimSlot, job: SimJob, sc: Scenario) -> float | None:
         row = TextAds(TextStore())
         row.add(texts)
         job_ad = row.ad(0)
-    got = classads.eval_match(_parsed(slot.shape.job_rank), _slot_ad(slot, sc), job_ad)
+    got = classads.eval_match(classads.parse_expr(slot.shape.job_rank), _slot_ad(slot, sc),
+                              job_ad)
     if isinstance(got, bool):                 # a boolean Rank ranks as 1 or 0
         return float(got)
     return float(got) if classads.is_number(got) else None
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed(text: str):
-    return classads.parse_expr(text)
 
 
 def _num(x: float):
