@@ -227,6 +227,30 @@ def test_a_name_only_the_jobs_reference_is_asked_for_again(pool, tmp_path):
         (out / "meta.json").read_text())["slot_projection"]}
 
 
+@pytest.mark.parametrize("whole", [False, True])
+def test_a_job_attribute_a_slot_attribute_reads_is_asked_of_the_schedds_again(
+        pool, tmp_path, whole):
+    """A job reads a slot attribute (the first projected answer lacks it), whose own
+    expression reads a job attribute the job projection lacked (no slot policy reaches
+    it): the schedds are asked again, and both answers hold what the other side reads,
+    with whole slot ads too."""
+    for ad in pool.slots:
+        ad["HasWidget"] = classad2.ExprTree("TARGET.WidgetNeed > 0")
+    for job in pool.schedds["vm"]:
+        job["Requirements"] = classad2.ExprTree("TARGET.HasWidget && TARGET.Cpus >= 1")
+        job["WidgetNeed"] = 1
+    out = tmp_path / "snap"
+    capture_snapshot("cm", out, now=NOW, whole_slots=whole)
+    asked = pool.schedd_queries["vm"]
+    assert not any("widgetneed" in _projection_names(a) for a in asked[:-1])
+    assert "widgetneed" in _projection_names(asked[-1])
+    meta = json.loads((out / "meta.json").read_text())
+    assert "widgetneed" in {n.lower() for n in meta["job_projection"]}
+    assert meta["schedds_queried"] == "after the slots"
+    assert all(ad.get("WidgetNeed") == 1 for ad in read_ads(out / "jobs-vm.ads"))
+    assert all("HasWidget" in ad for ad in read_ads(out / "slots.ads"))
+
+
 def test_a_name_a_knob_references_is_asked_for(pool, tmp_path):
     pool.remote["NEGOTIATOR_PRE_JOB_RANK"] = "MY.SiteSpeed"
     for ad in pool.slots:

@@ -42,9 +42,11 @@ from typing import Iterable, Mapping
 import classad2
 
 from ..core.config import EXPRESSION_KNOBS
+from ..core.negotiation import REQUEST_EPHEMERALS
 from ..errors import InputError
 from .adfiles import _split_line
-from .slot_projection import referenced_names
+from .job_projection import _valid_projection
+from .slot_projection import _LITERAL, _WORD, referenced_names
 
 # What the package reads of a slot ad by name: the slot attributes every word of its
 # source names (slot_projection.code_words) that a 25.x startd advertises, and those the
@@ -94,21 +96,18 @@ DEFAULT_POOL_SLOT_REFS: tuple[str, ...] = (
     "RequestCpus", "RequestDisk", "RequestMemory", "RequestGPUs", "RequestedCatalogIDs",
     "RequestedCatalogs", "Swap")
 
-# What the negotiator writes into the ads it evaluates (core/negotiator_attrs.py), which
-# no capture can ask for: a knob may read them whatever was captured.
+# What the negotiator writes into the ads it evaluates, which no capture can ask for: a
+# knob may read them whatever was captured (the slots': core/negotiator_attrs.py; the
+# requests': core.negotiation.REQUEST_EPHEMERALS).
 _WRITTEN = frozenset(n.lower() for n in (
     "RemoteUserPrio", "RemoteUserResourcesInUse", "RemoteUserFloor", "RemoteGroup",
-    "RemoteGroupResourcesInUse", "RemoteGroupQuota", "SubmitterUserPrio",
-    "SubmitterUserResourcesInUse", "SubmitterGroup", "SubmitterGroupResourcesInUse",
-    "SubmitterGroupQuota", "SubmitterAutoregroup", "SubmitterNegotiatingGroup",
-    "RemoteNegotiatingGroup", "RemoteAutoregroup", "CurrentTime"))
+    "RemoteGroupResourcesInUse", "RemoteGroupQuota", "CurrentRank", "CurrentTime",
+    *REQUEST_EPHEMERALS))
 # (<prefix><N>_RemoteUserPrio and its kin, written for each slot of a startd)
 _SLOT_PREFIXED = re.compile(r"(?i)[a-z]+\d+_(.*)")
 
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_LITERAL = re.compile(r'-?\d+(\.\d*)?([eE][-+]?\d+)?|"[^"\\]*"|(?i:true|false|undefined|error)')
-
 _EMPTY = classad2.ClassAd()
+_DYNAMIC = "\0"            # (Refs: a text that can build names at run time)
 
 # a projection is widened this many times at most, then the collector is asked whole
 ROUNDS = 2
@@ -148,10 +147,8 @@ def first_guess() -> list[str]:
 def earlier(projection) -> list[str] | None:
     """An earlier snapshot's recorded slot projection, when it is one: a non-empty list
     of attribute names (None: whole ads, or not a projection)."""
-    if (isinstance(projection, list) and projection
-            and all(isinstance(n, str) and _WORD.fullmatch(n) for n in projection)):
-        return projection_of(projection)
-    return None
+    names = _valid_projection(projection)
+    return projection_of(names) if names is not None else None
 
 
 class Refs:
@@ -166,43 +163,71 @@ class Refs:
     def __init__(self):
         self._of: dict[str, tuple] = {}
         self.dynamic = False
+        # each slot attribute's expressions' names, lower-case (`of_lines`, `reached`)
+        self._exprs: dict[str, set[str]] = {}
         # what the jobs of the last answer walked reference, and that answer (a loop's
         # worker answer, adapters/job_delta.py): a later pass walks its new jobs only
         self._job_names: set[str] = set()
         self._jobs_dynamic = False
         self._jobs_token: str | None = None
 
+    def _names(self, text: str) -> tuple:
+        """The names `text` references (() for a literal; ("\0",) when it can build
+        names at run time, or cannot be read)."""
+        got = self._of.get(text)
+        if got is None:
+            if _LITERAL.fullmatch(text):
+                return ()
+            if len(self._of) > self.LIMIT:
+                self._of.clear()
+            names = referenced_names((text,))
+            got = self._of[text] = (_DYNAMIC,) if names is None else tuple(n for n in names if n)
+        return got
+
     def of_texts(self, texts: Iterable[str]) -> set[str]:
         out: set[str] = set()
-        of = self._of
-        if len(of) > self.LIMIT:
-            of.clear()
-        literal = _LITERAL.fullmatch
         for text in texts:
-            got = of.get(text)
-            if got is None:
-                if literal(text):
-                    continue
-                names = referenced_names((text,))
-                got = of[text] = ("\0",) if names is None else tuple(n for n in names if n)
-            if got:
-                if got == ("\0",):
-                    self.dynamic = True
-                else:
-                    out.update(got)
+            got = self._names(text)
+            if got == (_DYNAMIC,):
+                self.dynamic = True
+            else:
+                out.update(got)
         return out
 
     def of_lines(self, lines: Iterable[str]) -> set[str]:
-        """The names the texts of distinct ad lines ("Name = text") reference; and the
-        forms of every resource a MachineResources line names."""
-        texts = []
+        """The names the texts of distinct slot ad lines ("Name = text") reference, and
+        the forms of every resource a MachineResources line names. Each expression's
+        names are kept under its attribute's name (`reached`)."""
         out: set[str] = set()
+        exprs = self._exprs
         for line in lines:
             name, text = _split_line(line)
-            texts.append(text)
-            if name.lower() == "machineresources":
+            lname = name.lower()
+            if lname == "machineresources":
                 out.update(resource_names(text))
-        return out | self.of_texts(texts)
+            got = self._names(text)
+            if got == (_DYNAMIC,):
+                self.dynamic = True
+            elif got:
+                out.update(got)
+                exprs.setdefault(lname, set()).update(got)
+        return out
+
+    def reached(self, names: Iterable[str]) -> set[str]:
+        """Every name the slot expressions of `names` reference, and those theirs do in
+        turn (a job's `TARGET.HasWidget` whose slot expression reads
+        `TARGET.WidgetNeed`: the job attribute the schedds must send), of the slot
+        lines walked so far (`of_lines`)."""
+        exprs, out = self._exprs, set()
+        todo = [n for n in names if n in exprs]
+        seen = set(todo)
+        while todo:
+            for ref in exprs[todo.pop()]:
+                out.add(ref)
+                if ref in exprs and ref not in seen:
+                    seen.add(ref)
+                    todo.append(ref)
+        return out
 
     def of_jobs(self, jobs: Iterable[list[str]]) -> set[str]:
         """The names the expressions of the jobs' lines reference (each job a list of

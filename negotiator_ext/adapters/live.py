@@ -311,7 +311,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         slots = None
         (slots, slot_lines, startd_ads, slot_texts, slot_memos, refreshed,
          fresh) = fetch_slots(slot_proj)
-        slot_needs = lines_names(fresh) if watch else set()
+        slot_needs = lines_names(fresh)
         lap("slot_lines")
 
         def widen(more: set) -> bool:
@@ -386,39 +386,42 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             schedd_jobs, answered, missing = _query_schedds(
                 htcondor, collector, projection, errors, seen, lap, kept, by_request,
                 where=source)
-        job_needs = set()
-        if watch:
-            # the slot attributes the jobs' expressions read (TARGET.HasFileTransfer)
-            job_needs = names.of_schedd_jobs(
-                schedd_jobs, known_lines.jobs if known_lines is not None else None)
-            lap("job_lines")
-            if widen(knob_needs | job_needs):
-                lap("slot_lines")
-                # what the slots asked again reference of the jobs: asked of the
-                # schedds again when the jobs' projection lacks it
-                more = referenced_job_attrs(slots, knobs, slot_lines, slot_memos)
-                for _, other in others.values():
-                    if other is not None:
-                        more |= referenced_job_attrs(slots, other, slot_lines, slot_memos)
-                had = {n.lower() for n in projection}
-                lacking = [n for n in projection_of(more) if n.lower() not in had]
-                if lacking:
-                    refs |= more
-                    projection = [*projection, *lacking]
-                    kept = kept_attributes(projection, refs) if by_requests else None
-                    by_request = {}
-                    for name in list(errors):
-                        if name in answered or name in missing:
-                            errors.pop(name)
-                    schedd_jobs, answered, missing = _query_schedds(
-                        htcondor, collector, projection, errors, seen, lap, kept,
-                        by_request, where=source)
-                    queried = "after the slots"
+        # the slot attributes the jobs' expressions read (TARGET.HasFileTransfer)
+        job_needs = names.of_schedd_jobs(
+            schedd_jobs, known_lines.jobs if known_lines is not None else None)
+        lap("job_lines")
+        more = set()
+        if watch and widen(knob_needs | job_needs):
+            lap("slot_lines")
+            # what the slots asked again reference of the jobs
+            more = referenced_job_attrs(slots, knobs, slot_lines, slot_memos)
+            for _, other in others.values():
+                if other is not None:
+                    more |= referenced_job_attrs(slots, other, slot_lines, slot_memos)
+        # and what the slot attributes the jobs read go on to read (a job's
+        # TARGET.HasWidget whose slot expression reads TARGET.WidgetNeed): asked of the
+        # schedds again when the jobs' projection lacks it
+        more |= names.reached(job_needs)
+        had = {n.lower() for n in projection}
+        lacking = [n for n in projection_of(more) if n.lower() not in had]
+        if lacking:
+            refs |= more
+            projection = [*projection, *lacking]
+            kept = kept_attributes(projection, refs) if by_requests else None
+            by_request = {}
+            for name in list(errors):
+                if name in answered or name in missing:
+                    errors.pop(name)
+            schedd_jobs, answered, missing = _query_schedds(
+                htcondor, collector, projection, errors, seen, lap, kept,
+                by_request, where=source)
+            queried = "after the slots"
 
     whole_because = next_proj = None
     if watch and slot_proj is None:
         if names.dynamic:
-            whole_because = "an expression builds attribute names at run time"
+            whole_because = ("an expression builds attribute names at run time, or "
+                             "cannot be read")
             next_proj = collector_projection.WHOLE
         else:
             whole_because = ("the projection was widened "
