@@ -10,7 +10,10 @@ unscoped refs no slot defines) and NEGOTIATOR_JOB_CONSTRAINT (all refs). After t
 query of a schedd, the jobs' own expressions (Requirements, Rank, RequestMemory, ...) are
 checked the same way for MY./unscoped references that were not projected, and the names
 in each job's AutoClusterAttrs are added; if anything new turns up, that schedd is queried
-once more with the extended projection (never more than twice per schedd).
+once more with the extended projection (never more than twice per schedd). A capture
+then asks the schedds once more for the job attributes that the slot attributes the
+jobs read go on to read (`collector_projection.Refs.reached`: a job's TARGET.HasWidget
+whose slot expression reads TARGET.WidgetNeed), which no slot policy reaches.
 """
 
 from __future__ import annotations
