@@ -82,6 +82,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from livepool import SKIP_REASON, LivePool, find_release, free_port  # noqa: E402
+from proc_memory import TreePeak  # noqa: E402
 from real_pool_files import admin_files, floor_queries, snapshots  # noqa: E402
 
 SHAPES = {
@@ -131,67 +132,23 @@ def pool_config(groups: int, interval: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def schedds_config(local: Path, schedds: int) -> str:
-    """The master's schedds beyond its own: SCHEDD2 ... SCHEDD<n>, each the same binary
-    with `-local-name scheddN`, and everything a schedd writes its own (under
-    LOCAL_DIR/scheddN, its log in LOG)."""
-    extra = [f"SCHEDD{i}" for i in range(2, schedds + 1)]
-    if not extra:
-        return ""
-    lines = ["# bench_real_pool: the jobs spread over several schedds",
-             f"DAEMON_LIST = $(DAEMON_LIST), {', '.join(extra)}",
-             f"DC_DAEMON_LIST = + {', '.join(extra)}",
-             # the master's own schedd named too (schedd1@<host>): `condor_submit -name`
-             # takes a name without an @ for a host
-             "SCHEDD_NAME = schedd1"]
-    for d in extra:
-        n = d.lower()
-        own = local / n
-        p = f"{d}."           # LOCALNAME.PARAM: this schedd's own value
-        lines += [f"{d} = $(SCHEDD)", f"{d}_ARGS = -local-name {n}",
-                  f"{p}SCHEDD_NAME = {n}",
-                  f"{p}SPOOL = {own}/spool",
-                  f"{p}LOCK = {own}/lock",
-                  f"{p}SCHEDD_LOG = $(LOG)/SchedLog.{n}",
-                  f"{p}SCHEDD_ADDRESS_FILE = {own}/spool/.schedd_address",
-                  f"{p}SCHEDD_DAEMON_AD_FILE = {own}/spool/.schedd_classad",
-                  f"{p}JOB_QUEUE_LOG = {own}/spool/job_queue.log",
-                  f"{p}HISTORY = {own}/spool/history"]
-    return "\n".join(lines) + "\n"
-
-
 class BenchPool(LivePool):
     """tests/livepool.py's pool with this benchmark's startd and policy in config.d
     before the daemons start (a startd's slot layout is read only at its start), and
     `schedds` schedds (the master's own and SCHEDD2 ...)."""
 
     def __init__(self, release, root, *, groups: int, schedds: int = 1):
-        super().__init__(release, root, negotiator_interval=86400)
+        super().__init__(release, root, negotiator_interval=86400, schedds=schedds)
         self.groups = groups
-        self.schedds = schedds
 
     def write_config(self) -> None:
         super().write_config()
-        files = [("50-startd", STARTD_CONFIG), ("60-policy", pool_config(self.groups, 86400))]
-        if self.schedds > 1:
-            files.append(("70-schedds", schedds_config(self.local, self.schedds)))
-        for name, text in files:
+        for name, text in (("50-startd", STARTD_CONFIG),
+                           ("60-policy", pool_config(self.groups, 86400))):
             path = self.local / "config.d" / name
             path.write_text(text)
             if self.user is not None:
                 os.chown(path, self.user.pw_uid, self.user.pw_gid)
-        for i in range(2, self.schedds + 1):
-            for sub in ("spool", "lock"):
-                d = self.local / f"schedd{i}" / sub
-                d.mkdir(parents=True, exist_ok=True)
-                if self.user is not None:
-                    for x in (d.parent, d):
-                        os.chown(x, self.user.pw_uid, self.user.pw_gid)
-
-    def schedd_names(self) -> list[str]:
-        """The schedds' names as the collector has them (sorted)."""
-        out = self.tool("condor_status", "-schedd", "-af", "Name", check=False).stdout
-        return sorted(set(out.split()))
 
 
 # -- the fake slots --------------------------------------------------------------------------
@@ -420,37 +377,39 @@ def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
             "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
     env = dict(pool.env, _CONDOR_NEGOTIATOR_EXT_CAPTURE_BESIDE=str(beside))
     t0 = time.monotonic()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+    peak = TreePeak(proc.pid).start()
+    out, err = proc.communicate()
     wall = time.monotonic() - t0
+    tree_peak = peak.stop()
+    proc = subprocess.CompletedProcess(argv, proc.returncode, out, err)
     m = re.search(r"^BENCH (\S+) (\d+) (\S+)$", proc.stderr, re.M)
     if proc.returncode != 0 or m is None:
         raise RuntimeError(f"shadow --once failed ({proc.returncode}): {proc.stderr[-2000:]}")
     rec = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
     return {"wall_s": round(wall, 2), "in_process_s": round(float(m.group(1)), 2),
-            "peak_rss_mib": round(int(m.group(2)) / 1024), "record": rec}
+            "peak_rss_mib": round(int(m.group(2)) / 1024),
+            "tree_peak_mib": round(tree_peak / 1024), "record": rec}
 
 
 _LOOP_HARNESS = """\
 import os, resource, signal, sys, threading, time
 from pathlib import Path
+sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
+from proc_memory import status, tree_rss
 from negotiator_ext import shadow
 work, passes = Path(sys.argv[1]), int(sys.argv[2])
 real = shadow.ShadowLoop.run_pass
 done = [0]
-def status(pid, field="VmRSS"):    # a process's memory figure (kB), 0 if none
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(ln.split()[1]) for ln in f if ln.startswith(field + ":"))
-    except (OSError, StopIteration, ValueError):
-        return 0
-# the loop's and its worker's resident memory together, sampled every 20 ms during a
+# the loop's resident memory and all its descendants' together (its worker, the children
+# the worker forks to ask the schedds, the config reader), sampled every 20 ms during a
 # pass: what the machine must hold at once (each one's own peak may come at another time)
 together = [0, None, False]      # the pass's largest sum (kB), the worker's pid, sampling
 def sample():
     while True:
         if together[2]:
-            w = together[1]
-            together[0] = max(together[0], status(os.getpid()) + (status(w) if w else 0))
+            together[0] = max(together[0], tree_rss(os.getpid()))
         time.sleep(0.02)
 threading.Thread(target=sample, daemon=True).start()
 def timed(self, *a, **kw):
@@ -580,12 +539,18 @@ def negotiate_from_files(pool: LivePool, work: Path) -> dict:
         return {}
     argv = ["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-m", "negotiator_ext",
             "negotiate", str(snaps[0]), "--json"]
-    proc = subprocess.run(argv, env=pool.env, capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.Popen(argv, env=pool.env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    peak = TreePeak(proc.pid).start()
+    out, err = proc.communicate()
+    tree_peak = peak.stop()                 # (/usr/bin/time's own few MiB with it)
+    proc = subprocess.CompletedProcess(argv, proc.returncode, out, err)
     m = re.search(r"^TIME (\S+) (\d+)$", proc.stderr, re.M)
     if proc.returncode not in (0, 1) or m is None:
         return {"error": proc.stderr[-500:]}
     doc = json.loads(proc.stdout)
     return {"wall_s": float(m.group(1)), "peak_rss_mib": round(int(m.group(2)) / 1024),
+            "tree_peak_mib": round(tree_peak / 1024),
             "matches": len(doc.get("matches") or ()),
             "group_order": doc.get("cycle", {}).get("group_order") or []}
 
@@ -595,7 +560,8 @@ def pass_summary(p: dict) -> dict:
     comp = rec.get("comparison") or {}
     return {
         "wall_s": p["wall_s"], "in_process_s": p["in_process_s"],
-        "peak_rss_mib": p["peak_rss_mib"], "status": rec.get("status"),
+        "peak_rss_mib": p["peak_rss_mib"], "tree_peak_mib": p.get("tree_peak_mib"),
+        "status": rec.get("status"),
         "reason": rec.get("reason"),
         "capture_s": rec.get("capture_duration"), "cycle_s": rec.get("shadow_duration"),
         "our_matches": len(rec.get("shadow_matches") or ()),
@@ -683,7 +649,8 @@ def show(report: dict) -> None:
         p = report[name]
         print(f"our {name} ({what}): {p['wall_s']} s wall ({p['in_process_s']} s in process; "
               f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
-              f"{p['peak_rss_mib']} MiB, {p['our_matches']} matches, {p['status']}"
+              f"{p['peak_rss_mib']} MiB ({p['tree_peak_mib']} MiB with its children, at "
+              f"once), {p['our_matches']} matches, {p['status']}"
               + (f" ({p['reason']})" if p["reason"] else ""))
         if p.get("steps_s"):
             print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
@@ -706,7 +673,7 @@ def show(report: dict) -> None:
             f = p.get("slots_fetched") or {}
             print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
                   f"{p['capture_s']} s, cycle {p['cycle_s']} s), process peak "
-                  f"{p['peak_rss_mib']} MiB (with its worker, at once: "
+                  f"{p['peak_rss_mib']} MiB (with its worker and all their children, at once: "
                   f"{p.get('with_worker_mib')} MiB; the worker after the pass: "
                   f"{p.get('worker_after_mib')} MiB), {p['our_matches']} matches, "
                   f"{p['status']}; slots fetched {f.get('fetched')}, kept {f.get('kept')}; "
@@ -727,7 +694,8 @@ def show(report: dict) -> None:
     n = report.get("negotiate_from_files") or {}
     if "wall_s" in n:
         print(f"negotiate --json on pass 1's snapshot (files): {n['wall_s']} s wall, "
-              f"{n['peak_rss_mib']} MiB, {n['matches']} matches")
+              f"{n['peak_rss_mib']} MiB ({n['tree_peak_mib']} MiB with its children, at "
+              f"once), {n['matches']} matches")
     f = report.get("floor") or {}
     if "slots_s" in f:
         floor = f["slots_s"] + f["jobs_s"]

@@ -159,11 +159,44 @@ GROUP_ACCEPT_SURPLUS = True
 """
 
 
+def schedds_config(local: Path, schedds: int) -> str:
+    """The master's schedds beyond its own: SCHEDD2 ... SCHEDD<n>, each the same binary
+    with `-local-name scheddN`, and everything a schedd writes its own (under
+    LOCAL_DIR/scheddN, its log in LOG)."""
+    extra = [f"SCHEDD{i}" for i in range(2, schedds + 1)]
+    if not extra:
+        return ""
+    lines = ["# bench_real_pool: the jobs spread over several schedds",
+             f"DAEMON_LIST = $(DAEMON_LIST), {', '.join(extra)}",
+             f"DC_DAEMON_LIST = + {', '.join(extra)}",
+             # the master's own schedd named too (schedd1@<host>): `condor_submit -name`
+             # takes a name without an @ for a host
+             "SCHEDD_NAME = schedd1"]
+    for d in extra:
+        n = d.lower()
+        own = local / n
+        p = f"{d}."           # LOCALNAME.PARAM: this schedd's own value
+        lines += [f"{d} = $(SCHEDD)", f"{d}_ARGS = -local-name {n}",
+                  f"{p}SCHEDD_NAME = {n}",
+                  f"{p}SPOOL = {own}/spool",
+                  f"{p}LOCK = {own}/lock",
+                  f"{p}SCHEDD_LOG = $(LOG)/SchedLog.{n}",
+                  f"{p}SCHEDD_ADDRESS_FILE = {own}/spool/.schedd_address",
+                  f"{p}SCHEDD_DAEMON_AD_FILE = {own}/spool/.schedd_classad",
+                  f"{p}JOB_QUEUE_LOG = {own}/spool/job_queue.log",
+                  f"{p}HISTORY = {own}/spool/history"]
+    return "\n".join(lines) + "\n"
+
+
+
 class LivePool:
     """A running personal pool. `env` is the environment every HTCondor tool (and our own
-    CLI) is run with: CONDOR_CONFIG pointing at the pool's config."""
+    CLI) is run with: CONDOR_CONFIG pointing at the pool's config. `schedds`: how many
+    schedds the master runs (its own and SCHEDD2 ..., `schedds_config`)."""
 
-    def __init__(self, release: Path, root: Path, *, negotiator_interval: int = 8):
+    def __init__(self, release: Path, root: Path, *, negotiator_interval: int = 8,
+                 schedds: int = 1):
+        self.schedds = schedds
         self.release = release
         self.root = root
         self.local = root / "local"
@@ -213,6 +246,12 @@ class LivePool:
         self.config_file.write_text(BASE_CONFIG.format(
             release=self.release, local=self.local, uid=uid, gid=gid, port=self.port,
             negotiator_interval=self.negotiator_interval))
+        if self.schedds > 1:
+            (self.local / "config.d" / "70-schedds").write_text(
+                schedds_config(self.local, self.schedds))
+            for i in range(2, self.schedds + 1):
+                for sub in ("spool", "lock"):
+                    (self.local / f"schedd{i}" / sub).mkdir(parents=True, exist_ok=True)
         if self.user is not None:
             for p in [self.root, *self.root.rglob("*")]:
                 os.chown(p, uid, gid)
@@ -226,6 +265,11 @@ class LivePool:
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
         self.wait_for(lambda: self.daemons_up(), timeout, "the pool's daemons to start")
+
+    def schedd_names(self) -> list[str]:
+        """The schedds' names as the collector has them (sorted)."""
+        out = self.tool("condor_status", "-schedd", "-af", "Name", check=False).stdout
+        return sorted(set(out.split()))
 
     def daemons_up(self) -> bool:
         out = self.tool("condor_status", "-any", "-af", "MyType", check=False).stdout
@@ -314,8 +358,10 @@ class LivePool:
     # -- jobs ------------------------------------------------------------------------------
 
     def submit(self, *, count: int, group: str | None = None, user: str = "alice",
-               request_cpus: int = 1, extra: Iterable[str] = ()) -> int:
-        """Submit `count` jobs that run until `finish()`; returns the cluster id."""
+               request_cpus: int = 1, extra: Iterable[str] = (),
+               schedd: str | None = None) -> int:
+        """Submit `count` jobs that run until `finish()` (to the schedd named `schedd`,
+        one of `schedd_names()`); returns the cluster id."""
         lines = [
             "universe = vanilla",
             "executable = /bin/sh",
@@ -333,7 +379,8 @@ class LivePool:
             lines += [f"accounting_group = {group}", f"accounting_group_user = {user}"]
         lines += list(extra)
         lines.append(f"queue {count}")
-        out = self.tool("condor_submit", "-terse", "-", user=True,
+        name = ["-name", schedd] if schedd is not None else []
+        out = self.tool("condor_submit", "-terse", *name, "-", user=True,
                         input="\n".join(lines) + "\n").stdout
         m = re.match(r"\s*(\d+)\.", out)
         if not m:
