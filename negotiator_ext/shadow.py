@@ -556,6 +556,7 @@ class _Pass:
                                                   else None),
                                   heard=self.loop.heard,
                                   whole_slots=self.s.whole_slot_ads,
+                                  schedds_at_once=self.s.schedds_at_once,
                                   earlier_slot_projection=newest_slot_projection(
                                       root, exclude=out),
                                   slot_refs=self.loop.slot_refs)

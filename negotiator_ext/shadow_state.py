@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Mapping
 
+from .adapters.schedd_query import SCHEDDS_AT_ONCE
 from .core.config import ext_bool, ext_number
 from .errors import InputError
 
@@ -59,6 +60,9 @@ class ShadowSettings:
     # the collector asked for whole slot ads, not the attributes something can read
     # (adapters/collector_projection.py)
     whole_slot_ads: bool = False
+    # how many schedds a loop's worker asks at a time, each in a process of its own
+    # (adapters/schedd_query.py)
+    schedds_at_once: int = SCHEDDS_AT_ONCE
     # unexplained differences re-predicted at the real accountant's update (our cycle once
     # more on the compared snapshot: core.disagreement.repredict)
     repredict: bool = True
@@ -123,6 +127,8 @@ class ShadowSettings:
             capture_requests=ext_bool(knobs, "CAPTURE_REQUESTS", True),
             keep_slot_ads=ext_bool(knobs, "KEEP_SLOT_ADS", True),
             whole_slot_ads=ext_bool(knobs, "WHOLE_SLOT_ADS", False),
+            schedds_at_once=ext_number(knobs, "SCHEDD_QUERIES_AT_ONCE", SCHEDDS_AT_ONCE,
+                                       kind=int, minimum=1),
             repredict=ext_bool(knobs, "REPREDICT", True),
             stop_timeout=ext_number(knobs, "STOP_TIMEOUT", STOP_TIMEOUT, positive=True),
         )

@@ -10,12 +10,17 @@ import os
 from hypothesis import given, settings, strategies as st
 
 from negotiator_ext.adapters.adfiles import KnownLines, text_ads_of_lines, write_lines
-from negotiator_ext.adapters.job_delta import Delta, KnownJobs, delta as answer
+from negotiator_ext.adapters.beside import Packed
+from negotiator_ext.adapters.job_delta import Delta, KnownJobs, delta as answer, delta_one
 from negotiator_ext.adapters.snapshot import _job_texts
 from negotiator_ext.core.adtext import TextStore
 
-def _ask(jobs: list, known: KnownJobs) -> Delta:
-    # the worker's answer to the loop's request: the answer it holds, and its digests
+def _ask(jobs: list, known: KnownJobs, apart: bool = False) -> Delta:
+    # the worker's answer to the loop's request: the answer it holds, and its digests;
+    # `apart`: each schedd's jobs coded in the child that asked it (schedd_query)
+    if apart:
+        held = known.digests if known.token is not None else {}
+        jobs = [(name, Packed(delta_one(lines, held.get(name)))) for name, lines in jobs]
     return answer(jobs, known.token, known.digests)
 
 
@@ -47,12 +52,14 @@ def _lines(schedds: dict) -> list:
 
 @settings(max_examples=150, deadline=None)
 @given(passes=st.lists(_pass, min_size=1, max_size=5),
-       dropped=st.lists(st.booleans(), min_size=5, max_size=5))
-def test_a_loops_jobs_equal_the_answers_and_their_texts_those_split_afresh(passes, dropped):
+       dropped=st.lists(st.booleans(), min_size=5, max_size=5),
+       apart=st.lists(st.booleans(), min_size=5, max_size=5))
+def test_a_loops_jobs_equal_the_answers_and_their_texts_those_split_afresh(passes, dropped,
+                                                                          apart):
     known = KnownLines()
     for n, schedds in enumerate(passes):
         asked = _lines(schedds)
-        delta = _ask(asked, known.jobs)
+        delta = _ask(asked, known.jobs, apart[n])
         if dropped[n]:
             continue                # not taken: the next builds on what the loop holds
         before = {name: list(lines) for name, lines in known.jobs.jobs.items()}

@@ -10,14 +10,21 @@ in the child): with more threads, or without `os.fork`, `fn` runs in `.result()`
 instead. A child that dies without an answer (killed, out of memory) costs nothing but
 time: `fn` runs again here. `.cancel()` kills a child whose answer is no longer
 wanted (the parent's own reading failed first, or the child takes too long: `.ready(t)`
-waits at most `t` seconds for it)."""
+waits at most `t` seconds for it). A child ends with the process that forked it (on
+Linux): its answer would have nobody to read it.
+
+`Packed(value)` is a value pickled where it is made and unpickled where it is used: a
+child of a child answers with it, and the child between passes its bytes on as bytes
+(one copy) instead of unpickling and pickling the objects again."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
 import select
 import signal
+import sys
 import threading
 from typing import Any, Callable
 
@@ -32,11 +39,13 @@ class Beside:
         if not fork or not hasattr(os, "fork") or threading.active_count() > 1:
             return
         r, w = os.pipe()
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:                                    # the child: answer, then leave
             code = 0
             try:
                 os.close(r)
+                _end_with(parent)
                 try:
                     answer = (_OK, fn(*args))
                 except BaseException as exc:            # noqa: BLE001 - sent to the parent
@@ -95,3 +104,53 @@ class Beside:
             except ChildProcessError:
                 pass
             self.pid = None
+
+
+def answered_among(children: dict) -> list:
+    """The keys of `children` (key -> Beside) whose `result()` can be taken now, waiting
+    until there is at least one."""
+    while True:
+        done = [k for k, child in children.items() if child.ready(0)]
+        if done or not children:
+            return done
+        fds = [child._fd for child in children.values() if child._fd is not None]
+        select.select(fds, [], [])
+
+
+class Packed:
+    """`value` pickled here, to be unpickled by `unpack()` in the process that uses it;
+    pickling a Packed again copies its bytes only."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, value: Any):
+        self.data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __reduce__(self):
+        return (_packed, (self.data,))
+
+    def unpack(self) -> Any:
+        return pickle.loads(self.data)
+
+
+def _packed(data: bytes) -> Packed:
+    p = Packed.__new__(Packed)
+    p.data = data
+    return p
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with(parent: int) -> None:
+    """This (forked) process is killed when `parent`, the process that forked it, ends
+    (Linux; elsewhere nothing is done: an orphan ends when it finds its pipe closed)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:                          # it ended before the call above
+        os._exit(1)

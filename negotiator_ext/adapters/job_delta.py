@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pickle
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
 from typing import Iterable
+
+from .beside import Packed
 
 
 @dataclass
@@ -50,24 +53,34 @@ class Delta:
 def delta(jobs: list, have: str | None, held: dict | None) -> Delta:
     """The worker's answer: `jobs` ((schedd, each job's lines)) against the answer `have`
     whose digests the loop holds (`held`: schedd -> 16 bytes a job, as an answer gives
-    them); whole without them."""
+    them); whole without them. A schedd's jobs already coded where they were asked (a
+    beside.Packed of `delta_one`'s answer) go as they are, their digests inside."""
     if have is None or not isinstance(held, dict):
         have, held = None, {}
     out, digests = [], {}
     for name, lines in jobs:
-        blob = held.get(name)
-        before = (dict(zip(_chunks(blob), range(len(blob) // DIGEST_SIZE)))
-                  if isinstance(blob, bytes) and len(blob) % DIGEST_SIZE == 0 else {})
-        get = before.get
-        coded, mine = [], []
-        for ad in lines:
-            key = digest(ad)
-            mine.append(key)
-            j = get(key)
-            coded.append(ad if j is None else j)
+        if isinstance(lines, Packed):
+            out.append((name, lines))
+            continue
+        coded, digests[name] = delta_one(lines, held.get(name))
         out.append((name, coded))
-        digests[name] = b"".join(mine)
     return Delta(uuid.uuid4().hex, have, out, digests)
+
+
+def delta_one(lines: list, blob) -> tuple[list, bytes]:
+    """One schedd's jobs (each one's lines) against `blob`, the digests of its jobs in the
+    answer the loop holds: (each job as its lines or the index of the job it equals
+    there, their digests)."""
+    before = (dict(zip(_chunks(blob), range(len(blob) // DIGEST_SIZE)))
+              if isinstance(blob, bytes) and len(blob) % DIGEST_SIZE == 0 else {})
+    get = before.get
+    coded, mine = [], []
+    for ad in lines:
+        key = digest(ad)
+        mine.append(key)
+        j = get(key)
+        coded.append(ad if j is None else j)
+    return coded, b"".join(mine)
 
 
 DIGEST_SIZE = 16
@@ -132,8 +145,11 @@ class KnownJobs:
             return None
         held = self.jobs if answer.base is not None else {}
         jobs, reuse = [], {}
+        digests = dict(answer.digests) if isinstance(answer.digests, dict) else {}
         try:
             for name, coded in answer.jobs:
+                if isinstance(coded, Packed):     # (coded where the schedd was asked)
+                    coded, digests[name] = coded.unpack()
                 before = held.get(name, ())
                 lines, where = [], []
                 for x in coded:
@@ -147,9 +163,8 @@ class KnownJobs:
                         where.append(None)
                 jobs.append((name, lines))
                 reuse[name] = where
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, EOFError, pickle.UnpicklingError):
             return None
-        digests = answer.digests if isinstance(answer.digests, dict) else {}
         self.base, self.taken = answer.base, True
         self.token, self.jobs, self.reuse = answer.token, dict(jobs), reuse
         self.digests = {name: digests.get(name, b"") for name in self.jobs}

@@ -82,7 +82,7 @@ from .daemon_config import (TOOL, _ad_string, _ConfigRead, _earlier_config,
 from .job_projection import (DEFAULT_POOL_JOB_REFS, first_guess, projection_of,
                              referenced_job_attrs)
 from .resource_requests import kept_attributes
-from .schedd_query import _query_schedds, _schedd_file_names, _SchedsBeside
+from .schedd_query import SCHEDDS_AT_ONCE, _query_schedds, _schedd_file_names, _SchedsBeside
 from .slot_cache import is_slot_ad
 from .snapshot import NEGOTIATORS as NEGOTIATORS_DIR, SCHEDD_KNOBS as SCHEDD_KNOBS_FILE
 from .snapshot import SNAPSHOT_FORMAT, negotiator_config_name
@@ -143,7 +143,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      collector_wait: float | None = None,
                      heard=None, whole_slots: bool = True,
                      earlier_slot_projection: list[str] | None = None,
-                     slot_refs: "collector_projection.Refs | None" = None) -> CaptureReport:
+                     slot_refs: "collector_projection.Refs | None" = None,
+                     schedds_at_once: int = SCHEDDS_AT_ONCE) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -190,6 +191,12 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     configurations read by its earlier passes, taken again while their daemons' ads say
     they have not read their files since.
 
+    A loop's `worker` asks `schedds_at_once` schedds at a time, each in a child process
+    of its own (`schedd_query._query_schedds`): a loop's pass fetches only the slots
+    that changed, and waits for the schedds. A child forked beside the slot steps asks
+    them one after another: the pass fetches every slot, which takes as long, and
+    children asking at once would only take the cores the slot steps use.
+
     A schedd's whole answer is bounded by `timeout`, and `stop()` (a loop's stop
     signal) ends the wait for the schedds at once, with InputError (`_SchedsBeside`).
     The collector is asked in this process, each call waiting at most `timeout` for
@@ -222,7 +229,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
             htcondor, pool, earlier_projection,
             earlier_kept if by_requests else None, worker, timeout,
             known_lines.jobs if known_lines is not None else None, stop,
-            query_timeout, guess=guess) as beside:
+            query_timeout, guess=guess,
+            at_once=schedds_at_once if worker is not None else 1) as beside:
         seen: dict = {}             # one string for each distinct line of the capture
         slot_texts = slot_memos = refreshed = None
         try:

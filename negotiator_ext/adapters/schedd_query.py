@@ -23,14 +23,20 @@ from ..errors import InputError
 from .adfiles import ad_lines
 from .answers import (BadAnswer, _answer_list, _bad_answer, _client_timeouts, _comment_text,
                       _kind, _Lap, _one_line, _real_bindings, checked_job_ads)
-from .beside import Beside
+from .beside import Beside, Packed, answered_among
 from .daemon_config import _ad_string, _no_address
-from .job_delta import KnownJobs, delta as jobs_delta
+from .job_delta import KnownJobs, delta as jobs_delta, delta_one
 from .job_projection import _valid_projection, job_refs_missing_in_lines
 from .resource_requests import job_lines_by_requests
 
 
 JOB_CONSTRAINT = "JobStatus == 1 || JobStatus == 2"  # idle or running
+
+# how many schedds a loop's worker asks at a time, each in a child of its own
+# (NEGOTIATOR_EXT_SCHEDD_QUERIES_AT_ONCE): each child holds a schedd's answer while it
+# makes it into lines, and two already keep the two cores of a small central manager busy
+# (the performance chapter has the figures)
+SCHEDDS_AT_ONCE = 2
 
 
 def _names_within(names, projection) -> bool:
@@ -56,12 +62,17 @@ class _SchedsBeside:
     them): the other process notes which schedd it is asking and since when (a
     progress file); one that takes longer is ended, and a new one asks the schedds
     again without it, which is reported as not having answered. `stop()` true ends the
-    wait at once: InputError."""
+    wait at once: InputError.
+
+    `at_once`: how many schedds the other process asks at a time, each in a child of
+    its own (NEGOTIATOR_EXT_SCHEDD_QUERIES_AT_ONCE; `_query_schedds`). The bound is each
+    schedd's own, counted from when its child asked it."""
 
     def __init__(self, htcondor, pool, projection, kept=None, worker=None, timeout=0,
                  known_jobs=None, stop: Callable[[], bool] | None = None,
-                 collector_timeout=None, guess: bool = False):
+                 collector_timeout=None, guess: bool = False, at_once: int = 1):
         self._child = None
+        self._at_once = max(1, int(at_once))
         # `projection` a guess (job_projection.first_guess: no earlier capture): its
         # answer serves for any projection whose names it holds
         self._guess = guess
@@ -99,9 +110,10 @@ class _SchedsBeside:
             return self._worker.submit(f"{__name__}:query_schedds_in_worker", self._pool,
                                        self._projection, self._kept, self._timeout,
                                        self._known.token, self._known.digests,
-                                       self._progress, skip, self._collector_timeout)
+                                       self._progress, skip, self._collector_timeout,
+                                       self._at_once)
         child = Beside(_query_schedds_alone, self._htcondor, self._pool, self._projection,
-                       self._kept, self._progress, skip)
+                       self._kept, self._progress, skip, self._at_once)
         return child if child.pid is not None else None
 
     def __enter__(self) -> "_SchedsBeside":
@@ -185,10 +197,10 @@ class _SchedsBeside:
                 return None
         try:
             got = child.result()
+            if self._known is None:
+                return (unpacked(got[0]), *got[1:])
         except Exception:               # noqa: BLE001 - queried again here
             return None
-        if self._known is None:
-            return got
         try:
             jobs = self._known.take(got[0])
         except Exception:               # noqa: BLE001 - not an answer: queried again here
@@ -217,22 +229,32 @@ _BOUND_SLACK = 1.0
 
 
 def _asking(path: str | None) -> tuple[float, str] | None:
-    """The other process's progress: (since when, which schedd) it is asking now, or
-    None (between schedds, or nothing noted yet)."""
+    """The other process's progress: (since when, which schedd) of the schedd it has been
+    asking longest (several are asked at a time), or None (none asked now, or nothing
+    noted yet)."""
     if path is None:
         return None
     try:
         with open(path, encoding="utf-8") as f:
-            last = f.read().splitlines()[-1:]
-        at, name, done = json.loads(last[0]) if last else (0, "", True)
+            steps = [json.loads(line) for line in f.read().splitlines() if line]
+        asking: dict[str, float] = {}
+        for at, name, done in steps:
+            if done:
+                asking.pop(str(name), None)
+            else:
+                asking.setdefault(str(name), float(at))
     except (OSError, ValueError, TypeError):
         return None
-    return None if done else (float(at), str(name))
+    if not asking:
+        return None
+    name = min(asking, key=asking.__getitem__)
+    return asking[name], name
 
 
 class _Progress:
-    """What the process asking the schedds notes for its parent (`_asking`): one line per
-    step, [when, schedd, done]."""
+    """What the process asking the schedds (and its children) note for its parent
+    (`_asking`): one line per step, [when, schedd, done], each line one write to the
+    file opened for appending (the children's lines do not mix)."""
 
     def __init__(self, path: str | None):
         self.path = path
@@ -247,21 +269,30 @@ class _Progress:
 def query_schedds_in_worker(pool, projection: list[str], kept: list[str] | None,
                             timeout: int, have: str | None = None,
                             held: dict | None = None, progress: str | None = None,
-                            skip: dict | None = None, query_timeout: int | None = None):
+                            skip: dict | None = None, query_timeout: int | None = None,
+                            at_once: int = 1):
     """`_query_schedds_alone` in a loop's worker process (adapters/worker.py), with the
     capture's client timeouts; the jobs as a job_delta.Delta against the answer `have`
-    the loop holds, whose digests it sends back (`held`)."""
+    the loop holds, whose digests it sends back (`held`). A schedd asked apart (`at_once`)
+    is coded in its own process."""
     import htcondor2
+    if have is None or not isinstance(held, dict):
+        have, held = None, {}
+
+    def code(name: str, lines: list) -> tuple:
+        return delta_one(lines, held.get(name))
     with _client_timeouts(htcondor2, timeout, query_timeout):
-        jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept, progress, skip)
+        jobs, *rest = _query_schedds_alone(htcondor2, pool, projection, kept, progress, skip,
+                                           at_once, code)
     return (jobs_delta(jobs, have, held), *rest)
 
 
 def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] | None,
-                         progress: str | None = None, skip: dict | None = None):
+                         progress: str | None = None, skip: dict | None = None,
+                         at_once: int = 1, pack=None):
     """`_query_schedds` in a process of its own: (jobs, answered, missing, errors,
     timings, by_request). `progress`: the file its parent watches (`_asking`); `skip`:
-    schedd name -> why it is not asked."""
+    schedd name -> why it is not asked; `at_once`, `pack`: see `_query_schedds`."""
     errors: dict[str, str] = {}
     timings = {"schedd_query": 0.0, "job_lines": 0.0}
     by_request: dict[str, dict] = {}
@@ -269,14 +300,16 @@ def _query_schedds_alone(htcondor, pool, projection: list[str], kept: list[str] 
     jobs, answered, missing = _query_schedds(htcondor, collector, projection, errors, {},
                                              _Lap(timings), kept, by_request,
                                              where=pool or "<local pool>",
-                                             progress=_Progress(progress), skip=skip)
+                                             progress=_Progress(progress), skip=skip,
+                                             at_once=at_once, pack=pack)
     return jobs, answered, missing, errors, timings, by_request
 
 
 def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
                    shared: dict | None = None, lap=None, kept: list[str] | None = None,
                    by_request: dict | None = None, where: str = "<local pool>",
-                   progress: Callable[..., None] | None = None, skip: dict | None = None):
+                   progress: Callable[..., None] | None = None, skip: dict | None = None,
+                   at_once: int = 1, pack=None):
     """Each schedd's (name, its job ads' lines), the schedds that answered, those that
     did not. A schedd whose answer is not job ads, or cannot be written, is one that did
     not answer; when only its second answer is, the first one's jobs are kept. `lap`
@@ -288,8 +321,14 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
     `where`: the collector, for messages about its answer (a location that is not an
     ad, or has no MyAddress). `progress(name)` is told before a schedd is asked and
     `progress(name, True)` once its answer is in (`_SchedsBeside`); `skip`: schedd name
-    -> why it is not asked (it did not answer a process before this one in time)."""
-    lap = lap or (lambda step: None)
+    -> why it is not asked (it did not answer a process before this one in time).
+
+    `at_once` more than 1: the schedds are asked in child processes, that many at a time
+    (`_asked_apart`); each one's lines come back as a beside.Packed of `pack(name,
+    lines)` (the lines themselves without `pack`), for the process that uses them to
+    unpack (`unpacked`)."""
+    lap = lap or _no_lap
+    pack = pack or _same
     shared = {} if shared is None else shared
     who = f"the collector {_comment_text(where)}"
     if progress is not None:
@@ -308,10 +347,10 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
     except BadAnswer as exc:
         errors["collector:schedds"] = f"cannot locate the schedds: {who} {exc}"
         return [], [], []
-    results: list[tuple[str, list]] = []
     answered: list[str] = []
     missing: list[str] = []
     seen: set[str] = set()
+    todo: list[tuple[str, object, str]] = []    # (name, location ad, how it was found)
     for i, loc in enumerate(locations, start=1):
         if not isinstance(loc, classad2.ClassAd):
             errors["collector:schedds"] = (f"{who} answered with something that is not "
@@ -326,59 +365,124 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
             errors[name] = skip[name]
             missing.append(name)
             continue
+        where_found = f"its location ad (item {i} of {len(locations)})"
         why = _no_address(loc)
         if why is not None:
-            errors[name] = (f"cannot be queried: {who} answered with its location ad "
-                            f"(item {i} of {len(locations)}) whose MyAddress is {why}")
+            errors[name] = (f"cannot be queried: {who} answered with {where_found} whose "
+                            f"MyAddress is {why}")
             missing.append(name)
             continue
-        try:
-            schedd = htcondor.Schedd(loc)
-        except KeyError as exc:             # the bindings read the location ad's attributes
-            attr = _comment_text(str(exc.args[0] if exc.args else exc))[:60]
-            errors[name] = (f"cannot be queried: {who} answered with its location ad "
-                            f"(item {i} of {len(locations)}) without {attr}")
-            missing.append(name)
-            lap("schedd_query")
-            continue
-        except Exception as exc:
-            errors[name] = _one_line(exc)
-            missing.append(name)
-            lap("schedd_query")
-            continue
+        todo.append((name, loc, where_found))
 
-        def whole(constraint: str) -> list[list[str]]:
-            return _whole_job_lines(schedd, name, constraint, projection, shared, lap,
-                                    errors)
-        if progress is not None:
-            progress(name)
-        try:
-            got = None
-            if kept is not None:
-                got = job_lines_by_requests(
-                    htcondor, schedd, constraint=JOB_CONSTRAINT, kept=kept, shared=shared,
-                    checked=_checked_or_unusable, whole=whole,
-                    missing_refs=job_refs_missing_in_lines, lap=lap)
-            if got is not None:
-                lines, stats = got
-                if by_request is not None:
-                    by_request[name] = stats
-            else:
-                lines = whole(JOB_CONSTRAINT)
-        except _Unusable as exc:
-            errors[name] = str(exc)
+    def ask(name, loc, where_found, mine: dict, lap, by_request):
+        return _ask_schedd(htcondor, name, loc, f"{who} answered with {where_found}",
+                           projection, kept, shared, lap, mine, by_request, progress)
+
+    outcomes = (_asked_apart(todo, ask, at_once, pack, lap) if at_once > 1 and len(todo) > 1
+                else [(name, ask(name, loc, found, errors, lap, by_request), None)
+                      for name, loc, found in todo])
+    results: list[tuple[str, list]] = []
+    for name, lines, apart in outcomes:
+        if apart is not None:               # (asked in a process of its own)
+            mine, stats = apart
+            errors.update(mine)
+            if stats is not None and by_request is not None:
+                by_request[name] = stats
+        if lines is None:
             missing.append(name)
-            continue
-        except Exception as exc:
-            errors[name] = _one_line(exc)
-            missing.append(name)
-            continue
-        finally:
-            if progress is not None:
-                progress(name, True)
-        results.append((name, lines))
-        answered.append(name)
+        else:
+            results.append((name, lines))
+            answered.append(name)
     return results, answered, missing
+
+
+def _ask_schedd(htcondor, name: str, loc, found: str, projection: list[str],
+                kept: list[str] | None, shared: dict, lap, errors: dict,
+                by_request: dict | None, progress) -> list | None:
+    """One schedd's job ads' lines (`_query_schedds`), or None when it did not answer
+    (`errors` says why). `found`: where its location ad came from, for messages."""
+    try:
+        schedd = htcondor.Schedd(loc)
+    except KeyError as exc:             # the bindings read the location ad's attributes
+        attr = _comment_text(str(exc.args[0] if exc.args else exc))[:60]
+        errors[name] = f"cannot be queried: {found} without {attr}"
+        lap("schedd_query")
+        return None
+    except Exception as exc:
+        errors[name] = _one_line(exc)
+        lap("schedd_query")
+        return None
+
+    def whole(constraint: str) -> list[list[str]]:
+        return _whole_job_lines(schedd, name, constraint, projection, shared, lap, errors)
+    if progress is not None:
+        progress(name)
+    try:
+        got = None
+        if kept is not None:
+            got = job_lines_by_requests(
+                htcondor, schedd, constraint=JOB_CONSTRAINT, kept=kept, shared=shared,
+                checked=_checked_or_unusable, whole=whole,
+                missing_refs=job_refs_missing_in_lines, lap=lap)
+        if got is not None:
+            lines, stats = got
+            if by_request is not None:
+                by_request[name] = stats
+            return lines
+        return whole(JOB_CONSTRAINT)
+    except _Unusable as exc:
+        errors[name] = str(exc)
+    except Exception as exc:
+        errors[name] = _one_line(exc)
+    finally:
+        if progress is not None:
+            progress(name, True)
+    return None
+
+
+def _asked_apart(todo: list, ask, at_once: int, pack, lap) -> list:
+    """Each schedd of `todo` ((name, location ad, where found)) asked by `ask` in a child
+    process of its own, `at_once` of them at a time: [(name, its lines as `pack(name,
+    lines)` makes them (a Packed: see beside.py), or None, (its errors, its steps' times,
+    its by_request entry))], in `todo`'s order. Where no child can be forked, `ask` runs
+    here, one schedd after another."""
+    def apart(name, loc, found):
+        mine: dict[str, str] = {}
+        by_request: dict[str, dict] = {}
+        lines = ask(name, loc, found, mine, _no_lap, by_request)
+        return (None if lines is None else Packed(pack(name, lines)),
+                (mine, by_request.get(name)))
+
+    out: list = [None] * len(todo)
+    running: dict[int, Beside] = {}
+    waiting = list(enumerate(todo))
+    try:
+        while waiting or running:
+            while waiting and len(running) < at_once:
+                k, (name, loc, found) = waiting.pop(0)
+                running[k] = Beside(apart, name, loc, found)
+            for k in answered_among(running):
+                lines, info = running.pop(k).result()
+                out[k] = (todo[k][0], lines, info)
+    finally:
+        for child in running.values():
+            child.cancel()
+    lap("schedd_query")
+    return out
+
+
+def _no_lap(step: str) -> None:
+    pass
+
+
+def _same(name: str, lines: list) -> list:
+    return lines
+
+
+def unpacked(jobs: list) -> list:
+    """`jobs` ((schedd, lines)) with the lines of schedds asked apart unpacked."""
+    return [(name, lines.unpack() if isinstance(lines, Packed) else lines)
+            for name, lines in jobs]
 
 
 def _checked_or_unusable(answer) -> list:
