@@ -508,6 +508,30 @@ class LivePool:
         return self.wait_cycle(timeout, after=n)
 
 
+def loop_passes(loop, passes: int, timeout: float, between=None) -> list:
+    """Run a shadow.ShadowLoop in this thread until it has made `passes` passes (or
+    `timeout` seconds have gone: never a hang); `between(records)` after each pass.
+    The passes' records."""
+    import threading
+    stop = threading.Event()
+    recs: list = []
+
+    def on_pass(rec):
+        recs.append(rec)
+        if between is not None:
+            between(recs)
+        if len(recs) >= passes:
+            stop.set()
+
+    timer = threading.Timer(timeout, stop.set)
+    timer.start()
+    try:
+        loop.run_forever(stop, on_pass)
+    finally:
+        timer.cancel()
+    return recs
+
+
 def start_pool(release: Path, *, pool_class: type[LivePool] | None = None,
                **kw) -> LivePool:
     root = Path(tempfile.mkdtemp(prefix="negext-pool-"))

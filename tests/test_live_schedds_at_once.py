@@ -14,7 +14,6 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -77,6 +76,7 @@ def jobs_files(snap: Path) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize("at_once", [2, 3])
 def test_a_loops_worker_asks_its_schedds_at_once(pool3, tmp_path, monkeypatch, at_once):
+    from livepool import loop_passes
     from negotiator_ext.adapters.worker import Worker
     from negotiator_ext.shadow import ShadowLoop
     from negotiator_ext.shadow_state import ShadowSettings
@@ -90,25 +90,14 @@ def test_a_loops_worker_asks_its_schedds_at_once(pool3, tmp_path, monkeypatch, a
     before = queued(pool3)
     loop = ShadowLoop(settings)
     loop.worker = Worker(preload=("negotiator_ext.adapters.live",))
-    stop = threading.Event()
-    recs = []
 
-    def on_pass(rec):
-        recs.append(rec)
+    def between(recs):
         if len(recs) == 1:      # a job more between the passes: the delta names it
             pool3.submit(count=1, group="group_b", user="bob",
                          extra=["requirements = TARGET.Cpus > 1000"], schedd=pool3.names[2])
             pool3.wait_for(lambda: queued(pool3) == before + 1, 60,
                            "the job, with its autocluster")
-        if len(recs) == 3:
-            stop.set()
-
-    timer = threading.Timer(120, stop.set)      # never a hang
-    timer.start()
-    try:
-        loop.run_forever(stop, on_pass)
-    finally:
-        timer.cancel()
+    recs = loop_passes(loop, 3, 120, between)
     assert [r.status for r in recs] == ["complete"] * 3, [r.reason for r in recs]
     metas = [json.loads((Path(r.snapshot_dir) / "meta.json").read_text()) for r in recs]
     assert [m["counts"]["jobs"] for m in metas] == [before, before + 1, before + 1]

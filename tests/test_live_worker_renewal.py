@@ -10,7 +10,6 @@ one."""
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ pytestmark = pytest.mark.live
 
 def test_a_loop_renews_its_worker_and_locates_its_daemons_once(clean_pool, tmp_path,
                                                               monkeypatch):
+    from livepool import loop_passes
     from negotiator_ext.adapters.worker import Worker
     from negotiator_ext.shadow import ShadowLoop
     from negotiator_ext.shadow_state import ShadowSettings
@@ -33,21 +33,11 @@ def test_a_loop_renews_its_worker_and_locates_its_daemons_once(clean_pool, tmp_p
                                          metrics_file="")
     loop = ShadowLoop(settings)
     loop.worker = Worker(preload=("negotiator_ext.adapters.live",), requests_per_process=2)
-    stop = threading.Event()
-    recs, sizes = [], []
+    sizes = []
 
-    def on_pass(rec):
-        recs.append(rec)
+    def between(recs):
         sizes.append((len(loop.kept_reads.locations), loop.kept_reads.locations.asked))
-        if len(recs) == 6:
-            stop.set()
-
-    timer = threading.Timer(90, stop.set)       # never a hang
-    timer.start()
-    try:
-        loop.run_forever(stop, on_pass)
-    finally:
-        timer.cancel()
+    recs = loop_passes(loop, 6, 90, between)
     assert len(recs) == 6, "the loop stopped early"
     assert [r.status for r in recs] == ["complete"] * 6, [r.reason for r in recs]
     # two requests a worker: started again after passes 2 and 4 (the first pass has no
