@@ -402,7 +402,7 @@ from negotiator_ext import shadow
 work, passes = Path(sys.argv[1]), int(sys.argv[2])
 real = shadow.ShadowLoop.run_pass
 done = [0]
-# the loop's resident memory and all its descendants' together (its worker, the children
+# the loop's resident memory and all its descendants' shares (Pss) together (its worker, the children
 # the worker forks to ask the schedds, the config reader), sampled every 20 ms during a
 # pass: what the machine must hold at once (each one's own peak may come at another time)
 together = [0, None, False]      # the pass's largest sum (kB), the worker's pid, sampling

@@ -1,6 +1,8 @@
 """Resident memory as Linux reports it in /proc: one process's, and a process's with all
 its descendants' (what the machine holds for the product at once: a pass, its worker,
-and the children they fork)."""
+and the children they fork). A descendant counts its proportional share (Pss): a page it
+shares with the process it was forked from, or a library's, is counted once over them,
+not once in each; the root counts all it holds (VmRSS)."""
 
 from __future__ import annotations
 
@@ -18,9 +20,20 @@ def status(pid: int, field: str = "VmRSS") -> int:
         return 0
 
 
-def tree_rss(pid: int) -> int:
-    """The resident memory of `pid` and of all its descendants, added up (kB)."""
-    total = status(pid)
+def pss(pid: int) -> int:
+    """A process's proportional set size from /proc/PID/smaps_rollup (kB); its VmRSS
+    where the kernel has no rollup, 0 if none."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            return next(int(ln.split()[1]) for ln in f if ln.startswith("Pss:"))
+    except (OSError, StopIteration, ValueError):
+        return status(pid)
+
+
+def tree_rss(pid: int, root: bool = True) -> int:
+    """The resident memory of `pid` and of all its descendants, added up (kB): the root's
+    VmRSS, each descendant's Pss."""
+    total = status(pid) if root else pss(pid)
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -31,7 +44,7 @@ def tree_rss(pid: int) -> int:
                 kids = f.read().split()
         except OSError:
             continue
-        total += sum(tree_rss(int(k)) for k in kids)
+        total += sum(tree_rss(int(k), root=False) for k in kids)
     return total
 
 
