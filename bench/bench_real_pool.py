@@ -402,9 +402,10 @@ from negotiator_ext import shadow
 work, passes = Path(sys.argv[1]), int(sys.argv[2])
 real = shadow.ShadowLoop.run_pass
 done = [0]
-# the loop's resident memory and all its descendants' shares (Pss) together (its worker, the children
-# the worker forks to ask the schedds, the config reader), sampled every 20 ms during a
-# pass: what the machine must hold at once (each one's own peak may come at another time)
+# the loop's resident memory and all its descendants' shares (Pss) together (its worker,
+# the children the worker forks to ask the schedds, the config reader), sampled every
+# 20 ms during a pass: what the machine must hold at once (each one's own peak may come
+# at another time)
 together = [0, None, False]      # the pass's largest sum (kB), the worker's pid, sampling
 def sample():
     while True:
@@ -673,7 +674,8 @@ def show(report: dict) -> None:
             f = p.get("slots_fetched") or {}
             print(f"our loop pass {n} ({what.get(n)}): {p['in_process_s']} s (capture "
                   f"{p['capture_s']} s, cycle {p['cycle_s']} s), process peak "
-                  f"{p['peak_rss_mib']} MiB (with its worker and all their children, at once: "
+                  f"{p['peak_rss_mib']} MiB (with its worker and all their children, at "
+                  f"once: "
                   f"{p.get('with_worker_mib')} MiB; the worker after the pass: "
                   f"{p.get('worker_after_mib')} MiB), {p['our_matches']} matches, "
                   f"{p['status']}; slots fetched {f.get('fetched')}, kept {f.get('kept')}; "
