@@ -374,20 +374,21 @@ def _query_schedds(htcondor, collector, projection: list[str], errors: dict,
             continue
         todo.append((name, loc, where_found))
 
-    def ask(name, loc, where_found, mine: dict, lap, by_request):
-        return _ask_schedd(htcondor, name, loc, f"{who} answered with {where_found}",
-                           projection, kept, shared, lap, mine, by_request, progress)
+    def ask(name, loc, where_found, lap=lap):
+        """(its lines or None, its errors, its by_request entry or None)"""
+        mine: dict[str, str] = {}
+        stats: dict[str, dict] = {}
+        lines = _ask_schedd(htcondor, name, loc, f"{who} answered with {where_found}",
+                            projection, kept, shared, lap, mine, stats, progress)
+        return lines, mine, stats.get(name)
 
     outcomes = (_asked_apart(todo, ask, at_once, pack, lap) if at_once > 1 and len(todo) > 1
-                else [(name, ask(name, loc, found, errors, lap, by_request), None)
-                      for name, loc, found in todo])
+                else [(name, *ask(name, loc, found)) for name, loc, found in todo])
     results: list[tuple[str, list]] = []
-    for name, lines, apart in outcomes:
-        if apart is not None:               # (asked in a process of its own)
-            mine, stats = apart
-            errors.update(mine)
-            if stats is not None and by_request is not None:
-                by_request[name] = stats
+    for name, lines, mine, stats in outcomes:
+        errors.update(mine)
+        if stats is not None and by_request is not None:
+            by_request[name] = stats
         if lines is None:
             missing.append(name)
         else:
@@ -443,15 +444,13 @@ def _ask_schedd(htcondor, name: str, loc, found: str, projection: list[str],
 def _asked_apart(todo: list, ask, at_once: int, pack, lap) -> list:
     """Each schedd of `todo` ((name, location ad, where found)) asked by `ask` in a child
     process of its own, `at_once` of them at a time: [(name, its lines as `pack(name,
-    lines)` makes them (a Packed: see beside.py), or None, (its errors, its steps' times,
-    its by_request entry))], in `todo`'s order. Where no child can be forked, `ask` runs
-    here, one schedd after another."""
+    lines)` makes them, in a beside.Packed, or None, its errors, its by_request entry)],
+    in `todo`'s order. Where no child can be forked, `ask` runs here, one schedd after
+    another. `lap` is told the whole wall time as "schedd_query" (the children's asking
+    and their lines overlap)."""
     def apart(name, loc, found):
-        mine: dict[str, str] = {}
-        by_request: dict[str, dict] = {}
-        lines = ask(name, loc, found, mine, _no_lap, by_request)
-        return (None if lines is None else Packed(pack(name, lines)),
-                (mine, by_request.get(name)))
+        lines, mine, stats = ask(name, loc, found, _no_lap)
+        return (None if lines is None else Packed(pack(name, lines))), mine, stats
 
     out: list = [None] * len(todo)
     running: dict[int, Beside] = {}
@@ -462,8 +461,7 @@ def _asked_apart(todo: list, ask, at_once: int, pack, lap) -> list:
                 k, (name, loc, found) = waiting.pop(0)
                 running[k] = Beside(apart, name, loc, found)
             for k in answered_among(running):
-                lines, info = running.pop(k).result()
-                out[k] = (todo[k][0], lines, info)
+                out[k] = (todo[k][0], *running.pop(k).result())
     finally:
         for child in running.values():
             child.cancel()
