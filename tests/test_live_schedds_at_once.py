@@ -11,7 +11,9 @@ they skip with one line saying how to enable them.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,8 +24,8 @@ pytestmark = pytest.mark.live
 
 @pytest.fixture(scope="module")
 def pool3():
-    """A pool whose master runs three schedds, each with jobs nothing matches: 4, 2 and
-    3 jobs of two submitters, one schedd's jobs of two autoclusters."""
+    """A pool whose master runs three schedds, each with jobs nothing matches: 4, 3 and
+    3 jobs of two submitters, the second schedd's of two autoclusters."""
     from livepool import SKIP_REASON, find_release, start_pool
     release = find_release()
     if release is None:
@@ -111,3 +113,50 @@ def test_a_loops_worker_asks_its_schedds_at_once(pool3, tmp_path, monkeypatch, a
         alone, meta = once(pool3, tmp_path / f"alone-{knob}", knob)
         assert meta["schedds_queried"] == "beside the slots"
         assert jobs_files(Path(recs[-1].snapshot_dir)) == jobs_files(alone)
+
+
+def test_a_frozen_schedd_among_those_asked_at_once_is_named_and_the_others_kept(
+        pool3, tmp_path, monkeypatch):
+    """One of the three schedds stopped (SIGSTOP: it takes connections, never answers)
+    while the worker asks two at a time: the pass ends after the bound, partial, naming
+    that schedd only, with the other two schedds' jobs."""
+    from livepool import loop_passes
+    from negotiator_ext.adapters.worker import Worker
+    from negotiator_ext.shadow import ShadowLoop
+    from negotiator_ext.shadow_state import ShadowSettings
+
+    monkeypatch.setenv("CONDOR_CONFIG", pool3.env["CONDOR_CONFIG"])
+    settings = ShadowSettings.from_knobs({"SCHEDD_QUERIES_AT_ONCE": "2"},
+                                         pool=pool3.collector, interval=1, timeout=3,
+                                         state_dir=str(tmp_path / "state"),
+                                         advertise=False, metrics_file="")
+    loop = ShadowLoop(settings)
+    loop.worker = Worker(preload=("negotiator_ext.adapters.live",))
+    frozen = pool3.names[1]
+    pid = _schedd_pid(frozen.split("@")[0])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        recs = loop_passes(loop, 1, 60)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    (rec,) = recs
+    assert rec.status == "partial", rec.reason
+    meta = json.loads((Path(rec.snapshot_dir) / "meta.json").read_text())
+    assert meta["missing_schedds"] == [frozen]
+    assert "did not answer within 3 s" in meta["errors"][frozen]
+    others = [n for n in pool3.names if n != frozen]
+    files = jobs_files(Path(rec.snapshot_dir))
+    assert sorted(files) == sorted(f"jobs-{n}.ads" for n in others)
+    assert all(files.values())
+
+
+def _schedd_pid(local_name: str) -> int:
+    """The pid of the pool's schedd started with `-local-name local_name`."""
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"condor_schedd") and local_name.encode() in argv[1:]:
+            return int(proc.name)
+    raise RuntimeError(f"no condor_schedd -local-name {local_name}")

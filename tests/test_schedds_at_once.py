@@ -72,6 +72,9 @@ def test_a_workers_schedds_asked_at_once_are_coded_against_the_loops_last_answer
     one = schedd_query.query_schedds_in_worker(None, PROJECTION, None, 20, known.token,
                                                known.digests, at_once=1)
     assert again[0].base == one[0].base == known.token
+    # coded in each schedd's child (apart) and by the worker itself (one at a time)
+    assert all(isinstance(coded, Packed) for _, coded in again[0].jobs)
+    assert not any(isinstance(coded, Packed) for _, coded in one[0].jobs)
     same = copy.deepcopy(known)
     taken = known.take(again[0])
     assert taken == same.take(one[0]) and known.reuse == same.reuse
