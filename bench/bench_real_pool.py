@@ -82,7 +82,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from livepool import SKIP_REASON, LivePool, find_release, free_port  # noqa: E402
-from proc_memory import TreePeak  # noqa: E402
+from proc_memory import run_with_peak  # noqa: E402
 from real_pool_files import admin_files, floor_queries, snapshots  # noqa: E402
 
 SHAPES = {
@@ -377,13 +377,8 @@ def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
             "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
     env = dict(pool.env, _CONDOR_NEGOTIATOR_EXT_CAPTURE_BESIDE=str(beside))
     t0 = time.monotonic()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT)
-    peak = TreePeak(proc.pid).start()
-    out, err = proc.communicate()
+    proc, tree_peak = run_with_peak(argv, env=env, cwd=ROOT)
     wall = time.monotonic() - t0
-    tree_peak = peak.stop()
-    proc = subprocess.CompletedProcess(argv, proc.returncode, out, err)
     m = re.search(r"^BENCH (\S+) (\d+) (\S+)$", proc.stderr, re.M)
     if proc.returncode != 0 or m is None:
         raise RuntimeError(f"shadow --once failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -540,12 +535,8 @@ def negotiate_from_files(pool: LivePool, work: Path) -> dict:
         return {}
     argv = ["/usr/bin/time", "-f", "TIME %e %M", sys.executable, "-m", "negotiator_ext",
             "negotiate", str(snaps[0]), "--json"]
-    proc = subprocess.Popen(argv, env=pool.env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    peak = TreePeak(proc.pid).start()
-    out, err = proc.communicate()
-    tree_peak = peak.stop()                 # (/usr/bin/time's own few MiB with it)
-    proc = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    # (/usr/bin/time's own few MiB with it)
+    proc, tree_peak = run_with_peak(argv, env=pool.env, cwd=ROOT)
     m = re.search(r"^TIME (\S+) (\d+)$", proc.stderr, re.M)
     if proc.returncode not in (0, 1) or m is None:
         return {"error": proc.stderr[-500:]}

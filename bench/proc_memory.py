@@ -7,6 +7,7 @@ not once in each; the root counts all it holds (VmRSS)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 import time
 
@@ -70,3 +71,13 @@ class TreePeak:
         self._done.set()
         self._thread.join()
         return self.peak
+
+
+def run_with_peak(argv: list[str], **popen) -> tuple[subprocess.CompletedProcess, int]:
+    """`argv` run to its end, its output captured as text, and the largest `tree_rss`
+    of it seen meanwhile (kB)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, **popen)
+    peak = TreePeak(proc.pid).start()
+    out, err = proc.communicate()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), peak.stop()
