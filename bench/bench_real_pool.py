@@ -702,8 +702,8 @@ def show(report: dict) -> None:
               f"longer), pass 3 {p3['capture_s']} s ({p3['capture_s'] / floor:.2f}x, "
               f"{p3['capture_s'] / max(f['slots_s'], f['jobs_s']):.2f}x)")
         if len(f.get("jobs_each") or {}) > 1:
-            print("  each schedd's answer (the fastest of the repeats; our capture asks "
-                  "them one after another): " + ", ".join(
+            print("  each schedd's answer (the fastest of the repeats; a `--once` capture "
+                  "asks them one after another, a loop's worker two at a time): " + ", ".join(
                       f"{k} {v['jobs']:,} jobs {v['s']} s" for k, v in f["jobs_each"].items()))
     elif f:
         print(f"the floor could not be measured: {f.get('error')}")

@@ -40,7 +40,7 @@ for _ in range(repeat):
         slots.append(time.perf_counter() - t)
     t = time.perf_counter()
     m = 0
-    for ad in schedds:          # one after another, as a pass's capture asks them
+    for ad in schedds:          # one after another, as a --once pass asks them
         u = time.perf_counter()
         k = len(htcondor.Schedd(ad).query(constraint=constraint, projection=projection))
         u = time.perf_counter() - u
