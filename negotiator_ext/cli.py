@@ -14,7 +14,7 @@ from typing import Sequence
 from .core.figures import without_sentinels
 from .errors import InputError
 from .limits import paused_gc, raise_stack_limit
-from .views.jsondoc import document
+from .views.jsondoc import print_document
 
 
 from .cli_parser import _Parser, build_parser  # noqa: F401  (tests build on _Parser)
@@ -199,7 +199,7 @@ def cmd_negotiate(args) -> int:
         if args.json:
             # a limit HTCondor left without a number is null, not -2147483648
             doc["submitters"] = without_sentinels(doc["submitters"])
-            print(document(doc))
+            print_document(doc, sys.stdout)
         else:
             sys.stdout.write(render_cycle(doc, full=args.matches, snapshot=args.snapshot))
     return 0
@@ -243,7 +243,7 @@ def cmd_whatif(args) -> int:
         doc = compare_cycles(docs[0], docs[1])
         labels = [f"{p} under {c}" for p, _, c in runs]
         if args.json:
-            print(document({"before": labels[0], "after": labels[1], **doc}))
+            print_document({"before": labels[0], "after": labels[1], **doc}, sys.stdout)
         else:
             sys.stdout.write(render_whatif(doc, labels[0], labels[1], full=args.all))
     return 0
@@ -267,7 +267,7 @@ def cmd_shards(args) -> int:
                            len(pool.slot_ads), result.to_json()))
         doc = roll_up(shards)
         if args.json:
-            print(document(doc))
+            print_document(doc, sys.stdout)
         else:
             sys.stdout.write(render_shards(doc, full=args.all))
     return 0
@@ -680,7 +680,7 @@ def cmd_forecast(args) -> int:
     with (open_ledger(args.output) if args.output else nullcontext()) as ledger:
         run = run_forecast(spec, ledger, progress)
     if args.json:
-        print(document(forecast_document(run, with_jobs=args.jobs)))
+        print_document(forecast_document(run, with_jobs=args.jobs), sys.stdout)
     else:
         _warn(run.warnings)
         run.warnings = []

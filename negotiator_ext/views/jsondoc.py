@@ -5,21 +5,33 @@ list on one line of its own, written whole (a match, a submitter, a group row).
 At 100,000 matches the indented form of json.dumps costs about 1.5 s (with an indent,
 json writes through its pure-Python encoder); one line per row, each written by its C
 encoder, about 0.5 s, and a page of 100,000 rows reads as a table. The value is the same
-JSON."""
+JSON.
+
+`print_document` writes the same text to a stream as it goes, a few thousand rows at a
+time: at 100,000 matches the whole text held at once (and its encoded copy) is about
+70 MiB at the end of a command whose memory peaks there."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable, TextIO
 
 _DEPTH = 2          # levels laid out over lines; a list's elements are always one line each
+_ROWS_AT_ONCE = 4096    # a list's rows joined and written together by print_document
 
 
 def document(doc: Any, sort_keys: bool = False) -> str:
     """`doc` as JSON text (`default=str` for what JSON has no type for, as before)."""
     out: list[str] = []
-    _write(doc, 0, out, sort_keys)
+    _write(doc, 0, out.append, sort_keys)
     return "".join(out)
+
+
+def print_document(doc: Any, stream: TextIO, sort_keys: bool = False) -> None:
+    """`print(document(doc), file=stream)`, written as it is made: no more than a few
+    thousand rows of text held at once."""
+    _write(doc, 0, stream.write, sort_keys)
+    stream.write("\n")
 
 
 # json.dumps makes an encoder per call when given `default`: one of each kind, kept
@@ -30,24 +42,29 @@ def _one_line(value: Any, sort_keys: bool) -> str:
     return _ENCODERS[sort_keys](value)
 
 
-def _write(value: Any, level: int, out: list[str], sort_keys: bool) -> None:
+def _write(value: Any, level: int, emit: Callable[[str], Any], sort_keys: bool) -> None:
     pad = "  " * (level + 1)
     if isinstance(value, dict) and value and level < _DEPTH:
         items = sorted(value.items()) if sort_keys else value.items()
-        out.append("{")
+        emit("{")
         first = True
         for k, v in items:
-            out.append("\n" + pad if first else ",\n" + pad)
+            emit("\n" + pad if first else ",\n" + pad)
             first = False
-            out.append(json.dumps(k if isinstance(k, str) else _key(k)) + ": ")
-            _write(v, level + 1, out, sort_keys)
-        out.append("\n" + "  " * level + "}")
+            emit(json.dumps(k if isinstance(k, str) else _key(k)) + ": ")
+            _write(v, level + 1, emit, sort_keys)
+        emit("\n" + "  " * level + "}")
     elif isinstance(value, (list, tuple)) and value and level < _DEPTH + 1:
-        out.append("[\n" + pad)
-        out.append((",\n" + pad).join(_one_line(v, sort_keys) for v in value))
-        out.append("\n" + "  " * level + "]")
+        emit("[\n" + pad)
+        between = ",\n" + pad
+        for at in range(0, len(value), _ROWS_AT_ONCE):
+            if at:
+                emit(between)
+            emit(between.join(_one_line(v, sort_keys)
+                              for v in value[at:at + _ROWS_AT_ONCE]))
+        emit("\n" + "  " * level + "]")
     else:
-        out.append(_one_line(value, sort_keys))
+        emit(_one_line(value, sort_keys))
 
 
 def _key(k: Any) -> str:
