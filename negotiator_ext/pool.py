@@ -28,7 +28,7 @@ from .core.schedd_limits import from_config as limits_from_config
 from .core.slots import (SlotUsage, matches_constraint, pool_sizes, slot_size, slot_string,
                          slot_usage, slot_value)
 from .errors import InputError
-from .limits import check_number
+from .limits import check_number, give_back_memory
 
 # Slot attributes that must be numbers when present (HTCondor would otherwise quietly
 # treat the slot as weight 1 or as unable to run anything).
@@ -252,7 +252,12 @@ def load_pool(directory: str | Path, config_path: str | Path | None = None, *,
     if snap.slot_rows_only or (snap.slot_projection is not None
                                and not snap.slot_projection.jobs_read):
         snap = slot_projection.project(snap, config)
-    return build_pool(snap, config, warnings)
+    pool = build_pool(snap, config, warnings)
+    # what the read left freed (the files' text, the jobs' child's answer) handed back to
+    # the system before the cycle: the cycle's objects come from Python's own arenas,
+    # not from those blocks (at 100,000 slots, 130 MiB in 10 ms)
+    give_back_memory()
+    return pool
 
 
 class _Once:
