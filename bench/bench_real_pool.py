@@ -39,7 +39,11 @@ Then, in this order:
   3. `negotiator-ext shadow --once` again (pass 2: it sees the real cycle of step 2 and
      compares it with pass 1's cycle: per-submitter match counts; it queries the schedds
      beside the slot ads, with pass 1's job projection), and a pass 3 the same way but
-     with NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the schedds after the slots);
+     with NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the schedds after the slots); then
+     pass 4, a first pass with a state directory of its own (nothing kept) beside the
+     pool that has now negotiated, as on the day the product is installed (pass 1 is a
+     first pass before any cycle: the schedd has no autoclusters and is asked for every
+     job whole);
   4. `negotiator-ext negotiate --json` on pass 1's snapshot, read from its files; the
      floor (issue 34's goal 4): the collector's answer to the slot query (pass 1's slot
      projection, and whole) and the schedds' to pass 1's job query, through the
@@ -358,9 +362,11 @@ def group_order_in_log(log: Path, offset: int) -> list[str]:
 
 # -- our pass -----------------------------------------------------------------------------------
 
-def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
+def shadow_pass(pool: LivePool, work: Path, beside: bool = True,
+                state: Path | None = None) -> dict:
     """One `shadow --once`; `beside` False: NEGOTIATOR_EXT_CAPTURE_BESIDE = False (the
-    schedds queried after the slot ads even when an earlier snapshot is there)."""
+    schedds queried after the slot ads even when an earlier snapshot is there). `state`:
+    its state directory (default WORK/state, the one the bench's passes share)."""
     argv = [sys.executable, "-c",
             "import resource, sys, time\n"
             "t = time.monotonic()\n"
@@ -372,7 +378,8 @@ def shadow_pass(pool: LivePool, work: Path, beside: bool = True) -> dict:
             "print('BENCH', time.monotonic() - t, "
             "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, rc, file=sys.stderr)\n"
             "end_process(rc) if ends else sys.exit(rc)\n",
-            "shadow", "--once", "--pool", pool.collector, "--state-dir", str(work / "state"),
+            "shadow", "--once", "--pool", pool.collector, "--state-dir",
+            str(state or work / "state"),
             "--no-advertise", "--negotiator-log", str(pool.log_dir / "NegotiatorLog"),
             "--matchlog", str(pool.log_dir / "MatchLog"), "--timeout", "600", "--json"]
     env = dict(pool.env, _CONDOR_NEGOTIATOR_EXT_CAPTURE_BESIDE=str(beside))
@@ -637,8 +644,11 @@ def show(report: dict) -> None:
           f"submitters out of time {rc.get('SubmittersOutOfTime')!r}")
     for name, what in (("pass1", "first pass, nothing kept"),
                        ("pass2", "schedds queried beside the slots"),
-                       ("pass3", "pass 2 again, schedds after the slots")):
-        p = report[name]
+                       ("pass3", "pass 2 again, schedds after the slots"),
+                       ("pass4", "a first pass after a real cycle, nothing kept")):
+        p = report.get(name)
+        if p is None:
+            continue
         print(f"our {name} ({what}): {p['wall_s']} s wall ({p['in_process_s']} s in process; "
               f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
               f"{p['peak_rss_mib']} MiB ({p['tree_peak_mib']} MiB with its children, at "
@@ -845,6 +855,11 @@ def run_shape(release, shape: str, args) -> dict:
         # the same pass again with the schedds queried after the slot ads (pass 2's
         # alternative; the pool has not changed)
         p3 = shadow_pass(pool, work, beside=False)
+        # a first pass as on the day the product is installed beside a pool that has been
+        # negotiating (the schedd has its autoclusters): nothing kept, a state directory
+        # of its own. Pass 1 is a first pass before any cycle, the schedd asked for
+        # every job whole
+        p4 = shadow_pass(pool, work, state=work / "state-first")
         report["real_cycle"] = {k.removeprefix("LastNegotiationCycle").removesuffix("0"): v
                                 for k, v in ad.items() if k.startswith("LastNegotiation")}
         # from RESCHEDULE until the negotiator's ad shows the cycle over
@@ -853,6 +868,7 @@ def run_shape(release, shape: str, args) -> dict:
         report["pass1"] = pass_summary(p1)
         report["pass2"] = pass_summary(p2)
         report["pass3"] = pass_summary(p3)
+        report["pass4"] = pass_summary(p4)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
         report["load"]["floor"] = os.getloadavg()
         report["floor"] = floor_queries(pool, work)
