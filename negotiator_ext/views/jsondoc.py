@@ -8,8 +8,8 @@ encoder, about 0.5 s, and a page of 100,000 rows reads as a table. The value is 
 JSON.
 
 `print_document` writes the same text to a stream as it goes, a few thousand rows at a
-time: at 100,000 matches the whole text held at once (and its encoded copy) is about
-70 MiB at the end of a command whose memory peaks there."""
+time, where the whole text (35 MB at 100,000 matches) and its encoded copy would be held
+at once at the end of a command whose memory peaks there."""
 
 from __future__ import annotations
 
