@@ -371,7 +371,22 @@ def _time_limits(neg: Negotiation) -> dict | None:
     if neg.budget is None:
         return None
     late = sum(m.late for m in neg.matches)
-    return neg.budget.to_json(len(neg.matches) - late, late)
+    out = neg.budget.to_json(len(neg.matches) - late, late)
+    # each submitter's matches in its first turn (a turn's matches are made one after
+    # another): what a real cycle that skipped its later turns still owed it
+    # (core.disagreement)
+    first: dict[str, int] = {}
+    done: set[str] = set()
+    turn = None
+    for m in neg.matches:
+        if m.submitter != turn:
+            if turn is not None:
+                done.add(turn)
+            turn = m.submitter
+        if turn not in done:
+            first[turn] = first.get(turn, 0) + 1
+    out["first_turn_matches"] = first
+    return out
 
 
 def _carry_key(cfg) -> tuple:

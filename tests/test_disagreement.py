@@ -532,6 +532,54 @@ def test_each_schedd_out_of_time_cut_the_turn_running_on_it():
         "a@x": "unexplained", "b@x": "out of time", "c@x": "unexplained"}
 
 
+def test_a_later_turn_the_negotiator_log_names_as_skipped_is_out_of_time():
+    """bench_real_pool.py --shape 100k-1M, the second real cycle: group_94.u0994 was
+    served 21 p-slots of cost 8 in the first spin of the pie (168 of its limit 170), then
+    its schedd ran out of time before its second-spin turn ("Negotiation with
+    group_94.u0994 skipped because of time limits: 120 seconds spent on this schedd").
+    Ours served that turn too (22). It was neither the last matched for on its schedd
+    nor unreached: only the NegotiatorLog's line names it. c, on the same schedd and
+    served less without a skip named, stays unexplained; with no log read, so does a."""
+    jobs = {"a@x": ["1.0", "1.1", "1.2"], "b@x": ["2.0", "2.1", "2.2"],
+            "c@x": ["3.0", "3.1"]}
+    slots = {s: False for s in FREE}
+    on = {"a@x": ["A@h"], "b@x": ["A@h"], "c@x": ["A@h"]}
+    before = digest(submitters={"a@x": 3, "b@x": 3, "c@x": 2}, idle_jobs=jobs,
+                    slots=slots, candidate_slots=len(slots), schedds=on)
+    ours = [m("a@x", "1.0", FREE[0]), m("a@x", "1.1", FREE[1]), m("c@x", "3.0", FREE[2]),
+            m("c@x", "3.1", FREE[3]), m("b@x", "2.0", FREE[4]), m("b@x", "2.1", FREE[5])]
+    # a's second match and c's second were not made; b was matched for last
+    real = [m("a@x", "1.0", FREE[0]), m("c@x", "3.0", FREE[2]), m("b@x", "2.0", FREE[4])]
+    logged = RealCycle(time=100, end=262, duration=162.0, schedds_out_of_time=("A@h",),
+                       submitters_skipped=("a@x",))
+    c = run(ours, real, before, cycle=logged)
+    by = {d["submitter"]: d for d in c.disagreements}
+    assert {k: d["class"] for k, d in by.items()} == {
+        "a@x": "out of time", "b@x": "out of time", "c@x": "unexplained"}
+    assert "(a later turn skipped, as the NegotiatorLog says; ours made no time-limit " \
+           "prediction)" in by["a@x"]["changes"][0]
+    assert "its turn cut: the last it matched for" in by["b@x"]["changes"][0]
+    unlogged = RealCycle(time=100, end=262, duration=162.0, schedds_out_of_time=("A@h",))
+    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=unlogged)
+            .disagreements} == {
+        "a@x": "unexplained", "b@x": "out of time", "c@x": "unexplained"}
+    # with our first turn's counts (the prediction's): a skipped submitter the real cycle
+    # gave at least its first turn is out of time; one given less (c's first turn was
+    # two) is not, the skip notwithstanding
+    both = RealCycle(time=100, end=262, duration=162.0, schedds_out_of_time=("A@h",),
+                     submitters_skipped=("a@x", "c@x"))
+    first = {"submitters_out_of_time": [], "schedds_out_of_time": ["A@h"],
+             "first_turn_matches": {"a@x": 1, "c@x": 2, "b@x": 2}}
+    assert {d["submitter"]: d["class"] for d in run(
+        ours, real, before, cycle=both, time_limits=first).disagreements} == {
+        "a@x": "out of time", "b@x": "out of time", "c@x": "unexplained"}
+    # a skip named in a cycle no time limit cut (no schedd, submitter or cycle out of
+    # time) explains nothing
+    uncut = RealCycle(time=100, end=262, duration=162.0, submitters_skipped=("a@x",))
+    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=uncut)
+            .disagreements}["a@x"] == "unexplained"
+
+
 def test_a_cycle_cut_by_max_time_per_cycle_is_out_of_time():
     """NEGOTIATOR_MAX_TIME_PER_CYCLE names no submitter or schedd: the negotiator skips
     every later turn and ends the one running at the deadline. A real cycle whose phases

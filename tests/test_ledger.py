@@ -52,7 +52,7 @@ def full_pass(uuid="pass-1", pool="pool.example.org", started_at=1_700_000_000.2
         rejections=1, active_submitters=3, idle_jobs=17, candidate_slots=12,
         submitters_failed=("bad@x",), submitters_out_of_time=("slow@x", "slower@x"),
         submitters_share_limit=("capped@x",), schedds_out_of_time=("schedd@x",),
-        accounting_time=t + 1)
+        accounting_time=t + 1, submitters_skipped=("slow@x", "late@x"))
         for t in cycles)
     subs = tuple(SubmitterObs(
         name=f"user{i}@example.org", group="group_a" if i % 2 else "<none>", is_group=bool(i % 2),
@@ -696,7 +696,7 @@ def test_a_newer_schema_is_refused(url):
 def test_migrations_are_ordered():
     versions = [v for v, _ in MIGRATIONS]
     assert versions == list(range(1, len(versions) + 1))
-    assert SCHEMA_VERSION == versions[-1] == 11
+    assert SCHEMA_VERSION == versions[-1] == 12
 
 
 # record columns version 10 added: a pass's aligned cycle, a comparison's explanation
@@ -705,9 +705,12 @@ ADDED_IN_V10 = ("aligned_cycle", "unexplained_agreement", "disagreements", "chan
 # record columns version 11 added: a real cycle's phase 2 time, a comparison's
 # re-prediction there
 ADDED_IN_V11 = ("accounting_time", "repredicted")
+# record columns version 12 added: the turns a real cycle's log names as skipped by a
+# time limit
+ADDED_IN_V12 = ("submitters_skipped",)
 # record columns later migrations added (version 1 wrote none of them)
 ADDED_AFTER_V1 = ("agreed_equivalent", "equivalent_agreement", "shadow_submitter_limit",
-                  "wait", "time_limits", *ADDED_IN_V10, *ADDED_IN_V11)
+                  "wait", "time_limits", *ADDED_IN_V10, *ADDED_IN_V11, *ADDED_IN_V12)
 
 
 # adapters/ledger.py and the modules its Ledger is made of: a name a test changes is
@@ -725,9 +728,9 @@ def patch_ledger(m, name: str, value) -> None:
 
 def written_before_v10(m) -> None:
     """With monkeypatch context `m`: passes written as a ledger of version 9 holds them
-    (the columns of ADDED_IN_V10 and ADDED_IN_V11 left out; the records must have their
-    defaults)."""
-    later = (*ADDED_IN_V10, *ADDED_IN_V11)
+    (the columns of ADDED_IN_V10, ADDED_IN_V11 and ADDED_IN_V12 left out; the records
+    must have their defaults)."""
+    later = (*ADDED_IN_V10, *ADDED_IN_V11, *ADDED_IN_V12)
     patch_ledger(m, "_PASS_HEADER", tuple(n for n in ledger_schema._PASS_HEADER
                                           if n not in later))
     real_fields_of = ledger_rows._fields_of
@@ -747,7 +750,7 @@ def test_migration_from_v1(url, monkeypatch):
         aligned_cycle=None,
         submitters=tuple(dataclasses.replace(o, shadow_submitter_limit=None)
                          for o in full.submitters),
-        real_cycles=tuple(dataclasses.replace(c, accounting_time=None)
+        real_cycles=tuple(dataclasses.replace(c, accounting_time=None, submitters_skipped=())
                           for c in full.real_cycles),
         shadow_matches=tuple(dataclasses.replace(m, wait=None) for m in full.shadow_matches),
         real_matches=tuple(dataclasses.replace(m, wait=None) for m in full.real_matches),

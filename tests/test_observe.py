@@ -409,6 +409,32 @@ def test_negotiator_log_reads_the_rotated_log_and_a_byte_budget(tmp_path):
         read_negotiator_log(tmp_path / "missing", since=t0, tz="UTC")
 
 
+def test_negotiator_log_names_the_turns_time_limits_skipped(tmp_path):
+    """HTCondor 25.14's matchmaker.cpp logs each turn a time limit skipped at D_ALWAYS
+    (the lines below as the 100k-1M bench's NegotiatorLog has them); a turn skipped for
+    no idle jobs is not one. Each cycle gets its own, once each, in the log's order."""
+    from negotiator_ext.adapters.observe import read_negotiator_log
+    t0 = 1_795_000_000
+    skip = "  Negotiation with {} skipped because of time limits:"
+    text = (_log_line(t0, "---------- Started Negotiation Cycle ----------")
+            + _log_line(t0 + 5, skip.format("g.u2@x"))
+            + _log_line(t0 + 5, "  120 seconds spent on this schedd (s3@h), "
+                                "MAX_TIME_PER_SCHEDD is 120 secs")
+            + " " + _log_line(t0 + 5, "  Submitter g.u2@x got all it wants; removing it.")
+            + _log_line(t0 + 6, "  Negotiating with g.u3@x skipped because no idle jobs")
+            + _log_line(t0 + 7, "  Negotiation with g.u1@x skipped because MAX_TIME_PER_CYCLE"
+                                " of 1200 secs exceeded")
+            + _log_line(t0 + 8, skip.format("g.u2@x"))
+            + _log_line(t0 + 9, "---------- Finished Negotiation Cycle ----------")
+            + _cycle_lines(t0 + 20, t0 + 21))
+    (tmp_path / "NegotiatorLog").write_text(text)
+    cycles, _ = read_negotiator_log(tmp_path / "NegotiatorLog", since=t0, tz="UTC")
+    assert [c.submitters_skipped for c in cycles] == [("g.u2@x", "g.u1@x"), ()]
+    from negotiator_ext.adapters.observe import merge_cycles
+    ad = [RealCycle(time=t0, end=t0 + 9, duration=9.0, schedds_out_of_time=("s3@h",))]
+    assert merge_cycles(cycles, ad)[0].submitters_skipped == ("g.u2@x", "g.u1@x")
+
+
 def test_merge_cycles_keeps_the_logs_times_and_the_ads_figures():
     from negotiator_ext.adapters.observe import merge_cycles
     log = [RealCycle(time=100, end=102, duration=2.0), RealCycle(time=120, end=121, duration=1.0)]

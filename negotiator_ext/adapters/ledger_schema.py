@@ -296,6 +296,12 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
         "ALTER TABLE real_cycles ADD COLUMN accounting_time BIGINT",
         "ALTER TABLE comparisons ADD COLUMN repredicted TEXT",
     )),
+    # 12: the turns the NegotiatorLog names as skipped by a time limit (issue 34's 1M
+    # recording: a submitter served in the first spin, its schedd out of time before its
+    # second)
+    (12, (
+        "ALTER TABLE real_cycles ADD COLUMN submitters_skipped TEXT",
+    )),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

@@ -321,11 +321,17 @@ def _read_back(f, lines: _Lines, since: int, out: list) -> bool:
 # Finished line; it is no cycle (it keeps no statistics either).
 # "Phase 2:  Performing accounting ..." comes right before the accountant updates the
 # priorities (UpdatePriorities: the time the real cycle's priorities are computed at).
+# "Negotiation with X skipped because of time limits:" (its submitter's or its schedd's
+# time spent; the next line says which) and "... skipped because MAX_TIME_PER_CYCLE of N
+# secs exceeded" name a turn a time limit skipped (D_ALWAYS too): a submitter served in
+# an earlier spin of the pie and skipped in a later one got less than it would have.
 _CYCLE_LINE = re.compile(_TIME_PREFIX
                          + r"(?:-+ (?P<kind>Started|Finished) Negotiation Cycle -+"
-                           r"|(?P<phase>Phase 2):\s+Performing accounting\b.*)\s*$")
+                           r"|(?P<phase>Phase 2):\s+Performing accounting\b.*"
+                           r"|\s*Negotiation with (?P<skipped>\S+) skipped because "
+                           r"(?:of time limits:|MAX_TIME_PER_CYCLE\b).*)\s*$")
 _CYCLE_MARK = (b"Started Negotiation Cycle", b"Finished Negotiation Cycle",
-               b"Phase 2:  Performing accounting")
+               b"Phase 2:  Performing accounting", b" skipped because ")
 
 
 def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
@@ -340,10 +346,11 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
     The file is read backwards from its end and at most `max_bytes` of it (and of the
     rotated log) are read: a log that does not reach back within that says so through
     the flag. Times are the central manager's local time in `tz`, as for the MatchLog.
+    Each cycle's `submitters_skipped` are the turns it logged as skipped by a time limit.
     A missing or unreadable `path` raises InputError naming it."""
     p = Path(path)
     zone_lines = _Lines(_zone(tz))
-    events: list[tuple[int, str]] = []        # newest first
+    events: list[tuple[int, str, str | None]] = []        # newest first
     budget = [max_bytes]
 
     def back(f) -> bool:
@@ -358,7 +365,7 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
             t = zone_lines.time_of(m)
             if t is None:
                 continue
-            events.append((t, m["kind"] or m["phase"]))
+            events.append((t, m["kind"] or m["phase"] or "skipped", m["skipped"]))
             if m["kind"] == "Started" and t < since:
                 return True
         # read to its start, or past the budget: the file's bytes count whole, as
@@ -380,17 +387,24 @@ def read_negotiator_log(path: str | Path, *, since: int, tz: Any = None,
     cycles: list[RealCycle] = []
     start: int | None = None
     accounting: int | None = None
-    for t, kind in reversed(events):          # oldest first
+    skipped: dict[str, None] = {}             # (in the log's order, once each)
+    for t, kind, name in reversed(events):    # oldest first
         if kind == "Started":
             start = t                         # a Started without Finished was aborted
             accounting = None
+            skipped = {}
         elif kind == "Phase 2":
             if start is not None:
                 accounting = t
+        elif kind == "skipped":
+            if start is not None:
+                skipped[name] = None
         elif start is not None:
             cycles.append(RealCycle(time=start, end=t, duration=float(t - start),
-                                    accounting_time=accounting))
+                                    accounting_time=accounting,
+                                    submitters_skipped=tuple(skipped)))
             start = accounting = None
+            skipped = {}
     return cycles, reached
 
 
@@ -411,7 +425,8 @@ def merge_cycles(from_log: Sequence[RealCycle], from_ad: Sequence[RealCycle]
         else:           # the log's times, so that a cycle keeps one identity in the ledger
             used.add(hit)
             out.append(dataclasses.replace(ad[hit], time=c.time, end=c.end,
-                                           accounting_time=c.accounting_time))
+                                           accounting_time=c.accounting_time,
+                                           submitters_skipped=c.submitters_skipped))
     first = min((c.time for c in from_log), default=None)
     out.extend(a for i, a in enumerate(ad) if i not in used and (first is None or a.time < first))
     return sorted(out, key=lambda c: c.time)

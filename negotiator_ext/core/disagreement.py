@@ -19,8 +19,9 @@ jobs there (its submitter ad had not reached the collector); its slot was claime
 snapshot, or not in it. Evidence that one of our matches could not happen (a *shadow
 excess*, explained): its job was no longer idle after the cycle and the real cycle did
 not match it (removed, held, or ran elsewhere); the real cycle ran out of time
-(NEGOTIATOR_MAX_TIME_*) before it reached that submitter or during its turn (the
-turn the deadline cut is the last one the cycle matched for): compared within what the
+(NEGOTIATOR_MAX_TIME_*) before it reached that submitter, during its turn (the
+turn the deadline cut is the last one the cycle matched for), or before a later turn
+of it (the NegotiatorLog names each turn a time limit skipped): compared within what the
 real cycle reached, the rest counted as out of time against our prediction
 (`time_limits`). Those changes move slots between submitters: the real cycle gives a
 slot taken by a new job to it rather than to the submitter ours gave it to, and a slot
@@ -204,6 +205,12 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     cut = bool(cycle is not None and (cycle.submitters_out_of_time or cycle.schedds_out_of_time)
                ) or cycle_cut
     out_subs = set(cycle.submitters_out_of_time) if cycle is not None else set()
+    # the turns the NegotiatorLog names as skipped by a time limit (its schedd's, its
+    # own, the cycle's): one served in an earlier turn got less than ours, which served
+    # its later turns too; with our first turn's count known (the prediction's), only as
+    # far as the real cycle gave it at least that
+    skipped = set(cycle.submitters_skipped) if cycle is not None else set()
+    first_turn = (predicted or {}).get("first_turn_matches")
     # the submitter whose turn a schedd's deadline cut: a schedd out of time is named
     # (ScheddsOutOfTime) as the cycle skips its later turns; the turn running as its time
     # ran out ends early, unnamed ("Reached deadline ... stopping" in the NegotiatorLog).
@@ -331,13 +338,16 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
             got = min(s - r, len(direct))
             named += [w for w, _ in direct[:got]]
             residual = s - r - got
-            if residual and cut and (name in out_subs or r == 0 or name in last):
+            later = name in skipped and (not isinstance(first_turn, dict)
+                                         or r >= (first_turn.get(name) or 0))
+            if residual and cut and (name in out_subs or r == 0 or name in last or later):
                 pred = ("predicted by ours" if name in pred_out or name in pred_not
                         else "not predicted by ours" if predicted
                         else "ours made no time-limit prediction")
                 how = ("its turn cut" if name in out_subs
                        else "not reached" if r == 0
-                       else "its turn cut: the last it matched for")
+                       else "its turn cut: the last it matched for" if name in last
+                       else "a later turn skipped, as the NegotiatorLog says")
                 named.append(f"the real cycle ran out of time before serving {name} "
                              f"({how}; {pred})")
                 residual = 0

@@ -35,6 +35,12 @@ class RealCycle:
     # the second the real accountant updated the priorities (UpdatePriorities, right after
     # the NegotiatorLog's "Phase 2:  Performing accounting" line); None: not read
     accounting_time: int | None = None
+    # the submitters whose turn the NegotiatorLog says a time limit skipped ("Negotiation
+    # with X skipped because of time limits" for MAX_TIME_PER_SUBMITTER or
+    # MAX_TIME_PER_SCHEDD, "... because MAX_TIME_PER_CYCLE ... exceeded": D_ALWAYS): one
+    # served in an earlier spin and skipped in a later one is named nowhere else; () when
+    # the log was not read
+    submitters_skipped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
