@@ -501,6 +501,16 @@ def test_the_turn_a_schedds_deadline_cut_is_out_of_time():
                                 "c@x": "out of time"}
 
 
+def _three_submitters(on: dict) -> dict:
+    """The digest before a cycle: a, b and c with 3, 3 and 2 idle jobs at the schedds
+    `on` names, every slot of FREE free."""
+    jobs = {"a@x": ["1.0", "1.1", "1.2"], "b@x": ["2.0", "2.1", "2.2"],
+            "c@x": ["3.0", "3.1"]}
+    slots = {s: False for s in FREE}
+    return digest(submitters={"a@x": 3, "b@x": 3, "c@x": 2}, idle_jobs=jobs,
+                  slots=slots, candidate_slots=len(slots), schedds=on)
+
+
 def test_each_schedd_out_of_time_cut_the_turn_running_on_it():
     """bench_real_pool.py --shape 100k-1M: four schedds, each out of time
     (MAX_TIME_PER_SCHEDD), each deadline cutting the turn running on it. Here two: a's
@@ -510,12 +520,7 @@ def test_each_schedd_out_of_time_cut_the_turn_running_on_it():
     digest from before the map was kept) only the last of all is taken as cut."""
     cut = RealCycle(time=100, end=262, duration=162.0, submitters_out_of_time=(),
                     schedds_out_of_time=("A@h", "B@h"))
-    jobs = {"a@x": ["1.0", "1.1", "1.2"], "b@x": ["2.0", "2.1", "2.2"],
-            "c@x": ["3.0", "3.1"]}
-    slots = {s: False for s in FREE}
-    on = {"a@x": ["A@h"], "b@x": ["B@h"], "c@x": ["A@h"]}
-    before = digest(submitters={"a@x": 3, "b@x": 3, "c@x": 2}, idle_jobs=jobs,
-                    slots=slots, candidate_slots=len(slots), schedds=on)
+    before = _three_submitters({"a@x": ["A@h"], "b@x": ["B@h"], "c@x": ["A@h"]})
     ours = [m("c@x", "3.0", FREE[0]), m("c@x", "3.1", FREE[1]), m("a@x", "1.0", FREE[2]),
             m("a@x", "1.1", FREE[3]), m("a@x", "1.2", FREE[4]), m("b@x", "2.0", FREE[5]),
             m("b@x", "2.1", FREE[6]), m("b@x", "2.2", FREE[7])]
@@ -540,12 +545,7 @@ def test_a_later_turn_the_negotiator_log_names_as_skipped_is_out_of_time():
     Ours served that turn too (22). It was neither the last matched for on its schedd
     nor unreached: only the NegotiatorLog's line names it. c, on the same schedd and
     served less without a skip named, stays unexplained; with no log read, so does a."""
-    jobs = {"a@x": ["1.0", "1.1", "1.2"], "b@x": ["2.0", "2.1", "2.2"],
-            "c@x": ["3.0", "3.1"]}
-    slots = {s: False for s in FREE}
-    on = {"a@x": ["A@h"], "b@x": ["A@h"], "c@x": ["A@h"]}
-    before = digest(submitters={"a@x": 3, "b@x": 3, "c@x": 2}, idle_jobs=jobs,
-                    slots=slots, candidate_slots=len(slots), schedds=on)
+    before = _three_submitters({"a@x": ["A@h"], "b@x": ["A@h"], "c@x": ["A@h"]})
     ours = [m("a@x", "1.0", FREE[0]), m("a@x", "1.1", FREE[1]), m("c@x", "3.0", FREE[2]),
             m("c@x", "3.1", FREE[3]), m("b@x", "2.0", FREE[4]), m("b@x", "2.1", FREE[5])]
     # a's second match and c's second were not made; b was matched for last
