@@ -602,7 +602,14 @@ class _Pass:
                 if not ads and not unreadable:
                     self.warnings.append("no negotiator ad: the real cycles are the "
                                          "NegotiatorLog's, without the ad's figures")
-                return merge_cycles(from_log, from_ad)
+                cycles = merge_cycles(from_log, from_ad)
+                captured = pool.snapshot.captured_at
+                if self.replay is not None and captured is not None:
+                    # a recorded snapshot replayed beside the log as it is now: the
+                    # cycles that ended after its capture are the next pass's, as they
+                    # were for the pass that took it
+                    cycles = [c for c in cycles if c.end is None or c.end <= captured]
+                return cycles
         if unreadable:
             return []
         if not ads:
