@@ -372,20 +372,23 @@ def _time_limits(neg: Negotiation) -> dict | None:
         return None
     late = sum(m.late for m in neg.matches)
     out = neg.budget.to_json(len(neg.matches) - late, late)
-    # each submitter's matches in its first turn (a turn's matches are made one after
-    # another): what a real cycle that skipped its later turns still owed it
-    # (core.disagreement)
+    # for each submitter ours served in more than one turn (a turn's matches are made
+    # one after another), its matches in the first: what a real cycle that skipped its
+    # later turns still owed it (core.disagreement); the others' first turn is all of it
     first: dict[str, int] = {}
     done: set[str] = set()
+    later: set[str] = set()
     turn = None
     for m in neg.matches:
         if m.submitter != turn:
             if turn is not None:
                 done.add(turn)
             turn = m.submitter
+            if turn in done:
+                later.add(turn)
         if turn not in done:
             first[turn] = first.get(turn, 0) + 1
-    out["first_turn_matches"] = first
+    out["first_turn_matches"] = {name: first[name] for name in first if name in later}
     return out
 
 

@@ -563,16 +563,21 @@ def test_a_later_turn_the_negotiator_log_names_as_skipped_is_out_of_time():
     assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=unlogged)
             .disagreements} == {
         "a@x": "unexplained", "b@x": "out of time", "c@x": "unexplained"}
-    # with our first turn's counts (the prediction's): a skipped submitter the real cycle
-    # gave at least its first turn is out of time; one given less (c's first turn was
-    # two) is not, the skip notwithstanding
+    # with the prediction's first-turn counts (of the submitters ours served in more
+    # than one turn): a skipped submitter the real cycle gave at least its first turn is
+    # out of time; one given less is not, the skip notwithstanding, nor one ours served
+    # in one turn (not listed: c)
     both = RealCycle(time=100, end=262, duration=162.0, schedds_out_of_time=("A@h",),
                      submitters_skipped=("a@x", "c@x"))
     first = {"submitters_out_of_time": [], "schedds_out_of_time": ["A@h"],
-             "first_turn_matches": {"a@x": 1, "c@x": 2, "b@x": 2}}
+             "first_turn_matches": {"a@x": 1}}
     assert {d["submitter"]: d["class"] for d in run(
         ours, real, before, cycle=both, time_limits=first).disagreements} == {
         "a@x": "out of time", "b@x": "out of time", "c@x": "unexplained"}
+    first["first_turn_matches"] = {"a@x": 2}
+    assert {d["submitter"]: d["class"] for d in run(
+        ours, real, before, cycle=both, time_limits=first).disagreements}["a@x"] == \
+        "unexplained"
     # a skip named in a cycle no time limit cut (no schedd, submitter or cycle out of
     # time) explains nothing
     uncut = RealCycle(time=100, end=262, duration=162.0, submitters_skipped=("a@x",))

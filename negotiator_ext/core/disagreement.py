@@ -207,8 +207,9 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
     out_subs = set(cycle.submitters_out_of_time) if cycle is not None else set()
     # the turns the NegotiatorLog names as skipped by a time limit (its schedd's, its
     # own, the cycle's): one served in an earlier turn got less than ours, which served
-    # its later turns too; with our first turn's count known (the prediction's), only as
-    # far as the real cycle gave it at least that
+    # its later turns too; with the prediction's first-turn counts known (of those ours
+    # served in more than one turn), only one ours served later, and only as far as the
+    # real cycle gave it at least its first turn's
     skipped = set(cycle.submitters_skipped) if cycle is not None else set()
     first_turn = (predicted or {}).get("first_turn_matches")
     # the submitter whose turn a schedd's deadline cut: a schedd out of time is named
@@ -338,8 +339,8 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
             got = min(s - r, len(direct))
             named += [w for w, _ in direct[:got]]
             residual = s - r - got
-            later = name in skipped and (not isinstance(first_turn, dict)
-                                         or r >= (first_turn.get(name) or 0))
+            later = name in skipped and (not isinstance(first_turn, dict) or (
+                name in first_turn and r >= (first_turn[name] or 0)))
             if residual and cut and (name in out_subs or r == 0 or name in last or later):
                 pred = ("predicted by ours" if name in pred_out or name in pred_not
                         else "not predicted by ours" if predicted
