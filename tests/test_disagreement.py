@@ -539,50 +539,48 @@ def test_each_schedd_out_of_time_cut_the_turn_running_on_it():
 
 def test_a_later_turn_the_negotiator_log_names_as_skipped_is_out_of_time():
     """bench_real_pool.py --shape 100k-1M, the second real cycle: group_94.u0994 was
-    served 21 p-slots of cost 8 in the first spin of the pie (168 of its limit 170), then
-    its schedd ran out of time before its second-spin turn ("Negotiation with
-    group_94.u0994 skipped because of time limits: 120 seconds spent on this schedd").
-    Ours served that turn too (22). It was neither the last matched for on its schedd
-    nor unreached: only the NegotiatorLog's line names it. c, on the same schedd and
-    served less without a skip named, stays unexplained; with no log read, so does a."""
+    served 21 p-slots of cost 8 in its first turn (168 of its limit 170), then its schedd
+    ran out of time before its later turn ("Negotiation with group_94.u0994 skipped
+    because of time limits: 120 seconds spent on this schedd"), which ours served (22).
+    It was neither the last matched for on its schedd nor unreached: the NegotiatorLog's
+    line names it, and our prediction says ours served it in two turns, the first of
+    one match here (`first_turn_matches`). A cut cycle names every submitter it skipped,
+    so the skip alone explains nothing: c, skipped too but served by ours in one turn
+    (not listed), stays unexplained; so does a without the log's line, given less than
+    our first turn, or with no prediction."""
     before = _three_submitters({"a@x": ["A@h"], "b@x": ["A@h"], "c@x": ["A@h"]})
     ours = [m("a@x", "1.0", FREE[0]), m("a@x", "1.1", FREE[1]), m("c@x", "3.0", FREE[2]),
             m("c@x", "3.1", FREE[3]), m("b@x", "2.0", FREE[4]), m("b@x", "2.1", FREE[5])]
     # a's second match and c's second were not made; b was matched for last
     real = [m("a@x", "1.0", FREE[0]), m("c@x", "3.0", FREE[2]), m("b@x", "2.0", FREE[4])]
     logged = RealCycle(time=100, end=262, duration=162.0, schedds_out_of_time=("A@h",),
-                       submitters_skipped=("a@x",))
-    c = run(ours, real, before, cycle=logged)
+                       submitters_skipped=("a@x", "c@x"))
+    predicted = {"submitters_out_of_time": [], "schedds_out_of_time": ["A@h"],
+                 "first_turn_matches": {"a@x": 1}}
+
+    def classes(cycle, time_limits=predicted) -> dict:
+        return {d["submitter"]: d["class"] for d in run(
+            ours, real, before, cycle=cycle, time_limits=time_limits).disagreements}
+
+    c = run(ours, real, before, cycle=logged, time_limits=predicted)
     by = {d["submitter"]: d for d in c.disagreements}
     assert {k: d["class"] for k, d in by.items()} == {
         "a@x": "out of time", "b@x": "out of time", "c@x": "unexplained"}
-    assert "(a later turn skipped, as the NegotiatorLog says; ours made no time-limit " \
-           "prediction)" in by["a@x"]["changes"][0]
+    assert "(a later turn skipped, as the NegotiatorLog says; not predicted by ours)" in (
+        by["a@x"]["changes"][0])
     assert "its turn cut: the last it matched for" in by["b@x"]["changes"][0]
+    assert c.unexplained_agreement == pytest.approx(1 - 1 / 6)
     unlogged = RealCycle(time=100, end=262, duration=162.0, schedds_out_of_time=("A@h",))
-    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=unlogged)
-            .disagreements} == {
+    assert classes(unlogged) == {
         "a@x": "unexplained", "b@x": "out of time", "c@x": "unexplained"}
-    # with the prediction's first-turn counts (of the submitters ours served in more
-    # than one turn): a skipped submitter the real cycle gave at least its first turn is
-    # out of time; one given less is not, the skip notwithstanding, nor one ours served
-    # in one turn (not listed: c)
-    both = RealCycle(time=100, end=262, duration=162.0, schedds_out_of_time=("A@h",),
-                     submitters_skipped=("a@x", "c@x"))
-    first = {"submitters_out_of_time": [], "schedds_out_of_time": ["A@h"],
-             "first_turn_matches": {"a@x": 1}}
-    assert {d["submitter"]: d["class"] for d in run(
-        ours, real, before, cycle=both, time_limits=first).disagreements} == {
-        "a@x": "out of time", "b@x": "out of time", "c@x": "unexplained"}
-    first["first_turn_matches"] = {"a@x": 2}
-    assert {d["submitter"]: d["class"] for d in run(
-        ours, real, before, cycle=both, time_limits=first).disagreements}["a@x"] == \
+    # a's first turn of ours two matches: the real cycle gave it less than that
+    assert classes(logged, dict(predicted, first_turn_matches={"a@x": 2}))["a@x"] == \
         "unexplained"
+    assert classes(logged, None)["a@x"] == "unexplained"        # no prediction made
     # a skip named in a cycle no time limit cut (no schedd, submitter or cycle out of
     # time) explains nothing
     uncut = RealCycle(time=100, end=262, duration=162.0, submitters_skipped=("a@x",))
-    assert {d["submitter"]: d["class"] for d in run(ours, real, before, cycle=uncut)
-            .disagreements}["a@x"] == "unexplained"
+    assert classes(uncut)["a@x"] == "unexplained"
 
 
 def test_a_cycle_cut_by_max_time_per_cycle_is_out_of_time():

@@ -206,12 +206,12 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
                ) or cycle_cut
     out_subs = set(cycle.submitters_out_of_time) if cycle is not None else set()
     # the turns the NegotiatorLog names as skipped by a time limit (its schedd's, its
-    # own, the cycle's): one served in an earlier turn got less than ours, which served
-    # its later turns too; with the prediction's first-turn counts known (of those ours
-    # served in more than one turn), only one ours served later, and only as far as the
-    # real cycle gave it at least its first turn's
+    # own, the cycle's): a submitter ours served in more than one turn (the prediction's
+    # first-turn counts) got less in the real cycle, as far as the real cycle gave it at
+    # least our first turn's. (A cut cycle names every submitter it skipped; without our
+    # counts, no prediction made, a skip explains nothing.)
     skipped = set(cycle.submitters_skipped) if cycle is not None else set()
-    first_turn = (predicted or {}).get("first_turn_matches")
+    first_turn = (predicted or {}).get("first_turn_matches") or {}
     # the submitter whose turn a schedd's deadline cut: a schedd out of time is named
     # (ScheddsOutOfTime) as the cycle skips its later turns; the turn running as its time
     # ran out ends early, unnamed ("Reached deadline ... stopping" in the NegotiatorLog).
@@ -339,8 +339,7 @@ def explain(*, per_submitter: Mapping[str, Mapping[str, Any]],
             got = min(s - r, len(direct))
             named += [w for w, _ in direct[:got]]
             residual = s - r - got
-            later = name in skipped and (not isinstance(first_turn, dict) or (
-                name in first_turn and r >= (first_turn[name] or 0)))
+            later = name in skipped and r >= first_turn.get(name, s)
             if residual and cut and (name in out_subs or r == 0 or name in last or later):
                 pred = ("predicted by ours" if name in pred_out or name in pred_not
                         else "not predicted by ours" if predicted
