@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from itertools import repeat
+from itertools import groupby, repeat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -376,19 +376,13 @@ def _time_limits(neg: Negotiation) -> dict | None:
     # one after another), its matches in the first: what a real cycle that skipped its
     # later turns still owed it (core.disagreement); the others' first turn is all of it
     first: dict[str, int] = {}
-    done: set[str] = set()
-    later: set[str] = set()
-    turn = None
-    for m in neg.matches:
-        if m.submitter != turn:
-            if turn is not None:
-                done.add(turn)
-            turn = m.submitter
-            if turn in done:
-                later.add(turn)
-        if turn not in done:
-            first[turn] = first.get(turn, 0) + 1
-    out["first_turn_matches"] = {name: first[name] for name in first if name in later}
+    again: set[str] = set()
+    for name, turn in groupby(neg.matches, key=lambda m: m.submitter):
+        if name in first:
+            again.add(name)
+        else:
+            first[name] = sum(1 for _ in turn)
+    out["first_turn_matches"] = {name: first[name] for name in first if name in again}
     return out
 
 
