@@ -194,11 +194,12 @@ def shadow_replay(tmp_path: Path, real=REAL, *, keep_first: bool = True, log: bo
     if config:          # the shadow's own knobs (a config file of its own)
         (tmp_path / "condor_config").write_text(config)
         argv += ["--config", str(tmp_path / "condor_config")]
-    neg_log.write_text(earlier_cycle())
-    match_log.write_text("")
     if logs_now:
         neg_log.write_text(earlier_cycle() + the_cycle())
         matchlog(match_log, real)
+    else:
+        neg_log.write_text(earlier_cycle())
+        match_log.write_text("")
     assert main(argv + ["--replay", str(before)]) == 0
     neg_log.write_text(earlier_cycle() + the_cycle())
     matchlog(match_log, real)
