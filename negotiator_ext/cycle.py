@@ -510,7 +510,7 @@ def _slot_facts(view: AdView, ad, usage, cfg, now, rolled_up: bool):
         return _TRIMMED
     pslot = classads.as_bool(view.value("PartitionableSlot")) is True
     # (only a partitionable slot has a policy: the others' ads are not asked)
-    cp = pslot and consumption.supports_policy(ad)
+    cp = pslot and consumption.supports_policy(view)
     schedd = view.value("RemoteScheddName") if pslot else None
     rolled = rolled_up and classads.as_bool(view.value("DynamicSlot")) is True and \
         classads.as_bool(view.value("PSlotRollupInformation")) is True

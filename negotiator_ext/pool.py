@@ -443,7 +443,7 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
                     v = slot_value(view, attr)
                     check_number(ad, attr, float(v) if isinstance(v, bool) else v,
                                  snap.slots_source, f"{i} ({name})")
-            usage = (slot_usage(view, config) if matches_constraint(ad, config.slot_constraint)
+            usage = (slot_usage(view, config) if matches_constraint(view, config.slot_constraint)
                      else False)
             # with its share of the pool's size (step 8): its pie weight, effective size
             got = (usage, slot_size(view, usage.weight) if usage is not False else None)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..core import collector_order as table
+from ..core.adtext import plain_value
 
 COLLECTOR = "collector"
 REBUILT = "rebuilt"
@@ -157,23 +158,45 @@ class Rebuilt:
     meta: dict
 
 
+class _TextGet:
+    """A slot ad whose `get` answers from the ad's texts ({lower-case name: text})
+    where its text is a plain string or integer (`adtext.plain_value`: the value the
+    ad's own `get` gives), else from the ad itself: a snapshot's slot ads are parsed
+    when first read (slot_projection), and their order is rebuilt from their names."""
+    __slots__ = ("ad", "texts")
+
+    def __init__(self, ad, texts: dict):
+        self.ad, self.texts = ad, texts
+
+    def get(self, attr: str):
+        text = self.texts.get(attr.lower())
+        if text is None:
+            return None         # (the ad has the attributes of its texts)
+        v = plain_value(text)
+        return v if v is not None else self.ad.get(attr)
+
+
 def rebuilt_order(snap) -> Rebuilt | None:
     """The collector's order of `snap`'s (a Snapshot's) slot and submitter ads, rebuilt
     from their keys, when its files hold condor_status's order; else None (they hold the
     collector's, or an order chosen on purpose). The snapshot stays as its files are
     (messages name an ad by its place in its file); the pool built from it
     (pool.build_pool) takes this order."""
-    if order_of(snap.meta, snap.slots, snap.submitters) != "sorted":
+    slots = snap.slots
+    rows = snap.slot_projection.texts_of(slots) if snap.slot_projection is not None else None
+    if rows is not None:
+        slots = list(map(_TextGet, slots, rows))
+    if order_of(snap.meta, slots, snap.submitters) != "sorted":
         return None
     done = {}
     # the tables' sizes when known (a capture of the same collector, or the admin)
     sizes = snap.meta.get("collector_table_sizes") or {}
     at_least = sizes.get("slots", table.INITIAL_SIZE)
-    slot_order = collector_walk(snap.slots, True, at_least)
+    slot_order = collector_walk(slots, True, at_least)
     done["slots"] = {"ads": len(slot_order),
                      "buckets": table.table_size(len(slot_order), at_least),
                      "sharing_a_bucket": sum(table.shared_buckets(
-                         [slot_key(ad) for ad in snap.slots], at_least))}
+                         [slot_key(ad) for ad in slots], at_least))}
     submitters = snap.submitters
     if submitters is not None:
         at_least = sizes.get("submitters", table.INITIAL_SIZE)

@@ -37,6 +37,8 @@ from typing import Iterable
 
 import classad2
 
+from ..core.adtext import plain_value
+from ..core.classads import LazyAd
 from ..errors import InputError
 from .adfiles import _WRAP, _parse_one, _unwrap_attributes, _unwrapped
 from .snapshot import check_slot_name
@@ -213,8 +215,8 @@ def project(snap, config):
                 else (refs | config_words(config)) & proj.present) - names
         names = None if refs is None else names | more
         if more:
-            _add(snap.slots, texts, snap.slots_source, more)
             rows = _texts(texts, names)
+            _add(snap.slots, texts, snap.slots_source, more, rows)
     return dataclasses.replace(snap, slot_projection=SlotProjection(
         names, proj.present, texts=rows, ads=snap.slots))
 
@@ -257,38 +259,60 @@ def _parsed(lines: list, source: str, i: int):
 def _ads(texts, source: str, names: frozenset[str] | None) -> tuple[tuple, tuple | None]:
     """A ClassAd of each row of `texts`, of the attributes `names` (None: all), and
     each row's texts of those names as a dict (the cycle's `Slot.texts`: a later
-    duplicate wins, as in the ad; None with `names` None: the whole rows serve)."""
-    line_of = _lines_of(texts, names)
-    ads = []
+    duplicate wins, as in the ad; None with `names` None: the whole rows serve).
+
+    With `names`, each ad is parsed from its texts only when something first reads it
+    (a `LazyAd`): a cycle reads the texts of most slots and evaluates few of their ads,
+    and the parsed ads of 100,000 slots would take hundreds of MiB. Its Name is checked
+    now, on its text."""
     if names is None:
-        get = line_of.get
+        get = _lines_of(texts, names).get
+        ads = []
         for i, row in enumerate(texts.rows, start=1):
             ads.append(ad := _parsed(list(map(get, row)), source, i))
             check_slot_name(ad, source, i)
         return tuple(ads), None
-    kept, line = line_of.__contains__, line_of.__getitem__
-    rows = []
-    for i, row in enumerate(texts.rows, start=1):
-        pairs = list(filter(kept, row))
-        ads.append(ad := _parsed(list(map(line, pairs)), source, i))
-        check_slot_name(ad, source, i)
-        rows.append(dict(pairs))
-    return tuple(ads), tuple(rows)
+    rows = _texts(texts, names)
+    make = _SlotAdMaker(texts.store.names, source)
+    ads = []
+    for i, row in enumerate(rows, start=1):
+        ad = LazyAd(make, (row, i))
+        if not isinstance(plain_value(row.get("name")), str):
+            check_slot_name(ad, source, i)     # (parsed now: its Name is no plain string)
+        ads.append(ad)
+    return tuple(ads), rows
+
+
+class _SlotAdMaker:
+    """Parses a slot's ClassAd from its texts (a row of `_texts`) when it is first
+    read: its lines as they were read (each attribute's name as the file spelled it)."""
+
+    def __init__(self, spelled: dict, source: str):
+        self.spelled, self.source = spelled, source
+
+    def __call__(self, data) -> classad2.ClassAd:
+        row, i = data
+        get = self.spelled.get
+        return _parsed([f"{get(n, n)} = {t}" for n, t in row.items()], self.source, i)
 
 
 def _texts(texts, names: frozenset[str] | None) -> tuple | None:
     """Each row's texts of the attributes `names` (see `_ads`)."""
     if names is None:
         return None
-    kept = _lines_of(texts, names).__contains__
-    return tuple(dict(filter(kept, row)) for row in texts.rows)
+    return tuple({n: t for n, t in row if n in names} for row in texts.rows)
 
 
 
-def _add(ads, texts, source: str, names: frozenset[str]) -> None:
-    """The attributes `names` of each row of `texts` added to its ad, in place."""
+def _add(ads, texts, source: str, names: frozenset[str], rows: tuple | None) -> None:
+    """The attributes `names` of each row of `texts` added to its ad, in place: an ad
+    not parsed yet is parsed later from its row of `rows` (its texts from now on)
+    instead, where there are such rows (None: every attribute, the whole rows)."""
     get = _lines_of(texts, names).get
     for i, (ad, row) in enumerate(zip(ads, texts.rows), start=1):
+        if rows is not None and type(ad) is LazyAd and not ad.made():
+            ad._data = (rows[i - 1], i)
+            continue
         lines = list(filter(None, map(get, row)))
         if lines:
             ad.update(_parsed(lines, source, i))

@@ -91,9 +91,25 @@ def row_ad(row: Pairs, names: dict):
     return classads.parse_old_ad("\n".join(f"{names.get(n, n)} = {t}" for n, t in row))
 
 
+# what TextValues.in_texts gives where the texts alone cannot tell
+NOT_KNOWN = object()
+
 _PLAIN_INT = re.compile(r"0|[1-9][0-9]{0,17}")
 # a string literal with no escape in it: its value is the text between the quotes
 _PLAIN_STRING = re.compile(r'"[^"\\]*"')
+
+
+def plain_value(text: str | None):
+    """The value of an attribute's text that is a plain decimal integer or a string
+    literal with no escape in it (the value `ad[attr]` gives for it, read without
+    classad2's parser); None for any other text, and for none."""
+    if text is None:
+        return None
+    if _PLAIN_STRING.fullmatch(text):
+        return text[1:-1]
+    if _PLAIN_INT.fullmatch(text):
+        return int(text)
+    return None
 
 
 class TextValues:
@@ -107,6 +123,8 @@ class TextValues:
     def __init__(self):
         self._lit: dict[str, tuple[bool, object]] = {}
         self._names: dict[str, frozenset[str]] = {}
+        self._in_texts: dict = {}
+        self._expr_names: dict = {}
 
     def literal(self, text: str) -> tuple[bool, object]:
         got = self._lit.get(text)
@@ -134,6 +152,60 @@ class TextValues:
             self._lit[text] = got
         return got
 
+    def in_texts(self, texts: dict, lname: str):
+        """What attribute `lname` evaluates to in an ad whose attributes are `texts`
+        ({lower-case name: text}; MY alone, no TARGET), worked out from the texts in its
+        reach (its own, those of the names it mentions, theirs, ...), once per distinct
+        set of them; NOT_KNOWN where a text in reach may read more than texts: it calls
+        a function (time(), eval() ...), subscripts, or names another scope."""
+        reach = self._reach(texts, (lname,))
+        if reach is None:
+            return NOT_KNOWN
+        key = (lname, reach)
+        got = self._in_texts.get(key, NOT_KNOWN)
+        if got is NOT_KNOWN:
+            got = self._in_texts[key] = classads.eval_attr(_mini_ad(reach), lname)
+        return got
+
+    def expr_in_texts(self, texts: dict, expr: str):
+        """What the expression `expr` (a config's: SLOT_WEIGHT) evaluates to with MY an
+        ad whose attributes are `texts`, as `in_texts` works it out; NOT_KNOWN where it
+        cannot."""
+        names = self._expr_names.get(expr)
+        if names is None:
+            tree = classads.parse_expr(expr)
+            plain = "(" not in str(tree) and "[" not in str(tree)
+            names = self._expr_names[expr] = (
+                (tree, tuple(classads.names_in(tree))) if plain else (None, None))
+        tree, refs = names
+        reach = self._reach(texts, refs) if tree is not None else None
+        if reach is None:
+            return NOT_KNOWN
+        key = (expr, reach)
+        got = self._in_texts.get(key, NOT_KNOWN)
+        if got is NOT_KNOWN:
+            got = self._in_texts[key] = classads.eval_expr(tree, _mini_ad(reach))
+        return got
+
+    def _reach(self, texts: dict, start) -> frozenset | None:
+        """The (name, text or None) of every attribute in reach of the names `start`
+        in `texts`; None when a text in reach calls, subscripts or names a scope."""
+        reach: dict = {}
+        todo = list(start)
+        while todo:
+            n = todo.pop()
+            if "." in n:
+                return None
+            if n in reach:
+                continue
+            t = reach[n] = texts.get(n)
+            if t is None:
+                continue
+            if "(" in t or "[" in t:
+                return None
+            todo.extend(self.names(t))
+        return frozenset(reach.items())
+
     def names(self, text: str) -> frozenset[str]:
         """Every attribute name the text mentions, lower-cased, scope prefix kept
         (`target.x`) except MY's."""
@@ -149,6 +221,11 @@ class TextValues:
                 got = classads.names_in(tree)
             self._names[text] = got
         return got
+
+
+def _mini_ad(reach: frozenset):
+    """An ad of the attributes `reach` holds a text for (TextValues._reach)."""
+    return classads.parse_old_ad("\n".join(f"{n} = {t}" for n, t in reach if t is not None))
 
 
 class Job:
@@ -218,8 +295,22 @@ class AdView:
             got = done.get(key, _NOT_YET)
             if got is not _NOT_YET:
                 return got
+        if self._values is not None:
+            got = self._values.in_texts(texts, key)
+            if got is not NOT_KNOWN:
+                done[key] = got
+                return got
         got = done[key] = classads.eval_attr(self.ad, attr)
         return got
+
+
+    def expr_value(self, expr: str):
+        """The config expression `expr`'s value with MY this ad (no TARGET)."""
+        if self.texts is not None and self._values is not None:
+            got = self._values.expr_in_texts(self.texts, expr)
+            if got is not NOT_KNOWN:
+                return got
+        return classads.eval_expr(expr, self.ad)
 
 
 _NOT_YET = object()

@@ -19,6 +19,44 @@ UNDEFINED = classad2.Value.Undefined
 ERROR = classad2.Value.Error
 
 
+class LazyAd(ClassAd):
+    """A ClassAd parsed the first time anything reads it: until then it holds only what
+    it is made from (a slot ad's texts: a few hundred bytes, where the parsed ad takes
+    kilobytes), and what is written into it (`ad[attr] = v`, kept in order, written
+    into the ad once it is parsed). In every other respect it is a ClassAd: each of
+    classad2's methods reaches the ad through its handle, and the handle is made when
+    first asked for, by `make(data)`, which returns the parsed ClassAd (one `make` is
+    shared by many ads; it may raise, as a reader would have)."""
+
+    def __init__(self, make, data):     # (no handle: ClassAd.__init__ would make one)
+        self._make, self._data = make, data
+
+    def __getattr__(self, name: str):
+        # only reached for an attribute the object lacks: the handle, until it is made
+        if name != "_handle":
+            raise AttributeError(name)
+        d = self.__dict__
+        handle = d["_make"](d["_data"])._handle
+        writes = d.get("_writes", ())
+        d.clear()                       # what it was made from is no longer needed
+        self._handle = handle
+        for attr, value in writes:
+            ClassAd.__setitem__(self, attr, value)
+        return handle
+
+    def __setitem__(self, attr, value):
+        d = self.__dict__
+        if "_handle" in d:
+            ClassAd.__setitem__(self, attr, value)
+        else:
+            # (classad2 copies what it is given: a value written later is the same)
+            d.setdefault("_writes", []).append((attr, value))
+
+    def made(self) -> bool:
+        """Whether the ad has been parsed yet."""
+        return "_handle" in self.__dict__
+
+
 def is_value(v: Any) -> bool:
     """True unless v is UNDEFINED or ERROR."""
     return not isinstance(v, classad2.Value)
@@ -82,7 +120,7 @@ def eval_attr(ad: ClassAd, attr: str) -> Any:
     `ad[attr]` (what `attr in ad` reads, raising what it raises) gives a literal's value
     at once, the same value its evaluation gives: one classad2 call instead of three
     for most attributes of an ad."""
-    if type(ad) is not ClassAd:
+    if type(ad) is not ClassAd and type(ad) is not LazyAd:
         if attr not in ad:
             return UNDEFINED
     else:

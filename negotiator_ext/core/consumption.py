@@ -11,14 +11,17 @@ from typing import Any
 
 from ..errors import InputError
 from . import classads
+from .adtext import AdView
 
 
 def supports_policy(ad) -> bool:
-    """cp_supports_policy (P4): a p-slot whose every asset but swap has Consumption<A>."""
-    if classads.eval_bool(ad, "PartitionableSlot") is not True:
+    """cp_supports_policy (P4): a p-slot whose every asset but swap has Consumption<A>.
+    (`ad` a ClassAd, or an adtext.AdView of one.)"""
+    value = ad.value if type(ad) is AdView else lambda attr: classads.eval_attr(ad, attr)
+    if classads.as_bool(value("PartitionableSlot")) is not True:
         return False
-    assets = classads.eval_string(ad, "MachineResources")
-    if assets is None:
+    assets = value("MachineResources")
+    if not isinstance(assets, str):
         return False
     return all(f"Consumption{a}" in ad for a in _assets(assets))
 

@@ -5,6 +5,7 @@ reads the usage."""
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import classads
@@ -35,7 +36,7 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
     who it belongs to, so that `Matcher.refresh_live` can keep it live (HTCondor
     inserts a call into the accountant). The group attributes are there only when
     `group_quotas` (groupQuotasHash: the quotas the last allocation left) has the
-    user's group. Returns the attributes it may have written."""
+    user's group. Returns what it wrote: {attribute: value}, in the order written."""
     ad = slot.ad
     users = []
     if slot.current_user is not None:
@@ -51,26 +52,23 @@ def add_remote_user_attrs(slot: Slot, acc, groups, group_quotas,
     preempting = ("preemptingrank" in slot.texts) if slot.texts else "PreemptingRank" in ad
     if users or preempting:
         ad = own_ad(slot)               # it is written into below
-    written = []
+    written: dict = {}
     if slot.current_user is not None:
-        ad["RemoteUserFloor"] = acc.floor(slot.current_user)
-        written.append("RemoteUserFloor")
+        written["RemoteUserFloor"] = acc.floor(slot.current_user)
     for prefix, user in users:
-        ad[prefix + "RemoteUserPrio"] = f32(acc.priority(user))
-        ad[prefix + "RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
-        written += [prefix + "RemoteUserPrio", prefix + "RemoteUserResourcesInUse"]
+        written[prefix + "RemoteUserPrio"] = f32(acc.priority(user))
+        written[prefix + "RemoteUserResourcesInUse"] = f32(acc.weighted_usage(user))
         if groups.enabled:
             g = groups.assigned_group(user).name
             if g in group_quotas:
-                ad[prefix + "RemoteGroup"] = g
-                ad[prefix + "RemoteGroupResourcesInUse"] = f32(acc.weighted_usage(g))
-                ad[prefix + "RemoteGroupQuota"] = group_quotas[g]
-                written += [prefix + "RemoteGroup", prefix + "RemoteGroupResourcesInUse",
-                            prefix + "RemoteGroupQuota"]
+                written[prefix + "RemoteGroup"] = g
+                written[prefix + "RemoteGroupResourcesInUse"] = f32(acc.weighted_usage(g))
+                written[prefix + "RemoteGroupQuota"] = group_quotas[g]
     slot.live = tuple(users)
     if preempting:
-        ad["CurrentRank"] = ad.lookup("PreemptingRank")
-        written.append("CurrentRank")
+        written["CurrentRank"] = ad.lookup("PreemptingRank")
+    for attr, value in written.items():
+        ad[attr] = value
     return written
 
 
@@ -92,7 +90,7 @@ def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
             ad = own_ad(s)
             for attr, e in exprs.items():
                 ad[attr] = e
-        written: list[str] = []
+        written: dict = {}
         if config.consider_preemption:
             written = add_remote_user_attrs(s, acc, groups, group_quotas, cross_prefix)
             live_names.update(a.lower() for a in written if a.endswith("ResourcesInUse"))
@@ -100,10 +98,24 @@ def insert_negotiator_attrs(slots: list[Slot], config, acc, groups, group_quotas
             # a copy: the texts may be shared with the slot's memo (`_candidate_slots`)
             texts = s.texts = dict(s.texts)
             texts.update(expr_texts)
-            for attr in written:
-                if attr in s.ad:
-                    texts[attr.lower()] = classads.attribute_text(s.ad, attr)
+            for attr, value in written.items():
+                # (the value's text, as the ad would give it back: an ad not parsed yet
+                # is not parsed for it)
+                texts[attr.lower()] = _value_text(value)
     return live_names
+
+
+def _value_text(value) -> str:
+    """The text of an attribute holding `value`, as classads.attribute_text gives it."""
+    if isinstance(value, (str, int, float)):
+        return _literal_text(value, type(value))
+    return classads.attribute_text(classads.ClassAd({"x": value}), "x")
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal_text(value, kind) -> str:
+    # (keyed by type too: 1, 1.0 and True are equal keys with three texts)
+    return classads.attribute_text(classads.ClassAd({"x": value}), "x")
 
 
 def live_remote_usage(acc, groups, group_quotas) -> Callable[[str], tuple]:

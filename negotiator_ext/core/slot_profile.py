@@ -189,9 +189,15 @@ class SlotProfiles:
         key = (fam, names, tuple(map(slot.texts.get, names)))
         got = self._statics.get(key, _MISSING)
         if got is _MISSING:
+            ad = slot.ad
+            if type(ad) is classads.LazyAd and not ad.made():
+                # an ad not parsed yet is its texts: the value is the same in an ad of
+                # the texts it reaches, which is far quicker to parse
+                ad = classads.parse_old_ad("\n".join(
+                    f"{n} = {t}" for n, t in zip(names, key[2]) if t is not None))
             if fam == "rankcond":
-                got = classads.eval_match(expr, slot.ad, _EMPTY)
+                got = classads.eval_match(expr, ad, _EMPTY)
             else:
-                got = self._neg_rank(expr, slot.ad, _EMPTY)
+                got = self._neg_rank(expr, ad, _EMPTY)
             self._statics[key] = got
         return got

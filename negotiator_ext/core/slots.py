@@ -81,7 +81,8 @@ def slot_weight(ad: classads.ClassAd, config: NegotiatorConfig) -> float:
     if not uses_negotiator_slot_weight(ad, config):
         w = classads.as_number(slot_value(ad, "SlotWeight"))
     else:
-        w = classads.as_number(classads.eval_expr(config.slot_weight, _classad(ad)))
+        w = classads.as_number(ad.expr_value(config.slot_weight) if type(ad) is AdView
+                               else classads.eval_expr(config.slot_weight, ad))
     if w is None or w < 0:
         return 1.0
     return w
@@ -108,11 +109,14 @@ def slot_usage(ad: classads.ClassAd | AdView, config: NegotiatorConfig) -> SlotU
     )
 
 
-def matches_constraint(ad: classads.ClassAd, constraint: str | None) -> bool:
+def matches_constraint(ad: classads.ClassAd | AdView, constraint: str | None) -> bool:
     """NEGOTIATOR_SLOT_CONSTRAINT, _SLOT_POOLSIZE_CONSTRAINT, _SUBMITTER_CONSTRAINT: the
-    collector keeps an ad only when the constraint evaluates to true with MY = the ad."""
+    collector keeps an ad only when the constraint evaluates to true with MY = the ad.
+    (`ad` a ClassAd, or an AdView of one.)"""
     if not constraint:
         return True
+    if type(ad) is AdView:
+        return ad.expr_value(constraint) is True
     return classads.eval_expr(constraint, ad) is True
 
 

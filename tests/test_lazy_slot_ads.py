@@ -1,0 +1,162 @@
+"""Slot ads parsed when first read (core.classads.LazyAd, adapters/slot_projection.py):
+a files snapshot's slot ads are kept as their texts until something reads them, and
+the cycle reads the texts of most of them. The decisions are the same as with every ad
+parsed (test_slot_projection runs every recording both ways); here, what a lazy ad is,
+that most ads of a recording stay unparsed through a cycle, and that the values worked
+out from the texts alone are the ads' own."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import classad2
+from hypothesis import given, settings, strategies as st
+
+from conftest import FIXTURES, recorded_snapshot_dirs
+from negotiator_ext.core import classads
+from negotiator_ext.core.adtext import AdView, NOT_KNOWN, TextValues
+from negotiator_ext.core.classads import LazyAd
+from negotiator_ext.cycle import prepare_cycle, run_cycle
+from negotiator_ext.pool import load_pool, negotiators_of
+
+
+def _lazy(text: str, made: list) -> LazyAd:
+    def make(data):
+        made.append(data)
+        return classad2.ClassAd(data)
+    return LazyAd(make, text)
+
+
+def test_a_lazy_ad_is_parsed_when_first_read_and_then_only():
+    made = []
+    ad = _lazy("[ a = 1; b = a + 1 ]", made)
+    assert isinstance(ad, classad2.ClassAd) and not ad.made() and made == []
+    assert classads.eval_attr(ad, "b") == 2
+    assert ad.made() and len(made) == 1
+    assert classads.eval_attr(ad, "a") == 1 and len(ad) == 2
+    assert len(made) == 1                   # parsed once
+    assert "_data" not in ad.__dict__       # what it was made from is let go
+
+
+def test_what_is_written_into_an_unparsed_ad_is_there_once_it_is_parsed():
+    made = []
+    ad = _lazy("[ a = 1; b = a + 1 ]", made)
+    ad["a"] = 5
+    ad["c"] = classad2.ExprTree("a * 2")
+    ad["a"] = 7                             # the last write wins, as in an ad
+    assert not ad.made()
+    assert classads.eval_attr(ad, "b") == 8
+    assert classads.eval_attr(ad, "c") == 14
+    ad["d"] = "x"                           # written into the parsed ad at once
+    assert ad.get("d") == "x" and len(made) == 1
+
+
+def test_a_lazy_ad_copies_pickles_and_prints_as_its_ad():
+    ad = _lazy("[ a = 1; b = a + 1 ]", [])
+    copy = classads.copy_ad(ad)
+    assert type(copy) is classad2.ClassAd and classads.eval_attr(copy, "b") == 2
+    back = pickle.loads(pickle.dumps(_lazy("[ a = 1; b = a + 1 ]", [])))
+    assert classads.eval_attr(back, "b") == 2
+    assert repr(ad) == repr(classad2.ClassAd("[ a = 1; b = a + 1 ]"))
+
+
+def test_a_recordings_slot_ads_stay_unparsed_but_for_a_few():
+    """A files snapshot of 30 alike static slots (claimed ones among them): reading it
+    parses no slot ad; a cycle parses only the ads its slot classes are evaluated with,
+    far fewer than the slots, and decides as with every ad parsed."""
+    d = FIXTURES / "hgq_static_30slots"
+    pool = load_pool(d, project_slots=True)
+    ads = pool.slot_ads
+    assert len(ads) == 30 and all(type(a) is LazyAd for a in ads)
+    assert not any(a.made() for a in ads)
+    result = run_cycle(pool)
+    made = sum(a.made() for a in ads)
+    assert 1 <= made <= 5
+    whole = load_pool(d, project_slots=True)
+    for ad in whole.slot_ads:
+        len(ad)                             # every ad parsed before the cycle
+    assert (json.dumps(run_cycle(whole).to_json(), sort_keys=True, default=str)
+            == json.dumps(result.to_json(), sort_keys=True, default=str))
+
+
+def test_claimed_slots_take_the_current_users_figures_without_being_parsed():
+    """With preemption considered, the negotiator writes the current user's priority
+    and usage into each claimed slot ad (addRemoteUserPrios): an unparsed ad keeps the
+    writes, and the slot's texts say what the parsed ad then holds."""
+    d = FIXTURES / "preempt_priority"
+    pool = load_pool(d, project_slots=True)
+    cycle = prepare_cycle(pool)
+    claimed = [s for s in cycle.slots if s.live]
+    assert claimed
+    for s in claimed:
+        written = [n for n in ("RemoteUserPrio", "RemoteUserResourcesInUse", "RemoteUserFloor")]
+        texts = {n: s.texts[n.lower()] for n in written}
+        for n in written:                   # (parses the ad)
+            assert classads.attribute_text(s.ad, n) == texts[n]
+
+
+def test_every_recording_parses_fewer_slot_ads_than_it_has():
+    """Over every recording (fixtures and tests/data), reading the files parses no
+    slot ad, and a cycle parses a few: at most half of a pool of 20 slots or more, but
+    where NEGOTIATOR_IGNORE_JOB_RANKS sorts the slots by each one's ranks (4 of the
+    11,002 slots of the largest recording)."""
+    import tempfile
+    from pathlib import Path
+    total = parsed = pools = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for d in recorded_snapshot_dirs(Path(tmp)):
+            for name in negotiators_of(d):
+                pool = load_pool(d, negotiator=name, project_slots=True)
+                ads = [a for a in pool.slot_ads if type(a) is LazyAd]
+                if not ads:
+                    continue        # (a pool whose expressions build names: whole ads)
+                assert not any(a.made() for a in ads), (d, name)
+                run_cycle(pool)
+                made = sum(a.made() for a in ads)
+                if len(ads) >= 10000:
+                    assert made <= 10, (d, name, made)
+                if len(ads) >= 20 and not pool.config.ignore_job_ranks:
+                    assert made <= len(ads) // 2, (d, name, made, len(ads))
+                total += len(ads)
+                parsed += made
+                pools += 1
+    assert pools >= 30
+    assert parsed < total / 4
+
+
+# ---- values worked out from the texts alone -------------------------------------------
+
+_NAMES = ("a", "b", "c", "cpus", "memory")
+_TEXTS = st.one_of(
+    st.integers(-5, 50).map(str),
+    st.sampled_from(('"x"', "true", "false", "undefined", "1.5", "error")),
+    st.tuples(st.sampled_from(_NAMES), st.sampled_from(("+", "*", "-", "<", "==", "&&")),
+              st.sampled_from(_NAMES + ("2", "0", "MY.cpus"))).map(" ".join),
+    st.sampled_from(_NAMES),
+    st.sampled_from(("ifThenElse(a > 1, b, c)", "time()", "TARGET.cpus", "{1, 2}[0]")),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=st.dictionaries(st.sampled_from(_NAMES), _TEXTS, max_size=5),
+       attr=st.sampled_from(_NAMES),
+       expr=st.sampled_from(("Cpus", "a + b", "cpus * 2", "memory", "c")))
+def test_what_the_texts_give_is_what_the_ad_gives(texts, attr, expr):
+    """An attribute's value worked out from the texts in its reach (AdView.value), and a
+    config expression's (SLOT_WEIGHT: AdView.expr_value), equal their values in the ad
+    itself, references among attributes and cycles among them included; a text that
+    calls a function, subscripts or names another scope is left to the ad."""
+    ad = classads.parse_old_ad("\n".join(f"{n} = {t}" for n, t in texts.items()))
+    if len(ad) != len(texts):
+        return                              # (a text classad2 does not read)
+    values = TextValues()
+    view = AdView(ad, dict(texts), values)
+    want = classads.eval_attr(ad, attr)
+    got = view.value(attr)
+    assert repr(got) == repr(want)
+    assert (repr(AdView(ad, dict(texts), values).expr_value(expr))
+            == repr(classads.eval_expr(expr, ad)))
+    if any("(" in t or "[" in t or "." in t for t in texts.values()):
+        return
+    assert values.in_texts(dict(texts), attr) is not NOT_KNOWN
