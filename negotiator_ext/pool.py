@@ -20,6 +20,7 @@ from .adapters.snapshot import (NEGOTIATORS, Snapshot, load_snapshot, read_negot
 from .core import classads
 from .core.accountant import Accountant, AccountantState, SlotChanges
 from .core.adtext import AdView, TextValues
+from .core.classads import LazyAd
 from .core.config import NegotiatorConfig, ext_number
 from .core.groups import GroupQuota, GroupTree, group_demand
 from .core.schedd_limits import ScheddLimits, Schedds
@@ -436,7 +437,10 @@ def build_pool(snap: Snapshot, config: NegotiatorConfig, warnings: list[str] | N
         if got is None:
             # read through the slot's texts where they are a dict of its ad's own (the
             # projection's): a literal's value is what the ad evaluates it to
-            view = AdView(ad, row, values) if type(row) is dict else ad
+            # (an ad not parsed yet is read through its texts, its whole rows too)
+            view = (AdView(ad, row, values) if type(row) is dict
+                    else AdView(ad, dict(row), values) if row is not None and type(ad) is LazyAd
+                    else ad)
             name = slot_string(view, "Name")
             for attr in _NUMERIC_SLOT_ATTRS:
                 if attr in view:

@@ -160,3 +160,46 @@ def test_what_the_texts_give_is_what_the_ad_gives(texts, attr, expr):
     if any("(" in t or "[" in t or "." in t for t in texts.values()):
         return
     assert values.in_texts(dict(texts), attr) is not NOT_KNOWN
+
+
+# ---- a shadow loop's kept slot ads ------------------------------------------------------
+
+def test_a_loops_slot_ads_are_kept_as_their_lines_and_parse_to_the_collectors(tmp_path):
+    """The slot cache (adapters/slot_cache.py) keeps each slot ad the collector sent as
+    its lines, parsed when first read: a pass's ads, fetched whole or kept, are unparsed
+    when handed out, and parse to the collector's ads."""
+    from negotiator_ext.adapters.slot_cache import SlotCache
+    from test_slot_cache import Collector, refresh
+
+    coll = Collector()
+    for i in range(6):
+        coll.update(f"slot{i}@host", Cpus=i + 1)
+    cache = SlotCache()
+    first = refresh(cache, coll, tmp_path)
+    coll.now += 5
+    coll.update("slot2@host", State="Claimed")
+    second = refresh(cache, coll, tmp_path)
+    assert second.fetched == 1 and second.kept == 5
+    for got in (first, second):
+        assert all(type(a) is LazyAd and not a.made() for a in got.slots)
+    assert second.slots[0] is first.slots[0]            # a kept ad, the same object
+    want = [sorted(classads.attribute_texts(ad)) for ad in coll.ads.values()]
+    assert [sorted(classads.attribute_texts(ad)) for ad in second.slots] == want
+
+
+def test_the_cycle_writes_into_an_unparsed_copy_of_a_kept_ad():
+    """A kept ad is the loop's (Slot.shared): what the cycle writes goes into a copy,
+    which is not parsed for it, and the kept ad stays as it came, unparsed."""
+    from negotiator_ext.core.match_list import Slot
+    from negotiator_ext.core.negotiator_attrs import own_ad
+
+    made = []
+    kept = _lazy("[ Name = \"slot1@h\"; Cpus = 2 ]", made)
+    slot = Slot(index=0, ad=kept, name="slot1@h", weight=1.0, usage=None, shared=True)
+    mine = own_ad(slot)
+    assert mine is not kept and type(mine) is LazyAd and not slot.shared
+    mine["RemoteUserPrio"] = 0.5
+    assert made == [] and not mine.made()
+    assert classads.eval_attr(mine, "RemoteUserPrio") == 0.5
+    assert classads.eval_attr(mine, "Cpus") == 2
+    assert not kept.made() and "RemoteUserPrio" not in kept

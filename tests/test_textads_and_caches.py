@@ -585,18 +585,24 @@ def test_a_plain_string_literal_is_read_as_classad2_reads_it(body):
 
 
 def test_a_slot_view_evaluates_an_attribute_in_its_ad_once(monkeypatch):
-    """AdView: a literal is read from its text; anything else is evaluated in the ad,
-    once for the view's life, whatever the spelling of the name (the pool reads
-    SlotWeight and Cpus for its checks and again for the slot's usage and size)."""
+    """AdView: a literal is read from its text; anything else is evaluated once for
+    the view's life, whatever the spelling of the name (the pool reads SlotWeight and
+    Cpus for its checks and again for the slot's usage and size): in an ad of the
+    texts in its reach, not in the ad itself (which may not be parsed yet)."""
     from negotiator_ext.core import adtext, classads as ca
     ad = ca.parse_old_ad('Name = "s1@n"\nCpus = 4\nSlotWeight = Cpus * 2\nBroken = 1 / 0')
     texts = {n.lower(): t for n, t in ca.attribute_texts(ad)}
     calls = []
     real = ca.eval_attr
-    monkeypatch.setattr(ca, "eval_attr", lambda a, n: calls.append(n) or real(a, n))
+    monkeypatch.setattr(ca, "eval_attr", lambda a, n: calls.append((a, n)) or real(a, n))
     view = adtext.AdView(ad, texts, adtext.TextValues())
     assert view.value("SlotWeight") == 8 and view.value("slotweight") == 8
     assert view.value("Cpus") == 4 and view.value("Name") == "s1@n"
     assert view.value("Broken") is ca.ERROR and view.value("BROKEN") is ca.ERROR
     assert view.value("Missing") is ca.UNDEFINED
-    assert calls == ["SlotWeight", "Broken"]
+    assert [n for _, n in calls] == ["slotweight", "broken"]
+    assert all(a is not ad for a, _ in calls)
+    # a text that calls a function is evaluated in the ad itself
+    ad["Later"] = ca.parse_expr("time() > 0")
+    texts["later"] = "time() > 0"
+    assert view.value("Later") is True and calls[-1] == (ad, "Later")

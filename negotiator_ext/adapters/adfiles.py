@@ -627,6 +627,30 @@ def ad_lines(ads: Iterable[classad2.ClassAd], seen: dict | None = None) -> list[
     return out
 
 
+def parse_ad_lines(lines: list, source: str, i: int) -> classad2.ClassAd:
+    """The ClassAd of an ad's lines, each of which was read whole with it before (the
+    `i`th ad of `source`): InputError naming it when they no longer parse so."""
+    text = "\n".join(lines)
+    ad = _parse_one(text, classad2.ParserType.Old)
+    if len(ad) != len(lines):
+        raise InputError(source, "a slot ad's lines no longer parse as they did when "
+                         "read", ad=str(i))
+    if _WRAP in text:
+        _unwrap_attributes(ad, lines)
+    return ad
+
+
+class LinesAdMaker:
+    """Parses an ad from its lines when it is first read (core.classads.LazyAd, whose
+    data is (lines, the ad's place in `source`))."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def __call__(self, data) -> classad2.ClassAd:
+        return parse_ad_lines(data[0], self.source, data[1])
+
+
 def write_lines(path: str | Path, lines: list[list[str]]) -> None:
     """Write ads given by `ad_lines` in `-long` form, atomically (a temporary file renamed
     into place), a few thousand ads at a time."""

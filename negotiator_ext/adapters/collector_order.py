@@ -100,15 +100,19 @@ def collector_walk(ads: Sequence, slots: bool, at_least: int = table.INITIAL_SIZ
     return table.walk_order(keys, insertion_guess(ads, keys, slots), at_least)
 
 
-def table_sizes(slots: Sequence, submitters: Sequence | None) -> dict[str, int]:
+def table_sizes(slots: Sequence, submitters: Sequence | None,
+                slot_keys: Sequence[str] | None = None) -> dict[str, int]:
     """For a capture in the collector's order: the smallest size of each table whose
     walk gives that order (meta.json's "collector_table_sizes"); a table whose order no
-    size gives (its ads changed during the query) is left out."""
+    size gives (its ads changed during the query) is left out. `slot_keys`: the slots'
+    keys (`slot_key`), when the caller has them."""
     out = {}
     for kind, ads, key in (("slots", slots, slot_key),
                            ("submitters", submitters, submitter_key)):
         if ads:
-            sizes = table.sizes_of_walk([key(ad) for ad in ads])
+            keys = (slot_keys if kind == "slots" and slot_keys is not None
+                    else [key(ad) for ad in ads])
+            sizes = table.sizes_of_walk(keys)
             if sizes:
                 out[kind] = sizes[0]
     return out

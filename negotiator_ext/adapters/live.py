@@ -494,7 +494,8 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         }
         # how far the collector's tables have grown, which the ads alone do not tell:
         # for a later snapshot of this collector made with condor_status (docs/snapshots.md)
-        sizes = table_sizes(slots, optional["submitters"])
+        sizes = table_sizes(slots, optional["submitters"],
+                            refreshed.names if refreshed is not None else None)
         if sizes:
             meta["collector_table_sizes"] = sizes
         if startd_ads != len(slots):

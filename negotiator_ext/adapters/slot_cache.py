@@ -33,7 +33,8 @@ from typing import Callable
 
 from ..core.adtext import TextAds, TextStore
 from ..errors import InputError
-from .adfiles import ad_lines, read_ads_and_texts_at, text_ads_of_lines
+from ..core.classads import LazyAd
+from .adfiles import LinesAdMaker, ad_lines, read_ads_and_texts_at, text_ads_of_lines
 
 # what a pass asks the collector of every slot after the first pass
 POLL = ("Name", "MyAddress", "MyType", "LastHeardFrom", "UpdatesTotal",
@@ -77,6 +78,8 @@ class Refreshed:
     memos: list | None = None     # each slot's memo (`_Kept.memo`), when the ads are kept
     # the lines of the ads fetched this pass (the others were checked when fetched)
     fresh: list = field(default_factory=list)
+    # each slot's Name (its key in the collector's table: collector_order.slot_key)
+    names: list = field(default_factory=list)
 
 
 def is_slot_ad(ad) -> bool:
@@ -163,23 +166,27 @@ class SlotCache:
 
     def _whole(self, query: Callable, seen: dict, source: str) -> Refreshed:
         answer = list(query(None, self.projection))
+        answered = len(answer)
         rows = [(ad, row) for ad, row in zip(answer, map(_key_and_stamp, answer))
                 if row is not None]
-        slots = [ad for ad, _ in rows]
-        lines = ad_lines(slots, seen)
+        lines = ad_lines([ad for ad, _ in rows], seen)
         store = TextStore()
         texts = text_ads_of_lines(lines, source, store)
+        # each ad kept as its lines, parsed when first read (most never are)
+        make = LinesAdMaker(source)
+        slots = [LazyAd(make, (one, i)) for i, one in enumerate(lines, start=1)]
         kept = {key: _Kept(ad, ad_lines_, stamp, row=text_row)
-                for (ad, (key, stamp)), ad_lines_, text_row in zip(rows, lines, texts.rows)}
+                for ad, (_, (key, stamp)), ad_lines_, text_row
+                in zip(slots, rows, lines, texts.rows)}
         if len(kept) < len(slots) or any(e.stamp is None for e in kept.values()):
             kept = {}                   # nothing to go by next time: no ad is kept
         for e in self._kept.values():   # every ad held before: a newer one came
             e.let_go()
         self._kept, self._names = kept, dict(store.names)
-        return Refreshed(slots=slots, lines=lines, texts=texts, answered=len(answer),
+        return Refreshed(slots=slots, lines=lines, texts=texts, answered=answered,
                          whole=True, fetched=len(slots), kept=0,
                          memos=[e.memo for e in kept.values()] if kept else None,
-                         fresh=lines)
+                         fresh=lines, names=[key[0] for _, (key, _) in rows])
 
     def _by_stamps(self, query: Callable, seen: dict, source: str) -> Refreshed | None:
         answer = list(query(None, list(POLL)))
@@ -214,10 +221,13 @@ class SlotCache:
         # the pass's slots: a held ad unless a newer one came; a changed slot that the
         # fetch did not find is gone since the poll
         new_kept: dict[tuple, _Kept] = {}
-        for key in order:
+        make = LinesAdMaker(source)
+        for i, key in enumerate(order, start=1):
             got = fresh.get(key)
             if got is not None:
-                new_kept[key] = _Kept(got[0], ad_lines([got[0]], seen)[0], got[1])
+                # kept as its lines, parsed when first read
+                one = ad_lines([got[0]], seen)[0]
+                new_kept[key] = _Kept(LazyAd(make, (one, i)), one, got[1])
             elif key not in changed:
                 new_kept[key] = kept[key]
         entries = list(new_kept.values())
@@ -236,7 +246,8 @@ class SlotCache:
                          texts=texts, answered=len(answer), whole=False,
                          fetched=len(fresh), kept=len(entries) - len(fresh),
                          memos=[e.memo for e in entries],
-                         fresh=[new_kept[k].lines for k in fresh if k in new_kept])
+                         fresh=[new_kept[k].lines for k in fresh if k in new_kept],
+                         names=[key[0] for key in new_kept])
 
     # -- the snapshot's slots file ---------------------------------------------------------
 

@@ -40,7 +40,7 @@ import classad2
 from ..core.adtext import plain_value
 from ..core.classads import LazyAd
 from ..errors import InputError
-from .adfiles import _WRAP, _parse_one, _unwrap_attributes, _unwrapped
+from .adfiles import _WRAP, _unwrapped, parse_ad_lines
 from .snapshot import check_slot_name
 
 
@@ -244,18 +244,6 @@ def _lines_of(texts, names: frozenset[str] | None) -> dict:
             for pair in texts.store.pairs if names is None or pair[0] in names}
 
 
-def _parsed(lines: list, source: str, i: int):
-    text = "\n".join(lines)
-    ad = _parse_one(text, classad2.ParserType.Old)
-    if len(ad) != len(lines):
-        # every line was read whole with its ad: not the text that was read
-        raise InputError(source, "a slot ad's lines no longer parse as they did when "
-                         "read", ad=str(i))
-    if _WRAP in text:
-        _unwrap_attributes(ad, lines)
-    return ad
-
-
 def _ads(texts, source: str, names: frozenset[str] | None) -> tuple[tuple, tuple | None]:
     """A ClassAd of each row of `texts`, of the attributes `names` (None: all), and
     each row's texts of those names as a dict (the cycle's `Slot.texts`: a later
@@ -269,7 +257,7 @@ def _ads(texts, source: str, names: frozenset[str] | None) -> tuple[tuple, tuple
         get = _lines_of(texts, names).get
         ads = []
         for i, row in enumerate(texts.rows, start=1):
-            ads.append(ad := _parsed(list(map(get, row)), source, i))
+            ads.append(ad := parse_ad_lines(list(map(get, row)), source, i))
             check_slot_name(ad, source, i)
         return tuple(ads), None
     rows = _texts(texts, names)
@@ -293,7 +281,7 @@ class _SlotAdMaker:
     def __call__(self, data) -> classad2.ClassAd:
         row, i = data
         get = self.spelled.get
-        return _parsed([f"{get(n, n)} = {t}" for n, t in row.items()], self.source, i)
+        return parse_ad_lines([f"{get(n, n)} = {t}" for n, t in row.items()], self.source, i)
 
 
 def _texts(texts, names: frozenset[str] | None) -> tuple | None:
@@ -315,7 +303,7 @@ def _add(ads, texts, source: str, names: frozenset[str], rows: tuple | None) -> 
             continue
         lines = list(filter(None, map(get, row)))
         if lines:
-            ad.update(_parsed(lines, source, i))
+            ad.update(parse_ad_lines(lines, source, i))
 
 
 _PACKAGE = Path(__file__).resolve().parent.parent

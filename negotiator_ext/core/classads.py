@@ -56,6 +56,15 @@ class LazyAd(ClassAd):
         """Whether the ad has been parsed yet."""
         return "_handle" in self.__dict__
 
+    def unparsed_copy(self) -> "LazyAd":
+        """A copy of an ad not parsed yet, not parsed either (written into, it leaves
+        this one as it is)."""
+        d = self.__dict__
+        copy = LazyAd(d["_make"], d["_data"])
+        if "_writes" in d:
+            copy._writes = list(d["_writes"])
+        return copy
+
 
 def is_value(v: Any) -> bool:
     """True unless v is UNDEFINED or ERROR."""

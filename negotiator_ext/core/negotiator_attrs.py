@@ -21,7 +21,10 @@ def own_ad(slot: Slot) -> Any:
     """The slot's ad for the cycle to write into: a copy of it first when the ad is the
     caller's (`Slot.shared`, a shadow loop's kept slot ads)."""
     if slot.shared:
-        slot.ad = classads.copy_ad(slot.ad)
+        ad = slot.ad
+        # (an ad not parsed yet: a copy of what it is made from, not parsed either)
+        slot.ad = (ad.unparsed_copy() if type(ad) is classads.LazyAd and not ad.made()
+                   else classads.copy_ad(ad))
         slot.shared = False
     return slot.ad
 
