@@ -71,12 +71,13 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from ..errors import InputError
-from .adfiles import ad_lines, write_ads, write_lines
+from ..core.classads import LazyAd
+from .adfiles import LinesAdMaker, ad_lines, write_ads, write_lines
 from .answers import (BadAnswer, _client_timeouts, _comment_text, _Lap, _one_line,
                       checked_ads)
 from . import collector_projection
 from .collector_gate import CollectorSilent, GatedCollector
-from .collector_order import table_sizes
+from .collector_order import slot_key, table_sizes
 from .daemon_config import (TOOL, _ad_string, _ConfigRead, _earlier_config,
                             _OtherNegotiatorsRead, _ScheddKnobsRead, format_config)
 from .job_projection import (DEFAULT_POOL_JOB_REFS, first_guess, projection_of,
@@ -275,17 +276,21 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         def fetch_slots(projection):
             """The slot ads asked with `projection` (None: whole): (slots, their lines,
             startd ads answered, texts, memos, the cache's answer, the lines fetched)."""
-            nonlocal slots
+            nonlocal slots, slot_keys
             asked = time.monotonic()
             try:
                 if slot_cache is None:
                     raw_slots = query(None, projection)
                     slots = [ad for ad in raw_slots if is_slot_ad(ad)]
                     lines = ad_lines(slots, seen)
+                    # each ad kept as its lines, parsed when first read (most never are)
+                    slot_keys = list(map(slot_key, slots))
+                    make = LinesAdMaker(str(out / "slots.ads"))
+                    slots = [LazyAd(make, (one, i)) for i, one in enumerate(lines, start=1)]
                     return slots, lines, len(raw_slots), None, None, None, lines
                 slot_cache.project(projection)
                 got = slot_cache.refresh(query, seen, str(out / "slots.ads"))
-                slots = got.slots
+                slots, slot_keys = got.slots, got.names
                 return (got.slots, got.lines, got.answered, got.texts, got.memos, got,
                         got.fresh)
             except _QueryFailed as exc:
@@ -316,7 +321,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                 distinct.update(one)
             return names.of_lines(distinct)
 
-        slots = None
+        slots = slot_keys = None
         (slots, slot_lines, startd_ads, slot_texts, slot_memos, refreshed,
          fresh) = fetch_slots(slot_proj)
         slot_needs = lines_names(fresh)
@@ -494,8 +499,7 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         }
         # how far the collector's tables have grown, which the ads alone do not tell:
         # for a later snapshot of this collector made with condor_status (docs/snapshots.md)
-        sizes = table_sizes(slots, optional["submitters"],
-                            refreshed.names if refreshed is not None else None)
+        sizes = table_sizes(slots, optional["submitters"], slot_keys)
         if sizes:
             meta["collector_table_sizes"] = sizes
         if startd_ads != len(slots):
