@@ -183,3 +183,32 @@ def test_a_shadow_loop_fetches_only_what_changed(clean_pool, fakes, tmp_path):
     assert _fakes(now) == _fakes(asked)
     whole = list(htcondor2.Collector(pool.collector).query(htcondor2.AdTypes.Startd))
     assert 2 * max(map(len, now)) < min(map(len, whole))
+
+
+def test_a_loops_kept_slot_ads_stay_unparsed_through_its_passes(clean_pool, fakes, tmp_path):
+    """A loop keeps each slot ad the real collector sent as its lines, parsed when
+    first read (core.classads.LazyAd): through two passes (capture, our cycle, ledger),
+    only the few ads the cycle evaluates with are parsed, and what the loop hands its
+    cycle is what a whole query of the collector gives."""
+    from negotiator_ext.core.classads import LazyAd
+    from negotiator_ext.shadow import ShadowLoop
+    from negotiator_ext.shadow_state import ShadowSettings
+
+    settings = ShadowSettings.from_knobs({}, state_dir=str(tmp_path / "state"),
+                                         advertise=False, pool=clean_pool.collector)
+    loop = ShadowLoop(settings, htcondor=htcondor2)
+    loop.slot_cache = SlotCache()           # (as run_forever keeps one)
+    for _ in range(2):
+        rec = loop.run_pass()
+        assert rec.status != "failed", rec.reason
+        ads = [e.ad for e in loop.slot_cache._kept.values()]
+        assert len(ads) >= 21 and all(type(a) is LazyAd for a in ads)
+        made = sum(a.made() for a in ads)
+        assert made <= 4, (made, len(ads))
+    loop.tidy()
+    kept = {a["Name"]: sorted(set(ln)) for a, ln in zip(ads, ad_lines(ads))}
+    whole = htcondor2.Collector(clean_pool.collector).query(
+        htcondor2.AdTypes.Startd, projection=list(loop.slot_cache.projection or []))
+    for a, ln in zip(whole, ad_lines(whole)):
+        if str(a.get("Machine", "")).startswith("fake-cache"):
+            assert kept[a["Name"]] == sorted(set(ln))

@@ -299,7 +299,7 @@ def _add(ads, texts, source: str, names: frozenset[str], rows: tuple | None) -> 
     get = _lines_of(texts, names).get
     for i, (ad, row) in enumerate(zip(ads, texts.rows), start=1):
         if rows is not None and type(ad) is LazyAd and not ad.made():
-            ad._data = (rows[i - 1], i)
+            ad.remake_from((rows[i - 1], i))
             continue
         lines = list(filter(None, map(get, row)))
         if lines:

@@ -46,6 +46,7 @@ from urllib.parse import quote, unquote
 
 import classad2
 
+from ..core.classads import LazyAd
 from ..errors import InputError
 from ..core.adtext import Job, TextAds, TextStore, TextValues
 from ..core.job_queue import id_number
@@ -530,7 +531,10 @@ def load_snapshot(path: str | Path, *, jobs: bool = True, captured=None,
             slots = tuple(ads)
         if projection is None:              # (built early: checked as they were built)
             for i, ad in enumerate(slots, start=1):
-                check_slot_name(ad, str(slots_file), i)
+                # (a capture's ad kept as its lines, to be parsed when first read, is
+                # one whose Name the capture took as a string: slot_cache.is_slot_ad)
+                if type(ad) is not LazyAd:
+                    check_slot_name(ad, str(slots_file), i)
         if pieces is None:
             queues = reader.result()
         else:

@@ -56,6 +56,10 @@ class LazyAd(ClassAd):
         """Whether the ad has been parsed yet."""
         return "_handle" in self.__dict__
 
+    def remake_from(self, data) -> None:
+        """Parse an ad not parsed yet from `data` instead, when it is."""
+        self.__dict__["_data"] = data
+
     def unparsed_copy(self) -> "LazyAd":
         """A copy of an ad not parsed yet, not parsed either (written into, it leaves
         this one as it is)."""

@@ -190,9 +190,11 @@ class SlotProfiles:
         got = self._statics.get(key, _MISSING)
         if got is _MISSING:
             ad = slot.ad
-            if type(ad) is classads.LazyAd and not ad.made():
+            if type(ad) is classads.LazyAd and not ad.made() and not any(
+                    t is not None and "eval(" in t for t in key[2]):
                 # an ad not parsed yet is its texts: the value is the same in an ad of
-                # the texts it reaches, which is far quicker to parse
+                # the texts it reaches, which is far quicker to parse (but for a value
+                # a file wrote as eval("..."), which the reader unwraps)
                 ad = classads.parse_old_ad("\n".join(
                     f"{n} = {t}" for n, t in zip(names, key[2]) if t is not None))
             if fam == "rankcond":
