@@ -8,13 +8,15 @@ collector writes it over whatever the sender put there) and stamps the ad with
 LastHeardFrom (its own clock, unless the sender set one). So a pass after the first asks
 the collector for each slot's stamp only (`POLL`: six attributes instead of 150),
 fetches whole only the ads whose stamp differs from the one it holds (one query, the
-collector testing a LastHeardFrom constraint), and keeps the ClassAds, the lines and the
-texts of the rest. The ads are handed out in the order of the stamp answer: the
+collector testing a LastHeardFrom constraint), and keeps the lines and the texts of the
+rest. Each slot's ClassAd is kept as its lines, parsed when first read (a LazyAd: the
+cycle reads most slots through their texts), and the collector's ad is let go once its
+lines are printed. The ads are handed out in the order of the stamp answer: the
 collector's own order, which a whole query at that moment gives too (the order ties
 among identical slots follow).
 
-What is kept is what the collector sent: the cycle copies a shared ad before it writes
-into it (`cycle._candidate_slots`, `negotiator_attrs.own_ad`), so a kept ad serves the next
+What is kept is what the collector sent: the cycle copies a shared ad (unparsed, if it
+is not parsed yet) before it writes into it (`cycle._candidate_slots`, `negotiator_attrs.own_ad`), so a kept ad serves the next
 pass as it came. A poll answer that is not what it should be (an ad without a whole
 UpdatesTotal or LastHeardFrom, two ads of one key) and a pass where most slots changed
 take the whole query instead, as the first pass does; a collector without daemon stats
