@@ -71,6 +71,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from ..errors import InputError
+from ..limits import give_back_memory
 from ..core.classads import LazyAd
 from .adfiles import LinesAdMaker, ad_lines, write_ads, write_lines
 from .answers import (BadAnswer, _client_timeouts, _comment_text, _Lap, _one_line,
@@ -325,6 +326,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
         (slots, slot_lines, startd_ads, slot_texts, slot_memos, refreshed,
          fresh) = fetch_slots(slot_proj)
         slot_needs = lines_names(fresh)
+        # the collector's ads, let go once their lines were printed: their memory back
+        # to the system now, not at the pool's end (where a capture's peak came)
+        give_back_memory()
         lap("slot_lines")
 
         def widen(more: set) -> bool:
