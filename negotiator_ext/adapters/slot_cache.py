@@ -16,8 +16,8 @@ collector's own order, which a whole query at that moment gives too (the order t
 among identical slots follow).
 
 What is kept is what the collector sent: the cycle copies a shared ad (unparsed, if it
-is not parsed yet) before it writes into it (`cycle._candidate_slots`, `negotiator_attrs.own_ad`), so a kept ad serves the next
-pass as it came. A poll answer that is not what it should be (an ad without a whole
+is not parsed yet) before it writes into it (`cycle._candidate_slots`,
+`negotiator_attrs.own_ad`), so a kept ad serves the next pass as it came. A poll answer that is not what it should be (an ad without a whole
 UpdatesTotal or LastHeardFrom, two ads of one key) and a pass where most slots changed
 take the whole query instead, as the first pass does; a collector without daemon stats
 is queried whole every pass.
