@@ -183,12 +183,12 @@ def test_a_shadow_pass_without_read_is_recorded_failed_naming_read(prod, tmp_pat
 
 # ---- the ShadowNegotiator ad: DAEMON at the collector ---------------------------------------
 
-def start_loop(pool, who, tmp_path):
+def start_loop(pool, who, tmp_path, interval: str = "1"):
     config = tmp_path / "ext.config"
     config.write_text(f"NEGOTIATOR_EXT_NAME = {NAME}\n")
     return subprocess.Popen(
         [sys.executable, "-m", "negotiator_ext", "shadow", "--pool", pool.collector,
-         "--interval", "1", "--state-dir", str(tmp_path / "state"),
+         "--interval", interval, "--state-dir", str(tmp_path / "state"),
          "--ledger", str(tmp_path / "ledger.sqlite"), "--config", str(config)],
         env=pool.client_env(pool.token[who]), stdout=(tmp_path / "out").open("w"),
         stderr=(tmp_path / "err").open("w"))
@@ -204,7 +204,9 @@ def stop_loop(loop) -> None:
 
 
 def test_the_ad_needs_daemon_at_the_collector(prod, tmp_path):
-    loop = start_loop(prod, "shadow", tmp_path)
+    # (a long interval: the stop comes while the loop waits after its first pass; a
+    # stop in the middle of a pass records that pass as stopped, on standard error)
+    loop = start_loop(prod, "shadow", tmp_path, interval="60")
     try:
         prod.wait_for(lambda: shadow_ads(prod) == [NAME], 30, "the ShadowNegotiator ad")
     finally:
