@@ -89,38 +89,39 @@ def test_claimed_slots_take_the_current_users_figures_without_being_parsed():
     cycle = prepare_cycle(pool)
     claimed = [s for s in cycle.slots if s.live]
     assert claimed
+    written = ("RemoteUserPrio", "RemoteUserResourcesInUse", "RemoteUserFloor")
     for s in claimed:
-        written = [n for n in ("RemoteUserPrio", "RemoteUserResourcesInUse", "RemoteUserFloor")]
+        assert type(s.ad) is LazyAd and not s.ad.made()
+        assert [a for a, _ in s.ad.__dict__["_writes"]] == [
+            "RemoteUserFloor", "RemoteUserPrio", "RemoteUserResourcesInUse"]
         texts = {n: s.texts[n.lower()] for n in written}
         for n in written:                   # (parses the ad)
             assert classads.attribute_text(s.ad, n) == texts[n]
+        assert s.ad.made()
 
 
-def test_every_recording_parses_fewer_slot_ads_than_it_has():
+def test_every_recording_parses_fewer_slot_ads_than_it_has(tmp_path):
     """Over every recording (fixtures and tests/data), reading the files parses no
     slot ad, and a cycle parses a few: at most half of a pool of 20 slots or more, but
     where NEGOTIATOR_IGNORE_JOB_RANKS sorts the slots by each one's ranks (4 of the
     11,002 slots of the largest recording)."""
-    import tempfile
-    from pathlib import Path
     total = parsed = pools = 0
-    with tempfile.TemporaryDirectory() as tmp:
-        for d in recorded_snapshot_dirs(Path(tmp)):
-            for name in negotiators_of(d):
-                pool = load_pool(d, negotiator=name, project_slots=True)
-                ads = [a for a in pool.slot_ads if type(a) is LazyAd]
-                if not ads:
-                    continue        # (a pool whose expressions build names: whole ads)
-                assert not any(a.made() for a in ads), (d, name)
-                run_cycle(pool)
-                made = sum(a.made() for a in ads)
-                if len(ads) >= 10000:
-                    assert made <= 10, (d, name, made)
-                if len(ads) >= 20 and not pool.config.ignore_job_ranks:
-                    assert made <= len(ads) // 2, (d, name, made, len(ads))
-                total += len(ads)
-                parsed += made
-                pools += 1
+    for d in recorded_snapshot_dirs(tmp_path):
+        for name in negotiators_of(d):
+            pool = load_pool(d, negotiator=name, project_slots=True)
+            ads = [a for a in pool.slot_ads if type(a) is LazyAd]
+            if not ads:
+                continue            # (a pool whose expressions build names: whole ads)
+            assert not any(a.made() for a in ads), (d, name)
+            run_cycle(pool)
+            made = sum(a.made() for a in ads)
+            if len(ads) >= 10000:
+                assert made <= 10, (d, name, made)
+            if len(ads) >= 20 and not pool.config.ignore_job_ranks:
+                assert made <= len(ads) // 2, (d, name, made, len(ads))
+            total += len(ads)
+            parsed += made
+            pools += 1
     assert pools >= 30
     assert parsed < total / 4
 

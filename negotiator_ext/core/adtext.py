@@ -164,7 +164,7 @@ class TextValues:
         key = (lname, reach)
         got = self._in_texts.get(key, NOT_KNOWN)
         if got is NOT_KNOWN:
-            got = self._in_texts[key] = classads.eval_attr(_mini_ad(reach), lname)
+            got = self._in_texts[key] = classads.eval_attr(texts_ad(reach), lname)
         return got
 
     def expr_in_texts(self, texts: dict, expr: str):
@@ -184,7 +184,7 @@ class TextValues:
         key = (expr, reach)
         got = self._in_texts.get(key, NOT_KNOWN)
         if got is NOT_KNOWN:
-            got = self._in_texts[key] = classads.eval_expr(tree, _mini_ad(reach))
+            got = self._in_texts[key] = classads.eval_expr(tree, texts_ad(reach))
         return got
 
     def _reach(self, texts: dict, start) -> frozenset | None:
@@ -223,9 +223,10 @@ class TextValues:
         return got
 
 
-def _mini_ad(reach: frozenset):
-    """An ad of the attributes `reach` holds a text for (TextValues._reach)."""
-    return classads.parse_old_ad("\n".join(f"{n} = {t}" for n, t in reach if t is not None))
+def texts_ad(pairs: Iterable[tuple[str, str | None]]):
+    """An ad of the (name, text) pairs that hold a text (None: the attribute is absent):
+    the few attributes a value reaches, parsed instead of the whole ad."""
+    return row_ad([(n, t) for n, t in pairs if t is not None], {})
 
 
 class Job:

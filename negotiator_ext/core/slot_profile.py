@@ -12,6 +12,7 @@ import operator
 
 from . import classads, consumption
 from .classads import DBL_MAX
+from .adtext import texts_ad
 from .match_list import Slot
 
 _EMPTY = classads.ClassAd()
@@ -195,8 +196,7 @@ class SlotProfiles:
                 # an ad not parsed yet is its texts: the value is the same in an ad of
                 # the texts it reaches, which is far quicker to parse (but for a value
                 # a file wrote as eval("..."), which the reader unwraps)
-                ad = classads.parse_old_ad("\n".join(
-                    f"{n} = {t}" for n, t in zip(names, key[2]) if t is not None))
+                ad = texts_ad(zip(names, key[2]))
             if fam == "rankcond":
                 got = classads.eval_match(expr, ad, _EMPTY)
             else:
