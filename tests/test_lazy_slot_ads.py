@@ -204,3 +204,28 @@ def test_the_cycle_writes_into_an_unparsed_copy_of_a_kept_ad():
     assert classads.eval_attr(mine, "RemoteUserPrio") == 0.5
     assert classads.eval_attr(mine, "Cpus") == 2
     assert not kept.made() and "RemoteUserPrio" not in kept
+
+
+def test_a_pool_digest_reads_the_slots_through_their_texts(tmp_path):
+    """The digest a shadow pass keeps for explaining disagreements (alignment.pool_digest)
+    reads each slot's EnteredCurrentState, LastHeardFrom, PartitionableSlot and Cpus:
+    over every recording, it parses no slot ad the cycle left unparsed, and it is the
+    digest of the same pool with every ad parsed. (A loop keeps its slot ads from pass
+    to pass: one parsed here stayed parsed.)"""
+    from negotiator_ext.adapters.alignment import pool_digest
+    pools = 0
+    for d in recorded_snapshot_dirs(tmp_path):
+        for name in negotiators_of(d):
+            pool = load_pool(d, negotiator=name, project_slots=True)
+            ads = [a for a in pool.slot_ads if type(a) is LazyAd]
+            if not ads:
+                continue
+            result = run_cycle(pool)
+            made = sum(a.made() for a in ads)
+            got = pool_digest(pool, result)
+            assert sum(a.made() for a in ads) == made, (d, name)
+            for ad in ads:
+                len(ad)                     # every ad parsed: read in the ad itself
+            assert pool_digest(pool, result) == got, (d, name)
+            pools += 1
+    assert pools >= 30

@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 import os
 import re
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
+from ..core import classads
+from ..core.adtext import AdView, TextValues
 from .observe import _TIME_PREFIX, _Lines, _decode, _zone
 
 _STARTED = re.compile(_TIME_PREFIX + r"-+ Started Negotiation Cycle -+\s*$")
@@ -128,7 +131,6 @@ def pool_digest(pool, result) -> dict:
     (core.disagreement.digest): the submitters with idle jobs, the idle jobs our cycle
     was offered, every slot (claimed or not) and when the collector last heard from it,
     our candidate slots."""
-    from ..core import classads
     from ..core.disagreement import digest
     idle: dict[str, int] = {}
     on: dict[str, set[str]] = {}            # submitter -> the schedds it has jobs on
@@ -168,16 +170,19 @@ def pool_digest(pool, result) -> dict:
     since_heard = (pool.snapshot.captured_at or 0) - HEARD
     # only the recent times are of use (a change between two passes, or after the cycle
     # began): the digest of a large pool keeps the slots heard from in the last minutes
-    for ad, s in zip(ads, usage):
+    rows = pool.slot_texts if ads is pool.slot_ads else ()
+    values = TextValues()
+    for ad, s, row in zip(ads, usage, chain(rows, repeat(None))):
+        value = _reader(ad, row, values)
         try:
-            e = classads.as_number(classads.eval_attr(ad, "EnteredCurrentState"))
+            e = classads.as_number(value("EnteredCurrentState"))
             if e is not None and e >= since:
                 entered[s.name] = int(e)
-            t = classads.as_number(classads.eval_attr(ad, "LastHeardFrom"))
+            t = classads.as_number(value("LastHeardFrom"))
             if t is not None and t < since_heard:
                 t = None
-            if classads.eval_attr(ad, "PartitionableSlot") is True:
-                cpus = classads.as_number(classads.eval_attr(ad, "Cpus"))
+            if value("PartitionableSlot") is True:
+                cpus = classads.as_number(value("Cpus"))
                 if cpus is not None:
                     free[s.name] = cpus
         except Exception:           # a hostile ad: not the digest's to report
@@ -191,6 +196,23 @@ def pool_digest(pool, result) -> dict:
                   # (kept only where several schedds can each run out of time)
                   schedds=on if len({s for v in on.values() for s in v}) > 1 else None,
                   submitters_heard=heard_subs)
+
+
+# what the digest reads of every slot (lower-case)
+_READ = frozenset(("enteredcurrentstate", "lastheardfrom", "partitionableslot", "cpus"))
+
+
+def _reader(ad, row, values):
+    """How the digest reads a slot's attributes: through its texts (`row`, its (lower-case
+    name, text) pairs or a dict of them) when its ad is one not parsed yet that nothing
+    has written those attributes into, so a pool's slot ads stay unparsed (a loop keeps
+    them, parsed or not, from pass to pass); else in the ad itself. Either way the
+    value is the one the ad gives."""
+    if row is not None and type(ad) is classads.LazyAd and not ad.made() and not any(
+            attr.lower() in _READ for attr in ad.pending_writes()):
+        texts = row if type(row) is dict else {k: t for k, t in row if k in _READ}
+        return AdView(ad, texts, values).value
+    return lambda attr: classads.eval_attr(ad, attr)
 
 
 # an idle job whose status began this many seconds before the capture, or later, is

@@ -56,6 +56,10 @@ class LazyAd(ClassAd):
         """Whether the ad has been parsed yet."""
         return "_handle" in self.__dict__
 
+    def pending_writes(self) -> list[str]:
+        """The attributes written into an ad not parsed yet, waiting for its parse."""
+        return [attr for attr, _ in self.__dict__.get("_writes", ())]
+
     def remake_from(self, data) -> None:
         """Parse an ad not parsed yet from `data` instead, when it is."""
         self.__dict__["_data"] = data
