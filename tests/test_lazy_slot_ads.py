@@ -92,7 +92,7 @@ def test_claimed_slots_take_the_current_users_figures_without_being_parsed():
     written = ("RemoteUserPrio", "RemoteUserResourcesInUse", "RemoteUserFloor")
     for s in claimed:
         assert type(s.ad) is LazyAd and not s.ad.made()
-        assert [a for a, _ in s.ad.__dict__["_writes"]] == [
+        assert s.ad.pending_writes() == [
             "RemoteUserFloor", "RemoteUserPrio", "RemoteUserResourcesInUse"]
         texts = {n: s.texts[n.lower()] for n in written}
         for n in written:                   # (parses the ad)
@@ -229,3 +229,23 @@ def test_a_pool_digest_reads_the_slots_through_their_texts(tmp_path):
             assert pool_digest(pool, result) == got, (d, name)
             pools += 1
     assert pools >= 30
+
+
+def test_the_digest_reads_an_expression_with_the_texts_it_names():
+    """A slot whose Cpus is an expression of its other attributes: the digest's reading
+    through the texts gives what the ad gives, without parsing it; a value written into
+    the unparsed ad is read in the ad itself."""
+    from negotiator_ext.adapters.alignment import _reader
+    text = ('[ Name = "slot1@h"; PartitionableSlot = true; TotalCpus = 8; '
+            'Cpus = TotalCpus / 2; LastHeardFrom = 1700000000 ]')
+    row = tuple((k.lower(), classads.attribute_text(classad2.ClassAd(text), k))
+                for k in ("Name", "PartitionableSlot", "TotalCpus", "Cpus", "LastHeardFrom"))
+    made = []
+    ad = _lazy(text, made)
+    value = _reader(ad, row, TextValues())
+    assert value("Cpus") == 4 and value("PartitionableSlot") is True
+    assert value("LastHeardFrom") == 1700000000
+    assert value("EnteredCurrentState") is classads.UNDEFINED
+    assert made == []
+    ad["Cpus"] = 2
+    assert _reader(ad, row, TextValues())("Cpus") == 2 and made

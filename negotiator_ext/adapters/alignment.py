@@ -210,7 +210,11 @@ def _reader(ad, row, values):
     value is the one the ad gives."""
     if row is not None and type(ad) is classads.LazyAd and not ad.made() and not any(
             attr.lower() in _READ for attr in ad.pending_writes()):
-        texts = row if type(row) is dict else {k: t for k, t in row if k in _READ}
+        texts = row
+        if type(row) is not dict:
+            texts = {k: t for k, t in row if k in _READ}
+            if not all(values.literal(t)[0] for t in texts.values()):
+                texts = dict(row)       # (an expression: the texts it names too)
         return AdView(ad, texts, values).value
     return lambda attr: classads.eval_attr(ad, attr)
 
