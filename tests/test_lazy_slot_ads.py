@@ -249,3 +249,24 @@ def test_the_digest_reads_an_expression_with_the_texts_it_names():
     assert made == []
     ad["Cpus"] = 2
     assert _reader(ad, row, TextValues())("Cpus") == 2 and made
+
+
+def test_a_late_capture_is_told_by_the_claimed_slots_texts(tmp_path):
+    """alignment.late_capture reads each claimed slot's EnteredCurrentState: over every
+    recording, through its texts (no ad parsed), with the count the parsed ads give."""
+    from negotiator_ext.adapters.alignment import late_capture
+    claimed = 0
+    for d in recorded_snapshot_dirs(tmp_path):
+        for name in negotiators_of(d):
+            pool = load_pool(d, negotiator=name, project_slots=True)
+            ads = [a for a in pool.slot_ads if type(a) is LazyAd]
+            if not ads:
+                continue
+            starts = (0, (pool.snapshot.captured_at or 0) - 600)
+            got = [late_capture(pool, t) for t in starts]
+            assert not any(a.made() for a in ads), (d, name)
+            for ad in ads:
+                len(ad)
+            assert [late_capture(pool, t) for t in starts] == got, (d, name)
+            claimed += got[0]
+    assert claimed > 0

@@ -100,7 +100,7 @@ def late_capture(pool, start: int) -> int:
     `start` or later (EnteredCurrentStatus: the job of a match starts on its own, soon
     after the match, and a small pool's cycle is over in a fraction of a second), slots
     claimed since then (EnteredCurrentState)."""
-    from ..core import adtext, classads
+    from ..core import adtext
     values = adtext.TextValues()
     late = 0
     for table in pool.snapshot.jobs.values():
@@ -114,11 +114,14 @@ def late_capture(pool, start: int) -> int:
             if t is not None and t >= start:
                 late += 1
     # and the slots the collector heard were claimed since (a slower capture)
+    # (through their texts: a loop keeps its slot ads, and most of a busy pool's are
+    # claimed)
     ads, usage = pool.every_slot()
-    for ad, slot in zip(ads, usage):
+    rows = pool.slot_texts if ads is pool.slot_ads else ()
+    for ad, slot, row in zip(ads, usage, chain(rows, repeat(None))):
         if (slot.state or "").lower() in ("claimed", "preempting"):
             try:
-                t = classads.as_number(classads.eval_attr(ad, "EnteredCurrentState"))
+                t = classads.as_number(_reader(ad, row, values)("EnteredCurrentState"))
             except Exception:       # a hostile ad: not this check's to report
                 t = None
             if t is not None and t >= start:
