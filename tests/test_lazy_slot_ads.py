@@ -206,20 +206,25 @@ def test_the_cycle_writes_into_an_unparsed_copy_of_a_kept_ad():
     assert not kept.made() and "RemoteUserPrio" not in kept
 
 
-def test_a_pool_digest_reads_the_slots_through_their_texts(tmp_path):
-    """The digest a shadow pass keeps for explaining disagreements (alignment.pool_digest)
-    reads each slot's EnteredCurrentState, LastHeardFrom, PartitionableSlot and Cpus:
-    over every recording, it parses no slot ad the cycle left unparsed, and it is the
-    digest of the same pool with every ad parsed. (A loop keeps its slot ads from pass
-    to pass: one parsed here stayed parsed.)"""
-    from negotiator_ext.adapters.alignment import pool_digest
-    pools = 0
+def test_a_pass_reads_the_slots_for_its_digest_through_their_texts(tmp_path):
+    """What a shadow pass reads of every slot besides its cycle (adapters/alignment.py)
+    it reads through the slots' texts: the check of a capture taken too late
+    (`late_capture`: each claimed slot's EnteredCurrentState) parses no ad, and the
+    digest kept for explaining disagreements (`pool_digest`: each slot's
+    EnteredCurrentState, LastHeardFrom, PartitionableSlot and Cpus) none the cycle left
+    unparsed; over every recording, each gives what it gives with every ad parsed. (A
+    loop keeps its slot ads from pass to pass: one parsed here stayed parsed.)"""
+    from negotiator_ext.adapters.alignment import late_capture, pool_digest
+    pools = claimed = 0
     for d in recorded_snapshot_dirs(tmp_path):
         for name in negotiators_of(d):
             pool = load_pool(d, negotiator=name, project_slots=True)
             ads = [a for a in pool.slot_ads if type(a) is LazyAd]
             if not ads:
                 continue
+            starts = (0, (pool.snapshot.captured_at or 0) - 600)
+            late = [late_capture(pool, t) for t in starts]
+            assert not any(a.made() for a in ads), (d, name)
             result = run_cycle(pool)
             made = sum(a.made() for a in ads)
             got = pool_digest(pool, result)
@@ -227,8 +232,10 @@ def test_a_pool_digest_reads_the_slots_through_their_texts(tmp_path):
             for ad in ads:
                 len(ad)                     # every ad parsed: read in the ad itself
             assert pool_digest(pool, result) == got, (d, name)
+            assert [late_capture(pool, t) for t in starts] == late, (d, name)
             pools += 1
-    assert pools >= 30
+            claimed += late[0]
+    assert pools >= 30 and claimed > 0
 
 
 def test_the_digest_reads_an_expression_with_the_texts_it_names():
@@ -249,24 +256,3 @@ def test_the_digest_reads_an_expression_with_the_texts_it_names():
     assert made == []
     ad["Cpus"] = 2
     assert _reader(ad, row, TextValues())("Cpus") == 2 and made
-
-
-def test_a_late_capture_is_told_by_the_claimed_slots_texts(tmp_path):
-    """alignment.late_capture reads each claimed slot's EnteredCurrentState: over every
-    recording, through its texts (no ad parsed), with the count the parsed ads give."""
-    from negotiator_ext.adapters.alignment import late_capture
-    claimed = 0
-    for d in recorded_snapshot_dirs(tmp_path):
-        for name in negotiators_of(d):
-            pool = load_pool(d, negotiator=name, project_slots=True)
-            ads = [a for a in pool.slot_ads if type(a) is LazyAd]
-            if not ads:
-                continue
-            starts = (0, (pool.snapshot.captured_at or 0) - 600)
-            got = [late_capture(pool, t) for t in starts]
-            assert not any(a.made() for a in ads), (d, name)
-            for ad in ads:
-                len(ad)
-            assert [late_capture(pool, t) for t in starts] == got, (d, name)
-            claimed += got[0]
-    assert claimed > 0
