@@ -201,16 +201,16 @@ def pool_digest(pool, result) -> dict:
                   submitters_heard=heard_subs)
 
 
-# what the digest reads of every slot (lower-case)
+# what the digest reads of every slot, and late_capture of a claimed one (lower-case)
 _READ = frozenset(("enteredcurrentstate", "lastheardfrom", "partitionableslot", "cpus"))
 
 
 def _reader(ad, row, values):
-    """How the digest reads a slot's attributes: through its texts (`row`, its (lower-case
-    name, text) pairs or a dict of them) when its ad is one not parsed yet that nothing
-    has written those attributes into, so a pool's slot ads stay unparsed (a loop keeps
-    them, parsed or not, from pass to pass); else in the ad itself. Either way the
-    value is the one the ad gives."""
+    """How the digest and late_capture read a slot's attributes (`_READ`): through its
+    texts (`row`, its (lower-case name, text) pairs or a dict of them) when its ad is
+    one not parsed yet that nothing has written those attributes into, so a pool's slot
+    ads stay unparsed (a loop keeps them, parsed or not, from pass to pass); else in the
+    ad itself. Either way the value is the one the ad gives."""
     if row is not None and type(ad) is classads.LazyAd and not ad.made() and not any(
             attr.lower() in _READ for attr in ad.pending_writes()):
         texts = row
