@@ -97,12 +97,13 @@ def instrument(line: Timeline) -> None:
     from negotiator_ext import cycle, pool, shadow
     from negotiator_ext.adapters import alignment, answers, observe
 
-    lap = answers._Lap.__call__
-    answers._Lap.__call__ = lambda self, step: (line.mark("capture:" + step),
-                                                lap(self, step))[1]
-    phase = cycle._Phases.lap
-    cycle._Phases.lap = lambda self, name: (line.mark("cycle:" + name),
-                                            phase(self, name))[1]
+    def marked(inner, prefix: str):
+        def wrapped(self, step):
+            line.mark(prefix + step)
+            return inner(self, step)
+        return wrapped
+    answers._Lap.__call__ = marked(answers._Lap.__call__, "capture:")
+    cycle._Phases.lap = marked(cycle._Phases.lap, "cycle:")
     _wrap(pool, "load_pool", "load_pool", line)
     _wrap(observe, "observe_pass", "observe_pass", line)
     _wrap(alignment, "pool_digest", "pool_digest", line)

@@ -116,9 +116,7 @@ def late_capture(pool, start: int) -> int:
     # and the slots the collector heard were claimed since (a slower capture)
     # (through their texts: a loop keeps its slot ads, and most of a busy pool's are
     # claimed)
-    ads, usage = pool.every_slot()
-    rows = pool.slot_texts if ads is pool.slot_ads else ()
-    for ad, slot, row in zip(ads, usage, chain(rows, repeat(None))):
+    for ad, slot, row in _slots_and_texts(pool):
         if (slot.state or "").lower() in ("claimed", "preempting"):
             try:
                 t = classads.as_number(_reader(ad, row, values)("EnteredCurrentState"))
@@ -160,7 +158,7 @@ def pool_digest(pool, result) -> dict:
             t = _int_text(dict(e[3] or ()).get("enteredcurrentstatus"))
             if t is not None and t >= since:
                 recent[e[0]] = t
-    ads, usage = pool.every_slot()
+    usage = pool.every_slot()[1]
     slots = {s.name: bool(s.remote_user) or (s.state or "").lower() == "claimed"
              for s in usage}
     # whose each claim is (the accountant's customer, a submitter name: AccountingGroup,
@@ -173,9 +171,8 @@ def pool_digest(pool, result) -> dict:
     since_heard = (pool.snapshot.captured_at or 0) - HEARD
     # only the recent times are of use (a change between two passes, or after the cycle
     # began): the digest of a large pool keeps the slots heard from in the last minutes
-    rows = pool.slot_texts if ads is pool.slot_ads else ()
     values = TextValues()
-    for ad, s, row in zip(ads, usage, chain(rows, repeat(None))):
+    for ad, s, row in _slots_and_texts(pool):
         value = _reader(ad, row, values)
         try:
             e = classads.as_number(value("EnteredCurrentState"))
@@ -203,6 +200,14 @@ def pool_digest(pool, result) -> dict:
 
 # what the digest reads of every slot, and late_capture of a claimed one (lower-case)
 _READ = frozenset(("enteredcurrentstate", "lastheardfrom", "partitionableslot", "cpus"))
+
+
+def _slots_and_texts(pool):
+    """(ad, usage, texts row or None) of every slot in the pool (`Pool.every_slot`): the
+    texts are the pool's (`Pool.slot_texts`) where it has them for those ads."""
+    ads, usage = pool.every_slot()
+    rows = pool.slot_texts if ads is pool.slot_ads else ()
+    return zip(ads, usage, chain(rows, repeat(None)))
 
 
 def _reader(ad, row, values):
