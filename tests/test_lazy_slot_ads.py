@@ -104,25 +104,42 @@ def test_every_recording_parses_fewer_slot_ads_than_it_has(tmp_path):
     """Over every recording (fixtures and tests/data), reading the files parses no
     slot ad, and a cycle parses a few: at most half of a pool of 20 slots or more, but
     where NEGOTIATOR_IGNORE_JOB_RANKS sorts the slots by each one's ranks (4 of the
-    11,002 slots of the largest recording)."""
-    total = parsed = pools = 0
+    11,002 slots of the largest recording). What a shadow pass reads of every slot
+    besides its cycle (adapters/alignment.py) it reads through the slots' texts: the
+    check of a capture taken too late (`late_capture`: each claimed slot's
+    EnteredCurrentState) parses no ad, and the digest kept for explaining
+    disagreements (`pool_digest`: each slot's EnteredCurrentState, LastHeardFrom,
+    PartitionableSlot and Cpus) none the cycle left unparsed; each gives what it gives
+    with every ad parsed. (A loop keeps its slot ads from pass to pass: one parsed there
+    stays parsed.)"""
+    from negotiator_ext.adapters.alignment import late_capture, pool_digest
+    total = parsed = pools = claimed = 0
     for d in recorded_snapshot_dirs(tmp_path):
         for name in negotiators_of(d):
             pool = load_pool(d, negotiator=name, project_slots=True)
             ads = [a for a in pool.slot_ads if type(a) is LazyAd]
             if not ads:
                 continue            # (a pool whose expressions build names: whole ads)
+            starts = (0, (pool.snapshot.captured_at or 0) - 600)
+            late = [late_capture(pool, t) for t in starts]
             assert not any(a.made() for a in ads), (d, name)
-            run_cycle(pool)
+            result = run_cycle(pool)
             made = sum(a.made() for a in ads)
             if len(ads) >= 10000:
                 assert made <= 10, (d, name, made)
             if len(ads) >= 20 and not pool.config.ignore_job_ranks:
                 assert made <= len(ads) // 2, (d, name, made, len(ads))
+            digest = pool_digest(pool, result)
+            assert sum(a.made() for a in ads) == made, (d, name)
+            for ad in ads:
+                len(ad)                     # every ad parsed: read in the ad itself
+            assert pool_digest(pool, result) == digest, (d, name)
+            assert [late_capture(pool, t) for t in starts] == late, (d, name)
             total += len(ads)
             parsed += made
             pools += 1
-    assert pools >= 30
+            claimed += late[0]
+    assert pools >= 30 and claimed > 0
     assert parsed < total / 4
 
 
@@ -204,38 +221,6 @@ def test_the_cycle_writes_into_an_unparsed_copy_of_a_kept_ad():
     assert classads.eval_attr(mine, "RemoteUserPrio") == 0.5
     assert classads.eval_attr(mine, "Cpus") == 2
     assert not kept.made() and "RemoteUserPrio" not in kept
-
-
-def test_a_pass_reads_the_slots_for_its_digest_through_their_texts(tmp_path):
-    """What a shadow pass reads of every slot besides its cycle (adapters/alignment.py)
-    it reads through the slots' texts: the check of a capture taken too late
-    (`late_capture`: each claimed slot's EnteredCurrentState) parses no ad, and the
-    digest kept for explaining disagreements (`pool_digest`: each slot's
-    EnteredCurrentState, LastHeardFrom, PartitionableSlot and Cpus) none the cycle left
-    unparsed; over every recording, each gives what it gives with every ad parsed. (A
-    loop keeps its slot ads from pass to pass: one parsed here stayed parsed.)"""
-    from negotiator_ext.adapters.alignment import late_capture, pool_digest
-    pools = claimed = 0
-    for d in recorded_snapshot_dirs(tmp_path):
-        for name in negotiators_of(d):
-            pool = load_pool(d, negotiator=name, project_slots=True)
-            ads = [a for a in pool.slot_ads if type(a) is LazyAd]
-            if not ads:
-                continue
-            starts = (0, (pool.snapshot.captured_at or 0) - 600)
-            late = [late_capture(pool, t) for t in starts]
-            assert not any(a.made() for a in ads), (d, name)
-            result = run_cycle(pool)
-            made = sum(a.made() for a in ads)
-            got = pool_digest(pool, result)
-            assert sum(a.made() for a in ads) == made, (d, name)
-            for ad in ads:
-                len(ad)                     # every ad parsed: read in the ad itself
-            assert pool_digest(pool, result) == got, (d, name)
-            assert [late_capture(pool, t) for t in starts] == late, (d, name)
-            pools += 1
-            claimed += late[0]
-    assert pools >= 30 and claimed > 0
 
 
 def test_the_digest_reads_an_expression_with_the_texts_it_names():
