@@ -157,6 +157,7 @@ def main(argv: list[str]) -> int:
             err(f"after the last pass, collected: {rss_mib()} MiB")
             for part in KEPT:
                 before = rss_mib()
+                getattr(self, part)     # (a part the loop no longer has: AttributeError)
                 setattr(self, part, [] if part == "last_records" else
                         {} if part == "kept_inputs" else None)
                 gc.collect()
