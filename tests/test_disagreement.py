@@ -11,6 +11,7 @@ a real cycle cut by its time limits."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from negotiator_ext.core.compare import compare
 from negotiator_ext.core.disagreement import digest, has_job
@@ -53,6 +54,26 @@ def test_digest_keeps_job_ids_as_ranges():
     assert d["jobs"] == {"a@x": {"5": [[0, 2]], "7": [[4, 4]]}}
     assert has_job(d, "a@x", "5.1") and has_job(d, "a@x", "7.4")
     assert not has_job(d, "a@x", "5.3") and not has_job(d, "b@x", "5.1")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 9)), max_size=40),
+       st.lists(st.sampled_from(["x", "3.", ".4", "5.a", "", "7. 2"]), max_size=3))
+def test_digest_ranges_hold_exactly_the_idle_ids(ids, odd):
+    """Whatever the order, the repeats and the clusters' sizes (a cluster of one job
+    is its own range, the others sorted and merged), the ranges hold every idle id and
+    nothing else; ids without a whole-number proc are left out."""
+    texts = [f"{c}.{p}" for c, p in ids] + odd
+    d = digest(submitters={"a@x": len(texts)}, idle_jobs={"a@x": texts}, slots={},
+               candidate_slots=0)
+    held = {(c, p) for c, ranges in d["jobs"]["a@x"].items()
+            for lo, hi in ranges for p in range(lo, hi + 1)}
+    # (".4" is proc 4 of a cluster spelled "", "7. 2" proc 2 of cluster 7, as int reads it)
+    extra = {".4": ("", 4), "7. 2": ("7", 2)}
+    assert held == {(str(c), p) for c, p in ids} | {extra[t] for t in odd if t in extra}
+    for ranges in d["jobs"]["a@x"].values():
+        flat = [p for lo, hi in ranges for p in (lo, hi)]
+        assert flat == sorted(flat) and all(b[0] > a[1] + 1 for a, b in zip(ranges, ranges[1:]))
 
 
 def test_a_submitter_whose_ads_arrived_after_the_capture():

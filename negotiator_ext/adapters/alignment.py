@@ -153,9 +153,18 @@ def pool_digest(pool, result) -> dict:
     recent: dict[str, int] = {}
     since = (pool.snapshot.captured_at or 0) - RECENT
     for (sub, _), queue in result.queues.items():
-        jobs.setdefault(sub, []).extend(e[0] for e in queue.jobs)
+        jobs.setdefault(sub, []).extend([e[0] for e in queue.jobs])
         for e in queue.jobs:
-            t = _int_text(dict(e[3] or ()).get("enteredcurrentstatus"))
+            text = dict(e[3] or ()).get("enteredcurrentstatus")
+            if text is None:
+                continue
+            if type(text) is str:           # (what _int_text does, without its call)
+                try:
+                    t = int(text)
+                except ValueError:
+                    continue
+            else:
+                t = _int_text(text)
             if t is not None and t >= since:
                 recent[e[0]] = t
     usage = pool.every_slot()[1]

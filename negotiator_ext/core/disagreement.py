@@ -96,15 +96,22 @@ def digest(*, submitters: Mapping[str, int], idle_jobs: Mapping[str, Iterable[st
     before)."""
     jobs: dict[str, dict[str, list[list[int]]]] = {}
     for name, ids in idle_jobs.items():
-        by_cluster: dict[str, list[int]] = defaultdict(list)
+        by_cluster: dict[str, list[int]] = {}
+        get = by_cluster.get
         for j in ids:
-            c, _, p = str(j).partition(".")
+            c, _, p = (j if type(j) is str else str(j)).partition(".")
             try:
                 proc = int(p)
             except ValueError:
                 continue
-            by_cluster[c].append(proc)
-        jobs[name] = {c: _ranges(ps) for c, ps in by_cluster.items()}
+            procs = get(c)
+            if procs is None:
+                by_cluster[c] = [proc]
+            else:
+                procs.append(proc)
+        # (a cluster of one job, the most common at scale, is its own range)
+        jobs[name] = {c: [[ps[0], ps[0]]] if len(ps) == 1 else _ranges(ps)
+                      for c, ps in by_cluster.items()}
     out = {"submitters": {k: int(v) for k, v in submitters.items()}, "jobs": jobs,
            "slots": dict(slots), "candidate_slots": candidate_slots}
     if heard:
