@@ -225,7 +225,12 @@ class FakeSchedd:
         if not isinstance(jobs, list):
             return jobs                 # garbage, handed over as it is
         cons = classad2.ExprTree(str(constraint))
-        return [restrict(j, projection) for j in jobs
-                if not isinstance(j, classad2.ClassAd) or cons.eval(j) is True]
+        matched = [j for j in jobs if not isinstance(j, classad2.ClassAd) or cons.eval(j) is True]
+        if opts is not None and opts == htcondor2.QueryOpt.SummaryOnly:
+            # as a schedd answers condor_q's totals: one ad, the jobs it counted
+            return [classad2.ClassAd({"MyType": "Summary", "Jobs": len(matched)})]
+        if limit is not None and limit >= 0:
+            matched = matched[:limit]       # (the schedd stops at the limit)
+        return [restrict(j, projection) for j in matched]
 
 

@@ -119,3 +119,46 @@ def test_a_real_schedd_by_requests_gives_the_whole_jobs_values(clean_pool, tmp_p
     assert len(nr["rejections"]) >= 3
     assert [(s["name"], s["group"]) for s in nr["submitters"]] == [
         (s["name"], s["group"]) for s in nw["submitters"]]
+
+
+def test_a_real_schedd_asked_in_pieces_gives_each_job_once(clean_pool, monkeypatch):
+    """A queue larger than one answer (schedd_query.JOBS_PER_QUERY, 4 here) asked of a
+    real schedd: its SummaryOnly count sets the pieces, each job comes in exactly one,
+    and the lines are those of the same jobs asked in one answer."""
+    import htcondor2
+    from negotiator_ext.adapters import schedd_query
+    from negotiator_ext.adapters.job_projection import BASE_JOB_ATTRS
+    pool = clean_pool
+    never = ["requirements = TARGET.Cpus > 1000"]
+    pool.submit(count=9, group="group_a", user="alice", extra=never)
+    for _ in range(3):
+        pool.submit(count=1, group="group_b", user="bob", extra=never)
+    pool.wait_for(lambda: len(pool.jobs("ClusterId")) == 12, 60, "the 12 jobs queued")
+    collector = htcondor2.Collector(pool.collector)
+
+    def capture() -> dict:
+        errors: dict = {}
+        got, answered, missing = schedd_query._query_schedds(
+            htcondor2, collector, list(BASE_JOB_ATTRS), errors)
+        assert errors == {} and missing == [] and len(got) == 1
+        return {tuple(sorted(job)) for job in got[0][1]}
+
+    one_answer = capture()
+    asked: list[tuple[str, int]] = []
+    query = htcondor2.Schedd.query
+
+    def counted(self, constraint="True", projection=[], callback=None, limit=-1, opts=None):
+        answer = query(self, constraint, projection, callback, limit,
+                       htcondor2.QueryOpt.Default if opts is None else opts)
+        asked.append((str(constraint), len(answer)))
+        return answer
+    monkeypatch.setattr(htcondor2.Schedd, "query", counted)
+    monkeypatch.setattr(schedd_query, "JOBS_PER_QUERY", 4)
+    in_pieces = capture()
+    assert len(one_answer) == 12 and in_pieces == one_answer
+    # the first answer stopped at 5, the count (one ad) said 12: 3 pieces and one spare
+    assert [n for _, n in asked[:2]] == [5, 1]
+    pieces = asked[2:]
+    assert [c for c, _ in pieces] == [
+        f"({schedd_query.JOB_CONSTRAINT}) && (ClusterId + ProcId) % 4 == {i}" for i in range(4)]
+    assert sum(n for _, n in pieces) == 12 and max(n for _, n in pieces) <= 4
