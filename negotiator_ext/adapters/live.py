@@ -46,7 +46,12 @@ Bindings calls made by one capture (`htcondor2` is the module used):
                                                                    two RemoteParam steps
                                                                    above for each other one)
   collector.locateAll(DaemonTypes.Schedd)                        1
-  Schedd(location).query(constraint, projection)                 1 or 2 per schedd
+  Schedd(location).query(constraint, projection)                 1 or 2 per schedd (a
+                                                                   queue of more than
+                                                                   JOBS_PER_QUERY jobs:
+                                                                   then a SummaryOnly
+                                                                   count and a query per
+                                                                   piece, schedd_query)
   (by_requests: Schedd.query(opts=QueryOpt.AutoCluster), then    2, 3 or 4 per schedd
    the jobs' own attributes, then those without a known
    autocluster by their ids: adapters/resource_requests.py)
