@@ -50,7 +50,7 @@ from .errors import InputError
 from .limits import give_back_memory
 from .shadow_repredict import keep_inputs, repredict_pass
 from .shadow_state import (Busy, ShadowSettings, _snapshot_path, newest_config,
-                           newest_projection, newest_slot_projection, pass_lock,
+                           newest_projection, newest_slot_projection, pass_lock, slot_seed,
                            prune_snapshots)
 from .shadow_state import read_settings  # noqa: F401  (the daemon's shadow.read_settings)
 
@@ -542,12 +542,20 @@ class _Pass:
         out = _snapshot_path(root, t, self.uuid)
         projection, kept = (newest_projection(root, exclude=out) if self.s.capture_beside
                             else (None, None))
+        # a pass with no slot ads kept from the last (a `--once` pass; a loop's first)
+        # starts from the newest snapshot's, and fetches only the slots heard from since
+        cache, seed = self.loop.slot_cache, None
+        if self.s.keep_slot_ads and (cache is None or not len(cache)):
+            seed = slot_seed(root, t, exclude=out)
+            if seed is not None and cache is None:
+                from .adapters.slot_cache import SlotCache
+                cache = SlotCache()         # (this pass's own)
         report = capture_snapshot(self.s.pool, out, timeout=self.s.timeout, now=t,
                                   htcondor=self.loop.htcondor,
                                   earlier_config=newest_config(root, exclude=out),
                                   earlier_projection=projection, earlier_kept=kept,
                                   by_requests=self.s.capture_requests,
-                                  slot_cache=self.loop.slot_cache,
+                                  slot_cache=cache, slot_seed=seed,
                                   known_lines=self.loop.known_lines,
                                   worker=self.loop.worker,
                                   kept_reads=self.loop.kept_reads,

@@ -249,6 +249,35 @@ def newest_projection(root: Path, *, exclude: Path | None = None
     return tuple(v if isinstance(v, list) else None for v in got)
 
 
+# an earlier snapshot's slots seed a pass's slot ads when it is at most this old: a
+# startd sends its ads every UPDATE_INTERVAL (five minutes by default) whether they
+# changed or not, so an older one's slots have nearly all been heard from since
+SEED_AGE = 600
+
+
+def slot_seed(root: Path, now: int, *, exclude: Path | None = None
+              ) -> tuple[Path, list | None] | None:
+    """The newest snapshot's slots file and the projection its slot ads were fetched
+    with (its meta.json's "slot_projection"; None: whole ads), when it was captured at
+    most SEED_AGE seconds before `now` (adapters/slot_cache.py SlotCache.seed); else
+    None."""
+    for p in _snapshots_newest_first(root, exclude)[:1]:
+        try:
+            meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(meta, dict):
+            return None
+        at, projection = meta.get("captured_at"), meta.get("slot_projection")
+        if (not isinstance(at, int) or isinstance(at, bool) or not 0 <= now - at <= SEED_AGE
+                or not (projection is None or isinstance(projection, list)
+                        and all(isinstance(n, str) for n in projection))
+                or not (p / "slots.ads").is_file()):
+            return None
+        return p / "slots.ads", projection
+    return None
+
+
 def newest_slot_projection(root: Path, *, exclude: Path | None = None) -> list | str | None:
     """What the next capture asks the collector for first (the capture checks it): the
     newest snapshot's "slot_projection_next" (its capture was whole where a projection

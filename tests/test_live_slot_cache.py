@@ -212,3 +212,42 @@ def test_a_loops_kept_slot_ads_stay_unparsed_through_its_passes(clean_pool, fake
     for a, ln in zip(whole, ad_lines(whole)):
         if str(a.get("Machine", "")).startswith("fake-cache"):
             assert kept[a["Name"]] == sorted(set(ln))
+
+
+def test_a_once_pass_after_another_fetches_only_what_changed(clean_pool, fakes, tmp_path):
+    """`shadow --once` from cron: a pass after another, minutes apart at most, starts
+    from the last snapshot's slots (SlotCache.seed) and fetches whole only the slots the
+    collector heard from since; its slots file holds what the collector has."""
+    pool = clean_pool
+    state = tmp_path / "state"
+
+    def once() -> dict:
+        proc = subprocess.run(
+            [sys.executable, "-m", "negotiator_ext", "shadow", "--once", "--pool",
+             pool.collector, "--state-dir", str(state), "--no-advertise", "--json"],
+            env=pool.env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        rec = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert rec["status"] != "failed", rec["reason"]
+        return json.loads((Path(rec["snapshot_dir"]) / "meta.json").read_text()) | {
+            "dir": rec["snapshot_dir"]}
+
+    first = once()
+    assert "slots_fetched" not in first         # nothing to start from: one whole query
+    time.sleep(1.1)
+    _advertise(pool, tmp_path, [fakes[5]], extra="BenchValue = 7")
+    pool.wait_for(lambda: pool.tool("condor_status", "-af", "BenchValue", "-constraint",
+                                    f'Machine == "{fakes[5]}"', check=False).stdout.strip()
+                  == "7", 30, "the slot advertised again")
+    second = once()
+    f = second["slots_fetched"]
+    assert f["whole_query"] is False and f["kept"] >= 19 and f["fetched"] >= 1
+    assert f["fetched"] + f["kept"] == second["counts"]["slots"]
+    now = _fakes(read_ads(Path(second["dir"]) / "slots.ads"))
+    before = _fakes(read_ads(Path(first["dir"]) / "slots.ads"))
+    # the slot advertised again was fetched (the collector stamped it anew), the others
+    # are the first pass's lines
+    assert {n for n in now if now[n] != before[n]} == {f"slot1@{fakes[5]}"}
+    asked = list(htcondor2.Collector(pool.collector).query(
+        htcondor2.AdTypes.Startd, projection=second["slot_projection"]))
+    assert now == _fakes(asked)

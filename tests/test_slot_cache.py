@@ -249,7 +249,76 @@ def test_the_slots_file_is_a_link_when_nothing_changed(tmp_path):
     assert (d / "slots.ads").read_bytes() == (tmp_path / "expected3").read_bytes()
 
 
+def test_a_cache_seeded_from_a_snapshot_fetches_only_what_changed(tmp_path):
+    """A `--once` pass from cron: a new cache given the last snapshot's slots file asks
+    for the stamps, fetches the slots heard from since, and gives what a whole query
+    gives; its slots file is the last one's, linked, when nothing changed."""
+    coll, cache = started(tmp_path, 20)
+    first = tmp_path / "first.ads"
+    assert cache.write(first)
+    coll.now += 5
+    coll.update("slot3@host", State="Claimed")
+    coll.update("slot20@host")
+    coll.remove("slot7@host")
+    seeded = SlotCache()
+    assert seeded.seed(first, None) == 20
+    coll.queries.clear()
+    got = refresh(seeded, coll, tmp_path)
+    assert not got.whole and (got.fetched, got.kept) == (2, 18)
+    assert coll.queries == [(None, POLL), ("LastHeardFrom >= 1005", ())]
+    assert got.lines == coll.whole()
+    assert got.texts.rows == text_ads_of_lines(coll.whole(), "x").rows
+    assert [repr(a) for a in got.slots] == [repr(a) for a in coll.ads.values()]
+    second = tmp_path / "second.ads"
+    assert seeded.write(second)
+    write_lines(tmp_path / "expected.ads", got.lines)
+    assert second.read_bytes() == (tmp_path / "expected.ads").read_bytes()
+    # nothing heard from since: the same file
+    again = SlotCache()
+    assert again.seed(second, None) == 20
+    refresh(again, coll, tmp_path)
+    assert again.write(tmp_path / "third.ads")
+    assert os.stat(tmp_path / "third.ads").st_ino == os.stat(second).st_ino
+
+
+@pytest.mark.parametrize("damage", [
+    "missing", "empty", "not utf-8", "an empty ad", "no blank line at the end",
+    "a line that is no attribute", "a stamp that is an expression", "a quoted name",
+    "two ads of one slot", "no UpdatesTotal"])
+def test_a_slots_file_that_cannot_be_trusted_seeds_nothing(tmp_path, damage):
+    """Whatever is wrong with the file, the cache holds nothing, and the pass asks the
+    collector whole, as a first pass does."""
+    coll, cache = started(tmp_path, 3)
+    path = tmp_path / "slots.ads"
+    assert cache.write(path)
+    text = path.read_text()
+    edits = {
+        "empty": "",
+        "an empty ad": text + "\n\n",
+        "no blank line at the end": text[:-1],
+        "a line that is no attribute": text.replace("Activity = ", "Activity := ", 1),
+        "a stamp that is an expression": text.replace("LastHeardFrom = 1000",
+                                                      "LastHeardFrom = 999 + 1", 1),
+        "a quoted name": text.replace('Name = "slot0@host"', 'Name = "slot0\\"@host"', 1),
+        "two ads of one slot": text + text.split("\n\n")[0] + "\n\n",
+        "no UpdatesTotal": "\n".join(ln for ln in text.split("\n")
+                                     if not ln.startswith("UpdatesTotal = ")),
+    }
+    if damage == "missing":
+        path.unlink()
+    elif damage == "not utf-8":
+        path.write_bytes(text.encode() + b"Bad = \"\xff\"\n\n")
+    else:
+        assert edits[damage] != text
+        path.write_text(edits[damage])
+    seeded = SlotCache()
+    assert seeded.seed(path, None) == 0 and len(seeded) == 0
+    got = refresh(seeded, coll, tmp_path)
+    assert got.whole and got.lines == coll.whole()
+
+
 _step = st.one_of(
+    st.tuples(st.just("seed"), st.just(0), st.just(0)),
     st.tuples(st.just("update"), st.integers(0, 7), st.integers(0, 3)),
     st.tuples(st.just("remove"), st.integers(0, 7), st.just(0)),
     st.tuples(st.just("tick"), st.integers(0, 2), st.just(0)),
@@ -264,13 +333,20 @@ _step = st.one_of(
 def test_every_pass_equals_a_whole_query(tmp_path_factory, steps):
     """Random updates, removals, clock ticks (or none: the same second), and changes
     between a pass's two queries: every pass's slots, lines and texts equal a whole
-    query's at the end of that pass, and its slots file what write_lines writes."""
+    query's at the end of that pass, and its slots file what write_lines writes. A
+    "seed" is a new process's cache (a `--once` pass from cron) started from the last
+    slots file written (`SlotCache.seed`)."""
     tmp_path = tmp_path_factory.mktemp("passes")
     coll, cache = started(tmp_path, 4)
     passes = 0
+    last = None
     for kind, i, v in steps:
         name = f"slot{i}@host"
-        if kind == "update":
+        if kind == "seed":
+            cache = SlotCache()
+            held = cache.seed(last, None) if last is not None else 0
+            assert held == len(cache) == (len(read_ads(last)) if last is not None else 0)
+        elif kind == "update":
             coll.update(name, Memory=1024 * (v + 1))
         elif kind == "remove":
             coll.remove(name)
@@ -291,6 +367,7 @@ def test_every_pass_equals_a_whole_query(tmp_path_factory, steps):
             assert cache.write(out) == (len(cache) > 0)
             if len(cache):
                 cache.written(out)
+                last = out
                 write_lines(tmp_path / "expected.ads", got.lines)
                 assert out.read_bytes() == (tmp_path / "expected.ads").read_bytes()
             if not at_poll or got.whole:    # exactly a whole query (at the pass's end)

@@ -151,7 +151,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                      heard=None, whole_slots: bool = True,
                      earlier_slot_projection: list[str] | None = None,
                      slot_refs: "collector_projection.Refs | None" = None,
-                     schedds_at_once: int = SCHEDDS_AT_ONCE) -> CaptureReport:
+                     schedds_at_once: int = SCHEDDS_AT_ONCE,
+                     slot_seed: "tuple[Path, list[str] | None] | None" = None
+                     ) -> CaptureReport:
     """Read the pool through the bindings and write a snapshot directory at `out_dir`.
 
     `pool` is the collector as "HOST[:PORT]" (None: the locally configured pool). A schedd,
@@ -197,6 +199,12 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
     a child forked from this one. `kept_reads` (KeptReads, a loop's too): the daemons'
     configurations read by its earlier passes, taken again while their daemons' ads say
     they have not read their files since.
+
+    `slot_seed` ((slots file, the projection its ads were fetched with), an earlier
+    snapshot's): a `slot_cache` that holds nothing yet (a `--once` pass's own, a loop's
+    first pass) is first given that file's slots (`SlotCache.seed`), so that only the
+    slots the collector heard from since are fetched; the time it takes is the slot
+    lines'.
 
     A loop's `worker` asks `schedds_at_once` schedds at a time, each in a child process
     of its own (`schedd_query._query_schedds`): a loop's pass fetches only the slots
@@ -294,6 +302,9 @@ def capture_snapshot(pool: str | None, out_dir: str | Path, *, timeout: int = 30
                     make = LinesAdMaker(str(out / "slots.ads"))
                     slots = [LazyAd(make, (one, i)) for i, one in enumerate(lines, start=1)]
                     return slots, lines, len(raw_slots), None, None, None, lines
+                if slot_seed is not None and not len(slot_cache) and slot_seed[1] == (
+                        None if projection is None else list(projection)):
+                    slot_cache.seed(*slot_seed, seen)
                 slot_cache.project(projection)
                 got = slot_cache.refresh(query, seen, str(out / "slots.ads"))
                 slots, slot_keys = got.slots, got.names

@@ -29,11 +29,11 @@ import operator
 import os
 from array import array
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Callable
 
-from ..core.adtext import TextAds, TextStore
+from ..core.adtext import TextAds, TextStore, plain_value
 from ..errors import InputError
 from ..core.classads import LazyAd
 from .adfiles import LinesAdMaker, ad_lines, read_ads_and_texts_at, text_ads_of_lines
@@ -153,6 +153,47 @@ class SlotCache:
         if projection != self.projection:
             self.clear()
             self.projection = None if projection is None else list(projection)
+
+    # -- the slots of an earlier snapshot --------------------------------------------------
+
+    def seed(self, path: Path, projection: list[str] | None, seen: dict | None = None) -> int:
+        """Hold the slots of an earlier snapshot's slots file `path` (one this product
+        wrote: `write_lines` or `write`, each ad its lines and a blank line), fetched
+        with `projection` (its meta.json's "slot_projection"; None: whole ads), as if
+        the pass that wrote it had refreshed this cache: the next `refresh` then asks
+        the collector for the slots' stamps and fetches only the slots heard from since
+        (a `--once` pass from cron, a loop's first pass), and `write` copies the others
+        from `path`. Returns how many slots it holds: 0, holding nothing, when the file
+        cannot be read or is not such a file, or a slot's stamp or key is not plain
+        text there (a whole number, a string with no escape); `seen` shares equal lines,
+        as `ad_lines` does."""
+        self.clear()
+        self.projection = None if projection is None else list(projection)
+        try:
+            entries, places = _read_written(Path(path), {} if seen is None else seen)
+        except (OSError, ValueError):
+            return 0
+        if not entries:
+            return 0
+        store = TextStore()
+        try:
+            texts = text_ads_of_lines([e.lines for e in entries], str(path), store)
+        except InputError:              # (an expression too large: the pass refuses it)
+            return 0
+        kept: dict[tuple, _Kept] = {}
+        for e, row in zip(entries, texts.rows):
+            got = _plain_key_and_stamp(dict(row))
+            if got is None or got[0] in kept:
+                return 0                # (as `_whole`: nothing to go by, nothing kept)
+            e.row = row
+            e.stamp = got[1]
+            kept[got[0]] = e
+        make = LinesAdMaker(str(path))
+        for i, e in enumerate(entries, start=1):
+            e.ad = LazyAd(make, (e.lines, i))
+        self._kept, self._names = kept, dict(store.names)
+        self._written = (Path(path), entries, places)
+        return len(kept)
 
     # -- this pass's ads -------------------------------------------------------------------
 
@@ -315,6 +356,75 @@ class SlotCache:
             return None
         where = array("q", chain.from_iterable(map(places.__getitem__, entries)))
         return HeldSlots(entries, last[0], where, _file_id(st), dict(self._names))
+
+
+# how much of a slots file `_read_written` reads at a time
+_CHUNK = 8 << 20
+
+
+def _read_written(path: Path, seen: dict) -> tuple[list, dict]:
+    """The ads of a slots file this product wrote, as `_Kept` entries holding their lines
+    (equal lines shared through `seen`), and each entry's (offset, length) in the file.
+    ValueError when it is not such a file (not UTF-8, an empty ad, a line that is not
+    `name = text`, no blank line at its end)."""
+    entries: list[_Kept] = []
+    places: dict = {}
+    share = seen.setdefault
+    before = len(seen)
+    at = 0                              # the file offset of `rest`
+    rest = b""
+    with path.open("rb") as f:
+        while True:
+            data = f.read(_CHUNK)
+            if not data:
+                break
+            buf = rest + data if rest else data
+            end = buf.rfind(b"\n\n")
+            if end < 0:
+                rest = buf
+                continue
+            start = 0
+            for block in buf[:end].split(b"\n\n"):
+                if not block:
+                    raise ValueError("an empty ad")
+                lines = block.decode("utf-8").split("\n")
+                e = _Kept(None, list(map(share, lines, lines)), None)
+                entries.append(e)
+                places[e] = (at + start, len(block) + 2)
+                start += len(block) + 2
+            at += end + 2
+            rest = buf[end + 2:]
+    if rest:
+        raise ValueError("no blank line after its last ad")
+    # each distinct line once: those new to `seen` are its last keys (in the order added)
+    if not all(" = " in ln for ln in islice(reversed(seen), len(seen) - before)):
+        raise ValueError("a line that is not an attribute's")
+    return entries, places
+
+
+def _plain_key_and_stamp(texts: dict) -> tuple | None:
+    """`_key_and_stamp` of a slot ad given as its texts ({lower-case name: text}), read
+    only where each text is plain (adtext.plain_value: a whole number, a string with no
+    escape; MyAddress and UpdateSequenceNumber may be absent): None otherwise, for a
+    slot ad no stamp can be told from, or one that is not a slot's."""
+    name = plain_value(texts.get("name"))
+    t = texts.get("mytype")
+    my_type = plain_value(t) if t is not None else None
+    if not isinstance(name, str) or (t is not None and not isinstance(my_type, str)) \
+            or not _is_slot(name, my_type):
+        return None
+    t = texts.get("myaddress")
+    address = plain_value(t) if t is not None else None
+    if t is not None and not isinstance(address, str):
+        return None
+    heard, total = plain_value(texts.get("lastheardfrom")), plain_value(
+        texts.get("updatestotal"))
+    t = texts.get("updatesequencenumber")
+    seq = plain_value(t) if t is not None else None
+    if not (_whole_number(heard) and _whole_number(total)) or (
+            t is not None and not _whole_number(seq)):
+        return None
+    return (name, address), (heard, total, seq)
 
 
 def _file_id(st: os.stat_result) -> tuple:
