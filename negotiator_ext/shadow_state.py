@@ -54,8 +54,9 @@ class ShadowSettings:
     capture_beside: bool = True
     # each schedd captured by its resource requests (adapters/resource_requests.py)
     capture_requests: bool = True
-    # a loop keeps the slot ads between passes and fetches only those the collector
-    # heard from since (adapters/slot_cache.py)
+    # a loop keeps the slot ads between passes, and a pass with none kept starts from
+    # the newest snapshot's, fetching only those the collector heard from since
+    # (adapters/slot_cache.py)
     keep_slot_ads: bool = True
     # the collector asked for whole slot ads, not the attributes something can read
     # (adapters/collector_projection.py)
