@@ -585,7 +585,17 @@ def pass_summary(p: dict) -> dict:
             "predicted_duration", "schedds_out_of_time", "submitters_out_of_time",
             "matches_within", "matches_beyond")} if rec.get("time_limits") else None,
         "time_limits_compared": comp.get("time_limits") or None if comp else None,
+        # how its slots came: whole, or fetched since the last snapshot's and kept
+        "slots_fetched": _meta_of(rec).get("slots_fetched"),
     }
+
+
+def _meta_of(rec: dict) -> dict:
+    snap = Path(rec.get("snapshot_dir") or "")
+    try:
+        return json.loads((snap / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def explained(summary: dict, indent: str = "  ") -> str:
@@ -645,7 +655,8 @@ def show(report: dict) -> None:
     for name, what in (("pass1", "first pass, nothing kept"),
                        ("pass2", "schedds queried beside the slots"),
                        ("pass3", "pass 2 again, schedds after the slots"),
-                       ("pass4", "a first pass after a real cycle, nothing kept")):
+                       ("pass4", "a first pass after a real cycle, nothing kept"),
+                       ("pass5", "a cron pass after pass 3, a share of the slots updated")):
         p = report.get(name)
         if p is None:
             continue
@@ -653,7 +664,9 @@ def show(report: dict) -> None:
               f"capture {p['capture_s']} s, cycle {p['cycle_s']} s), "
               f"{p['peak_rss_mib']} MiB ({p['tree_peak_mib']} MiB with its children, at "
               f"once), {p['our_matches']} matches, {p['status']}"
-              + (f" ({p['reason']})" if p["reason"] else ""))
+              + (f" ({p['reason']})" if p["reason"] else "")
+              + (f"; slots fetched {f['fetched']}, kept {f['kept']}"
+                 if (f := p.get("slots_fetched")) else ""))
         if p.get("steps_s"):
             print("  steps: " + ", ".join(f"{k} {v}" for k, v in p["steps_s"].items())
                   + "; cycle: " + ", ".join(f"{k} {v}" for k, v in p["phases_s"].items()))
@@ -860,6 +873,12 @@ def run_shape(release, shape: str, args) -> dict:
         # of its own. Pass 1 is a first pass before any cycle, the schedd asked for
         # every job whole
         p4 = shadow_pass(pool, work, state=work / "state-first")
+        # a `--once` pass from cron as a pool's startds update (UPDATE_INTERVAL): a fifth
+        # (--churn) of the slots advertised again since pass 3, whose snapshot it starts
+        # from (its slots heard from since fetched, the others read from that file)
+        report["churn_before_pass5_s"] = round(churn(pool, ads, args.churn, 5, work), 1)
+        report["load"]["pass5"] = os.getloadavg()
+        p5 = shadow_pass(pool, work)
         report["real_cycle"] = {k.removeprefix("LastNegotiationCycle").removesuffix("0"): v
                                 for k, v in ad.items() if k.startswith("LastNegotiation")}
         # from RESCHEDULE until the negotiator's ad shows the cycle over
@@ -869,6 +888,7 @@ def run_shape(release, shape: str, args) -> dict:
         report["pass2"] = pass_summary(p2)
         report["pass3"] = pass_summary(p3)
         report["pass4"] = pass_summary(p4)
+        report["pass5"] = pass_summary(p5)
         report["negotiate_from_files"] = negotiate_from_files(pool, work)
         report["load"]["floor"] = os.getloadavg()
         report["floor"] = floor_queries(pool, work)
