@@ -752,3 +752,34 @@ def test_a_slots_memo_under_another_config_or_other_jobs_is_worked_out_again(tmp
         assert _decisions(kept) == _decisions(_kept_pool(plain, None, jobs_of=jobs_of))
         assert [m.slot.split("@")[0] for m in run_cycle(
             _kept_pool(plain, memos, jobs_of=jobs_of)).matches] == [best]
+
+
+def test_a_pass_starts_from_the_newest_snapshot_only_while_it_is_young(tmp_path):
+    """shadow_state.slot_seed: the newest snapshot's slots file and slot projection, at
+    most SEED_AGE seconds old; nothing for an older one, one without a slots file, or a
+    meta.json that does not say what its slots were asked with."""
+    import json
+    from negotiator_ext.shadow_state import SEED_AGE, slot_seed
+    root = tmp_path / "snapshots"
+
+    def snap(t: int, **meta) -> Path:
+        d = root / str(t)
+        d.mkdir(parents=True)
+        (d / "meta.json").write_text(json.dumps({"captured_at": t, **meta}))
+        (d / "slots.ads").write_text("Name = \"a\"\n\n")
+        return d
+
+    older = snap(1000, slot_projection=["Name", "Cpus"])
+    newer = snap(1100)
+    assert slot_seed(root, 1100 + SEED_AGE) == (newer / "slots.ads", None)
+    assert slot_seed(root, 1101 + SEED_AGE) is None           # too old
+    assert slot_seed(root, 1099) is None                      # from the future
+    assert slot_seed(root, 1200, exclude=newer) == (older / "slots.ads", ["Name", "Cpus"])
+    (newer / "meta.json").write_text(json.dumps({"captured_at": 1100,
+                                                 "slot_projection": "whole"}))
+    assert slot_seed(root, 1200) is None
+    (newer / "meta.json").write_text(json.dumps({"captured_at": 1100}))
+    (newer / "slots.ads").unlink()
+    assert slot_seed(root, 1200) is None
+    (newer / "meta.json").write_text("[1, 2]")
+    assert slot_seed(root, 1200) is None
