@@ -190,7 +190,12 @@ class Accountant:
 
     def weighted_usage(self, name: str) -> float:
         """GetWeightedResourcesUsed: the record's WeightedResourcesUsed (0 when none)."""
-        return float(self._get(name, "WeightedResourcesUsed", 0.0))
+        # (`_get` written out: the pie asks this of every request it prepares)
+        rec = self.customers.get(name)
+        if rec is None:
+            return 0.0
+        v = rec.get("WeightedResourcesUsed")
+        return 0.0 if v is None else float(v)
 
     def set_submitter_share(self, name: str, share: float, limit: float) -> None:
         """The in-memory SubmitterShare/SubmitterLimit the pie stores on spin 1 (2.5)."""
@@ -308,6 +313,8 @@ class Accountant:
         # customer that is its own group record is charged once. (`_get`/`_set` written
         # out: a missing or None value is the default; reals are stored rounded, A5.)
         customers = self.customers
+        signed = sign * weight
+        w_uncharged = uncharged * weight
         for rec_name in records:
             rec = customers.get(rec_name)
             if rec is None:
@@ -315,21 +322,28 @@ class Accountant:
             v = rec.get("ResourcesUsed")
             used = int(0 if v is None else v) + sign
             v = rec.get("WeightedResourcesUsed")
-            w_used = float(0.0 if v is None else v) + sign * weight
-            rec["ResourcesUsed"] = int(max(used, 0))
-            rec["WeightedResourcesUsed"] = _real(max(w_used, 0.0))
+            w_used = float(0.0 if v is None else v) + signed
+            rec["ResourcesUsed"] = used if used > 0 else 0     # (max(used, 0), an int)
+            if w_used < 0.0:
+                w_used = 0.0
+            # (a whole number, the usual weight or count, is its own rounding, A5:
+            # `_real` is called for the others alone)
+            rec["WeightedResourcesUsed"] = w_used if w_used.is_integer() else _real(w_used)
             v = rec.get("UnchargedTime")
-            rec["UnchargedTime"] = int(int(0 if v is None else v) + uncharged)
+            # (an int: `now`, `start` and the last update are whole seconds)
+            rec["UnchargedTime"] = int(0 if v is None else v) + uncharged
             v = rec.get("WeightedUnchargedTime")
-            rec["WeightedUnchargedTime"] = _real(float(0.0 if v is None else v)
-                                                 + uncharged * weight)
+            w = float(0.0 if v is None else v) + w_uncharged
+            rec["WeightedUnchargedTime"] = w if w.is_integer() else _real(w)
         for part in hier_records:
             rec = customers.get(part)
             if rec is None:
                 rec = customers[part] = {}
             v = rec.get("HierWeightedResourcesUsed")
-            rec["HierWeightedResourcesUsed"] = _real(
-                max(float(0.0 if v is None else v) + sign * weight, 0.0))
+            w = float(0.0 if v is None else v) + signed
+            if w < 0.0:
+                w = 0.0
+            rec["HierWeightedResourcesUsed"] = w if w.is_integer() else _real(w)
 
     def add_match(self, customer: str, slot: SlotUsage, now: int, match_cost: float | None = None,
                   concurrency_limits: str | None = None) -> None:
@@ -338,12 +352,12 @@ class Accountant:
         default the slot's own (a match already in the snapshot)."""
         resname = slot.resource_name
         if match_cost is not None:
-            n = int(self.resources.get(resname, {}).get("NumCpMatches") or 0)
+            n = int(self.resources.get(resname, _NO_RECORD).get("NumCpMatches") or 0)
             self._set_resource(resname, "NumCpMatches", n + 1)
             resname = f"{resname}_cp_match_{n:03d}"
             weight = float(match_cost)
         else:
-            existing = self.resources.get(resname, {}).get("RemoteUser")
+            existing = self.resources.get(resname, _NO_RECORD).get("RemoteUser")
             if existing is not None:
                 if existing == customer:
                     return  # "Match already existed"
@@ -352,8 +366,11 @@ class Accountant:
         self._charge(customer, weight, int(now), +1)
         # (three `_set_resource` calls on one record, the record looked up once)
         rec = self._resource_to_write(resname)
-        rec["RemoteUser"] = _persisted("RemoteUser", customer)
-        rec["SlotWeight"] = _persisted("SlotWeight", weight)
+        rec["RemoteUser"] = customer if type(customer) is str else _persisted(
+            "RemoteUser", customer)
+        # (a whole real is its own rounding, A5)
+        rec["SlotWeight"] = (weight if type(weight) is float and weight.is_integer()
+                             else _persisted("SlotWeight", weight))
         rec["StartTime"] = int(now)
         limits = (slot.matched_concurrency_limits if concurrency_limits is None
                   else concurrency_limits)
@@ -546,6 +563,7 @@ def _roll_up(tree: GroupTree, by_group: dict[str, dict[str, Any]]) -> None:
 
 
 _COUNTS_LIMITS = operator.attrgetter("counts_limits")
+_NO_RECORD: Mapping[str, Any] = {}      # what a missing record reads as (never written)
 
 
 def _persisted(attr: str, value: Any) -> Any:
