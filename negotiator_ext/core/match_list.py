@@ -13,6 +13,13 @@ from .classads import FLT_MAX
 
 PRIO_PREEMPTION, RANK_PREEMPTION, NO_PREEMPTION = 0, 1, 2   # higher is better (4.6)
 
+# Request attributes the negotiator inserts before matching (4.2), in the order it
+# inserts them: the last three only for a submitter of a group with a quota
+# (core.negotiation's _prepare_request).
+REQUEST_EPHEMERALS = ("SubmitterNegotiatingGroup", "SubmitterAutoregroup", "SubmittorPrio",
+                      "SubmitterUserPrio", "SubmitterUserResourcesInUse", "SubmitterGroup",
+                      "SubmitterGroupResourcesInUse", "SubmitterGroupQuota")
+
 
 
 # Rejection reasons in the negotiator's words, in its order of precedence (M12).
@@ -92,9 +99,15 @@ class Request:
     eval_id: int = -1
     group_id: int = -1               # group_key interned (once a request)
     has_limits: bool | None = None   # its ad has a ConcurrencyLimits (once asked)
-    # the ephemeral attributes (4.2) to insert before the ad is next evaluated: most
-    # requests find their verdicts cached by `eval_id` and never need them
-    pending: dict | None = None
+    # the ephemeral attributes (4.2) to insert before the ad is next evaluated, their
+    # values in REQUEST_EPHEMERALS' order (its first five, or all eight): most requests
+    # find their verdicts cached by `eval_id` and never need them
+    pending: tuple | None = None
+    # what the request's evaluation key is made of beside the values, worked out at its
+    # first preparing: (size of the job names slots see, then; the indices of the
+    # ephemerals an expression can read; the uniform-text token; the key's id when no
+    # expression can read any of them)
+    key_parts: tuple | None = None
 
     @property
     def ad(self) -> Any:
@@ -102,7 +115,7 @@ class Request:
         values = self.pending
         if values is not None:
             ad = self.base_ad
-            for k, v in values.items():
+            for k, v in zip(REQUEST_EPHEMERALS, values):
                 ad[k] = v
             self.pending = None
         return self.base_ad

@@ -27,7 +27,8 @@ from .job_queue import JobQueue, _c_mod
 from .accountant import parse_concurrency_limits
 from .time_limits import TimeBudget
 from .match_list import (MatchList, NO_PREEMPTION, PRIO_PREEMPTION, REASON_NO_MATCH,
-                         REASON_SUBMITTER_LIMIT, Rejections, Request, Slot)
+                         REASON_SUBMITTER_LIMIT, REQUEST_EPHEMERALS, Rejections, Request,
+                         Slot)
 from .matchmaking import Matcher, permits
 
 DONE, RESUME = "done", "resume"
@@ -36,10 +37,7 @@ DBL_MAX = classads.DBL_MAX
 
 
 # Request attributes the negotiator inserts before matching (4.2); see _prepare_request.
-REQUEST_EPHEMERALS = ("SubmitterNegotiatingGroup", "SubmitterAutoregroup", "SubmittorPrio",
-                      "SubmitterUserPrio", "SubmitterUserResourcesInUse", "SubmitterGroup",
-                      "SubmitterGroupResourcesInUse", "SubmitterGroupQuota")
-_LOWER_NAMES = {n: n.lower() for n in REQUEST_EPHEMERALS}
+_LOWER_NAMES = tuple(n.lower() for n in REQUEST_EPHEMERALS)
 
 
 def _has_limits(req: Request) -> bool:
@@ -461,10 +459,10 @@ class Negotiation:
                             return RESUME, pie_left
                     break
                 job = req.jobs[count - left]    # the run's next unmatched job
-                cost = self._commit(req, job, s, slot, state, neg_group, spin)
-                self.matches[-1].late = not within
+                match = self._commit(req, job, s, slot, state, neg_group, spin, not within)
+                cost = match.cost
                 used += cost
-                if self.matches[-1].preempting is None:
+                if match.preempting is None:
                     used_unclaimed += cost
                 pie_left -= cost
                 # NEGOTIATOR_DEPTH_FIRST: the negotiator counts the jobs the schedd is
@@ -481,31 +479,37 @@ class Negotiation:
 
     def _prepare_request(self, req: Request, s: Submitter, neg_group: str, eup: float) -> None:
         """The request's ephemeral attributes (4.2), and its evaluation key."""
-        values = {
-            "SubmitterNegotiatingGroup": neg_group,
-            "SubmitterAutoregroup": bool(self.groups.root.autoregroup and neg_group == ROOT),
-            "SubmittorPrio": eup,
-            "SubmitterUserPrio": eup,
-            "SubmitterUserResourcesInUse": self.usage(s.name),
-        }
-        if self.groups.enabled and s.group in self.quotas_hash:
-            values["SubmitterGroup"] = s.group
-            values["SubmitterGroupResourcesInUse"] = self.usage(s.group)
-            values["SubmitterGroupQuota"] = self.quotas_hash[s.group]
+        groups = self.groups
+        autoregroup = bool(groups.root.autoregroup and neg_group == ROOT)
+        if groups.enabled and s.group in self.quotas_hash:
+            values = (neg_group, autoregroup, eup, eup, self.usage(s.name),
+                      s.group, self.usage(s.group), self.quotas_hash[s.group])
+        else:
+            values = (neg_group, autoregroup, eup, eup, self.usage(s.name))
         req.pending = values            # inserted when the ad is next evaluated
         # the values an expression can read: the slots' (TARGET.SubmitterX) and the
-        # job's own (the job lacks them, so its key lists them among what it reaches)
-        seen, own = self.matcher.job_names_seen_by_slots, req.group_key[1]
-        lower = _LOWER_NAMES
-        extra = tuple((k, v) for k, v in values.items()
-                      if lower[k] in seen or lower[k] in own)
-        group = req.group_id
-        if group < 0:       # (a request is prepared once a job: its key hashed once)
-            group = req.group_id = self.matcher.intern(req.group_key)
-        # (with the slot texts its partition leaves out: the same key means the same
-        # answers in any cycle, core.match_memory)
-        req.eval_id = self.matcher.intern(
-            ("request", group, extra, self.matcher.uniform_token(req.group_key[1:3])))
+        # job's own (the job lacks them, so its key lists them among what it reaches).
+        # Which ones is the same at every preparing of the request while the names the
+        # slots see stay the same (they only grow), and so is the key when none is read.
+        matcher = self.matcher
+        seen = matcher.job_names_seen_by_slots
+        parts = req.key_parts
+        if parts is None or parts[0] != len(seen):
+            group = req.group_id
+            if group < 0:       # (a request is prepared once a job: its key hashed once)
+                group = req.group_id = matcher.intern(req.group_key)
+            own = req.group_key[1]
+            visible = tuple(i for i, n in enumerate(_LOWER_NAMES) if n in seen or n in own)
+            # (with the slot texts its partition leaves out: the same key means the same
+            # answers in any cycle, core.match_memory)
+            token = matcher.uniform_token(req.group_key[1:3])
+            plain = None if visible else matcher.intern(("request", group, (), token))
+            parts = req.key_parts = (len(seen), visible, token, plain)
+        if parts[3] is not None:
+            req.eval_id = parts[3]
+            return
+        extra = tuple((REQUEST_EPHEMERALS[i], values[i]) for i in parts[1] if i < len(values))
+        req.eval_id = matcher.intern(("request", req.group_id, extra, parts[2]))
 
     # ---- matchmakingAlgorithm with the MatchList cache (4.4, 4.5) --------------------
 
@@ -516,7 +520,7 @@ class Negotiation:
         # Concurrency limits first (M3): a ConcurrencyLimits that is a string on its own
         # is checked once for the request; one that needs the slot, per candidate.
         per_candidate = False
-        if _has_limits(req):
+        if req.has_limits or (req.has_limits is None and _has_limits(req)):
             text = classads.eval_attr(req.ad, "ConcurrencyLimits")
             if isinstance(text, str):
                 if self._limits_rejected(text):
@@ -532,7 +536,8 @@ class Negotiation:
         # change within a cycle, so the cached priority always agrees.)
         cache_key = (req.autocluster, only_rank, s.name, s.schedd)
         if (self._matchlist is not None and self._matchlist[0] == cache_key
-                and self._cache_still_valid(req, self._matchlist[1])):
+                and (cfg.preemption_requirements_stable and cfg.preemption_rank_stable
+                     or self._cache_still_valid(req, self._matchlist[1]))):
             ml: MatchList = self._matchlist[1]
             # The least cost the submitter limit refused in this call (without
             # preempting, preempting): within the call the limits and usage stand still,
@@ -549,7 +554,9 @@ class Negotiation:
                 slot, state = got
                 if check is not None and check(slot):
                     continue
-                cost = self._cost(req, slot)
+                # (`_cost` written out for the usual slot, charged its weight)
+                cost = (slot.weight if slot.preempt is None and not slot.cp
+                        else self._cost(req, slot))
                 if state != NO_PREEMPTION and permits(used, limit, cost):
                     return slot, state, ml.rejections
                 if permits(used_unclaimed, unclaimed, cost):
@@ -630,10 +637,14 @@ class Negotiation:
     # ---- after a match (4.9) ---------------------------------------------------------
 
     def _commit(self, req: Request, job: str, s: Submitter, slot: Slot, state: int,
-                neg_group: str, spin: int) -> float:
+                neg_group: str, spin: int, late: bool) -> Match:
+        """The match made (4.9): charged, its slot taken, recorded; `late`: beyond where
+        the real cycle's time limits stop it."""
         s.queue.matched.add(job)
         preempting = slot.usage_user
-        limits = self._limits_text(req, slot) or ""    # MatchedConcurrencyLimits (4.9)
+        # MatchedConcurrencyLimits (4.9)
+        limits = ((self._limits_text(req, slot) or "")
+                  if req.has_limits or (req.has_limits is None and _has_limits(req)) else "")
         dslots: tuple = ()
         if slot.preempt is not None:
             # ALLOW_PSLOT_PREEMPTION: the p-slot's ad as changed, charged at its weight
@@ -661,12 +672,13 @@ class Negotiation:
             self.acc.add_match(s.name, slot.usage, self.now, concurrency_limits=limits)
             self._remove(slot)
         self.handed[s.schedd] = self.handed.get(s.schedd, 0) + 1
-        self.matches.append(Match(
-            job=req.job, assigned_job=job, schedd=s.schedd, submitter=s.name,
+        match = Match(
+            job=req.jobs[0], assigned_job=job, schedd=s.schedd, submitter=s.name,
             group=s.group, negotiating_group=neg_group, slot=slot.name, state=state,
             preempting=preempting, cost=cost, autocluster=req.autocluster, spin=spin,
-            preempted_dslots=dslots))
-        return cost
+            late=late, preempted_dslots=dslots)
+        self.matches.append(match)
+        return match
 
     def _remove(self, slot: Slot) -> None:
         if not slot.removed:
