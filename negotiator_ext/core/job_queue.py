@@ -257,6 +257,10 @@ class JobQueue:
     used_up: int = -1
     _run: tuple = (-1, -1)
     _by_length: bool = False
+    # every job before this index is matched (`matched` only grows): where a request
+    # list starts, rather than at the front again, passing every job matched so far
+    # (each submitter turn of each spin builds a new list)
+    _head: int = 0
 
     def _outside(self, prio_range) -> set[str]:
         """The jobs a negotiation restricted to `prio_range` (JOBPRIO_MIN, _MAX) does not
@@ -272,8 +276,14 @@ class JobQueue:
         the next is built."""
         run: list = []
         first = last = -1
-        for i, entry in enumerate(self.jobs):
-            if entry[0] in self.matched or entry[0] in skip:
+        jobs, matched = self.jobs, self.matched
+        head, end = self._head, len(jobs)
+        while head < end and jobs[head][0] in matched:
+            head += 1
+        self._head = head
+        for i in range(head, end):
+            entry = jobs[i]
+            if entry[0] in matched or (skip and entry[0] in skip):
                 continue
             if run and run[0][1] != entry[1]:
                 self._sent(first, last)
