@@ -9,7 +9,7 @@ A job is anything with `value(lower-case name)` giving the attribute's value
 from __future__ import annotations
 
 import math
-from operator import is_not
+from operator import is_not, itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ from .match_list import Request
 from .projection import Projector, closure
 
 
+_JOB_ID = itemgetter(0)                  # a queue entry's job id
 _JOB_PRIO_ATTRS = ("prejobprio1", "prejobprio2", "jobprio", "postjobprio1", "postjobprio2")
 
 
@@ -356,5 +357,5 @@ class JobQueue:
 
     def _request(self, run, schedd, submitter) -> Request:
         job_id, ac, key, row = run[0]
-        return Request(base_ad=adtext.row_ad(row, self.names), jobs=[r[0] for r in run],
+        return Request(base_ad=adtext.row_ad(row, self.names), jobs=list(map(_JOB_ID, run)),
                        autocluster=ac, group_key=key, schedd=schedd, submitter=submitter)
