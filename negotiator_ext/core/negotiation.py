@@ -36,7 +36,8 @@ _LIMITS_EXPR = classads.parse_expr("MY.ConcurrencyLimits")
 DBL_MAX = classads.DBL_MAX
 
 
-# Request attributes the negotiator inserts before matching (4.2); see _prepare_request.
+# The request attributes the negotiator inserts before matching (4.2, REQUEST_EPHEMERALS)
+# as expressions name them, lower-cased; see _prepare_request.
 _LOWER_NAMES = tuple(n.lower() for n in REQUEST_EPHEMERALS)
 
 
@@ -520,7 +521,7 @@ class Negotiation:
         # Concurrency limits first (M3): a ConcurrencyLimits that is a string on its own
         # is checked once for the request; one that needs the slot, per candidate.
         per_candidate = False
-        if req.has_limits or (req.has_limits is None and _has_limits(req)):
+        if req.has_limits or (req.has_limits is None and _has_limits(req)):  # (asked once)
             text = classads.eval_attr(req.ad, "ConcurrencyLimits")
             if isinstance(text, str):
                 if self._limits_rejected(text):
