@@ -33,7 +33,7 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Callable
 
-from ..core.adtext import TextAds, TextStore, plain_value
+from ..core.adtext import _PLAIN_INT, _PLAIN_STRING, TextAds, TextStore
 from ..errors import InputError
 from ..core.classads import LazyAd
 from .adfiles import LinesAdMaker, ad_lines, read_ads_and_texts_at, text_ads_of_lines
@@ -404,27 +404,24 @@ def _read_written(path: Path, seen: dict) -> tuple[list, dict]:
 
 def _plain_key_and_stamp(texts: dict) -> tuple | None:
     """`_key_and_stamp` of a slot ad given as its texts ({lower-case name: text}), read
-    only where each text is plain (adtext.plain_value: a whole number, a string with no
-    escape; MyAddress and UpdateSequenceNumber may be absent): None otherwise, for a
-    slot ad no stamp can be told from, or one that is not a slot's."""
-    name = plain_value(texts.get("name"))
-    t = texts.get("mytype")
-    my_type = plain_value(t) if t is not None else None
-    if not isinstance(name, str) or (t is not None and not isinstance(my_type, str)) \
-            or not _is_slot(name, my_type):
+    only where each text is plain (as adtext.plain_value reads it: a whole number, a
+    string with no escape; MyAddress and UpdateSequenceNumber may be absent): None
+    otherwise, for a slot ad no stamp can be told from, or one that is not a slot's."""
+    get = texts.get
+    name, my_type, address = get("name"), get("mytype"), get("myaddress")
+    heard, total, seq = get("lastheardfrom"), get("updatestotal"), get("updatesequencenumber")
+    string, number = _PLAIN_STRING.fullmatch, _PLAIN_INT.fullmatch
+    if (name is None or not string(name) or heard is None or not number(heard)
+            or total is None or not number(total)
+            or my_type is not None and not string(my_type)
+            or address is not None and not string(address)
+            or seq is not None and not number(seq)):
         return None
-    t = texts.get("myaddress")
-    address = plain_value(t) if t is not None else None
-    if t is not None and not isinstance(address, str):
+    name = name[1:-1]
+    if not _is_slot(name, None if my_type is None else my_type[1:-1]):
         return None
-    heard, total = plain_value(texts.get("lastheardfrom")), plain_value(
-        texts.get("updatestotal"))
-    t = texts.get("updatesequencenumber")
-    seq = plain_value(t) if t is not None else None
-    if not (_whole_number(heard) and _whole_number(total)) or (
-            t is not None and not _whole_number(seq)):
-        return None
-    return (name, address), (heard, total, seq)
+    return ((name, None if address is None else address[1:-1]),
+            (int(heard), int(total), None if seq is None else int(seq)))
 
 
 def _file_id(st: os.stat_result) -> tuple:
