@@ -521,7 +521,7 @@ class Negotiation:
         # Concurrency limits first (M3): a ConcurrencyLimits that is a string on its own
         # is checked once for the request; one that needs the slot, per candidate.
         per_candidate = False
-        if req.has_limits or (req.has_limits is None and _has_limits(req)):  # (asked once)
+        if _has_limits(req):
             text = classads.eval_attr(req.ad, "ConcurrencyLimits")
             if isinstance(text, str):
                 if self._limits_rejected(text):
@@ -537,8 +537,7 @@ class Negotiation:
         # change within a cycle, so the cached priority always agrees.)
         cache_key = (req.autocluster, only_rank, s.name, s.schedd)
         if (self._matchlist is not None and self._matchlist[0] == cache_key
-                and (cfg.preemption_requirements_stable and cfg.preemption_rank_stable
-                     or self._cache_still_valid(req, self._matchlist[1]))):
+                and self._cache_still_valid(req, self._matchlist[1])):
             ml: MatchList = self._matchlist[1]
             # The least cost the submitter limit refused in this call (without
             # preempting, preempting): within the call the limits and usage stand still,
@@ -555,9 +554,7 @@ class Negotiation:
                 slot, state = got
                 if check is not None and check(slot):
                     continue
-                # (`_cost` written out for the usual slot, charged its weight)
-                cost = (slot.weight if slot.preempt is None and not slot.cp
-                        else self._cost(req, slot))
+                cost = self._cost(req, slot)
                 if state != NO_PREEMPTION and permits(used, limit, cost):
                     return slot, state, ml.rejections
                 if permits(used_unclaimed, unclaimed, cost):
@@ -643,9 +640,7 @@ class Negotiation:
         the real cycle's time limits stop it."""
         s.queue.matched.add(job)
         preempting = slot.usage_user
-        # MatchedConcurrencyLimits (4.9)
-        limits = ((self._limits_text(req, slot) or "")
-                  if req.has_limits or (req.has_limits is None and _has_limits(req)) else "")
+        limits = self._limits_text(req, slot) or ""    # MatchedConcurrencyLimits (4.9)
         dslots: tuple = ()
         if slot.preempt is not None:
             # ALLOW_PSLOT_PREEMPTION: the p-slot's ad as changed, charged at its weight
