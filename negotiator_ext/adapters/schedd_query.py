@@ -526,6 +526,9 @@ def _whole_job_lines(schedd, name: str, constraint: str, projection: list[str],
 # it is made into lines: about 3.6 KB a job, 1.8 GiB for 500,000. A schedd with more jobs
 # than this is asked for them in pieces of about this many, one piece held at a time.
 JOBS_PER_QUERY = 100_000
+# the pieces when the schedd gives no count of its jobs, and the most asked for
+PIECES_UNCOUNTED = 8
+MAX_PIECES = 1000
 
 
 def _asked_whole(schedd, constraint: str, projection: list[str], shared: dict,
@@ -562,18 +565,8 @@ def _asked_whole(schedd, constraint: str, projection: list[str], shared: dict,
                 projection=list(projection))
         finally:
             lap("schedd_query")
-        jobs = _checked_or_unusable(answer)
-        for ad in jobs:
-            c, p = ad["ClusterId"], ad["ProcId"]    # (whole numbers: checked)
-            if (c + p) % pieces != piece:
-                raise _Unusable(f"answered with job {c}.{p} to the query for piece "
-                                f"{piece} of {pieces} ((ClusterId + ProcId) % {pieces} "
-                                f"== {piece}): not what was asked")
-        try:
-            lines.extend(ad_lines(jobs, shared))
-        except Exception as exc:
-            raise _Unusable(f"cannot write its job ads: {_one_line(exc)}") from None
-        del answer, jobs
+        lines.extend(_job_lines(answer, shared, (piece, pieces)))
+        del answer
         give_back_memory()                  # the piece's ClassAds, back to the system
         lap("job_lines")
     return lines
@@ -599,18 +592,24 @@ def _pieces(schedd, constraint: str, opt) -> int:
     return min(MAX_PIECES, max(2, -(-count // JOBS_PER_QUERY) + 1))
 
 
-PIECES_UNCOUNTED = 8
-MAX_PIECES = 1000
-
-
 class _Unusable(Exception):
     """A schedd's answer that cannot be used (the message says why)."""
 
 
-def _job_lines(answer, shared: dict | None) -> list[list[str]]:
+def _job_lines(answer, shared: dict | None, piece: tuple[int, int] | None = None
+               ) -> list[list[str]]:
     """A schedd's answer, checked to be job ads (`checked_job_ads`), as each job's lines
-    (`adfiles.ad_lines`); _Unusable when it is not job ads or cannot be written."""
+    (`adfiles.ad_lines`); _Unusable when it is not job ads or cannot be written, or,
+    asked for `piece` (i, of pieces: `_asked_whole`), holds a job of another piece."""
     jobs = _checked_or_unusable(answer)
+    if piece is not None:
+        i, pieces = piece
+        for ad in jobs:
+            c, p = ad["ClusterId"], ad["ProcId"]    # (whole numbers: checked)
+            if (c + p) % pieces != i:
+                raise _Unusable(f"answered with job {c}.{p} to the query for piece {i} "
+                                f"of {pieces} ((ClusterId + ProcId) % {pieces} == {i}): "
+                                "not what was asked")
     try:
         return ad_lines(jobs, shared)
     except Exception as exc:
