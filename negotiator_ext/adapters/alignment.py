@@ -158,14 +158,11 @@ def pool_digest(pool, result) -> dict:
             text = dict(e[3] or ()).get("enteredcurrentstatus")
             if text is None:
                 continue
-            if type(text) is str:           # (what _int_text does, without its call)
-                try:
-                    t = int(text)
-                except ValueError:
-                    continue
-            else:
-                t = _int_text(text)
-            if t is not None and t >= since:
+            try:                # (int reads past the white space around the number)
+                t = int(text if type(text) is str else str(text))
+            except ValueError:
+                continue
+            if t >= since:
                 recent[e[0]] = t
     usage = pool.every_slot()[1]
     slots = {s.name: bool(s.remote_user) or (s.state or "").lower() == "claimed"
@@ -245,10 +242,3 @@ RECENT = 120
 # began that the collector heard of the slot after the cycle read it, and the next pass
 # that it heard of a change between our capture and the cycle
 HEARD = RECENT
-
-
-def _int_text(text) -> int | None:
-    try:
-        return int(str(text).strip())
-    except (TypeError, ValueError):
-        return None
