@@ -229,14 +229,19 @@ def newest_config(root: Path, *, exclude: Path | None = None) -> Path | None:
 def _newest_meta(root: Path, exclude: Path | None) -> dict:
     """The newest snapshot's meta.json under `root` ({} when there is none, or it
     cannot be read as a JSON object)."""
+    return _newest(root, exclude)[1]
+
+
+def _newest(root: Path, exclude: Path | None) -> tuple[Path | None, dict]:
+    """The newest snapshot directory under `root` (None: none) and its meta.json ({}
+    when it cannot be read as a JSON object)."""
     for p in _snapshots_newest_first(root, exclude)[:1]:
         try:
             meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            break
-        if isinstance(meta, dict):
-            return meta
-    return {}
+            return p, {}
+        return p, meta if isinstance(meta, dict) else {}
+    return None, {}
 
 
 def newest_projection(root: Path, *, exclude: Path | None = None
@@ -262,21 +267,15 @@ def slot_seed(root: Path, now: int, *, exclude: Path | None = None
     with (its meta.json's "slot_projection"; None: whole ads), when it was captured at
     most SEED_AGE seconds before `now` (adapters/slot_cache.py SlotCache.seed); else
     None."""
-    for p in _snapshots_newest_first(root, exclude)[:1]:
-        try:
-            meta = json.loads((p / "meta.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        if not isinstance(meta, dict):
-            return None
-        at, projection = meta.get("captured_at"), meta.get("slot_projection")
-        if (not isinstance(at, int) or isinstance(at, bool) or not 0 <= now - at <= SEED_AGE
-                or not (projection is None or isinstance(projection, list)
-                        and all(isinstance(n, str) for n in projection))
-                or not (p / "slots.ads").is_file()):
-            return None
-        return p / "slots.ads", projection
-    return None
+    p, meta = _newest(root, exclude)
+    at, projection = meta.get("captured_at"), meta.get("slot_projection")
+    if (p is None or not isinstance(at, int) or isinstance(at, bool)
+            or not 0 <= now - at <= SEED_AGE
+            or not (projection is None or isinstance(projection, list)
+                    and all(isinstance(n, str) for n in projection))
+            or not (p / "slots.ads").is_file()):
+        return None
+    return p / "slots.ads", projection
 
 
 def newest_slot_projection(root: Path, *, exclude: Path | None = None) -> list | str | None:
