@@ -617,3 +617,20 @@ def test_imported_matches_are_charged_from_their_match_time():
         expected = 0.5 * aging + (170.0 + uncharged / 665) * (1 - aging)
         assert acc.rup(name) == pytest.approx(expected, abs=1e-6)
     assert acc.rup("late@d") < acc.rup("early@d")
+
+
+def test_a_charge_stores_each_real_as_the_log_reads_it_back():
+    """Rule A5 on AddMatch (A17): a fractional weight's usage, uncharged time and slot
+    weight are stored rounded to 6 decimals; a whole one as it is, added to them."""
+    acc = make()
+    acc.add_match("u@d", slot("s1", "u@d", weight=1 / 3), T0 + 7)
+    rec, res = acc.customers["u@d"], acc.resources["s1@<10.0.0.1:9618>"]
+    assert rec["WeightedResourcesUsed"] == 0.333333 and rec["ResourcesUsed"] == 1
+    assert rec["UnchargedTime"] == -7 and rec["WeightedUnchargedTime"] == -2.333333
+    assert res["SlotWeight"] == 0.333333 and res["StartTime"] == T0 + 7
+    acc.add_match("u@d", slot("s2", "u@d", weight=2.0), T0 + 7)
+    assert rec["WeightedResourcesUsed"] == 2.333333 and rec["ResourcesUsed"] == 2
+    assert rec["WeightedUnchargedTime"] == -16.333333
+    assert acc.resources["s2@<10.0.0.1:9618>"]["SlotWeight"] == 2.0
+    assert all(type(rec[k]) is float for k in ("WeightedResourcesUsed",
+                                               "WeightedUnchargedTime"))

@@ -326,15 +326,13 @@ class Accountant:
             rec["ResourcesUsed"] = used if used > 0 else 0     # (max(used, 0), an int)
             if w_used < 0.0:
                 w_used = 0.0
-            # (a whole number, the usual weight or count, is its own rounding, A5:
-            # `_real` is called for the others alone)
-            rec["WeightedResourcesUsed"] = w_used if w_used.is_integer() else _real(w_used)
+            rec["WeightedResourcesUsed"] = _real(w_used)
             v = rec.get("UnchargedTime")
             # (an int: `now`, `start` and the last update are whole seconds)
             rec["UnchargedTime"] = int(0 if v is None else v) + uncharged
             v = rec.get("WeightedUnchargedTime")
             w = float(0.0 if v is None else v) + w_uncharged
-            rec["WeightedUnchargedTime"] = w if w.is_integer() else _real(w)
+            rec["WeightedUnchargedTime"] = _real(w)
         for part in hier_records:
             rec = customers.get(part)
             if rec is None:
@@ -343,7 +341,7 @@ class Accountant:
             w = float(0.0 if v is None else v) + signed
             if w < 0.0:
                 w = 0.0
-            rec["HierWeightedResourcesUsed"] = w if w.is_integer() else _real(w)
+            rec["HierWeightedResourcesUsed"] = _real(w)
 
     def add_match(self, customer: str, slot: SlotUsage, now: int, match_cost: float | None = None,
                   concurrency_limits: str | None = None) -> None:
@@ -366,11 +364,8 @@ class Accountant:
         self._charge(customer, weight, int(now), +1)
         # (three `_set_resource` calls on one record, the record looked up once)
         rec = self._resource_to_write(resname)
-        rec["RemoteUser"] = customer if type(customer) is str else _persisted(
-            "RemoteUser", customer)
-        # (a whole real is its own rounding, A5)
-        rec["SlotWeight"] = (weight if type(weight) is float and weight.is_integer()
-                             else _persisted("SlotWeight", weight))
+        rec["RemoteUser"] = _persisted("RemoteUser", customer)
+        rec["SlotWeight"] = _persisted("SlotWeight", weight)
         rec["StartTime"] = int(now)
         limits = (slot.matched_concurrency_limits if concurrency_limits is None
                   else concurrency_limits)
@@ -580,7 +575,11 @@ def _persisted(attr: str, value: Any) -> Any:
 
 
 def _real(x: float) -> float:
-    """A real as the ClassAd log stores it (rule A5): rounded to 6 decimals."""
+    """A real as the ClassAd log stores it (rule A5): rounded to 6 decimals (a whole
+    real, the usual weight or count, is its own rounding: returned at once, as
+    `round6` would; the accountant charges every match through here)."""
+    if type(x) is float and x.is_integer():
+        return x
     return round6(x) if math.isfinite(x) else x
 
 
