@@ -63,6 +63,11 @@ class Pool:
     # per change); empty: computed here
     pie_weights: tuple[float, ...] = ()
     effective_sizes: tuple[float, ...] = ()
+    # the weight of every slot's claim by the customer the accountant charges (rule
+    # A16: {customer: summed SlotUsage.weight}, a customer for each charged slot), when
+    # the caller keeps it from cycle to cycle (the simulator: patched where slots
+    # changed); None: summed over the slots (`observe_pass`)
+    claimed_weights: Mapping[str, float] | None = None
     # each schedd's limits on what it offers (M7): the config's, and the schedds' own
     schedd_default: ScheddLimits = field(default_factory=ScheddLimits)
     schedd_limits: Mapping[str, ScheddLimits] = field(default_factory=dict)

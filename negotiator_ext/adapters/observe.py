@@ -480,10 +480,16 @@ def observe_pass(pool: Pool, result: CycleResult | None = None) -> Observation:
     # claims in the slot ads
     claimed: dict[str, float] = {}
     hier_claimed: dict[str, float] = {}
-    for s in pool.every_slot()[1]:
-        c = s.charged_customer(pool.config.discount_suspended_resources)
-        if c is not None:
-            claimed[c] = claimed.get(c, 0.0) + s.weight
+    if pool.claimed_weights is not None:
+        claimed.update(pool.claimed_weights)       # kept by the caller
+    else:
+        # (SlotUsage.charged_customer read inline: this runs over every slot each pass)
+        which = 1 if pool.config.discount_suspended_resources else 0
+        get = claimed.get
+        for s in pool.every_slot()[1]:
+            c = s.charged[which]
+            if c is not None:
+                claimed[c] = get(c, 0.0) + s.weight
     for c, w in claimed.items():             # once per customer, not per slot
         for part in pool.groups.charged_records(c)[1]:
             hier_claimed[part] = hier_claimed.get(part, 0.0) + w

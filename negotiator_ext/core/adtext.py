@@ -126,6 +126,10 @@ class TextValues:
         self._in_texts: dict = {}
         self._expr_names: dict = {}
 
+    def size(self) -> int:
+        """How many texts and sets of texts it holds."""
+        return len(self._lit) + len(self._names) + len(self._in_texts)
+
     def literal(self, text: str) -> tuple[bool, object]:
         got = self._lit.get(text)
         if got is None:

@@ -12,7 +12,7 @@ import re
 import classad2
 
 from ..core import classads
-from ..core.adtext import TextAds, TextStore
+from ..core.adtext import AdView, TextAds, TextStore, TextValues
 from ..scenario import Scenario
 from .schedd_startd import SimJob, SimSlot
 
@@ -118,8 +118,21 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
                 placed.append(i)
         lines = list(map(operator.add, frame.heads, given))
         lines += [f"{k} = {t}" for k, t in extra]
-        ad = classads.parse_old_ad("\n".join(lines))
-        if len(ad) == len(lines):
+        text = "\n".join(lines)
+        # once the layout with these names after it was read whole (each line one
+        # attribute), it always is: the values placed are single literals without a
+        # line break. Then the ad is parsed only when something reads it (most claimed
+        # slots' never are: the cycle reads their figures from the texts)
+        names = tuple([k for k, _ in extra])
+        whole = names in lay.whole
+        if whole and texts is not None:
+            ad = classads.LazyAd(classads.parse_old_ad, text)
+        else:
+            ad = classads.parse_old_ad(text)
+            whole = len(ad) == len(lines)
+            if whole:
+                lay.whole.add(names)
+        if whole:
             if texts is not None:
                 if lay.printed is None:
                     lay.printed = [None if t is None else _printed(t) for t in lay.texts]
@@ -173,7 +186,7 @@ class _Layout:
     prints them (once texts are first asked for); `frame`: what depends on the names
     alone, shared by every layout with the same names (a pool of 100,000 slots has tens
     of thousands of shapes, most with the same attribute names)."""
-    __slots__ = ("frame", "texts", "printed")
+    __slots__ = ("frame", "texts", "printed", "whole")
 
     def __init__(self, shape, kind: str):
         pairs = [[k, None if v is _OWN else _text(v)] for k, v in _base_attrs(shape, kind)]
@@ -197,6 +210,9 @@ class _Layout:
         self.frame = frame
         self.texts = [t for _, t in pairs]
         self.printed: list | None = None
+        # the names after the layout's (the job's not in it) with which an ad of it was
+        # read whole, each line one attribute (`_new_slot_ad`)
+        self.whole: set[tuple] = set()
 
 
 class _Frame:
@@ -353,11 +369,31 @@ def _facts(b: _Ad, config):
     from ..core.slots import matches_constraint, slot_size, slot_usage
     f = b.facts
     if f is None or f[0] is not config:
-        ad = b.ad
+        ad = slot_view(b)
         u = slot_usage(ad, config)
         f = b.facts = (config, (matches_constraint(ad, config.slot_constraint), u,
                                 *slot_size(ad, u.weight)))
     return f[1]
+
+
+def slot_view(b: _Ad):
+    """A slot ad as its figures are read: through its texts where it was built with
+    them (`core.adtext.AdView`: a literal's value once per distinct text, anything else
+    worked out of the texts in its reach, the ad itself parsed only where those cannot
+    say), else the ad."""
+    texts = b.texts
+    if texts is None:
+        return b.ad
+    values = _VALUES[0]
+    if values.size() > _VALUES_MAX:
+        values = _VALUES[0] = TextValues()
+    return AdView(b.ad, texts, values)
+
+
+# the slot texts' values (`slot_view`), shared by every slot ad; made anew once they hold
+# _VALUES_MAX texts (a long run's names and users come and go)
+_VALUES = [TextValues()]
+_VALUES_MAX = 500_000
 
 
 # The simulated schedd offers every idle job: its limits (core.schedd_limits) are not

@@ -497,6 +497,7 @@ class Simulation:
                     all_slots=usage, pie_weights=pies, effective_sizes=effs,
                     schedd_default=self.schedd_default,
                     schedd_limits=self.options.schedd_limits, slot_changes=rows.changes,
+                    claimed_weights=rows.claimed_weights(),
                     shared_slot_ads=True, slot_memos=tuple(cand_memos),
                     match_memory=self.match_memory, number_slot_classes=False)
 

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from ..core import classads
 from ..core.accountant import SlotChanges
-from .ads import _built, _facts, _slot_texts
+from ..core.slots import slot_value
+from .ads import _built, _facts, _slot_texts, slot_view
 
 if TYPE_CHECKING:
     from .schedd_startd import SimPool, SimSlot
@@ -63,7 +64,7 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
             free.append((x, b, u))
             # a slot is matched once a cycle (rule P1), unless a consumption policy
             # or WantAdRevaluate lets the negotiator match it again (no bound then)
-            row.takes += UNBOUNDED if _matched_again(b.ad) else 1
+            row.takes += UNBOUNDED if _matched_again(slot_view(b)) else 1
     row.seg = columns(seg)
     row.limits = (tuple([u for _, _, u in row.every if u.counts_limits]),)
     row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
@@ -93,6 +94,24 @@ class Columns:
         if starts is None:
             starts = list(itertools.accumulate(self.lens, initial=0))
         lens, cols = self.lens, self.cols
+        if sum(1 for i, row in rows.items() if len(row[0]) != lens[i]) > _SPLICES:
+            # many rows change length: each splice would move the rest of every column,
+            # so each column is laid again once, from its kept runs and the new rows
+            order = sorted(rows)
+            for k, col in enumerate(cols):
+                out: list = []
+                done = 0
+                for i in order:
+                    a = starts[i]
+                    out += col[done:a]
+                    out += rows[i][k]
+                    done = a + lens[i]
+                out += col[done:]
+                cols[k] = out
+            for i in order:
+                lens[i] = len(rows[i][0])
+            self._starts = None
+            return
         moved = False
         # from the last: a row that changes length moves none of the rows before it
         for i in sorted(rows, reverse=True):
@@ -128,6 +147,15 @@ class PoolRows:
         self.limit_cols = Columns([r.limits for r in rows], 1)
         self.all_cpus = sum(int(math.ceil(s.shape.cpus)) for s in pool.slots)
         self.changes: SlotChanges | None = None   # the slots changed since the last cycle's
+        # each charged customer's claimed weight (`Pool.claimed_weights`) and how many
+        # slots it holds, patched with the rows; None once a weight is not a whole
+        # number (a sum patched in another order than the slots' could then differ in
+        # its last bits: the pass sums the slots itself)
+        self._which = 1 if config.discount_suspended_resources else 0
+        self._claimed: dict[str, float] | None = {}
+        self._holding: dict[str, int] = {}
+        for r in rows:
+            self._claim(r.every, 1)
 
     def update(self, made: dict[int, SlotRow], named: list[int]) -> None:
         """The rows made again since the last cycle ({place: row}), and the places of the
@@ -140,6 +168,8 @@ class PoolRows:
         for i, r in made.items():
             names.update(u.resource_name for _, _, u in every[i])
             names.update(u.resource_name for _, _, u in r.every)
+            self._claim(every[i], -1)
+            self._claim(r.every, 1)
             every[i] = r.every
             self.free_cpus[i], self.takes[i] = r.free_cpus, r.takes
         self.slot_cols.replace({i: r.seg for i, r in made.items()})
@@ -155,7 +185,44 @@ class PoolRows:
                                    self.limit_cols.tuples()[0])
 
 
+    def claimed_weights(self) -> dict[str, float] | None:
+        """Each charged customer's claimed weight now (`Pool.claimed_weights`; a copy),
+        or None when it is not kept."""
+        return dict(self._claimed) if self._claimed is not None else None
+
+    def _claim(self, entries, sign: int) -> None:
+        """The claims of a row's slots ((slot, _Ad, usage) entries) added (`sign` 1) or
+        taken away (-1). Whole-number weights sum exactly in any order."""
+        claimed = self._claimed
+        if claimed is None:
+            return
+        which, holding = self._which, self._holding
+        for _, _, u in entries:
+            c = u.charged[which]
+            if c is None:
+                continue
+            w = u.weight
+            if not (type(w) is int or (type(w) is float and w.is_integer())) or abs(w) > _EXACT:
+                self._claimed = None
+                return
+            n = holding.get(c, 0) + sign
+            if n:
+                holding[c] = n
+                claimed[c] = claimed.get(c, 0.0) + sign * w
+            else:
+                del holding[c]
+                del claimed[c]
+
+
+# the largest whole-number weight summed without rounding by `PoolRows._claim` (a pool's
+# sums stay well under 2**53)
+_EXACT = 1 << 32
+
 UNBOUNDED = 1 << 40
+
+# how many rows changing length `Columns.replace` splices in one by one (more: each
+# column is laid again once)
+_SPLICES = 4
 
 
 def candidates(entries: list[tuple]) -> list[tuple]:
@@ -169,7 +236,9 @@ def columns(entries) -> tuple:
 
 
 def _matched_again(ad) -> bool:
-    """Whether the negotiator may match slot ad `ad` more than once a cycle: a
-    partitionable slot with a consumption policy (rule P4), or WantAdRevaluate."""
+    """Whether the negotiator may match slot ad `ad` (a ClassAd, or an AdView of one)
+    more than once a cycle: a partitionable slot with a consumption policy (rule P4),
+    or WantAdRevaluate."""
     from ..core import consumption
-    return consumption.supports_policy(ad) or classads.eval_bool(ad, "WantAdRevaluate") is True
+    return (consumption.supports_policy(ad)
+            or classads.as_bool(slot_value(ad, "WantAdRevaluate")) is True)
