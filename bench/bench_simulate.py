@@ -6,7 +6,8 @@ Runs `negotiator-ext simulate` on the scenario (900 one-core slots and 100 four-
 partitionable slots, five submitters in two groups, jobs arriving every hour; see the
 file) into a temporary ledger, and reports the wall time, cycles per second, matches and
 the peak RSS. Target: under 5 minutes for the week on this machine (2 cores); with
-`--scenario bench/scenarios/week-10k.yaml` (10,000 slots), under 15 minutes. Not a test:
+`--scenario bench/scenarios/week-10k.yaml` (10,000 slots), under 15 minutes; with
+`bench/scenarios/week-100k.yaml` (100,000 slots), under 30 minutes. Not a test:
 timing targets live here, never in the test suite.
 """
 
@@ -22,8 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-# seconds for the week: under 5 minutes at 1,000 slots, under 15 at 10,000 (issue 15)
-TARGETS_S = {"week-1k": 300.0, "week-10k": 900.0}
+# seconds for the week: under 5 minutes at 1,000 slots, under 15 at 10,000 (issue 15),
+# under 30 at 100,000 (issue 34)
+TARGETS_S = {"week-1k": 300.0, "week-10k": 900.0, "week-100k": 1800.0}
 
 
 def main(argv=None) -> int:
