@@ -184,7 +184,6 @@ class PoolRows:
                                    tuple(u for i in sorted(places) for _, _, u in every[i]),
                                    self.limit_cols.tuples()[0])
 
-
     def claimed_weights(self) -> dict[str, float] | None:
         """Each charged customer's claimed weight now (`Pool.claimed_weights`; a copy),
         or None when it is not kept."""
