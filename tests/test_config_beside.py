@@ -4,6 +4,8 @@ same order as reading it after them, and nothing left behind when the ads fail f
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from conftest import FIXTURES, writable_copy
@@ -94,3 +96,60 @@ def test_a_read_taken_long_after_it_ended_is_the_config(monkeypatch, tmp_path):
     again = condor_config.ConfigRead(path)
     time.sleep(2.5)
     assert again.result() == condor_config.load_config(path)
+
+
+def test_a_file_read_before_is_answered_without_a_child(tmp_path):
+    """The same bytes read again (here or from another directory) start no reader and
+    give the same knobs, CONFIG_ROOT the file's own; a text naming CONFIG_ROOT read
+    from another directory, one drawing $RANDOM_INTEGER, a changed file and a failed
+    read are read again."""
+    text = (FIXTURES / SCENARIO / "config").read_text() + "SITE_NOTE = ok\n"
+    one, two = tmp_path / "one", tmp_path / "two" / "deeper"
+    for d in (one, two):
+        d.mkdir(parents=True)
+        (d / "config").write_text(text)
+    condor_config._READS.clear()
+    first = condor_config.ConfigRead(one / "config")
+    params, raw = first.params()
+    assert first._proc is not None and params["SITE_NOTE"] == "ok"
+    again = condor_config.ConfigRead(one / "config")
+    elsewhere = condor_config.ConfigRead(two / "config")
+    assert again._proc is None and elsewhere._proc is None
+    assert again.params() == (params, raw)
+    p2, r2 = elsewhere.params()
+    assert p2["CONFIG_ROOT"] == str(two) and params["CONFIG_ROOT"] == str(one)
+    assert {k: v for k, v in p2.items() if k != "CONFIG_ROOT"} == {
+        k: v for k, v in params.items() if k != "CONFIG_ROOT"} and r2 == raw
+    # what a caller does with its answer is not kept
+    p2["SITE_NOTE"] = "changed"
+    assert condor_config.ConfigRead(two / "config").params()[0]["SITE_NOTE"] == "ok"
+    got = condor_config.load_config(two / "config")
+    assert got.source == str(two / "config")
+    assert got == dataclasses.replace(condor_config.load_config(one / "config"),
+                                      source=got.source)
+
+    for d in (one, two):        # CONFIG_ROOT named: the directory is part of the key
+        (d / "config").write_text(text + "SITE_DIR = $(CONFIG_ROOT)/x\n")
+    read = condor_config.ConfigRead(one / "config")
+    assert read._proc is not None and read.params()[0]["SITE_DIR"] == f"{one}/x"
+    read = condor_config.ConfigRead(two / "config")
+    assert read._proc is not None and read.params()[0]["SITE_DIR"] == f"{two}/x"
+    assert condor_config.ConfigRead(two / "config")._proc is None
+
+    defaults = condor_config.read_params(None)          # no file: HTCondor's own
+    read = condor_config.ConfigRead(None)
+    assert read._proc is None and read.params()[1] == defaults[1]
+    assert "SITE_NOTE" not in read.params()[0]
+
+    (one / "config").write_text(text + "SITE_PICK = $RANDOM_INTEGER(1, 1000000)\n")
+    for _ in range(2):
+        read = condor_config.ConfigRead(one / "config")
+        assert read._proc is not None
+        read.params()
+
+    (one / "config").write_text(text + "this is not config\n")
+    for _ in range(2):
+        read = condor_config.ConfigRead(one / "config")
+        assert read._proc is not None
+        with pytest.raises(InputError):
+            read.params()

@@ -24,7 +24,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 
 from ..core.config import NegotiatorConfig, ext_knobs
@@ -46,6 +48,12 @@ _SENTINEL = "_NEGOTIATOR_EXT_ROOT_READ"
 _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+,@%=-]+")   # held in HTCondor config text as-is
 _VALUE_OK = re.compile(r"[^\s$\\\x00-\x1f\x7f](?:[^$\\\x00-\x1f\x7f]*[^\s$\\\x00-\x1f\x7f])?")
 
+# The knobs of the files read as data (and HTCondor's defaults) that this process read
+# last, by what their reading depends on (`_ReadMemo.key`): HTCondor's reader is a new interpreter each time (about
+# 0.15-0.3 s), and the same bytes, read from the same directory in the same environment,
+# give the same knobs.
+_READ_MEMO_SIZE = 16
+
 
 def _source(path: str | Path | None) -> str:
     """How errors name the configuration `path` stands for."""
@@ -65,6 +73,58 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
     return ConfigRead(path).params()
 
 
+class _ReadMemo:
+    """The last `_READ_MEMO_SIZE` successful reads of files read as data, and of
+    HTCondor's defaults: (params, raw) by `key`. The file's directory is part of the key only for a text that names
+    CONFIG_ROOT; else the knobs differ by CONFIG_ROOT alone, set to the file's own. A
+    text that draws $RANDOM_INTEGER/$RANDOM_CHOICE is read every time, and so is one
+    whose directory HTCondor cannot be told as CONFIG_ROOT (it is then the private
+    copy's, new each read)."""
+
+    def __init__(self):
+        self._reads: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(data: bytes, config_root: Path, env: dict[str, str]) -> tuple | None:
+        low = data.lower()
+        if b"$random" in low or not _VALUE_OK.fullmatch(str(config_root)):
+            return None
+        return (data, str(config_root) if b"config_root" in low else None,
+                tuple(sorted(env.items())))
+
+    def get(self, key: tuple | None, config_root: Path | None) -> tuple[dict, dict] | None:
+        """A copy of what was kept for `key` (None: nothing), as read from `config_root`
+        (None: HTCondor's defaults, no file)."""
+        if key is None:
+            return None
+        with self._lock:
+            got = self._reads.get(key)
+            if got is None:
+                return None
+            self._reads.move_to_end(key)
+        params = dict(got[0])
+        if config_root is not None and "CONFIG_ROOT" in params:
+            params["CONFIG_ROOT"] = str(config_root)
+        return params, got[1]
+
+    def keep(self, key: tuple | None, params: dict, raw: dict) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._reads[key] = (dict(params), dict(raw))
+            self._reads.move_to_end(key)
+            while len(self._reads) > _READ_MEMO_SIZE:
+                self._reads.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._reads.clear()
+
+
+_READS = _ReadMemo()
+
+
 class ConfigRead:
     """One read of config file `path` (as `read_params`), started at once: HTCondor's
     reader runs in its child while the caller does other work (reading a snapshot's
@@ -79,6 +139,8 @@ class ConfigRead:
         self._data: bytes | None = None
         self._checked = None
         self._out = self._err = None
+        self._memo_key: tuple | None = None
+        self._known: tuple[dict, dict] | None = None
         self._started = time.monotonic()
         try:
             self._start()
@@ -97,6 +159,10 @@ class ConfigRead:
             env = dict(os.environ)
         elif path is None:  # HTCondor's defaults: no config file, no user config
             env = _child_env()
+            self._memo_key = (None, None, tuple(sorted(env.items())))
+            self._known = _READS.get(self._memo_key, None)
+            if self._known is not None:         # read before: no child
+                return
         else:
             p = Path(path)
             if not p.is_file():
@@ -112,6 +178,11 @@ class ConfigRead:
                 self._data = _read_capped(p, source)
                 self._checked = config_guard.check(self._data, source)
                 env = _child_env()
+                root = p.resolve().parent
+                self._memo_key = _ReadMemo.key(self._data, root, env)
+                self._known = _READS.get(self._memo_key, root)
+                if self._known is not None:     # read before: no child
+                    return
         if self._data is not None:
             try:
                 self._tmpdir = Path(_private_dir())
@@ -131,6 +202,8 @@ class ConfigRead:
         """(params, raw), as `read_params` returns them."""
         if self._error is not None:
             raise self._error
+        if self._known is not None:
+            return dict(self._known[0]), dict(self._known[1])
         path, source, proc = self.path, _source(self.path), self._proc
         checked, tmpdir = self._checked, self._tmpdir
         try:
@@ -158,6 +231,7 @@ class ConfigRead:
             doc = json.loads(stdout)
         except json.JSONDecodeError:
             raise InputError(source, "HTCondor could not read this configuration") from None
+        _READS.keep(self._memo_key, doc["params"], doc["raw"])
         return doc["params"], doc["raw"]
 
     def result(self) -> NegotiatorConfig:
