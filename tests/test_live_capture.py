@@ -13,7 +13,7 @@ import classad2
 import htcondor2
 import pytest
 
-from negotiator_ext.adapters import live, remote_knobs
+from negotiator_ext.adapters import condor_config, live, remote_knobs
 from negotiator_ext.adapters.adfiles import ad_lines, read_ads
 from negotiator_ext.adapters.condor_config import load_config, read_params
 from negotiator_ext.adapters.daemon_config import format_config
@@ -454,10 +454,12 @@ def test_select_policy_knobs_drops_only_the_bindings_undefined_marker():
 def _changed_knobs(config: Path, baseline: Path) -> dict:
     """The knobs HTCondor's config reads (htcondor2, in a child process) from `config`
     that differ from those it reads from `baseline` (an empty file in the same directory),
-    less the ones that differ between two reads of the baseline (PID, random values)."""
-    base, _ = read_params(baseline)
-    again, _ = read_params(baseline)
-    got, _ = read_params(config)
+    less the ones that differ between two reads of the baseline (PID, random values;
+    each read by HTCondor's reader anew, not answered from the knobs kept of the last)."""
+    def fresh(path: Path) -> dict:
+        condor_config._READS.clear()
+        return read_params(path)[0]
+    base, again, got = fresh(baseline), fresh(baseline), fresh(config)
     volatile = {k for k in set(base) | set(again) if base.get(k) != again.get(k)}
     return {k: v for k, v in got.items() if k not in volatile and base.get(k) != v}
 
