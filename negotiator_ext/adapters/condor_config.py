@@ -49,9 +49,9 @@ _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+,@%=-]+")   # held in HTCondor config t
 _VALUE_OK = re.compile(r"[^\s$\\\x00-\x1f\x7f](?:[^$\\\x00-\x1f\x7f]*[^\s$\\\x00-\x1f\x7f])?")
 
 # The knobs of the files read as data (and HTCondor's defaults) that this process read
-# last, by what their reading depends on (`_ReadMemo.key`): HTCondor's reader is a new interpreter each time (about
-# 0.15-0.3 s), and the same bytes, read from the same directory in the same environment,
-# give the same knobs.
+# last, by what their reading depends on (`_ReadMemo.key`): HTCondor's reader is a new
+# interpreter each time (about 0.15-0.3 s), and the same bytes, read from the same
+# directory in the same environment, give the same knobs.
 _READ_MEMO_SIZE = 16
 
 
@@ -75,11 +75,11 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
 
 class _ReadMemo:
     """The last `_READ_MEMO_SIZE` successful reads of files read as data, and of
-    HTCondor's defaults: (params, raw) by `key`. The file's directory is part of the key only for a text that names
-    CONFIG_ROOT; else the knobs differ by CONFIG_ROOT alone, set to the file's own. A
-    text that draws $RANDOM_INTEGER/$RANDOM_CHOICE is read every time, and so is one
-    whose directory HTCondor cannot be told as CONFIG_ROOT (it is then the private
-    copy's, new each read)."""
+    HTCondor's defaults: (params, raw) by `key`. The file's directory is part of the
+    key only for a text that names CONFIG_ROOT; else the knobs differ by CONFIG_ROOT
+    alone, set to the file's own. A text that draws $RANDOM_INTEGER/$RANDOM_CHOICE is
+    read every time, and so is one whose directory HTCondor cannot be told as
+    CONFIG_ROOT (it is then the private copy's, new each read)."""
 
     def __init__(self):
         self._reads: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
