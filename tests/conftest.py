@@ -43,7 +43,8 @@ def pytest_terminal_summary(terminalreporter, config):
 # scratch directory and a collector port of its own, livepool.free_port), its own
 # PostgreSQL server (test_ledger.postgres_server) and tmp_path. The live tests mostly wait
 # on real negotiation cycles: pools wait side by side, or beside another worker's
-# computing (three workers on 2 cores: 9.8 minutes for the suite where two took 11.1). Whole files go to one worker (their module fixtures are made once).
+# computing (three workers on 2 cores: 9.4-9.8 minutes for the suite where two took
+# 11.1). Whole files go to one worker (their module fixtures are made once).
 
 # files that share an expensive session fixture go to one worker together, so that it is
 # made once (two_users_run: the two-user scenario simulated over 60 hours)

@@ -99,10 +99,11 @@ def test_a_read_taken_long_after_it_ended_is_the_config(monkeypatch, tmp_path):
 
 
 def test_a_file_read_before_is_answered_without_a_child(tmp_path):
-    """The same bytes read again (here or from another directory) start no reader and
-    give the same knobs, CONFIG_ROOT the file's own; a text naming CONFIG_ROOT read
-    from another directory, one drawing $RANDOM_INTEGER, a changed file and a failed
-    read are read again."""
+    """The same text read again (here or from another directory, under another header of
+    comment lines) starts no reader and gives the same knobs, CONFIG_ROOT the file's
+    own; a text under an `#opt:` line, one naming CONFIG_ROOT read from another
+    directory, one drawing $RANDOM_INTEGER, a changed file and a failed read are read
+    again."""
     text = (FIXTURES / SCENARIO / "config").read_text() + "SITE_NOTE = ok\n"
     one, two = tmp_path / "one", tmp_path / "two" / "deeper"
     for d in (one, two):
@@ -127,6 +128,14 @@ def test_a_file_read_before_is_answered_without_a_child(tmp_path):
     assert got.source == str(two / "config")
     assert got == dataclasses.replace(condor_config.load_config(one / "config"),
                                       source=got.source)
+
+    # a header of comment lines is no part of the text; an `#opt:` line is
+    (one / "config").write_text("# captured at 1\n# by a capture\n" + text)
+    assert condor_config.ConfigRead(one / "config")._proc is None
+    (one / "config").write_text("#opt:strict\n" + text)
+    assert condor_config.ConfigMemo.key(one / "config")[0].startswith(b"#opt:strict\n")
+    read = condor_config.ConfigRead(one / "config")
+    assert read._proc is not None and read.params()[0]["SITE_NOTE"] == "ok"
 
     for d in (one, two):        # CONFIG_ROOT named: the directory is part of the key
         (d / "config").write_text(text + "SITE_DIR = $(CONFIG_ROOT)/x\n")

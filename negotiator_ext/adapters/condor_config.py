@@ -50,8 +50,9 @@ _VALUE_OK = re.compile(r"[^\s$\\\x00-\x1f\x7f](?:[^$\\\x00-\x1f\x7f]*[^\s$\\\x00
 
 # The knobs of the files read as data (and HTCondor's defaults) that this process read
 # last, by what their reading depends on (`_ReadMemo.key`): HTCondor's reader is a new
-# interpreter each time (about 0.15-0.3 s), and the same bytes, read from the same
-# directory in the same environment, give the same knobs.
+# interpreter each time (about 0.15-0.3 s), and the same text, read in the same
+# environment (and from the same directory, where it names CONFIG_ROOT), gives the same
+# knobs.
 _READ_MEMO_SIZE = 16
 
 
@@ -73,25 +74,50 @@ def read_params(path: str | Path | None) -> tuple[dict, dict]:
     return ConfigRead(path).params()
 
 
+def _text_key(data: bytes, config_root: Path) -> tuple | None:
+    """What the knobs of config text `data`, read from directory `config_root`, depend
+    on: the text less the comment lines it starts with (a capture's header names its
+    time; `_header_comment`), and the directory for a text that names CONFIG_ROOT (else
+    the knobs differ by CONFIG_ROOT alone). None when it cannot be kept: too large for
+    the reader, drawing $RANDOM_INTEGER/$RANDOM_CHOICE, or in a directory HTCondor
+    cannot be told as CONFIG_ROOT (it is then the private copy's, new each read)."""
+    low = data.lower()
+    if (len(data) > config_guard.MAX_CONFIG_BYTES or b"$random" in low
+            or not _VALUE_OK.fullmatch(str(config_root))):
+        return None
+    lines = data.split(b"\n")
+    first = 0
+    while first < len(lines) and _header_comment(lines[first]):
+        first += 1
+    return b"\n".join(lines[first:]), str(config_root) if b"config_root" in low else None
+
+
+def _header_comment(line: bytes) -> bool:
+    """Whether `line`, among those a config text starts with, is a comment that changes
+    nothing: not one that ends in a backslash (it might continue into the text), nor
+    one of HTCondor's `#opt:` lines (`#opt:strict`, `#opt:oldcomment`, ...: they change
+    how the rest is read)."""
+    text = line.strip()
+    return (text.startswith(b"#") and not text.endswith(b"\\")
+            and not text.lower().startswith(b"#opt:"))
+
+
 class _ReadMemo:
     """The last `_READ_MEMO_SIZE` successful reads of files read as data, and of
-    HTCondor's defaults: (params, raw) by `key`. The file's directory is part of the
-    key only for a text that names CONFIG_ROOT; else the knobs differ by CONFIG_ROOT
-    alone, set to the file's own. A text that draws $RANDOM_INTEGER/$RANDOM_CHOICE is
-    read every time, and so is one whose directory HTCondor cannot be told as
-    CONFIG_ROOT (it is then the private copy's, new each read)."""
+    HTCondor's defaults: (params, raw) by `key`; a hit has CONFIG_ROOT set to the
+    directory of the file it answers for."""
 
     def __init__(self):
         self._reads: OrderedDict[tuple, tuple[dict, dict]] = OrderedDict()
         self._lock = threading.Lock()
 
     @staticmethod
-    def key(data: bytes, config_root: Path, env: dict[str, str]) -> tuple | None:
-        low = data.lower()
-        if b"$random" in low or not _VALUE_OK.fullmatch(str(config_root)):
-            return None
-        return (data, str(config_root) if b"config_root" in low else None,
-                tuple(sorted(env.items())))
+    def key(data: bytes | None, config_root: Path | None,
+            env: dict[str, str]) -> tuple | None:
+        """The key of text `data` read from `config_root` in the child's environment
+        `env` (data None: HTCondor's defaults); None: not kept (`_text_key`)."""
+        text = (None, None) if data is None else _text_key(data, config_root)
+        return None if text is None else (*text, tuple(sorted(env.items())))
 
     def get(self, key: tuple | None, config_root: Path | None) -> tuple[dict, dict] | None:
         """A copy of what was kept for `key` (None: nothing), as read from `config_root`
@@ -106,7 +132,7 @@ class _ReadMemo:
         params = dict(got[0])
         if config_root is not None and "CONFIG_ROOT" in params:
             params["CONFIG_ROOT"] = str(config_root)
-        return params, got[1]
+        return params, dict(got[1])
 
     def keep(self, key: tuple | None, params: dict, raw: dict) -> None:
         if key is None:
@@ -155,14 +181,12 @@ class ConfigRead:
         source = _source(path)
         argv = [sys.executable, "-m", "negotiator_ext.adapters._param_dump",
                 "--memory", str(CONFIG_READ_MEMORY)]
+        root = None             # the directory of a file read as data
         if path == LOCAL:   # this host's CONDOR_CONFIG and _CONDOR_* variables apply
             env = dict(os.environ)
         elif path is None:  # HTCondor's defaults: no config file, no user config
             env = _child_env()
-            self._memo_key = (None, None, tuple(sorted(env.items())))
-            self._known = _READS.get(self._memo_key, None)
-            if self._known is not None:         # read before: no child
-                return
+            self._memo_key = _ReadMemo.key(None, None, env)
         else:
             p = Path(path)
             if not p.is_file():
@@ -180,13 +204,13 @@ class ConfigRead:
                 env = _child_env()
                 root = p.resolve().parent
                 self._memo_key = _ReadMemo.key(self._data, root, env)
-                self._known = _READS.get(self._memo_key, root)
-                if self._known is not None:     # read before: no child
-                    return
+        self._known = _READS.get(self._memo_key, root)
+        if self._known is not None:             # read before: no child
+            return
         if self._data is not None:
             try:
                 self._tmpdir = Path(_private_dir())
-                argv.append(str(_write_root(self._tmpdir, self._data, p.resolve().parent)))
+                argv.append(str(_write_root(self._tmpdir, self._data, root)))
             except OSError as exc:
                 self._clean()
                 raise InputError(source, "cannot copy it for HTCondor to read: "
@@ -203,7 +227,7 @@ class ConfigRead:
         if self._error is not None:
             raise self._error
         if self._known is not None:
-            return dict(self._known[0]), dict(self._known[1])
+            return self._known
         path, source, proc = self.path, _source(self.path), self._proc
         checked, tmpdir = self._checked, self._tmpdir
         try:
@@ -349,13 +373,10 @@ def _config_error(output: str, path, data: bytes | None = None) -> str:
 
 
 class ConfigMemo:
-    """The last configuration a loop read from a snapshot's own `config` file, by the
-    file's bytes: a loop's passes write the negotiator's config pass after pass, most
-    often the same, and HTCondor's reader is a new interpreter each time (about 0.3 s of
-    a core, beside the pass). The same bytes give the same configuration (the comment
-    lines it starts with aside: a capture's header names its time), but for a text that
-    names CONFIG_ROOT (the file's directory, the snapshot's: that is part of the key) or
-    draws $RANDOM_INTEGER/$RANDOM_CHOICE (never kept: read every time)."""
+    """The last configuration a loop read from a snapshot's own `config` file, typed, by
+    the file's text (`_text_key`): a loop's passes write the negotiator's config pass
+    after pass, most often the same but for the time in its header, and HTCondor's
+    reader is a new interpreter each time (about 0.3 s of a core, beside the pass)."""
 
     def __init__(self):
         self._key: tuple | None = None
@@ -370,18 +391,7 @@ class ConfigMemo:
                 data = f.read(config_guard.MAX_CONFIG_BYTES + 1)
         except OSError:
             return None
-        low = data.lower()
-        if len(data) > config_guard.MAX_CONFIG_BYTES or b"$random" in low:
-            return None
-        # the comment lines the file starts with (a capture's header names its time)
-        # are no part of it; one that ends in a backslash might be, and stays
-        lines = data.split(b"\n")
-        first = 0
-        while first < len(lines) and lines[first].lstrip().startswith(b"#") and \
-                not lines[first].rstrip().endswith(b"\\"):
-            first += 1
-        return (b"\n".join(lines[first:]),
-                str(Path(path).resolve().parent) if b"config_root" in low else None)
+        return _text_key(data, Path(path).resolve().parent)
 
     def get(self, key: tuple | None, path: Path) -> NegotiatorConfig | None:
         """The configuration kept for `key`, as read from `path` (None: not kept)."""
