@@ -136,6 +136,12 @@ def test_a_file_read_before_is_answered_without_a_child(tmp_path):
     assert condor_config.ConfigMemo.key(one / "config")[0].startswith(b"#opt:strict\n")
     read = condor_config.ConfigRead(one / "config")
     assert read._proc is not None and read.params()[0]["SITE_NOTE"] == "ok"
+    # (it changes what the rest means: a colon is for metaknobs only)
+    (one / "config").write_text("GROUP_NAMES : a\n")
+    assert condor_config.read_params(one / "config")[0]["GROUP_NAMES"] == "a"
+    (one / "config").write_text("#opt:strict\nGROUP_NAMES : a\n")
+    with pytest.raises(InputError, match="line 2: not valid HTCondor configuration"):
+        condor_config.read_params(one / "config")
 
     for d in (one, two):        # CONFIG_ROOT named: the directory is part of the key
         (d / "config").write_text(text + "SITE_DIR = $(CONFIG_ROOT)/x\n")
