@@ -207,7 +207,13 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
     t = pool.cycle_time(now)
     acc = pool.accountant_at(t)
     limits_before = dict(acc.limits)        # LoadLimits: what claimed slots hold
-    weights = pool.pie_weights or [pie_weight(ad, s.weight) for ad, s in zip(*pool.every_slot())]
+    if pool.slot_sums is not None:
+        least = pool.slot_sums[3]
+        min_weight = DBL_MAX if least is None else least
+    else:
+        weights = pool.pie_weights or [pie_weight(ad, s.weight)
+                                       for ad, s in zip(*pool.every_slot())]
+        min_weight = min(weights) if weights else DBL_MAX
     _, weighted, _ = pool.pool_sizes()
     submitter_ads = pool.submitter_ads()
     default_schedd = pool.default_schedd(submitter_ads)
@@ -280,7 +286,7 @@ def prepare_cycle(pool: Pool, now: float | None = None) -> CycleInput:
     return CycleInput(
         time=t, config=cfg, groups=groups, accountant=acc, limits_before=limits_before,
         demand=demand, quotas=quotas, pool_weight=weighted,
-        min_slot_weight=min(weights) if weights else DBL_MAX, matcher=matcher,
+        min_slot_weight=min_weight, matcher=matcher,
         slots=slots, slot_classes=slot_classes, submitters=submitters, queues=queues,
         schedds=schedds, cost=cost, fetched_slots=len(pool.slot_ads), partial=snap.partial,
         missing_schedds=snap.missing_schedds, warnings=warnings,

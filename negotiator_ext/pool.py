@@ -63,6 +63,10 @@ class Pool:
     # per change); empty: computed here
     pie_weights: tuple[float, ...] = ()
     effective_sizes: tuple[float, ...] = ()
+    # (count, sum of pie weights, sum of effective sizes, least pie weight or None) of
+    # every slot, when the caller keeps them exact from cycle to cycle (the simulator:
+    # sim.pool_rows.SlotSums); None: summed here
+    slot_sums: tuple | None = None
     # the weight of every slot's claim by the customer the accountant charges (rule
     # A16: {customer: summed SlotUsage.weight}, a customer for each charged slot), when
     # the caller keeps it from cycle to cycle (the simulator: patched where slots
@@ -111,13 +115,17 @@ class Pool:
         """(cPoolsize, weightedPoolsize, effectivePoolsize), computed once."""
         got = self.__dict__.get("_sizes")
         if got is None:
-            ads, usage = self.every_slot()
-            if self.pie_weights and not self.config.slot_poolsize_constraint:
+            sums, cfg = self.slot_sums, self.config
+            if sums is not None and sums[0] and not cfg.slot_poolsize_constraint:
+                count, pies, effs, _ = sums        # (the sums below, kept by the caller)
+                got = (count, pies if cfg.use_slot_weights else float(count), effs)
+            elif self.pie_weights and not cfg.slot_poolsize_constraint:
                 count = len(self.pie_weights)
-                got = (count, sum(self.pie_weights) if self.config.use_slot_weights
+                got = (count, sum(self.pie_weights) if cfg.use_slot_weights
                        else float(count), sum(self.effective_sizes))
             else:
-                got = pool_sizes(ads, [s.weight for s in usage], self.config)
+                ads, usage = self.every_slot()
+                got = pool_sizes(ads, [s.weight for s in usage], cfg)
             object.__setattr__(self, "_sizes", got)
         return got
 

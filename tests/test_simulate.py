@@ -647,10 +647,19 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
             assert s._row is not None and got.every[i] is s._row.every
         # the columns, patched from cycle to cycle, are the rows' laid end to end
         rows = [s._row for s in sim.pool.slots]
-        for cols, part in ((got.slot_cols, "seg"), (got.cand_cols, "cand")):
-            assert cols.tuples() == tuple(
+        for cols, part in ((tuple(map(tuple, got.slot_columns())), "seg"),
+                           (got.cand_cols.tuples(), "cand")):
+            assert cols == tuple(
                 tuple(v for r in rows for v in getattr(r, part)[k]) for k in range(4))
             counts["columns"] += 1
+        # what they add up to, patched too, is what the cycle would sum, down to the type
+        _, _, pies, effs = (tuple(v for r in rows for v in r.seg[k]) for k in range(4))
+        totals = got.sums.totals()
+        assert totals is not None
+        assert repr(totals[:3]) == repr((len(pies), sum(pies), sum(effs)))
+        assert totals[3] == min(pies)
+        assert got.free_total() == sum(r.free_cpus for r in rows if r.free_cpus is not None)
+        assert got.takes_total() == sum(r.takes for r in rows)
         held = tuple(u for r in rows for _, _, u in r.every if u.counts_limits)
         assert got.limit_cols.tuples() == (held,)
         counts["holding limits"] += bool(held)
@@ -724,6 +733,53 @@ def test_columns_equal_the_rows_laid_end_to_end(lengths, steps, splices):
             assert cols.lens == [len(r[0]) for r in rows]
     finally:
         rows_mod._SPLICES = was
+
+
+_SUM_VALUES = st.one_of(st.integers(-3, 8), st.sampled_from([0.0, 1.0, 4.0, 2.0 ** 40]),
+                        st.sampled_from([0.5, 1.25, float("nan")]), st.just(2 ** 40))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(_SUM_VALUES, _SUM_VALUES), max_size=4), min_size=1,
+                max_size=8),
+       st.lists(st.tuples(st.integers(0, 7),
+                          st.lists(st.tuples(_SUM_VALUES, _SUM_VALUES), max_size=4)),
+                max_size=8))
+def test_slot_sums_equal_the_columns_summed_in_order(rows, steps):
+    """sim.pool_rows.SlotSums, patched as rows are replaced, says what `sum` and `min`
+    over every row's pie weights and effective sizes in the pool's order say, down to
+    the type (an int sum while no value is a float); nothing once a value was not a
+    whole number within `_EXACT`, where only the summed columns are exact."""
+    from negotiator_ext.sim.pool_rows import _EXACT, SlotSums
+
+    def seg(pairs):
+        return ((None,) * len(pairs), (None,) * len(pairs),
+                tuple(p for p, _ in pairs), tuple(e for _, e in pairs))
+
+    segs = [seg(r) for r in rows]
+    sums = SlotSums()
+    for g in segs:
+        sums.add(g, 1)
+    ever = list(segs)
+    for i, pairs in [(None, None)] + steps:
+        if i is not None:
+            i %= len(segs)
+            sums.add(segs[i], -1)
+            segs[i] = seg(pairs)
+            sums.add(segs[i], 1)
+            ever.append(segs[i])
+        pies = [v for g in segs for v in g[2]]
+        effs = [v for g in segs for v in g[3]]
+        assert len(sums) == len(pies)
+        got = sums.totals()
+        whole = all(isinstance(v, int) or (v == v and v.is_integer())
+                    for g in ever for v in g[2] + g[3])
+        small = all(abs(v) <= _EXACT for g in ever for v in g[2] + g[3] if v == v)
+        if not (whole and small):
+            assert got is None
+            continue
+        assert repr(got[:3]) == repr((len(pies), sum(pies), sum(effs)))
+        assert got[3] == (min(pies) if pies else None)
 
 
 @pytest.mark.parametrize("case", ["preemption", "no-preemption", "weighted"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import operator
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -90,8 +91,12 @@ class Accountant:
         self.last_update_time = int(state.last_update_time)
         self.customers: dict[str, dict[str, Any]] = {k: dict(v) for k, v in state.customers.items()}
         # the Resource records (one per claim) are shared with `state` until written:
-        # each is copied when this accountant first changes it (`_set_resource`)
-        self.resources: dict[str, dict[str, Any]] = dict(state.resources)
+        # each is copied when this accountant first changes it (`_set_resource`). (A
+        # dict's own copy clones its table, holes left by removed records and all, where
+        # dict() inserts every record again: a long run's dict has many such holes)
+        res = state.resources
+        self.resources: dict[str, dict[str, Any]] = (res.copy() if type(res) is dict
+                                                     else dict(res))
         self._own: set[str] = set()
         self.limits: dict[str, float] = dict(state.limits)
         self._touched: set[str] | None = (set(state.touched) if state.touched is not None
@@ -395,7 +400,7 @@ class Accountant:
         written since the last CheckMatches known), only the changed slots, the records
         written since and their slots are looked at, in the same order: the same
         result."""
-        slots = list(slots) if not isinstance(slots, (list, tuple)) else slots
+        slots = slots if isinstance(slots, Sequence) else list(slots)
         touched = self._touched
         if changes is not None and touched is not None:
             names, check = changes.names, changes.slots

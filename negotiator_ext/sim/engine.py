@@ -415,7 +415,7 @@ class Simulation:
         preempt = self._preemption_possible() or not self.shortcuts
         if rows is None:
             rows = self._slot_rows()
-        ads, usage, pies, effs = rows.slot_cols.tuples()
+        ads, usage, pies, effs = rows.slot_columns()
         # candidates: what a job can take this cycle (a p-slot with fewer cpus left than
         # any job requests cannot match, as a claimed static slot cannot when nothing can
         # preempt it). They are handed over as a shadow loop's kept ads are: shared (the
@@ -429,8 +429,8 @@ class Simulation:
             cand_ads, cand_usage, cand_texts, cand_memos = rows.cand_cols.tuples()
         # no more jobs of a class than the cycle can match: one a slot that can take a
         # job (free cpus, when a slot can be matched again), every cpu with preemption
-        free = sum([c for c in rows.free_cpus if c is not None])
-        cap = min(int(math.ceil(free)), sum(rows.takes)) if not preempt else rows.all_cpus
+        free = rows.free_total()
+        cap = min(int(math.ceil(free)), rows.takes_total()) if not preempt else rows.all_cpus
         if not self.shortcuts:
             cap = 1 << 40                 # every idle job
         self._cut: dict[tuple[str, str], set[str]] = {}
@@ -497,7 +497,7 @@ class Simulation:
                     all_slots=usage, pie_weights=pies, effective_sizes=effs,
                     schedd_default=self.schedd_default,
                     schedd_limits=self.options.schedd_limits, slot_changes=rows.changes,
-                    claimed_weights=rows.claimed_weights(),
+                    claimed_weights=rows.claimed_weights(), slot_sums=rows.sums.totals(),
                     shared_slot_ads=True, slot_memos=tuple(cand_memos),
                     match_memory=self.match_memory, number_slot_classes=False)
 

@@ -7,12 +7,18 @@ end again each cycle.
 
 `slot_row` makes a row; `PoolRows.update` patches the pool's rows and columns and says
 which slots the accountant's CheckMatches must look at (`core.accountant.SlotChanges`).
+
+Every fetched slot's column (ads, usages, pie weights, effective sizes) is not laid out
+each cycle: a cycle that cannot preempt reads only what they add up to (`SlotSums`,
+patched with the rows) and, rarely, the columns themselves (`SlotColumn`, laid end to
+end when first read).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..core import classads
@@ -132,7 +138,8 @@ class Columns:
 
 class PoolRows:
     """Every top-level slot's row, in the pool's order, and the pool's columns made of
-    them: `slot_cols`, (ads, usages, pie weights, effective sizes) of every fetched slot;
+    them: `slot_columns()`, (ads, usages, pie weights, effective sizes) of every fetched
+    slot, laid end to end only when read, and `sums`, what they add up to (`SlotSums`);
     `cand_cols`, (ads, usages, texts, memos) of the candidates when no claim can be
     preempted; `limit_cols`, (usages,) of the slots LoadLimits reads."""
 
@@ -142,7 +149,15 @@ class PoolRows:
         self.every = [r.every for r in rows]
         self.free_cpus = [r.free_cpus for r in rows]
         self.takes = [r.takes for r in rows]
-        self.slot_cols = Columns([r.seg for r in rows], 4)
+        # their sums, patched with the rows (`free_total`, `takes_total`)
+        self._takes = sum(self.takes)
+        self._free: int | None = 0
+        for c in self.free_cpus:
+            self._add_free(c, 1)
+        self.segs = [r.seg for r in rows]
+        self.sums = SlotSums()
+        for r in rows:
+            self.sums.add(r.seg, 1)
         self.cand_cols = Columns([r.cand for r in rows], 4)
         self.limit_cols = Columns([r.limits for r in rows], 1)
         self.all_cpus = sum(int(math.ceil(s.shape.cpus)) for s in pool.slots)
@@ -171,8 +186,13 @@ class PoolRows:
             self._claim(every[i], -1)
             self._claim(r.every, 1)
             every[i] = r.every
+            self._add_free(self.free_cpus[i], -1)
+            self._add_free(r.free_cpus, 1)
+            self._takes += r.takes - self.takes[i]
             self.free_cpus[i], self.takes[i] = r.free_cpus, r.takes
-        self.slot_cols.replace({i: r.seg for i, r in made.items()})
+            self.sums.add(self.segs[i], -1)
+            self.sums.add(r.seg, 1)
+            self.segs[i] = r.seg
         self.cand_cols.replace({i: r.cand for i, r in made.items()})
         self.limit_cols.replace({i: r.limits for i, r in made.items()})
         places = set(made)
@@ -183,6 +203,32 @@ class PoolRows:
         self.changes = SlotChanges(frozenset(names),
                                    tuple(u for i in sorted(places) for _, _, u in every[i]),
                                    self.limit_cols.tuples()[0])
+
+    def free_total(self) -> float:
+        """The free cpus of every slot that counts (`SlotRow.free_cpus`), summed: kept
+        while each is a whole number (exact in any order), else summed in order."""
+        if self._free is not None:
+            return self._free
+        return sum([c for c in self.free_cpus if c is not None])
+
+    def takes_total(self) -> int:
+        """How many matches the free slots can take this cycle (`SlotRow.takes`)."""
+        return self._takes
+
+    def _add_free(self, c, sign: int) -> None:
+        if c is None or self._free is None:
+            return
+        if type(c) is int or (type(c) is float and c.is_integer() and abs(c) <= _EXACT):
+            self._free += sign * int(c)
+        else:
+            self._free = None
+
+    def slot_columns(self) -> tuple:
+        """(ads, usages, pie weights, effective sizes) of every fetched slot as the pool
+        is now, in its order: four sequences laid end to end when first read (later
+        patches do not reach them)."""
+        flat = _Flat(list(self.segs), len(self.sums))
+        return tuple(SlotColumn(flat, k) for k in range(4))
 
     def claimed_weights(self) -> dict[str, float] | None:
         """Each charged customer's claimed weight now (`Pool.claimed_weights`; a copy),
@@ -213,8 +259,109 @@ class PoolRows:
                 del claimed[c]
 
 
-# the largest whole-number weight summed without rounding by `PoolRows._claim` (a pool's
-# sums stay well under 2**53)
+class SlotSums:
+    """What every fetched slot adds up to, patched as rows come and go: how many there
+    are, their pie weights' and effective sizes' sums, and the least pie weight.
+
+    A sum is kept only while every value is a whole number no larger than `_EXACT`:
+    such sums are exact in any order, so they equal the cycle's own sum over the slots
+    in the pool's order, down to their type (an int while no value was a float, as
+    `sum` gives). Otherwise `totals()` says None and the cycle sums the columns."""
+    __slots__ = ("count", "_sums", "_floats", "_exact", "_least")
+
+    def __init__(self):
+        self.count = 0
+        self._sums = [0, 0]             # pie weights, effective sizes: whole numbers
+        self._floats = [0, 0]           # how many of each were floats
+        self._exact = True
+        self._least: dict = {}          # pie weight -> how many slots have it
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, seg: tuple, sign: int) -> None:
+        """A row's segment ((ads, usages, pies, effs)) added (`sign` 1) or taken (-1)."""
+        pies, effs = seg[2], seg[3]
+        self.count += sign * len(pies)
+        least = self._least
+        for p in pies:
+            n = least.get(p, 0) + sign
+            if n:
+                least[p] = n
+            else:
+                del least[p]
+        if not self._exact:
+            return
+        for k, col in ((0, pies), (1, effs)):
+            total, floats = self._sums[k], 0
+            for v in col:
+                if type(v) is int and not -_EXACT <= v <= _EXACT:
+                    self._exact = False
+                    return
+                if type(v) is float:
+                    if not (v.is_integer() and abs(v) <= _EXACT):
+                        self._exact = False
+                        return
+                    floats += 1
+                    v = int(v)
+                elif type(v) is not int:
+                    self._exact = False
+                    return
+                total += sign * v
+            self._sums[k] = total
+            self._floats[k] += sign * floats
+
+    def totals(self) -> tuple | None:
+        """(count, sum of pie weights, sum of effective sizes, least pie weight or None
+        without a slot), each sum as `sum` over the slots in any order gives it; None
+        when a sum is not kept."""
+        if not self._exact:
+            return None
+        pie, eff = ((float(v) if f else v) for v, f in zip(self._sums, self._floats))
+        return (self.count, pie, eff, min(self._least) if self._least else None)
+
+
+class _Flat:
+    """The fetched slots' segments as one cycle saw them, laid end to end when a column
+    is first read."""
+    __slots__ = ("segs", "count", "cols")
+
+    def __init__(self, segs: list, count: int):
+        self.segs, self.count, self.cols = segs, count, None
+
+    def column(self, k: int) -> tuple:
+        if self.cols is None:
+            chain = itertools.chain.from_iterable
+            self.cols = tuple(tuple(chain([s[j] for s in self.segs])) for j in range(4))
+            self.segs = None
+        return self.cols[k]
+
+
+class SlotColumn(Sequence):
+    """One column of every fetched slot (`PoolRows.slot_columns`): its length known at
+    once, its values laid out when first read."""
+    __slots__ = ("_flat", "_k")
+
+    def __init__(self, flat: _Flat, k: int):
+        self._flat, self._k = flat, k
+
+    def __len__(self) -> int:
+        return self._flat.count
+
+    def __getitem__(self, i):
+        return self._flat.column(self._k)[i]
+
+    def __iter__(self):
+        return iter(self._flat.column(self._k))
+
+    def __eq__(self, other):
+        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
+
+    __hash__ = None
+
+
+# the largest whole-number weight summed without rounding by `PoolRows._claim` and
+# `SlotSums` (a pool's sums stay well under 2**53)
 _EXACT = 1 << 32
 
 UNBOUNDED = 1 << 40
