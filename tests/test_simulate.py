@@ -953,6 +953,21 @@ def test_checking_only_the_changed_slots_each_cycle_changes_no_pass(name, monkey
     assert fast.passes == slow.passes
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=12), st.text(alphabet=" !\"#\\az~\t\n\x7f\u00e9", max_size=8),
+                 st.integers(-10 ** 20, 10 ** 20), st.floats(allow_nan=False, width=32),
+                 st.booleans()))
+def test_a_slot_values_text_known_at_once_is_the_one_printed(v):
+    """sim.ads._text_known: the text a value of a slot ad is written as, and where it
+    says how classad2 prints that text, the print `_printed` gives (a plain number, a
+    string quoted as it is)."""
+    from negotiator_ext.sim.ads import _printed, _text, _text_known
+    text, printed = _text_known(v)
+    assert text == _text(v)
+    if printed is not None:
+        assert printed == text == _printed(text)
+
+
 @pytest.mark.parametrize("attrs,inline", [
     ({"rank": "TARGET.Memory"}, True),                       # Rank, spelt otherwise
     ({"Start": "TARGET.Memory > 1"}, True),                  # (as recorded slots spell it)

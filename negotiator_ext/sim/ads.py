@@ -5,6 +5,7 @@ job's its own attributes with its state now)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
 import re
@@ -63,7 +64,7 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
     before the job's. `texts`: filled, when the ad is parsed in one call, with its
     attribute texts as `classads.attribute_texts` prints them (lower-case name ->
     text), made from the texts parsed (`_printed`) rather than printed from the ad."""
-    ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
+    ip = _address(s.index)
     own = {"Name": s.name, "Machine": s.machine, "StartdIpAddr": ip, "MyAddress": ip,
            "Cpus": _num(s.cpus), "Memory": _num(s.memory), "Disk": _num(s.disk)}
     if s.shape.gpus:
@@ -95,41 +96,47 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
         later.update(State="Unclaimed", Activity="Idle")
     # a control character (a line break) in a text or a name: set one by one (the
     # shape's texts were looked at once; a value the shape replaces is looked at all
-    # the same: either way gives the same ad)
-    if inline and not s.shape.control_in_texts and not _CONTROL.search("".join(
-            [v for v in itertools.chain(own.values(), later.values()) if type(v) is str])):
+    # the same: either way gives the same ad). A string of printable characters with no
+    # quote or backslash has none, and is its own text once quoted, printed alike
+    if inline and not s.shape.control_in_texts and not any(
+            type(v) is str and not _SAFE.fullmatch(v) and _CONTROL.search(v)
+            for v in itertools.chain(own.values(), later.values())):
         lay = _layout(s.shape, kind)
         frame = lay.frame
         given = lay.texts.copy()
         at, index = frame.at, frame.index
-        placed = []                     # the places the slot's and the job's values took
+        placed = []     # the places the slot's and the job's values took, with their
+        known = []      # ... printed texts where known at once (else None)
         for k, v in own.items():
             i = at.get(k)
             if i is not None:           # (else the shape's own value stands)
-                given[i] = _text(v)
+                given[i], pr = _text_known(v)
                 placed.append(i)
+                known.append(pr)
         extra = []
+        extra_known = []
         for k, v in later.items():
             i = index.get(k.lower())
+            t, pr = _text_known(v)
             if i is None:
-                extra.append((k, _text(v)))
+                extra.append((k, t))
+                extra_known.append(pr)
             else:
-                given[i] = _text(v)
+                given[i] = t
                 placed.append(i)
-        lines = list(map(operator.add, frame.heads, given))
-        lines += [f"{k} = {t}" for k, t in extra]
-        text = "\n".join(lines)
+                known.append(pr)
         # once the layout with these names after it was read whole (each line one
         # attribute), it always is: the values placed are single literals without a
-        # line break. Then the ad is parsed only when something reads it (most claimed
-        # slots' never are: the cycle reads their figures from the texts)
+        # line break. Then the ad is parsed (its text laid out) only when something
+        # reads it (most claimed slots' never are: the cycle reads their figures from
+        # the texts)
         names = tuple([k for k, _ in extra])
         whole = names in lay.whole
         if whole and texts is not None:
-            ad = classads.LazyAd(classads.parse_old_ad, text)
+            ad = classads.LazyAd(_parse_parts, (frame.heads, given, extra))
         else:
-            ad = classads.parse_old_ad(text)
-            whole = len(ad) == len(lines)
+            ad = _parse_parts((frame.heads, given, extra))
+            whole = len(ad) == len(given) + len(extra)
             if whole:
                 lay.whole.add(names)
         if whole:
@@ -137,10 +144,11 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
                 if lay.printed is None:
                     lay.printed = [None if t is None else _printed(t) for t in lay.texts]
                 printed = lay.printed.copy()
-                for i in placed:
-                    printed[i] = _printed(given[i])
+                for i, pr in zip(placed, known):
+                    printed[i] = _printed(given[i]) if pr is None else pr
                 texts.update(zip(frame.lower, printed))
-                texts.update((k.lower(), _printed(t)) for k, t in extra)
+                texts.update((k.lower(), _printed(t) if pr is None else pr)
+                             for (k, t), pr in zip(extra, extra_known))
             return ad
     ad = classad2.ClassAd()
     for k, v in _base_attrs(s.shape, kind):
@@ -154,6 +162,38 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
 
 
 _OWN = object()         # _base_attrs: the slot's own value (`own` in _new_slot_ad)
+
+
+def _parse_parts(parts: tuple):
+    """A slot ad from its layout's line heads, its texts in their places and the
+    (name, text) pairs after them, as one old-syntax text (`_new_slot_ad`)."""
+    heads, given, extra = parts
+    lines = list(map(operator.add, heads, given))
+    lines += [f"{k} = {t}" for k, t in extra]
+    return classads.parse_old_ad("\n".join(lines))
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _address(index: int) -> str:
+    """The address of the slot numbered `index` (each slot its own)."""
+    return f"<10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}:9618>"
+
+
+def _text_known(v) -> tuple[str, str | None]:
+    """A value of `_new_slot_ad` as its ad's text shows it (`_text`), and as
+    `_printed` gives that text where that is known without asking (a plain
+    non-negative integer, a string of printable characters with no quote or
+    backslash), else None."""
+    tv = type(v)
+    if tv is str:
+        if _SAFE.fullmatch(v):
+            t = '"' + v + '"'
+            return t, t
+        return _q(v), None
+    if tv is int:
+        t = repr(v)
+        return t, (t if v >= 0 and len(t) <= 18 else None)
+    return _text(v), None
 
 
 def _base_attrs(shape, kind: str) -> list[tuple[str, object]]:
@@ -266,6 +306,8 @@ def _printed(text: str) -> str:
 
 _PRINTED: dict[str, str] = {}
 _PLAIN = re.compile(r'0|[1-9][0-9]{0,17}|"[ !#-\[\]-~]*"')
+# a string `_q` quotes as it is, and `_printed` prints as quoted (see _PLAIN)
+_SAFE = re.compile(r'[ !#-\[\]-~]*')
 
 
 class _Expr:
