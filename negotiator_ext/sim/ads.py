@@ -6,7 +6,6 @@ job's its own attributes with its state now)."""
 from __future__ import annotations
 
 import functools
-import itertools
 import operator
 import re
 
@@ -96,28 +95,26 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
         later.update(State="Unclaimed", Activity="Idle")
     # a control character (a line break) in a text or a name: set one by one (the
     # shape's texts were looked at once; a value the shape replaces is looked at all
-    # the same: either way gives the same ad). A string of printable characters with no
-    # quote or backslash has none, and is its own text once quoted, printed alike
-    if inline and not s.shape.control_in_texts and not any(
-            type(v) is str and not _SAFE.fullmatch(v) and _CONTROL.search(v)
-            for v in itertools.chain(own.values(), later.values())):
+    # the same: either way gives the same ad)
+    own_texts = _texts_of(own) if inline and not s.shape.control_in_texts else None
+    later_texts = _texts_of(later) if own_texts is not None else None
+    if later_texts is not None:
         lay = _layout(s.shape, kind)
         frame = lay.frame
         given = lay.texts.copy()
         at, index = frame.at, frame.index
         placed = []     # the places the slot's and the job's values took, with their
         known = []      # ... printed texts where known at once (else None)
-        for k, v in own.items():
+        for k, t, pr in own_texts:
             i = at.get(k)
             if i is not None:           # (else the shape's own value stands)
-                given[i], pr = _text_known(v)
+                given[i] = t
                 placed.append(i)
                 known.append(pr)
         extra = []
         extra_known = []
-        for k, v in later.items():
+        for k, t, pr in later_texts:
             i = index.get(k.lower())
-            t, pr = _text_known(v)
             if i is None:
                 extra.append((k, t))
                 extra_known.append(pr)
@@ -177,6 +174,19 @@ def _parse_parts(parts: tuple):
 def _address(index: int) -> str:
     """The address of the slot numbered `index` (each slot its own)."""
     return f"<10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}:9618>"
+
+
+def _texts_of(values: dict) -> list[tuple[str, str, str | None]] | None:
+    """(name, text, print if known: `_text_known`) of each value, in order; None when a
+    string holds a control character (a string of printable characters with no quote
+    or backslash holds none, and is the only kind whose print is known)."""
+    out = []
+    for k, v in values.items():
+        t, pr = _text_known(v)
+        if pr is None and type(v) is str and _CONTROL.search(v):
+            return None
+        out.append((k, t, pr))
+    return out
 
 
 def _text_known(v) -> tuple[str, str | None]:
