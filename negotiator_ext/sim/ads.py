@@ -5,7 +5,6 @@ job's its own attributes with its state now)."""
 
 from __future__ import annotations
 
-import functools
 import operator
 import re
 
@@ -63,7 +62,7 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
     before the job's. `texts`: filled, when the ad is parsed in one call, with its
     attribute texts as `classads.attribute_texts` prints them (lower-case name ->
     text), made from the texts parsed (`_printed`) rather than printed from the ad."""
-    ip = _address(s.index)
+    ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
     own = {"Name": s.name, "Machine": s.machine, "StartdIpAddr": ip, "MyAddress": ip,
            "Cpus": _num(s.cpus), "Memory": _num(s.memory), "Disk": _num(s.disk)}
     if s.shape.gpus:
@@ -168,12 +167,6 @@ def _parse_parts(parts: tuple):
     lines = list(map(operator.add, heads, given))
     lines += [f"{k} = {t}" for k, t in extra]
     return classads.parse_old_ad("\n".join(lines))
-
-
-@functools.lru_cache(maxsize=1 << 18)
-def _address(index: int) -> str:
-    """The address of the slot numbered `index` (each slot its own)."""
-    return f"<10.{(index >> 16) & 255}.{(index >> 8) & 255}.{index & 255}:9618>"
 
 
 def _texts_of(values: dict) -> list[tuple[str, str, str | None]] | None:

@@ -57,8 +57,23 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
     least `least_cpus`, the fewest cpus any job requests; a static slot that is not
     claimed)."""
     row = SlotRow(config)
+    if not s.partitionable:
+        # a static slot: the same as the loop below, without its lists
+        b = _built(s, sc)
+        fetched, u, pie, eff = _facts(b, config)
+        if fetched:
+            row.seg = ((b.ad,), (u,), (pie,), (eff,))
+            row.every.append((s, b, u))
+            if u.counts_limits:
+                row.limits = ((u,),)
+            if s.job is None:
+                row.takes = UNBOUNDED if _matched_again(slot_view(b)) else 1
+                row.cand = ((b.ad,), (u,), (_slot_texts(b),), (b.memo,))
+        row.free_cpus = s.cpus if s.job is None else None
+        s._row = row
+        return row
     seg, free = [], []
-    for x in ([s] + s.children if s.partitionable else [s]):
+    for x in [s] + s.children:
         b = _built(x, sc)
         fetched, u, pie, eff = _facts(b, config)
         if not fetched:                     # NEGOTIATOR_SLOT_CONSTRAINT leaves it out
@@ -73,7 +88,7 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
             row.takes += UNBOUNDED if _matched_again(slot_view(b)) else 1
     row.seg = columns(seg)
     row.limits = (tuple([u for _, _, u in row.every if u.counts_limits]),)
-    row.free_cpus = s.cpus if (s.partitionable or s.job is None) else None
+    row.free_cpus = s.cpus
     row.cand = columns(candidates(free))
     s._row = row
     return row
@@ -353,6 +368,9 @@ class SlotColumn(Sequence):
 
     def __iter__(self):
         return iter(self._flat.column(self._k))
+
+    def __reversed__(self):
+        return reversed(self._flat.column(self._k))
 
     def __eq__(self, other):
         return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
