@@ -264,7 +264,22 @@ class LivePool:
             self.as_user([str(self.release / "sbin" / "condor_master"), "-f"]),
             env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
-        self.wait_for(lambda: self.daemons_up(), timeout, "the pool's daemons to start")
+        try:
+            self.wait_for(lambda: self.daemons_up(), timeout, "the pool's daemons to start")
+        except TimeoutError as exc:
+            # what was up, and the master's last words, before the pool's directory goes
+            raise TimeoutError(f"{exc}: {self.startup_report()}") from None
+
+    def startup_report(self) -> str:
+        """One line of what a pool that did not start showed: the daemons the collector
+        had, whether the master still ran, and the last lines of its log."""
+        kinds = sorted(set(self.tool("condor_status", "-any", "-af", "MyType",
+                                     check=False, timeout=20).stdout.split()))
+        alive = self.master is not None and self.master.poll() is None
+        log = self.log_dir / "MasterLog"
+        tail = log.read_text(errors="replace").splitlines()[-12:] if log.exists() else []
+        return (f"collector had {', '.join(kinds) or 'nothing'}; master "
+                f"{'running' if alive else 'gone'}; MasterLog ends: " + " | ".join(tail))
 
     def schedd_names(self) -> list[str]:
         """The schedds' names as the collector has them (sorted)."""
