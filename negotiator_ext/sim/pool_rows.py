@@ -8,10 +8,10 @@ end again each cycle.
 `slot_row` makes a row; `PoolRows.update` patches the pool's rows and columns and says
 which slots the accountant's CheckMatches must look at (`core.accountant.SlotChanges`).
 
-Every fetched slot's column (ads, usages, pie weights, effective sizes) is not laid out
-each cycle: a cycle that cannot preempt reads only what they add up to (`SlotSums`,
-patched with the rows) and, rarely, the columns themselves (`SlotColumn`, laid end to
-end when first read).
+The columns of every fetched slot (ads, usages, pie weights, effective sizes) are not
+laid out each cycle: a cycle reads what they add up to (`SlotSums`, patched with the
+rows) and, rarely, the columns themselves (`SlotColumn`, laid end to end when first
+read).
 """
 
 from __future__ import annotations
