@@ -233,7 +233,7 @@ class PoolRows:
     def _add_free(self, c, sign: int) -> None:
         if c is None or self._free is None:
             return
-        if type(c) is int or (type(c) is float and c.is_integer() and abs(c) <= _EXACT):
+        if _whole(c):
             self._free += sign * int(c)
         else:
             self._free = None
@@ -262,7 +262,7 @@ class PoolRows:
             if c is None:
                 continue
             w = u.weight
-            if not (type(w) is int or (type(w) is float and w.is_integer())) or abs(w) > _EXACT:
+            if not _whole(w):
                 self._claimed = None
                 return
             n = holding.get(c, 0) + sign
@@ -310,18 +310,12 @@ class SlotSums:
         for k, col in ((0, pies), (1, effs)):
             total, floats = self._sums[k], 0
             for v in col:
-                if type(v) is int and not -_EXACT <= v <= _EXACT:
+                if not _whole(v):
                     self._exact = False
                     return
                 if type(v) is float:
-                    if not (v.is_integer() and abs(v) <= _EXACT):
-                        self._exact = False
-                        return
                     floats += 1
                     v = int(v)
-                elif type(v) is not int:
-                    self._exact = False
-                    return
                 total += sign * v
             self._sums[k] = total
             self._floats[k] += sign * floats
@@ -372,15 +366,17 @@ class SlotColumn(Sequence):
     def __reversed__(self):
         return reversed(self._flat.column(self._k))
 
-    def __eq__(self, other):
-        return tuple(self) == (tuple(other) if isinstance(other, Sequence) else other)
-
-    __hash__ = None
-
 
 # the largest whole-number weight summed without rounding by `PoolRows._claim` and
 # `SlotSums` (a pool's sums stay well under 2**53)
 _EXACT = 1 << 32
+
+
+def _whole(v) -> bool:
+    """Whether `v` is a whole number (an int or a float, not a bool) no larger than
+    `_EXACT`: such numbers add up exactly in any order."""
+    tv = type(v)
+    return (tv is int or (tv is float and v.is_integer())) and abs(v) <= _EXACT
 
 UNBOUNDED = 1 << 40
 
