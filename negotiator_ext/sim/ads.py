@@ -5,6 +5,7 @@ job's its own attributes with its state now)."""
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import re
 
@@ -18,15 +19,34 @@ from .schedd_startd import SimJob, SimSlot
 class _Ad:
     """A slot ad as built, and what is taken from it: its figures under a config
     (`_facts`), its texts (`_slot_texts`), and its memo: what the cycle works out of
-    the ad alone (`Pool.slot_memos`)."""
-    __slots__ = ("ad", "facts", "memo", "texts", "req")
+    the ad alone (`Pool.slot_memos`). `values`: (shape, kind, own values, claim's
+    values) it was built of (`_slot_values`), when its texts were made from them. A
+    claimed slot's ad is made only when first read (`_built`): until then `ad` is a
+    `classads.LazyAd` that builds it, and its texts are made when first asked for."""
+    __slots__ = ("ad", "facts", "memo", "_texts", "req", "values", "_later")
 
     def __init__(self, ad: classad2.ClassAd):
         self.ad = ad
         self.facts: tuple | None = None
-        self.texts: dict | None = None
+        self._texts: dict | None = None
         self.memo: dict = {}
         self.req = None             # its Requirements, parsed (claim reuse: `_fits`)
+        self.values: tuple | None = None
+        self._later = False         # its texts not made yet
+
+    @property
+    def texts(self) -> dict | None:
+        if self._later:
+            texts: dict = {}
+            _make_ad(*self.values, texts=texts)
+            self._texts = texts or None
+            self._later = False
+        return self._texts
+
+    @texts.setter
+    def texts(self, texts: dict | None) -> None:
+        self._texts = texts
+        self._later = False
 
 
 def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
@@ -38,20 +58,34 @@ def _built(s: SimSlot, sc: Scenario) -> _Ad:
     """The slot's ad as built, kept until the slot changes (with its texts, when they
     were made beside it). An unclaimed static slot's ad depends on the slot alone: it
     is built once and is the same ad (with what was taken from it) each time the slot
-    is unclaimed again."""
+    is unclaimed again. A claimed slot that is not partitionable is no candidate for
+    a job (unless a claim can be preempted): the cycle reads its figures alone, most
+    often worked out already for an ad alike (`_facts`), so its ad is made only when
+    something reads it."""
     b = s._ad
     if b is None:
         idle = s.job is None and not s.partitionable and s.parent is None
         b = s._idle_ad if idle else None
         if b is None:
-            texts: dict = {}
-            b = _Ad(_new_slot_ad(s, sc, texts=texts))
-            if texts:
-                b.texts = texts
+            values = (s.shape, *_slot_values(s))
+            if s.job is not None and not s.partitionable:
+                b = _Ad(classads.LazyAd(_ad_of, values))
+                b._later = True
+            else:
+                texts: dict = {}
+                b = _Ad(_make_ad(*values, texts=texts))
+                if texts:
+                    b.texts = texts
+            b.values = values
             if idle:
                 s._idle_ad = b
         s._ad = b
     return b
+
+
+def _ad_of(values: tuple):
+    """A slot ad of its values (`_Ad.values`), made anew (a `LazyAd`'s maker)."""
+    return _make_ad(*values)
 
 
 def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
@@ -62,6 +96,13 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
     before the job's. `texts`: filled, when the ad is parsed in one call, with its
     attribute texts as `classads.attribute_texts` prints them (lower-case name ->
     text), made from the texts parsed (`_printed`) rather than printed from the ad."""
+    return _make_ad(s.shape, *_slot_values(s), inline=inline, texts=texts)
+
+
+def _slot_values(s: SimSlot) -> tuple[str, dict, dict]:
+    """What the slot's ad holds beside its shape's: its kind ("p", "d" or "s"), its own
+    values (name, address, resources) and its claim's (state, user, job), each
+    name -> value in the order they are set."""
     ip = f"<10.{(s.index >> 16) & 255}.{(s.index >> 8) & 255}.{s.index & 255}:9618>"
     own = {"Name": s.name, "Machine": s.machine, "StartdIpAddr": ip, "MyAddress": ip,
            "Cpus": _num(s.cpus), "Memory": _num(s.memory), "Disk": _num(s.disk)}
@@ -92,13 +133,20 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
             later["ConcurrencyLimits"] = c.concurrency_limits
     else:
         later.update(State="Unclaimed", Activity="Idle")
+    return kind, own, later
+
+
+def _make_ad(shape, kind: str, own: dict, later: dict, inline: bool = True,
+             texts: dict | None = None) -> classad2.ClassAd:
+    """A slot ad of `shape` and `kind` with these values (`_slot_values`): see
+    `_new_slot_ad`."""
     # a control character (a line break) in a text or a name: set one by one (the
     # shape's texts were looked at once; a value the shape replaces is looked at all
     # the same: either way gives the same ad)
-    own_texts = _texts_of(own) if inline and not s.shape.control_in_texts else None
+    own_texts = _texts_of(own) if inline and not shape.control_in_texts else None
     later_texts = _texts_of(later) if own_texts is not None else None
     if later_texts is not None:
-        lay = _layout(s.shape, kind)
+        lay = _layout(shape, kind)
         frame = lay.frame
         given = lay.texts.copy()
         at, index = frame.at, frame.index
@@ -147,10 +195,10 @@ def _new_slot_ad(s: SimSlot, sc: Scenario, inline: bool = True,
                              for (k, t), pr in zip(extra, extra_known))
             return ad
     ad = classad2.ClassAd()
-    for k, v in _base_attrs(s.shape, kind):
+    for k, v in _base_attrs(shape, kind):
         v = own[k] if v is _OWN else v
         ad[k] = classad2.ExprTree(v.text) if type(v) is _Expr else v
-    for k, text in s.shape.attrs.items():
+    for k, text in shape.attrs.items():
         ad[k] = classads.parse_expr(text)
     for k, v in later.items():
         ad[k] = v
@@ -229,7 +277,7 @@ class _Layout:
     prints them (once texts are first asked for); `frame`: what depends on the names
     alone, shared by every layout with the same names (a pool of 100,000 slots has tens
     of thousands of shapes, most with the same attribute names)."""
-    __slots__ = ("frame", "texts", "printed", "whole")
+    __slots__ = ("alike", "frame", "texts", "printed", "whole")
 
     def __init__(self, shape, kind: str):
         pairs = [[k, None if v is _OWN else _text(v)] for k, v in _base_attrs(shape, kind)]
@@ -256,6 +304,8 @@ class _Layout:
         # the names after the layout's (the job's not in it) with which an ad of it was
         # read whole, each line one attribute (`_new_slot_ad`)
         self.whole: set[tuple] = set()
+        # figures of its ads, for ads alike (`_alike_facts`): context -> _Alike
+        self.alike: dict[tuple, _Alike] = {}
 
 
 class _Frame:
@@ -410,15 +460,199 @@ def _lit(x: float) -> str:
 def _facts(b: _Ad, config):
     """(fetched, SlotUsage, pie weight, effective size) of a slot ad under `config`, as
     the core computes them (fetched: NEGOTIATOR_SLOT_CONSTRAINT keeps it); kept with
-    the ad until the config changes."""
-    from ..core.slots import matches_constraint, slot_size, slot_usage
+    the ad until the config changes. An ad built of values (`_Ad.values`) has the
+    figures of an ad alike, when there was one (`_alike_facts`)."""
     f = b.facts
     if f is None or f[0] is not config:
-        ad = slot_view(b)
-        u = slot_usage(ad, config)
-        f = b.facts = (config, (matches_constraint(ad, config.slot_constraint), u,
-                                *slot_size(ad, u.weight)))
+        got = _alike_facts(b, config) if b.values is not None else None
+        if got is None:
+            got = _facts_of(slot_view(b), config)
+        f = b.facts = (config, got)
     return f[1]
+
+
+def _facts_of(ad, config) -> tuple:
+    """`_facts` worked out of the ad (a ClassAd, or an AdView of one)."""
+    from ..core.slots import matches_constraint, slot_size, slot_usage
+    u = slot_usage(ad, config)
+    return (matches_constraint(ad, config.slot_constraint), u, *slot_size(ad, u.weight))
+
+
+def _alike_facts(b: _Ad, config) -> tuple | None:
+    """`_facts` of an ad built of values, from the figures of an earlier ad of the same
+    layout whose texts were alike in everything the figures read; None where there is
+    no such ad (and could be none).
+
+    The figures of an ad read some of its texts (`_Reads` notes which) and nothing else
+    but the config. Of an ad of the same layout (shape and kind) with the same names
+    set from values, every text is the layout's own but for those values, each a
+    literal (no value names an attribute). So an ad whose values are the same as an
+    earlier one's for every name that ad's figures read has the same figures: it reads
+    the same texts, in the same order. The slot's Name and StartdIpAddr are left out
+    where nothing but the usage's name and resource name read them (no text read and
+    no expression of the config names them): its figures are the earlier ad's under
+    its own names. Figures that had the ad itself evaluate anything (a text that calls
+    a function) are not kept."""
+    shape, kind, own, later = b.values
+    lay = _layout(shape, kind)
+    ctx = (id(config), tuple(own), tuple(later))
+    alike = lay.alike.get(ctx)
+    if alike is None or alike.config is not config:
+        if len(lay.alike) >= _ALIKE_CONTEXTS:
+            lay.alike.clear()
+        alike = lay.alike[ctx] = _Alike(config, lay.frame, own, later)
+    for own_keys, later_keys, renamed, table in alike.sets:
+        vals = tuple([own[k] for k in own_keys] + [later[k] for k in later_keys])
+        got = table.get((vals, tuple(map(type, vals))))
+        if got is None:
+            continue
+        if not renamed:
+            return got
+        name, ip = own["Name"], own["StartdIpAddr"]
+        if _plain_str(name) and _plain_str(ip):
+            fetched, u, pie, eff = got
+            return (fetched, dataclasses.replace(u, name=name, resource_name=f"{name}@{ip}"),
+                    pie, eff)
+        break
+    return alike.learn(b, own, later)
+
+
+# how many contexts (config, names set from values) a layout keeps figures for, how
+# many sets of names read, and how many figures each
+_ALIKE_CONTEXTS = 64
+_ALIKE_SETS = 8
+_ALIKE_FIGURES = 10_000
+
+
+def _plain_str(v) -> bool:
+    """A string whose text is itself in quotes, read back as itself."""
+    return type(v) is str and _SAFE.fullmatch(v) is not None
+
+
+class _Alike:
+    """The figures of ads of one layout with the same names set from values, under one
+    config (`_alike_facts`): for each set of names the figures read, (the own values'
+    names among them, the claim's, whether the slot's Name and address are left out,
+    {their values and types: the figures})."""
+    __slots__ = ("config", "placed", "sets")
+
+    def __init__(self, config, frame: "_Frame", own: dict, later: dict):
+        self.config = config
+        # lower-case name -> where its value comes from (a claim's value replaces an
+        # own value of the same name, as `_make_ad` places them)
+        self.placed = {k.lower(): (False, k) for k in own if k in frame.at}
+        self.placed.update((k.lower(), (True, k)) for k in later)
+        self.sets: list[tuple] = []
+
+    def learn(self, b: _Ad, own: dict, later: dict) -> tuple | None:
+        """The figures of `b` worked out of its texts, noting which it reads: kept for
+        ads alike. None when they cannot be worked out of the texts."""
+        texts, ad = b.texts, b.ad
+        if texts is None or type(ad) is not classads.LazyAd or ad.made():
+            return None
+        reads = _Reads(texts)
+        got = _facts_of(AdView(ad, reads, _ReadValues(_slot_values_cache(), reads)),
+                        self.config)
+        if ad.made() or reads.whole:
+            return got              # the ad itself was asked: nothing kept
+        read = reads.direct | reads.reach
+        name, ip = own.get("Name"), own.get("StartdIpAddr")
+        renamed = (self.placed.get("name") == (False, "Name")
+                   and self.placed.get("startdipaddr") == (False, "StartdIpAddr")
+                   and not reads.reach & {"name", "startdipaddr"}
+                   and _plain_str(name) and _plain_str(ip)
+                   and got[1].name == name and got[1].resource_name == f"{name}@{ip}")
+        if renamed:
+            read -= {"name", "startdipaddr"}
+        own_keys = tuple(sorted(k for n in read if (w := self.placed.get(n)) and not w[0]
+                                for k in (w[1],)))
+        later_keys = tuple(sorted(k for n in read if (w := self.placed.get(n)) and w[0]
+                                  for k in (w[1],)))
+        for ok, lk, rn, table in self.sets:
+            if (ok, lk, rn) == (own_keys, later_keys, renamed):
+                break
+        else:
+            if len(self.sets) >= _ALIKE_SETS:
+                return got
+            table = {}
+            self.sets.append((own_keys, later_keys, renamed, table))
+        if len(table) >= _ALIKE_FIGURES:
+            table.clear()
+        vals = tuple([own[k] for k in own_keys] + [later[k] for k in later_keys])
+        table[(vals, tuple(map(type, vals)))] = got
+        return got
+
+
+class _Reads(dict):
+    """An ad's texts that note the names read: `direct`, asked of the ad; `reach`, read
+    while a value or expression was worked out of the texts in its reach
+    (`_ReadValues`); `whole`, the texts were gone through as a whole."""
+    __slots__ = ("direct", "reach", "in_reach", "whole")
+
+    def __init__(self, texts: dict):
+        super().__init__(texts)
+        self.direct: set[str] = set()
+        self.reach: set[str] = set()
+        self.in_reach = False
+        self.whole = False
+
+    def _note(self, name) -> None:
+        (self.reach if self.in_reach else self.direct).add(name)
+
+    def get(self, name, default=None):
+        self._note(name)
+        return dict.get(self, name, default)
+
+    def __getitem__(self, name):
+        self._note(name)
+        return dict.__getitem__(self, name)
+
+    def __contains__(self, name) -> bool:
+        self._note(name)
+        return dict.__contains__(self, name)
+
+    def _all(self, method):
+        self.whole = True
+        return method(self)
+
+    def __iter__(self):
+        return self._all(dict.__iter__)
+
+    def keys(self):
+        return self._all(dict.keys)
+
+    def values(self):
+        return self._all(dict.values)
+
+    def items(self):
+        return self._all(dict.items)
+
+    def copy(self):
+        return self._all(dict.copy)
+
+
+class _ReadValues:
+    """A TextValues that tells `_Reads` when it reads texts in a value's reach."""
+    __slots__ = ("_values", "_reads")
+
+    def __init__(self, values: TextValues, reads: _Reads):
+        self._values, self._reads = values, reads
+
+    def literal(self, text: str):
+        return self._values.literal(text)
+
+    def in_texts(self, texts: dict, lname: str):
+        return self._in_reach(self._values.in_texts, texts, lname)
+
+    def expr_in_texts(self, texts: dict, expr: str):
+        return self._in_reach(self._values.expr_in_texts, texts, expr)
+
+    def _in_reach(self, method, texts, arg):
+        self._reads.in_reach = True
+        try:
+            return method(texts, arg)
+        finally:
+            self._reads.in_reach = False
 
 
 def slot_view(b: _Ad):
@@ -429,10 +663,15 @@ def slot_view(b: _Ad):
     texts = b.texts
     if texts is None:
         return b.ad
+    return AdView(b.ad, texts, _slot_values_cache())
+
+
+def _slot_values_cache() -> TextValues:
+    """The slot texts' values, shared by every slot ad (`_VALUES`)."""
     values = _VALUES[0]
     if values.size() > _VALUES_MAX:
         values = _VALUES[0] = TextValues()
-    return AdView(b.ad, texts, values)
+    return values
 
 
 # the slot texts' values (`slot_view`), shared by every slot ad; made anew once they hold
