@@ -1059,3 +1059,58 @@ def test_kept_claimed_weights_equal_the_slots_summed_every_cycle(tmp_path, monke
         assert seen["not kept"] >= 85 and seen["claims"] == 0
     else:
         assert seen["kept"] >= 90 and seen["claims"] > 100 and seen["not kept"] == 0
+
+
+@pytest.mark.parametrize("attrs,slot_weight,want", [
+    # the default: every one-core claimed slot weighs 1, one set of figures for all
+    ({}, "Cpus", lambda i: 1),
+    # the slot's own Name in reach of its SlotWeight: each slot its own figures
+    ({"SlotWeight": 'Name == "{first}" ? 5 : 1'}, "Cpus", lambda i: 5 if i == 0 else 1),
+    # ... and of the config's SLOT_WEIGHT (an ad without SlotWeight)
+    ({}, 'Name == "{first}" ? 7 : Cpus * 2', lambda i: 7 if i == 0 else 2),
+    # a text that calls a function: worked out in the ad, never kept
+    ({"SlotWeight": 'strcmp(Name, "{first}") == 0 ? 3 : 1'}, "Cpus",
+     lambda i: 3 if i == 0 else 1),
+])
+def test_a_claimed_slots_figures_from_an_ad_alike_are_its_own(attrs, slot_weight, want):
+    """sim.ads._alike_facts: a claimed slot's figures, taken from an earlier ad of the
+    same layout, are those of its own ad, also where its Name is in reach of its
+    weight (and then each slot has its own)."""
+    import dataclasses as dc
+
+    import negotiator_ext.sim.ads as ads
+    sc = load_scenario(ROOT / "bench" / "scenarios" / "week-1k.yaml")
+    sim = Simulation(sc, _NoLedger())
+    sim.step(sc.start)
+    claimed = [x for x in sim.pool.slots if x.job is not None and not x.partitionable]
+    assert len(claimed) > 100
+    first = claimed[0].name
+    shape = dc.replace(claimed[0].shape,
+                       attrs={k: v.format(first=first) for k, v in attrs.items()})
+    config = dc.replace(sim.config, slot_weight=slot_weight.format(first=first))
+    learned = []
+    learn = ads._Alike.learn
+
+    def spy(self, b, own, later):
+        learned.append(own["Name"])
+        return learn(self, b, own, later)
+
+    sim_learn = pytest.MonkeyPatch()
+    sim_learn.setattr(ads._Alike, "learn", spy)
+    try:
+        for i, s in enumerate(claimed):
+            s.shape, s._ad = shape, None
+            got = ads._facts(ads._built(s, sc), config)
+            whole = ads._facts_of(ads._new_slot_ad(s, sc), config)   # the ad, parsed
+            assert got == whole, s.name
+            assert got[1].weight == want(i), s.name
+            assert (got[1].name, got[1].resource_name) == (whole[1].name, whole[1].resource_name)
+            # the claimed slot's ad is not made for its figures
+            assert not s._ad.ad.made() or "strcmp" in str(attrs), s.name
+    finally:
+        sim_learn.undo()
+    users = {s.job.cls.user for s in claimed}
+    if not attrs and slot_weight == "Cpus":
+        assert len(learned) <= len(users) + 1        # one ad of each claim's user
+    else:
+        assert len(learned) == len(claimed)          # none alike in what it reads

@@ -94,7 +94,9 @@ def resource_name(ad: classads.ClassAd) -> str:
 
 
 def slot_usage(ad: classads.ClassAd | AdView, config: NegotiatorConfig) -> SlotUsage:
-    """(`ad` a ClassAd, or an AdView of one.)"""
+    """(`ad` a ClassAd, or an AdView of one.) Name and StartdIpAddr are read for the
+    usage's name and resource name alone (the simulator's `sim.ads._alike_facts` gives
+    a slot the figures of another whose texts differ only in those)."""
     return SlotUsage(
         name=slot_string(ad, "Name") or "",
         resource_name=resource_name(ad),

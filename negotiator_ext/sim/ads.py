@@ -23,7 +23,7 @@ class _Ad:
     values) it was built of (`_slot_values`), when its texts were made from them. A
     claimed slot's ad is made only when first read (`_built`): until then `ad` is a
     `classads.LazyAd` that builds it, and its texts are made when first asked for."""
-    __slots__ = ("ad", "facts", "memo", "_texts", "req", "values", "_later")
+    __slots__ = ("ad", "facts", "memo", "_texts", "req", "values")
 
     def __init__(self, ad: classad2.ClassAd):
         self.ad = ad
@@ -32,21 +32,22 @@ class _Ad:
         self.memo: dict = {}
         self.req = None             # its Requirements, parsed (claim reuse: `_fits`)
         self.values: tuple | None = None
-        self._later = False         # its texts not made yet
 
     @property
     def texts(self) -> dict | None:
-        if self._later:
+        got = self._texts
+        if got is _LATER:
             texts: dict = {}
             _make_ad(*self.values, texts=texts)
-            self._texts = texts or None
-            self._later = False
-        return self._texts
+            got = self._texts = texts or None
+        return got
 
     @texts.setter
     def texts(self, texts: dict | None) -> None:
         self._texts = texts
-        self._later = False
+
+
+_LATER = object()       # _Ad._texts: made when first asked for
 
 
 def _slot_ad(s: SimSlot, sc: Scenario) -> classad2.ClassAd:
@@ -70,7 +71,7 @@ def _built(s: SimSlot, sc: Scenario) -> _Ad:
             values = (s.shape, *_slot_values(s))
             if s.job is not None and not s.partitionable:
                 b = _Ad(classads.LazyAd(_ad_of, values))
-                b._later = True
+                b.texts = _LATER
             else:
                 texts: dict = {}
                 b = _Ad(_make_ad(*values, texts=texts))
@@ -564,10 +565,12 @@ class _Alike:
                    and got[1].name == name and got[1].resource_name == f"{name}@{ip}")
         if renamed:
             read -= {"name", "startdipaddr"}
-        own_keys = tuple(sorted(k for n in read if (w := self.placed.get(n)) and not w[0]
-                                for k in (w[1],)))
-        later_keys = tuple(sorted(k for n in read if (w := self.placed.get(n)) and w[0]
-                                  for k in (w[1],)))
+        keys: tuple[list, list] = ([], [])          # (own values', claim's)
+        for n in read:
+            where = self.placed.get(n)
+            if where is not None:
+                keys[where[0]].append(where[1])
+        own_keys, later_keys = tuple(sorted(keys[0])), tuple(sorted(keys[1]))
         for ok, lk, rn, table in self.sets:
             if (ok, lk, rn) == (own_keys, later_keys, renamed):
                 break
