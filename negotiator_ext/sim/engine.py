@@ -271,7 +271,9 @@ class Simulation:
                 t = t + sc.interval if cadence is None else cadence.next_cycle(t, self.pool, self.arrivals)
             if cadence is not None or self.pool.runs is not None:
                 self.pool.advance(end, self.arrivals)   # what happens after the last cycle
-        self.flush()
+            # (the last batch too while the collector is off: on, it would walk the
+            # whole pool again and again as the batch's rows are made)
+            self.flush()
         return SimReport(passes=n, matches=self.matches, preemptions=self.preemptions,
                          span=sc.span, wall=_time.perf_counter() - wall0,
                          ledger=self.ledger.source if self.ledger is not None else "")
