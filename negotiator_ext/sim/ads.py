@@ -406,6 +406,17 @@ def _num(x: float):
     return int(x) if float(x).is_integer() else float(x)
 
 
+def job_row(job: SimJob, ads: TextAds, kept: dict) -> tuple:
+    """The job's ad as `ads`'s shared pairs: the row `ads.add(_job_texts(job))` makes,
+    made without the job's texts where its class knows how (`JobClass.row`; `kept`:
+    what the class keeps for `ads`'s store, one dict a store)."""
+    make = job.cls.row
+    if job.texts is None and make is not None:
+        return make(job, ads, kept)
+    pair = ads.pair
+    return tuple([pair(n, t) for n, t in _job_texts(job)])
+
+
 def _job_texts(job: SimJob) -> list[tuple[str, str]]:
     """The job's ad as the schedd offers it, as (name, text) pairs; kept while it waits
     (only an eviction changes them: EnteredCurrentStatus)."""
@@ -421,17 +432,70 @@ def recorded_job_texts(job: SimJob) -> list[tuple[str, str]]:
             ("EnteredCurrentStatus", str(int(job.idle_since)))]
 
 
+def recorded_job_row(job: SimJob, ads: TextAds, kept: dict) -> tuple:
+    """`recorded_job_texts(job)` as `ads`'s shared pairs (what `ads.add` of them makes),
+    the class's own pairs interned once for `ads`'s store (`kept`: the store's, one
+    entry a class)."""
+    cls, pair = job.cls, ads.pair
+    head = kept.get(id(cls))
+    if head is None or head[0] is not cls:
+        head = kept[id(cls)] = (cls, tuple([pair(n, t) for n, t in cls.base]))
+    return (*head[1], *[pair(n, t) for n, t in job.own], pair("JobStatus", "1"),
+            pair("EnteredCurrentStatus", str(int(job.idle_since))))
+
+
 def scenario_job_texts(job: SimJob, sc: Scenario) -> list[tuple[str, str]]:
     """A scenario job's ad, as condor_submit would have written it from its arrival."""
-    a = job.arrival
+    pairs = list(_arrival_pairs(job.cls, sc))
+    for i, text in zip(_OWN_AT, _own_texts(job, sc)):
+        pairs[i] = (pairs[i][0], text)
+    return pairs
+
+
+def scenario_job_row(job: SimJob, sc: Scenario, ads: TextAds, kept: dict) -> tuple:
+    """`scenario_job_texts(job, sc)` as `ads`'s shared pairs (what `ads.add` of them
+    makes): what every job of its arrival has alike is interned once for `ads`'s store
+    (`kept`: the store's, one entry a class), each job's own texts (`_OWN_AT`) one by
+    one."""
+    cls, pair = job.cls, ads.pair
+    got = kept.get(id(cls))
+    if got is None or got[0] is not cls:
+        got = kept[id(cls)] = (cls, [None if t is None else pair(n, t)
+                                     for n, t in _arrival_pairs(cls, sc)])
+    row = got[1].copy()
+    for i, name, text in zip(_OWN_AT, _OWN_NAMES, _own_texts(job, sc)):
+        row[i] = pair(name, text)
+    return tuple(row)
+
+
+# where a scenario job's own texts are in its ad (`scenario_job_texts`): ClusterId,
+# ProcId, QDate, EnteredCurrentStatus, GlobalJobId; the rest is its arrival's
+_OWN_AT = (2, 3, 8, 9, 14)
+_OWN_NAMES = ("ClusterId", "ProcId", "QDate", "EnteredCurrentStatus", "GlobalJobId")
+
+
+def _own_texts(job: SimJob, sc: Scenario) -> tuple:
+    """A scenario job's own texts, in `_OWN_AT`'s order."""
+    return (str(job.cluster), str(job.proc), str(job.qdate), str(job.idle_since),
+            _q(f"{sc.schedd}#{job.id}#{job.qdate}"))
+
+
+def _arrival_pairs(cls, sc: Scenario) -> tuple:
+    """What every job of a scenario arrival's class has in its ad, as (name, text)
+    pairs in the ad's order, with None for the texts of each job's own (`_OWN_AT`);
+    kept with the class."""
+    got = cls.ad_pairs
+    if got is not None:
+        return got
+    a = cls.arrival
     user = a.user_name(sc.domain)
-    pairs = [("MyType", '"Job"'), ("TargetType", '"Machine"'), ("ClusterId", str(job.cluster)),
-             ("ProcId", str(job.proc)), ("JobStatus", "1"), ("JobUniverse", "5"),
-             ("Owner", _q(a.user)), ("User", _q(user)), ("QDate", str(job.qdate)),
-             ("EnteredCurrentStatus", str(job.idle_since)), ("JobPrio", str(a.job_prio)),
+    pairs = [("MyType", '"Job"'), ("TargetType", '"Machine"'), ("ClusterId", None),
+             ("ProcId", None), ("JobStatus", "1"), ("JobUniverse", "5"),
+             ("Owner", _q(a.user)), ("User", _q(user)), ("QDate", None),
+             ("EnteredCurrentStatus", None), ("JobPrio", str(a.job_prio)),
              ("RequestCpus", _lit(a.cpus)), ("RequestMemory", _lit(a.memory)),
              ("RequestDisk", _lit(a.disk)),
-             ("GlobalJobId", _q(f"{sc.schedd}#{job.id}#{job.qdate}")),
+             ("GlobalJobId", None),
              ("Requirements", a.requirements_text())]
     if a.gpus:
         pairs.append(("RequestGPUs", _lit(a.gpus)))
@@ -447,7 +511,8 @@ def scenario_job_texts(job: SimJob, sc: Scenario) -> list[tuple[str, str]]:
         pairs.append(("NiceUser", "true"))
     for k, text in a.attrs.items():
         pairs.append((k, text))
-    return pairs
+    got = cls.ad_pairs = tuple(pairs)
+    return got
 
 
 def _q(s: str) -> str:

@@ -78,7 +78,7 @@ from ..errors import InputError
 from ..limits import paused_gc
 from ..pool import config_warnings
 from ..scenario import Change, Scenario
-from .ads import _built, _facts, _job_texts, slot_rank
+from .ads import _built, _facts, _job_texts, job_row, slot_rank
 from .pool_rows import PoolRows, candidates, columns, slot_row
 from .schedd_startd import SimJob, SimPool, SimSlot
 
@@ -184,6 +184,7 @@ class Simulation:
         self._named: list[SimSlot] = []     # the top-level slots the last matches named
         self._store: TextStore | None = None
         self._store_gen = 0
+        self._kept_rows: dict = {}
         # the fewest cpus any job of the scenario requests (a p-slot with less is full)
         self.least_cpus = min([a.cpus for a in scenario.workload]
                               + [s.least_cpus for s in opts.sources if s.least_cpus],
@@ -444,7 +445,9 @@ class Simulation:
             self._store_gen += 1
             self._values = TextValues()
             self._view = QueueView(self._values)
+            self._kept_rows = {}            # what each job class keeps for the store
         gen, view, values, names = self._store_gen, self._view, self._values, store.names
+        kept = self._kept_rows
         queues: dict[str, TextAds] = {}               # schedd -> the jobs it offers
         submitters = []
         self._offered: dict[tuple[str, str], SimJob] = {}   # (schedd, job id) -> job
@@ -463,8 +466,8 @@ class Simulation:
                 if job.row is not None and job.row_gen == gen:
                     jobs.add_row(job.row)
                 else:
-                    jobs.add(_job_texts(job))
-                    row = job.row = jobs.rows[-1]
+                    row = job.row = job_row(job, jobs, kept)
+                    jobs.add_row(row)
                     job.row_gen = gen
                     # what the schedd's view of its queue says of the job (as
                     # `job_queue.queue_heads` computes it), worked out once a row

@@ -26,7 +26,7 @@ from ..core import classads
 from ..core.adtext import Job, TextStore, TextValues
 from ..core.job_queue import id_number, job_submitter
 from ..errors import InputError
-from .ads import recorded_job_texts
+from .ads import recorded_job_row, recorded_job_texts
 from .schedd_startd import JobClass, SimJob
 
 # a job's own attributes (the rest of its ad is its class's)
@@ -184,7 +184,7 @@ class JobReader:
             accounting_group=submitter if group else None, cpus=requests[0],
             memory=requests[1], disk=requests[2], gpus=requests[3],
             job_prio=int(prio) if prio is not None else 0, concurrency_limits=limits,
-            texts=recorded_job_texts, base=base)
+            texts=recorded_job_texts, row=recorded_job_row, base=base)
         return got
 
 

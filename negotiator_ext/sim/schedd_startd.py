@@ -62,8 +62,12 @@ class JobClass:
     concurrency_limits: str | None = None
     # the job's ad as the schedd offers it, (name, text) pairs (see `sim.ads.job_texts`)
     texts: Callable[["SimJob"], list] | None = None
+    # ... as a text store's shared pairs, (job, TextAds, what the store keeps of the
+    # class) -> the row `TextAds.add` of those pairs makes (see `sim.ads.job_row`)
+    row: Callable[["SimJob", object, dict], tuple] | None = None
     base: tuple = ()                  # a recorded class: the (name, text) pairs it shares
     arrival: Arrival | None = None    # a scenario's: the arrival it is
+    ad_pairs: tuple | None = None     # ... and what its jobs' ads have alike (`sim.ads`)
 
 
 @dataclass(slots=True)
@@ -293,7 +297,7 @@ class SimPool:
         """A scenario arrival's job class."""
         got = self._classes.get(id(a))
         if got is None:
-            from .ads import scenario_job_texts
+            from .ads import scenario_job_row, scenario_job_texts
             sc = self.sc
             got = self._classes[id(a)] = JobClass(
                 submitter=a.submitter_name(sc.domain), user=a.user_name(sc.domain),
@@ -301,7 +305,8 @@ class SimPool:
                 accounting_group=a.submitter_name(sc.domain) if a.group else None,
                 cpus=a.cpus, memory=a.memory, disk=a.disk, gpus=a.gpus, job_prio=a.job_prio,
                 concurrency_limits=a.concurrency_limits,
-                texts=lambda job: scenario_job_texts(job, sc), arrival=a)
+                texts=lambda job: scenario_job_texts(job, sc),
+                row=lambda job, ads, kept: scenario_job_row(job, sc, ads, kept), arrival=a)
         return got
 
     def submit(self, a: Arrival, count: int, t: int) -> None:
