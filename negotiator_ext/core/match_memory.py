@@ -125,10 +125,12 @@ class TextTally:
         self._counts: dict[str, dict] = {}        # name -> {text: how many dicts hold it}
 
     def update(self, plain: list[dict]) -> None:
-        now = {id(t): t for t in plain}
+        # (at C speed: a cycle's list is most of the pool's slots, and most are the
+        # last cycle's; the counts do not depend on the order they are patched in)
+        now = dict(zip(map(id, plain), plain))
         held, counts = self._held, self._counts
-        came = [t for i, t in now.items() if i not in held]
-        went = [t for i, t in held.items() if i not in now]
+        came = list(map(now.__getitem__, now.keys() - held.keys()))
+        went = list(map(held.__getitem__, held.keys() - now.keys()))
         if len(now) != len(plain) or 2 * (len(came) + len(went)) > len(now):
             counts.clear()          # (one dict twice, or most of them new: count afresh)
         else:

@@ -20,6 +20,7 @@ _REACH = "reach"        # a slot memo's key for what names reach in the slot (`_
 _by_order = operator.attrgetter("order")      # a slot's `_static_order`, worked out
 _statics = operator.attrgetter("static")
 _cps = operator.attrgetter("cp")
+_texts = operator.attrgetter("texts")
 _key_ids = operator.attrgetter("key_id")
 _names = operator.attrgetter("name")
 
@@ -224,7 +225,8 @@ class SlotClasses:
         if got is None:
             plain = self._plain_texts
             if plain is None:
-                plain = self._plain_texts = [s.texts for s in self.slots if not s.cp]
+                plain = self._plain_texts = list(
+                    map(_texts, itertools.filterfalse(_cps, self.slots)))
                 if self._tally is not None:
                     self._tally.update(plain)
             # most names that tell slots apart do so among the first few slots
