@@ -28,10 +28,11 @@ accountant's, and there is nothing to compare.
 Speed: the schedd only needs to offer as many idle jobs as could start this cycle (a
 submitter's first `free cpus` jobs in its queue order; all of them when preemption is
 possible), and the submitter ads carry the true counts. Fewer still: of each job class,
-twice what the submitter matched the cycle before (at least `_OFFER_LIMIT_MIN`); a cycle
-whose requests reached the last job offered of a class cut short is run again with
-every job (`_short_queues` says when the shorter queue decided as the whole one would
-have, from how far `JobQueue.offers` went). When no claimed slot can be
+twice what the submitter matched the cycle before (at least `_OFFER_LIMIT_MIN`), or
+every job when more arrived since than that; a cycle whose requests reached the last job
+offered of a class cut short is run again with every job (`_short_queues` says when the
+shorter queue decided as the whole one would have, from how far `JobQueue.offers`
+went). When no claimed slot can be
 taken (no PREEMPTION_REQUIREMENTS and slots whose Rank cannot prefer another job), the
 claimed slots are left out of the candidates the matchmaker sees while still counting in
 the pool's size and the accountant (`Pool.all_slot_ads`); the result is the same.
@@ -179,6 +180,7 @@ class Simulation:
         # them all (`offer_retries` counts those)
         self.offer_limits: dict[tuple[str, str], int] = {}
         self.offer_retries = 0
+        self._idle_after: dict[tuple[str, str], int] = {}    # idle jobs after the last cycle
         self._cut: dict[tuple[str, str], set[str]] = {}
         self._rows: PoolRows | None = None
         self._named: list[SimSlot] = []     # the top-level slots the last matches named
@@ -297,7 +299,7 @@ class Simulation:
         while self.changes and self.sc.start + self.changes[0].at <= t:
             self._change(self.changes.pop(0), t)
         rows = self._slot_rows()
-        pool = self._pool(t, rows, self.offer_limits if self.shortcuts else None)
+        pool = self._pool(t, rows, self._offer() if self.shortcuts else None)
         started = _time.perf_counter()
         inp = prepare_cycle(pool, t)
         result = decide(inp, self.rr_times)
@@ -327,10 +329,27 @@ class Simulation:
         self.state = result.accountant.to_state(copy_resources=False)
         self.rr_times = result.rr_times         # carried, as the negotiator does
         entries = self._apply(result, t)
+        if self.shortcuts:
+            self._idle_after = {k: c[0] for k, c in p.counts.items()}
         self.last_quotas = result.quotas
         self.last_pool_weight = result.pool_weight
         if self.ledger is not None:
             self.pending.append(self._record(t, pool, result, entries, duration))
+
+    def _offer(self) -> dict[tuple[str, str], int]:
+        """How many jobs of each class each submitter's schedd offers this cycle: the
+        `offer_limits`, unless more jobs arrived since the last cycle than that (an
+        hourly batch): then every job the cycle could match, as the cycle run again
+        would offer (the cut-short cycle would have been run for nothing). Either way
+        the cycle decides as with every job offered."""
+        limits, before = self.offer_limits, self._idle_after
+        out = None
+        for k, c in self.pool.counts.items():
+            if c[0] - before.get(k, 0) > limits.get(k, _OFFER_LIMIT_MIN):
+                if out is None:
+                    out = dict(limits)
+                out[k] = _EVERY_JOB
+        return limits if out is None else out
 
     def _change(self, c: Change, t: int) -> None:
         from ..core.accountant import Accountant
@@ -575,6 +594,7 @@ _STORE_PAIRS = 400_000
 
 # the fewest jobs of each class a schedd offers a cycle (Simulation.offer_limits)
 _OFFER_LIMIT_MIN = 32
+_EVERY_JOB = 1 << 40        # (as many as there are: `Simulation._offer`)
 
 
 def _short_queues(queues: dict, cut: dict) -> set[tuple[str, str]]:
