@@ -171,8 +171,12 @@ class PoolRows:
             self._add_free(c, 1)
         self.segs = [r.seg for r in rows]
         self.sums = SlotSums()
-        for r in rows:
-            self.sums.add(r.seg, 1)
+        # what each row adds to the sums, and its slots' resource names and claims,
+        # worked out once a row (`_part`): added when it comes, taken when it goes
+        self._which = 1 if config.discount_suspended_resources else 0
+        self.parts = [self._part(r) for r in rows]
+        for part in self.parts:
+            self.sums.add_part(part[2], 1)
         self.cand_cols = Columns([r.cand for r in rows], 4)
         self.limit_cols = Columns([r.limits for r in rows], 1)
         self.all_cpus = sum(int(math.ceil(s.shape.cpus)) for s in pool.slots)
@@ -181,11 +185,10 @@ class PoolRows:
         # slots it holds, patched with the rows; None once a weight is not a whole
         # number (a sum patched in another order than the slots' could then differ in
         # its last bits: the pass sums the slots itself)
-        self._which = 1 if config.discount_suspended_resources else 0
         self._claimed: dict[str, float] | None = {}
         self._holding: dict[str, int] = {}
-        for r in rows:
-            self._claim(r.every, 1)
+        for part in self.parts:
+            self._claim(part[1], 1)
 
     def update(self, made: dict[int, SlotRow], named: list[int]) -> None:
         """The rows made again since the last cycle ({place: row}), and the places of the
@@ -194,19 +197,21 @@ class PoolRows:
         and those the last cycle's matches named that did not change (a match the startd
         did not take up: the negotiator wrote its record all the same)."""
         names: set[str] = set()
-        every = self.every
+        every, parts, sums = self.every, self.parts, self.sums
         for i, r in made.items():
-            names.update(u.resource_name for _, _, u in every[i])
-            names.update(u.resource_name for _, _, u in r.every)
-            self._claim(every[i], -1)
-            self._claim(r.every, 1)
+            was, now = parts[i], self._part(r)
+            parts[i] = now
+            names.update(was[0])
+            names.update(now[0])
+            self._claim(was[1], -1)
+            self._claim(now[1], 1)
             every[i] = r.every
             self._add_free(self.free_cpus[i], -1)
             self._add_free(r.free_cpus, 1)
             self._takes += r.takes - self.takes[i]
             self.free_cpus[i], self.takes[i] = r.free_cpus, r.takes
-            self.sums.add(self.segs[i], -1)
-            self.sums.add(r.seg, 1)
+            sums.add_part(was[2], -1)
+            sums.add_part(now[2], 1)
             self.segs[i] = r.seg
         self.cand_cols.replace({i: r.cand for i, r in made.items()})
         self.limit_cols.replace({i: r.limits for i, r in made.items()})
@@ -250,21 +255,33 @@ class PoolRows:
         or None when it is not kept."""
         return dict(self._claimed) if self._claimed is not None else None
 
-    def _claim(self, entries, sign: int) -> None:
-        """The claims of a row's slots ((slot, _Ad, usage) entries) added (`sign` 1) or
-        taken away (-1). Whole-number weights sum exactly in any order."""
+    def _part(self, r: SlotRow) -> tuple:
+        """What row `r` gives the pool's sums: (its slots' resource names, their claims
+        as (customer, weight) pairs or None when a weight is not a whole number,
+        `SlotSums.part` of its segment)."""
+        names = tuple([u.resource_name for _, _, u in r.every])
+        which = self._which
+        claims: list | None = []
+        for _, _, u in r.every:
+            c = u.charged[which]
+            if c is not None:
+                if not _whole(u.weight):
+                    claims = None
+                    break
+                claims.append((c, u.weight))
+        return names, claims, SlotSums.part(r.seg)
+
+    def _claim(self, claims: list | None, sign: int) -> None:
+        """A row's claims (`_part`) added (`sign` 1) or taken away (-1). Whole-number
+        weights sum exactly in any order."""
         claimed = self._claimed
         if claimed is None:
             return
-        which, holding = self._which, self._holding
-        for _, _, u in entries:
-            c = u.charged[which]
-            if c is None:
-                continue
-            w = u.weight
-            if not _whole(w):
-                self._claimed = None
-                return
+        if claims is None:
+            self._claimed = None
+            return
+        holding = self._holding
+        for c, w in claims:
             n = holding.get(c, 0) + sign
             if n:
                 holding[c] = n
@@ -296,7 +313,30 @@ class SlotSums:
 
     def add(self, seg: tuple, sign: int) -> None:
         """A row's segment ((ads, usages, pies, effs)) added (`sign` 1) or taken (-1)."""
-        pies, effs = seg[2], seg[3]
+        self.add_part(self.part(seg), sign)
+
+    @staticmethod
+    def part(seg: tuple) -> tuple:
+        """What a row's segment adds up to: (its pie weights, (sum of pie weights, sum
+        of effective sizes, how many of each were floats) as whole numbers, or None
+        when a value is not one)."""
+        pies = seg[2]
+        sums = []
+        for col in (pies, seg[3]):
+            total, floats = 0, 0
+            for v in col:
+                if not _whole(v):
+                    return pies, None
+                if type(v) is float:
+                    floats += 1
+                    v = int(v)
+                total += v
+            sums += (total, floats)
+        return pies, tuple(sums)
+
+    def add_part(self, part: tuple, sign: int) -> None:
+        """A row's `part` added (`sign` 1) or taken (-1)."""
+        pies, sums = part
         self.count += sign * len(pies)
         least = self._least
         for p in pies:
@@ -307,18 +347,15 @@ class SlotSums:
                 del least[p]
         if not self._exact:
             return
-        for k, col in ((0, pies), (1, effs)):
-            total, floats = self._sums[k], 0
-            for v in col:
-                if not _whole(v):
-                    self._exact = False
-                    return
-                if type(v) is float:
-                    floats += 1
-                    v = int(v)
-                total += sign * v
-            self._sums[k] = total
-            self._floats[k] += sign * floats
+        if sums is None:
+            self._exact = False
+            return
+        pie, pie_floats, eff, eff_floats = sums
+        s, f = self._sums, self._floats
+        s[0] += sign * pie
+        s[1] += sign * eff
+        f[0] += sign * pie_floats
+        f[1] += sign * eff_floats
 
     def totals(self) -> tuple | None:
         """(count, sum of pie weights, sum of effective sizes, least pie weight or None
