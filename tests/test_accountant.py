@@ -579,6 +579,59 @@ def test_a_record_written_again_after_a_check_counts_as_written():
     assert part.resources == full.resources and part.customers == full.customers
 
 
+@settings(max_examples=100, deadline=None)
+@given(first=st.lists(_slot_kinds, min_size=0, max_size=12),
+       cycles=st.lists(st.tuples(
+           st.lists(st.tuples(st.integers(0, 14), st.one_of(st.none(), _slot_kinds)),
+                    max_size=6),
+           st.lists(st.tuples(st.integers(0, 14), st.sampled_from(_USERS)), max_size=3)),
+           min_size=1, max_size=5),
+       discount=st.booleans())
+def test_the_records_looked_at_are_taken_in_the_records_order_from_cycle_to_cycle(
+        first, cycles, discount):
+    """CheckMatches on the changed slots puts the records it looks at in the records'
+    order by their places (`AccountantState.places`), handed from cycle to cycle as the
+    simulator hands the records over, while records are dropped and written anew: every
+    cycle gives what walking every record gives (the walk forced off by
+    _WALK_SHARE = 0)."""
+    from unittest import mock
+
+    from negotiator_ext.core import accountant as acc_mod
+    from negotiator_ext.core.accountant import SlotChanges
+    config = NegotiatorConfig(discount_suspended_resources=discount)
+    now = {i: _usage(i, k) for i, k in enumerate(first)}
+    full_state = part_state = AccountantState(last_update_time=T0)
+    t = T0
+    with mock.patch.object(acc_mod, "_WALK_SHARE", 0):
+        for n, (edits, matches) in enumerate(cycles):
+            changed = set()
+            for i, kind in edits:
+                if kind is None:
+                    now.pop(i, None)
+                else:
+                    now[i] = _usage(i, kind)
+                changed.add(f"s{i}@<10.0.0.1:9618>")
+            every = [now[i] for i in sorted(now)]
+            changes = SlotChanges(frozenset(changed),
+                                  tuple(s for s in every if s.resource_name in changed))
+            full = Accountant(full_state, config, GroupTree(config))
+            full.start_cycle(every, t)
+            part = Accountant(part_state, config, GroupTree(config))
+            part.start_cycle(every, t, changes if n else None)
+            assert list(part.resources.items()) == list(full.resources.items())
+            assert part.customers == full.customers
+            for i, user in matches:       # the cycle's matches, taken up by the slots
+                for acc in (full, part):
+                    acc.add_match(user, _usage(i, ("Claimed", user, 1.0, "Busy", None)), t + 5)
+                now[i] = _usage(i, ("Claimed", user, 1.0, "Busy", None))
+            # (the order itself, which whole weights leave unseen in the records)
+            names = changed | set(list(part.resources)[::2]) | {"s99@<10.0.0.1:9618>"}
+            assert part._in_order(names) == [r for r in part.resources if r in names]
+            full_state = full.to_state()
+            part_state = part.to_state(copy_resources=False)
+            t += 60
+
+
 @given(x=st.one_of(st.floats(allow_nan=False, allow_infinity=False),
                    st.integers(-10 ** 18, 10 ** 18).map(float), st.integers(-10 ** 6, 10 ** 6)))
 def test_round6_is_what_printf_f_reads_back_as(x):

@@ -21,6 +21,7 @@ Use it as: `acc = Accountant(state, config, groups)`; call the rules.
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import re
@@ -64,6 +65,10 @@ class AccountantState:
     # known): with `SlotChanges`, the next CheckMatches looks at those and the changed
     # slots only
     touched: frozenset[str] | None = field(default=None, compare=False)
+    # where each Resource record is in `resources`' order, as a place number that grows
+    # along it, and the next number (None: not known). CheckMatches with `SlotChanges`
+    # puts the few records it looks at in that order without walking every record.
+    places: tuple[dict[str, int], int] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,12 @@ class Accountant:
         self.resources: dict[str, dict[str, Any]] = (res.copy() if type(res) is dict
                                                      else dict(res))
         self._own: set[str] = set()
+        # (`AccountantState.places`: this accountant's own copy, kept with the records)
+        self._places: dict[str, int] | None = None
+        self._next_place = 0
+        if state.places is not None and len(state.places[0]) == len(self.resources):
+            self._places = state.places[0].copy()
+            self._next_place = state.places[1]
         self.limits: dict[str, float] = dict(state.limits)
         self._touched: set[str] | None = (set(state.touched) if state.touched is not None
                                           else None)
@@ -108,13 +119,18 @@ class Accountant:
         `copy_resources=False` hands the Resource records (one per claim) over instead,
         for a caller that no longer changes this accountant's (the next accountant
         copies them anyway)."""
+        places = self._places
+        if places is not None:
+            # (handed over with the records; a copy beside copied records)
+            places = (places.copy() if copy_resources else places, self._next_place)
         return AccountantState(
             last_update_time=self.last_update_time,
             customers={k: dict(v) for k, v in self.customers.items()},
             resources=({k: dict(v) for k, v in self.resources.items()} if copy_resources
                        else self.resources),
             limits=dict(self.limits),
-            touched=frozenset(self._touched) if self._touched is not None else None)
+            touched=frozenset(self._touched) if self._touched is not None else None,
+            places=places)
 
     # ---- attribute access, as the ClassAd log does it -------------------------------
 
@@ -137,6 +153,10 @@ class Accountant:
         it started from, or created, before its first write), marked touched."""
         rec = self.resources.get(resname)
         if rec is None or resname not in self._own:
+            if rec is None and self._places is not None:
+                # a new record goes to the end of the order
+                self._places[resname] = self._next_place
+                self._next_place += 1
             rec = self.resources[resname] = {} if rec is None else dict(rec)
             self._own.add(resname)
         if self._touched is not None:
@@ -145,6 +165,8 @@ class Accountant:
 
     def _drop_resource(self, resname: str) -> None:
         del self.resources[resname]
+        if self._places is not None:
+            self._places.pop(resname, None)
         if self._touched is not None:
             self._touched.add(resname)
 
@@ -409,12 +431,25 @@ class Accountant:
                 # did not take up): their slots are looked at too, in the list's order
                 names = names | touched
                 check = [s for s in slots if s.resource_name in names]
-            self._check_claims(check, filter(names.__contains__, self.resources), now)
+            self._check_claims(check, self._in_order(names), now)
         else:
             self._check_claims(slots, self.resources, now)
         self._touched = set()
         self.load_limits(slots if changes is None or changes.limit_slots is None
                          else changes.limit_slots)
+
+    def _in_order(self, names) -> list[str]:
+        """The records named in `names`, in the records' order: found by name and put
+        in order by their places (`AccountantState.places`, numbered on first need)
+        when they are few, else by walking the records."""
+        resources = self.resources
+        if _WALK_SHARE * len(names) > len(resources):
+            return list(filter(names.__contains__, resources))
+        places = self._places
+        if places is None:
+            places = self._places = dict(zip(resources, itertools.count()))
+            self._next_place = len(places)
+        return sorted(filter(resources.__contains__, names), key=places.__getitem__)
 
     def _check_claims(self, slots, resnames: Iterable[str], now: int) -> None:
         """CheckMatches over `slots` and the records `resnames` (in the records' order)."""
@@ -577,6 +612,11 @@ def _persisted(attr: str, value: Any) -> Any:
     if isinstance(value, float):
         return _real(value)
     return value
+
+
+# CheckMatches walks every record to find the ones it looks at when they are more than
+# one in this many (`Accountant._in_order`)
+_WALK_SHARE = 8
 
 
 def _real(x: float) -> float:
