@@ -317,9 +317,9 @@ class SlotSums:
 
     @staticmethod
     def part(seg: tuple) -> tuple:
-        """What a row's segment adds up to: (its pie weights, (sum of pie weights, sum
-        of effective sizes, how many of each were floats) as whole numbers, or None
-        when a value is not one)."""
+        """What a row's segment adds up to: (its pie weights, (the pie weights' sum, how
+        many of them were floats, the effective sizes' sum, how many of them were
+        floats), the sums as whole numbers; None instead when a value is not one)."""
         pies = seg[2]
         sums = []
         for col in (pies, seg[3]):
