@@ -195,3 +195,36 @@ def test_a_cut_job_matched_inside_a_longer_run_is_short():
     assert engine._short_queues({("u", "schedd"): q}, cut) == set()
     q.matched.add("1.0")
     assert engine._short_queues({("u", "schedd"): q}, cut) == {("u", "schedd")}
+
+
+def test_a_batch_of_jobs_that_arrived_since_the_last_cycle_is_offered_whole(
+        tmp_path, monkeypatch):
+    """A queue into which more jobs arrived since the last cycle than its limit offers
+    every job the cycle could match at once (`Simulation._offer`): the hourly batches of
+    the benchmark pool are not cut short (they are without the rule), and every cycle
+    decides as with no limit either way."""
+    sc = dataclasses.replace(load_scenario(ROOT / "bench" / "scenarios" / "week-1k.yaml"),
+                             span=3 * 3600)
+    limit = engine._OFFER_LIMIT_MIN
+    whole = str(tmp_path / "whole.sqlite")
+    _run(sc, whole, monkeypatch, NO_LIMIT)
+    seen: list[tuple[int, set]] = []
+    real_pool = Simulation._pool
+
+    def pool(self, t, rows=None, offer=None):
+        got = real_pool(self, t, rows, offer)
+        if offer is not None:
+            seen.append((t - self.sc.start, set(self._cut)))
+        return got
+    monkeypatch.setattr(Simulation, "_pool", pool)
+    batches = {}
+    for rule in (True, False):
+        if not rule:
+            monkeypatch.setattr(Simulation, "_offer", lambda self: self.offer_limits)
+        seen.clear()
+        url = str(tmp_path / f"limited-{rule}.sqlite")
+        _run(sc, url, monkeypatch, limit)
+        batches[rule] = [cut for at, cut in seen if at % 3600 == 0]
+        assert _ledger_rows(url) == _ledger_rows(whole)
+    assert len(batches[True]) == 4 and not any(batches[True])
+    assert any(batches[False])
