@@ -1114,3 +1114,41 @@ def test_a_claimed_slots_figures_from_an_ad_alike_are_its_own(attrs, slot_weight
         assert len(learned) <= len(users) + 1        # one ad of each claim's user
     else:
         assert len(learned) == len(claimed)          # none alike in what it reads
+
+
+def test_a_waiting_jobs_row_is_the_one_its_texts_make(tmp_path):
+    """`sim.ads.job_row` makes a job's row from what its class's jobs have alike and its
+    own texts (`JobClass.row`): the very row `TextAds.add` of all its texts makes, for a
+    scenario's jobs (with a rank, limits and attributes of their own, evicted or not)
+    and a recorded job's, in a store anew and in one that already holds the class's
+    pairs, with the same pairs in the store."""
+    from negotiator_ext.core.adtext import TextAds, TextStore
+    from negotiator_ext.sim.ads import _job_texts, job_row, recorded_job_row, recorded_job_texts
+    from negotiator_ext.sim.schedd_startd import JobClass, SimJob
+    sc = load_scenario(ROOT / "bench" / "scenarios" / "week-1k.yaml")
+    sc = dataclasses.replace(sc, workload=[dataclasses.replace(
+        sc.workload[0], rank="Memory", concurrency_limits="lic:2",
+        attrs={"WantGlidein": "true", "QDate": "7"})] + list(sc.workload[1:]))
+    with open_ledger(str(tmp_path / "l.sqlite")) as ledger:
+        sim = Simulation(dataclasses.replace(sc, span=0), ledger)
+    p = sim.pool
+    for a in sc.workload:
+        p.submit(a, 3, sc.start + 5)
+    jobs = [e[2] for q in p.queues.values() for e in q]
+    jobs[1].idle_since = sc.start + 99                  # as after an eviction
+    recorded = JobClass(submitter="u@d", user="u@d", schedd="s", texts=recorded_job_texts,
+                        row=recorded_job_row, base=(("Owner", '"u"'), ("RequestCpus", "2")))
+    jobs.append(SimJob(cluster=9, proc=0, cls=recorded, duration=60, qdate=1, idle_since=4))
+    jobs[-1].own = (("ClusterId", "9"), ("ProcId", "0"))
+    assert {id(j.cls.arrival) for j in jobs[:-1]} == {id(a) for a in sc.workload}
+    for store in (TextStore(), TextStore()):
+        kept: dict = {}
+        for _ in range(2):
+            made, want = TextAds(store), TextAds(TextStore())
+            for job in jobs:
+                made.add_row(job_row(job, made, kept))
+                want.add(list(_job_texts(job)))
+                job.texts = None
+            assert made.rows == want.rows
+            assert set(store.pairs) == {pr for row in want.rows for pr in row}
+        assert all(pr is store.pairs[pr] for row in made.rows for pr in row)
