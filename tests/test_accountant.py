@@ -493,6 +493,19 @@ def _usage(i, kind):
                      weight=weight, concurrency_limits=limits)
 
 
+def _edit(now: dict, edits) -> set[str]:
+    """Slots changed ((place, kind)), left (kind None) or joined in `now`, a SlotUsage
+    anew each time; the resource names edited."""
+    changed = set()
+    for i, kind in edits:
+        if kind is None:
+            now.pop(i, None)
+        else:
+            now[i] = _usage(i, kind)
+        changed.add(f"s{i}@<10.0.0.1:9618>")
+    return changed
+
+
 @settings(max_examples=150, deadline=None)
 @given(first=st.lists(_slot_kinds, min_size=0, max_size=12),
        edits=st.lists(st.tuples(st.integers(0, 14), st.one_of(st.none(), _slot_kinds)),
@@ -515,13 +528,7 @@ def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
     state = acc.to_state(copy_resources=not reused)
     # between the cycles, some slots change, leave or join (a SlotUsage anew each time)
     now = dict(slots)
-    changed = set()
-    for i, kind in edits:
-        if kind is None:
-            now.pop(i, None)
-        else:
-            now[i] = _usage(i, kind)
-        changed.add(f"s{i}@<10.0.0.1:9618>")
+    changed = _edit(now, edits)
     for i, _, _ in matches:
         # the records the cycle wrote: their slots changed too, or (not `told`) stayed as
         # they were (the startd did not take the match up); the accountant knows which
@@ -604,13 +611,7 @@ def test_the_records_looked_at_are_taken_in_the_records_order_from_cycle_to_cycl
     t = T0
     with mock.patch.object(acc_mod, "_WALK_SHARE", 0):
         for n, (edits, matches) in enumerate(cycles):
-            changed = set()
-            for i, kind in edits:
-                if kind is None:
-                    now.pop(i, None)
-                else:
-                    now[i] = _usage(i, kind)
-                changed.add(f"s{i}@<10.0.0.1:9618>")
+            changed = _edit(now, edits)
             every = [now[i] for i in sorted(now)]
             changes = SlotChanges(frozenset(changed),
                                   tuple(s for s in every if s.resource_name in changed))
