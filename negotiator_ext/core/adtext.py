@@ -54,8 +54,13 @@ class TextAds(Sequence):
     def add(self, attrs: Iterable[tuple[str, str]]) -> None:
         """Append one ad given as (Name, text) pairs in file order (a later duplicate
         of a name wins, as in classad2)."""
+        self.rows.append(self.row_of(attrs))
+
+    def row_of(self, attrs: Iterable[tuple[str, str]]) -> Pairs:
+        """The row `add` would append for (Name, text) pairs `attrs`, interned in the
+        store, not appended."""
         pair = self.pair
-        self.rows.append(tuple(pair(n, t) for n, t in attrs))
+        return tuple([pair(n, t) for n, t in attrs])
 
     def add_row(self, row: Pairs) -> None:
         """Append one ad already given as shared pairs."""

@@ -413,8 +413,7 @@ def job_row(job: SimJob, ads: TextAds, kept: dict) -> tuple:
     make = job.cls.row
     if job.texts is None and make is not None:
         return make(job, ads, kept)
-    pair = ads.pair
-    return tuple([pair(n, t) for n, t in _job_texts(job)])
+    return ads.row_of(_job_texts(job))
 
 
 def _job_texts(job: SimJob) -> list[tuple[str, str]]:
@@ -436,11 +435,11 @@ def recorded_job_row(job: SimJob, ads: TextAds, kept: dict) -> tuple:
     """`recorded_job_texts(job)` as `ads`'s shared pairs (what `ads.add` of them makes),
     the class's own pairs interned once for `ads`'s store (`kept`: the store's, one
     entry a class)."""
-    cls, pair = job.cls, ads.pair
-    head = kept.get(id(cls))
-    if head is None or head[0] is not cls:
-        head = kept[id(cls)] = (cls, tuple([pair(n, t) for n, t in cls.base]))
-    return (*head[1], *[pair(n, t) for n, t in job.own], pair("JobStatus", "1"),
+    head = kept.get(job.cls)
+    if head is None:
+        head = kept[job.cls] = ads.row_of(job.cls.base)
+    pair = ads.pair
+    return (*head, *ads.row_of(job.own), pair("JobStatus", "1"),
             pair("EnteredCurrentStatus", str(int(job.idle_since))))
 
 
@@ -458,11 +457,11 @@ def scenario_job_row(job: SimJob, sc: Scenario, ads: TextAds, kept: dict) -> tup
     (`kept`: the store's, one entry a class), each job's own texts (`_OWN_AT`) one by
     one."""
     cls, pair = job.cls, ads.pair
-    got = kept.get(id(cls))
-    if got is None or got[0] is not cls:
-        got = kept[id(cls)] = (cls, [None if t is None else pair(n, t)
-                                     for n, t in _arrival_pairs(cls, sc)])
-    row = got[1].copy()
+    head = kept.get(cls)
+    if head is None:
+        head = kept[cls] = [None if t is None else pair(n, t)
+                            for n, t in _arrival_pairs(cls, sc)]
+    row = head.copy()
     for i, name, text in zip(_OWN_AT, _OWN_NAMES, _own_texts(job, sc)):
         row[i] = pair(name, text)
     return tuple(row)

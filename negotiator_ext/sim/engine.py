@@ -464,7 +464,7 @@ class Simulation:
             self._store_gen += 1
             self._values = TextValues()
             self._view = QueueView(self._values)
-            self._kept_rows = {}            # what each job class keeps for the store
+            self._kept_rows = {}            # job class -> what it keeps for the store
         gen, view, values, names = self._store_gen, self._view, self._values, store.names
         kept = self._kept_rows
         queues: dict[str, TextAds] = {}               # schedd -> the jobs it offers
