@@ -757,16 +757,18 @@ def test_slot_sums_equal_the_columns_summed_in_order(rows, steps):
                 tuple(p for p, _ in pairs), tuple(e for _, e in pairs))
 
     segs = [seg(r) for r in rows]
+    parts = [SlotSums.part(g) for g in segs]     # (as PoolRows keeps them: taken as added)
     sums = SlotSums()
-    for g in segs:
-        sums.add(g, 1)
+    for part in parts:
+        sums.add_part(part, 1)
     ever = list(segs)
     for i, pairs in [(None, None)] + steps:
         if i is not None:
             i %= len(segs)
-            sums.add(segs[i], -1)
+            sums.add_part(parts[i], -1)
             segs[i] = seg(pairs)
-            sums.add(segs[i], 1)
+            parts[i] = SlotSums.part(segs[i])
+            sums.add_part(parts[i], 1)
             ever.append(segs[i])
         pies = [v for g in segs for v in g[2]]
         effs = [v for g in segs for v in g[3]]

@@ -311,13 +311,9 @@ class SlotSums:
     def __len__(self) -> int:
         return self.count
 
-    def add(self, seg: tuple, sign: int) -> None:
-        """A row's segment ((ads, usages, pies, effs)) added (`sign` 1) or taken (-1)."""
-        self.add_part(self.part(seg), sign)
-
     @staticmethod
     def part(seg: tuple) -> tuple:
-        """What a row's segment adds up to: (its pie weights, (the pie weights' sum, how
+        """What a row's segment ((ads, usages, pies, effs)) adds up to: (its pie weights, (the pie weights' sum, how
         many of them were floats, the effective sizes' sum, how many of them were
         floats), the sums as whole numbers; None instead when a value is not one)."""
         pies = seg[2]
