@@ -200,7 +200,7 @@ def test_a_cut_job_matched_inside_a_longer_run_is_short():
 def test_a_batch_of_jobs_that_arrived_since_the_last_cycle_is_offered_whole(
         tmp_path, monkeypatch):
     """A queue into which more jobs arrived since the last cycle than its limit offers
-    every job the cycle could match at once (`Simulation._offer`): the hourly batches of
+    those jobs beyond its limit (`Simulation._offer`): the hourly batches of
     the benchmark pool are not cut short (they are without the rule), and every cycle
     decides as with no limit either way."""
     sc = dataclasses.replace(load_scenario(ROOT / "bench" / "scenarios" / "week-1k.yaml"),

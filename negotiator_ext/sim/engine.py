@@ -28,8 +28,8 @@ accountant's, and there is nothing to compare.
 Speed: the schedd only needs to offer as many idle jobs as could start this cycle (a
 submitter's first `free cpus` jobs in its queue order; all of them when preemption is
 possible), and the submitter ads carry the true counts. Fewer still: of each job class,
-twice what the submitter matched the cycle before (at least `_OFFER_LIMIT_MIN`), or
-every job when more arrived since than that; a cycle whose requests reached the last job
+twice what the submitter matched the cycle before (at least `_OFFER_LIMIT_MIN`), plus
+the jobs that arrived since when they are more than that; a cycle whose requests reached the last job
 offered of a class cut short is run again with every job (`_short_queues` says when the
 shorter queue decided as the whole one would have, from how far `JobQueue.offers`
 went). When no claimed slot can be
@@ -338,17 +338,20 @@ class Simulation:
 
     def _offer(self) -> dict[tuple[str, str], int]:
         """How many jobs of each class each submitter's schedd offers this cycle: the
-        `offer_limits`, unless more jobs arrived since the last cycle than that (an
-        hourly batch): then every job the cycle could match, as the cycle run again
-        would offer (the cut-short cycle would have been run for nothing). Either way
-        the cycle decides as with every job offered."""
+        `offer_limits`, raised by the jobs that arrived since the last cycle when they
+        are more than that (an hourly batch, which the limit alone would cut short and
+        the cycle run again with every job). Not every job: in a forecast, history
+        jobs arrive every cycle into queues thousands long. Either way the cycle
+        decides as with every job offered."""
         limits, before = self.offer_limits, self._idle_after
         out = None
         for k, c in self.pool.counts.items():
-            if c[0] - before.get(k, 0) > limits.get(k, _OFFER_LIMIT_MIN):
+            limit = limits.get(k, _OFFER_LIMIT_MIN)
+            came = c[0] - before.get(k, 0)
+            if came > limit:
                 if out is None:
                     out = dict(limits)
-                out[k] = _EVERY_JOB
+                out[k] = limit + came
         return limits if out is None else out
 
     def _change(self, c: Change, t: int) -> None:
@@ -594,7 +597,6 @@ _STORE_PAIRS = 400_000
 
 # the fewest jobs of each class a schedd offers a cycle (Simulation.offer_limits)
 _OFFER_LIMIT_MIN = 32
-_EVERY_JOB = 1 << 40        # (as many as there are: `Simulation._offer`)
 
 
 def _short_queues(queues: dict, cut: dict) -> set[tuple[str, str]]:
