@@ -576,7 +576,7 @@ def _alike_facts(b: _Ad, config) -> tuple | None:
         name, ip = own["Name"], own["StartdIpAddr"]
         if _plain_str(name) and _plain_str(ip):
             fetched, u, pie, eff = got
-            return (fetched, dataclasses.replace(u, name=name, resource_name=f"{name}@{ip}"),
+            return (fetched, u.renamed(name, f"{name}@{ip}"),
                     pie, eff)
         break
     return alike.learn(b, own, later)
