@@ -678,11 +678,12 @@ def test_what_is_kept_of_a_slot_is_what_building_it_anew_gives(tmp_path, monkeyp
     assert counts["holding limits"] > 20
 
 
-def test_columns_splice_rows_that_change_length_at_their_places():
+def test_columns_lay_rows_that_change_length_at_their_places():
     """sim.pool_rows.Columns: rows replaced in one call, some longer, some shorter, one
     emptied and one filled, land at their places (a row that changes length moves the
     rows after it, never the ones before); and again after the lengths changed, with
-    rows of the same length (written over in place) and rows emptied."""
+    rows of the same length (written over in place) and rows emptied. Only the rows
+    holding something are kept."""
     from negotiator_ext.sim.pool_rows import Columns
     rows = [(("a0", "a1"), (0, 1)), ((), ()), (("c0",), (4,)), (("d0", "d1", "d2"), (5, 6, 7))]
     cols = Columns(rows, 2)
@@ -693,26 +694,36 @@ def test_columns_splice_rows_that_change_length_at_their_places():
     assert cols.tuples() == (("A", "B0", "B1", "C0", "C1", "C2", "D"),
                              (10, 11, 12, 13, 14, 15, 16))
     cols.replace({})
-    assert cols.lens == [1, 2, 3, 1]
+    assert sorted(cols.held) == [0, 1, 2, 3]
     cols.replace({1: (("b0", "b1"), (21, 22)), 3: (("d",), (26,))})    # same lengths
     assert cols.tuples() == (("A", "b0", "b1", "C0", "C1", "C2", "d"),
                              (10, 21, 22, 13, 14, 15, 26))
     cols.replace({0: ((), ()), 2: (("c",), (23,))})
     assert cols.tuples() == (("b0", "b1", "c", "d"), (21, 22, 23, 26))
-    assert cols.lens == [0, 2, 1, 1]
+    assert sorted(cols.held) == [1, 2, 3]
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=12),
        st.lists(st.dictionaries(st.integers(0, 11), st.integers(0, 4), max_size=12),
                 max_size=6),
-       st.integers(0, 12))
-def test_columns_equal_the_rows_laid_end_to_end(lengths, steps, splices):
-    """sim.pool_rows.Columns after any replacements, spliced one by one or laid again
-    whole (`_SPLICES` rows changing length or fewer: spliced), is every row's column
-    laid end to end in row order."""
+       st.sampled_from([0, 1, 2, 1000]))
+def test_columns_equal_the_rows_laid_end_to_end(lengths, steps, splice):
+    """sim.pool_rows.Columns after any replacements (rows filled, emptied, grown,
+    shrunk), spliced in or laid again from the rows held (`splice`: 0 always splices,
+    1000 always lays again), read between them or not, is every row's column laid end
+    to end in row order."""
     import negotiator_ext.sim.pool_rows as rows_mod
     made = iter(range(10**6))
+    was = rows_mod._SPLICE
+    rows_mod._SPLICE = splice
+    try:
+        _columns_replaced(rows_mod, lengths, steps, made)
+    finally:
+        rows_mod._SPLICE = was
+
+
+def _columns_replaced(rows_mod, lengths, steps, made):
 
     def row(n):
         vals = [next(made) for _ in range(n)]
@@ -720,19 +731,17 @@ def test_columns_equal_the_rows_laid_end_to_end(lengths, steps, splices):
 
     rows = [row(n) for n in lengths]
     cols = rows_mod.Columns(rows, 2)
-    was = rows_mod._SPLICES
-    rows_mod._SPLICES = splices
-    try:
-        for step in steps:
-            new = {i % len(rows): row(n) for i, n in step.items()}
-            cols.replace(new)
-            for i, r in new.items():
-                rows[i] = r
-            assert cols.tuples() == tuple(tuple(v for r in rows for v in r[k])
-                                          for k in range(2))
-            assert cols.lens == [len(r[0]) for r in rows]
-    finally:
-        rows_mod._SPLICES = was
+    for k, step in enumerate(steps):
+        new = {i % len(rows): row(n) for i, n in step.items()}
+        cols.replace(new)
+        for i, r in new.items():
+            rows[i] = r
+        if k % 2 and k + 1 < len(steps):
+            continue                    # (two replacements before a read)
+        assert cols.tuples() == tuple(tuple(v for r in rows for v in r[k])
+                                      for k in range(2))
+        assert sorted(cols.held) == cols.order == [i for i, r in enumerate(rows) if r[0]]
+        assert cols.lens == [len(r[0]) for r in rows if r[0]]
 
 
 _SUM_VALUES = st.one_of(st.integers(-3, 8), st.sampled_from([0.0, 1.0, 4.0, 2.0 ** 40]),
@@ -742,14 +751,16 @@ _SUM_VALUES = st.one_of(st.integers(-3, 8), st.sampled_from([0.0, 1.0, 4.0, 2.0 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.lists(st.tuples(_SUM_VALUES, _SUM_VALUES), max_size=4), min_size=1,
                 max_size=8),
-       st.lists(st.tuples(st.integers(0, 7),
-                          st.lists(st.tuples(_SUM_VALUES, _SUM_VALUES), max_size=4)),
+       st.lists(st.dictionaries(st.integers(0, 7),
+                                st.lists(st.tuples(_SUM_VALUES, _SUM_VALUES), max_size=4),
+                                max_size=4),
                 max_size=8))
 def test_slot_sums_equal_the_columns_summed_in_order(rows, steps):
-    """sim.pool_rows.SlotSums, patched as rows are replaced, says what `sum` and `min`
-    over every row's pie weights and effective sizes in the pool's order say, down to
-    the type (an int sum while no value is a float); nothing once a value was not a
-    whole number within `_EXACT`, where only the summed columns are exact."""
+    """sim.pool_rows.SlotSums, patched with the rows replaced in each step (all at once,
+    as PoolRows patches a cycle's), says what `sum` and `min` over every row's pie
+    weights and effective sizes in the pool's order say, down to the type (an int sum
+    while no value is a float); nothing once a value was not a whole number within
+    `_EXACT`, where only the summed columns are exact."""
     from negotiator_ext.sim.pool_rows import _EXACT, SlotSums
 
     def seg(pairs):
@@ -757,19 +768,16 @@ def test_slot_sums_equal_the_columns_summed_in_order(rows, steps):
                 tuple(p for p, _ in pairs), tuple(e for _, e in pairs))
 
     segs = [seg(r) for r in rows]
-    parts = [SlotSums.part(g) for g in segs]     # (as PoolRows keeps them: taken as added)
     sums = SlotSums()
-    for part in parts:
-        sums.add_part(part, 1)
+    sums.patch(list(segs), [])
     ever = list(segs)
-    for i, pairs in [(None, None)] + steps:
-        if i is not None:
-            i %= len(segs)
-            sums.add_part(parts[i], -1)
+    for step in [{}] + steps:
+        step = {i % len(segs): pairs for i, pairs in step.items()}
+        went = [segs[i] for i in step]
+        for i, pairs in step.items():
             segs[i] = seg(pairs)
-            parts[i] = SlotSums.part(segs[i])
-            sums.add_part(parts[i], 1)
             ever.append(segs[i])
+        sums.patch([segs[i] for i in step], went)
         pies = [v for g in segs for v in g[2]]
         effs = [v for g in segs for v in g[3]]
         assert len(sums) == len(pies)

@@ -16,8 +16,11 @@ read).
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
+import operator
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -97,58 +100,87 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
 class Columns:
     """Rows laid end to end as columns: each row is a tuple of columns of its own (all
     of one length, maybe 0), and column k of the whole is every row's column k in row
-    order. A row replaced is spliced in at its place; where rows start is worked out
-    again only after a row changed length."""
-    __slots__ = ("cols", "lens", "_starts")
+    order. Only the rows that hold something are kept, by their place, with the columns
+    laid end to end: a cycle's candidates are the rows of a pool's free slots, a
+    thousand of 100,000 in a busy pool, tens of thousands in a quiet one. Rows replaced
+    are spliced in at their places when they are few beside the rows held; when they
+    are many, the columns are laid again from the rows held."""
+    __slots__ = ("width", "held", "order", "lens", "cols", "_laid")
 
     def __init__(self, rows: list[tuple], width: int):
-        chain = itertools.chain.from_iterable
-        self.cols = [list(chain([r[k] for r in rows])) for k in range(width)]
+        self.width = width
+        self.held = {i: r for i, r in enumerate(rows) if r[0]}     # place -> the row
+        self.order = list(self.held)          # their places, in order
+        self._lay()
+
+    def _lay(self) -> None:
+        held = self.held
+        rows = list(map(held.__getitem__, self.order))
         self.lens = [len(r[0]) for r in rows]
-        self._starts: list[int] | None = None
+        chain = itertools.chain.from_iterable
+        self.cols = [list(chain([r[k] for r in rows])) for k in range(self.width)]
+        self._laid: tuple | None = None       # the columns as tuples, once read
 
     def replace(self, rows: dict[int, tuple]) -> None:
         """Rows replaced: {place: the row now}."""
-        if not rows:
+        held = self.held
+        touched = [i for i, r in rows.items() if r[0] or i in held]
+        if not touched:
             return
-        starts = self._starts
-        if starts is None:
-            starts = list(itertools.accumulate(self.lens, initial=0))
-        lens, cols = self.lens, self.cols
-        if sum(1 for i, row in rows.items() if len(row[0]) != lens[i]) > _SPLICES:
-            # many rows change length: each splice would move the rest of every column,
-            # so each column is laid again once, from its kept runs and the new rows
-            order = sorted(rows)
-            for k, col in enumerate(cols):
-                out: list = []
-                done = 0
-                for i in order:
-                    a = starts[i]
-                    out += col[done:a]
-                    out += rows[i][k]
-                    done = a + lens[i]
-                out += col[done:]
-                cols[k] = out
-            for i in order:
-                lens[i] = len(rows[i][0])
-            self._starts = None
+        if _SPLICE * len(touched) > len(self.order):
+            # many beside the rows held: laid again from them
+            for i in touched:
+                r = rows[i]
+                if r[0]:
+                    held[i] = r
+                else:
+                    del held[i]
+            self.order = sorted(held)
+            self._lay()
             return
-        moved = False
-        # from the last: a row that changes length moves none of the rows before it
-        for i in sorted(rows, reverse=True):
-            row = rows[i]
-            a, old, n = starts[i], lens[i], len(row[0])
-            for col, part in zip(cols, row):
-                col[a:a + old] = part
-            if n != old:
-                lens[i] = n
-                moved = True
-        self._starts = None if moved else starts
+        # few: each column copied in runs between the rows replaced, each of which is
+        # put in (or left out) at its place; the places and lengths alike
+        touched.sort()
+        order, lens = self.order, self.lens
+        starts = list(itertools.accumulate(lens, initial=0))
+        cuts = []                       # (where the row starts, its old length, now)
+        new_order: list[int] = []
+        new_lens: list[int] = []
+        done = 0
+        for i in touched:
+            j = bisect.bisect_left(order, i)
+            had = j < len(order) and order[j] == i
+            r = rows[i]
+            new_order += order[done:j]
+            new_lens += lens[done:j]
+            if r[0]:
+                held[i] = r
+                new_order.append(i)
+                new_lens.append(len(r[0]))
+            else:
+                del held[i]
+            done = j + had
+            cuts.append((starts[j], lens[j] if had else 0, r))
+        new_order += order[done:]
+        new_lens += lens[done:]
+        cols = self.cols
+        for k, col in enumerate(cols):
+            out: list = []
+            done = 0
+            for a, old, r in cuts:
+                out += col[done:a]
+                out += r[k]
+                done = a + old
+            out += col[done:]
+            cols[k] = out
+        self.order, self.lens, self._laid = new_order, new_lens, None
 
     def tuples(self) -> tuple:
         """The columns, as tuples of their own (the next cycle's patches do not reach
         them)."""
-        return tuple(map(tuple, self.cols))
+        if self._laid is None:
+            self._laid = tuple(map(tuple, self.cols))
+        return self._laid
 
 
 class PoolRows:
@@ -156,7 +188,11 @@ class PoolRows:
     them: `slot_columns()`, (ads, usages, pie weights, effective sizes) of every fetched
     slot, laid end to end only when read, and `sums`, what they add up to (`SlotSums`);
     `cand_cols`, (ads, usages, texts, memos) of the candidates when no claim can be
-    preempted; `limit_cols`, (usages,) of the slots LoadLimits reads."""
+    preempted; `limit_cols`, (usages,) of the slots LoadLimits reads.
+
+    What the rows add up to is patched as rows are replaced, with the rows that went and
+    came taken together (each sum at C speed over their values, each distinct value
+    counted once): a cycle replaces a thousand rows or more at 100,000 slots."""
 
     def __init__(self, pool: "SimPool", config, rows: list[SlotRow]):
         self.version = pool.version             # SimPool.version they were made for
@@ -167,16 +203,11 @@ class PoolRows:
         # their sums, patched with the rows (`free_total`, `takes_total`)
         self._takes = sum(self.takes)
         self._free: int | None = 0
-        for c in self.free_cpus:
-            self._add_free(c, 1)
+        self._add_free(self.free_cpus, 1)
         self.segs = [r.seg for r in rows]
         self.sums = SlotSums()
-        # what each row adds to the sums, and its slots' resource names and claims,
-        # worked out once a row (`_part`): added when it comes, taken when it goes
+        self.sums.patch(self.segs, ())
         self._which = 1 if config.discount_suspended_resources else 0
-        self.parts = [self._part(r) for r in rows]
-        for part in self.parts:
-            self.sums.add_part(part[2], 1)
         self.cand_cols = Columns([r.cand for r in rows], 4)
         self.limit_cols = Columns([r.limits for r in rows], 1)
         self.all_cpus = sum(int(math.ceil(s.shape.cpus)) for s in pool.slots)
@@ -187,8 +218,7 @@ class PoolRows:
         # its last bits: the pass sums the slots itself)
         self._claimed: dict[str, float] | None = {}
         self._holding: dict[str, int] = {}
-        for part in self.parts:
-            self._claim(part[1], 1)
+        self._claim(_usages(self.every), 1)
 
     def update(self, made: dict[int, SlotRow], named: list[int]) -> None:
         """The rows made again since the last cycle ({place: row}), and the places of the
@@ -196,23 +226,24 @@ class PoolRows:
         to look at (`SlotChanges`): the slots of the rows made again, before and after,
         and those the last cycle's matches named that did not change (a match the startd
         did not take up: the negotiator wrote its record all the same)."""
-        names: set[str] = set()
-        every, parts, sums = self.every, self.parts, self.sums
+        every, segs, free_cpus, takes = self.every, self.segs, self.free_cpus, self.takes
+        rows = list(made.values())
+        # the rows that went, held until their figures are taken away
+        went = [every[i] for i in made]
+        went_segs = [segs[i] for i in made]
+        went_free = [free_cpus[i] for i in made]
+        self._takes -= sum([takes[i] for i in made])
         for i, r in made.items():
-            was, now = parts[i], self._part(r)
-            parts[i] = now
-            names.update(was[0])
-            names.update(now[0])
-            self._claim(was[1], -1)
-            self._claim(now[1], 1)
-            every[i] = r.every
-            self._add_free(self.free_cpus[i], -1)
-            self._add_free(r.free_cpus, 1)
-            self._takes += r.takes - self.takes[i]
-            self.free_cpus[i], self.takes[i] = r.free_cpus, r.takes
-            sums.add_part(was[2], -1)
-            sums.add_part(now[2], 1)
-            self.segs[i] = r.seg
+            every[i], segs[i], free_cpus[i], takes[i] = r.every, r.seg, r.free_cpus, r.takes
+        self._takes += sum([r.takes for r in rows])
+        self._add_free([r.free_cpus for r in rows], 1)
+        self._add_free(went_free, -1)
+        self.sums.patch([r.seg for r in rows], went_segs)
+        came_u, went_u = _usages(r.every for r in rows), _usages(went)
+        self._claim(came_u, 1)
+        self._claim(went_u, -1)
+        names = set(map(_RESOURCE_NAME, came_u))
+        names.update(map(_RESOURCE_NAME, went_u))
         self.cand_cols.replace({i: r.cand for i, r in made.items()})
         self.limit_cols.replace({i: r.limits for i, r in made.items()})
         places = set(made)
@@ -235,13 +266,16 @@ class PoolRows:
         """How many matches the free slots can take this cycle (`SlotRow.takes`)."""
         return self._takes
 
-    def _add_free(self, c, sign: int) -> None:
-        if c is None or self._free is None:
+    def _add_free(self, cpus: list, sign: int) -> None:
+        """Rows' free cpus (None: a row that does not count) added (`sign` 1) or taken
+        away (-1)."""
+        if self._free is None:
             return
-        if _whole(c):
-            self._free += sign * int(c)
-        else:
+        got = _exact_sum([c for c in cpus if c is not None])
+        if got is None:
             self._free = None
+        else:
+            self._free += sign * got[0]
 
     def slot_columns(self) -> tuple:
         """(ads, usages, pie weights, effective sizes) of every fetched slot as the pool
@@ -255,37 +289,25 @@ class PoolRows:
         or None when it is not kept."""
         return dict(self._claimed) if self._claimed is not None else None
 
-    def _part(self, r: SlotRow) -> tuple:
-        """What row `r` gives the pool's sums: (its slots' resource names, their claims
-        as (customer, weight) pairs or None when a weight is not a whole number,
-        `SlotSums.part` of its segment)."""
-        names = tuple([u.resource_name for _, _, u in r.every])
-        which = self._which
-        claims: list | None = []
-        for _, _, u in r.every:
-            c = u.charged[which]
-            if c is not None:
-                if not _whole(u.weight):
-                    claims = None
-                    break
-                claims.append((c, u.weight))
-        return names, claims, SlotSums.part(r.seg)
-
-    def _claim(self, claims: list | None, sign: int) -> None:
-        """A row's claims (`_part`) added (`sign` 1) or taken away (-1). Whole-number
-        weights sum exactly in any order."""
+    def _claim(self, usages: list, sign: int) -> None:
+        """The claims of slots (their usages) added (`sign` 1) or taken away (-1), each
+        (customer, weight) once with how many slots hold it. Whole-number weights sum
+        exactly in any order."""
         claimed = self._claimed
         if claimed is None:
             return
-        if claims is None:
-            self._claimed = None
-            return
+        which = self._which
+        pairs = Counter([(c, u.weight) for u in usages
+                         if (c := u.charged[which]) is not None])
         holding = self._holding
-        for c, w in claims:
-            n = holding.get(c, 0) + sign
+        for (c, w), k in pairs.items():
+            if not _whole(w):
+                self._claimed = None
+                return
+            n = holding.get(c, 0) + sign * k
             if n:
                 holding[c] = n
-                claimed[c] = claimed.get(c, 0.0) + sign * w
+                claimed[c] = claimed.get(c, 0.0) + sign * k * w
             else:
                 del holding[c]
                 del claimed[c]
@@ -296,7 +318,7 @@ class SlotSums:
     are, their pie weights' and effective sizes' sums, and the least pie weight.
 
     A sum is kept only while every value is a whole number no larger than `_EXACT`:
-    such sums are exact in any order, so they equal the cycle's own sum over the slots
+    such sums are exact in any order, so they equal the cycle's own sums over the slots
     in the pool's order, down to their type (an int while no value was a float, as
     `sum` gives). Otherwise `totals()` says None and the cycle sums the columns."""
     __slots__ = ("count", "_sums", "_floats", "_exact", "_least")
@@ -311,47 +333,34 @@ class SlotSums:
     def __len__(self) -> int:
         return self.count
 
-    @staticmethod
-    def part(seg: tuple) -> tuple:
-        """What a row's segment ((ads, usages, pies, effs)) adds up to: (its pie weights, (the pie weights' sum, how
-        many of them were floats, the effective sizes' sum, how many of them were
-        floats), the sums as whole numbers; None instead when a value is not one)."""
-        pies = seg[2]
-        sums = []
-        for col in (pies, seg[3]):
-            total, floats = 0, 0
-            for v in col:
-                if not _whole(v):
-                    return pies, None
-                if type(v) is float:
-                    floats += 1
-                    v = int(v)
-                total += v
-            sums += (total, floats)
-        return pies, tuple(sums)
-
-    def add_part(self, part: tuple, sign: int) -> None:
-        """A row's `part` added (`sign` 1) or taken (-1)."""
-        pies, sums = part
-        self.count += sign * len(pies)
+    def patch(self, came, went) -> None:
+        """Rows' segments ((ads, usages, pies, effs) each) added (`came`) and taken away
+        (`went`)."""
+        chain = itertools.chain.from_iterable
         least = self._least
-        for p in pies:
-            n = least.get(p, 0) + sign
-            if n:
-                least[p] = n
-            else:
-                del least[p]
-        if not self._exact:
-            return
-        if sums is None:
-            self._exact = False
-            return
-        pie, pie_floats, eff, eff_floats = sums
-        s, f = self._sums, self._floats
-        s[0] += sign * pie
-        s[1] += sign * eff
-        f[0] += sign * pie_floats
-        f[1] += sign * eff_floats
+        for segs, sign in ((came, 1), (went, -1)):
+            if not segs:
+                continue
+            pies = list(chain([s[2] for s in segs]))
+            self.count += sign * len(pies)
+            for p, k in Counter(pies).items():
+                n = least.get(p, 0) + sign * k
+                if n:
+                    least[p] = n
+                else:
+                    del least[p]
+            if not self._exact:
+                continue
+            pie = _exact_sum(pies)
+            eff = _exact_sum(list(chain([s[3] for s in segs])))
+            if pie is None or eff is None:
+                self._exact = False
+                continue
+            s, f = self._sums, self._floats
+            s[0] += sign * pie[0]
+            s[1] += sign * eff[0]
+            f[0] += sign * pie[1]
+            f[1] += sign * eff[1]
 
     def totals(self) -> tuple | None:
         """(count, sum of pie weights, sum of effective sizes, least pie weight or None
@@ -413,9 +422,44 @@ def _whole(v) -> bool:
 
 UNBOUNDED = 1 << 40
 
-# how many rows changing length `Columns.replace` splices in one by one (more: each
-# column is laid again once)
-_SPLICES = 4
+# `Columns.replace` splices the rows replaced in when they are fewer than the rows held
+# by this factor; else it lays the columns again from the rows held
+_SPLICE = 2
+
+
+def _exact_sum(values: list) -> tuple[int, int] | None:
+    """(The sum of `values` as an int, how many were floats) when every value is a
+    whole number within `_EXACT` (`_whole`), else None. At C speed where all are ints
+    or all floats."""
+    kinds = set(map(type, values))
+    if not values:
+        return 0, 0
+    if len(kinds) == 1 and (int in kinds or float in kinds):
+        if max(values) > _EXACT or min(values) < -_EXACT:
+            return None
+        if int in kinds:
+            return sum(values), 0
+        if not all(map(float.is_integer, values)):
+            return None
+        return int(math.fsum(values)), len(values)      # (exact: whole numbers)
+    total = floats = 0
+    for v in values:
+        if not _whole(v):
+            return None
+        if type(v) is float:
+            floats += 1
+            v = int(v)
+        total += v
+    return total, floats
+
+
+def _usages(everys) -> list:
+    """The usages of rows' fetched slots (`SlotRow.every` lists)."""
+    return [e[2] for e in itertools.chain.from_iterable(everys)]
+
+
+_RESOURCE_NAME = operator.attrgetter("resource_name")
+
 
 
 def candidates(entries: list[tuple]) -> list[tuple]:
