@@ -252,7 +252,7 @@ class PoolRows:
                 names.update(u.resource_name for _, _, u in every[i])
                 places.add(i)
         self.changes = SlotChanges(frozenset(names),
-                                   tuple(u for i in sorted(places) for _, _, u in every[i]),
+                                   tuple(_usages(map(every.__getitem__, sorted(places)))),
                                    self.limit_cols.tuples()[0])
 
     def free_total(self) -> float:
