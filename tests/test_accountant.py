@@ -544,14 +544,27 @@ def test_checking_only_the_changed_slots_gives_what_checking_every_slot_gives(
                           tuple(now[i] for i in order if now[i].resource_name in changed),
                           tuple(s for s in every if s.concurrency_limits
                                 or s.state == "Matched") if limits_told else None)
+    # (records handed over, `reused`: the first accountant takes them as they are, and
+    # gives them back for the second, as the simulator's cycle run again does)
+    handed = [(k, v, dict(v)) for k, v in state.resources.items()]
+    places = dict(state.places[0]) if state.places is not None else None
     full = Accountant(state, config, GroupTree(config))
     full.start_cycle(every, T0 + 60)
+    # (a lease needs the records' places: known once an accountant numbered them)
+    assert (state.lease is not None) == (reused and state.places is not None)
+    if state.lease is not None:
+        assert state.lease.taken and full.resources is state.resources
+        state.lease.give_back(state)
+    assert [(k, v, dict(v)) for k, v in state.resources.items()] == handed
+    assert all(a is b for (_, a), (_, b, _) in zip(state.resources.items(), handed))
+    if places is not None:
+        assert state.places[0] == places
     part = Accountant(state, config, GroupTree(config))
     part.start_cycle(every, T0 + 60, changes)
     assert part.customers == full.customers
     assert part.resources == full.resources and list(part.resources) == list(full.resources)
     assert part.limits == full.limits
-    # and the state the cycle started from is as it was
+    # and the state the cycle started from is as it was, but for a lease taken
     assert Accountant(state, config, GroupTree(config)).resources == dict(state.resources)
 
 
@@ -600,7 +613,8 @@ def test_the_records_looked_at_are_taken_in_the_records_order_from_cycle_to_cycl
     order by their places (`AccountantState.places`), handed from cycle to cycle as the
     simulator hands the records over, while records are dropped and written anew: every
     cycle gives what walking every record gives (the walk forced off by
-    _WALK_SHARE = 0)."""
+    _WALK_SHARE = 0). Records handed over (`RecordLease`) and written into by a first
+    accountant are given back as they were handed, in their order, for another."""
     from unittest import mock
 
     from negotiator_ext.core import accountant as acc_mod
@@ -609,6 +623,7 @@ def test_the_records_looked_at_are_taken_in_the_records_order_from_cycle_to_cycl
     now = {i: _usage(i, k) for i, k in enumerate(first)}
     full_state = part_state = AccountantState(last_update_time=T0)
     t = T0
+    gave_back = [0]
     with mock.patch.object(acc_mod, "_WALK_SHARE", 0):
         for n, (edits, matches) in enumerate(cycles):
             changed = _edit(now, edits)
@@ -617,6 +632,22 @@ def test_the_records_looked_at_are_taken_in_the_records_order_from_cycle_to_cycl
                                   tuple(s for s in every if s.resource_name in changed))
             full = Accountant(full_state, config, GroupTree(config))
             full.start_cycle(every, t)
+            if part_state.lease is not None:
+                # a cycle run again (the simulator's): the first accountant takes the
+                # records handed over, writes and drops some, and gives them back
+                handed = list(part_state.resources.items())
+                places = dict(part_state.places[0])
+                trial = Accountant(part_state, config, GroupTree(config))
+                assert trial.resources is part_state.resources
+                trial.start_cycle(every, t, changes)
+                for i, user in matches:
+                    trial.add_match(user, _usage(i, ("Claimed", user, 1.0, "Busy", None)),
+                                    t + 1)
+                part_state.lease.give_back(part_state)
+                assert list(part_state.resources.items()) == handed
+                assert all(a[1] is b[1] for a, b in zip(part_state.resources.items(), handed))
+                assert part_state.places[0] == places
+                gave_back[0] += 1
             part = Accountant(part_state, config, GroupTree(config))
             part.start_cycle(every, t, changes if n else None)
             assert list(part.resources.items()) == list(full.resources.items())
@@ -631,6 +662,7 @@ def test_the_records_looked_at_are_taken_in_the_records_order_from_cycle_to_cycl
             full_state = full.to_state()
             part_state = part.to_state(copy_resources=False)
             t += 60
+    assert gave_back[0] == 0 or len(cycles) > 1
 
 
 @given(x=st.one_of(st.floats(allow_nan=False, allow_infinity=False),

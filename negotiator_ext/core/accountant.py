@@ -69,6 +69,50 @@ class AccountantState:
     # along it, and the next number (None: not known). CheckMatches with `SlotChanges`
     # puts the few records it looks at in that order without walking every record.
     places: tuple[dict[str, int], int] | None = field(default=None, compare=False)
+    # the Resource records and their places handed over without a copy (`RecordLease`):
+    # the first accountant made from this state takes them as they are (None: copied)
+    lease: "RecordLease | None" = field(default=None, compare=False)
+
+
+class RecordLease:
+    """Resource records handed from one cycle's accountant to the next without a copy
+    (`Accountant.to_state(copy_resources=False)`): a long run's 130,000 records cost
+    more to copy each cycle than the cycle writes into. The first accountant made from
+    the state takes the records and their places as they are, and notes what it
+    replaces or removes in them, so that `give_back` can restore the state as it was
+    handed (in its order), for another accountant of the same cycle. Any other
+    accountant made from the state copies them, as without a lease."""
+    __slots__ = ("taken", "undo")
+
+    def __init__(self):
+        self.taken = False
+        # (name, the record it replaced or None, its place before or None), in order
+        self.undo: list[tuple] = []
+
+    def give_back(self, state: AccountantState) -> None:
+        """`state`'s records and places as they were handed over (the accountant that
+        took them is not used again)."""
+        if not self.taken:
+            return
+        resources, places = state.resources, state.places[0]
+        reordered = False
+        for name, rec, place in reversed(self.undo):
+            if rec is None:
+                del resources[name]
+            else:
+                reordered = reordered or name not in resources
+                resources[name] = rec
+            if place is None:
+                places.pop(name, None)
+            else:
+                places[name] = place
+        if reordered:
+            # a removed record put back goes last: the places say where it was
+            items = sorted(resources.items(), key=lambda kv: places[kv[0]])
+            resources.clear()
+            resources.update(items)
+        self.undo = []
+        self.taken = False
 
 
 @dataclass(frozen=True)
@@ -99,16 +143,25 @@ class Accountant:
         # each is copied when this accountant first changes it (`_set_resource`). (A
         # dict's own copy clones its table, holes left by removed records and all, where
         # dict() inserts every record again: a long run's dict has many such holes)
-        res = state.resources
-        self.resources: dict[str, dict[str, Any]] = (res.copy() if type(res) is dict
-                                                     else dict(res))
+        res, lease, places = state.resources, state.lease, state.places
         self._own: set[str] = set()
         # (`AccountantState.places`: this accountant's own copy, kept with the records)
         self._places: dict[str, int] | None = None
         self._next_place = 0
-        if state.places is not None and len(state.places[0]) == len(self.resources):
-            self._places = state.places[0].copy()
-            self._next_place = state.places[1]
+        self._undo: list | None = None
+        if (lease is not None and not lease.taken and type(res) is dict
+                and places is not None and len(places[0]) == len(res)):
+            # handed over: taken as they are, what is changed in them noted
+            lease.taken = True
+            self.resources: dict[str, dict[str, Any]] = res
+            self._places = places[0]
+            self._undo = lease.undo
+        else:
+            self.resources = res.copy() if type(res) is dict else dict(res)
+            if places is not None and len(places[0]) == len(self.resources):
+                self._places = places[0].copy()
+        if self._places is not None:
+            self._next_place = places[1]
         self.limits: dict[str, float] = dict(state.limits)
         self._touched: set[str] | None = (set(state.touched) if state.touched is not None
                                           else None)
@@ -123,6 +176,7 @@ class Accountant:
         if places is not None:
             # (handed over with the records; a copy beside copied records)
             places = (places.copy() if copy_resources else places, self._next_place)
+        self._undo = None                   # (what is handed over is not given back)
         return AccountantState(
             last_update_time=self.last_update_time,
             customers={k: dict(v) for k, v in self.customers.items()},
@@ -130,7 +184,8 @@ class Accountant:
                        else self.resources),
             limits=dict(self.limits),
             touched=frozenset(self._touched) if self._touched is not None else None,
-            places=places)
+            places=places,
+            lease=RecordLease() if not copy_resources and places is not None else None)
 
     # ---- attribute access, as the ClassAd log does it -------------------------------
 
@@ -153,6 +208,9 @@ class Accountant:
         it started from, or created, before its first write), marked touched."""
         rec = self.resources.get(resname)
         if rec is None or resname not in self._own:
+            if self._undo is not None:
+                self._undo.append((resname, rec, None if rec is None
+                                   else self._places[resname]))
             if rec is None and self._places is not None:
                 # a new record goes to the end of the order
                 self._places[resname] = self._next_place
@@ -164,6 +222,8 @@ class Accountant:
         return rec
 
     def _drop_resource(self, resname: str) -> None:
+        if self._undo is not None:
+            self._undo.append((resname, self.resources[resname], self._places[resname]))
         del self.resources[resname]
         if self._places is not None:
             self._places.pop(resname, None)

@@ -308,6 +308,9 @@ class Simulation:
             # a request list reached the end of what a class was offered: the cycle
             # again with every job the schedds would offer
             self.offer_retries += 1
+            if self.state.lease is not None:
+                # the records as the cycle was handed them, for its accountant again
+                self.state.lease.give_back(self.state)
             pool = self._pool(t, rows, None)
             result = run_cycle(pool, t, self.rr_times)
         if self.shortcuts:
@@ -325,7 +328,8 @@ class Simulation:
                 self.offer_limits.setdefault(k, 4 * was.get(k, _OFFER_LIMIT_MIN))
         duration = _time.perf_counter() - started
         # the Resource records are handed over, not copied: after the cycle only the pass
-        # record reads the accountant, and the next cycle's accountant copies them
+        # record reads the accountant, and the next cycle's accountant takes them
+        # (`core.accountant.RecordLease`)
         self.state = result.accountant.to_state(copy_resources=False)
         self.rr_times = result.rr_times         # carried, as the negotiator does
         entries = self._apply(result, t)
