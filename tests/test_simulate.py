@@ -1162,3 +1162,33 @@ def test_a_waiting_jobs_row_is_the_one_its_texts_make(tmp_path):
             assert made.rows == want.rows
             assert set(store.pairs) == {pr for row in want.rows for pr in row}
         assert all(pr is store.pairs[pr] for row in made.rows for pr in row)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(
+    st.tuples(st.just("push"), st.floats(0, 50, allow_nan=False) | st.integers(0, 50)),
+    st.tuples(st.just("pop"), st.floats(0, 60, allow_nan=False))), max_size=80))
+def test_the_end_queue_gives_entries_as_a_heap_does(ops):
+    """sim.end_queue.EndQueue, pushed and taken from in any order (ends before those
+    already waiting in the earliest bucket, equal ends, whole and fractional seconds),
+    gives the entries a heap of them gives, in the same order, and says the same
+    first entry and length."""
+    import heapq
+
+    from negotiator_ext.sim.end_queue import EndQueue
+    q, heap = EndQueue(), []
+    for seq, (op, x) in enumerate(ops):
+        if op == "push":
+            entry = (x, seq, object())
+            q.push(entry)
+            heapq.heappush(heap, entry)
+        else:
+            # everything that ends by x, as finish_until takes it
+            while (got := q.first()) is not None and got[0] <= x:
+                assert got is heap[0]
+                assert q.pop() is heapq.heappop(heap)
+            assert got is (heap[0] if heap else None)
+        assert len(q) == len(heap)
+    while heap:
+        assert q.pop() is heapq.heappop(heap)
+    assert q.first() is None and len(q) == 0

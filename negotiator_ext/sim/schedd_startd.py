@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from ..scenario import Arrival, Scenario, SlotShape
+from .end_queue import EndQueue
 
 if TYPE_CHECKING:
     from .ads import _Ad
@@ -174,7 +175,7 @@ class SimPool:
         # (submitter, schedd) -> its classes' queues (those of `queues`), so that the
         # schedd looks at one submitter's queues without walking every class of the pool
         self.queues_of: dict[tuple[str, str], list[list]] = {}
-        self.running: list[tuple[float, int, SimJob]] = []   # heap of (end, seq, job)
+        self.running = EndQueue()          # (end, seq, job) of each running job
         self.removals: list[tuple[float, int, SimJob]] = []  # heap of (removed_at, seq, job)
         # (submitter, schedd) -> [idle, running]
         self.counts: dict[tuple[str, str], list[int]] = {}
@@ -389,8 +390,9 @@ class SimPool:
     def finish_until(self, t: float) -> int:
         """Jobs whose run ended by `t` leave the pool; how many."""
         n = 0
-        while self.running and self.running[0][0] <= t:
-            end, _, job = heapq.heappop(self.running)
+        running = self.running
+        while (first := running.first()) is not None and first[0] <= t:
+            end, _, job = running.pop()
             if job.status != 2 or job.end != end:
                 continue          # evicted since (and requeued)
             self._end(job, end)
@@ -482,14 +484,14 @@ class SimPool:
         `until_reschedule`: stop once a schedd has asked for a cycle (`reschedules`)."""
         inf = (math.inf,)
         while True:
-            run = self.running[0] if self.running else inf
+            run = self.running.first() or inf
             gone = self.removals[0] if self.removals else inf
             new = arrivals[0] if arrivals else inf
             first = min(run[0], gone[0], new[0])
             if first > t:
                 return
             if run[0] == first:
-                end, _, job = heapq.heappop(self.running)
+                end, _, job = self.running.pop()
                 if job.status == 2 and job.end == end:
                     self._end(job, end)
             elif gone[0] == first:
@@ -533,7 +535,7 @@ class SimPool:
                 slot.claim_rank = slot.rank_of_job
         if self.weight_of is not None:
             job.weight = self.weight_of(slot)
-        heapq.heappush(self.running, (job.end, job.seq, job))
+        self.running.push((job.end, job.seq, job))
         c = self.counts[(job.cls.submitter, job.cls.schedd)]
         c[0] -= 1
         c[1] += 1
