@@ -59,10 +59,15 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
     sizes, and the ones a job can take when no claim can be preempted (a p-slot with at
     least `least_cpus`, the fewest cpus any job requests; a static slot that is not
     claimed)."""
-    row = SlotRow(config)
     if not s.partitionable:
         # a static slot: the same as the loop below, without its lists
         b = _built(s, sc)
+        idle = s._idle_row
+        if idle is not None and idle.config is config and b is s._idle_ad:
+            # unclaimed again: its ad is the one it had unclaimed, and so is its row
+            s._row = idle
+            return idle
+        row = SlotRow(config)
         fetched, u, pie, eff = _facts(b, config)
         if fetched:
             row.seg = ((b.ad,), (u,), (pie,), (eff,))
@@ -74,7 +79,10 @@ def slot_row(s: "SimSlot", sc, config, least_cpus: float) -> SlotRow:
                 row.cand = ((b.ad,), (u,), (_slot_texts(b),), (b.memo,))
         row.free_cpus = s.cpus if s.job is None else None
         s._row = row
+        if b is s._idle_ad:
+            s._idle_row = row
         return row
+    row = SlotRow(config)
     seg, free = [], []
     for x in [s] + s.children:
         b = _built(x, sc)

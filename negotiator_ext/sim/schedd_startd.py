@@ -127,8 +127,10 @@ class SimSlot:
     claim_rank: float | None = None
     claimed_at: float = 0.0           # when the claim its job runs on began (claim reuse)
     _ad: "_Ad | None" = field(default=None, repr=False, compare=False)   # its ad (`_built`)
-    # a static slot: its ad while unclaimed, built once (`_built`)
+    # a static slot: its ad while unclaimed, built once (`_built`), and its row then
+    # (`sim.pool_rows.slot_row`, made once for each config)
     _idle_ad: "_Ad | None" = field(default=None, repr=False, compare=False)
+    _idle_row: "SlotRow | None" = field(default=None, repr=False, compare=False)
     # a top-level slot: what it and its dynamic slots give the pool (`sim.pool_rows.slot_row`,
     # None: to be made again), its place in the pool's slot list, and the pool's list of
     # slots whose rows are to be made again
