@@ -53,7 +53,7 @@ class SlotUsage:
 
     def renamed(self, name: str, resource_name: str) -> "SlotUsage":
         """The same usage under another slot's names (`dataclasses.replace` with
-        `name` and `resource_name`, at a fifth of its cost: the derived fields, which
+        `name` and `resource_name`, at half its cost: the derived fields, which
         read neither name, are copied rather than worked out again)."""
         new = _new_usage(SlotUsage)
         for k in _USAGE_SLOTS:

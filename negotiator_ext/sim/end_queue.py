@@ -17,6 +17,8 @@ import math
 
 
 class EndQueue:
+    """(end, seq, job) entries, pushed in any order, taken earliest first (see the
+    module docstring)."""
     __slots__ = ("_buckets", "_keys", "_head", "_head_key", "_len")
 
     def __init__(self):
