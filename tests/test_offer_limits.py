@@ -228,3 +228,23 @@ def test_a_batch_of_jobs_that_arrived_since_the_last_cycle_is_offered_whole(
         assert _ledger_rows(url) == _ledger_rows(whole)
     assert len(batches[True]) == 4 and not any(batches[True])
     assert any(batches[False])
+
+
+def test_the_offer_is_raised_only_when_more_jobs_arrived_than_the_limit():
+    """The boundary of `Simulation._offer`: as many jobs arrived as the limit keeps the
+    limit (the very dict, untouched); one more raises that class's offer by what
+    arrived, and no other's. A class with no limit yet has `_OFFER_LIMIT_MIN`."""
+    from types import SimpleNamespace
+    least = engine._OFFER_LIMIT_MIN
+    a, b, c = ("a", "s1"), ("b", "s1"), ("c", "s2")
+    limits = {a: 10, b: 50}
+
+    def offer(idle_now: dict, idle_before: dict):
+        fake = SimpleNamespace(offer_limits=limits, _idle_after=idle_before,
+                               pool=SimpleNamespace(counts={k: [n, 0] for k, n in idle_now.items()}))
+        return Simulation._offer(fake)
+
+    assert offer({a: 15, b: 100, c: least}, {a: 5, b: 50}) is limits
+    got = offer({a: 16, b: 100, c: least}, {a: 5, b: 50})
+    assert got == {a: 10 + 11, b: 50} and limits == {a: 10, b: 50}
+    assert offer({a: 5, b: 50, c: least + 1}, {a: 5, b: 50}) == {a: 10, b: 50, c: 2 * least + 1}
