@@ -747,7 +747,6 @@ _VALUES = [TextValues()]
 _VALUES_MAX = 500_000
 
 
-# The simulated schedd offers every idle job: its limits (core.schedd_limits) are not
 def _slot_texts(b: _Ad) -> dict:
     """A slot ad's texts (lower-case name -> text), as the cycle would read them from it
     (`Pool.slot_texts`); kept with the ad, and shared by every cycle until the slot
