@@ -5,7 +5,6 @@ job's its own attributes with its state now)."""
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import re
 
