@@ -595,7 +595,6 @@ class Simulation:
             groups=tuple(obs.groups), comparable=False, snapshot_dir=None)
 
 
-# modelled here (it has no transfer queue and starts a matched job at once).
 # how many shared pairs the engine's text store may hold before it is made anew
 _STORE_PAIRS = 400_000
 
