@@ -39,7 +39,6 @@ import classad2
 
 from ..core.adtext import plain_value
 from ..core.classads import LazyAd
-from ..errors import InputError
 from .adfiles import _WRAP, _unwrapped, parse_ad_lines
 from .snapshot import check_slot_name
 
