@@ -182,6 +182,11 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None,
             pool_name=f"forecast:{spec.name or snap_dir.name}",
             last_cycle=last_cycle(pool.snapshot, start) if cadence is not None else None)
         sim = Simulation(sc, ledger, progress=progress, options=opts)
+        # the snapshot's ads were read into the simulated pool (SnapshotQueue.setup):
+        # let them go before the run, which needs as much memory again
+        pool_warnings = list(pool.warnings)
+        queue.snapshot = None
+        del pool
         report = sim.run()
     jobs = list(queue.jobs) + [j for a in arrivals for j in a.jobs]
     outcome = outcome_of(_job_runs(sim, jobs, end), start, end, spec.bucket,
@@ -193,7 +198,7 @@ def run_forecast(spec: ForecastSpec, ledger=None, progress=None,
     counts["history_jobs"] = len(history.jobs)
     counts["history_duplicates"] = history.duplicates
     counts["removed_in_forecast"] = sim.pool.removed
-    warnings = list(pool.warnings) + list(sim.warnings)
+    warnings = pool_warnings + list(sim.warnings)
     if counts["no_history"] or counts.get("no_runtime"):
         assumptions.append(
             f"{counts['no_history'] + counts.get('no_runtime', 0)} job(s) have no finished "
