@@ -562,6 +562,9 @@ def slot_shapes(slot_ads) -> list[SlotShape]:
     into their partitionable slot; claims dropped."""
     from .core.classads import attribute_texts, eval_bool, eval_number
     shapes = []
+    # a pool's slots have most names and many texts alike: each is kept once
+    texts: dict[str, str] = {}
+    one = texts.setdefault
     for ad in slot_ads:
         if eval_bool(ad, "DynamicSlot") is True:
             continue
@@ -576,7 +579,8 @@ def slot_shapes(slot_ads) -> list[SlotShape]:
         name = re.sub(r"[^A-Za-z0-9-]", "-", name) or "node"
         if not name[0].isalpha():
             name = "n" + name
-        attrs = {k: v for k, v in attribute_texts(ad) if k.lower() not in _SIM_OWNED}
+        attrs = {one(k, k): one(v, v) for k, v in attribute_texts(ad)
+                 if k.lower() not in _SIM_OWNED}
         shapes.append(SlotShape(count=1, name=name, machine=str(ad.get("Machine") or name),
                                 slot_name=str(ad.get("Name")),
                                 cpus=total("Cpus", 1),

@@ -217,6 +217,31 @@ def test_the_snapshot_read_is_let_go_before_the_run(tmp_path, monkeypatch):
     assert got.matches > 0 and got.counts["running"] + got.counts["idle"] > 0
 
 
+def test_slot_shapes_keep_each_name_and_text_once():
+    """A snapshot's slots as shapes (`scenario.slot_shapes`): each shape has its own
+    slot's attributes, and a name or a text that several slots have is one string
+    among them (at 100,000 slots, 350 MiB less)."""
+    from negotiator_ext.core.classads import attribute_texts
+    from negotiator_ext.pool import load_pool
+    from negotiator_ext.scenario import _SIM_OWNED, slot_shapes
+    ads = [ad for ad in load_pool(EXAMPLE, None).snapshot.slots
+           if ad.get("DynamicSlot") is not True]
+    shapes = slot_shapes(ads)
+    assert len(shapes) == len(ads) > 1
+    for shape, ad in zip(shapes, ads):
+        assert shape.attrs == {k: v for k, v in attribute_texts(ad)
+                               if k.lower() not in _SIM_OWNED}
+    first: dict[str, str] = {}
+    shared = 0
+    for shape in shapes:
+        for k, v in shape.attrs.items():
+            for text in (k, v):
+                kept = first.setdefault(text, text)
+                assert kept is text, text
+                shared += 1
+    assert shared > len(first)
+
+
 def test_claims_are_reused_until_claim_worklife(tmp_path):
     """A schedd starts the submitter's next job on the claim a job gave back: the
     negotiator matches fewer jobs. With CLAIM_WORKLIFE = 0 every job goes through it."""
