@@ -428,6 +428,7 @@ def _whole(v) -> bool:
     tv = type(v)
     return (tv is int or (tv is float and v.is_integer())) and abs(v) <= _EXACT
 
+
 UNBOUNDED = 1 << 40
 
 # `Columns.replace` splices the rows replaced in when they are fewer than the rows held
@@ -439,9 +440,9 @@ def _exact_sum(values: list) -> tuple[int, int] | None:
     """(The sum of `values` as an int, how many were floats) when every value is a
     whole number within `_EXACT` (`_whole`), else None. At C speed where all are ints
     or all floats."""
-    kinds = set(map(type, values))
     if not values:
         return 0, 0
+    kinds = set(map(type, values))
     if len(kinds) == 1 and (int in kinds or float in kinds):
         if max(values) > _EXACT or min(values) < -_EXACT:
             return None
@@ -467,7 +468,6 @@ def _usages(everys) -> list:
 
 
 _RESOURCE_NAME = operator.attrgetter("resource_name")
-
 
 
 def candidates(entries: list[tuple]) -> list[tuple]:
