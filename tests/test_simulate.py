@@ -1192,3 +1192,22 @@ def test_the_end_queue_gives_entries_as_a_heap_does(ops):
     while heap:
         assert q.pop() is heapq.heappop(heap)
     assert q.first() is None and len(q) == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.lists(st.integers(-2 ** 34, 2 ** 34) | st.sampled_from([2 ** 32, 2 ** 32 + 1, -2 ** 32, -2 ** 32 - 1])),
+    st.lists(st.floats() | st.sampled_from([2.0 ** 32, 2.0 ** 32 + 1, -2.0 ** 32, -2.0 ** 32 - 1, 3.0])),
+    st.lists(st.integers(-5, 5) | st.floats(-5, 5) | st.booleans())))
+def test_an_exact_sum_is_each_whole_number_added(values):
+    """sim.pool_rows._exact_sum, at C speed where every value is an int or every one a
+    float, gives what adding each value does when every one is `_whole` (a whole number
+    within `_EXACT`, bounds included): (the sum as an int, how many were floats); else
+    None."""
+    from negotiator_ext.sim.pool_rows import _exact_sum, _whole
+    if all(_whole(v) for v in values):
+        want = (sum(int(v) for v in values), sum(type(v) is float for v in values))
+    else:
+        want = None
+    got = _exact_sum(values)
+    assert got == want and (got is None or type(got[0]) is int)
