@@ -36,7 +36,7 @@ JOB_CONSTRAINT = "JobStatus == 1 || JobStatus == 2"  # idle or running
 # how many schedds a loop's worker asks at a time, each in a child of its own
 # (NEGOTIATOR_EXT_SCHEDD_QUERIES_AT_ONCE): each child holds a schedd's answer while it
 # makes it into lines, and two already keep the two cores of a small central manager busy
-# (the performance chapter has the figures)
+# (the performance chapter's goal 3 row has the figures)
 SCHEDDS_AT_ONCE = 2
 
 
