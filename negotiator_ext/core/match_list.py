@@ -164,6 +164,23 @@ class SlotClass:
             yield slot
             i += 1
 
+    def next_live(self, i: int) -> tuple[int, Slot] | None:
+        """The first member from index `i` on that is not removed, and its index: what
+        `walk(i)` would give first past the removed ones (moving `start` as it would)."""
+        m = self.members
+        start = self.start
+        if i < start:
+            i = start
+        n = len(m)
+        while i < n:
+            slot = m[i]
+            if not slot.removed:
+                return i, slot
+            if i == start:
+                start = self.start = i + 1
+            i += 1
+        return None
+
     def remove(self, slot: Slot) -> None:
         """Take `slot` out of the members (a p-slot re-profiled): the indices after it
         move, so the start of the live members is found again by the next walk."""
@@ -272,42 +289,59 @@ class MatchList:
     """The sorted candidates of one fresh scan (M4), popped from the top.
 
     Kept as a heap over slot classes: each class contributes its members in their
-    pre-sorted order, so popping k entries costs O(C + k log C), not a full sort."""
+    pre-sorted order, one at a time, so popping k entries costs O(C + k log C), not a
+    full sort. A scan adds its classes first and the heap is made of them at once when
+    the list is first read (most lists are popped a few times, and have thousands of
+    classes). An entry is the sort key's six values, then the slot, its class, its index
+    there, the verdict, the state and the cost (`_entry`); the key ends with the slot's
+    unique index, so entries never compare past it and the order is the same however
+    the heap was made."""
 
     def __init__(self, rejections: Rejections):
         self._heap: list = []
+        self._heaped = True
         self.rejections = rejections
 
     def add_class(self, cls: SlotClass, v: Verdict, state: int) -> None:
-        it = cls.walk()
+        i = cls.start
+        m = cls.members
+        slot = m[i] if i < len(m) else None
+        if slot is None or slot.removed:
+            got = cls.next_live(i)
+            if got is None:
+                return
+            i, slot = got
         # the cost of every member (a class's members have the representative's weight;
         # a consumption-policy p-slot's cost depends on the request: None)
-        self._push(it, v, state, None if cls.rep.cp else cls.rep.weight)
+        rep = cls.rep
+        self._heap.append(_entry(slot, cls, i, v, state, None if rep.cp else rep.weight))
+        self._heaped = False
 
-    def _push(self, it, v: Verdict, state: int, cost: float | None) -> None:
-        for slot in it:
-            if slot.removed:
-                continue
-            pre = v.pre if v.pre is not None else slot.static[0]
-            post = v.post if v.post is not None else slot.static[1]
-            if state == NO_PREEMPTION:
-                prank = -FLT_MAX
-            else:
-                prank = v.prank if v.prank is not None else slot.static[2]
-            # slot.index is unique, so entries never compare past the key
-            key = (-pre, -v.jrank, -post, -state, -prank, slot.index)
-            heapq.heappush(self._heap, (key, slot, it, v, state, cost))
-            return
+    def _settle(self) -> list:
+        if not self._heaped:
+            heapq.heapify(self._heap)
+            self._heaped = True
+        return self._heap
+
+    def _next(self, cls: SlotClass | None, i: int, v: Verdict, state: int,
+              cost: float | None) -> None:
+        """The class's next live member after index `i` onto the heap."""
+        if cls is not None:
+            got = cls.next_live(i + 1)
+            if got is not None:
+                heapq.heappush(self._heap, _entry(got[1], cls, got[0], v, state, cost))
 
     def peek(self) -> tuple[Slot, int, float] | None:
         """The entry `pop` would return next, left in place: (slot, preemption state,
         the PREEMPTION_RANK value it was sorted by)."""
-        while self._heap:
-            key, slot, it, v, state, cost = self._heap[0]
+        heap = self._settle()
+        while heap:
+            e = heap[0]
+            slot, state = e[6], e[10]
             if not slot.removed:
-                return slot, state, -key[4]
-            heapq.heappop(self._heap)
-            self._push(it, v, state, cost)
+                return slot, state, -e[4]
+            heapq.heappop(heap)
+            self._next(*e[7:])
         return None
 
     def pop(self, refused: list[float] | None = None) -> tuple[Slot, int] | None:
@@ -316,11 +350,12 @@ class MatchList:
         the limit only ever refuses more as the cost grows, so a class whose members all
         cost at least that is taken off whole, each of its entries refused in turn as the
         negotiator would refuse them (which is all it would do with them)."""
-        while self._heap:
-            _, slot, it, v, state, cost = heapq.heappop(self._heap)
+        heap = self._settle()
+        while heap:
+            slot, cls, i, v, state, cost = heapq.heappop(heap)[6:]
             if refused is not None and cost is not None and cost >= refused[state != NO_PREEMPTION]:
                 continue
-            self._push(it, v, state, cost)
+            self._next(cls, i, v, state, cost)
             if slot.removed:
                 continue
             return slot, state
@@ -328,7 +363,25 @@ class MatchList:
 
     def push_slot(self, slot: Slot, v: Verdict, state: int) -> None:
         """Put a (reduced) consumption-policy p-slot back (P5)."""
-        self._push(iter([slot]), v, state, None)
+        if not slot.removed:
+            heapq.heappush(self._settle(), _entry(slot, None, 0, v, state, None))
+
+
+def _entry(slot: Slot, cls: SlotClass | None, i: int, v: Verdict, state: int,
+           cost: float | None) -> tuple:
+    static = slot.static
+    pre, post = v.pre, v.post
+    if pre is None:
+        pre = static[0]
+    if post is None:
+        post = static[1]
+    if state == NO_PREEMPTION:
+        neg_prank = FLT_MAX
+    else:
+        neg_prank = -(v.prank if v.prank is not None else static[2])
+    # slot.index is unique, so entries never compare past the key
+    return (-pre, -v.jrank, -post, -state, neg_prank, slot.index, slot, cls, i, v, state,
+            cost)
 
 
 class _Accepted:
