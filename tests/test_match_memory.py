@@ -12,7 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import DATA, FIXTURES, SCENARIOS, unpack_recording
+from negotiator_ext.core.match_list import Verdict
 from negotiator_ext.core.match_memory import MatchMemory, TextTally, reads_the_clock
+from negotiator_ext.core.matchmaking import _values_of
 from negotiator_ext.cycle import run_cycle
 from negotiator_ext.pool import load_pool
 
@@ -120,3 +122,28 @@ def test_the_tally_of_slot_texts_is_what_the_list_holds_now(steps, asked):
         tally.update(plain)
         for name in asked:
             assert set(tally.texts(name)) == {t.get(name) for t in plain}, (steps, name)
+
+
+@pytest.mark.parametrize("where", ["fixtures/pslot_consumption_policy_cpu",
+                                   "rules/ignore_job_ranks"])
+def test_alike_verdicts_are_kept_once(tmp_path, where):
+    """Every matching verdict the memory keeps is the one kept for its values: a pool's
+    classes share a few verdicts, not one a (request, class) pair."""
+    kind, name = where.split("/")
+    directory = (FIXTURES / name if kind == "fixtures"
+                 else unpack_recording(DATA / "rules" / f"{name}.tar.gz", tmp_path))
+    memory = _twice(directory)[2]
+    matching = [v for v in memory.verdicts.values() if v.match]
+    assert len(matching) > len(memory.alike_verdicts) > 0     # some are alike
+    for v in matching:
+        assert memory.alike_verdicts[_values_of(v)] is v
+    assert len({id(v) for v in matching}) == len(memory.alike_verdicts)
+
+
+def test_a_verdict_s_values_tell_minus_zero_and_an_int_rank_apart():
+    one = Verdict(match=True, jrank=1.0)
+    assert _values_of(one) == _values_of(Verdict(match=True, jrank=1.0))
+    assert _values_of(one) != _values_of(Verdict(match=True, jrank=1))
+    assert _values_of(Verdict(match=True, jrank=-0.0)) is None
+    assert _values_of(Verdict(match=True, jrank=0.0, pre=-0.0)) is None
+    assert _values_of(Verdict(match=True, jrank=0.0)) is not None

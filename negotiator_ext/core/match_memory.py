@@ -79,6 +79,7 @@ class MatchMemory:
         self.values = Watched()
         self.ids: dict = {}
         self.verdicts: dict = {}
+        self.alike_verdicts: dict = {}  # one Verdict per set of values (Matcher.verdict)
         self.matches: dict = {}
         self.ranks: dict = {}
         self.constant_rank: dict = {}

@@ -138,6 +138,7 @@ class Matcher(SlotClasses, SlotProfiles):
             ("post", self.post), ("preq", self.preq), ("prank", self.prank)) if e is not None]
         self.values = adtext.TextValues()     # attribute texts: names and literal values
         self._verdicts: dict[tuple, Verdict] = {}
+        self._alike_verdicts: dict[tuple, Verdict] = {}   # one Verdict per set of values
         self.job_names_seen_by_slots: set[str] = set()
         self.slots: list[Slot] = []
         self.partitions: dict = {}
@@ -179,6 +180,7 @@ class Matcher(SlotClasses, SlotProfiles):
         self.values = memory.values
         self._ids = memory.ids
         self._verdicts = memory.verdicts
+        self._alike_verdicts = memory.alike_verdicts
         self._matches = memory.matches
         self._ranks = memory.ranks
         self._constant_rank = memory.constant_rank
@@ -334,7 +336,15 @@ class Matcher(SlotClasses, SlotProfiles):
             k = (*k, self.refresh_live(rep))
         v = self._verdicts.get(k)
         if v is None:
-            v = self._compute(req, cls) if self.group_matches(req, cls.group) else _NO_MATCH
+            if self.group_matches(req, cls.group):
+                v = self._compute(req, cls)
+                # most classes' verdicts for a request are alike (the same ranks, the
+                # slot's own pre and post): a long run keeps one of each, not one a pair
+                values = _values_of(v)
+                if values is not None:
+                    v = self._alike_verdicts.setdefault(values, v)
+            else:
+                v = _NO_MATCH
             self._verdicts[k] = v
         return v
 
@@ -638,6 +648,16 @@ class Matcher(SlotClasses, SlotProfiles):
                     held.append(g)
             rej.held = held
         return static_ranks.StaticMatchList(kept, rej, keep_list)
+
+
+def _values_of(v: Verdict) -> tuple | None:
+    """What tells a matching verdict from another (verdicts are not written after they
+    are made): None where a -0.0 would be taken for 0.0."""
+    jrank, pre, post, prank = v.jrank, v.pre, v.post, v.prank
+    for x in (jrank, pre, post, prank):
+        if x == 0 and math.copysign(1.0, x) < 0:
+            return None
+    return (type(jrank), jrank, pre, post, v.rank_gt, v.rank_ge, v.preq, prank)
 
 
 def symmetric_match(job, slot_ad, cp: bool) -> bool:
