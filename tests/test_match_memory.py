@@ -147,3 +147,58 @@ def test_a_verdict_s_values_tell_minus_zero_and_an_int_rank_apart():
     assert _values_of(Verdict(match=True, jrank=-0.0)) is None
     assert _values_of(Verdict(match=True, jrank=0.0, pre=-0.0)) is None
     assert _values_of(Verdict(match=True, jrank=0.0)) is not None
+
+
+class _Carry:
+    released = False
+
+    def release(self):
+        self.released = True
+
+
+def test_past_the_limit_the_answers_go_and_the_rest_stays():
+    """A memory past its limit sheds its answers and keeps what slots and requests are
+    keyed by and the slot classes carried; it starts again only when that rest alone
+    is over half the limit."""
+    memory = MatchMemory(limit=10)
+    assert memory.for_cycle("config") is False           # a first cycle: nothing kept
+    carry = memory.carry = _Carry()
+    memory.ids.update({("key", i): i for i in range(2)})
+    memory.verdicts.update({(0, i): None for i in range(8)})
+    memory.matches[(0, 0)] = True
+    assert memory.for_cycle("config") is True
+    assert (memory.verdicts, memory.matches, memory.ranks) == ({}, {}, {})
+    assert len(memory.ids) == 2 and memory.carry is carry and not carry.released
+    assert (memory.sheds, memory.cycles_kept) == (1, 1)
+    memory.ids.update({("key", i): i for i in range(5)})
+    memory.verdicts.update({(0, i): None for i in range(5)})
+    assert memory.for_cycle("config") is False           # 5 of 10 left: start again
+    assert memory.ids == {} and carry.released and memory.sheds == 2
+
+
+def test_a_long_run_that_sheds_its_answers_decides_as_one_that_keeps_them(tmp_path,
+                                                                            monkeypatch):
+    from negotiator_ext.adapters.ledger import open_ledger
+    from negotiator_ext.scenario import load_scenario, parse_duration
+    from negotiator_ext.sim import engine
+    from test_simulate import _ledger_rows
+    week = DATA.parent.parent / "bench" / "scenarios" / "week-1k.yaml"
+    scenario = dataclasses.replace(load_scenario(week), span=int(parse_duration("3h")))
+    made = []
+
+    def run(limit, name):
+        class Small(MatchMemory):
+            def __init__(self):
+                super().__init__(limit=limit)
+                made.append(self)
+        monkeypatch.setattr(engine, "MatchMemory", Small)
+        url = str(tmp_path / f"{name}.sqlite")
+        with open_ledger(url) as ledger:
+            engine.Simulation(scenario, ledger).run()
+        return _ledger_rows(url)
+    kept = run(3_000_000, "kept")
+    shed = run(220, "shed")         # the week's 3 hours fill about 240 entries
+    assert made[0].sheds == 0 and made[1].sheds >= 1
+    # no cycle started again: each took what the shedding left
+    assert made[1].cycles_kept == made[0].cycles_kept
+    assert shed == kept

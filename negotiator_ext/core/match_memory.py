@@ -21,7 +21,12 @@ hold in the next cycle too, on the same conditions:
   keys carry the cycle's serial number, so no later cycle meets them.
 
 A long run (the simulator's and the forecast's cycles) takes one memory for its
-cycles; what it keeps is bounded (`limit` entries: past it, the memory starts again).
+cycles; what it keeps is bounded (`limit` entries). Past it, the answers go (`_shed`):
+they pile up for slot classes and requests long gone (a partitionable slot's leftover
+is a new class at each match). What the slots and requests are keyed by, and the slot
+classes kept from the last cycle, stay; any part of a memory gives the answers a fresh
+cycle would, as each is keyed by what it was worked out of. Only when that still
+leaves too much does the memory start again.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class MatchMemory:
         self.serial = 0                 # one per cycle: consumption-policy keys carry it
         self.dropped = False            # a text read the clock: nothing kept any more
         self.cycles_kept = 0            # cycles that found the previous cycle's answers
+        self.sheds = 0                  # times the answers went past the limit (`_shed`)
         self.carry = None
         self._fresh()
 
@@ -98,12 +104,23 @@ class MatchMemory:
         return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)
                 + len(self.statics))
 
+    def _shed(self) -> bool:
+        """Past the limit: the answers go (verdicts, match tests, ranks); the rest stays.
+        False: the rest alone is over half the limit (start again)."""
+        self.verdicts = {}
+        self.alike_verdicts = {}
+        self.matches = {}
+        self.ranks = {}
+        self.sheds += 1
+        return self._size() < self.limit // 2
+
     def for_cycle(self, token: object) -> bool:
         """A new cycle's matcher, under config `token`, takes the memory: True when what
         it holds is the previous cycles' (else it starts empty)."""
         self.serial += 1
-        kept = (not self.dropped and not self.values.clock and token == self.token
-                and self._size() < self.limit)
+        kept = not self.dropped and not self.values.clock and token == self.token
+        if kept and self._size() >= self.limit:
+            kept = self._shed()
         if self.values.clock:
             self.dropped = True
         if not kept:
