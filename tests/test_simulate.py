@@ -1196,8 +1196,10 @@ def test_the_end_queue_gives_entries_as_a_heap_does(ops):
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(
-    st.lists(st.integers(-2 ** 34, 2 ** 34) | st.sampled_from([2 ** 32, 2 ** 32 + 1, -2 ** 32, -2 ** 32 - 1])),
-    st.lists(st.floats() | st.sampled_from([2.0 ** 32, 2.0 ** 32 + 1, -2.0 ** 32, -2.0 ** 32 - 1, 3.0])),
+    st.lists(st.integers(-2 ** 34, 2 ** 34)
+             | st.sampled_from([2 ** 32, 2 ** 32 + 1, -2 ** 32, -2 ** 32 - 1])),
+    st.lists(st.floats()
+             | st.sampled_from([2.0 ** 32, 2.0 ** 32 + 1, -2.0 ** 32, -2.0 ** 32 - 1, 3.0])),
     st.lists(st.integers(-5, 5) | st.floats(-5, 5) | st.booleans())))
 def test_an_exact_sum_is_each_whole_number_added(values):
     """sim.pool_rows._exact_sum, at C speed where every value is an int or every one a

@@ -146,27 +146,13 @@ class SlotClass:
         self.group: MatchGroup | None = None
         self.start = 0               # every member before this index is removed
 
-    def walk(self, i: int = 0):
-        """The members from index `i` on, as a list iterator gives them (also while the
-        list changes), but never the removed ones before `start`: a slot once removed
-        stays removed, so every list scanning the class skips the members taken so far
-        in one step, not one by one (a new MatchList per request would otherwise walk
-        every slot already matched in the class; on a 100,000-slot pool, most of the
-        cycle). Removed members are yielded past `start`, and `start` moves over them."""
-        m = self.members
-        while i < len(m):
-            if i < self.start:
-                i = self.start
-                continue
-            slot = m[i]
-            if slot.removed and i == self.start:
-                self.start = i + 1
-            yield slot
-            i += 1
-
     def next_live(self, i: int) -> tuple[int, Slot] | None:
-        """The first member from index `i` on that is not removed, and its index: what
-        `walk(i)` would give first past the removed ones (moving `start` as it would)."""
+        """The first member from index `i` on that is not removed, and its index. The
+        removed members before `start` are never looked at again: a slot once removed
+        stays removed, so every list scanning the class skips the members taken so far
+        in one step, not one by one (a new MatchList per request would otherwise pass
+        every slot already matched in the class; on a 100,000-slot pool, most of the
+        cycle). A look that starts at `start` moves it over the removed ones it passes."""
         m = self.members
         start = self.start
         if i < start:
@@ -180,6 +166,14 @@ class SlotClass:
                 start = self.start = i + 1
             i += 1
         return None
+
+    def walk(self, i: int = 0):
+        """The live members from index `i` on (`next_live`, asked again at each step, so
+        the walk reads the members as they are then, as a list iterator does)."""
+        while (got := self.next_live(i)) is not None:
+            i, slot = got
+            yield slot
+            i += 1
 
     def remove(self, slot: Slot) -> None:
         """Take `slot` out of the members (a p-slot re-profiled): the indices after it
@@ -303,19 +297,14 @@ class MatchList:
         self.rejections = rejections
 
     def add_class(self, cls: SlotClass, v: Verdict, state: int) -> None:
-        i = cls.start
-        m = cls.members
-        slot = m[i] if i < len(m) else None
-        if slot is None or slot.removed:
-            got = cls.next_live(i)
-            if got is None:
-                return
-            i, slot = got
-        # the cost of every member (a class's members have the representative's weight;
-        # a consumption-policy p-slot's cost depends on the request: None)
-        rep = cls.rep
-        self._heap.append(_entry(slot, cls, i, v, state, None if rep.cp else rep.weight))
-        self._heaped = False
+        got = cls.next_live(0)
+        if got is not None:
+            # the cost of every member (a class's members have the representative's
+            # weight; a consumption-policy p-slot's cost depends on the request: None)
+            rep = cls.rep
+            self._heap.append(_entry(got[1], cls, got[0], v, state,
+                                     None if rep.cp else rep.weight))
+            self._heaped = False
 
     def _settle(self) -> list:
         if not self._heaped:

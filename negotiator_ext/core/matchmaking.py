@@ -468,9 +468,6 @@ class Matcher(SlotClasses, SlotProfiles):
         memo = part.maybe.get(req.eval_id)
         groups = memo[1] if memo is not None and memo[0] == part.version else part.groups.values()
         keep = []
-        # a class's verdict is looked up here when nothing live is read (`verdict`)
-        verdicts, eval_id = self._verdicts, req.eval_id
-        plain = self.live_remote is None
         for group in groups:
             if group.live <= 0:
                 continue
@@ -495,9 +492,7 @@ class Matcher(SlotClasses, SlotProfiles):
                     if group.view not in self._live_views:
                         keep.pop()          # never again for this request key
                     break
-                v = verdicts.get((eval_id, cls.id)) if plain or not rep.live else None
-                if v is None:
-                    v = self.verdict(req, cls)
+                v = self.verdict(req, cls)
                 state = NO_PREEMPTION
                 if only_startd_rank:
                     if user is None or not v.rank_gt:
