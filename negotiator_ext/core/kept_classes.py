@@ -51,6 +51,7 @@ class KeptClasses:
         # id(slot families) -> (the families, what profiles were made under them)
         self.plans = plans
         self.removed: list[Slot] = []   # the slots its matching removed
+        self.orders: dict = {}          # its partitions' rank orders (core.rank_order)
 
     def release(self) -> None:
         """Nothing will keep these classes: their reference cycles broken (a slot's
@@ -62,7 +63,7 @@ class KeptClasses:
             for cls in part.classes.values():
                 cls.group = None
             part.pending = []
-        self.slots, self.removed, self.partitions = [], [], {}
+        self.slots, self.removed, self.partitions, self.orders = [], [], {}, {}
 
     def plans_now(self, classes, fresh: list[Slot]) -> dict[int, tuple]:
         """`plans` as this cycle's matcher `classes` makes them, for the families of
@@ -76,10 +77,13 @@ class KeptClasses:
         those not carried); `classes`: the cycle's SlotClasses (how a new slot finds
         its class)."""
         # (`_candidate_slots` has cleared the flags of those still in the list)
+        parts = self.partitions
+        orders = classes.rank_orders
         for s in self.removed:
             count_live(s, +1)
+            for names, got in s.class_keys.items():     # (it may come first again)
+                orders.joined(parts.get(names), got, False)
         self.removed = []
-        parts = self.partitions
         touched: dict[int, tuple] = {}
         for s in self.slots:
             if s.stamp is not stamp:          # it left
@@ -117,6 +121,7 @@ class KeptClasses:
             part.pending += fresh
             if len(part.pending) > limit:
                 del parts[names]
+                orders.forget(part)
                 for got in (*part.classes.values(), *part.groups.values()):
                     for x in (got.members if type(got) is SlotClass else got.held):
                         if x.class_keys.get(names) is got:

@@ -323,8 +323,7 @@ class MatchList:
     def peek(self) -> tuple[Slot, int, float] | None:
         """The entry `pop` would return next, left in place: (slot, preemption state,
         the PREEMPTION_RANK value it was sorted by)."""
-        heap = self._settle()
-        while heap:
+        while heap := self._settle():
             e = heap[0]
             slot, state = e[6], e[10]
             if not slot.removed:
@@ -339,8 +338,7 @@ class MatchList:
         the limit only ever refuses more as the cost grows, so a class whose members all
         cost at least that is taken off whole, each of its entries refused in turn as the
         negotiator would refuse them (which is all it would do with them)."""
-        heap = self._settle()
-        while heap:
+        while heap := self._settle():
             slot, cls, i, v, state, cost = heapq.heappop(heap)[6:]
             if refused is not None and cost is not None and cost >= refused[state != NO_PREEMPTION]:
                 continue
@@ -354,6 +352,47 @@ class MatchList:
         """Put a (reduced) consumption-policy p-slot back (P5)."""
         if not slot.removed:
             heapq.heappush(self._settle(), _entry(slot, None, 0, v, state, None))
+
+
+class RankedMatchList(MatchList):
+    """A MatchList whose plain free classes come from a rank order (`core.rank_order`):
+    each is taken in, classified by `take` (its verdict, or None: left out), when the
+    order reaches it, that is when its place is before the best entry in the heap. A
+    place is never after the class's entry (`core.rank_order`), so the entries come off
+    in the order the fresh scan's list gives them; an entry found before its place
+    would break that, and is an error, not a wrong answer."""
+
+    def __init__(self, rejections: Rejections, order: list, take):
+        super().__init__(rejections)
+        self._order = order
+        self._pos = 0
+        self._take = take
+
+    def _settle(self) -> list:
+        heap = super()._settle()
+        order, pos = self._order, self._pos
+        n = len(order)
+        while pos < n:
+            e = order[pos]
+            # (a place and a heap entry are of different slots: decided by the index)
+            if heap and heap[0] < e:
+                break
+            pos += 1
+            cls = e[6]
+            v = self._take(cls)
+            if v is None:
+                continue
+            got = cls.next_live(0)
+            if got is None:
+                continue
+            entry = _entry(got[1], cls, got[0], v, NO_PREEMPTION, cls.rep.weight)
+            if entry[:6] < e[:6]:
+                raise RuntimeError(
+                    f"internal error: slot {got[1].name} ranks before its class's place in "
+                    f"the rank order ({entry[:6]} < {e[:6]})")
+            heapq.heappush(heap, entry)
+        self._pos = pos
+        return heap
 
 
 def _entry(slot: Slot, cls: SlotClass | None, i: int, v: Verdict, state: int,

@@ -89,6 +89,7 @@ class MatchMemory:
         self.matches: dict = {}
         self.ranks: dict = {}
         self.constant_rank: dict = {}
+        self.rank_orders: dict = {}     # what a cycle's rank orders keep (core.rank_order)
         self.statics: dict = {}
         self.projectors: dict = {}
         self.sorted_names: dict = {}
@@ -102,7 +103,8 @@ class MatchMemory:
 
     def _size(self) -> int:
         return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)
-                + len(self.statics))
+                + len(self.statics)
+                + sum(map(len, self.rank_orders.get("classes", {}).values())))
 
     def _shed(self) -> bool:
         """Past the limit: the answers go (verdicts, match tests, ranks); the rest stays.
@@ -111,6 +113,7 @@ class MatchMemory:
         self.alike_verdicts = {}
         self.matches = {}
         self.ranks = {}
+        self.rank_orders = {}
         self.sheds += 1
         return self._size() < self.limit // 2
 

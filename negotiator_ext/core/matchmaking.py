@@ -42,11 +42,12 @@ from . import adtext, classads, consumption, pslot_preemption, static_ranks
 from .classads import DBL_MAX, f32
 from .config import priority_preemption_off
 from .match_list import (_NO_MATCH, NO_PREEMPTION, PRIO_PREEMPTION, RANK_PREEMPTION,
-                         MatchGroup, MatchList, Rejections, Request, Slot,
-                         SlotClass, Verdict, _Accepted)
+                         MatchGroup, MatchList, RankedMatchList, Rejections, Request,
+                         Slot, SlotClass, Verdict, _Accepted)
 from .match_memory import MatchMemory, reads_the_clock
 from .negotiator_attrs import live_remote_usage
 from .projection import Projector, closure, reach_back
+from .rank_order import RankOrders
 from .slot_classes import SlotClasses
 from .slot_profile import SlotProfiles, memo_token
 from .slots import slot_weight
@@ -80,6 +81,10 @@ _JOB_REQ = frozenset(("requirements", "concurrencylimits"))
 
 class Matcher(SlotClasses, SlotProfiles):
     """Per-cycle evaluation caches and the matchmaking algorithm."""
+
+    # a fresh scan reads its plain free classes from a rank order (core.rank_order)
+    # where one serves; False: every scan classifies every class (the tests compare)
+    rank_orders_on = True
 
     def __init__(self, config, job_has_attr: Callable[[str], bool],
                  memory: MatchMemory | None = None):
@@ -149,6 +154,7 @@ class Matcher(SlotClasses, SlotProfiles):
         # the slot classes the last cycle left, and those this one leaves
         # (core.kept_classes)
         self._serial = 0
+        self.rank_orders = RankOrders()     # the cycle's (core.rank_order)
         self._memory: MatchMemory | None = None
         self._kept = None
         self._next = None
@@ -184,6 +190,7 @@ class Matcher(SlotClasses, SlotProfiles):
         self._matches = memory.matches
         self._ranks = memory.ranks
         self._constant_rank = memory.constant_rank
+        self.rank_orders = RankOrders(memory.rank_orders)
         self._statics = memory.statics
         self._projectors = memory.projectors
         self._sorted_names = memory.sorted_names
@@ -465,10 +472,23 @@ class Matcher(SlotClasses, SlotProfiles):
             ml = _Accepted()
             refused = []
         part = self.partition(req.group_key[1:3])
-        memo = part.maybe.get(req.eval_id)
-        groups = memo[1] if memo is not None and memo[0] == part.version else part.groups.values()
+        ranked = None
+        if (self.rank_orders_on and not self.static_ranks and not only_startd_rank
+                and limits_rejected is None and not self.pslots and self.live_remote is None):
+            # the plain free classes in rank order, read as far as the list is popped
+            # (core.rank_order); the others classified here, by match group
+            ranked = self.rank_orders.order(self, req, part)
+        if ranked is not None:
+            order, pairs = ranked
+            ml = RankedMatchList(rej, order, self._taker(req, rej, used_unclaimed,
+                                                         limit_unclaimed))
+        else:
+            memo = part.maybe.get(req.eval_id)
+            groups = (memo[1] if memo is not None and memo[0] == part.version
+                      else part.groups.values())
+            pairs = ((group, group.classes) for group in groups)
         keep = []
-        for group in groups:
+        for group, classes in pairs:
             if group.live <= 0:
                 continue
             keep.append(group)
@@ -477,7 +497,7 @@ class Matcher(SlotClasses, SlotProfiles):
                 # it is asked for later (lazily)
                 rej.held.append(group)
             matches = None                  # the group's match test, once needed
-            for cls in group.classes:
+            for cls in classes:
                 if cls.live <= 0:
                     continue
                 rep = cls.rep
@@ -535,12 +555,37 @@ class Matcher(SlotClasses, SlotProfiles):
         if self.pslots:
             self._pslot_candidates(req, submitter, only_startd_rank, limit_used, limit, rej,
                                    ml, limits_rejected)
-        part.maybe[req.eval_id] = (part.version, keep)
+        if ranked is None:
+            part.maybe[req.eval_id] = (part.version, keep)
         if rej.held:
             rej.matcher, rej.request, rej.submitter = self, req, submitter
         if refused is not None:
             return self._static_list(ml.accepted, refused, rej, limit, keep_list)
         return ml
+
+    def _taker(self, req: Request, rej: Rejections, used: float, allowed: float):
+        """What a fresh scan does with a plain free class (unclaimed, its pre and post
+        ranks the slots' own) when a rank order reaches it: its verdict if it is a
+        candidate, else None (it does not match, has no live member, or the submitter
+        limit refuses it: counted, as the scan counts it)."""
+        tested: dict = {}
+        group_matches, verdict = self.group_matches, self.verdict
+
+        def take(cls: SlotClass) -> Verdict | None:
+            if cls.live <= 0:
+                return None
+            group = cls.group
+            ok = tested.get(group)
+            if ok is None:
+                ok = tested[group] = group_matches(req, group)
+            if not ok:
+                return None
+            v = verdict(req, cls)
+            if not permits(used, allowed, cls.rep.weight):
+                rej.submitter_limit += cls.live
+                return None
+            return v
+        return take
 
     # ---- ALLOW_PSLOT_PREEMPTION (core.pslot_preemption) --------------------------------
 

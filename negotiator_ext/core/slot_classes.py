@@ -57,6 +57,7 @@ class SlotClasses:
         170,000 objects a cycle). Classes kept for the next cycle are left as they are."""
         if self._next is not None:
             return
+        self.rank_orders.clear()
         for s in self.slots:
             s.class_keys = {}
         for part in self.partitions.values():
@@ -98,6 +99,8 @@ class SlotClasses:
         if kept is None and self._kept is not None:
             self._kept.release()        # (its slots are profiled and sorted afresh)
             self._kept = None
+        if kept is not None:
+            self.rank_orders.carry(kept.orders)
         keeping = kept is not None or (self._memory is not None and self._can_keep(slots))
         for s in fresh if kept is not None else slots:
             self.profile_slot(s)
@@ -113,6 +116,7 @@ class SlotClasses:
             if keeping:
                 kept = KeptClasses(self._carry_key, stamp, slots, self.partitions,
                                    plan_signatures(self, slots))
+                kept.orders = self.rank_orders.parts
         self._next = kept
         self._stamp = stamp
         if self._memory is not None:
@@ -296,10 +300,12 @@ class SlotClasses:
             group.held.append(s)
             group.live += 1
             s.class_keys[names] = group
+            self.rank_orders.joined(part, group, False)
             return None
         key = self._class_key(s, names[0])
         cls = part.classes.get(key)
-        if cls is None:
+        new = cls is None
+        if new:
             # (its id stands for its key: classes alike in what requests see share
             # verdicts, in any partition and, with a memory, in any cycle)
             cls = part.classes[key] = SlotClass(key, s, self.intern(("class", key)))
@@ -311,6 +317,7 @@ class SlotClasses:
         cls.live += 1
         cls.group.live += 1
         s.class_keys[names] = cls
+        self.rank_orders.joined(part, cls, new)
         return cls
 
     def class_of(self, s: Slot, names: tuple) -> SlotClass:
