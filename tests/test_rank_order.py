@@ -192,3 +192,35 @@ def test_the_shortcut_cases_decide_alike_with_and_without_rank_orders(tmp_path, 
                 Simulation(load_scenario(path), ledger).run()
             rows[on] = _ledger_rows(url)
     assert rows[True] == rows[False] and len(rows[True][0]) >= 8
+
+
+def test_slots_leaving_and_joining_decide_alike_with_and_without_rank_orders(tmp_path,
+                                                                            monkeypatch):
+    """Free slots leave the pool, first of their classes, and others join, while jobs
+    that rank slots by Memory and jobs with a constant Rank keep coming: the orders kept
+    from cycle to cycle put those classes in again at their new places."""
+    doc = {"name": "leave", "span": "1h", "interval": 120,
+           "knobs": {"DEFAULT_PRIO_FACTOR": 1},
+           "slots": [{"count": 6, "name": "a", "memory": 2048},
+                     {"count": 6, "name": "b", "memory": 4096},
+                     {"count": 6, "name": "c", "memory": 2048}],
+           "workload": [{"submitter": "u", "count": 2, "every": "4m", "duration": "9m",
+                         "attrs": {"Rank": "Memory"}},
+                        {"submitter": "v", "count": 1, "every": "6m", "duration": "5m"}],
+           "changes": [{"at": "13m", "slots_leave": {"prefix": "b", "count": 2}},
+                       {"at": "21m", "slots_leave": {"prefix": "a", "count": 3}},
+                       {"at": "29m", "slots_join": {"count": 3, "name": "d",
+                                                    "memory": 4096}}]}
+    rows = {}
+    for on in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(Matcher, "rank_orders_on", on)
+            reads = _Reads(m)
+            path = tmp_path / f"leave-{on}.json"
+            path.write_text(json.dumps(doc))
+            url = str(tmp_path / f"leave-{on}.sqlite")
+            with open_ledger(url) as ledger:
+                Simulation(load_scenario(path), ledger).run()
+            rows[on] = _ledger_rows(url)
+            assert (reads.lists > 10) == on
+    assert rows[True] == rows[False] and len(rows[True][0]) >= 10

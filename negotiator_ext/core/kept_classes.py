@@ -82,7 +82,7 @@ class KeptClasses:
         for s in self.removed:
             count_live(s, +1)
             for names, got in s.class_keys.items():     # (it may come first again)
-                orders.joined(parts.get(names), got, False)
+                orders.moved(parts.get(names), got, False)
         self.removed = []
         touched: dict[int, tuple] = {}
         for s in self.slots:
@@ -90,6 +90,7 @@ class KeptClasses:
                 count_live(s, -1)
                 for names, got in s.class_keys.items():
                     touched[id(got)] = (names, got)
+                    orders.moved(parts.get(names), got, False)     # (it may be first)
                 s.class_keys = {}
         for names, got in touched.values():
             part = parts[names]

@@ -374,9 +374,13 @@ class RankedMatchList(MatchList):
         n = len(order)
         while pos < n:
             e = order[pos]
-            # (a place and a heap entry are of different slots: decided by the index)
-            if heap and heap[0] < e:
-                break
+            if heap:
+                # (a place and a heap entry are of different slots: decided by the
+                # slot index at the latest)
+                top = heap[0]
+                ranks, at = e[:5], top[:5]
+                if at < ranks or (at == ranks and top[5] < e[5].index):
+                    break
             pos += 1
             cls = e[6]
             v = self._take(cls)
@@ -386,10 +390,10 @@ class RankedMatchList(MatchList):
             if got is None:
                 continue
             entry = _entry(got[1], cls, got[0], v, NO_PREEMPTION, cls.rep.weight)
-            if entry[:6] < e[:6]:
+            if entry[:6] < (*e[:5], e[5].index):
                 raise RuntimeError(
                     f"internal error: slot {got[1].name} ranks before its class's place in "
-                    f"the rank order ({entry[:6]} < {e[:6]})")
+                    f"the rank order ({entry[:6]} < {(*e[:5], e[5].index)})")
             heapq.heappush(heap, entry)
         self._pos = pos
         return heap

@@ -31,6 +31,7 @@ unclaimed slots."""
 
 from __future__ import annotations
 
+import bisect
 from typing import TYPE_CHECKING
 
 from . import classads
@@ -48,10 +49,15 @@ _UNKNOWN = object()
 _UNUSED_CYCLES = 20     # an order no request used in this many cycles goes
 
 
+def place(e: tuple) -> tuple:
+    """An order entry's place: its ranks, then its slot's index in this cycle's list."""
+    return (e[0], e[1], e[2], e[3], e[4], e[5].index)
+
+
 class _Order:
     """One partition's plain free classes for one Rank: (-pre rank, -job rank, -post
-    rank, -state, preemption rank, slot index, the class) of each class's first live
-    member, sorted; made or renewed in cycle `cycle`, last used in the run's cycle
+    rank, -state, preemption rank, slot, the class) of each class's first live member,
+    sorted by `place`; made or renewed in cycle `cycle`, last used in the run's cycle
     number `used`."""
     __slots__ = ("entries", "pending", "cycle", "used")
 
@@ -121,9 +127,9 @@ class RankOrders:
         """A new cycle takes the orders the last one kept (`parts`)."""
         self.parts = parts
 
-    def joined(self, part: Partition, got, new: bool) -> None:
-        """A slot joined class (or match group's held slots) `got` of `part`, or came
-        back to it (`new`: the class was made for it)."""
+    def moved(self, part: Partition, got, new: bool) -> None:
+        """A slot joined class (or match group's held slots) `got` of `part`, came back
+        to it or left the list (`new`: the class was made for it)."""
         po = self.parts.get(part)
         if po is None:
             return
@@ -134,7 +140,7 @@ class RankOrders:
                         o.pending[got] = None
             elif new:
                 po.pairs.setdefault(got.group, []).append(got)
-        else:
+        elif got.held:
             po.pairs.setdefault(got, [])
 
     def forget(self, part: Partition) -> None:
@@ -210,7 +216,7 @@ class RankOrders:
             return _UNKNOWN
         slot = got[1]
         st = slot.static
-        return (-st[0], -jrank, -st[1], -NO_PREEMPTION, FLT_MAX, slot.index, cls)
+        return (-st[0], -jrank, -st[1], -NO_PREEMPTION, FLT_MAX, slot, cls)
 
     def _build(self, m: "Matcher", req: Request, part: Partition, ident: int) -> _Order | None:
         out = []
@@ -221,33 +227,28 @@ class RankOrders:
                     return None
                 if e is not None:
                     out.append(e)
-        out.sort()          # (slot indices are unique: never compared past them)
+        out.sort(key=place)
         return _Order(out, self._cycle)
 
     def _renew(self, m: "Matcher", req: Request, ident: int, o: _Order) -> _Order | None:
-        """The order for this cycle: each class's place taken again (its job rank kept
-        in its entry), the classes that gained a live member put in, sorted again."""
-        pending = o.pending
-        out = []
-        append = out.append
-        for e in o.entries:
-            cls = e[6]
-            if cls.live <= 0 or cls in pending:
-                continue
-            got = cls.next_live(0)
-            if got is None:
-                continue
-            slot = got[1]
-            st = slot.static
-            append((-st[0], e[1], -st[1], -NO_PREEMPTION, FLT_MAX, slot.index, cls))
-        for cls in pending:
-            e = self._entry(m, req, ident, cls)
-            if e is _UNKNOWN:
-                return None
-            if e is not None:
-                append(e)
-        out.sort()
-        return _Order(out, self._cycle)
+        """The order for this cycle: the classes whose first live member may have
+        changed since it was last used (`pending`: a member joined, came back or left
+        the list) taken out and put in at their places now. The others' places stand:
+        their first members are still in the list, and the slots that stay keep their
+        order from cycle to cycle (`core.kept_classes`), so the order holds under this
+        cycle's slot indices."""
+        pending, o.pending = o.pending, {}
+        if pending:
+            entries = [e for e in o.entries if e[6] not in pending]
+            for cls in pending:
+                e = self._entry(m, req, ident, cls)
+                if e is _UNKNOWN:
+                    return None
+                if e is not None:
+                    bisect.insort(entries, e, key=place)
+            o.entries = entries
+        o.cycle = self._cycle
+        return o
 
     @staticmethod
     def _job_rank(m: "Matcher", req: Request, rep, own_rank: frozenset) -> float | None:

@@ -300,7 +300,7 @@ class SlotClasses:
             group.held.append(s)
             group.live += 1
             s.class_keys[names] = group
-            self.rank_orders.joined(part, group, False)
+            self.rank_orders.moved(part, group, False)
             return None
         key = self._class_key(s, names[0])
         cls = part.classes.get(key)
@@ -317,7 +317,7 @@ class SlotClasses:
         cls.live += 1
         cls.group.live += 1
         s.class_keys[names] = cls
-        self.rank_orders.joined(part, cls, new)
+        self.rank_orders.moved(part, cls, new)
         return cls
 
     def class_of(self, s: Slot, names: tuple) -> SlotClass:
