@@ -104,7 +104,8 @@ class MatchMemory:
     def _size(self) -> int:
         return (len(self.ids) + len(self.verdicts) + len(self.matches) + len(self.ranks)
                 + len(self.statics)
-                + sum(map(len, self.rank_orders.get("classes", {}).values())))
+                + sum(len(d) for k in ("classes", "reaches")
+                      for d in self.rank_orders.get(k, {}).values()))
 
     def _shed(self) -> bool:
         """Past the limit: the answers go (verdicts, match tests, ranks); the rest stays.

@@ -160,6 +160,7 @@ class Matcher(SlotClasses, SlotProfiles):
         self._next = None
         self._carry_key = None
         self._lazy_walk = False
+        self.nan_statics = True         # (until the slots are sorted: build_classes)
         self._stamp = None
         if memory is not None:
             self._adopt(memory, config)

@@ -122,6 +122,9 @@ class RankOrders:
         # Rank id -> {class id: the class's job rank, or None: no order (the Rank looks
         # back into the job through the slot's attributes, or it is NaN)}
         self._class_ranks: dict[int, dict] = kept.setdefault("classes", {})
+        # ... by what the Rank reaches in the class's slots (interned), for classes of
+        # other partitions alike in that
+        self._reach_ranks: dict[int, dict] = kept.setdefault("reaches", {})
 
     def carry(self, parts: dict) -> None:
         """A new cycle takes the orders the last one kept (`parts`)."""
@@ -156,9 +159,8 @@ class RankOrders:
         if self._uniform is None:
             # one PREEMPTION_RANK value among unclaimed slots (a class's members are
             # then in the order of their entries), and no NaN static rank
-            statics = {s.static for s in m.slots if s.current_user is None}
-            self._uniform = (len({st[2] for st in statics}) <= 1 and not any(
-                x != x for st in statics for x in st))
+            self._uniform = not m.nan_statics and len(
+                {s.static[2] for s in m.slots if s.current_user is None}) <= 1
         if not self._uniform:
             return None
         ident = self._idents.get(req.eval_id, _UNKNOWN)
@@ -211,7 +213,16 @@ class RankOrders:
             ranks = self._class_ranks[ident] = {}
         jrank = ranks.get(cls.id, _UNKNOWN)
         if jrank is _UNKNOWN:
-            jrank = ranks[cls.id] = self._job_rank(m, req, cls.rep, req.group_key[3])
+            # the same as for any slot the Rank sees alike, in any partition
+            own_rank = req.group_key[3]
+            rid = m._reach_id(cls.rep, own_rank)
+            by_reach = self._reach_ranks.get(ident)
+            if by_reach is None:
+                by_reach = self._reach_ranks[ident] = {}
+            jrank = by_reach.get(rid, _UNKNOWN)
+            if jrank is _UNKNOWN:
+                jrank = by_reach[rid] = self._job_rank(m, req, cls.rep, own_rank)
+            ranks[cls.id] = jrank
         if jrank is None:
             return _UNKNOWN
         slot = got[1]

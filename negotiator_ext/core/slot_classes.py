@@ -36,12 +36,13 @@ class SlotClasses:
         # the slots in the order a class's members are kept in, when `partition` can
         # take them in it (each class's members then come sorted); else None
         self._walk: list[Slot] | None = None
+        # a NaN static rank orders nothing consistently (core.rank_order asks)
+        self.nan_statics = any(x != x for st in set(map(_statics, slots)) for x in st)
         if not self.static_ranks:
             # that order (static ranks, then collector order), worked out once a cycle
-            # as each slot's place in it; a NaN rank orders nothing consistently, so
-            # then each class is sorted on the ranks themselves, as the places would
-            # not say the same
-            if any(x != x for st in set(map(_statics, slots)) for x in st):
+            # as each slot's place in it; with a NaN rank each class is sorted on the
+            # ranks themselves, as the places would not say the same
+            if self.nan_statics:
                 for s in slots:
                     s.order = _static_order(s)
             else:
@@ -106,6 +107,7 @@ class SlotClasses:
             self.profile_slot(s)
         if kept is not None:
             self.slots = slots
+            self.nan_statics = False        # (`_can_keep` refuses them)
             self.partitions = kept.partitions
             self._walk = None
             self._lazy_walk = True
